@@ -1,0 +1,63 @@
+//===- AttnBase.td - attn dialect base ---------------------*- tablegen -*-===//
+//
+// The attn dialect, the base op class every attention op derives from, and the
+// operand constraints the ops share.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_DIALECT_IR_ATTNBASE_TD
+#define ATTN_DIALECT_IR_ATTNBASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def Attn_Dialect : Dialect {
+  let name = "attn";
+  let summary = "Attention variants for LLM inference";
+  let description = [{
+    The attn dialect describes attention as an inference engine runs it:
+    ragged prefill, prefill over a paged prefix (chunked prefill, prefix
+    caching), paged decode, appending new keys and values to a paged KV cache,
+    and merging partial attention states. Variant knobs (mask, sliding window,
+    ALiBi, soft-cap, scale, attention kind, FP8 KV) are attributes and optional
+    operands of a small set of ops; shapes and dtypes come from builtin types.
+    Later passes pick a schedule for a GPU and lower each op to a specialized
+    CUDA kernel.
+  }];
+  let cppNamespace = "::mlir::attn";
+  let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
+  let extraClassDeclaration = [{
+    void registerAttributes();
+    void registerTypes();
+  }];
+}
+
+/// Base of every attn op: each one has a verifier for the rules no kernel can
+/// honour.
+class Attn_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Attn_Dialect, mnemonic, traits> {
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Operand constraints
+//===----------------------------------------------------------------------===//
+
+/// Query, key, value and output rows: tokens x heads x head_dim.
+def Attn_ActivationTensor : TensorRankOf<[F16, BF16], [3]>;
+/// Partial outputs for merge_states may also be kept in f32.
+def Attn_PartialTensor : TensorRankOf<[F16, BF16, F32], [3]>;
+/// Log-sum-exp of the scores: tokens x heads, f32.
+def Attn_LseTensor : TensorRankOf<[F32], [2]>;
+/// Per-request lengths and offsets (seq_lens, cu_seqlens).
+def Attn_IndexVector : TensorRankOf<[I32], [1]>;
+/// Page indices per request, padded: batch x max_pages.
+def Attn_BlockTable : TensorRankOf<[I32], [2]>;
+/// Cache slot of each new token (page * page_size + offset); -1 skips it.
+def Attn_SlotMapping : TensorRankOf<[I32, I64], [1]>;
+/// FP8 dequantization scales: one per tensor, or one per KV head.
+def Attn_ScaleVector : TensorRankOf<[F32], [1]>;
+/// ALiBi slopes, one per query head.
+def Attn_SlopeVector : TensorRankOf<[F32], [1]>;
+
+#endif // ATTN_DIALECT_IR_ATTNBASE_TD

@@ -1,0 +1,317 @@
+//===- AttnOps.cpp - attn dialect op verifiers ----------------------------===//
+//
+// Each verifier rejects what no attn kernel can run, with a message that names
+// the operand or attribute and the rule. The limits themselves live in
+// codegen/KernelLimits.h.
+//
+//===----------------------------------------------------------------------===//
+#include "dialect/IR/AttnOps.h"
+#include "codegen/KernelLimits.h"
+
+#include "mlir/IR/TypeUtilities.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::attn;
+
+#define GET_OP_CLASSES
+#include "dialect/IR/AttnOps.cpp.inc"
+
+namespace {
+
+/// A tokens x heads x head_dim tensor type (ODS guarantees rank 3).
+struct Rows {
+  RankedTensorType type;
+  int64_t tokens() const { return type.getDimSize(0); }
+  int64_t heads() const { return type.getDimSize(1); }
+  int64_t headDim() const { return type.getDimSize(2); }
+  Type elementType() const { return type.getElementType(); }
+};
+
+Rows rowsOf(Value value) {
+  return Rows{cast<RankedTensorType>(value.getType())};
+}
+
+bool bothStatic(int64_t a, int64_t b) {
+  return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b);
+}
+
+/// Static size of a rank-1 tensor, or kDynamic.
+int64_t lengthOf(Value value) {
+  return cast<RankedTensorType>(value.getType()).getDimSize(0);
+}
+
+/// Rows whose heads and head_dim are static and whose head_dim a kernel runs.
+LogicalResult verifyRows(Operation *op, StringRef name, Rows rows) {
+  if (ShapedType::isDynamic(rows.heads()) ||
+      ShapedType::isDynamic(rows.headDim()))
+    return op->emitOpError() << name
+                             << " must have static head and head_dim sizes, "
+                                "got "
+                             << rows.type;
+  if (rows.heads() < 1)
+    return op->emitOpError() << name << " must have at least one head";
+  if (!::attn::isSupportedHeadDim(rows.headDim()))
+    return op->emitOpError()
+           << name << " head_dim " << rows.headDim()
+           << " is not supported; expected a multiple of "
+           << ::attn::kHeadDimMultiple << " from " << ::attn::kMinHeadDim
+           << " to " << ::attn::kMaxHeadDim;
+  return success();
+}
+
+/// What the attention ops (prefill, paged_prefill, decode) share: query and
+/// KV heads, output and LSE shapes, and the score modifiers.
+struct AttentionParts {
+  Rows q;
+  Rows out;
+  int64_t kvHeads;
+  int64_t kvHeadDim;
+  StringRef kvName; // "k" or "cache", for messages
+  MaskAttr mask;     // null: no mask
+  AttentionKind kind;
+  FloatAttr scale;   // null: 1/sqrt(head_dim)
+  FloatAttr softcap; // null: no soft-cap
+  Value alibiSlopes;
+  Value lse;
+};
+
+LogicalResult verifyAttention(Operation *op, const AttentionParts &parts) {
+  if (failed(verifyRows(op, "q", parts.q)))
+    return failure();
+  int64_t qHeads = parts.q.heads();
+  if (parts.kvHeads < 1 || qHeads % parts.kvHeads != 0)
+    return op->emitOpError() << "q heads (" << qHeads
+                             << ") must be a multiple of " << parts.kvName
+                             << " heads (" << parts.kvHeads << ")";
+  if (qHeads / parts.kvHeads > ::attn::kMaxGroupSize)
+    return op->emitOpError()
+           << "q heads per kv head (" << qHeads / parts.kvHeads
+           << ") exceeds the supported group size " << ::attn::kMaxGroupSize;
+  if (parts.kvHeadDim != parts.q.headDim())
+    return op->emitOpError() << "q head_dim (" << parts.q.headDim()
+                             << ") must equal " << parts.kvName
+                             << " head_dim (" << parts.kvHeadDim << ")";
+  if (failed(verifyCompatibleShape(parts.out.type, parts.q.type)) ||
+      parts.out.elementType() != parts.q.elementType())
+    return op->emitOpError() << "out type " << parts.out.type
+                             << " must match q type " << parts.q.type;
+  if (parts.lse) {
+    auto lseType = cast<RankedTensorType>(parts.lse.getType());
+    if (failed(verifyCompatibleShape(
+            lseType.getShape(), ArrayRef<int64_t>{parts.q.tokens(), qHeads})))
+      return op->emitOpError()
+             << "lse must be q tokens x q heads, got " << lseType;
+  }
+  if (parts.alibiSlopes) {
+    int64_t slopes = lengthOf(parts.alibiSlopes);
+    if (!ShapedType::isDynamic(slopes) && slopes != qHeads)
+      return op->emitOpError() << "alibi_slopes must have one slope per q head ("
+                               << qHeads << "), got " << slopes;
+  }
+  bool causal = parts.mask && parts.mask.isCausal();
+  if (causal && parts.kind == AttentionKind::cross)
+    return op->emitOpError()
+           << "cross attention cannot be causal: queries and keys come "
+              "from different sequences";
+  if (causal && parts.kind == AttentionKind::encoder)
+    return op->emitOpError()
+           << "encoder attention is bidirectional and cannot be causal";
+  if (parts.scale) {
+    double scale = parts.scale.getValueAsDouble();
+    if (!(scale > 0) || !std::isfinite(scale))
+      return op->emitOpError()
+             << "scale must be positive and finite, got " << scale;
+  }
+  if (parts.softcap) {
+    double softcap = parts.softcap.getValueAsDouble();
+    if (!(softcap > 0) || !std::isfinite(softcap))
+      return op->emitOpError()
+             << "softcap must be positive and finite, got " << softcap;
+  }
+  return success();
+}
+
+/// FP8 caches need dequantization scales, others must not have them; a scale
+/// vector holds one value per tensor or one per KV head.
+LogicalResult verifyKVScales(Operation *op, PagedKVType cache, Value kScale,
+                             Value vScale) {
+  if (!kScale != !vScale)
+    return op->emitOpError() << "k_scale and v_scale must be given together";
+  if (cache.isFP8() && !kScale)
+    return op->emitOpError() << "an FP8 cache (" << cache.getElementType()
+                             << ") needs kv_scales";
+  if (!cache.isFP8() && kScale)
+    return op->emitOpError() << "kv_scales given, but the cache stores "
+                             << cache.getElementType() << ", not FP8";
+  for (auto [name, scale] : {std::pair<StringRef, Value>{"k_scale", kScale},
+                             std::pair<StringRef, Value>{"v_scale", vScale}}) {
+    if (!scale)
+      continue;
+    int64_t n = lengthOf(scale);
+    if (!ShapedType::isDynamic(n) && n != 1 && n != cache.getNumKvHeads())
+      return op->emitOpError()
+             << name << " must have 1 element (per tensor) or "
+             << cache.getNumKvHeads() << " (one per kv head), got " << n;
+  }
+  return success();
+}
+
+/// An f16/bf16 cache stores what the queries compute in; FP8 is quantized.
+LogicalResult verifyCacheElementType(Operation *op, StringRef name, Type elem,
+                                     PagedKVType cache) {
+  if (!cache.isFP8() && cache.getElementType() != elem)
+    return op->emitOpError()
+           << "cache element type " << cache.getElementType()
+           << " must equal the " << name << " element type (" << elem
+           << ") or be FP8";
+  return success();
+}
+
+/// block_tables has one row per request, as many as seq_lens has entries.
+LogicalResult verifyBlockTables(Operation *op, Value blockTables,
+                                Value seqLens) {
+  int64_t rows = cast<RankedTensorType>(blockTables.getType()).getDimSize(0);
+  int64_t lens = lengthOf(seqLens);
+  if (bothStatic(rows, lens) && rows != lens)
+    return op->emitOpError() << "block_tables has " << rows
+                             << " rows but seq_lens has " << lens
+                             << " entries; both need one per request";
+  return success();
+}
+
+/// cu_seqlens holds batch + 1 offsets.
+LogicalResult verifyCuSeqlens(Operation *op, StringRef name, Value cuSeqlens) {
+  int64_t n = lengthOf(cuSeqlens);
+  if (!ShapedType::isDynamic(n) && n < 2)
+    return op->emitOpError()
+           << name << " needs batch + 1 >= 2 entries, got " << n;
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// PrefillOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PrefillOp::verify() {
+  Rows q = rowsOf(getQ()), k = rowsOf(getK()), v = rowsOf(getV());
+  if (failed(verifyRows(*this, "k", k)) || failed(verifyRows(*this, "v", v)))
+    return failure();
+  if (failed(verifyCompatibleShape(k.type, v.type)))
+    return emitOpError() << "k " << k.type << " and v " << v.type
+                         << " must have the same shape";
+  if (k.elementType() != q.elementType() || v.elementType() != q.elementType())
+    return emitOpError() << "k and v element types must equal the q element "
+                            "type ("
+                         << q.elementType() << ")";
+  if (failed(verifyCuSeqlens(*this, "cu_seqlens_q", getCuSeqlensQ())) ||
+      failed(verifyCuSeqlens(*this, "cu_seqlens_kv", getCuSeqlensKv())))
+    return failure();
+  int64_t nq = lengthOf(getCuSeqlensQ()), nkv = lengthOf(getCuSeqlensKv());
+  if (bothStatic(nq, nkv) && nq != nkv)
+    return emitOpError() << "cu_seqlens_q (" << nq << ") and cu_seqlens_kv ("
+                         << nkv << ") must both have batch + 1 entries";
+  return verifyAttention(
+      *this, AttentionParts{q, rowsOf(getOut()), k.heads(), k.headDim(), "k",
+                            getMaskAttr(), getKind(), getScaleAttr(),
+                            getSoftcapAttr(), getAlibiSlopes(), getLse()});
+}
+
+//===----------------------------------------------------------------------===//
+// PagedPrefillOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PagedPrefillOp::verify() {
+  PagedKVType cache = getCache().getType();
+  Rows q = rowsOf(getQ());
+  if (getKind() == AttentionKind::encoder)
+    return emitOpError() << "encoder attention has no KV cache; use "
+                            "attn.prefill";
+  if (failed(verifyCacheElementType(*this, "q", q.elementType(), cache)) ||
+      failed(verifyKVScales(*this, cache, getKScale(), getVScale())) ||
+      failed(verifyBlockTables(*this, getBlockTables(), getSeqLens())) ||
+      failed(verifyCuSeqlens(*this, "cu_seqlens_q", getCuSeqlensQ())))
+    return failure();
+  int64_t offsets = lengthOf(getCuSeqlensQ()), lens = lengthOf(getSeqLens());
+  if (bothStatic(offsets, lens) && offsets != lens + 1)
+    return emitOpError() << "cu_seqlens_q has " << offsets
+                         << " entries but seq_lens has " << lens
+                         << "; expected seq_lens + 1";
+  return verifyAttention(
+      *this, AttentionParts{q, rowsOf(getOut()), cache.getNumKvHeads(),
+                            cache.getHeadDim(), "cache", getMaskAttr(), getKind(),
+                            getScaleAttr(), getSoftcapAttr(),
+                            getAlibiSlopes(), getLse()});
+}
+
+//===----------------------------------------------------------------------===//
+// DecodeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult DecodeOp::verify() {
+  PagedKVType cache = getCache().getType();
+  Rows q = rowsOf(getQ());
+  if (getKind() == AttentionKind::encoder)
+    return emitOpError() << "encoder attention has no decode phase";
+  int64_t queryLen = getQueryLen();
+  if (queryLen < 1 || queryLen > ::attn::kMaxDecodeQueryLen)
+    return emitOpError() << "query_len must be from 1 to "
+                         << ::attn::kMaxDecodeQueryLen << ", got " << queryLen;
+  if (failed(verifyCacheElementType(*this, "q", q.elementType(), cache)) ||
+      failed(verifyKVScales(*this, cache, getKScale(), getVScale())) ||
+      failed(verifyBlockTables(*this, getBlockTables(), getSeqLens())))
+    return failure();
+  int64_t requests = lengthOf(getSeqLens());
+  if (bothStatic(q.tokens(), requests) && q.tokens() != requests * queryLen)
+    return emitOpError() << "q has " << q.tokens() << " tokens but "
+                         << requests << " requests x query_len " << queryLen
+                         << " = " << requests * queryLen;
+  return verifyAttention(
+      *this, AttentionParts{q, rowsOf(getOut()), cache.getNumKvHeads(),
+                            cache.getHeadDim(), "cache", getMaskAttr(), getKind(),
+                            getScaleAttr(), getSoftcapAttr(),
+                            getAlibiSlopes(), getLse()});
+}
+
+//===----------------------------------------------------------------------===//
+// AppendKVOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AppendKVOp::verify() {
+  PagedKVType cache = getCache().getType();
+  Rows k = rowsOf(getK());
+  if (getK().getType() != getV().getType())
+    return emitOpError() << "k " << getK().getType() << " and v "
+                         << getV().getType() << " must have the same type";
+  if (k.heads() != cache.getNumKvHeads() || k.headDim() != cache.getHeadDim())
+    return emitOpError() << "k and v must be tokens x "
+                         << cache.getNumKvHeads() << " x "
+                         << cache.getHeadDim() << " to match the cache, got "
+                         << k.type;
+  int64_t slots = lengthOf(getSlotMapping());
+  if (bothStatic(slots, k.tokens()) && slots != k.tokens())
+    return emitOpError() << "slot_mapping has " << slots
+                         << " entries but k has " << k.tokens() << " tokens";
+  if (failed(verifyCacheElementType(*this, "k", k.elementType(), cache)))
+    return failure();
+  return verifyKVScales(*this, cache, getKScale(), getVScale());
+}
+
+//===----------------------------------------------------------------------===//
+// MergeStatesOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MergeStatesOp::verify() {
+  Rows out = rowsOf(getOutA());
+  if (failed(verifyRows(*this, "out_a", out)))
+    return failure();
+  auto lseType = cast<RankedTensorType>(getLseA().getType());
+  if (failed(verifyCompatibleShape(
+          lseType.getShape(), ArrayRef<int64_t>{out.tokens(), out.heads()})))
+    return emitOpError() << "lse_a must be tokens x heads of out_a ("
+                         << out.type << "), got " << lseType;
+  return success();
+}

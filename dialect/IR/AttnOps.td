@@ -1,0 +1,216 @@
+//===- AttnOps.td - attn dialect ops -----------------------*- tablegen -*-===//
+//
+// The attention ops: ragged prefill, paged prefill, paged decode, append to a
+// paged KV cache, and merging partial states. Variant knobs are attributes and
+// optional operands shared by the attention ops, not separate ops.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_DIALECT_IR_ATTNOPS_TD
+#define ATTN_DIALECT_IR_ATTNOPS_TD
+
+include "dialect/IR/AttnBase.td"
+include "dialect/IR/AttnAttrs.td"
+include "dialect/IR/AttnTypes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+/// Score modifiers every attention op takes. Absent `mask` means none; absent
+/// `scale` means 1/sqrt(head_dim); `softcap` c replaces a score s by
+/// c * tanh(s / c) (Gemma 2, Grok).
+defvar Attn_ScoreModAttrs = (ins
+  OptionalAttr<Attn_MaskAttr>:$mask,
+  DefaultValuedAttr<Attn_AttentionKindAttr,
+                    "::mlir::attn::AttentionKind::decoder">:$kind,
+  OptionalAttr<F32Attr>:$scale,
+  OptionalAttr<F32Attr>:$softcap);
+
+//===----------------------------------------------------------------------===//
+// attn.prefill
+//===----------------------------------------------------------------------===//
+
+def Attn_PrefillOp : Attn_Op<"prefill", [Pure]> {
+  let summary = "attention over ragged (variable-length) q/k/v";
+  let description = [{
+    Each request `b` owns query rows `cu_seqlens_q[b] .. cu_seqlens_q[b+1]` and
+    key/value rows `cu_seqlens_kv[b] .. cu_seqlens_kv[b+1]`. Decoder self
+    attention is usually causal; encoder attention is bidirectional; cross
+    attention reads keys and values of the encoder sequences. Query heads are
+    grouped over KV heads (MHA, GQA, MQA). The optional second result is the
+    log-sum-exp of each row's scores.
+
+    ```mlir
+    %o = attn.prefill %q, %k, %v, %cu_q, %cu_kv {mask = #attn.mask<causal>}
+        : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+          tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+    ```
+  }];
+  let arguments = !con((ins
+    Attn_ActivationTensor:$q,
+    Attn_ActivationTensor:$k,
+    Attn_ActivationTensor:$v,
+    Attn_IndexVector:$cu_seqlens_q,
+    Attn_IndexVector:$cu_seqlens_kv,
+    Optional<Attn_SlopeVector>:$alibi_slopes), Attn_ScoreModAttrs);
+  let results = (outs
+    Attn_ActivationTensor:$out,
+    Optional<Attn_LseTensor>:$lse);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $cu_seqlens_q `,` $cu_seqlens_kv
+    (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
+    attr-dict `:` type($q) `,` type($k) `,` type($v) `,`
+    type($cu_seqlens_q) `,` type($cu_seqlens_kv) `->` type($out)
+    (`,` type($lse)^)?
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// attn.paged_prefill
+//===----------------------------------------------------------------------===//
+
+def Attn_PagedPrefillOp
+    : Attn_Op<"paged_prefill", [Pure, AttrSizedOperandSegments]> {
+  let summary = "new tokens attending to their paged prefix and themselves";
+  let description = [{
+    Chunked prefill and prefix caching: request `b` has query rows
+    `cu_seqlens_q[b] .. cu_seqlens_q[b+1]`, whose keys and values are already
+    appended to the cache, and attends to all `seq_lens[b]` cached tokens
+    (prefix plus new) through its row of `block_tables`. With a causal mask the
+    queries are aligned to the last `q_len` keys.
+
+    ```mlir
+    %o = attn.paged_prefill %q, %cache, %cu_q, %block_tables, %seq_lens
+        {mask = #attn.mask<causal>}
+        : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+          tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+    ```
+  }];
+  let arguments = !con((ins
+    Attn_ActivationTensor:$q,
+    Attn_PagedKVType:$cache,
+    Attn_IndexVector:$cu_seqlens_q,
+    Attn_BlockTable:$block_tables,
+    Attn_IndexVector:$seq_lens,
+    Optional<Attn_ScaleVector>:$k_scale,
+    Optional<Attn_ScaleVector>:$v_scale,
+    Optional<Attn_SlopeVector>:$alibi_slopes), Attn_ScoreModAttrs);
+  let results = (outs
+    Attn_ActivationTensor:$out,
+    Optional<Attn_LseTensor>:$lse);
+  let assemblyFormat = [{
+    $q `,` $cache `,` $cu_seqlens_q `,` $block_tables `,` $seq_lens
+    (`kv_scales` `(` $k_scale^ `,` $v_scale `:` type($k_scale) `,`
+                    type($v_scale) `)`)?
+    (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
+    attr-dict `:` type($q) `,` qualified(type($cache)) `,`
+    type($cu_seqlens_q) `,` type($block_tables) `,` type($seq_lens)
+    `->` type($out) (`,` type($lse)^)?
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// attn.decode
+//===----------------------------------------------------------------------===//
+
+def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments]> {
+  let summary = "paged decode: a few new query tokens per request";
+  let description = [{
+    Each request contributes `query_len` query rows (1, or 1 + draft tokens
+    for speculative decoding; causal among themselves when the mask is causal)
+    and attends to its `seq_lens[b]` cached tokens through its row of
+    `block_tables`. An FP8 cache needs `kv_scales`: one dequantization scale
+    per tensor or one per KV head.
+
+    ```mlir
+    %o = attn.decode %q, %cache, %block_tables, %seq_lens
+        : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+          tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+    ```
+  }];
+  let arguments = !con((ins
+    Attn_ActivationTensor:$q,
+    Attn_PagedKVType:$cache,
+    Attn_BlockTable:$block_tables,
+    Attn_IndexVector:$seq_lens,
+    Optional<Attn_ScaleVector>:$k_scale,
+    Optional<Attn_ScaleVector>:$v_scale,
+    Optional<Attn_SlopeVector>:$alibi_slopes,
+    DefaultValuedAttr<I64Attr, "1">:$query_len), Attn_ScoreModAttrs);
+  let results = (outs
+    Attn_ActivationTensor:$out,
+    Optional<Attn_LseTensor>:$lse);
+  let assemblyFormat = [{
+    $q `,` $cache `,` $block_tables `,` $seq_lens
+    (`kv_scales` `(` $k_scale^ `,` $v_scale `:` type($k_scale) `,`
+                    type($v_scale) `)`)?
+    (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
+    attr-dict `:` type($q) `,` qualified(type($cache)) `,`
+    type($block_tables) `,` type($seq_lens) `->` type($out)
+    (`,` type($lse)^)?
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// attn.append_kv
+//===----------------------------------------------------------------------===//
+
+def Attn_AppendKVOp : Attn_Op<"append_kv", [Pure, AttrSizedOperandSegments,
+    AllTypesMatch<["cache", "result"]>]> {
+  let summary = "write new keys and values into a paged cache";
+  let description = [{
+    Reshape-and-cache: row `t` of `k` and `v` goes to cache slot
+    `slot_mapping[t]` (page `slot / page_size`, offset `slot % page_size`); a
+    negative slot skips the row (padding). An FP8 cache quantizes with
+    `kv_scales` (the stored value is `x / scale`).
+
+    ```mlir
+    %c1 = attn.append_kv %k, %v into %c0 at %slots
+        : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+          !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi64>
+    ```
+  }];
+  let arguments = (ins
+    Attn_ActivationTensor:$k,
+    Attn_ActivationTensor:$v,
+    Attn_PagedKVType:$cache,
+    Attn_SlotMapping:$slot_mapping,
+    Optional<Attn_ScaleVector>:$k_scale,
+    Optional<Attn_ScaleVector>:$v_scale);
+  let results = (outs Attn_PagedKVType:$result);
+  let assemblyFormat = [{
+    $k `,` $v `into` $cache `at` $slot_mapping
+    (`kv_scales` `(` $k_scale^ `,` $v_scale `:` type($k_scale) `,`
+                    type($v_scale) `)`)?
+    attr-dict `:` type($k) `,` type($v) `,` qualified(type($cache)) `,`
+    type($slot_mapping)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// attn.merge_states
+//===----------------------------------------------------------------------===//
+
+def Attn_MergeStatesOp : Attn_Op<"merge_states", [Pure,
+    AllTypesMatch<["out_a", "out_b", "out"]>,
+    AllTypesMatch<["lse_a", "lse_b", "lse"]>]> {
+  let summary = "combine two partial attention states by their log-sum-exp";
+  let description = [{
+    Given attention over two disjoint key sets, `(out_a, lse_a)` and
+    `(out_b, lse_b)`, returns attention over their union:
+    `lse = log(exp(lse_a) + exp(lse_b))`,
+    `out = out_a * exp(lse_a - lse) + out_b * exp(lse_b - lse)`.
+
+    ```mlir
+    %o, %l = attn.merge_states %oa, %la, %ob, %lb
+        : tensor<?x32x128xf32>, tensor<?x32xf32>
+    ```
+  }];
+  let arguments = (ins
+    Attn_PartialTensor:$out_a, Attn_LseTensor:$lse_a,
+    Attn_PartialTensor:$out_b, Attn_LseTensor:$lse_b);
+  let results = (outs Attn_PartialTensor:$out, Attn_LseTensor:$lse);
+  let assemblyFormat = [{
+    $out_a `,` $lse_a `,` $out_b `,` $lse_b attr-dict `:`
+    type($out_a) `,` type($lse_a)
+  }];
+}
+
+#endif // ATTN_DIALECT_IR_ATTNOPS_TD

@@ -1,0 +1,381 @@
+// RUN: attn-opt %s --split-input-file --verify-diagnostics
+
+// One case per verifier rule: each rejects something no attn kernel can run
+// and names the operand or attribute at fault.
+
+//===----------------------------------------------------------------------===//
+// !attn.paged_kv
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{paged_kv head_dim 100 is not supported; expected a multiple of 8 from 32 to 256}}
+func.func @kv_head_dim(%c: !attn.paged_kv<8x100xbf16, page_size = 16, layout = nhd>)
+
+// -----
+
+// expected-error @+1 {{paged_kv element type 'i8' is not allowed; expected f16, bf16, f8E4M3FN or f8E5M2}}
+func.func @kv_element_type(%c: !attn.paged_kv<8x128xi8, page_size = 16, layout = nhd>)
+
+// -----
+
+// expected-error @+1 {{paged_kv page_size 512 is not supported; expected 1 to 256}}
+func.func @kv_page_size(%c: !attn.paged_kv<8x128xbf16, page_size = 512, layout = nhd>)
+
+// -----
+
+// expected-error @+1 {{paged_kv needs at least one kv head, got 0}}
+func.func @kv_no_heads(%c: !attn.paged_kv<0x128xbf16, page_size = 16, layout = nhd>)
+
+// -----
+
+// expected-error @+1 {{expected <kv_heads>x<head_dim>x<type>, got 3 dimensions}}
+func.func @kv_rank(%c: !attn.paged_kv<2x8x128xbf16, page_size = 16, layout = nhd>)
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// #attn.mask
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{sliding window must be non-negative, got -1}}
+func.func @mask_negative_window() attributes {m = #attn.mask<causal, window = -1>}
+
+// -----
+
+// expected-error @+1 {{a sliding window needs a causal mask}}
+func.func @mask_window_not_causal() attributes {m = #attn.mask<none, window = 128>}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Attention ops: shapes and heads
+//===----------------------------------------------------------------------===//
+
+func.func @element_type(%q: tensor<?x32x128xf32>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                        %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.decode' op operand #0 must be 3D tensor of 16-bit float or bfloat16 type values, but got 'tensor<?x32x128xf32>'}}
+  %o = attn.decode %q, %c, %bt, %lens : tensor<?x32x128xf32>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xf32>
+  return
+}
+
+// -----
+
+func.func @block_table_type(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                            %bt: tensor<?x?xi64>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.decode' op operand #2 must be 2D tensor of 32-bit signless integer values, but got 'tensor<?x?xi64>'}}
+  %o = attn.decode %q, %c, %bt, %lens : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi64>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @q_dynamic_heads(%q: tensor<?x?x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                           %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.decode' op q must have static head and head_dim sizes, got 'tensor<?x?x128xbf16>'}}
+  %o = attn.decode %q, %c, %bt, %lens : tensor<?x?x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x?x128xbf16>
+  return
+}
+
+// -----
+
+func.func @q_head_dim(%q: tensor<?x8x100xbf16>, %k: tensor<?x8x128xbf16>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.prefill' op q head_dim 100 is not supported; expected a multiple of 8 from 32 to 256}}
+  %o = attn.prefill %q, %k, %k, %cu, %cu : tensor<?x8x100xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x8x100xbf16>
+  return
+}
+
+// -----
+
+func.func @heads_not_multiple(%q: tensor<?x12x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                              %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.decode' op q heads (12) must be a multiple of cache heads (8)}}
+  %o = attn.decode %q, %c, %bt, %lens : tensor<?x12x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x12x128xbf16>
+  return
+}
+
+// -----
+
+func.func @group_too_large(%q: tensor<?x256x64xbf16>, %k: tensor<?x1x64xbf16>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.prefill' op q heads per kv head (256) exceeds the supported group size 128}}
+  %o = attn.prefill %q, %k, %k, %cu, %cu : tensor<?x256x64xbf16>, tensor<?x1x64xbf16>, tensor<?x1x64xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x256x64xbf16>
+  return
+}
+
+// -----
+
+func.func @head_dim_mismatch(%q: tensor<?x32x64xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                             %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.decode' op q head_dim (64) must equal cache head_dim (128)}}
+  %o = attn.decode %q, %c, %bt, %lens : tensor<?x32x64xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x64xbf16>
+  return
+}
+
+// -----
+
+func.func @out_type(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                    %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.decode' op out type 'tensor<?x32x128xf16>' must match q type 'tensor<?x32x128xbf16>'}}
+  %o = attn.decode %q, %c, %bt, %lens : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xf16>
+  return
+}
+
+// -----
+
+func.func @lse_shape(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.decode' op lse must be q tokens x q heads, got 'tensor<?x8xf32>'}}
+  %o, %l = attn.decode %q, %c, %bt, %lens : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>, tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @alibi_count(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                       %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %a: tensor<16xf32>) {
+  // expected-error @+1 {{'attn.decode' op alibi_slopes must have one slope per q head (32), got 16}}
+  %o = attn.decode %q, %c, %bt, %lens alibi(%a : tensor<16xf32>) : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Attention ops: masks and score modifiers
+//===----------------------------------------------------------------------===//
+
+func.func @cross_causal(%q: tensor<?x8x64xbf16>, %kv: tensor<?x8x64xbf16>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.prefill' op cross attention cannot be causal: queries and keys come from different sequences}}
+  %o = attn.prefill %q, %kv, %kv, %cu, %cu {kind = #attn.kind<cross>, mask = #attn.mask<causal>} : tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x8x64xbf16>
+  return
+}
+
+// -----
+
+func.func @encoder_causal(%q: tensor<?x8x64xbf16>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.prefill' op encoder attention is bidirectional and cannot be causal}}
+  %o = attn.prefill %q, %q, %q, %cu, %cu {kind = #attn.kind<encoder>, mask = #attn.mask<causal>} : tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x8x64xbf16>
+  return
+}
+
+// -----
+
+func.func @scale_not_positive(%q: tensor<?x8x64xbf16>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.prefill' op scale must be positive and finite, got -1}}
+  %o = attn.prefill %q, %q, %q, %cu, %cu {scale = -1.0 : f32} : tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x8x64xbf16>
+  return
+}
+
+// -----
+
+func.func @softcap_not_positive(%q: tensor<?x8x64xbf16>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.prefill' op softcap must be positive and finite, got 0}}
+  %o = attn.prefill %q, %q, %q, %cu, %cu {softcap = 0.0 : f32} : tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x8x64xbf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// KV cache element types and FP8 scales
+//===----------------------------------------------------------------------===//
+
+func.func @fp8_without_scales(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+                              %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.decode' op an FP8 cache ('f8E4M3FN') needs kv_scales}}
+  %o = attn.decode %q, %c, %bt, %lens : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @scales_without_fp8(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                              %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{'attn.decode' op kv_scales given, but the cache stores 'bf16', not FP8}}
+  %o = attn.decode %q, %c, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>) : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @scale_count(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E5M2, page_size = 16, layout = nhd>,
+                       %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<3xf32>) {
+  // expected-error @+1 {{'attn.decode' op k_scale must have 1 element (per tensor) or 8 (one per kv head), got 3}}
+  %o = attn.decode %q, %c, %bt, %lens kv_scales(%s, %s : tensor<3xf32>, tensor<3xf32>) : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E5M2, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @k_scale_alone(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+                         %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{'attn.decode' op k_scale and v_scale must be given together}}
+  %o = "attn.decode"(%q, %c, %bt, %lens, %s) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>}> : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32>, tensor<1xf32>) -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @cache_dtype_mismatch(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf16, page_size = 16, layout = nhd>,
+                                %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.decode' op cache element type 'f16' must equal the q element type ('bf16') or be FP8}}
+  %o = attn.decode %q, %c, %bt, %lens : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// attn.decode
+//===----------------------------------------------------------------------===//
+
+func.func @block_tables_rows(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                             %bt: tensor<4x?xi32>, %lens: tensor<8xi32>) {
+  // expected-error @+1 {{'attn.decode' op block_tables has 4 rows but seq_lens has 8 entries; both need one per request}}
+  %o = attn.decode %q, %c, %bt, %lens : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<4x?xi32>, tensor<8xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @decode_encoder(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                          %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.decode' op encoder attention has no decode phase}}
+  %o = attn.decode %q, %c, %bt, %lens {kind = #attn.kind<encoder>} : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @query_len_range(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                           %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.decode' op query_len must be from 1 to 16, got 17}}
+  %o = attn.decode %q, %c, %bt, %lens {query_len = 17} : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @decode_token_count(%q: tensor<6x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                              %bt: tensor<4x?xi32>, %lens: tensor<4xi32>) {
+  // expected-error @+1 {{'attn.decode' op q has 6 tokens but 4 requests x query_len 2 = 8}}
+  %o = attn.decode %q, %c, %bt, %lens {query_len = 2} : tensor<6x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<4x?xi32>, tensor<4xi32> -> tensor<6x32x128xbf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// attn.prefill
+//===----------------------------------------------------------------------===//
+
+func.func @kv_shape(%q: tensor<?x8x128xbf16>, %k: tensor<?x8x128xbf16>, %v: tensor<?x4x128xbf16>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.prefill' op k 'tensor<?x8x128xbf16>' and v 'tensor<?x4x128xbf16>' must have the same shape}}
+  %o = attn.prefill %q, %k, %v, %cu, %cu : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?x4x128xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x8x128xbf16>
+  return
+}
+
+// -----
+
+func.func @kv_element_type(%q: tensor<?x8x128xbf16>, %k: tensor<?x8x128xf16>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.prefill' op k and v element types must equal the q element type ('bf16')}}
+  %o = attn.prefill %q, %k, %k, %cu, %cu : tensor<?x8x128xbf16>, tensor<?x8x128xf16>, tensor<?x8x128xf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x8x128xbf16>
+  return
+}
+
+// -----
+
+func.func @cu_seqlens_too_short(%q: tensor<?x8x128xbf16>, %cu: tensor<1xi32>, %cu_kv: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.prefill' op cu_seqlens_q needs batch + 1 >= 2 entries, got 1}}
+  %o = attn.prefill %q, %q, %q, %cu, %cu_kv : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<1xi32>, tensor<?xi32> -> tensor<?x8x128xbf16>
+  return
+}
+
+// -----
+
+func.func @cu_seqlens_batch(%q: tensor<?x8x128xbf16>, %cu_q: tensor<3xi32>, %cu_kv: tensor<5xi32>) {
+  // expected-error @+1 {{'attn.prefill' op cu_seqlens_q (3) and cu_seqlens_kv (5) must both have batch + 1 entries}}
+  %o = attn.prefill %q, %q, %q, %cu_q, %cu_kv : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<3xi32>, tensor<5xi32> -> tensor<?x8x128xbf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// attn.paged_prefill
+//===----------------------------------------------------------------------===//
+
+func.func @paged_prefill_encoder(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                                 %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.paged_prefill' op encoder attention has no KV cache; use attn.prefill}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens {kind = #attn.kind<encoder>} : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @paged_prefill_batch(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                               %cu: tensor<4xi32>, %bt: tensor<?x?xi32>, %lens: tensor<4xi32>) {
+  // expected-error @+1 {{'attn.paged_prefill' op cu_seqlens_q has 4 entries but seq_lens has 4; expected seq_lens + 1}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<4xi32>, tensor<?x?xi32>, tensor<4xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// attn.append_kv
+//===----------------------------------------------------------------------===//
+
+func.func @append_kv_types(%k: tensor<?x8x128xbf16>, %v: tensor<?x8x128xf16>,
+                           %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, %slots: tensor<?xi64>) {
+  // expected-error @+1 {{'attn.append_kv' op k 'tensor<?x8x128xbf16>' and v 'tensor<?x8x128xf16>' must have the same type}}
+  %r = attn.append_kv %k, %v into %c at %slots : tensor<?x8x128xbf16>, tensor<?x8x128xf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi64>
+  return
+}
+
+// -----
+
+func.func @append_kv_heads(%k: tensor<?x4x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                           %slots: tensor<?xi64>) {
+  // expected-error @+1 {{'attn.append_kv' op k and v must be tokens x 8 x 128 to match the cache, got 'tensor<?x4x128xbf16>'}}
+  %r = attn.append_kv %k, %k into %c at %slots : tensor<?x4x128xbf16>, tensor<?x4x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi64>
+  return
+}
+
+// -----
+
+func.func @append_kv_slots(%k: tensor<4x8x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                           %slots: tensor<3xi64>) {
+  // expected-error @+1 {{'attn.append_kv' op slot_mapping has 3 entries but k has 4 tokens}}
+  %r = attn.append_kv %k, %k into %c at %slots : tensor<4x8x128xbf16>, tensor<4x8x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<3xi64>
+  return
+}
+
+// -----
+
+func.func @append_kv_fp8(%k: tensor<?x8x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+                         %slots: tensor<?xi64>) {
+  // expected-error @+1 {{'attn.append_kv' op an FP8 cache ('f8E4M3FN') needs kv_scales}}
+  %r = attn.append_kv %k, %k into %c at %slots : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>, tensor<?xi64>
+  return
+}
+
+// -----
+
+func.func @append_kv_dtype(%k: tensor<?x8x128xf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                           %slots: tensor<?xi64>) {
+  // expected-error @+1 {{'attn.append_kv' op cache element type 'bf16' must equal the k element type ('f16') or be FP8}}
+  %r = attn.append_kv %k, %k into %c at %slots : tensor<?x8x128xf16>, tensor<?x8x128xf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi64>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// attn.merge_states
+//===----------------------------------------------------------------------===//
+
+func.func @merge_lse_shape(%o: tensor<?x32x128xf32>, %l: tensor<?x16xf32>) {
+  // expected-error @+1 {{'attn.merge_states' op lse_a must be tokens x heads of out_a ('tensor<?x32x128xf32>'), got 'tensor<?x16xf32>'}}
+  %r, %s = attn.merge_states %o, %l, %o, %l : tensor<?x32x128xf32>, tensor<?x16xf32>
+  return
+}

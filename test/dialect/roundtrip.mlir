@@ -1,0 +1,154 @@
+// RUN: attn-opt %s | attn-opt | FileCheck %s
+// RUN: attn-opt %s --mlir-print-op-generic | attn-opt | FileCheck %s
+
+// Every op, type and attribute of the attn dialect survives print -> parse ->
+// print, in the custom and the generic form.
+
+// CHECK-LABEL: func.func @prefill_causal_gqa
+func.func @prefill_causal_gqa(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
+                              %v: tensor<?x8x128xbf16>, %cu_q: tensor<?xi32>,
+                              %cu_kv: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // CHECK: attn.prefill %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {mask = #attn.mask<causal>}
+  // CHECK-SAME: : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  %o = attn.prefill %q, %k, %v, %cu_q, %cu_kv {mask = #attn.mask<causal>}
+      : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// CHECK-LABEL: func.func @prefill_encoder_lse
+func.func @prefill_encoder_lse(%q: tensor<64x12x64xf16>, %cu: tensor<3xi32>)
+    -> (tensor<64x12x64xf16>, tensor<64x12xf32>) {
+  // Bidirectional encoder attention with an explicit scale and LSE output.
+  // CHECK: %[[OUT:.+]], %[[LSE:.+]] = attn.prefill
+  // CHECK-SAME: kind = #attn.kind<encoder>
+  // CHECK-SAME: mask = #attn.mask<none>
+  // CHECK-SAME: scale = 1.250000e-01 : f32
+  // CHECK-SAME: -> tensor<64x12x64xf16>, tensor<64x12xf32>
+  %o, %lse = attn.prefill %q, %q, %q, %cu, %cu
+      {kind = #attn.kind<encoder>, mask = #attn.mask<none>, scale = 0.125 : f32}
+      : tensor<64x12x64xf16>, tensor<64x12x64xf16>, tensor<64x12x64xf16>,
+        tensor<3xi32>, tensor<3xi32> -> tensor<64x12x64xf16>, tensor<64x12xf32>
+  return %o, %lse : tensor<64x12x64xf16>, tensor<64x12xf32>
+}
+
+// CHECK-LABEL: func.func @prefill_cross_alibi_softcap
+func.func @prefill_cross_alibi_softcap(%q: tensor<?x16x80xbf16>, %kv: tensor<?x16x80xbf16>,
+                                       %cu_q: tensor<?xi32>, %cu_kv: tensor<?xi32>,
+                                       %slopes: tensor<16xf32>) -> tensor<?x16x80xbf16> {
+  // Cross attention: queries from the decoder, keys/values from the encoder.
+  // CHECK: attn.prefill {{.*}} alibi(%{{.*}} : tensor<16xf32>)
+  // CHECK-SAME: kind = #attn.kind<cross>
+  // CHECK-SAME: softcap = 5.000000e+01 : f32
+  %o = attn.prefill %q, %kv, %kv, %cu_q, %cu_kv alibi(%slopes : tensor<16xf32>)
+      {kind = #attn.kind<cross>, softcap = 50.0 : f32}
+      : tensor<?x16x80xbf16>, tensor<?x16x80xbf16>, tensor<?x16x80xbf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x16x80xbf16>
+  return %o : tensor<?x16x80xbf16>
+}
+
+// CHECK-LABEL: func.func @paged_prefill_window_fp8
+func.func @paged_prefill_window_fp8(
+    %q: tensor<?x32x128xbf16>,
+    %cache: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+    %cu_q: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>,
+    %ks: tensor<8xf32>, %vs: tensor<8xf32>) -> (tensor<?x32x128xbf16>, tensor<?x32xf32>) {
+  // Chunked prefill over an FP8 cache with per-head scales and a window.
+  // CHECK: attn.paged_prefill {{.*}} kv_scales(%{{.*}}, %{{.*}} : tensor<8xf32>, tensor<8xf32>)
+  // CHECK-SAME: mask = #attn.mask<causal, window = 4096>
+  // CHECK-SAME: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>
+  %o, %lse = attn.paged_prefill %q, %cache, %cu_q, %bt, %lens
+      kv_scales(%ks, %vs : tensor<8xf32>, tensor<8xf32>)
+      {mask = #attn.mask<causal, window = 4096>}
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>, tensor<?x32xf32>
+  return %o, %lse : tensor<?x32x128xbf16>, tensor<?x32xf32>
+}
+
+// CHECK-LABEL: func.func @decode_mqa_hnd
+func.func @decode_mqa_hnd(
+    %q: tensor<?x64x256xf16>,
+    %cache: !attn.paged_kv<1x256xf16, page_size = 1, layout = hnd>,
+    %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x64x256xf16> {
+  // MQA (64 q heads over one kv head), page size 1, head-major pages.
+  // CHECK: attn.decode
+  // CHECK-SAME: !attn.paged_kv<1x256xf16, page_size = 1, layout = hnd>
+  %o = attn.decode %q, %cache, %bt, %lens
+      : tensor<?x64x256xf16>, !attn.paged_kv<1x256xf16, page_size = 1, layout = hnd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x64x256xf16>
+  return %o : tensor<?x64x256xf16>
+}
+
+// CHECK-LABEL: func.func @decode_speculative_e5m2_alibi
+func.func @decode_speculative_e5m2_alibi(
+    %q: tensor<16x32x96xbf16>,
+    %cache: !attn.paged_kv<32x96xf8E5M2, page_size = 128, layout = nhd>,
+    %bt: tensor<4x?xi32>, %lens: tensor<4xi32>, %s: tensor<1xf32>,
+    %slopes: tensor<32xf32>) -> tensor<16x32x96xbf16> {
+  // Four requests with four query tokens each (speculative decoding), causal
+  // among the new tokens, an e5m2 cache with per-tensor scales, and ALiBi.
+  // CHECK: attn.decode {{.*}} kv_scales(%{{.*}}, %{{.*}} : tensor<1xf32>, tensor<1xf32>) alibi(%{{.*}} : tensor<32xf32>)
+  // CHECK-SAME: query_len = 4 : i64
+  // CHECK-SAME: !attn.paged_kv<32x96xf8E5M2, page_size = 128, layout = nhd>
+  %o = attn.decode %q, %cache, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>)
+      alibi(%slopes : tensor<32xf32>) {mask = #attn.mask<causal>, query_len = 4}
+      : tensor<16x32x96xbf16>, !attn.paged_kv<32x96xf8E5M2, page_size = 128, layout = nhd>,
+        tensor<4x?xi32>, tensor<4xi32> -> tensor<16x32x96xbf16>
+  return %o : tensor<16x32x96xbf16>
+}
+
+// CHECK-LABEL: func.func @decode_cross
+func.func @decode_cross(
+    %q: tensor<?x8x64xbf16>,
+    %cache: !attn.paged_kv<8x64xbf16, page_size = 32, layout = nhd>,
+    %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x8x64xbf16> {
+  // A decoder step reading cached encoder keys (encoder-decoder models).
+  // CHECK: attn.decode {{.*}} {kind = #attn.kind<cross>}
+  %o = attn.decode %q, %cache, %bt, %lens {kind = #attn.kind<cross>}
+      : tensor<?x8x64xbf16>, !attn.paged_kv<8x64xbf16, page_size = 32, layout = nhd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x8x64xbf16>
+  return %o : tensor<?x8x64xbf16>
+}
+
+// CHECK-LABEL: func.func @append_kv_quantize
+func.func @append_kv_quantize(
+    %k: tensor<?x8x128xbf16>, %v: tensor<?x8x128xbf16>,
+    %cache: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = hnd>,
+    %slots: tensor<?xi64>, %ks: tensor<1xf32>, %vs: tensor<1xf32>)
+    -> !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = hnd> {
+  // Reshape-and-cache into an FP8 cache; the result is the updated cache.
+  // CHECK: %{{.+}} = attn.append_kv %{{.*}}, %{{.*}} into %{{.*}} at %{{.*}} kv_scales(%{{.*}}, %{{.*}} : tensor<1xf32>, tensor<1xf32>)
+  // CHECK-SAME: : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = hnd>, tensor<?xi64>
+  %c = attn.append_kv %k, %v into %cache at %slots
+      kv_scales(%ks, %vs : tensor<1xf32>, tensor<1xf32>)
+      : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = hnd>, tensor<?xi64>
+  return %c : !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = hnd>
+}
+
+// CHECK-LABEL: func.func @append_then_decode
+func.func @append_then_decode(
+    %q: tensor<?x32x128xf16>, %k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>,
+    %cache: !attn.paged_kv<8x128xf16, page_size = 16, layout = nhd>,
+    %slots: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xf16> {
+  // The decode reads the cache that append_kv produced.
+  // CHECK: %[[C:.+]] = attn.append_kv
+  // CHECK: attn.decode %{{.*}}, %[[C]],
+  %c = attn.append_kv %k, %v into %cache at %slots
+      : tensor<?x8x128xf16>, tensor<?x8x128xf16>,
+        !attn.paged_kv<8x128xf16, page_size = 16, layout = nhd>, tensor<?xi32>
+  %o = attn.decode %q, %c, %bt, %lens
+      : tensor<?x32x128xf16>, !attn.paged_kv<8x128xf16, page_size = 16, layout = nhd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xf16>
+  return %o : tensor<?x32x128xf16>
+}
+
+// CHECK-LABEL: func.func @merge_states
+func.func @merge_states(%oa: tensor<?x32x128xf32>, %la: tensor<?x32xf32>,
+                        %ob: tensor<?x32x128xf32>, %lb: tensor<?x32xf32>)
+    -> (tensor<?x32x128xf32>, tensor<?x32xf32>) {
+  // lse = log(exp(lse_a) + exp(lse_b)); out = weighted sum of out_a, out_b.
+  // CHECK: %{{.+}}, %{{.+}} = attn.merge_states %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<?x32x128xf32>, tensor<?x32xf32>
+  %o, %l = attn.merge_states %oa, %la, %ob, %lb : tensor<?x32x128xf32>, tensor<?x32xf32>
+  return %o, %l : tensor<?x32x128xf32>, tensor<?x32xf32>
+}
