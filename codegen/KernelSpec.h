@@ -1,0 +1,104 @@
+//===- KernelSpec.h - one kernel variant, as plain data --------*- C++ -*-===//
+//
+// Everything that changes a generated kernel's binary: which template, its
+// dtypes, shapes, variant flags, the schedule the compiler chose and the target
+// arch. Plain C++ with no MLIR types, so the runtime and attn-aot use it
+// without the compiler. The compiler fills it from lowered IR; codegen turns it
+// into a CUDA translation unit (EmitCuda.h).
+//
+// Values that do not change the binary (softmax scale, soft-cap value, window
+// size) are not here: they travel as launch parameters (KernelArgs.h).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_CODEGEN_KERNELSPEC_H
+#define ATTN_CODEGEN_KERNELSPEC_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace attn {
+
+/// Element types of activations and KV caches.
+enum class ScalarType { F16, BF16, F8E4M3, F8E5M2, F32 };
+
+/// Order inside one KV-cache page.
+enum class KVLayout { NHD, HND };
+
+/// GPU targets the kernels are generated for.
+enum class Arch { SM80, SM89, SM90a };
+
+/// Which template a kernel instantiates.
+enum class KernelKind {
+  Decode,   ///< paged decode; its TU also holds the split-KV merge entry
+  AppendKV, ///< reshape-and-cache, quantizing to FP8 caches
+};
+
+/// How the decode template is laid out on the GPU; chosen by the
+/// attn-select-schedule pass.
+struct DecodeSchedule {
+  /// Warps per CTA. Each warp streams its own share of the KV chunk through a
+  /// private cp.async ring, so warps never wait for each other until the end.
+  int warps = 4;
+  /// cp.async stages per warp (loads in flight = stages - 1 tiles).
+  int stages = 4;
+  /// 16-row MMA tiles per CTA; rows are (query token, q head of the group).
+  int rowTiles = 1;
+  /// Smallest KV chunk, in tokens, a CTA takes when a request is split.
+  int minChunkTokens = 256;
+  /// The planner splits KV until there are this many CTAs per SM.
+  int ctasPerSM = 2;
+
+  bool operator==(const DecodeSchedule &o) const {
+    return warps == o.warps && stages == o.stages && rowTiles == o.rowTiles &&
+           minChunkTokens == o.minChunkTokens && ctasPerSM == o.ctasPerSM;
+  }
+};
+
+/// One kernel variant.
+struct KernelSpec {
+  KernelKind kind = KernelKind::Decode;
+  Arch arch = Arch::SM90a;
+
+  ScalarType qType = ScalarType::BF16;  ///< queries and outputs
+  ScalarType kvType = ScalarType::BF16; ///< KV-cache elements
+  int numQHeads = 32;
+  int numKVHeads = 8;
+  int headDim = 128;
+  int pageSize = 16;
+  KVLayout layout = KVLayout::NHD;
+  int queryLen = 1; ///< query tokens per request (decode)
+
+  bool causal = false;        ///< causal among the query tokens
+  bool slidingWindow = false; ///< keys limited to a window left of the query
+  bool alibi = false;
+  bool softcap = false;
+  bool perHeadKVScale = false; ///< FP8 scales per KV head, else per tensor
+  bool writeLse = false;
+
+  DecodeSchedule schedule;
+
+  int groupSize() const { return numQHeads / numKVHeads; }
+  bool isFP8KV() const {
+    return kvType == ScalarType::F8E4M3 || kvType == ScalarType::F8E5M2;
+  }
+  /// Readable, unique name of the variant: the kernel symbol is
+  /// "attn_" + uri() and the cache file name starts with it.
+  std::string uri() const;
+
+  bool operator==(const KernelSpec &o) const;
+  bool operator!=(const KernelSpec &o) const { return !(*this == o); }
+};
+
+std::string_view toString(ScalarType type);
+std::string_view toString(KVLayout layout);
+std::string_view toString(Arch arch);
+std::string_view toString(KernelKind kind);
+std::optional<Arch> parseArch(std::string_view name);
+/// Bytes per element.
+int sizeOf(ScalarType type);
+
+} // namespace attn
+
+#endif // ATTN_CODEGEN_KERNELSPEC_H

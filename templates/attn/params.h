@@ -1,0 +1,92 @@
+//===- params.h - launch parameters of the attn kernels ---------*- C++ -*-===//
+//
+// The argument ABI between the runtime (host) and the kernel templates
+// (device): each kernel takes one of these structs by value. Plain C++ that
+// both a host compiler and NVRTC accept; no CUDA types, so pointers to
+// half/bf16/fp8 data are void pointers whose element type the kernel knows at
+// compile time.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TEMPLATES_PARAMS_H
+#define ATTN_TEMPLATES_PARAMS_H
+
+#ifdef __CUDACC_RTC__
+typedef long long int64_t;
+typedef int int32_t;
+#else
+#include <cstdint>
+#endif
+
+namespace attn {
+
+/// One unit of decode work: a KV range of one request, processed by one CTA
+/// for every KV head (grid.y) and row tile (grid.z).
+struct DecodeWorkItem {
+  int32_t request;    ///< index into seq_lens / block_tables
+  int32_t kvBegin;    ///< first KV token of the chunk
+  int32_t kvEnd;      ///< one past the last KV token of the chunk
+  int32_t partialIdx; ///< partial slot for split requests, -1 if unsplit
+};
+
+/// Merge work of one split request: its partials are consecutive slots.
+struct DecodeMergeItem {
+  int32_t request;
+  int32_t firstPartial;
+  int32_t numPartials;
+  int32_t pad;
+};
+
+/// Paged decode (templates/attn/decode.cuh).
+struct DecodeParams {
+  const void *q;   ///< [batch * query_len, num_q_heads, head_dim], q dtype
+  void *out;       ///< same shape and dtype as q
+  float *lse;      ///< [batch * query_len, num_q_heads] or null
+  const void *kCache; ///< K pages, kv dtype; page p at kCache + p * pageStride
+  const void *vCache; ///< V pages, same layout as K
+  const int32_t *blockTables; ///< [batch, blockTableStride] page indices
+  const int32_t *seqLens;     ///< [batch] cached tokens, new ones included
+  const float *kScale;        ///< FP8 only: [1] or [num_kv_heads]
+  const float *vScale;        ///< FP8 only: [1] or [num_kv_heads]
+  const float *alibiSlopes;   ///< [num_q_heads] when ALiBi is on
+  const DecodeWorkItem *workItems; ///< from the plan
+  const int32_t *numWorkItems;     ///< device count; grid.x may be larger
+  float *partialOut; ///< [slots, query_len * num_q_heads, head_dim] f32
+  float *partialLse; ///< [slots, query_len * num_q_heads] f32
+  int64_t qStrideToken;   ///< elements between tokens of q
+  int64_t outStrideToken; ///< elements between tokens of out
+  int64_t pageStride;     ///< elements between pages of kCache / vCache
+  int32_t blockTableStride;
+  float smScale;    ///< softmax scale (1/sqrt(head_dim) by default)
+  float softcap;    ///< cap c of c * tanh(s / c); unused unless compiled in
+  int32_t windowLeft; ///< keys at positions >= pos - windowLeft are visible
+};
+
+/// Merge of decode partials (templates/attn/decode.cuh).
+struct DecodeMergeParams {
+  void *out;
+  float *lse;
+  const float *partialOut;
+  const float *partialLse;
+  const DecodeMergeItem *items;
+  const int32_t *numItems;
+  int64_t outStrideToken;
+};
+
+/// Reshape-and-cache (templates/attn/append_kv.cuh).
+struct AppendKVParams {
+  const void *k;  ///< [num_tokens, num_kv_heads, head_dim], activation dtype
+  const void *v;
+  void *kCache;   ///< pages as in DecodeParams
+  void *vCache;
+  const int64_t *slotMapping; ///< [num_tokens]; slot = page * page_size + offset, < 0 skips
+  const float *kScale; ///< FP8 only: stored value is x / scale
+  const float *vScale;
+  int64_t kStrideToken;
+  int64_t vStrideToken;
+  int64_t pageStride;
+  int32_t numTokens;
+};
+
+} // namespace attn
+
+#endif // ATTN_TEMPLATES_PARAMS_H
