@@ -27,6 +27,10 @@ std::string mergeKernelSymbol(const KernelSpec &spec) {
   return kernelSymbol(spec) + "_merge";
 }
 
+std::string smemBytesSymbol(const KernelSpec &spec) {
+  return kernelSymbol(spec) + "_smem_bytes";
+}
+
 int threadsPerBlock(const KernelSpec &spec) {
   if (spec.kind == KernelKind::Decode)
     return spec.schedule.warps * 32;
@@ -64,6 +68,11 @@ struct Config {{
   static constexpr int kRowTiles = {row_tiles};
 }};
 }} // namespace
+
+// Dynamic shared memory of the main entry, read by the runtime at load time
+// so host and device never disagree about it.
+extern "C" __device__ const int {symbol}_smem_bytes =
+    attn::DecodeTraits<Config>::kSmemBytes;
 
 extern "C" __global__ void __launch_bounds__({threads}, 1)
 {symbol}(const __grid_constant__ attn::DecodeParams params) {{

@@ -24,6 +24,10 @@ std::string kernelSymbol(const KernelSpec &spec);
 /// Name of the decode split-KV merge entry (decode TUs only).
 std::string mergeKernelSymbol(const KernelSpec &spec);
 
+/// Name of the device global holding the decode entry's dynamic shared
+/// memory in bytes (decode TUs only).
+std::string smemBytesSymbol(const KernelSpec &spec);
+
 /// Threads per CTA of the main entry.
 int threadsPerBlock(const KernelSpec &spec);
 

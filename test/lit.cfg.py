@@ -16,4 +16,5 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in",
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-llvm_config.add_tool_substitutions(["attn-opt"], [config.attn_tools_dir])
+llvm_config.add_tool_substitutions(["attn-opt", "attn-translate"],
+                                  [config.attn_tools_dir])

@@ -7,6 +7,7 @@
 #ifndef ATTN_TOOLS_REGISTERATTN_H
 #define ATTN_TOOLS_REGISTERATTN_H
 
+#include "compiler/Pipelines/Pipelines.h"
 #include "dialect/IR/AttnDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -18,6 +19,13 @@ namespace mlir::attn {
 /// functions and constants around attn ops.
 inline void registerAttnDialects(DialectRegistry &registry) {
   registry.insert<AttnDialect, func::FuncDialect, arith::ArithDialect>();
+}
+
+/// Passes and pipelines every attn tool exposes (link AttnCompiler):
+/// --attn-select-schedule, --attn-lower-to-kernel and --attn-pipeline.
+inline void registerAttnPassesAndPipelines() {
+  registerAttnCompilerPasses();
+  registerAttnPipelines();
 }
 
 } // namespace mlir::attn

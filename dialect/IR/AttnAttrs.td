@@ -47,4 +47,122 @@ def Attn_AttentionKindAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+//===----------------------------------------------------------------------===//
+// Schedule and kernel-level attributes
+//===----------------------------------------------------------------------===//
+
+def Attn_DecodeScheduleAttr : Attn_Attr<"DecodeSchedule", "decode_schedule"> {
+  let summary = "how the paged-decode kernel is laid out on the GPU";
+  let description = [{
+    The schedule the attn-select-schedule pass picks for an `attn.decode`
+    (or a user pins by writing it on the op); mirrors `attn::DecodeSchedule`
+    in codegen/KernelSpec.h field by field.
+
+    - `warps`: warps per CTA (each streams its own share of the KV chunk).
+    - `stages`: cp.async pipeline depth per warp (stages - 1 tiles in flight).
+    - `row_tiles`: 16-row MMA tiles per CTA; a row is one (query token, q
+      head of the KV head's group) pair, so a CTA covers 16 * row_tiles rows.
+    - `min_chunk_tokens`: the smallest KV chunk a CTA takes when the planner
+      splits a request (split-KV).
+    - `ctas_per_sm`: the planner splits KV until it has this many CTAs per SM.
+
+    ```mlir
+    #attn.decode_schedule<warps = 4, stages = 4, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
+    ```
+  }];
+  let parameters = (ins
+    "int":$warps,
+    "int":$stages,
+    "int":$rowTiles,
+    "int":$minChunkTokens,
+    "int":$ctasPerSm);
+  let assemblyFormat = [{
+    `<` `warps` `=` $warps `,` `stages` `=` $stages `,`
+    `row_tiles` `=` $rowTiles `,` `min_chunk_tokens` `=` $minChunkTokens `,`
+    `ctas_per_sm` `=` $ctasPerSm `>`
+  }];
+  let genVerifyDecl = 1;
+  let builders = [
+    AttrBuilder<(ins "const ::attn::DecodeSchedule &":$schedule)>
+  ];
+  let extraClassDeclaration = [{
+    /// The plain-C++ schedule codegen and the runtime read.
+    ::attn::DecodeSchedule getSchedule() const;
+  }];
+}
+
+/// A variant flag of #attn.kernel_spec: `true` or `false`, left out when
+/// false. Booleans have no FieldParser of their own (they would parse as
+/// integers), hence the explicit parser.
+def Attn_FlagParameter : AttrOrTypeParameter<"bool", "variant flag"> {
+  let parser = "::parseKernelSpecFlag($_parser)";
+  let printer = "$_printer << ($_self ? \"true\" : \"false\")";
+  let defaultValue = "false";
+}
+
+/// The decode schedule inside #attn.kernel_spec, printed with its
+/// `#attn.decode_schedule` prefix so it reads the same as on attn.decode.
+def Attn_OptionalScheduleParameter
+    : OptionalParameter<"::mlir::attn::DecodeScheduleAttr",
+                        "decode schedule (decode kernels only)"> {
+  let printer = "$_printer.printAttribute($_self)";
+}
+
+def Attn_KernelSpecAttr : Attn_Attr<"KernelSpec", "kernel_spec"> {
+  let summary = "one kernel variant: everything that changes its binary";
+  let description = [{
+    Mirrors `attn::KernelSpec` (codegen/KernelSpec.h) field by field, so
+    lowered IR converts to the struct codegen and the runtime take and back
+    without loss. Element types are builtin types (`f8E4M3FN` is
+    `attn::ScalarType::F8E4M3`); `arch` is `sm_80`, `sm_89` or `sm_90a`.
+    Flags and `query_len` are printed only when they differ from their
+    default (false, 1); `schedule` is present exactly for decode kernels.
+
+    The form is canonical, so two equal specs are one attribute: an
+    append_kv spec has `num_q_heads == num_kv_heads`, `query_len = 1` and no
+    decode flags; `per_head_kv_scale` needs an FP8 `kv_type`.
+
+    ```mlir
+    #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16,
+        kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128,
+        page_size = 16, layout = nhd, causal = true,
+        schedule = #attn.decode_schedule<warps = 4, stages = 6, row_tiles = 1,
+                                         min_chunk_tokens = 256, ctas_per_sm = 2>>
+    ```
+  }];
+  let parameters = (ins
+    EnumParameter<Attn_KernelKind>:$kind,
+    StringRefParameter<"target GPU: sm_80, sm_89 or sm_90a">:$arch,
+    "::mlir::Type":$q_type,
+    "::mlir::Type":$kv_type,
+    "int":$num_q_heads,
+    "int":$num_kv_heads,
+    "int":$head_dim,
+    "int":$page_size,
+    EnumParameter<Attn_KVLayout>:$layout,
+    DefaultValuedParameter<"int", "1">:$query_len,
+    Attn_FlagParameter:$causal,
+    Attn_FlagParameter:$sliding_window,
+    Attn_FlagParameter:$alibi,
+    Attn_FlagParameter:$softcap,
+    Attn_FlagParameter:$per_head_kv_scale,
+    Attn_FlagParameter:$write_lse,
+    Attn_OptionalScheduleParameter:$schedule);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let builders = [
+    AttrBuilder<(ins "const ::attn::KernelSpec &":$spec)>
+  ];
+  let extraClassDeclaration = [{
+    /// The plain-C++ spec codegen and the runtime take. Exact inverse of the
+    /// KernelSpec builder for every attribute that verifies.
+    ::attn::KernelSpec getSpec() const;
+    /// Runs verify() on this attribute's parameters, for attributes built
+    /// with the unchecked get().
+    ::llvm::LogicalResult
+    verifyParameters(::llvm::function_ref<::mlir::InFlightDiagnostic()>
+                         emitError) const;
+  }];
+}
+
 #endif // ATTN_DIALECT_IR_ATTNATTRS_TD

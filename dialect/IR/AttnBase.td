@@ -26,9 +26,18 @@ def Attn_Dialect : Dialect {
   let cppNamespace = "::mlir::attn";
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{
     void registerAttributes();
     void registerTypes();
+
+    /// Module attribute naming the GPU the module is compiled for, e.g.
+    /// `attn.arch = "sm_90a"`; attn-select-schedule sets it, and
+    /// attn-lower-to-kernel reads it. One target per module: a compilation
+    /// targets one GPU, and every schedule in the module was chosen for it.
+    static constexpr ::llvm::StringLiteral getArchAttrName() {
+      return ::llvm::StringLiteral("attn.arch");
+    }
   }];
 }
 

@@ -1,13 +1,15 @@
 //===- AttnDialect.cpp - attn dialect, attributes, types ------------------===//
 //
-// Dialect registration, the mask attribute and paged KV-cache type verifiers,
-// and the KV-cache shape syntax (`8x128xbf16`).
+// Dialect registration, the attribute and paged KV-cache type verifiers, the
+// KV-cache shape syntax (`8x128xbf16`), the `attn.arch` module attribute, and
+// the conversions between attn IR and the plain-C++ kernel spec.
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/IR/AttnDialect.h"
 #include "codegen/KernelLimits.h"
 #include "dialect/IR/AttnOps.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -37,6 +39,23 @@ static ParseResult parseKVShape(AsmParser &parser, int64_t &numKvHeads,
 static void printKVShape(AsmPrinter &printer, int64_t numKvHeads,
                          int64_t headDim, Type elementType) {
   printer << numKvHeads << 'x' << headDim << 'x' << elementType;
+}
+
+//===----------------------------------------------------------------------===//
+// Flags of #attn.kernel_spec: `true` / `false`
+//===----------------------------------------------------------------------===//
+
+static FailureOr<bool> parseKernelSpecFlag(AsmParser &parser) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  if (keyword == "true")
+    return true;
+  if (keyword == "false")
+    return false;
+  return parser.emitError(loc, "expected 'true' or 'false', got '")
+         << keyword << "'";
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -78,6 +97,236 @@ bool mlir::attn::isFP8Type(Type type) {
 
 bool mlir::attn::isCacheElementType(Type type) {
   return type.isF16() || type.isBF16() || isFP8Type(type);
+}
+
+LogicalResult AttnDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attribute) {
+  // Other attn.* discardable attributes are left to their users.
+  if (attribute.getName() != getArchAttrName())
+    return success();
+  if (!isa<ModuleOp>(op))
+    return op->emitError() << "'" << getArchAttrName()
+                           << "' belongs on a builtin.module: one target per "
+                              "compilation";
+  auto arch = dyn_cast<StringAttr>(attribute.getValue());
+  if (!arch || !::attn::parseArch(arch.getValue().str()))
+    return op->emitError() << "'" << getArchAttrName()
+                           << "' must name a target (" << describeArchs()
+                           << "), got " << attribute.getValue();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// attn IR <-> attn::KernelSpec
+//===----------------------------------------------------------------------===//
+
+std::optional<::attn::ScalarType> mlir::attn::toScalarType(Type type) {
+  using ::attn::ScalarType;
+  if (type.isF16())
+    return ScalarType::F16;
+  if (type.isBF16())
+    return ScalarType::BF16;
+  if (isa<Float8E4M3FNType>(type))
+    return ScalarType::F8E4M3;
+  if (isa<Float8E5M2Type>(type))
+    return ScalarType::F8E5M2;
+  if (type.isF32())
+    return ScalarType::F32;
+  return std::nullopt;
+}
+
+Type mlir::attn::getElementType(MLIRContext *context,
+                                ::attn::ScalarType type) {
+  using ::attn::ScalarType;
+  Builder builder(context);
+  switch (type) {
+  case ScalarType::F16:
+    return builder.getF16Type();
+  case ScalarType::BF16:
+    return builder.getBF16Type();
+  case ScalarType::F8E4M3:
+    return builder.getFloat8E4M3FNType();
+  case ScalarType::F8E5M2:
+    return builder.getFloat8E5M2Type();
+  case ScalarType::F32:
+    return builder.getF32Type();
+  }
+  llvm_unreachable("unknown attn::ScalarType");
+}
+
+::attn::KVLayout mlir::attn::toSpecLayout(KVLayout layout) {
+  return layout == KVLayout::hnd ? ::attn::KVLayout::HND
+                                 : ::attn::KVLayout::NHD;
+}
+
+KVLayout mlir::attn::fromSpecLayout(::attn::KVLayout layout) {
+  return layout == ::attn::KVLayout::HND ? KVLayout::hnd : KVLayout::nhd;
+}
+
+::attn::KernelKind mlir::attn::toSpecKind(KernelKind kind) {
+  return kind == KernelKind::append_kv ? ::attn::KernelKind::AppendKV
+                                       : ::attn::KernelKind::Decode;
+}
+
+KernelKind mlir::attn::fromSpecKind(::attn::KernelKind kind) {
+  return kind == ::attn::KernelKind::AppendKV ? KernelKind::append_kv
+                                              : KernelKind::decode;
+}
+
+std::string mlir::attn::describeArchs() {
+  using ::attn::Arch;
+  std::string text;
+  constexpr Arch archs[] = {Arch::SM80, Arch::SM89, Arch::SM90a};
+  for (size_t i = 0; i < std::size(archs); ++i) {
+    if (i)
+      text += i + 1 == std::size(archs) ? " or " : ", ";
+    text += ::attn::toString(archs[i]);
+  }
+  return text;
+}
+
+//===----------------------------------------------------------------------===//
+// DecodeScheduleAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+DecodeScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                           int warps, int stages, int rowTiles,
+                           int minChunkTokens, int ctasPerSm) {
+  // A CTA has at most 1024 threads.
+  if (warps < 1 || warps > 32)
+    return emitError() << "decode_schedule warps must be from 1 to 32, got "
+                       << warps;
+  for (auto [name, value] : {std::pair<StringRef, int>{"stages", stages},
+                             {"row_tiles", rowTiles},
+                             {"min_chunk_tokens", minChunkTokens},
+                             {"ctas_per_sm", ctasPerSm}})
+    if (value < 1)
+      return emitError() << "decode_schedule " << name
+                         << " must be at least 1, got " << value;
+  return success();
+}
+
+DecodeScheduleAttr
+DecodeScheduleAttr::get(MLIRContext *context,
+                        const ::attn::DecodeSchedule &schedule) {
+  return get(context, schedule.warps, schedule.stages, schedule.rowTiles,
+             schedule.minChunkTokens, schedule.ctasPerSM);
+}
+
+::attn::DecodeSchedule DecodeScheduleAttr::getSchedule() const {
+  ::attn::DecodeSchedule schedule;
+  schedule.warps = getWarps();
+  schedule.stages = getStages();
+  schedule.rowTiles = getRowTiles();
+  schedule.minChunkTokens = getMinChunkTokens();
+  schedule.ctasPerSM = getCtasPerSm();
+  return schedule;
+}
+
+//===----------------------------------------------------------------------===//
+// KernelSpecAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelSpecAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, KernelKind kind,
+    StringRef arch, Type qType, Type kvType, int numQHeads, int numKvHeads,
+    int headDim, int pageSize, KVLayout layout, int queryLen, bool causal,
+    bool slidingWindow, bool alibi, bool softcap, bool perHeadKvScale,
+    bool writeLse, DecodeScheduleAttr schedule) {
+  if (!::attn::parseArch(arch.str()))
+    return emitError() << "kernel_spec arch \"" << arch
+                       << "\" is not a target; expected " << describeArchs();
+  if (!qType.isF16() && !qType.isBF16())
+    return emitError() << "kernel_spec q_type must be f16 or bf16, got "
+                       << qType;
+  if (!isCacheElementType(kvType) || (kvType != qType && !isFP8Type(kvType)))
+    return emitError() << "kernel_spec kv_type must be q_type (" << qType
+                       << ") or FP8 (f8E4M3FN, f8E5M2), got " << kvType;
+  if (numKvHeads < 1 || numQHeads < 1 || numQHeads % numKvHeads != 0 ||
+      numQHeads / numKvHeads > ::attn::kMaxGroupSize)
+    return emitError() << "kernel_spec num_q_heads (" << numQHeads
+                       << ") must be a multiple of num_kv_heads ("
+                       << numKvHeads << ") by at most "
+                       << ::attn::kMaxGroupSize;
+  if (!::attn::isSupportedHeadDim(headDim))
+    return emitError() << "kernel_spec head_dim " << headDim
+                       << " is not supported";
+  if (!::attn::isSupportedPageSize(pageSize))
+    return emitError() << "kernel_spec page_size " << pageSize
+                       << " is not supported";
+  if (queryLen < 1 || queryLen > ::attn::kMaxDecodeQueryLen)
+    return emitError() << "kernel_spec query_len must be from 1 to "
+                       << ::attn::kMaxDecodeQueryLen << ", got " << queryLen;
+  if (slidingWindow && !causal)
+    return emitError() << "kernel_spec sliding_window needs causal";
+  if (perHeadKvScale && !isFP8Type(kvType))
+    return emitError() << "kernel_spec per_head_kv_scale needs an FP8 kv_type";
+  if (kind == KernelKind::decode && !schedule)
+    return emitError() << "kernel_spec of a decode kernel needs a schedule";
+  if (schedule && failed(DecodeScheduleAttr::verify(
+                      emitError, schedule.getWarps(), schedule.getStages(),
+                      schedule.getRowTiles(), schedule.getMinChunkTokens(),
+                      schedule.getCtasPerSm())))
+    return failure();
+  if (kind == KernelKind::append_kv &&
+      (schedule || numQHeads != numKvHeads || queryLen != 1 || causal ||
+       alibi || softcap || writeLse))
+    return emitError()
+           << "kernel_spec of an append_kv kernel has num_q_heads == "
+              "num_kv_heads and no query_len, causal, sliding_window, alibi, "
+              "softcap, write_lse or schedule";
+  return success();
+}
+
+LogicalResult KernelSpecAttr::verifyParameters(
+    function_ref<InFlightDiagnostic()> emitError) const {
+  return verify(emitError, getKind(), getArch(), getQType(), getKvType(),
+                getNumQHeads(), getNumKvHeads(), getHeadDim(), getPageSize(),
+                getLayout(), getQueryLen(), getCausal(), getSlidingWindow(),
+                getAlibi(), getSoftcap(), getPerHeadKvScale(), getWriteLse(),
+                getSchedule());
+}
+
+KernelSpecAttr KernelSpecAttr::get(MLIRContext *context,
+                                   const ::attn::KernelSpec &spec) {
+  bool decode = spec.kind == ::attn::KernelKind::Decode;
+  return get(context, fromSpecKind(spec.kind), ::attn::toString(spec.arch),
+             getElementType(context, spec.qType),
+             getElementType(context, spec.kvType), spec.numQHeads,
+             spec.numKVHeads, spec.headDim, spec.pageSize,
+             fromSpecLayout(spec.layout), spec.queryLen, spec.causal,
+             spec.slidingWindow, spec.alibi, spec.softcap, spec.perHeadKVScale,
+             spec.writeLse,
+             decode ? DecodeScheduleAttr::get(context, spec.schedule)
+                    : DecodeScheduleAttr());
+}
+
+::attn::KernelSpec KernelSpecAttr::getSpec() const {
+  ::attn::KernelSpec spec;
+  spec.kind = toSpecKind(getKind());
+  // The verifier admits only known archs and types; the fallbacks keep an
+  // unverified attribute from reading garbage.
+  spec.arch = ::attn::parseArch(getArch().str()).value_or(spec.arch);
+  spec.qType = toScalarType(getQType()).value_or(spec.qType);
+  spec.kvType = toScalarType(getKvType()).value_or(spec.kvType);
+  spec.numQHeads = getNumQHeads();
+  spec.numKVHeads = getNumKvHeads();
+  spec.headDim = getHeadDim();
+  spec.pageSize = getPageSize();
+  spec.layout = toSpecLayout(getLayout());
+  spec.queryLen = getQueryLen();
+  spec.causal = getCausal();
+  spec.slidingWindow = getSlidingWindow();
+  spec.alibi = getAlibi();
+  spec.softcap = getSoftcap();
+  spec.perHeadKVScale = getPerHeadKvScale();
+  spec.writeLse = getWriteLse();
+  // An append_kv spec keeps the default schedule, as a KernelSpec built by
+  // hand does; it is not part of that kernel.
+  if (DecodeScheduleAttr schedule = getSchedule())
+    spec.schedule = schedule.getSchedule();
+  return spec;
 }
 
 //===----------------------------------------------------------------------===//

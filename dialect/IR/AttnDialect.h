@@ -6,6 +6,8 @@
 #ifndef ATTN_DIALECT_IR_ATTNDIALECT_H
 #define ATTN_DIALECT_IR_ATTNDIALECT_H
 
+#include "codegen/KernelSpec.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -28,6 +30,31 @@ bool isFP8Type(Type type);
 
 /// True for the element types a KV cache may store: f16, bf16, FP8.
 bool isCacheElementType(Type type);
+
+//===----------------------------------------------------------------------===//
+// The one mapping between attn IR and the plain-C++ kernel spec
+// (codegen/KernelSpec.h), used by the attributes below, the lowering and the
+// front end.
+//===----------------------------------------------------------------------===//
+
+/// The scalar type of a builtin element type: f16, bf16, f8E4M3FN (F8E4M3,
+/// CUDA's __nv_fp8_e4m3), f8E5M2, f32; std::nullopt for any other type.
+std::optional<::attn::ScalarType> toScalarType(Type type);
+
+/// The builtin element type of a scalar type; inverse of toScalarType.
+Type getElementType(MLIRContext *context, ::attn::ScalarType type);
+
+/// KV-cache page order, dialect enum <-> spec enum.
+::attn::KVLayout toSpecLayout(KVLayout layout);
+KVLayout fromSpecLayout(::attn::KVLayout layout);
+
+/// Kernel template kind, dialect enum <-> spec enum.
+::attn::KernelKind toSpecKind(KernelKind kind);
+KernelKind fromSpecKind(::attn::KernelKind kind);
+
+/// The targets a kernel can be generated for, as messages list them:
+/// "sm_80, sm_89 or sm_90a".
+std::string describeArchs();
 
 } // namespace mlir::attn
 

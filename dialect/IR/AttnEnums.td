@@ -39,4 +39,14 @@ def Attn_KVLayout : I32EnumAttr<"KVLayout",
   let genSpecializedAttr = 0;
 }
 
+def Attn_KernelKind_Decode : I32EnumAttrCase<"decode", 0>;
+def Attn_KernelKind_AppendKV : I32EnumAttrCase<"append_kv", 1>;
+def Attn_KernelKind : I32EnumAttr<"KernelKind",
+    "which kernel template a kernel-level op instantiates: paged decode or "
+    "append to a paged KV cache",
+    [Attn_KernelKind_Decode, Attn_KernelKind_AppendKV]> {
+  let cppNamespace = "::mlir::attn";
+  let genSpecializedAttr = 0;
+}
+
 #endif // ATTN_DIALECT_IR_ATTNENUMS_TD

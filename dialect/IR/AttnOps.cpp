@@ -6,9 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/IR/AttnOps.h"
+#include "codegen/EmitCuda.h"
 #include "codegen/KernelLimits.h"
 
 #include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <cmath>
 
@@ -313,5 +315,56 @@ LogicalResult MergeStatesOp::verify() {
           lseType.getShape(), ArrayRef<int64_t>{out.tokens(), out.heads()})))
     return emitOpError() << "lse_a must be tokens x heads of out_a ("
                          << out.type << "), got " << lseType;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// KernelLaunchOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelLaunchOp::verify() {
+  // A spec built with the unchecked get() has not been verified yet.
+  if (failed(getSpec().verifyParameters([&] { return emitOpError(); })))
+    return failure();
+  ::attn::KernelSpec spec = getSpec().getSpec();
+  // The symbol is how the runtime finds the entry in the compiled unit.
+  std::string symbol = ::attn::kernelSymbol(spec);
+  if (getKernel() != symbol)
+    return emitOpError() << "kernel @" << getKernel()
+                         << " does not match its spec; expected @" << symbol;
+  if (getAbi().empty())
+    return emitOpError() << "abi must name the launch parameters";
+
+  // Operands and results follow the lowered op (see the op description).
+  bool decode = spec.kind == ::attn::KernelKind::Decode;
+  SmallVector<StringRef, 7> operands =
+      decode ? SmallVector<StringRef, 7>{"q", "cache", "block_tables",
+                                         "seq_lens"}
+             : SmallVector<StringRef, 7>{"k", "v", "cache", "slot_mapping"};
+  if (spec.isFP8KV())
+    operands.append({"k_scale", "v_scale"});
+  if (decode && spec.alibi)
+    operands.push_back("alibi_slopes");
+  if (getArgs().size() != operands.size())
+    return emitOpError() << "takes " << operands.size() << " operands for its "
+                         << ::attn::toString(spec.kind) << " spec ("
+                         << llvm::join(operands, ", ") << "), got "
+                         << getArgs().size();
+  size_t results = decode && spec.writeLse ? 2 : 1;
+  if (getOuts().size() != results)
+    return emitOpError() << "returns " << results << " results for its "
+                         << ::attn::toString(spec.kind) << " spec, got "
+                         << getOuts().size();
+
+  // Runtime values travel with the launch exactly when the binary uses them.
+  if (decode != static_cast<bool>(getScale()))
+    return emitOpError() << (decode ? "a decode launch needs a scale"
+                                    : "an append_kv launch takes no scale");
+  if (spec.softcap != static_cast<bool>(getSoftcap()))
+    return emitOpError() << "softcap must be given exactly when the spec has "
+                            "softcap";
+  if (spec.slidingWindow != static_cast<bool>(getWindow()))
+    return emitOpError() << "window must be given exactly when the spec has "
+                            "sliding_window";
   return success();
 }

@@ -117,7 +117,9 @@ def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments]> {
     for speculative decoding; causal among themselves when the mask is causal)
     and attends to its `seq_lens[b]` cached tokens through its row of
     `block_tables`. An FP8 cache needs `kv_scales`: one dequantization scale
-    per tensor or one per KV head.
+    per tensor or one per KV head. `schedule` is how the kernel is laid out
+    on the GPU; attn-select-schedule picks one unless it is already set
+    (pinned).
 
     ```mlir
     %o = attn.decode %q, %cache, %block_tables, %seq_lens
@@ -133,7 +135,8 @@ def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments]> {
     Optional<Attn_ScaleVector>:$k_scale,
     Optional<Attn_ScaleVector>:$v_scale,
     Optional<Attn_SlopeVector>:$alibi_slopes,
-    DefaultValuedAttr<I64Attr, "1">:$query_len), Attn_ScoreModAttrs);
+    DefaultValuedAttr<I64Attr, "1">:$query_len,
+    OptionalAttr<Attn_DecodeScheduleAttr>:$schedule), Attn_ScoreModAttrs);
   let results = (outs
     Attn_ActivationTensor:$out,
     Optional<Attn_LseTensor>:$lse);
@@ -210,6 +213,71 @@ def Attn_MergeStatesOp : Attn_Op<"merge_states", [Pure,
   let assemblyFormat = [{
     $out_a `,` $lse_a `,` $out_b `,` $lse_b attr-dict `:`
     type($out_a) `,` type($lse_a)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// attn.kernel_launch
+//===----------------------------------------------------------------------===//
+
+def Attn_KernelLaunchOp : Attn_Op<"kernel_launch", [Pure]> {
+  let summary = "a launch of one specialized kernel (lowered attn IR)";
+  let description = [{
+    What attn-lower-to-kernel turns `attn.decode` and `attn.append_kv` into:
+    the kernel that runs the op, as codegen and the runtime need it.
+
+    - `@kernel`: the extern "C" entry of the generated translation unit,
+      `"attn_" + spec.uri()` (a decode unit also holds `<kernel>_merge`, the
+      split-KV merge taking `attn::DecodeMergeParams`).
+    - `template` (`kernel_template` in C++, `template` being a keyword
+      there): the kernel template it instantiates, `<header>:<function>`
+      relative to templates/.
+    - `spec`: the full `attn::KernelSpec`, compile-time parameters of the
+      template (dtypes, shapes, variant flags, schedule, arch).
+    - `abi`: the fields of the launch-parameter struct of templates/attn/
+      params.h (`attn::DecodeParams`, `attn::AppendKVParams`), in order.
+    - `grid`: how the launch grid and block follow from the spec and the
+      batch.
+    - `scale`, `softcap`, `window`: runtime values the binary does not
+      depend on (the spec only says whether soft-cap and the window are on);
+      `scale` is always set (1/sqrt(head_dim) unless the op gave one).
+
+    Operands and results are those of the lowered op, in its order, so the
+    IR stays well typed: decode takes q, cache, block_tables, seq_lens, then
+    k_scale and v_scale for an FP8 cache, then the ALiBi slopes, and returns
+    out and, with `write_lse`, lse; append_kv takes k, v, cache,
+    slot_mapping, then k_scale and v_scale for an FP8 cache, and returns the
+    updated cache.
+
+    ```mlir
+    %c1 = attn.kernel_launch @attn_append_kv_qbf16_kvbf16_h8x8_d128_p16nhd(
+        %k, %v, %c0, %slots)
+        template "attn/append_kv.cuh:attn::appendKVKernel"
+        spec #attn.kernel_spec<kind = append_kv, arch = "sm_90a", q_type = bf16,
+            kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128,
+            page_size = 16, layout = nhd>
+        abi ["k", "v", "kCache", "vCache", "slotMapping", "kScale", "vScale",
+             "kStrideToken", "vStrideToken", "pageStride", "numTokens"]
+        grid "grid.x = num_tokens (one CTA per token); block = 128"
+        : (tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+           !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+           tensor<?xi64>) -> !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>
+    ```
+  }];
+  let arguments = (ins
+    FlatSymbolRefAttr:$kernel,
+    StrAttr:$kernel_template,
+    Attn_KernelSpecAttr:$spec,
+    StrArrayAttr:$abi,
+    StrAttr:$grid,
+    Variadic<AnyType>:$args,
+    OptionalAttr<F32Attr>:$scale,
+    OptionalAttr<F32Attr>:$softcap,
+    OptionalAttr<I64Attr>:$window);
+  let results = (outs Variadic<AnyType>:$outs);
+  let assemblyFormat = [{
+    $kernel `(` $args `)` `template` $kernel_template `spec` qualified($spec)
+    `abi` $abi `grid` $grid attr-dict `:` functional-type($args, $outs)
   }];
 }
 

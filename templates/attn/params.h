@@ -13,11 +13,16 @@
 #ifdef __CUDACC_RTC__
 typedef long long int64_t;
 typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
 #else
 #include <cstdint>
 #endif
 
 namespace attn {
+
+/// Threads per CTA of the decode split-KV merge entry.
+constexpr int kDecodeMergeThreads = 128;
 
 /// One unit of decode work: a KV range of one request, processed by one CTA
 /// for every KV head (grid.y) and row tile (grid.z).

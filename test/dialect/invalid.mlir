@@ -379,3 +379,114 @@ func.func @merge_lse_shape(%o: tensor<?x32x128xf32>, %l: tensor<?x16xf32>) {
   %r, %s = attn.merge_states %o, %l, %o, %l : tensor<?x32x128xf32>, tensor<?x16xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// #attn.decode_schedule, #attn.kernel_spec
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{decode_schedule warps must be from 1 to 32, got 0}}
+func.func @schedule_warps() attributes {s = #attn.decode_schedule<warps = 0, stages = 4, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>}
+
+// -----
+
+// expected-error @+1 {{decode_schedule stages must be at least 1, got 0}}
+func.func @schedule_stages() attributes {s = #attn.decode_schedule<warps = 4, stages = 0, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec arch "sm_70" is not a target; expected sm_80, sm_89 or sm_90a}}
+func.func @spec_arch() attributes {s = #attn.kernel_spec<kind = append_kv, arch = "sm_70", q_type = bf16, kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec kv_type must be q_type ('f16') or FP8 (f8E4M3FN, f8E5M2), got 'bf16'}}
+func.func @spec_kv_type() attributes {s = #attn.kernel_spec<kind = append_kv, arch = "sm_80", q_type = f16, kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec of a decode kernel needs a schedule}}
+func.func @spec_decode_schedule() attributes {s = #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec of an append_kv kernel has num_q_heads == num_kv_heads and no query_len, causal, sliding_window, alibi, softcap, write_lse or schedule}}
+func.func @spec_append_flags() attributes {s = #attn.kernel_spec<kind = append_kv, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, causal = true>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec per_head_kv_scale needs an FP8 kv_type}}
+func.func @spec_head_scale() attributes {s = #attn.kernel_spec<kind = append_kv, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, per_head_kv_scale = true>}
+
+// -----
+
+// expected-error @+2 {{expected 'true' or 'false', got 'yes'}}
+// expected-error @+1 {{failed to parse Attn_KernelSpecAttr parameter 'causal' which is to be a `bool`}}
+func.func @spec_flag_syntax() attributes {s = #attn.kernel_spec<kind = append_kv, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, causal = yes>}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// attn.arch
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{'attn.arch' must name a target (sm_80, sm_89 or sm_90a), got "sm_75"}}
+module attributes {attn.arch = "sm_75"} {
+}
+
+// -----
+
+// expected-error @+1 {{'attn.arch' belongs on a builtin.module: one target per compilation}}
+func.func @arch_on_func() attributes {attn.arch = "sm_90a"}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// attn.kernel_launch
+//===----------------------------------------------------------------------===//
+
+func.func @launch_symbol(%k: tensor<?x8x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, %slots: tensor<?xi64>) {
+  // expected-error @+1 {{'attn.kernel_launch' op kernel @attn_append_kv does not match its spec; expected @attn_append_kv_qbf16_kvbf16_h8x8_d128_p16nhd}}
+  %r = attn.kernel_launch @attn_append_kv(%k, %k, %c, %slots) template "attn/append_kv.cuh:attn::appendKVKernel"
+      spec #attn.kernel_spec<kind = append_kv, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd>
+      abi ["k"] grid "one CTA per token"
+      : (tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi64>) -> !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>
+  return
+}
+
+// -----
+
+func.func @launch_operands(%k: tensor<?x8x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>, %slots: tensor<?xi64>) {
+  // expected-error @+1 {{'attn.kernel_launch' op takes 6 operands for its append_kv spec (k, v, cache, slot_mapping, k_scale, v_scale), got 4}}
+  %r = attn.kernel_launch @attn_append_kv_qbf16_kve4m3_h8x8_d128_p16nhd(%k, %k, %c, %slots) template "attn/append_kv.cuh:attn::appendKVKernel"
+      spec #attn.kernel_spec<kind = append_kv, arch = "sm_90a", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd>
+      abi ["k"] grid "one CTA per token"
+      : (tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>, tensor<?xi64>) -> !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>
+  return
+}
+
+// -----
+
+func.func @launch_scale(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                        %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.kernel_launch' op a decode launch needs a scale}}
+  %o = attn.kernel_launch @attn_decode_qbf16_kvbf16_h32x8_d128_p16nhd_w4s3r1(%q, %c, %bt, %lens) template "attn/decode.cuh:attn::decodeKernel"
+      spec #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>
+      abi ["q"] grid "per work item"
+      : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32>) -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @launch_softcap(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                          %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // The soft-cap value travels with the launch exactly when the kernel caps.
+  // expected-error @+1 {{'attn.kernel_launch' op softcap must be given exactly when the spec has softcap}}
+  %o = attn.kernel_launch @attn_decode_qbf16_kvbf16_h32x8_d128_p16nhd_softcap_w4s3r1(%q, %c, %bt, %lens) template "attn/decode.cuh:attn::decodeKernel"
+      spec #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, softcap = true, schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>
+      abi ["q"] grid "per work item" {scale = 0.125 : f32}
+      : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32>) -> tensor<?x32x128xbf16>
+  return
+}

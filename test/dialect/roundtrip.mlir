@@ -152,3 +152,54 @@ func.func @merge_states(%oa: tensor<?x32x128xf32>, %la: tensor<?x32xf32>,
   %o, %l = attn.merge_states %oa, %la, %ob, %lb : tensor<?x32x128xf32>, tensor<?x32xf32>
   return %o, %l : tensor<?x32x128xf32>, tensor<?x32xf32>
 }
+
+// CHECK-LABEL: func.func @decode_pinned_schedule
+func.func @decode_pinned_schedule(
+    %q: tensor<?x32x128xbf16>,
+    %cache: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+    %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // A schedule written on the op (pinned; attn-select-schedule keeps it).
+  // CHECK: attn.decode
+  // CHECK-SAME: schedule = #attn.decode_schedule<warps = 4, stages = 4, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
+  %o = attn.decode %q, %cache, %bt, %lens
+      {schedule = #attn.decode_schedule<warps = 4, stages = 4, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>}
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// CHECK-LABEL: func.func @kernel_launches
+func.func @kernel_launches(
+    %q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
+    %cache: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+    %slots: tensor<?xi64>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>,
+    %s: tensor<8xf32>) -> (tensor<?x32x128xbf16>, tensor<?x32xf32>) {
+  // Lowered IR: kernel launches with their full specs and runtime values.
+  // CHECK: %[[C:.+]] = attn.kernel_launch @attn_append_kv_qbf16_kve4m3_h8x8_d128_p16nhd_headscale(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) template "attn/append_kv.cuh:attn::appendKVKernel"
+  // CHECK-SAME: spec #attn.kernel_spec<kind = append_kv, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, per_head_kv_scale = true>
+  // CHECK-SAME: abi ["k", "v"] grid "one CTA per token"
+  %c = attn.kernel_launch @attn_append_kv_qbf16_kve4m3_h8x8_d128_p16nhd_headscale(%k, %k, %cache, %slots, %s, %s)
+      template "attn/append_kv.cuh:attn::appendKVKernel"
+      spec #attn.kernel_spec<kind = append_kv, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN,
+                             num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16,
+                             layout = nhd, per_head_kv_scale = true>
+      abi ["k", "v"] grid "one CTA per token"
+      : (tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+         tensor<?xi64>, tensor<8xf32>, tensor<8xf32>) -> !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>
+  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_swa_softcap_lse_w4s6r1_headscale(%{{.*}}, %[[C]],
+  // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, query_len = 4, causal = true, sliding_window = true, softcap = true, per_head_kv_scale = true, write_lse = true, schedule = #attn.decode_schedule<warps = 4, stages = 6, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>
+  // CHECK-SAME: {scale = 1.250000e-01 : f32, softcap = 5.000000e+01 : f32, window = 256 : i64}
+  %o, %lse = attn.kernel_launch @attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_swa_softcap_lse_w4s6r1_headscale(%q, %c, %bt, %lens, %s, %s)
+      template "attn/decode.cuh:attn::decodeKernel"
+      spec #attn.kernel_spec<kind = decode, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN,
+                             num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16,
+                             layout = nhd, query_len = 4, causal = true, sliding_window = true,
+                             softcap = true, per_head_kv_scale = true, write_lse = true,
+                             schedule = #attn.decode_schedule<warps = 4, stages = 6, row_tiles = 1,
+                                                              min_chunk_tokens = 256, ctas_per_sm = 2>>
+      abi ["q", "out"] grid "per work item"
+      {scale = 0.125 : f32, softcap = 50.0 : f32, window = 256 : i64}
+      : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+         tensor<?x?xi32>, tensor<?xi32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x32x128xbf16>, tensor<?x32xf32>)
+  return %o, %lse : tensor<?x32x128xbf16>, tensor<?x32xf32>
+}

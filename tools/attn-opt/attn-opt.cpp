@@ -12,6 +12,7 @@
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::attn::registerAttnDialects(registry);
+  mlir::attn::registerAttnPassesAndPipelines();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "attn optimizer driver\n", registry));
 }

@@ -1,0 +1,299 @@
+//===- Frontend.cpp - host variants -> attn IR -> kernel specs ------------===//
+#include "compiler/Frontend/Frontend.h"
+#include "compiler/Pipelines/Pipelines.h"
+#include "compiler/Transforms/KernelSpecs.h"
+#include "dialect/IR/AttnOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::attn;
+
+namespace {
+
+/// Collects the diagnostics emitted to a context while alive, as text
+/// ("<loc>: error: <message>", one per line, notes included).
+class DiagnosticCollector {
+public:
+  explicit DiagnosticCollector(MLIRContext &context)
+      : handler(&context, [this](Diagnostic &diag) {
+          append(diag);
+          return success();
+        }) {}
+
+  /// An llvm::Error with everything collected, or `fallback` if nothing was.
+  llvm::Error takeError(StringRef fallback) {
+    std::string message = text.empty() ? fallback.str() : text;
+    // Drop the trailing newline of the last diagnostic.
+    if (!message.empty() && message.back() == '\n')
+      message.pop_back();
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  }
+
+private:
+  void append(Diagnostic &diag) {
+    llvm::raw_string_ostream os(text);
+    os << diag.getLocation() << ": ";
+    switch (diag.getSeverity()) {
+    case DiagnosticSeverity::Error:
+      os << "error: ";
+      break;
+    case DiagnosticSeverity::Warning:
+      os << "warning: ";
+      break;
+    case DiagnosticSeverity::Note:
+      os << "note: ";
+      break;
+    case DiagnosticSeverity::Remark:
+      os << "remark: ";
+      break;
+    }
+    os << diag << "\n";
+    for (Diagnostic &note : diag.getNotes())
+      os << note.getLocation() << ": note: " << note << "\n";
+  }
+
+  std::string text;
+  ScopedDiagnosticHandler handler;
+};
+
+/// Where diagnostics about a variant point: the variant itself.
+Location variantLoc(MLIRContext &context, StringRef name) {
+  return NameLoc::get(StringAttr::get(&context, name));
+}
+
+void loadDialects(MLIRContext &context) {
+  context.getOrLoadDialect<AttnDialect>();
+  context.getOrLoadDialect<func::FuncDialect>();
+}
+
+/// A tensor type, or null after an error at `loc` (a negative size).
+RankedTensorType tensorType(Location loc, ArrayRef<int64_t> shape,
+                            Type elementType) {
+  return RankedTensorType::getChecked([&] { return emitError(loc); }, shape,
+                                      elementType);
+}
+
+/// tensor<?xheadsxheadDimxT>: token rows of q, out, k or v.
+RankedTensorType rowsType(Location loc, int64_t heads, int64_t headDim,
+                          Type elementType) {
+  return tensorType(loc, {ShapedType::kDynamic, heads, headDim}, elementType);
+}
+
+/// FP8 dequantization scales: one per tensor or one per KV head.
+RankedTensorType scaleType(Location loc, int64_t numKVHeads, bool perHead) {
+  return tensorType(loc, {perHead ? numKVHeads : 1},
+                    Float32Type::get(loc.getContext()));
+}
+
+PagedKVType cacheType(Location loc, int numKVHeads, int headDim,
+                      ::attn::ScalarType kvType, int pageSize,
+                      ::attn::KVLayout layout) {
+  MLIRContext *context = loc.getContext();
+  return PagedKVType::getChecked([&] { return emitError(loc); }, context,
+                                 int64_t(numKVHeads), int64_t(headDim),
+                                 getElementType(context, kvType),
+                                 int64_t(pageSize), fromSpecLayout(layout));
+}
+
+/// A module holding func.func @name(argTypes) -> resultTypes whose body
+/// `buildBody` fills from the arguments and returns the values to return.
+OwningOpRef<ModuleOp>
+buildFunctionModule(Location loc, StringRef name, ArrayRef<Type> argTypes,
+                    ArrayRef<Type> resultTypes,
+                    function_ref<ValueRange(OpBuilder &, ValueRange)> buildBody) {
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder builder = OpBuilder::atBlockEnd(module->getBody());
+  auto func = builder.create<func::FuncOp>(
+      loc, name, builder.getFunctionType(argTypes, resultTypes));
+  Block *entry = func.addEntryBlock();
+  builder.setInsertionPointToStart(entry);
+  ValueRange results = buildBody(builder, entry->getArguments());
+  builder.create<func::ReturnOp>(loc, results);
+  return module;
+}
+
+/// The one spec a variant's freshly built module lowers to; `diagnostics`
+/// holds what building the module reported.
+llvm::Expected<::attn::KernelSpec>
+singleSpec(OwningOpRef<ModuleOp> module, DiagnosticCollector &diagnostics,
+           ::attn::Arch arch) {
+  if (!module)
+    return diagnostics.takeError("cannot build the attn IR of the variant");
+  llvm::Expected<std::vector<::attn::KernelSpec>> specs =
+      lowerToKernelSpecs(*module, arch);
+  if (!specs)
+    return specs.takeError();
+  if (specs->size() != 1)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "expected one kernel for the variant, got " +
+                                       std::to_string(specs->size()));
+  return specs->front();
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp>
+mlir::attn::buildDecodeModule(MLIRContext &context,
+                              const ::attn::DecodeVariant &variant) {
+  loadDialects(context);
+  Location loc = variantLoc(context, "attn::DecodeVariant");
+  Builder builder(&context);
+  Type qElement = getElementType(&context, variant.qType);
+  RankedTensorType qType =
+      rowsType(loc, variant.numQHeads, variant.headDim, qElement);
+  PagedKVType cache =
+      cacheType(loc, variant.numKVHeads, variant.headDim, variant.kvType,
+                variant.pageSize, variant.layout);
+  if (!qType || !cache)
+    return nullptr;
+
+  auto index = [&](ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, builder.getI32Type());
+  };
+  SmallVector<Type> argTypes = {qType, cache,
+                                index({ShapedType::kDynamic, ShapedType::kDynamic}),
+                                index({ShapedType::kDynamic})};
+  bool fp8 = isFP8Type(cache.getElementType());
+  if (fp8) {
+    RankedTensorType scales =
+        scaleType(loc, variant.numKVHeads, variant.perHeadKVScale);
+    if (!scales)
+      return nullptr;
+    argTypes.append({scales, scales});
+  }
+  if (variant.alibi) {
+    RankedTensorType slopes =
+        tensorType(loc, {variant.numQHeads}, builder.getF32Type());
+    if (!slopes)
+      return nullptr;
+    argTypes.push_back(slopes);
+  }
+  SmallVector<Type> resultTypes = {qType};
+  RankedTensorType lseType;
+  if (variant.writeLse) {
+    lseType = RankedTensorType::get(
+        {ShapedType::kDynamic, int64_t(variant.numQHeads)}, builder.getF32Type());
+    resultTypes.push_back(lseType);
+  }
+
+  // Mask: causal, with the window when there is one; none is the default.
+  MaskAttr mask;
+  if (variant.causal || variant.windowLeft) {
+    std::optional<int64_t> window;
+    if (variant.windowLeft)
+      window = *variant.windowLeft;
+    mask = MaskAttr::getChecked([&] { return emitError(loc); }, &context,
+                                variant.causal ? MaskKind::causal
+                                               : MaskKind::none,
+                                window);
+    if (!mask)
+      return nullptr;
+  }
+  FloatAttr softcap, scale;
+  if (variant.softcap)
+    softcap = builder.getF32FloatAttr(*variant.softcap);
+  if (variant.scale)
+    scale = builder.getF32FloatAttr(*variant.scale);
+  AttentionKind kind =
+      variant.crossAttention ? AttentionKind::cross : AttentionKind::decoder;
+
+  return buildFunctionModule(
+      loc, "decode", argTypes, resultTypes,
+      [&](OpBuilder &b, ValueRange args) -> ValueRange {
+        Value kScale = fp8 ? args[4] : Value();
+        Value vScale = fp8 ? args[5] : Value();
+        Value slopes = variant.alibi ? args.back() : Value();
+        auto decode = b.create<DecodeOp>(
+            loc, qType, lseType, args[0], args[1], args[2], args[3], kScale,
+            vScale, slopes, uint64_t(int64_t(variant.queryLen)),
+            /*schedule=*/DecodeScheduleAttr(), mask, kind, scale, softcap);
+        return decode->getResults();
+      });
+}
+
+OwningOpRef<ModuleOp>
+mlir::attn::buildAppendKVModule(MLIRContext &context,
+                                const ::attn::AppendKVVariant &variant) {
+  loadDialects(context);
+  Location loc = variantLoc(context, "attn::AppendKVVariant");
+  Builder builder(&context);
+  RankedTensorType rows =
+      rowsType(loc, variant.numKVHeads, variant.headDim,
+               getElementType(&context, variant.inType));
+  PagedKVType cache =
+      cacheType(loc, variant.numKVHeads, variant.headDim, variant.kvType,
+                variant.pageSize, variant.layout);
+  if (!rows || !cache)
+    return nullptr;
+  SmallVector<Type> argTypes = {
+      rows, rows, cache,
+      RankedTensorType::get({ShapedType::kDynamic}, builder.getI64Type())};
+  bool fp8 = isFP8Type(cache.getElementType());
+  if (fp8) {
+    RankedTensorType scales =
+        scaleType(loc, variant.numKVHeads, variant.perHeadKVScale);
+    if (!scales)
+      return nullptr;
+    argTypes.append({scales, scales});
+  }
+  return buildFunctionModule(
+      loc, "append_kv", argTypes, {cache},
+      [&](OpBuilder &b, ValueRange args) -> ValueRange {
+        auto append = b.create<AppendKVOp>(
+            loc, cache, args[0], args[1], args[2], args[3],
+            fp8 ? args[4] : Value(), fp8 ? args[5] : Value());
+        return append->getResults();
+      });
+}
+
+llvm::Expected<std::vector<::attn::KernelSpec>>
+mlir::attn::lowerToKernelSpecs(ModuleOp module, ::attn::Arch arch) {
+  MLIRContext &context = *module.getContext();
+  DiagnosticCollector diagnostics(context);
+  if (failed(verify(module)))
+    return diagnostics.takeError("the attn IR does not verify");
+
+  PassManager pm(&context, ModuleOp::getOperationName());
+  AttnPipelineOptions options;
+  options.arch = std::string(::attn::toString(arch));
+  buildAttnPipeline(pm, options);
+  if (failed(pm.run(module)))
+    return diagnostics.takeError("attn-pipeline failed");
+
+  std::vector<::attn::KernelSpec> specs;
+  WalkResult result = module.walk([&](KernelLaunchOp launch) {
+    FailureOr<::attn::KernelSpec> spec = getKernelSpec(launch);
+    if (failed(spec))
+      return WalkResult::interrupt();
+    specs.push_back(*spec);
+    return WalkResult::advance();
+  });
+  if (result.wasInterrupted())
+    return diagnostics.takeError("a kernel launch does not verify");
+  return specs;
+}
+
+llvm::Expected<::attn::KernelSpec>
+mlir::attn::compileDecodeVariant(const ::attn::DecodeVariant &variant,
+                                 ::attn::Arch arch) {
+  // A context per call: hosts compile variants from several threads, and a
+  // context without its own threads costs far less than a kernel compile.
+  MLIRContext context(MLIRContext::Threading::DISABLED);
+  DiagnosticCollector diagnostics(context);
+  return singleSpec(buildDecodeModule(context, variant), diagnostics, arch);
+}
+
+llvm::Expected<::attn::KernelSpec>
+mlir::attn::compileAppendKVVariant(const ::attn::AppendKVVariant &variant,
+                                   ::attn::Arch arch) {
+  MLIRContext context(MLIRContext::Threading::DISABLED);
+  DiagnosticCollector diagnostics(context);
+  return singleSpec(buildAppendKVModule(context, variant), diagnostics,
+                    arch);
+}

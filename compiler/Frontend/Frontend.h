@@ -1,0 +1,62 @@
+//===- Frontend.h - host variants -> attn IR -> kernel specs ----*- C++ -*-===//
+//
+// The compiler's entry for the JIT and attn-aot: a variant a C++ host
+// describes (attn/runtime/DecodeVariant.h) becomes a module with one attn op,
+// is verified, runs through attn-pipeline, and comes back as the
+// attn::KernelSpec codegen and the runtime take. Errors are llvm::Error
+// values carrying the diagnostics (verifier messages included).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_COMPILER_FRONTEND_FRONTEND_H
+#define ATTN_COMPILER_FRONTEND_FRONTEND_H
+
+#include "attn/runtime/DecodeVariant.h"
+#include "codegen/KernelSpec.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/Error.h"
+
+#include <vector>
+
+namespace mlir::attn {
+
+/// A module with one func.func @decode holding the attn.decode of `variant`:
+/// q/out are tensor<?xHxDxT>, the cache is !attn.paged_kv, block tables and
+/// seq_lens are i32; an FP8 cache adds kv_scales of 1 or numKVHeads elements
+/// (perHeadKVScale; ignored for a non-FP8 cache, which has no scales),
+/// `alibi` adds the slopes operand, `writeLse` the lse result. causal,
+/// windowLeft, crossAttention, softcap and scale become the op's mask, kind,
+/// softcap and scale. The module is not verified. Returns null, after
+/// emitting the error to `context`, when a type cannot be built (a head dim
+/// or page size no kernel runs, a negative size).
+OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &context,
+                                        const ::attn::DecodeVariant &variant);
+
+/// A module with one func.func @append_kv holding the attn.append_kv of
+/// `variant` (i64 slot mapping; FP8 caches get kv_scales as for decode).
+/// Same contract as buildDecodeModule.
+OwningOpRef<ModuleOp>
+buildAppendKVModule(MLIRContext &context, const ::attn::AppendKVVariant &variant);
+
+/// Verifies `module`, runs attn-pipeline for `arch` on it (in place) and
+/// returns the spec of every attn.kernel_launch, in IR order. Diagnostics
+/// become the llvm::Error's text.
+llvm::Expected<std::vector<::attn::KernelSpec>>
+lowerToKernelSpecs(ModuleOp module, ::attn::Arch arch);
+
+/// The kernel spec of a decode variant on `arch`: build the module, verify,
+/// run the pipeline. An invalid variant gives an llvm::Error carrying the
+/// verifier message. Thread-safe: each call uses its own MLIRContext.
+llvm::Expected<::attn::KernelSpec>
+compileDecodeVariant(const ::attn::DecodeVariant &variant, ::attn::Arch arch);
+
+/// The kernel spec of an append-KV variant on `arch`; as compileDecodeVariant.
+llvm::Expected<::attn::KernelSpec>
+compileAppendKVVariant(const ::attn::AppendKVVariant &variant,
+                       ::attn::Arch arch);
+
+} // namespace mlir::attn
+
+#endif // ATTN_COMPILER_FRONTEND_FRONTEND_H

@@ -1,0 +1,71 @@
+//===- Jit.h - the JIT API for C++ hosts ------------------------*- C++ -*-===//
+//
+// Describe a variant as a plain struct, get a cached, loaded kernel:
+// variant -> attn IR -> attn-pipeline -> KernelSpec -> CUDA C++ -> NVRTC ->
+// cubin (memory and disk cache) -> loaded library. Repeated requests for a
+// variant return the same kernel object from an in-memory map.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_COMPILER_JIT_JIT_H
+#define ATTN_COMPILER_JIT_JIT_H
+
+#include "attn/runtime/AppendKV.h"
+#include "attn/runtime/Decode.h"
+#include "attn/runtime/DecodeVariant.h"
+#include "attn/runtime/KernelCache.h"
+
+#include "llvm/Support/Error.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace attn {
+
+/// A variant compiled for one arch, without touching a GPU.
+struct CompiledKernel {
+  KernelSpec spec;
+  std::string source; ///< the CUDA translation unit
+  std::shared_ptr<const std::string> cubin;
+};
+
+/// The JIT: compiles variants on first use and memoizes loaded kernels.
+/// Thread-safe; concurrent first requests for one kernel compile it once.
+class Jit {
+public:
+  struct Options {
+    /// Target; default: the current device's arch.
+    std::optional<Arch> arch;
+    /// Cubin cache; default: runtime::KernelCache::global().
+    runtime::KernelCache *cache = nullptr;
+  };
+
+  explicit Jit(Options options);
+  Jit() : Jit(Options{}) {}
+  ~Jit();
+  /// The process-wide JIT with default options.
+  static Jit &global();
+
+  /// The loaded decode kernel for `variant` (needs a GPU).
+  llvm::Expected<std::shared_ptr<const runtime::DecodeKernel>>
+  decode(const DecodeVariant &variant);
+  /// The loaded append-KV kernel for `variant` (needs a GPU).
+  llvm::Expected<std::shared_ptr<const runtime::AppendKVKernel>>
+  appendKV(const AppendKVVariant &variant);
+
+  /// Spec, source and cubin of a variant for `arch` (no GPU needed).
+  llvm::Expected<CompiledKernel> compile(const DecodeVariant &variant, Arch arch);
+  llvm::Expected<CompiledKernel> compile(const AppendKVVariant &variant,
+                                         Arch arch);
+
+private:
+  struct Impl;
+  llvm::Expected<Arch> targetArch();
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace attn
+
+#endif // ATTN_COMPILER_JIT_JIT_H

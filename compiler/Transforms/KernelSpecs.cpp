@@ -1,0 +1,151 @@
+//===- KernelSpecs.cpp - attn ops <-> kernel specs ------------------------===//
+#include "compiler/Transforms/KernelSpecs.h"
+#include "compiler/Transforms/Schedule.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+namespace mlir::attn {
+
+namespace {
+
+/// Whether the FP8 dequantization scales are per KV head (true) or per
+/// tensor (false). The kernel is compiled for one of the two, so both vectors
+/// need the same static length. Non-FP8 ops have no scales: false.
+FailureOr<bool> isPerHeadKVScale(Operation *op, Value kScale, Value vScale) {
+  if (!kScale)
+    return false;
+  auto kType = cast<RankedTensorType>(kScale.getType());
+  auto vType = cast<RankedTensorType>(vScale.getType());
+  if (kType.isDynamicDim(0) || vType.isDynamicDim(0))
+    return op->emitOpError()
+           << "kv_scales need static lengths (1 per tensor, or one per kv "
+              "head) for a kernel to be chosen, got "
+           << kType << " and " << vType;
+  if (kType.getDimSize(0) != vType.getDimSize(0))
+    return op->emitOpError()
+           << "k_scale and v_scale must have the same length for one kernel "
+              "(per tensor or per kv head), got "
+           << kType.getDimSize(0) << " and " << vType.getDimSize(0);
+  // With one KV head, per head and per tensor are the same kernel.
+  return kType.getDimSize(0) > 1;
+}
+
+/// The cache-derived fields every kernel spec has.
+void setCacheFields(::attn::KernelSpec &spec, PagedKVType cache) {
+  // The op verifiers admit only types toScalarType knows.
+  spec.kvType = *toScalarType(cache.getElementType());
+  spec.numKVHeads = int(cache.getNumKvHeads());
+  spec.headDim = int(cache.getHeadDim());
+  spec.pageSize = int(cache.getPageSize());
+  spec.layout = toSpecLayout(cache.getLayout());
+}
+
+} // namespace
+
+FailureOr<::attn::KernelSpec> getDecodeKernelSpec(DecodeOp op,
+                                                  ::attn::Arch arch) {
+  ::attn::KernelSpec spec;
+  spec.kind = ::attn::KernelKind::Decode;
+  spec.arch = arch;
+  auto qType = cast<RankedTensorType>(op.getQ().getType());
+  spec.qType = *toScalarType(qType.getElementType());
+  spec.numQHeads = int(qType.getDimSize(1));
+  setCacheFields(spec, op.getCache().getType());
+  spec.queryLen = int(op.getQueryLen());
+  std::optional<MaskAttr> mask = op.getMask();
+  spec.causal = mask && mask->isCausal();
+  spec.slidingWindow = mask && mask->hasWindow();
+  spec.alibi = static_cast<bool>(op.getAlibiSlopes());
+  spec.softcap = op.getSoftcap().has_value();
+  FailureOr<bool> perHead = isPerHeadKVScale(op, op.getKScale(), op.getVScale());
+  if (failed(perHead))
+    return failure();
+  spec.perHeadKVScale = *perHead;
+  spec.writeLse = static_cast<bool>(op.getLse());
+  if (DecodeScheduleAttr schedule = op.getScheduleAttr())
+    spec.schedule = schedule.getSchedule();
+  return spec;
+}
+
+FailureOr<::attn::KernelSpec> getAppendKVKernelSpec(AppendKVOp op,
+                                                    ::attn::Arch arch) {
+  // attn::AppendKVParams::slotMapping is int64_t: the kernel reads i64 slots.
+  auto slots = cast<RankedTensorType>(op.getSlotMapping().getType());
+  if (!slots.getElementType().isInteger(64))
+    return op.emitOpError()
+           << "slot_mapping must hold i64 slots for the append_kv kernel, got "
+           << slots;
+  ::attn::KernelSpec spec;
+  spec.kind = ::attn::KernelKind::AppendKV;
+  spec.arch = arch;
+  spec.qType =
+      *toScalarType(cast<RankedTensorType>(op.getK().getType()).getElementType());
+  setCacheFields(spec, op.getCache().getType());
+  // No query heads: the canonical append_kv spec repeats the KV heads.
+  spec.numQHeads = spec.numKVHeads;
+  FailureOr<bool> perHead = isPerHeadKVScale(op, op.getKScale(), op.getVScale());
+  if (failed(perHead))
+    return failure();
+  spec.perHeadKVScale = *perHead;
+  return spec;
+}
+
+FailureOr<::attn::KernelSpec> getKernelSpec(KernelLaunchOp op) {
+  // Lowered IR may have been edited or built by hand: check the launch (and
+  // its spec) before trusting it.
+  if (failed(mlir::verify(op, /*verifyRecursively=*/false)))
+    return failure();
+  return op.getSpec().getSpec();
+}
+
+StringRef getKernelTemplate(::attn::KernelKind kind) {
+  return kind == ::attn::KernelKind::Decode
+             ? "attn/decode.cuh:attn::decodeKernel"
+             : "attn/append_kv.cuh:attn::appendKVKernel";
+}
+
+ArrayRef<StringRef> getLaunchABI(::attn::KernelKind kind) {
+  // Keep in step with templates/attn/params.h; AttnCompilerTests checks
+  // every name against the struct with offsetof.
+  static const StringRef decode[] = {
+      "q",            "out",          "lse",            "kCache",
+      "vCache",       "blockTables",  "seqLens",        "kScale",
+      "vScale",       "alibiSlopes",  "workItems",      "numWorkItems",
+      "partialOut",   "partialLse",   "qStrideToken",   "outStrideToken",
+      "pageStride",   "blockTableStride", "smScale",    "softcap",
+      "windowLeft"};
+  static const StringRef appendKV[] = {
+      "k",          "v",          "kCache",       "vCache",
+      "slotMapping", "kScale",    "vScale",       "kStrideToken",
+      "vStrideToken", "pageStride", "numTokens"};
+  if (kind == ::attn::KernelKind::Decode)
+    return decode;
+  return appendKV;
+}
+
+std::string getGridRule(const ::attn::KernelSpec &spec) {
+  if (spec.kind == ::attn::KernelKind::AppendKV)
+    return "grid.x = num_tokens (one CTA per token); block = 128";
+  int rows = spec.groupSize() * spec.queryLen;
+  int tileRows = kDecodeTileRows * spec.schedule.rowTiles;
+  return llvm::formatv(
+      "grid.x = work items of the split-KV plan, grid.y = num_kv_heads = {0}, "
+      "grid.z = ceil(group_size*query_len / (16*row_tiles)) = "
+      "ceil({1} / {2}) = {3}; block = 32*warps = {4}",
+      spec.numKVHeads, rows, tileRows, (rows + tileRows - 1) / tileRows,
+      32 * spec.schedule.warps);
+}
+
+std::optional<::attn::Arch> getTargetArch(Operation *op) {
+  for (; op; op = op->getParentOp())
+    if (auto arch =
+            op->getAttrOfType<StringAttr>(AttnDialect::getArchAttrName()))
+      return ::attn::parseArch(arch.getValue().str());
+  return std::nullopt;
+}
+
+} // namespace mlir::attn

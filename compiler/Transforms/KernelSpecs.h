@@ -1,0 +1,60 @@
+//===- KernelSpecs.h - attn ops <-> kernel specs ----------------*- C++ -*-===//
+//
+// Which kernel runs an attn op: the attn::KernelSpec derived from the op (the
+// one place the op -> spec rules live, shared by attn-select-schedule and
+// attn-lower-to-kernel), the template it instantiates, its launch ABI and
+// grid rule, and the spec back from a lowered attn.kernel_launch.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_COMPILER_TRANSFORMS_KERNELSPECS_H
+#define ATTN_COMPILER_TRANSFORMS_KERNELSPECS_H
+
+#include "codegen/KernelSpec.h"
+#include "dialect/IR/AttnOps.h"
+
+#include "mlir/Support/LogicalResult.h"
+
+#include <string>
+
+namespace mlir::attn {
+
+/// The spec of the kernel that runs `op` on `arch`: dtypes, heads, head dim,
+/// page size and layout from the types; query_len; causal and sliding window
+/// from the mask; ALiBi from the slopes operand; soft-cap from the attribute;
+/// per-head FP8 scales when the scale vectors hold num_kv_heads > 1 values;
+/// LSE from the second result; the schedule from the op (the default
+/// DecodeSchedule when the op has none yet). Emits an error at `op` for IR
+/// no kernel can run (kv scales of unknown or unequal lengths).
+FailureOr<::attn::KernelSpec> getDecodeKernelSpec(DecodeOp op,
+                                                  ::attn::Arch arch);
+
+/// The spec of the append_kv kernel that runs `op` on `arch`. Emits an error
+/// at `op` when the kernel cannot run it (slot_mapping not i64, kv scales of
+/// unknown or unequal lengths).
+FailureOr<::attn::KernelSpec> getAppendKVKernelSpec(AppendKVOp op,
+                                                    ::attn::Arch arch);
+
+/// The spec of a lowered launch: exactly the spec its #attn.kernel_spec was
+/// built from. Fails, with an error at `op`, if the launch does not verify.
+FailureOr<::attn::KernelSpec> getKernelSpec(KernelLaunchOp op);
+
+/// The template a kernel instantiates, `<header>:<function>` relative to
+/// templates/, e.g. "attn/decode.cuh:attn::decodeKernel".
+StringRef getKernelTemplate(::attn::KernelKind kind);
+
+/// Names of the fields of the kernel's launch-parameter struct
+/// (attn::DecodeParams, attn::AppendKVParams in templates/attn/params.h), in
+/// declaration order.
+ArrayRef<StringRef> getLaunchABI(::attn::KernelKind kind);
+
+/// The launch-grid rule of `spec`'s kernel as readable text, with this
+/// spec's numbers filled in.
+std::string getGridRule(const ::attn::KernelSpec &spec);
+
+/// The target recorded by attn-select-schedule on `op` or its nearest
+/// enclosing op that has one (`attn.arch`); std::nullopt when none has.
+std::optional<::attn::Arch> getTargetArch(Operation *op);
+
+} // namespace mlir::attn
+
+#endif // ATTN_COMPILER_TRANSFORMS_KERNELSPECS_H

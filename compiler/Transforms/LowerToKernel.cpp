@@ -1,0 +1,129 @@
+//===- LowerToKernel.cpp - attn ops to kernel launches --------------------===//
+//
+// Replaces each scheduled attn.decode and each attn.append_kv by the
+// attn.kernel_launch of its specialized template. The rewrite is one op to
+// one op with no fixpoint, so it walks the module instead of running the
+// greedy pattern driver, which would also erase attention ops whose results
+// are unused (they are Pure) and so change more than the lowering.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Transforms/KernelSpecs.h"
+#include "compiler/Transforms/Passes.h"
+#include "codegen/EmitCuda.h"
+#include "dialect/IR/AttnOps.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <cmath>
+
+namespace mlir::attn {
+#define GEN_PASS_DEF_ATTNLOWERTOKERNELPASS
+#include "compiler/Transforms/Passes.h.inc"
+
+namespace {
+
+/// An op to replace and the spec of the kernel that runs it.
+struct Lowering {
+  Operation *op;
+  ::attn::KernelSpec spec;
+};
+
+/// Runtime values of a decode launch: the scale (materialized, so the
+/// runtime need not know the default), and the soft-cap and window when the
+/// kernel is compiled with them.
+void setRuntimeValues(KernelLaunchOp launch, DecodeOp op,
+                      const ::attn::KernelSpec &spec) {
+  Builder builder(op.getContext());
+  if (FloatAttr scale = op.getScaleAttr())
+    launch.setScaleAttr(scale);
+  else
+    launch.setScaleAttr(
+        builder.getF32FloatAttr(float(1.0 / std::sqrt(double(spec.headDim)))));
+  if (FloatAttr softcap = op.getSoftcapAttr())
+    launch.setSoftcapAttr(softcap);
+  if (spec.slidingWindow)
+    launch.setWindowAttr(builder.getI64IntegerAttr(*op.getMask()->getWindow()));
+}
+
+KernelLaunchOp buildLaunch(OpBuilder &builder, Operation *op,
+                           const ::attn::KernelSpec &spec) {
+  SmallVector<Attribute> abi;
+  for (StringRef field : getLaunchABI(spec.kind))
+    abi.push_back(builder.getStringAttr(field));
+  return builder.create<KernelLaunchOp>(
+      op->getLoc(), op->getResultTypes(),
+      FlatSymbolRefAttr::get(builder.getContext(), ::attn::kernelSymbol(spec)),
+      builder.getStringAttr(getKernelTemplate(spec.kind)),
+      KernelSpecAttr::get(builder.getContext(), spec),
+      builder.getArrayAttr(abi), builder.getStringAttr(getGridRule(spec)),
+      op->getOperands(), /*scale=*/FloatAttr(), /*softcap=*/FloatAttr(),
+      /*window=*/IntegerAttr());
+}
+
+struct AttnLowerToKernelPass final
+    : impl::AttnLowerToKernelPassBase<AttnLowerToKernelPass> {
+  using AttnLowerToKernelPassBase::AttnLowerToKernelPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    // Derive every spec first and report every op no kernel runs; the module
+    // is changed only when all of them can be lowered.
+    SmallVector<Lowering> lowerings;
+    bool ok = true;
+    module.walk([&](Operation *op) {
+      if (isa<PrefillOp, PagedPrefillOp, MergeStatesOp>(op)) {
+        op->emitError() << "no kernel template for '" << op->getName()
+                        << "' yet";
+        ok = false;
+        return;
+      }
+      if (!isa<DecodeOp, AppendKVOp>(op))
+        return;
+      std::optional<::attn::Arch> arch = getTargetArch(op);
+      if (!arch) {
+        op->emitError() << "no target for '" << op->getName()
+                        << "': the module has no '"
+                        << AttnDialect::getArchAttrName()
+                        << "'; run attn-select-schedule first";
+        ok = false;
+        return;
+      }
+      FailureOr<::attn::KernelSpec> spec;
+      if (auto decode = dyn_cast<DecodeOp>(op)) {
+        if (!decode.getScheduleAttr()) {
+          decode.emitOpError()
+              << "has no schedule; run attn-select-schedule first";
+          ok = false;
+          return;
+        }
+        spec = getDecodeKernelSpec(decode, *arch);
+      } else {
+        spec = getAppendKVKernelSpec(cast<AppendKVOp>(op), *arch);
+      }
+      if (failed(spec)) {
+        ok = false;
+        return;
+      }
+      lowerings.push_back({op, *spec});
+    });
+    if (!ok)
+      return signalPassFailure();
+
+    OpBuilder builder(&getContext());
+    for (const Lowering &lowering : lowerings) {
+      builder.setInsertionPoint(lowering.op);
+      KernelLaunchOp launch = buildLaunch(builder, lowering.op, lowering.spec);
+      if (auto decode = dyn_cast<DecodeOp>(lowering.op)) {
+        setRuntimeValues(launch, decode, lowering.spec);
+        ++numDecodeLaunches;
+      } else {
+        ++numAppendKVLaunches;
+      }
+      lowering.op->replaceAllUsesWith(launch.getOuts());
+      lowering.op->erase();
+    }
+  }
+};
+
+} // namespace
+} // namespace mlir::attn

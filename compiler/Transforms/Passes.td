@@ -1,0 +1,69 @@
+//===- Passes.td - attn compiler passes --------------------*- tablegen -*-===//
+//
+// The passes that take attn ops to kernel-level IR: pick a schedule for the
+// target GPU, then turn each op into the launch of one specialized kernel
+// template. They live here, not in dialect/, so the dialect library does not
+// depend on lowering code.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_COMPILER_TRANSFORMS_PASSES_TD
+#define ATTN_COMPILER_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def AttnSelectSchedulePass
+    : Pass<"attn-select-schedule", "::mlir::ModuleOp"> {
+  let summary = "choose a GPU schedule for every attn.decode";
+  let description = [{
+    Records the target on the module (`attn.arch = "sm_90a"`) and, on every
+    `attn.decode` without one, a `#attn.decode_schedule`: warps per CTA,
+    cp.async pipeline depth, GQA row tiles (16 rows of (query token, q head)
+    per tile) and the split-KV policy. Loads are always 16-byte vectors (8
+    f16/bf16 or 16 FP8 elements), the unit every template moves data in, so
+    the vector width is not a schedule knob. An op that already has a
+    schedule keeps it (a user can pin one). The heuristic is
+    `attn::chooseDecodeSchedule` (compiler/Transforms/Schedule.h), shared with
+    the JIT and attn-aot.
+
+    A module that already names a different target is an error: its pinned
+    schedules were chosen for that GPU.
+  }];
+  let options = [
+    Option<"arch", "arch", "std::string", /*default=*/"\"sm_90a\"",
+           "target GPU: sm_80, sm_89 or sm_90a">,
+  ];
+  let statistics = [
+    Statistic<"numScheduled", "num-scheduled",
+              "attn.decode ops given a schedule">,
+    Statistic<"numPinned", "num-pinned",
+              "attn.decode ops that kept their pinned schedule">,
+  ];
+  let dependentDialects = ["::mlir::attn::AttnDialect"];
+}
+
+def AttnLowerToKernelPass : Pass<"attn-lower-to-kernel", "::mlir::ModuleOp"> {
+  let summary = "turn scheduled attn ops into attn.kernel_launch";
+  let description = [{
+    Replaces every `attn.decode` (which needs a schedule: run
+    attn-select-schedule first) and every `attn.append_kv` by an
+    `attn.kernel_launch` naming the kernel template, its compile-time
+    parameters (`#attn.kernel_spec`, the full `attn::KernelSpec`), the
+    launch-parameter ABI of templates/attn/params.h and the launch-grid rule.
+    Operands and results are kept, so the IR stays well typed. Runtime values
+    the binary does not depend on (scale, soft-cap value, window size) stay
+    on the launch as attributes.
+
+    `attn.prefill`, `attn.paged_prefill` and `attn.merge_states` have no
+    kernel template yet: each is reported at its location and the pass fails
+    without changing the module.
+  }];
+  let statistics = [
+    Statistic<"numDecodeLaunches", "num-decode-launches",
+              "attn.decode ops lowered to a kernel launch">,
+    Statistic<"numAppendKVLaunches", "num-append-kv-launches",
+              "attn.append_kv ops lowered to a kernel launch">,
+  ];
+  let dependentDialects = ["::mlir::attn::AttnDialect"];
+}
+
+#endif // ATTN_COMPILER_TRANSFORMS_PASSES_TD

@@ -1,0 +1,71 @@
+//===- SelectSchedule.cpp - choose a GPU schedule per attn.decode ---------===//
+//
+// Records the target on the module and a #attn.decode_schedule on every
+// attn.decode that has none; the heuristic itself is chooseDecodeSchedule
+// (Schedule.h).
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Transforms/KernelSpecs.h"
+#include "compiler/Transforms/Passes.h"
+#include "compiler/Transforms/Schedule.h"
+#include "dialect/IR/AttnOps.h"
+
+namespace mlir::attn {
+#define GEN_PASS_DEF_ATTNSELECTSCHEDULEPASS
+#include "compiler/Transforms/Passes.h.inc"
+
+namespace {
+
+struct AttnSelectSchedulePass final
+    : impl::AttnSelectSchedulePassBase<AttnSelectSchedulePass> {
+  using AttnSelectSchedulePassBase::AttnSelectSchedulePassBase;
+
+  /// Checks the option once, before any IR is touched, so a typo reads as
+  /// one line and not as a failure on the module.
+  LogicalResult initialize(MLIRContext *context) override {
+    target = ::attn::parseArch(arch.getValue());
+    if (!target)
+      return emitError(UnknownLoc::get(context))
+             << "attn-select-schedule: unknown arch '" << arch.getValue()
+             << "'; expected " << describeArchs();
+    return success();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    // One target per module: schedules already on its ops (pinned, or from
+    // an earlier run) were chosen for the target it names.
+    Builder builder(&getContext());
+    StringAttr archName = builder.getStringAttr(::attn::toString(*target));
+    Attribute recorded = module->getAttr(AttnDialect::getArchAttrName());
+    if (recorded && recorded != archName) {
+      module.emitError() << "module targets " << recorded
+                         << " but attn-select-schedule was asked for "
+                         << archName;
+      return signalPassFailure();
+    }
+    module->setAttr(AttnDialect::getArchAttrName(), archName);
+
+    WalkResult result = module.walk([&](DecodeOp op) {
+      if (op.getScheduleAttr()) {
+        ++numPinned;
+        return WalkResult::advance();
+      }
+      FailureOr<::attn::KernelSpec> spec = getDecodeKernelSpec(op, *target);
+      if (failed(spec))
+        return WalkResult::interrupt();
+      op.setScheduleAttr(
+          DecodeScheduleAttr::get(&getContext(), chooseDecodeSchedule(*spec)));
+      ++numScheduled;
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+
+  /// The parsed `arch` option.
+  std::optional<::attn::Arch> target;
+};
+
+} // namespace
+} // namespace mlir::attn

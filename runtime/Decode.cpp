@@ -1,0 +1,285 @@
+//===- Decode.cpp - plan and run paged decode kernels ---------------------===//
+#include "attn/runtime/Decode.h"
+#include "attn/runtime/Error.h"
+#include "codegen/EmitCuda.h"
+#include "codegen/KernelLimits.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace attn::runtime {
+
+namespace {
+
+int rowBlocks(const KernelSpec &spec) {
+  int rows = spec.groupSize() * spec.queryLen;
+  return (rows + 16 * spec.schedule.rowTiles - 1) / (16 * spec.schedule.rowTiles);
+}
+
+size_t alignUp(size_t x) { return (x + 255) / 256 * 256; }
+
+llvm::Error argError(const llvm::Twine &message) {
+  return llvm::createStringError("decode run: " + message.str());
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// DecodeWorkspace
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<DecodeWorkspace>
+DecodeWorkspace::create(const KernelSpec &spec, int maxBatch, int numSMs) {
+  if (maxBatch < 1)
+    return llvm::createStringError(
+        llvm::formatv("decode workspace: maxBatch must be >= 1, got {0}", maxBatch));
+  DecodeWorkspace ws;
+  ws.batchCapacity = maxBatch;
+  ws.workCapacity = maxDecodeWorkItems(spec, maxBatch, numSMs);
+  // Partial slots: every work item of a split request has one.
+  size_t partialRows = size_t(spec.queryLen) * spec.numQHeads;
+  size_t offset = 0;
+  ws.workOffset = offset;
+  offset = alignUp(offset + ws.workCapacity * sizeof(DecodeWorkItem));
+  ws.mergeOffset = offset;
+  offset = alignUp(offset + maxBatch * sizeof(DecodeMergeItem));
+  ws.countsOffset = offset;
+  offset = alignUp(offset + 2 * sizeof(int32_t));
+  size_t stagingBytes = offset; // work lists and counts are staged on host
+  ws.partialOutOffset = offset;
+  offset = alignUp(offset + ws.workCapacity * partialRows * spec.headDim * sizeof(float));
+  ws.partialLseOffset = offset;
+  offset = alignUp(offset + ws.workCapacity * partialRows * sizeof(float));
+
+  auto device = DeviceBuffer::allocate(offset);
+  if (!device)
+    return device.takeError();
+  auto staging = PinnedBuffer::allocate(stagingBytes);
+  if (!staging)
+    return staging.takeError();
+  auto event = Event::create(CU_EVENT_DISABLE_TIMING);
+  if (!event)
+    return event.takeError();
+  ws.device = std::move(*device);
+  ws.staging = std::move(*staging);
+  ws.stagingFree = std::make_unique<Event>(std::move(*event));
+  return std::move(ws);
+}
+
+//===----------------------------------------------------------------------===//
+// DecodeKernel
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<DecodeKernel>
+DecodeKernel::create(const KernelSpec &spec, const DecodeVariant &variant,
+                     std::shared_ptr<CudaLibrary> library) {
+  DecodeKernel kernel;
+  kernel.kernelSpec = spec;
+  kernel.decodeVariant = variant;
+  auto entry = library->getKernel(kernelSymbol(spec));
+  if (!entry)
+    return entry.takeError();
+  auto merge = library->getKernel(mergeKernelSymbol(spec));
+  if (!merge)
+    return merge.takeError();
+  kernel.decodeEntry = *entry;
+  kernel.mergeEntry = *merge;
+
+  CUdeviceptr smemGlobal = 0;
+  size_t globalBytes = 0;
+  std::string smemName = smemBytesSymbol(spec);
+  ATTN_CU_CHECK(cuLibraryGetGlobal(&smemGlobal, &globalBytes, library->get(),
+                                   smemName.c_str()));
+  int smem = 0;
+  ATTN_CU_CHECK(cuMemcpyDtoH(&smem, smemGlobal, sizeof(int)));
+  kernel.smemBytes = smem;
+
+  CUdevice device;
+  ATTN_CU_CHECK(cuCtxGetDevice(&device));
+  ATTN_CU_CHECK(cuDeviceGetAttribute(
+      &kernel.smCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device));
+  int smemOptin = 0;
+  ATTN_CU_CHECK(cuDeviceGetAttribute(
+      &smemOptin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device));
+  if (smem > smemOptin)
+    return llvm::createStringError(llvm::formatv(
+        "decode kernel {0} needs {1} bytes of shared memory; the device "
+        "allows {2}",
+        kernelSymbol(spec), smem, smemOptin));
+  ATTN_CU_CHECK(cuKernelSetAttribute(
+      CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem, *entry, device));
+  kernel.library = std::move(library);
+  return std::move(kernel);
+}
+
+llvm::Expected<DecodeWorkspace>
+DecodeKernel::createWorkspace(int maxBatch) const {
+  return DecodeWorkspace::create(kernelSpec, maxBatch, smCount);
+}
+
+llvm::Expected<DecodePlan> DecodeKernel::plan(llvm::ArrayRef<int32_t> seqLens,
+                                              DecodeWorkspace &ws,
+                                              CUstream stream,
+                                              bool forGraph) const {
+  if (int(seqLens.size()) > ws.maxBatch())
+    return llvm::createStringError(llvm::formatv(
+        "decode plan: batch of {0} exceeds the workspace's maximum of {1}",
+        seqLens.size(), ws.maxBatch()));
+  auto partition = partitionDecode(seqLens, kernelSpec,
+                                   decodeVariant.windowLeft, smCount);
+  if (!partition)
+    return partition.takeError();
+  if (int(partition->workItems.size()) > ws.maxWorkItems())
+    return llvm::createStringError("decode plan: work list exceeds the "
+                                   "workspace (internal sizing error)");
+
+  // The previous plan's copy must have left the staging buffer.
+  ATTN_CU_CHECK(cuEventSynchronize(ws.stagingFree->get()));
+  char *host = ws.staging.ptr<char>();
+  std::memcpy(host + ws.workOffset, partition->workItems.data(),
+              partition->workItems.size() * sizeof(DecodeWorkItem));
+  std::memcpy(host + ws.mergeOffset, partition->mergeItems.data(),
+              partition->mergeItems.size() * sizeof(DecodeMergeItem));
+  int32_t counts[2] = {int32_t(partition->workItems.size()),
+                       int32_t(partition->mergeItems.size())};
+  std::memcpy(host + ws.countsOffset, counts, sizeof(counts));
+  ATTN_CU_CHECK(cuMemcpyHtoDAsync(ws.device.get(), host, ws.staging.size(), stream));
+  ATTN_CU_CHECK(cuEventRecord(ws.stagingFree->get(), stream));
+
+  char *dev = ws.device.ptr<char>();
+  DecodePlan plan;
+  plan.batch = int(seqLens.size());
+  plan.workItems = reinterpret_cast<const DecodeWorkItem *>(dev + ws.workOffset);
+  plan.mergeItems = reinterpret_cast<const DecodeMergeItem *>(dev + ws.mergeOffset);
+  plan.numWorkItems = reinterpret_cast<const int32_t *>(dev + ws.countsOffset);
+  plan.numMergeItems = plan.numWorkItems + 1;
+  plan.partialOut = reinterpret_cast<float *>(dev + ws.partialOutOffset);
+  plan.partialLse = reinterpret_cast<float *>(dev + ws.partialLseOffset);
+  plan.gridX = forGraph ? ws.maxWorkItems() : int(partition->workItems.size());
+  plan.mergeGridX = forGraph ? ws.maxBatch() : int(partition->mergeItems.size());
+  plan.chunkTokens = partition->chunkTokens;
+  return plan;
+}
+
+llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,
+                                    const DecodeArgs &a) const {
+  const KernelSpec &s = kernelSpec;
+  auto name = [](ScalarType t) { return std::string(toString(t)); };
+  if (!a.q || !a.out || !a.blockTables || !a.seqLens || !a.cache.k || !a.cache.v)
+    return argError("q, out, blockTables, seqLens, cache.k and cache.v must "
+                    "not be null");
+  if (a.qType != s.qType)
+    return argError("q is " + name(a.qType) + ", the kernel was compiled for " +
+                    name(s.qType));
+  if (a.numQHeads != s.numQHeads || a.headDim != s.headDim)
+    return argError(llvm::formatv("q has {0} heads x {1} dims, the kernel was "
+                                  "compiled for {2} x {3}",
+                                  a.numQHeads, a.headDim, s.numQHeads, s.headDim));
+  if (a.numTokens != int64_t(plan.batch) * s.queryLen)
+    return argError(llvm::formatv("q has {0} tokens; the plan has {1} requests "
+                                  "x query_len {2}",
+                                  a.numTokens, plan.batch, s.queryLen));
+  int64_t denseStride = int64_t(s.numQHeads) * s.headDim;
+  int64_t qStride = a.qStrideToken ? a.qStrideToken : denseStride;
+  int64_t outStride = a.outStrideToken ? a.outStrideToken : denseStride;
+  if (qStride < denseStride || outStride < denseStride || qStride % 8 ||
+      outStride % 8)
+    return argError(llvm::formatv("token strides of q ({0}) and out ({1}) must "
+                                  "be >= heads * head_dim ({2}) and multiples of 8",
+                                  qStride, outStride, denseStride));
+  const PagedKVView &c = a.cache;
+  if (c.dtype != s.kvType || c.numKVHeads != s.numKVHeads ||
+      c.headDim != s.headDim || c.pageSize != s.pageSize || c.layout != s.layout)
+    return argError(llvm::formatv(
+        "cache is {0} {1}x{2}, page {3}, {4}; the kernel was compiled for "
+        "{5} {6}x{7}, page {8}, {9}",
+        name(c.dtype), c.numKVHeads, c.headDim, c.pageSize, toString(c.layout),
+        name(s.kvType), s.numKVHeads, s.headDim, s.pageSize, toString(s.layout)));
+  int64_t densePage = int64_t(s.pageSize) * s.numKVHeads * s.headDim;
+  if (c.pageStride && (c.pageStride < densePage || c.pageStride % 16))
+    return argError(llvm::formatv("cache pageStride {0} must be >= {1} and a "
+                                  "multiple of 16",
+                                  c.pageStride, densePage));
+  if (c.numPages < 1)
+    return argError("cache.numPages must be >= 1");
+  if (a.blockTableStride < 1)
+    return argError("blockTableStride must be >= 1");
+  if (s.isFP8KV()) {
+    int want = s.perHeadKVScale ? s.numKVHeads : 1;
+    if (!a.kScale || !a.vScale || a.numKVScales != want)
+      return argError(llvm::formatv("the FP8 cache needs kScale and vScale "
+                                    "with {0} value(s) each, got {1}",
+                                    want, a.numKVScales));
+  } else if (a.kScale || a.vScale) {
+    return argError("kScale/vScale given, but the cache is " + name(c.dtype) +
+                    ", not FP8");
+  }
+  if (s.alibi != (a.alibiSlopes != nullptr))
+    return argError(s.alibi ? "the variant uses ALiBi: alibiSlopes must be set"
+                            : "alibiSlopes given, but the variant has no ALiBi");
+  if (s.writeLse != (a.lse != nullptr))
+    return argError(s.writeLse ? "the variant writes LSE: lse must be set"
+                               : "lse given, but the variant does not write LSE");
+  return llvm::Error::success();
+}
+
+llvm::Error DecodeKernel::run(const DecodePlan &plan, const DecodeArgs &a,
+                              CUstream stream) const {
+  if (llvm::Error err = checkArgs(plan, a))
+    return err;
+  const KernelSpec &s = kernelSpec;
+  DecodeParams p{};
+  p.q = a.q;
+  p.out = a.out;
+  p.lse = a.lse;
+  p.kCache = a.cache.k;
+  p.vCache = a.cache.v;
+  p.blockTables = a.blockTables;
+  p.seqLens = a.seqLens;
+  p.kScale = a.kScale;
+  p.vScale = a.vScale;
+  p.alibiSlopes = a.alibiSlopes;
+  p.workItems = plan.workItems;
+  p.numWorkItems = plan.numWorkItems;
+  p.partialOut = plan.partialOut;
+  p.partialLse = plan.partialLse;
+  int64_t dense = int64_t(s.numQHeads) * s.headDim;
+  p.qStrideToken = a.qStrideToken ? a.qStrideToken : dense;
+  p.outStrideToken = a.outStrideToken ? a.outStrideToken : dense;
+  p.pageStride = a.cache.pageStride
+                     ? a.cache.pageStride
+                     : int64_t(s.pageSize) * s.numKVHeads * s.headDim;
+  p.blockTableStride = a.blockTableStride;
+  p.smScale = decodeVariant.scale ? *decodeVariant.scale
+                                  : float(1.0 / std::sqrt(double(s.headDim)));
+  p.softcap = decodeVariant.softcap.value_or(0.f);
+  p.windowLeft = decodeVariant.windowLeft.value_or(0);
+
+  if (plan.gridX > 0) {
+    void *args[] = {&p};
+    ATTN_CU_CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(decodeEntry),
+                                 plan.gridX, s.numKVHeads, rowBlocks(s),
+                                 s.schedule.warps * 32, 1, 1, smemBytes, stream,
+                                 args, nullptr));
+  }
+  if (plan.mergeGridX > 0) {
+    DecodeMergeParams m{};
+    m.out = a.out;
+    m.lse = a.lse;
+    m.partialOut = plan.partialOut;
+    m.partialLse = plan.partialLse;
+    m.items = plan.mergeItems;
+    m.numItems = plan.numMergeItems;
+    m.outStrideToken = p.outStrideToken;
+    void *args[] = {&m};
+    ATTN_CU_CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(mergeEntry),
+                                 plan.mergeGridX, s.queryLen * s.numQHeads, 1,
+                                 kDecodeMergeThreads, 1, 1, 0, stream, args,
+                                 nullptr));
+  }
+  return llvm::Error::success();
+}
+
+} // namespace attn::runtime

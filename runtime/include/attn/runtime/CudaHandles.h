@@ -1,0 +1,144 @@
+//===- CudaHandles.h - RAII owners of CUDA driver resources -----*- C++ -*-===//
+//
+// Move-only owners of driver objects: a loaded kernel library, device and
+// pinned host memory, a stream, an event. Creation returns llvm::Expected;
+// destruction releases and logs a failure to llvm::errs() instead of failing,
+// since a destructor has no one to report to.
+//
+// Nothing here touches the GPU until called: the driver is opened on first
+// use, so binaries start and GPU-free paths work on machines without one.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_RUNTIME_CUDAHANDLES_H
+#define ATTN_RUNTIME_CUDAHANDLES_H
+
+#include "codegen/KernelSpec.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cuda.h>
+
+#include <cstddef>
+
+namespace attn::runtime {
+
+/// Initializes the driver (cuInit, once per process) and makes sure the
+/// calling thread has a current context: the host's own context if it set
+/// one, else device 0's primary context, as the CUDA runtime would use. An
+/// Error (never a crash) when there is no driver or no GPU.
+llvm::Error initCuda();
+
+/// The attn target for the current context's device: compute capability 9.0
+/// -> SM90a, 8.9 -> SM89, other 8.x -> SM80; an Error for any other
+/// capability. Calls initCuda().
+llvm::Expected<Arch> currentDeviceArch();
+
+/// A cubin loaded with cuLibraryLoadData. Context-independent: its kernels
+/// are valid on every device and context, so one load serves the process.
+class CudaLibrary {
+public:
+  /// Loads `image` (a cubin); the bytes are not needed after the call.
+  static llvm::Expected<CudaLibrary> load(llvm::StringRef image);
+
+  CudaLibrary(CudaLibrary &&other) noexcept;
+  CudaLibrary &operator=(CudaLibrary &&other) noexcept;
+  ~CudaLibrary();
+
+  /// The kernel named `name` (an extern "C" entry, e.g. "attn_<uri>"); valid
+  /// while this library is alive.
+  llvm::Expected<CUkernel> getKernel(llvm::StringRef name) const;
+  CUlibrary get() const { return library; }
+
+private:
+  explicit CudaLibrary(CUlibrary library) : library(library) {}
+  CUlibrary library = nullptr;
+};
+
+/// Device memory from cuMemAlloc.
+class DeviceBuffer {
+public:
+  /// `bytes` of device memory in the current context; 0 bytes gives an empty
+  /// buffer with a null pointer.
+  static llvm::Expected<DeviceBuffer> allocate(size_t bytes);
+
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer &&other) noexcept;
+  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
+  ~DeviceBuffer();
+
+  CUdeviceptr get() const { return address; }
+  /// The buffer as a typed device pointer (for kernel parameter structs).
+  template <typename T> T *ptr() const {
+    return reinterpret_cast<T *>(address);
+  }
+  size_t size() const { return bytes; }
+
+private:
+  DeviceBuffer(CUdeviceptr address, size_t bytes)
+      : address(address), bytes(bytes) {}
+  CUdeviceptr address = 0;
+  size_t bytes = 0;
+};
+
+/// Page-locked host memory from cuMemHostAlloc: the source or target of
+/// asynchronous copies.
+class PinnedBuffer {
+public:
+  /// `bytes` of pinned host memory; 0 bytes gives an empty buffer.
+  static llvm::Expected<PinnedBuffer> allocate(size_t bytes);
+
+  PinnedBuffer() = default;
+  PinnedBuffer(PinnedBuffer &&other) noexcept;
+  PinnedBuffer &operator=(PinnedBuffer &&other) noexcept;
+  ~PinnedBuffer();
+
+  void *data() const { return hostData; }
+  template <typename T> T *ptr() const { return static_cast<T *>(hostData); }
+  size_t size() const { return bytes; }
+
+private:
+  PinnedBuffer(void *hostData, size_t bytes)
+      : hostData(hostData), bytes(bytes) {}
+  void *hostData = nullptr;
+  size_t bytes = 0;
+};
+
+/// A stream from cuStreamCreate.
+class Stream {
+public:
+  /// A new stream; non-blocking by default so it does not synchronize with
+  /// the legacy default stream.
+  static llvm::Expected<Stream> create(unsigned flags = CU_STREAM_NON_BLOCKING);
+
+  Stream(Stream &&other) noexcept;
+  Stream &operator=(Stream &&other) noexcept;
+  ~Stream();
+
+  CUstream get() const { return stream; }
+
+private:
+  explicit Stream(CUstream stream) : stream(stream) {}
+  CUstream stream = nullptr;
+};
+
+/// An event from cuEventCreate.
+class Event {
+public:
+  /// A new event; CU_EVENT_DEFAULT records timing.
+  static llvm::Expected<Event> create(unsigned flags = CU_EVENT_DEFAULT);
+
+  Event(Event &&other) noexcept;
+  Event &operator=(Event &&other) noexcept;
+  ~Event();
+
+  CUevent get() const { return event; }
+
+private:
+  explicit Event(CUevent event) : event(event) {}
+  CUevent event = nullptr;
+};
+
+} // namespace attn::runtime
+
+#endif // ATTN_RUNTIME_CUDAHANDLES_H

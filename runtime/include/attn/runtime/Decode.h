@@ -1,0 +1,164 @@
+//===- Decode.h - plan and run paged decode kernels -------------*- C++ -*-===//
+//
+// The host side of paged decode, in the plan/run split: plan() turns the
+// batch's sequence lengths into a split-KV work list (host work, once per
+// batch step, may copy to the device); run() launches the kernel and, for
+// split requests, the merge kernel, with no allocation and no host sync, so
+// it can be captured in a CUDA graph. Launch arguments are checked against
+// the compiled variant: a mismatch is an Error, never a wrong result.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_RUNTIME_DECODE_H
+#define ATTN_RUNTIME_DECODE_H
+
+#include "attn/runtime/CudaHandles.h"
+#include "attn/runtime/DecodeVariant.h"
+#include "codegen/KernelSpec.h"
+#include "templates/attn/params.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cuda.h>
+
+#include <memory>
+#include <vector>
+
+namespace attn::runtime {
+
+/// How a decode batch is split over CTAs; a pure function of the lengths.
+struct DecodePartition {
+  std::vector<DecodeWorkItem> workItems;   ///< one CTA column each
+  std::vector<DecodeMergeItem> mergeItems; ///< split requests only
+  int chunkTokens = 0;                     ///< KV tokens per work item
+  int numPartials = 0;                     ///< partial slots used
+};
+
+/// Splits each request's KV range into chunks so that the grid has about
+/// `spec.schedule.ctasPerSM * numSMs` CTAs, never below
+/// `spec.schedule.minChunkTokens` tokens a chunk. With a sliding window, keys
+/// no query can see are skipped. Errors name the first bad length.
+llvm::Expected<DecodePartition>
+partitionDecode(llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec,
+                std::optional<int> windowLeft, int numSMs);
+
+/// Upper bound of work items for `maxBatch` requests (sizes the workspace).
+int maxDecodeWorkItems(const KernelSpec &spec, int maxBatch, int numSMs);
+
+/// Device and pinned buffers a decode kernel plans into, sized for a maximum
+/// batch; owned by the caller and reused across steps (fixed addresses, as
+/// CUDA graphs need).
+class DecodeWorkspace {
+public:
+  static llvm::Expected<DecodeWorkspace> create(const KernelSpec &spec,
+                                                int maxBatch, int numSMs);
+  int maxBatch() const { return batchCapacity; }
+  int maxWorkItems() const { return workCapacity; }
+  /// Device bytes held (work lists and f32 partials).
+  size_t deviceBytes() const { return device.size(); }
+
+private:
+  friend class DecodeKernel;
+  DecodeWorkspace() = default;
+  DeviceBuffer device;
+  PinnedBuffer staging;
+  std::unique_ptr<Event> stagingFree; ///< the last plan's copy has finished
+  int batchCapacity = 0;
+  int workCapacity = 0;
+  size_t workOffset = 0, mergeOffset = 0, countsOffset = 0;
+  size_t partialOutOffset = 0, partialLseOffset = 0;
+};
+
+/// A planned batch: the device work lists and grid sizes run() launches.
+struct DecodePlan {
+  int batch = 0;
+  int gridX = 0;      ///< work items (or capacity, for graph replay)
+  int mergeGridX = 0; ///< merge items (or capacity); 0: no merge launch
+  const DecodeWorkItem *workItems = nullptr;
+  const int32_t *numWorkItems = nullptr;
+  const DecodeMergeItem *mergeItems = nullptr;
+  const int32_t *numMergeItems = nullptr;
+  float *partialOut = nullptr;
+  float *partialLse = nullptr;
+  int chunkTokens = 0;
+};
+
+/// A paged KV cache in device memory, as the kernels read it.
+struct PagedKVView {
+  const void *k = nullptr; ///< K pages; page p at k + p * pageStride elements
+  const void *v = nullptr; ///< V pages, same layout
+  ScalarType dtype = ScalarType::BF16;
+  int numKVHeads = 0;
+  int headDim = 0;
+  int pageSize = 0;
+  KVLayout layout = KVLayout::NHD;
+  int64_t numPages = 0;
+  int64_t pageStride = 0; ///< elements; 0 means pageSize * numKVHeads * headDim
+};
+
+/// Device arguments of one decode call (one layer).
+struct DecodeArgs {
+  const void *q = nullptr; ///< [numTokens, numQHeads, headDim]
+  ScalarType qType = ScalarType::BF16;
+  int64_t numTokens = 0; ///< batch * queryLen
+  int numQHeads = 0;
+  int headDim = 0;
+  int64_t qStrideToken = 0; ///< elements; 0 means dense
+  void *out = nullptr;      ///< same shape and dtype as q
+  int64_t outStrideToken = 0;
+  float *lse = nullptr; ///< [numTokens, numQHeads], iff the variant writes LSE
+  PagedKVView cache;
+  const int32_t *blockTables = nullptr; ///< [batch, blockTableStride]
+  int blockTableStride = 0;
+  const int32_t *seqLens = nullptr; ///< [batch], device copy of the plan's
+  const float *kScale = nullptr;    ///< FP8: [1] or [numKVHeads]
+  const float *vScale = nullptr;
+  int numKVScales = 0;
+  const float *alibiSlopes = nullptr; ///< [numQHeads] iff ALiBi
+};
+
+/// A loaded decode kernel (and its merge kernel) for one variant.
+class DecodeKernel {
+public:
+  /// Wraps a loaded library holding `spec`'s entries; `variant` supplies the
+  /// runtime values (scale, soft-cap, window) baked into every launch.
+  static llvm::Expected<DecodeKernel>
+  create(const KernelSpec &spec, const DecodeVariant &variant,
+         std::shared_ptr<CudaLibrary> library);
+
+  const KernelSpec &spec() const { return kernelSpec; }
+  const DecodeVariant &variant() const { return decodeVariant; }
+  int numSMs() const { return smCount; }
+
+  /// A workspace for batches of up to `maxBatch` requests.
+  llvm::Expected<DecodeWorkspace> createWorkspace(int maxBatch) const;
+
+  /// Plans a batch from host sequence lengths and copies the work lists into
+  /// `workspace` on `stream`. With `forGraph`, grid sizes are the workspace
+  /// capacity (extra CTAs exit at once) so a captured graph stays valid for
+  /// any batch that fits.
+  llvm::Expected<DecodePlan> plan(llvm::ArrayRef<int32_t> seqLens,
+                                  DecodeWorkspace &workspace, CUstream stream,
+                                  bool forGraph = false) const;
+
+  /// Checks `args` against the compiled variant and the plan, then launches.
+  llvm::Error run(const DecodePlan &plan, const DecodeArgs &args,
+                  CUstream stream) const;
+
+  /// The check run() does, alone.
+  llvm::Error checkArgs(const DecodePlan &plan, const DecodeArgs &args) const;
+
+private:
+  DecodeKernel() = default;
+  KernelSpec kernelSpec;
+  DecodeVariant decodeVariant;
+  std::shared_ptr<CudaLibrary> library;
+  CUkernel decodeEntry = nullptr;
+  CUkernel mergeEntry = nullptr;
+  int smemBytes = 0;
+  int smCount = 0;
+};
+
+} // namespace attn::runtime
+
+#endif // ATTN_RUNTIME_DECODE_H

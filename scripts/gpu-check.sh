@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs on the GPU host, from the repository root, with bundle/ carried along:
+# the GPU tests, then attn-bench (jit, decode). Logs and JSON go to $OUT when
+# set (the device tool's output folder), else to gpu-out/.
+#
+#   scripts/gpu-check.sh [--quick] [gtest filter]
+set -uo pipefail
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+quick=""
+[[ "${1:-}" == "--quick" ]] && { quick="--quick"; shift; }
+filter=${1:-*}
+bin=bundle/bin
+export ATTN_CACHE_DIR=${ATTN_CACHE_DIR:-/tmp/attn-cache}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw \
+  --format=csv | tee "$out/gpu.txt"
+echo "== GPU tests"
+"$bin/AttnGpuTests" --gtest_filter="$filter" 2>&1 | tee "$out/gpu-tests.log" | \
+  grep -E '^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|error' | head -80
+status=${PIPESTATUS[0]}
+echo "== attn-bench jit"
+"$bin/attn-bench" jit 2>&1 | tee "$out/bench-jit.txt"
+echo "== attn-bench decode"
+"$bin/attn-bench" decode $quick 2>&1 | tee "$out/bench-decode.txt"
+exit "$status"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Copies the self-contained binaries a GPU host needs into bundle/ (git-ignored;
+# pass it to the device tool with carry). They link LLVM statically, so the
+# host needs only the CUDA driver and toolkit (NVRTC, headers).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+rm -rf "$root/bundle" && mkdir -p "$root/bundle/bin"
+for b in AttnGpuTests AttnUnitTests AttnRuntimeTests attn-bench attn-opt attn-translate; do
+  [[ -x "$build/bin/$b" ]] && cp "$build/bin/$b" "$root/bundle/bin/"
+done
+if ldd "$root"/bundle/bin/* | grep -E 'libLLVM|libMLIR'; then
+  echo "error: a bundled binary needs libLLVM/libMLIR" >&2
+  exit 1
+fi
+du -sh "$root/bundle"

@@ -1,0 +1,203 @@
+//===- common.cuh - device building blocks of the attn kernels -*- CUDA -*-===//
+//
+// Type traits, cp.async, mma.sync and FP8 dequantization shared by the kernel
+// templates. NVRTC-compilable: CUDA headers only, no host std headers.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TEMPLATES_COMMON_CUH
+#define ATTN_TEMPLATES_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "attn/params.h"
+
+namespace attn {
+
+template <class T> struct IsFP8 {
+  static constexpr bool value = false;
+};
+template <> struct IsFP8<__nv_fp8_e4m3> {
+  static constexpr bool value = true;
+};
+template <> struct IsFP8<__nv_fp8_e5m2> {
+  static constexpr bool value = true;
+};
+
+template <class A, class B> struct IsSame {
+  static constexpr bool value = false;
+};
+template <class A> struct IsSame<A, A> {
+  static constexpr bool value = true;
+};
+
+template <class T> __device__ __forceinline__ constexpr T ceilDiv(T a, T b) {
+  return (a + b - 1) / b;
+}
+template <class T> __device__ __forceinline__ constexpr T cmax(T a, T b) {
+  return a > b ? a : b;
+}
+
+/// \brief float <-> 16-bit float conversions for the MMA input type T.
+template <class T> __device__ __forceinline__ float toFloat(T x);
+template <> __device__ __forceinline__ float toFloat(__half x) {
+  return __half2float(x);
+}
+template <> __device__ __forceinline__ float toFloat(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+template <class T> __device__ __forceinline__ T fromFloat(float x);
+template <> __device__ __forceinline__ __half fromFloat(float x) {
+  return __float2half_rn(x);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 fromFloat(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+/// \brief Two floats packed into one register of 16-bit T (lo in bits 0-15).
+template <class T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&h);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&h);
+}
+
+/// \brief Byte permute (PTX prmt.b32): result byte i = selector nibble i of {b,a}.
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+
+//===----------------------------------------------------------------------===//
+// FP8 -> 16-bit dequantization by bit placement
+//===----------------------------------------------------------------------===//
+
+/// \brief Dequantization of FP8 bytes to the 16-bit MMA type T without
+/// conversion instructions: sign and the exponent/mantissa bits are moved into
+/// place, which yields the exact value times 2^kLog2Ratio (normals and
+/// subnormals alike, since both formats use the same subnormal rule). The
+/// kernels fold 2^-kLog2Ratio into their scales. NaN encodings are not kept.
+/// \tparam F FP8 type (__nv_fp8_e4m3 or __nv_fp8_e5m2)
+/// \tparam T 16-bit MMA type (__half or __nv_bfloat16)
+template <class F, class T> struct FP8Dequant {
+  static constexpr int kShift = 0, kLog2Ratio = 0; // 16-bit caches: none
+};
+template <> struct FP8Dequant<__nv_fp8_e4m3, __nv_bfloat16> {
+  static constexpr int kShift = 4, kLog2Ratio = -120; // bias 7 vs 127
+};
+template <> struct FP8Dequant<__nv_fp8_e5m2, __nv_bfloat16> {
+  static constexpr int kShift = 3, kLog2Ratio = -112; // bias 15 vs 127
+};
+template <> struct FP8Dequant<__nv_fp8_e4m3, __half> {
+  static constexpr int kShift = 1, kLog2Ratio = -8; // bias 7 vs 15
+};
+template <> struct FP8Dequant<__nv_fp8_e5m2, __half> {
+  static constexpr int kShift = 0, kLog2Ratio = 0; // e5m2 is f16's top byte
+};
+
+/// \brief Converts the FP8 bytes in bits 8-15 and 24-31 of `x` to two 16-bit
+/// values (lo from bits 8-15) of type T, scaled by 2^kLog2Ratio.
+template <class F, class T>
+__device__ __forceinline__ uint32_t dequantPair(uint32_t x) {
+  constexpr int kShift = FP8Dequant<F, T>::kShift;
+  if constexpr (kShift == 0)
+    return x & 0xff00ff00u;
+  else
+    return (x & 0x80008000u) | ((x & 0x7f007f00u) >> kShift);
+}
+
+/// \brief Bytes i and j of `w` as one FP8 pair (byte i -> lo) dequantized.
+template <class F, class T, int I, int J>
+__device__ __forceinline__ uint32_t dequantBytes(uint32_t w) {
+  return dequantPair<F, T>(prmt(w, 0, (I << 4) | (J << 12)));
+}
+
+/// \brief Byte I of `a` (lo) and byte I of `b` (hi) as one pair, dequantized.
+template <class F, class T, int I>
+__device__ __forceinline__ uint32_t dequantZip(uint32_t a, uint32_t b) {
+  return dequantPair<F, T>(prmt(a, b, (I << 4) | ((4 + I) << 12)));
+}
+
+//===----------------------------------------------------------------------===//
+// cp.async
+//===----------------------------------------------------------------------===//
+
+__device__ __forceinline__ uint32_t smemAddr(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/// \brief Asynchronous global->shared copy of kBytes (4, 8 or 16); when
+/// `valid` is false the destination is zero-filled and nothing is read.
+template <int kBytes>
+__device__ __forceinline__ void cpAsync(void *smem, const void *gmem,
+                                        bool valid) {
+  int srcBytes = valid ? kBytes : 0;
+  if constexpr (kBytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                     smemAddr(smem)),
+                 "l"(gmem), "r"(srcBytes));
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(
+                     smemAddr(smem)),
+                 "l"(gmem), "n"(kBytes), "r"(srcBytes));
+}
+
+__device__ __forceinline__ void cpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int kPending> __device__ __forceinline__ void cpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+//===----------------------------------------------------------------------===//
+// mma.sync m16n8k16, fp32 accumulate
+//===----------------------------------------------------------------------===//
+
+/// \brief d += a * b for one m16n8k16 tile; T selects bf16 or f16 inputs.
+template <class T>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
+                                         uint32_t b0, uint32_t b1) {
+  if constexpr (IsSame<T, __nv_bfloat16>::value)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// \brief Shared-memory loads of 8 and 16 bytes as 32-bit words.
+__device__ __forceinline__ void lds64(uint32_t (&r)[2], const void *p) {
+  uint2 v = *reinterpret_cast<const uint2 *>(p);
+  r[0] = v.x;
+  r[1] = v.y;
+}
+__device__ __forceinline__ void lds128(uint32_t (&r)[4], const void *p) {
+  uint4 v = *reinterpret_cast<const uint4 *>(p);
+  r[0] = v.x;
+  r[1] = v.y;
+  r[2] = v.z;
+  r[3] = v.w;
+}
+
+/// -inf without <math.h>, which NVRTC does not have.
+__device__ __forceinline__ float negInf() { return __int_as_float(0xff800000u); }
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+} // namespace attn
+
+#endif // ATTN_TEMPLATES_COMMON_CUH

@@ -1,0 +1,550 @@
+//===- decode.cuh - paged decode attention ---------------------*- CUDA -*-===//
+//
+// Paged decode on tensor cores, one template for every head ratio, head dim,
+// page size, layout and KV dtype.
+//
+// Work: a CTA takes one KV chunk of one request (a plan work item, grid.x),
+// one KV head (grid.y) and up to 16*kRowTiles query rows of that head's group
+// (grid.z); rows are (query token, q head of the group), so every q head of a
+// group shares each K/V byte loaded. Each warp streams every kWarps-th tile of
+// 16 tokens through a private cp.async ring of kStages stages and keeps its
+// own online-softmax state; warps meet once, at the end, to merge. A chunk
+// that is a whole request writes the output; otherwise the CTA writes an f32
+// partial and its LSE, and decodeMergeKernel combines the partials.
+//
+// MMA operand layouts: the head dim is processed in groups of 32. For QK^T a
+// thread (r = lane/4, c = lane%4) feeds dims 32a + 8c .. 32a + 8c + 7 of its
+// query rows and of key r: the reduction order is permuted consistently in A
+// and B, so each thread reads one 16-byte (or, for FP8, 8-byte) run. For PV
+// the output column n of n8-tile 4a + j holds dim 32a + 4n + j, so each thread
+// loads 4 consecutive dims of 4 tokens and ends up owning 8 consecutive output
+// dims per group. FP8 bytes become 16-bit values by bit placement
+// (common.cuh); the power-of-two factor this leaves is split between a
+// prescale of q and of P (so no product turns subnormal) and the scales
+// applied to scores and outputs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TEMPLATES_DECODE_CUH
+#define ATTN_TEMPLATES_DECODE_CUH
+
+#include "attn/common.cuh"
+
+namespace attn {
+
+constexpr int kMergeThreads = kDecodeMergeThreads;
+
+/// \brief Sizes and constants derived from a decode Config.
+template <class Config> struct DecodeTraits {
+  using QT = typename Config::QType;
+  using KVT = typename Config::KVType;
+  static constexpr bool kFP8 = IsFP8<KVT>::value;
+  static constexpr int kKVBytes = sizeof(KVT);
+  static constexpr int kHeadDim = Config::kHeadDim;
+  static constexpr int kDimPad = (kHeadDim + 31) / 32 * 32;
+  static constexpr int kDimGroups = kDimPad / 32;
+  static constexpr int kRows = Config::kGroupSize * Config::kQueryLen;
+  static constexpr int kTileRows = 16 * Config::kRowTiles;
+  static constexpr int kTileTokens = 16;
+
+  // One token of K or V in shared memory, padded by 16 bytes so that the
+  // fragment reads of consecutive tokens fall in different banks.
+  static constexpr int kRowBytes = kDimPad * kKVBytes;
+  static constexpr int kRowStride = kRowBytes + 16;
+  static constexpr int kStageBytes = 2 * kTileTokens * kRowStride;
+  static constexpr int kPipeBytes = Config::kWarps * Config::kStages * kStageBytes;
+
+  // Global rows are copied in 16-byte pieces, or 8 when an FP8 row of a head
+  // dim that is not a multiple of 16 is only 8-byte aligned.
+  static constexpr int kDataBytes = kHeadDim * kKVBytes;
+  static constexpr int kCopyBytes = kDataBytes % 16 == 0 ? 16 : 8;
+  static constexpr int kCopiesPerRow = kDataBytes / kCopyBytes;
+  static constexpr int kCopiesPerTile = kTileTokens * kCopiesPerRow;
+
+  static constexpr int kQStride = kDimPad + 8; // elements, +16 bytes
+  static constexpr int kQBytes = kTileRows * kQStride * 2;
+
+  // End-of-CTA merge: per warp, f32 O rows plus m and l of each row.
+  static constexpr int kOStride = kDimPad + 4;
+  static constexpr int kMergeBytes =
+      Config::kWarps * kTileRows * (kOStride + 2) * 4;
+  static constexpr int kSmemBytes =
+      kQBytes + (kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes);
+
+  // FP8: 2^kLog2Ratio left by dequantization, split between q and P.
+  static constexpr int kLog2Ratio = FP8Dequant<KVT, QT>::kLog2Ratio;
+  static constexpr int kPreShift =
+      IsSame<QT, __nv_bfloat16>::value ? -kLog2Ratio / 2 : 0;
+};
+
+/// 2^e for a compile-time integer exponent in float range.
+__device__ __forceinline__ float exp2i(int e) { return __int_as_float((e + 127) << 23); }
+
+/// \brief Element offset of (page, token-in-page, kv head) in a cache.
+template <class Config>
+__device__ __forceinline__ int64_t kvOffset(int64_t page, int offset, int head,
+                                            int64_t pageStride) {
+  constexpr int D = Config::kHeadDim;
+  if constexpr (Config::kLayoutHND)
+    return page * pageStride + (int64_t(head) * Config::kPageSize + offset) * D;
+  else
+    return page * pageStride + (int64_t(offset) * Config::kNumKVHeads + head) * D;
+}
+
+/// \brief Issues the cp.async copies of one 16-token K and V tile.
+/// `pageOfLane` holds, in lane t < 16, the page of the tile's token t.
+template <class Config>
+__device__ __forceinline__ void loadKVTile(const DecodeParams &p, char *stage,
+                                           int tileStart, int kvEnd, int head,
+                                           int pageOfLane, int lane) {
+  using Tr = DecodeTraits<Config>;
+  const char *kBase = static_cast<const char *>(p.kCache);
+  const char *vBase = static_cast<const char *>(p.vCache);
+#pragma unroll
+  for (int u = 0; u < ceilDiv(Tr::kCopiesPerTile, 32); ++u) {
+    int i = lane + 32 * u;
+    int token = i / Tr::kCopiesPerRow;
+    int col = i % Tr::kCopiesPerRow;
+    int page = __shfl_sync(0xffffffffu, pageOfLane, token & 15);
+    if (i < Tr::kCopiesPerTile) {
+      int pos = tileStart + token;
+      bool valid = pos < kvEnd;
+      int64_t elem =
+          valid ? kvOffset<Config>(page, pos % Config::kPageSize, head,
+                                   p.pageStride)
+                : 0;
+      int64_t byteOff = elem * Tr::kKVBytes + col * Tr::kCopyBytes;
+      char *dst = stage + token * Tr::kRowStride + col * Tr::kCopyBytes;
+      cpAsync<Tr::kCopyBytes>(dst, kBase + byteOff, valid);
+      cpAsync<Tr::kCopyBytes>(dst + Tr::kTileTokens * Tr::kRowStride,
+                              vBase + byteOff, valid);
+    }
+  }
+}
+
+/// \brief K fragment of token `row` for dim group a: 4 registers, pairs
+/// (8c, 8c+1) .. (8c+6, 8c+7) of the group (see the layout note above).
+template <class Config>
+__device__ __forceinline__ void loadKFrag(uint32_t (&b)[4], const char *kTile,
+                                          int row, int a, int c) {
+  using Tr = DecodeTraits<Config>;
+  const char *src = kTile + row * Tr::kRowStride + (a * 32 + c * 8) * Tr::kKVBytes;
+  if constexpr (Tr::kFP8) {
+    using KVT = typename Tr::KVT;
+    using QT = typename Tr::QT;
+    uint32_t w[2];
+    lds64(w, src);
+    b[0] = dequantBytes<KVT, QT, 0, 1>(w[0]);
+    b[1] = dequantBytes<KVT, QT, 2, 3>(w[0]);
+    b[2] = dequantBytes<KVT, QT, 0, 1>(w[1]);
+    b[3] = dequantBytes<KVT, QT, 2, 3>(w[1]);
+  } else {
+    lds128(b, src);
+  }
+}
+
+/// \brief V fragments for dim group a: vb[j] = {tokens (2c, 2c+1), tokens
+/// (2c+8, 2c+9)} at dim 32a + 4r + j.
+template <class Config>
+__device__ __forceinline__ void loadVFrags(uint32_t (&vb)[4][2],
+                                           const char *vTile, int a, int r,
+                                           int c) {
+  using Tr = DecodeTraits<Config>;
+  const char *base = vTile + (a * 32 + r * 4) * Tr::kKVBytes;
+  const int t0 = 2 * c;
+  if constexpr (Tr::kFP8) {
+    using KVT = typename Tr::KVT;
+    using QT = typename Tr::QT;
+    uint32_t x0 = *reinterpret_cast<const uint32_t *>(base + (t0)*Tr::kRowStride);
+    uint32_t x1 = *reinterpret_cast<const uint32_t *>(base + (t0 + 1) * Tr::kRowStride);
+    uint32_t y0 = *reinterpret_cast<const uint32_t *>(base + (t0 + 8) * Tr::kRowStride);
+    uint32_t y1 = *reinterpret_cast<const uint32_t *>(base + (t0 + 9) * Tr::kRowStride);
+    vb[0][0] = dequantZip<KVT, QT, 0>(x0, x1);
+    vb[1][0] = dequantZip<KVT, QT, 1>(x0, x1);
+    vb[2][0] = dequantZip<KVT, QT, 2>(x0, x1);
+    vb[3][0] = dequantZip<KVT, QT, 3>(x0, x1);
+    vb[0][1] = dequantZip<KVT, QT, 0>(y0, y1);
+    vb[1][1] = dequantZip<KVT, QT, 1>(y0, y1);
+    vb[2][1] = dequantZip<KVT, QT, 2>(y0, y1);
+    vb[3][1] = dequantZip<KVT, QT, 3>(y0, y1);
+  } else {
+    uint32_t x0[2], x1[2], y0[2], y1[2];
+    lds64(x0, base + t0 * Tr::kRowStride);
+    lds64(x1, base + (t0 + 1) * Tr::kRowStride);
+    lds64(y0, base + (t0 + 8) * Tr::kRowStride);
+    lds64(y1, base + (t0 + 9) * Tr::kRowStride);
+    // Two 16-bit values per register: dims (4r, 4r+1) and (4r+2, 4r+3).
+    vb[0][0] = prmt(x0[0], x1[0], 0x5410);
+    vb[1][0] = prmt(x0[0], x1[0], 0x7632);
+    vb[2][0] = prmt(x0[1], x1[1], 0x5410);
+    vb[3][0] = prmt(x0[1], x1[1], 0x7632);
+    vb[0][1] = prmt(y0[0], y1[0], 0x5410);
+    vb[1][1] = prmt(y0[0], y1[0], 0x7632);
+    vb[2][1] = prmt(y0[1], y1[1], 0x5410);
+    vb[3][1] = prmt(y0[1], y1[1], 0x7632);
+  }
+}
+
+/// \brief Paged decode: one work item x KV head x row tile per CTA.
+/// \tparam Config the variant (see codegen/EmitCuda.cpp)
+template <class Config>
+__device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
+  using Tr = DecodeTraits<Config>;
+  using QT = typename Tr::QT;
+  constexpr int kWarps = Config::kWarps;
+  constexpr int kStages = Config::kStages;
+  constexpr int kRowTiles = Config::kRowTiles;
+  constexpr int kDimGroups = Tr::kDimGroups;
+
+  if (int(blockIdx.x) >= *p.numWorkItems)
+    return;
+  const DecodeWorkItem work = p.workItems[blockIdx.x];
+  const int head = blockIdx.y; // kv head
+  const int rowBase = blockIdx.z * Tr::kTileRows;
+  const int seqLen = p.seqLens[work.request];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int r = lane / 4, c = lane % 4;
+
+  extern __shared__ __align__(16) char smem[];
+  QT *qTile = reinterpret_cast<QT *>(smem);
+  char *pipe = smem + Tr::kQBytes;
+
+  // Stage this row tile of q (zero past the head dim and past the group),
+  // prescaled for FP8 (see the layout note).
+  const float qPre = exp2i(Tr::kPreShift);
+  for (int i = threadIdx.x; i < Tr::kTileRows * Tr::kDimPad / 8;
+       i += kWarps * 32) {
+    int row = i / (Tr::kDimPad / 8), d0 = (i % (Tr::kDimPad / 8)) * 8;
+    int gr = rowBase + row;
+    float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (gr < Tr::kRows && d0 < Tr::kHeadDim) {
+      int qi = gr / Config::kGroupSize, hg = gr % Config::kGroupSize;
+      const QT *src = static_cast<const QT *>(p.q) +
+                      int64_t(work.request * Config::kQueryLen + qi) * p.qStrideToken +
+                      (head * Config::kGroupSize + hg) * Tr::kHeadDim + d0;
+      uint4 raw = *reinterpret_cast<const uint4 *>(src);
+      const QT *e = reinterpret_cast<const QT *>(&raw);
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        v[k] = toFloat(e[k]) * qPre;
+    }
+    uint4 packed;
+    packed.x = pack2<QT>(v[0], v[1]);
+    packed.y = pack2<QT>(v[2], v[3]);
+    packed.z = pack2<QT>(v[4], v[5]);
+    packed.w = pack2<QT>(v[6], v[7]);
+    *reinterpret_cast<uint4 *>(qTile + row * Tr::kQStride + d0) = packed;
+  }
+  // The padded dims of every K/V row stay zero: cp.async never writes them.
+  if constexpr (Tr::kDataBytes < Tr::kRowBytes) {
+    constexpr int kPadWords = (Tr::kRowBytes - Tr::kDataBytes) / 4;
+    for (int i = threadIdx.x; i < kWarps * kStages * 2 * Tr::kTileTokens * kPadWords;
+         i += kWarps * 32) {
+      int row = i / kPadWords, w = i % kPadWords;
+      reinterpret_cast<uint32_t *>(pipe + row * Tr::kRowStride + Tr::kDataBytes)[w] = 0;
+    }
+  }
+  __syncthreads();
+
+  // Per-row constants: query position and ALiBi slope of rows r and r + 8 of
+  // every row tile.
+  int qpos[kRowTiles][2];
+  float slope[kRowTiles][2];
+#pragma unroll
+  for (int m = 0; m < kRowTiles; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int gr = rowBase + m * 16 + r + 8 * h;
+      int qi = gr / Config::kGroupSize;
+      qpos[m][h] = seqLen - Config::kQueryLen + qi;
+      slope[m][h] = 0.f;
+      if constexpr (Config::kAlibi) {
+        int qh = head * Config::kGroupSize + gr % Config::kGroupSize;
+        slope[m][h] = gr < Tr::kRows ? p.alibiSlopes[qh] : 0.f;
+      }
+    }
+
+  float scoreScale = p.smScale;
+  float outScale = 1.f;
+  if constexpr (Tr::kFP8) {
+    int si = Config::kPerHeadKVScale ? head : 0;
+    scoreScale *= p.kScale[si] * exp2i(-Tr::kLog2Ratio - Tr::kPreShift);
+    outScale = p.vScale[si] * exp2i(-Tr::kLog2Ratio - Tr::kPreShift);
+  }
+  const float pPre = exp2i(Tr::kPreShift);
+
+  float o[kRowTiles][kDimGroups * 4][4];
+  float mRun[kRowTiles][2], lRun[kRowTiles][2];
+#pragma unroll
+  for (int m = 0; m < kRowTiles; ++m) {
+#pragma unroll
+    for (int j = 0; j < kDimGroups * 4; ++j)
+      o[m][j][0] = o[m][j][1] = o[m][j][2] = o[m][j][3] = 0.f;
+    mRun[m][0] = mRun[m][1] = negInf();
+    lRun[m][0] = lRun[m][1] = 0.f;
+  }
+
+  // This warp's tiles: warp, warp + kWarps, ... of the chunk.
+  const int numTiles = ceilDiv(work.kvEnd - work.kvBegin, Tr::kTileTokens);
+  const int myTiles = numTiles > warp ? ceilDiv(numTiles - warp, kWarps) : 0;
+  char *ring = pipe + warp * kStages * Tr::kStageBytes;
+  const int32_t *blockTable =
+      p.blockTables + int64_t(work.request) * p.blockTableStride;
+  auto tileStart = [&](int i) {
+    return work.kvBegin + (warp + i * kWarps) * Tr::kTileTokens;
+  };
+  // Lane t < 16 looks up the page of token t of tile i.
+  auto pageOf = [&](int i) {
+    int pos = tileStart(i) + (lane & 15);
+    return i < myTiles && pos < work.kvEnd ? blockTable[pos / Config::kPageSize] : 0;
+  };
+
+  int nextPage = 0;
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < myTiles)
+      loadKVTile<Config>(p, ring + s * Tr::kStageBytes, tileStart(s), work.kvEnd,
+                         head, pageOf(s), lane);
+    cpAsyncCommit();
+  }
+  nextPage = pageOf(kStages - 1);
+
+  for (int i = 0; i < myTiles; ++i) {
+    cpAsyncWait<kStages - 2>();
+    __syncwarp();
+    {
+      // Refill the stage consumed in the previous iteration.
+      int f = i + kStages - 1;
+      if (f < myTiles)
+        loadKVTile<Config>(p, ring + (f % kStages) * Tr::kStageBytes, tileStart(f),
+                           work.kvEnd, head, nextPage, lane);
+      cpAsyncCommit();
+      nextPage = pageOf(f + 1);
+    }
+    const char *kTile = ring + (i % kStages) * Tr::kStageBytes;
+    const char *vTile = kTile + Tr::kTileTokens * Tr::kRowStride;
+    const int t0 = tileStart(i);
+
+    // S = Q K^T for 16 tokens (two n8 tiles) and every row tile.
+    float s[kRowTiles][2][4];
+#pragma unroll
+    for (int m = 0; m < kRowTiles; ++m)
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+        s[m][nt][0] = s[m][nt][1] = s[m][nt][2] = s[m][nt][3] = 0.f;
+#pragma unroll
+    for (int a = 0; a < kDimGroups; ++a) {
+      uint32_t kb[2][4];
+      loadKFrag<Config>(kb[0], kTile, r, a, c);
+      loadKFrag<Config>(kb[1], kTile, 8 + r, a, c);
+#pragma unroll
+      for (int m = 0; m < kRowTiles; ++m) {
+        uint32_t qlo[4], qhi[4];
+        lds128(qlo, qTile + (m * 16 + r) * Tr::kQStride + a * 32 + c * 8);
+        lds128(qhi, qTile + (m * 16 + r + 8) * Tr::kQStride + a * 32 + c * 8);
+        const uint32_t a0[4] = {qlo[0], qhi[0], qlo[1], qhi[1]};
+        const uint32_t a1[4] = {qlo[2], qhi[2], qlo[3], qhi[3]};
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          mma16816<QT>(s[m][nt], a0, kb[nt][0], kb[nt][1]);
+          mma16816<QT>(s[m][nt], a1, kb[nt][2], kb[nt][3]);
+        }
+      }
+    }
+
+    // Score modifiers, mask, online softmax; P goes to A fragments.
+    uint32_t pa[kRowTiles][4];
+#pragma unroll
+    for (int m = 0; m < kRowTiles; ++m) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int nt = e / 2;
+          int pos = t0 + nt * 8 + 2 * c + (e & 1);
+          float x = s[m][nt][2 * h + (e & 1)];
+          if constexpr (!Config::kSoftcap && !Config::kAlibi) {
+            x *= scoreScale * kLog2e;
+          } else {
+            x *= scoreScale;
+            if constexpr (Config::kSoftcap)
+              x = p.softcap * tanhf(x / p.softcap);
+            if constexpr (Config::kAlibi)
+              x += slope[m][h] * float(pos - qpos[m][h]);
+            x *= kLog2e;
+          }
+          bool visible = pos < work.kvEnd;
+          if constexpr (Config::kCausal)
+            visible = visible && pos <= qpos[m][h];
+          if constexpr (Config::kSlidingWindow)
+            visible = visible && pos >= qpos[m][h] - p.windowLeft;
+          v[e] = visible ? x : negInf();
+        }
+        float tmax = fmaxf(fmaxf(v[0], v[1]), fmaxf(v[2], v[3]));
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+        float mNew = fmaxf(mRun[m][h], tmax);
+        // A row that has seen no visible key keeps a finite base so that
+        // exp2 gives 0, not NaN.
+        float base = mNew == negInf() ? 0.f : mNew;
+        float corr = exp2f(mRun[m][h] - base);
+        mRun[m][h] = mNew;
+        float pr[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          pr[e] = exp2f(v[e] - base);
+        lRun[m][h] = lRun[m][h] * corr + (pr[0] + pr[1]) + (pr[2] + pr[3]);
+#pragma unroll
+        for (int j = 0; j < kDimGroups * 4; ++j) {
+          o[m][j][2 * h] *= corr;
+          o[m][j][2 * h + 1] *= corr;
+        }
+        // A fragment of P: a0/a1 = rows r/r+8 of tokens 2c..; a2/a3 = +8.
+        pa[m][h] = pack2<QT>(pr[0] * pPre, pr[1] * pPre);
+        pa[m][2 + h] = pack2<QT>(pr[2] * pPre, pr[3] * pPre);
+      }
+    }
+
+    // O += P V.
+#pragma unroll
+    for (int a = 0; a < kDimGroups; ++a) {
+      uint32_t vb[4][2];
+      loadVFrags<Config>(vb, vTile, a, r, c);
+#pragma unroll
+      for (int m = 0; m < kRowTiles; ++m)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          mma16816<QT>(o[m][a * 4 + j], pa[m], vb[j][0], vb[j][1]);
+    }
+  }
+  cpAsyncWait<0>();
+
+  // Merge the warps through shared memory: O rows, then m and l per row.
+  __syncthreads();
+  float *oAll = reinterpret_cast<float *>(pipe);
+  float *mAll = oAll + kWarps * Tr::kTileRows * Tr::kOStride;
+  float *lAll = mAll + kWarps * Tr::kTileRows;
+#pragma unroll
+  for (int m = 0; m < kRowTiles; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float l = lRun[m][h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      int row = m * 16 + r + 8 * h;
+      if (c == 0) {
+        mAll[warp * Tr::kTileRows + row] = mRun[m][h];
+        lAll[warp * Tr::kTileRows + row] = l;
+      }
+      float *dst = oAll + (warp * Tr::kTileRows + row) * Tr::kOStride;
+#pragma unroll
+      for (int a = 0; a < kDimGroups; ++a) {
+        // This thread owns dims 32a + 8c + [0, 8): n8 tile 4a + j holds
+        // 32a + 8c + j (c0/c2) and 32a + 8c + 4 + j (c1/c3).
+        float4 lo, hi;
+        lo.x = o[m][a * 4 + 0][2 * h];
+        lo.y = o[m][a * 4 + 1][2 * h];
+        lo.z = o[m][a * 4 + 2][2 * h];
+        lo.w = o[m][a * 4 + 3][2 * h];
+        hi.x = o[m][a * 4 + 0][2 * h + 1];
+        hi.y = o[m][a * 4 + 1][2 * h + 1];
+        hi.z = o[m][a * 4 + 2][2 * h + 1];
+        hi.w = o[m][a * 4 + 3][2 * h + 1];
+        *reinterpret_cast<float4 *>(dst + a * 32 + c * 8) = lo;
+        *reinterpret_cast<float4 *>(dst + a * 32 + c * 8 + 4) = hi;
+      }
+    }
+  __syncthreads();
+
+  // Each thread finishes 8 dims of one row at a time.
+  constexpr int kSegments = Tr::kHeadDim / 8;
+  for (int i = threadIdx.x; i < Tr::kTileRows * kSegments; i += kWarps * 32) {
+    int row = i / kSegments, d0 = (i % kSegments) * 8;
+    int gr = rowBase + row;
+    if (gr >= Tr::kRows)
+      continue;
+    float mMax = negInf();
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      mMax = fmaxf(mMax, mAll[w * Tr::kTileRows + row]);
+    float base = mMax == negInf() ? 0.f : mMax;
+    float l = 0.f, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      float wgt = exp2f(mAll[w * Tr::kTileRows + row] - base);
+      l += lAll[w * Tr::kTileRows + row] * wgt;
+      const float *src = oAll + (w * Tr::kTileRows + row) * Tr::kOStride + d0;
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        acc[k] += src[k] * wgt;
+    }
+    // l == 0 only for a row that saw no visible key: output 0, LSE -inf.
+    float inv = l > 0.f ? outScale / l : 0.f;
+    float lse = l > 0.f ? (base + log2f(l)) * kLn2 : negInf();
+    int qi = gr / Config::kGroupSize;
+    int qh = head * Config::kGroupSize + gr % Config::kGroupSize;
+    int token = work.request * Config::kQueryLen + qi;
+    if (work.partialIdx < 0) {
+      QT *dst = static_cast<QT *>(p.out) + int64_t(token) * p.outStrideToken +
+                qh * Tr::kHeadDim + d0;
+      uint4 packed;
+      packed.x = pack2<QT>(acc[0] * inv, acc[1] * inv);
+      packed.y = pack2<QT>(acc[2] * inv, acc[3] * inv);
+      packed.z = pack2<QT>(acc[4] * inv, acc[5] * inv);
+      packed.w = pack2<QT>(acc[6] * inv, acc[7] * inv);
+      *reinterpret_cast<uint4 *>(dst) = packed;
+      if constexpr (Config::kWriteLse)
+        if (d0 == 0)
+          p.lse[int64_t(token) * Config::kNumQHeads + qh] = lse;
+    } else {
+      int prow = qi * Config::kNumQHeads + qh;
+      constexpr int kPartialRows = Config::kQueryLen * Config::kNumQHeads;
+      float *dst = p.partialOut +
+                   (int64_t(work.partialIdx) * kPartialRows + prow) * Tr::kHeadDim + d0;
+      *reinterpret_cast<float4 *>(dst) =
+          make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+      *reinterpret_cast<float4 *>(dst + 4) =
+          make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
+      if (d0 == 0)
+        p.partialLse[int64_t(work.partialIdx) * kPartialRows + prow] = lse;
+    }
+  }
+}
+
+/// \brief Combines the split-KV partials of one request: grid.x = merge
+/// items, grid.y = query_len * num_q_heads rows.
+template <class Config>
+__device__ __forceinline__ void decodeMergeKernel(const DecodeMergeParams &p) {
+  using QT = typename Config::QType;
+  constexpr int D = Config::kHeadDim;
+  constexpr int kPartialRows = Config::kQueryLen * Config::kNumQHeads;
+  if (int(blockIdx.x) >= *p.numItems)
+    return;
+  const DecodeMergeItem item = p.items[blockIdx.x];
+  const int prow = blockIdx.y;
+  const int qi = prow / Config::kNumQHeads, qh = prow % Config::kNumQHeads;
+  float lseMax = negInf();
+  for (int k = 0; k < item.numPartials; ++k)
+    lseMax = fmaxf(lseMax, p.partialLse[int64_t(item.firstPartial + k) * kPartialRows + prow]);
+  float base = lseMax == negInf() ? 0.f : lseMax;
+  const int token = item.request * Config::kQueryLen + qi;
+  for (int d = threadIdx.x; d < D; d += kMergeThreads) {
+    float sum = 0.f, acc = 0.f;
+    for (int k = 0; k < item.numPartials; ++k) {
+      int64_t slot = int64_t(item.firstPartial + k) * kPartialRows + prow;
+      float w = __expf(p.partialLse[slot] - base);
+      sum += w;
+      acc += w * p.partialOut[slot * D + d];
+    }
+    static_cast<QT *>(p.out)[int64_t(token) * p.outStrideToken + qh * D + d] =
+        fromFloat<QT>(sum > 0.f ? acc / sum : 0.f);
+    if constexpr (Config::kWriteLse)
+      if (d == 0)
+        p.lse[int64_t(token) * Config::kNumQHeads + qh] =
+            sum > 0.f ? base + __logf(sum) : negInf();
+  }
+}
+
+} // namespace attn
+
+#endif // ATTN_TEMPLATES_DECODE_CUH

@@ -1,0 +1,104 @@
+// RUN: attn-opt %s --split-input-file --attn-lower-to-kernel --verify-diagnostics
+
+// What attn-lower-to-kernel refuses, each at the op's location; the module is
+// left unchanged.
+
+module attributes {attn.arch = "sm_90a"} {
+func.func @prefill(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>, %cu: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{no kernel template for 'attn.prefill' yet}}
+  %o = attn.prefill %q, %k, %k, %cu, %cu
+      : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+}
+
+// -----
+
+module attributes {attn.arch = "sm_90a"} {
+func.func @paged_prefill(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                         %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{no kernel template for 'attn.paged_prefill' yet}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+}
+
+// -----
+
+module attributes {attn.arch = "sm_90a"} {
+func.func @merge_states(%o: tensor<?x32x128xf32>, %l: tensor<?x32xf32>) -> tensor<?x32x128xf32> {
+  // expected-error @+1 {{no kernel template for 'attn.merge_states' yet}}
+  %m, %lm = attn.merge_states %o, %l, %o, %l : tensor<?x32x128xf32>, tensor<?x32xf32>
+  return %m : tensor<?x32x128xf32>
+}
+}
+
+// -----
+
+module attributes {attn.arch = "sm_90a"} {
+func.func @unscheduled(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                       %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{'attn.decode' op has no schedule; run attn-select-schedule first}}
+  %o = attn.decode %q, %c, %bt, %lens
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+}
+
+// -----
+
+func.func @no_target(%k: tensor<?x8x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                     %slots: tensor<?xi64>) -> !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd> {
+  // expected-error @+1 {{no target for 'attn.append_kv': the module has no 'attn.arch'; run attn-select-schedule first}}
+  %c1 = attn.append_kv %k, %k into %c at %slots
+      : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi64>
+  return %c1 : !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>
+}
+
+// -----
+
+module attributes {attn.arch = "sm_90a"} {
+func.func @i32_slots(%k: tensor<?x8x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                     %slots: tensor<?xi32>) -> !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd> {
+  // The kernel reads int64_t slots (attn::AppendKVParams::slotMapping).
+  // expected-error @+1 {{'attn.append_kv' op slot_mapping must hold i64 slots for the append_kv kernel, got 'tensor<?xi32>'}}
+  %c1 = attn.append_kv %k, %k into %c at %slots
+      : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi32>
+  return %c1 : !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>
+}
+}
+
+// -----
+
+module attributes {attn.arch = "sm_90a"} {
+func.func @dynamic_scales(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+                          %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<?xf32>) -> tensor<?x32x128xbf16> {
+  // Per tensor or per head is a compile-time choice.
+  // expected-error @+1 {{'attn.decode' op kv_scales need static lengths (1 per tensor, or one per kv head) for a kernel to be chosen, got 'tensor<?xf32>' and 'tensor<?xf32>'}}
+  %o = attn.decode %q, %c, %bt, %lens kv_scales(%s, %s : tensor<?xf32>, tensor<?xf32>)
+      {schedule = #attn.decode_schedule<warps = 4, stages = 6, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>}
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+}
+
+// -----
+
+module attributes {attn.arch = "sm_90a"} {
+func.func @mixed_scales(%k: tensor<?x8x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+                        %slots: tensor<?xi64>, %ks: tensor<1xf32>, %vs: tensor<8xf32>)
+    -> !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd> {
+  // expected-error @+1 {{'attn.append_kv' op k_scale and v_scale must have the same length for one kernel (per tensor or per kv head), got 1 and 8}}
+  %c1 = attn.append_kv %k, %k into %c at %slots kv_scales(%ks, %vs : tensor<1xf32>, tensor<8xf32>)
+      : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>, tensor<?xi64>
+  return %c1 : !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>
+}
+}

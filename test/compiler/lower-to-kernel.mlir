@@ -1,0 +1,126 @@
+// RUN: attn-opt %s --split-input-file --attn-lower-to-kernel | FileCheck %s
+// The lowered IR round-trips, in the custom and the generic form.
+// RUN: attn-opt %s --split-input-file --attn-lower-to-kernel | attn-opt --split-input-file | FileCheck %s
+// RUN: attn-opt %s --split-input-file --attn-lower-to-kernel --mlir-print-op-generic | attn-opt --split-input-file | FileCheck %s
+
+// Each scheduled attn.decode and each attn.append_kv becomes the launch of its
+// kernel: symbol, template, full spec, launch ABI, grid rule; the operands,
+// results and runtime values are kept.
+
+module attributes {attn.arch = "sm_90a"} {
+// CHECK-LABEL: func.func @decode_gqa_bf16
+// CHECK-SAME: (%[[Q:.+]]: tensor<?x32x128xbf16>, %[[C:.+]]: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, %[[BT:.+]]: tensor<?x?xi32>, %[[LENS:.+]]: tensor<?xi32>)
+func.func @decode_gqa_bf16(%q: tensor<?x32x128xbf16>,
+    %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+    %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // symbol = "attn_" + spec.uri()
+  // CHECK: %[[OUT:.+]] = attn.kernel_launch @attn_decode_qbf16_kvbf16_h32x8_d128_p16nhd_causal_w4s3r1(%[[Q]], %[[C]], %[[BT]], %[[LENS]])
+  // CHECK-SAME: template "attn/decode.cuh:attn::decodeKernel"
+  // Compile-time parameters; flags that are off are left out.
+  // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, causal = true, schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>
+  // The fields of attn::DecodeParams, in order.
+  // CHECK-SAME: abi ["q", "out", "lse", "kCache", "vCache", "blockTables", "seqLens", "kScale", "vScale", "alibiSlopes", "workItems", "numWorkItems", "partialOut", "partialLse", "qStrideToken", "outStrideToken", "pageStride", "blockTableStride", "smScale", "softcap", "windowLeft"]
+  // 4 heads per group x 1 token = 4 rows: one 16-row tile, grid.z = 1.
+  // CHECK-SAME: grid "grid.x = work items of the split-KV plan, grid.y = num_kv_heads = 8, grid.z = ceil(group_size*query_len / (16*row_tiles)) = ceil(4 / 16) = 1; block = 32*warps = 128"
+  // The default scale 1/sqrt(128) is materialized for the runtime.
+  // CHECK-SAME: {scale = 0.0883883461 : f32}
+  // CHECK-SAME: : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32>) -> tensor<?x32x128xbf16>
+  // CHECK-NOT: {{= attn\.decode }}
+  // CHECK: return %[[OUT]]
+  %o = attn.decode %q, %c, %bt, %lens
+      {mask = #attn.mask<causal>, schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>}
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+}
+
+// -----
+
+module attributes {attn.arch = "sm_80"} {
+// CHECK-LABEL: func.func @decode_every_flag
+// CHECK-SAME: (%[[Q:[^:]+]]: {{[^,]+}}, %[[C:[^:]+]]: {{.+}}, %[[BT:[^:]+]]: {{[^,]+}}, %[[LENS:[^:]+]]: {{[^,]+}}, %[[KS:[^:]+]]: tensor<8xf32>, %[[VS:[^:]+]]: tensor<8xf32>, %[[SLOPES:[^:]+]]: tensor<64xf32>)
+func.func @decode_every_flag(%q: tensor<?x64x96xf16>,
+    %c: !attn.paged_kv<8x96xf8E4M3FN, page_size = 32, layout = hnd>,
+    %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %ks: tensor<8xf32>, %vs: tensor<8xf32>,
+    %slopes: tensor<64xf32>) -> (tensor<?x64x96xf16>, tensor<?x64xf32>) {
+  // FP8 cache with per-head scales (8 = num_kv_heads), ALiBi, soft-cap, a
+  // sliding window, 2 query tokens and an LSE output: every flag is on.
+  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_decode_qf16_kve4m3_h64x8_d96_p32hnd_ql2_causal_swa_alibi_softcap_lse_w4s5r1_headscale(%[[Q]], %[[C]], %[[BT]], %[[LENS]], %[[KS]], %[[VS]], %[[SLOPES]])
+  // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_80", q_type = f16, kv_type = f8E4M3FN, num_q_heads = 64, num_kv_heads = 8, head_dim = 96, page_size = 32, layout = hnd, query_len = 2, causal = true, sliding_window = true, alibi = true, softcap = true, per_head_kv_scale = true, write_lse = true, schedule = #attn.decode_schedule<warps = 4, stages = 5, row_tiles = 1, min_chunk_tokens = 128, ctas_per_sm = 2>>
+  // 8 heads x 2 tokens = 16 rows: exactly one tile.
+  // CHECK-SAME: grid "{{.*}}grid.y = num_kv_heads = 8, {{.*}} = ceil(16 / 16) = 1; block = 32*warps = 128"
+  // Runtime values: the given scale, the cap and the window size.
+  // CHECK-SAME: {scale = 1.250000e-01 : f32, softcap = 3.000000e+01 : f32, window = 1024 : i64}
+  // CHECK-SAME: -> (tensor<?x64x96xf16>, tensor<?x64xf32>)
+  // CHECK: return %[[OUT]]#0, %[[OUT]]#1
+  %o, %lse = attn.decode %q, %c, %bt, %lens kv_scales(%ks, %vs : tensor<8xf32>, tensor<8xf32>)
+      alibi(%slopes : tensor<64xf32>)
+      {mask = #attn.mask<causal, window = 1024>, query_len = 2, scale = 0.125 : f32, softcap = 30.0 : f32,
+       schedule = #attn.decode_schedule<warps = 4, stages = 5, row_tiles = 1, min_chunk_tokens = 128, ctas_per_sm = 2>}
+      : tensor<?x64x96xf16>, !attn.paged_kv<8x96xf8E4M3FN, page_size = 32, layout = hnd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x64x96xf16>, tensor<?x64xf32>
+  return %o, %lse : tensor<?x64x96xf16>, tensor<?x64xf32>
+}
+}
+
+// -----
+
+module attributes {attn.arch = "sm_89"} {
+// CHECK-LABEL: func.func @decode_cross_mqa
+func.func @decode_cross_mqa(%q: tensor<?x48x128xbf16>,
+    %c: !attn.paged_kv<1x128xbf16, page_size = 16, layout = nhd>,
+    %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x48x128xbf16> {
+  // Cross attention decodes like non-causal self attention. 48 rows over
+  // 2-tile CTAs: grid.z = ceil(48 / 32) = 2.
+  // CHECK: attn.kernel_launch @attn_decode_qbf16_kvbf16_h48x1_d128_p16nhd_w4s2r2(
+  // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_89", q_type = bf16, kv_type = bf16, num_q_heads = 48, num_kv_heads = 1, head_dim = 128, page_size = 16, layout = nhd, schedule =
+  // CHECK-SAME: = ceil(48 / 32) = 2; block = 32*warps = 128"
+  %o = attn.decode %q, %c, %bt, %lens
+      {kind = #attn.kind<cross>, schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 2, min_chunk_tokens = 256, ctas_per_sm = 2>}
+      : tensor<?x48x128xbf16>, !attn.paged_kv<1x128xbf16, page_size = 16, layout = nhd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x48x128xbf16>
+  return %o : tensor<?x48x128xbf16>
+}
+}
+
+// -----
+
+module attributes {attn.arch = "sm_90a"} {
+// CHECK-LABEL: func.func @append_kv_fp8_then_decode
+// CHECK-SAME: (%[[K:[^:]+]]: {{[^,]+}}, %[[V:[^:]+]]: {{[^,]+}}, %[[C:[^:]+]]: {{.+}}, %[[SLOTS:[^:]+]]: tensor<?xi64>, %[[S:[^:]+]]: tensor<1xf32>
+func.func @append_kv_fp8_then_decode(%k: tensor<?x8x128xbf16>, %v: tensor<?x8x128xbf16>,
+    %c: !attn.paged_kv<8x128xf8E5M2, page_size = 16, layout = nhd>, %slots: tensor<?xi64>,
+    %s: tensor<1xf32>, %q: tensor<?x32x128xbf16>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>)
+    -> tensor<?x32x128xbf16> {
+  // Per-tensor scales (one element): no per_head_kv_scale; append_kv specs
+  // repeat the KV heads as q heads and carry no decode fields.
+  // CHECK: %[[C1:.+]] = attn.kernel_launch @attn_append_kv_qbf16_kve5m2_h8x8_d128_p16nhd(%[[K]], %[[V]], %[[C]], %[[SLOTS]], %[[S]], %[[S]])
+  // CHECK-SAME: template "attn/append_kv.cuh:attn::appendKVKernel"
+  // CHECK-SAME: spec #attn.kernel_spec<kind = append_kv, arch = "sm_90a", q_type = bf16, kv_type = f8E5M2, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd>
+  // The fields of attn::AppendKVParams, in order.
+  // CHECK-SAME: abi ["k", "v", "kCache", "vCache", "slotMapping", "kScale", "vScale", "kStrideToken", "vStrideToken", "pageStride", "numTokens"]
+  // CHECK-SAME: grid "grid.x = num_tokens (one CTA per token); block = 128"
+  // CHECK-SAME: : (tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, !attn.paged_kv<8x128xf8E5M2, page_size = 16, layout = nhd>, tensor<?xi64>, tensor<1xf32>, tensor<1xf32>) -> !attn.paged_kv<8x128xf8E5M2, page_size = 16, layout = nhd>
+  // The decode reads the cache the append produced.
+  // CHECK: attn.kernel_launch @attn_decode_qbf16_kve5m2_h32x8_d128_p16nhd_w4s6r1(%{{.+}}, %[[C1]],
+  %c1 = attn.append_kv %k, %v into %c at %slots kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>)
+      : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        !attn.paged_kv<8x128xf8E5M2, page_size = 16, layout = nhd>, tensor<?xi64>
+  %o = attn.decode %q, %c1, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>)
+      {schedule = #attn.decode_schedule<warps = 4, stages = 6, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>}
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E5M2, page_size = 16, layout = nhd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+}
+
+// -----
+
+// CHECK-LABEL: func.func @nothing_to_lower
+// A module without attn ops needs no target and is left as it is.
+// CHECK-NEXT: arith.constant
+func.func @nothing_to_lower() -> i32 {
+  %c = arith.constant 1 : i32
+  return %c : i32
+}

@@ -1,0 +1,399 @@
+//===- DecodeGpuTest.cpp - paged decode against the fp64 reference --------===//
+//
+// Every case JIT-compiles its variant, runs it on random data with poisoned
+// outputs and compares with the fp64 reference. Tolerances (relative L2 error
+// of the output): 1e-2 for bf16 outputs, 4e-3 for f16 (bf16 keeps 8 mantissa
+// bits, f16 11; P is rounded to the same type before P.V); LSE within 2e-3
+// absolute (f32 arithmetic). FP8 caches are compared against their exact
+// dequantized values, so they share their q type's tolerance.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Jit/Jit.h"
+#include "test/gpu/GpuTestUtil.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+using namespace attn;
+using namespace attn::test;
+
+namespace {
+
+struct DecodeCase {
+  std::string name;
+  DecodeVariant variant;
+  std::vector<int> seqLens;
+  double kvScale = 1.0;      ///< FP8 scale (head h uses kvScale * (1 + h/8))
+  bool interleavedKV = false; ///< K and V of a page side by side (FlashInfer)
+};
+
+DecodeVariant base(ScalarType q, ScalarType kv, int hq, int hkv, int d, int page) {
+  DecodeVariant v;
+  v.qType = q;
+  v.kvType = kv;
+  v.numQHeads = hq;
+  v.numKVHeads = hkv;
+  v.headDim = d;
+  v.pageSize = page;
+  return v;
+}
+
+std::vector<DecodeCase> cases() {
+  using S = ScalarType;
+  std::vector<DecodeCase> c;
+  auto add = [&](std::string name, DecodeVariant v, std::vector<int> lens,
+                 double scale = 1.0) {
+    c.push_back({std::move(name), v, std::move(lens), scale});
+  };
+  add("bf16_mha_d128_p16", base(S::BF16, S::BF16, 8, 8, 128, 16), {1, 17, 300});
+  {
+    auto v = base(S::BF16, S::BF16, 32, 8, 128, 16);
+    v.writeLse = true;
+    add("bf16_gqa4_d128_split_lse", v, {5000, 3000});
+  }
+  {
+    auto v = base(S::F16, S::F16, 32, 4, 64, 1);
+    v.layout = KVLayout::HND;
+    add("f16_gqa8_d64_p1_hnd", v, {100, 1000});
+  }
+  add("bf16_mqa32_d128_p32", base(S::BF16, S::BF16, 32, 1, 128, 32), {700, 5});
+  for (int d : {40, 80, 96, 112, 192, 256})
+    add("bf16_gqa4_d" + std::to_string(d), base(S::BF16, S::BF16, 16, 4, d, 16),
+        {257, 1200});
+  add("e4m3_bf16_gqa4_d128", base(S::BF16, S::F8E4M3, 32, 8, 128, 16),
+      {4000, 33}, 0.05);
+  {
+    auto v = base(S::F16, S::F8E5M2, 32, 4, 128, 8);
+    v.layout = KVLayout::HND;
+    add("e5m2_f16_gqa8_d128_p8_hnd", v, {900}, 0.5);
+  }
+  {
+    auto v = base(S::F16, S::F8E4M3, 8, 8, 64, 64);
+    v.perHeadKVScale = true;
+    add("e4m3_f16_mha_d64_p64_headscale", v, {2100, 64}, 0.02);
+  }
+  add("e5m2_bf16_gqa2_d256_p128", base(S::BF16, S::F8E5M2, 8, 4, 256, 128),
+      {1000, 129}, 2.0);
+  add("e4m3_bf16_d40", base(S::BF16, S::F8E4M3, 8, 2, 40, 16), {333}, 0.1);
+  {
+    auto v = base(S::BF16, S::BF16, 32, 8, 128, 16);
+    v.windowLeft = 255;
+    add("bf16_gqa4_window", v, {3000, 100, 256});
+  }
+  {
+    auto v = base(S::BF16, S::BF16, 16, 16, 128, 16);
+    v.alibi = true;
+    add("bf16_mha_alibi", v, {1500, 2});
+  }
+  {
+    auto v = base(S::BF16, S::BF16, 32, 8, 128, 16);
+    v.softcap = 5.0f; // small cap: most scores are bent by it
+    add("bf16_gqa4_softcap", v, {2000});
+  }
+  {
+    auto v = base(S::BF16, S::BF16, 32, 8, 128, 16);
+    v.queryLen = 4;
+    v.writeLse = true;
+    add("bf16_gqa4_querylen4_causal", v, {64, 3000, 4});
+  }
+  {
+    auto v = base(S::BF16, S::BF16, 64, 4, 128, 16);
+    v.queryLen = 4; // 64 rows per KV head: two row blocks
+    add("bf16_gqa16_querylen4", v, {500, 2500});
+  }
+  {
+    auto v = base(S::F16, S::F8E4M3, 16, 4, 128, 8);
+    v.layout = KVLayout::HND;
+    v.queryLen = 2;
+    v.windowLeft = 100;
+    v.alibi = true;
+    v.softcap = 30.0f;
+    v.perHeadKVScale = true;
+    v.writeLse = true;
+    add("kitchen_sink", v, {1700, 300}, 0.1);
+  }
+  {
+    auto v = base(S::BF16, S::BF16, 8, 8, 64, 16);
+    v.causal = false;
+    v.crossAttention = true;
+    v.scale = 0.3f;
+    add("bf16_cross_custom_scale", v, {77, 1500});
+  }
+  c.push_back({"bf16_interleaved_kv", base(S::BF16, S::BF16, 16, 4, 128, 16),
+               {1000, 10}, 1.0, /*interleavedKV=*/true});
+  return c;
+}
+
+class DecodeGpuTest : public ::testing::TestWithParam<DecodeCase> {};
+
+TEST_P(DecodeGpuTest, MatchesReference) {
+  ATTN_REQUIRE_GPU();
+  const DecodeCase &tc = GetParam();
+  const DecodeVariant &v = tc.variant;
+  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().decode(v));
+
+  std::mt19937 rng(std::hash<std::string>()(tc.name));
+  const int batch = int(tc.seqLens.size());
+  const int64_t tokens = int64_t(batch) * v.queryLen;
+  const int64_t pageElems = int64_t(v.pageSize) * v.numKVHeads * v.headDim;
+  const int64_t pageStride = tc.interleavedKV ? 2 * pageElems : pageElems;
+
+  // Pages of all requests in a shuffled order, plus a few unused ones.
+  std::vector<int> pagesPer(batch);
+  int totalPages = 3, maxPages = 0;
+  for (int b = 0; b < batch; ++b) {
+    pagesPer[b] = (tc.seqLens[b] + v.pageSize - 1) / v.pageSize;
+    totalPages += pagesPer[b];
+    maxPages = std::max(maxPages, pagesPer[b]);
+  }
+  std::vector<int> order(totalPages);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  const int stride = maxPages + 1;
+  std::vector<int> blockTables(size_t(batch) * stride, 0);
+  for (int b = 0, next = 0; b < batch; ++b)
+    for (int i = 0; i < pagesPer[b]; ++i)
+      blockTables[size_t(b) * stride + i] = order[next++];
+
+  // Per-KV-head FP8 scales (all equal unless the variant is per head).
+  const bool fp8 = v.kvType == ScalarType::F8E4M3 || v.kvType == ScalarType::F8E5M2;
+  const int numScales = v.perHeadKVScale ? v.numKVHeads : 1;
+  std::vector<float> kScales(numScales), vScales(numScales);
+  for (int h = 0; h < numScales; ++h) {
+    kScales[h] = float(tc.kvScale * (1 + h / 8.0));
+    vScales[h] = float(tc.kvScale * (1.5 + h / 8.0));
+  }
+
+  ref::DecodeProblem prob;
+  prob.numQHeads = v.numQHeads;
+  prob.numKVHeads = v.numKVHeads;
+  prob.headDim = v.headDim;
+  prob.pageSize = v.pageSize;
+  prob.layout = v.layout;
+  prob.queryLen = v.queryLen;
+  prob.seqLens = tc.seqLens;
+  prob.blockTables = blockTables;
+  prob.blockTableStride = stride;
+  prob.pageStride = pageStride;
+  prob.scale = v.scale ? *v.scale : 1.0 / std::sqrt(double(v.headDim));
+  prob.causal = v.causal;
+  prob.windowLeft = v.windowLeft;
+  if (v.softcap)
+    prob.softcap = *v.softcap;
+  if (v.alibi)
+    for (int h = 0; h < v.numQHeads; ++h)
+      prob.alibiSlopes.push_back(std::pow(2.0, -8.0 * (h + 1) / v.numQHeads));
+
+  Quantized q = randomValues(rng, v.qType, tokens * v.numQHeads * v.headDim, 1.0);
+  prob.q = q.values;
+
+  // K and V in one buffer when interleaved; element (page, token, head) gets
+  // its head's scale.
+  const int kvBytes = sizeOf(v.kvType);
+  const int64_t cacheElems = int64_t(totalPages) * pageStride;
+  std::vector<uint8_t> kBytes(cacheElems * kvBytes), vBytes(cacheElems * kvBytes);
+  prob.k.assign(cacheElems, 0.0);
+  prob.v.assign(cacheElems, 0.0);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (int64_t page = 0; page < totalPages; ++page)
+    for (int off = 0; off < v.pageSize; ++off)
+      for (int h = 0; h < v.numKVHeads; ++h) {
+        int64_t at = ref::kvOffset(v.layout, page, off, h, v.numKVHeads,
+                                   v.pageSize, v.headDim, pageStride);
+        double ks = fp8 ? kScales[v.perHeadKVScale ? h : 0] : 1.0;
+        double vs = fp8 ? vScales[v.perHeadKVScale ? h : 0] : 1.0;
+        for (int d = 0; d < v.headDim; ++d) {
+          uint32_t kb = ref::encode(v.kvType, normal(rng) / ks);
+          uint32_t vb = ref::encode(v.kvType, normal(rng) / vs);
+          std::memcpy(&kBytes[(at + d) * kvBytes], &kb, kvBytes);
+          std::memcpy(&vBytes[(at + d) * kvBytes], &vb, kvBytes);
+          prob.k[at + d] = ref::decode(v.kvType, kb) * ks;
+          prob.v[at + d] = ref::decode(v.kvType, vb) * vs;
+        }
+      }
+  if (tc.interleavedKV) {
+    // V lives in the second half of each page of the K buffer; the reference
+    // indexes V from that half's start with the same page stride.
+    for (int64_t page = 0; page < totalPages; ++page)
+      std::memcpy(&kBytes[(page * pageStride + pageElems) * kvBytes],
+                  &vBytes[(page * pageStride) * kvBytes], pageElems * kvBytes);
+  }
+
+  std::vector<double> refOut, refLse;
+  ref::decodeReference(prob, refOut, refLse);
+
+  ATTN_ASSIGN_OR_FAIL(dq, upload(q.bytes));
+  ATTN_ASSIGN_OR_FAIL(dk, upload(kBytes));
+  ATTN_ASSIGN_OR_FAIL(dv, upload(vBytes));
+  ATTN_ASSIGN_OR_FAIL(dTables, upload(blockTables));
+  std::vector<int32_t> lens(tc.seqLens.begin(), tc.seqLens.end());
+  ATTN_ASSIGN_OR_FAIL(dLens, upload(lens));
+  ATTN_ASSIGN_OR_FAIL(dKScale, upload(kScales));
+  ATTN_ASSIGN_OR_FAIL(dVScale, upload(vScales));
+  std::vector<float> slopes(prob.alibiSlopes.begin(), prob.alibiSlopes.end());
+  ATTN_ASSIGN_OR_FAIL(dSlopes, upload(slopes));
+  ATTN_ASSIGN_OR_FAIL(dOut, poisoned(q.bytes.size()));
+  ATTN_ASSIGN_OR_FAIL(dLse, poisoned(tokens * v.numQHeads * sizeof(float)));
+
+  ATTN_ASSIGN_OR_FAIL(ws, kernel->createWorkspace(batch));
+  ATTN_ASSIGN_OR_FAIL(plan, kernel->plan(lens, ws, nullptr));
+  runtime::DecodeArgs args;
+  args.q = dq.ptr<void>();
+  args.qType = v.qType;
+  args.numTokens = tokens;
+  args.numQHeads = v.numQHeads;
+  args.headDim = v.headDim;
+  args.out = dOut.ptr<void>();
+  args.lse = v.writeLse ? dLse.ptr<float>() : nullptr;
+  args.cache.k = dk.ptr<void>();
+  args.cache.v = tc.interleavedKV ? dk.ptr<char>() + pageElems * kvBytes
+                                  : dv.ptr<void>();
+  args.cache.dtype = v.kvType;
+  args.cache.numKVHeads = v.numKVHeads;
+  args.cache.headDim = v.headDim;
+  args.cache.pageSize = v.pageSize;
+  args.cache.layout = v.layout;
+  args.cache.numPages = totalPages;
+  args.cache.pageStride = pageStride;
+  args.blockTables = dTables.ptr<int32_t>();
+  args.blockTableStride = stride;
+  args.seqLens = dLens.ptr<int32_t>();
+  if (fp8) {
+    args.kScale = dKScale.ptr<float>();
+    args.vScale = dVScale.ptr<float>();
+    args.numKVScales = numScales;
+  }
+  args.alibiSlopes = v.alibi ? dSlopes.ptr<float>() : nullptr;
+  ATTN_ASSERT_OK(kernel->run(plan, args, nullptr));
+
+  ATTN_ASSIGN_OR_FAIL(outBytes, download<uint8_t>(dOut));
+  std::vector<double> out = decodeAll(v.qType, outBytes);
+  double err = ref::relativeError(out, refOut);
+  double tol = v.qType == ScalarType::BF16 ? 1e-2 : 4e-3;
+  EXPECT_LT(err, tol) << tc.name << ": relative L2 error " << err
+                      << " (chunk " << plan.chunkTokens << " tokens)";
+  if (v.writeLse) {
+    ATTN_ASSIGN_OR_FAIL(lse, download<float>(dLse));
+    double worst = 0;
+    for (size_t i = 0; i < lse.size(); ++i)
+      worst = std::max(worst, std::isnan(lse[i]) ? INFINITY
+                                                 : std::fabs(lse[i] - refLse[i]));
+    EXPECT_LT(worst, 2e-3) << tc.name << ": worst LSE error";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, DecodeGpuTest, ::testing::ValuesIn(cases()),
+                         [](const auto &info) { return info.param.name; });
+
+} // namespace
+
+namespace {
+
+/// A small valid setup whose arguments each test breaks in one way.
+class DecodeArgsGpuTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (llvm::Error err = runtime::initCuda())
+      GTEST_SKIP() << "no GPU: " << llvm::toString(std::move(err));
+    variant = base(ScalarType::BF16, ScalarType::F8E4M3, 8, 2, 64, 16);
+    auto k = Jit::global().decode(variant);
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    kernel = *k;
+    auto ws = kernel->createWorkspace(4);
+    ASSERT_TRUE(bool(ws)) << llvm::toString(ws.takeError());
+    workspace = std::make_unique<runtime::DecodeWorkspace>(std::move(*ws));
+    // Any non-null device address passes the argument checks; run() is
+    // never reached with broken arguments.
+    auto buf = runtime::DeviceBuffer::allocate(1 << 20);
+    ASSERT_TRUE(bool(buf)) << llvm::toString(buf.takeError());
+    buffer = std::move(*buf);
+    void *p = buffer.ptr<void>();
+    args.q = p;
+    args.qType = ScalarType::BF16;
+    args.numTokens = 2;
+    args.numQHeads = 8;
+    args.headDim = 64;
+    args.out = p;
+    args.cache = {p, p, ScalarType::F8E4M3, 2, 64, 16, KVLayout::NHD, 8, 0};
+    args.blockTables = buffer.ptr<int32_t>();
+    args.blockTableStride = 4;
+    args.seqLens = buffer.ptr<int32_t>();
+    args.kScale = args.vScale = buffer.ptr<float>();
+    args.numKVScales = 1;
+  }
+
+  /// The plan for two requests of 20 tokens; the args check must name `what`.
+  void expectRejected(const std::string &what) {
+    std::vector<int32_t> lens = {20, 20};
+    auto plan = kernel->plan(lens, *workspace, nullptr);
+    ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+    llvm::Error err = kernel->checkArgs(*plan, args);
+    ASSERT_TRUE(bool(err)) << "accepted bad arguments (" << what << ")";
+    std::string message = llvm::toString(std::move(err));
+    EXPECT_NE(message.find(what), std::string::npos) << message;
+  }
+
+  DecodeVariant variant;
+  std::shared_ptr<const runtime::DecodeKernel> kernel;
+  std::unique_ptr<runtime::DecodeWorkspace> workspace;
+  runtime::DeviceBuffer buffer;
+  runtime::DecodeArgs args;
+};
+
+TEST_F(DecodeArgsGpuTest, AcceptsMatchingArguments) {
+  std::vector<int32_t> lens = {20, 20};
+  auto plan = kernel->plan(lens, *workspace, nullptr);
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  ATTN_ASSERT_OK(kernel->checkArgs(*plan, args));
+}
+
+TEST_F(DecodeArgsGpuTest, RejectsWrongHeads) {
+  args.numQHeads = 16;
+  expectRejected("q has 16 heads x 64 dims, the kernel was compiled for 8 x 64");
+}
+
+TEST_F(DecodeArgsGpuTest, RejectsWrongQType) {
+  args.qType = ScalarType::F16;
+  expectRejected("q is f16, the kernel was compiled for bf16");
+}
+
+TEST_F(DecodeArgsGpuTest, RejectsWrongPageSize) {
+  args.cache.pageSize = 32;
+  expectRejected("page 32");
+}
+
+TEST_F(DecodeArgsGpuTest, RejectsMissingScales) {
+  args.kScale = nullptr;
+  expectRejected("the FP8 cache needs kScale and vScale");
+}
+
+TEST_F(DecodeArgsGpuTest, RejectsNullBuffers) {
+  args.out = nullptr;
+  expectRejected("must not be null");
+}
+
+TEST_F(DecodeArgsGpuTest, RejectsTokenCountNotMatchingPlan) {
+  args.numTokens = 3;
+  expectRejected("q has 3 tokens; the plan has 2 requests");
+}
+
+TEST_F(DecodeArgsGpuTest, PlanRejectsZeroLengthSequence) {
+  std::vector<int32_t> lens = {20, 0};
+  auto plan = kernel->plan(lens, *workspace, nullptr);
+  ASSERT_FALSE(bool(plan));
+  std::string message = llvm::toString(plan.takeError());
+  EXPECT_NE(message.find("seq_lens[1] = 0"), std::string::npos) << message;
+}
+
+TEST_F(DecodeArgsGpuTest, PlanRejectsBatchOverWorkspace) {
+  std::vector<int32_t> lens(5, 20);
+  auto plan = kernel->plan(lens, *workspace, nullptr);
+  ASSERT_FALSE(bool(plan));
+  std::string message = llvm::toString(plan.takeError());
+  EXPECT_NE(message.find("exceeds the workspace's maximum of 4"),
+            std::string::npos)
+      << message;
+}
+
+} // namespace

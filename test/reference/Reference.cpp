@@ -1,0 +1,176 @@
+//===- Reference.cpp - fp64 CPU reference for attn kernels ----------------===//
+#include "test/reference/Reference.h"
+
+#include <cassert>
+#include <cmath>
+#include <limits>
+
+namespace attn::ref {
+
+namespace {
+
+/// Bit layout of a small binary float format.
+struct Format {
+  int expBits, manBits, bias;
+  bool ieeeSpecials; ///< top exponent is inf/NaN (f16, bf16, e5m2), else e4m3
+};
+
+Format formatOf(ScalarType type) {
+  switch (type) {
+  case ScalarType::F16:
+    return {5, 10, 15, true};
+  case ScalarType::BF16:
+    return {8, 7, 127, true};
+  case ScalarType::F8E4M3:
+    return {4, 3, 7, false};
+  case ScalarType::F8E5M2:
+    return {5, 2, 15, true};
+  case ScalarType::F32:
+    return {8, 23, 127, true};
+  }
+  return {0, 0, 0, true};
+}
+
+/// Largest finite value of a format.
+double maxFinite(const Format &f) {
+  int maxExp = (1 << f.expBits) - 1 - (f.ieeeSpecials ? 1 : 0);
+  // e4m3 reserves only mantissa 111 of the top exponent for NaN.
+  double maxMan = f.ieeeSpecials ? 2.0 - std::ldexp(1.0, -f.manBits)
+                                 : 2.0 - std::ldexp(1.0, -(f.manBits - 1));
+  return std::ldexp(maxMan, maxExp - f.bias);
+}
+
+} // namespace
+
+double decode(ScalarType type, uint32_t bits) {
+  Format f = formatOf(type);
+  int total = 1 + f.expBits + f.manBits;
+  uint32_t sign = (bits >> (total - 1)) & 1;
+  uint32_t exp = (bits >> f.manBits) & ((1u << f.expBits) - 1);
+  uint32_t man = bits & ((1u << f.manBits) - 1);
+  double s = sign ? -1.0 : 1.0;
+  uint32_t topExp = (1u << f.expBits) - 1;
+  if (f.ieeeSpecials && exp == topExp)
+    return man ? std::numeric_limits<double>::quiet_NaN()
+               : s * std::numeric_limits<double>::infinity();
+  if (!f.ieeeSpecials && exp == topExp && man == (1u << f.manBits) - 1)
+    return std::numeric_limits<double>::quiet_NaN();
+  if (exp == 0)
+    return s * std::ldexp(double(man), 1 - f.bias - f.manBits);
+  return s * std::ldexp(double(man | (1u << f.manBits)),
+                        int(exp) - f.bias - f.manBits);
+}
+
+uint32_t encode(ScalarType type, double x) {
+  Format f = formatOf(type);
+  int total = 1 + f.expBits + f.manBits;
+  uint32_t sign = std::signbit(x) ? 1u : 0u;
+  uint32_t signBit = sign << (total - 1);
+  double a = std::fabs(x);
+  bool fp8 = type == ScalarType::F8E4M3 || type == ScalarType::F8E5M2;
+  if (std::isnan(x))
+    return signBit | ((1u << (total - 1)) - 1); // a NaN encoding
+  if (fp8 && a > maxFinite(f))
+    a = maxFinite(f); // saturate, infinities included
+  if (std::isinf(a))
+    return signBit | (((1u << f.expBits) - 1) << f.manBits);
+  // Quantum of the binade holding a (subnormal quantum below the normals).
+  int e = a > 0 ? std::ilogb(a) : 1 - f.bias;
+  if (e < 1 - f.bias)
+    e = 1 - f.bias;
+  double quantum = std::ldexp(1.0, e - f.manBits);
+  double q = std::nearbyint(a / quantum); // ties to even (default rounding)
+  double r = q * quantum;
+  if (!fp8 && r > maxFinite(f))
+    return signBit | (((1u << f.expBits) - 1) << f.manBits); // inf
+  if (fp8 && r > maxFinite(f))
+    r = maxFinite(f);
+  if (r == 0)
+    return signBit;
+  int re = std::ilogb(r);
+  if (re < 1 - f.bias) // subnormal
+    return signBit | uint32_t(std::ldexp(r, f.bias - 1 + f.manBits));
+  uint32_t man = uint32_t(std::ldexp(r, f.manBits - re)) & ((1u << f.manBits) - 1);
+  return signBit | (uint32_t(re + f.bias) << f.manBits) | man;
+}
+
+int64_t kvOffset(KVLayout layout, int64_t page, int offset, int head,
+                 int numKVHeads, int pageSize, int headDim, int64_t pageStride) {
+  if (layout == KVLayout::HND)
+    return page * pageStride + (int64_t(head) * pageSize + offset) * headDim;
+  return page * pageStride + (int64_t(offset) * numKVHeads + head) * headDim;
+}
+
+void decodeReference(const DecodeProblem &p, std::vector<double> &out,
+                     std::vector<double> &lse) {
+  const int group = p.numQHeads / p.numKVHeads;
+  const int rows = p.batch() * p.queryLen;
+  out.assign(size_t(rows) * p.numQHeads * p.headDim, 0.0);
+  lse.assign(size_t(rows) * p.numQHeads, 0.0);
+  std::vector<double> scores;
+  for (int b = 0; b < p.batch(); ++b) {
+    const int len = p.seqLens[b];
+    auto offsetOf = [&](int pos, int kvHead) {
+      int page = p.blockTables[size_t(b) * p.blockTableStride + pos / p.pageSize];
+      return kvOffset(p.layout, page, pos % p.pageSize, kvHead, p.numKVHeads,
+                      p.pageSize, p.headDim, p.pageStride);
+    };
+    for (int qi = 0; qi < p.queryLen; ++qi) {
+      const int token = b * p.queryLen + qi;
+      const int qpos = len - p.queryLen + qi;
+      for (int h = 0; h < p.numQHeads; ++h) {
+        const int kvHead = h / group;
+        const double *qrow = &p.q[(size_t(token) * p.numQHeads + h) * p.headDim];
+        scores.assign(len, -std::numeric_limits<double>::infinity());
+        double maxScore = -std::numeric_limits<double>::infinity();
+        for (int pos = 0; pos < len; ++pos) {
+          if (p.causal && pos > qpos)
+            continue;
+          if (p.windowLeft && pos < qpos - *p.windowLeft)
+            continue;
+          const double *krow = &p.k[offsetOf(pos, kvHead)];
+          double dot = 0;
+          for (int d = 0; d < p.headDim; ++d)
+            dot += qrow[d] * krow[d];
+          double s = dot * p.scale;
+          if (p.softcap)
+            s = *p.softcap * std::tanh(s / *p.softcap);
+          if (!p.alibiSlopes.empty())
+            s += p.alibiSlopes[h] * double(pos - qpos);
+          scores[pos] = s;
+          maxScore = std::max(maxScore, s);
+        }
+        double *orow = &out[(size_t(token) * p.numQHeads + h) * p.headDim];
+        double sum = 0;
+        for (int pos = 0; pos < len; ++pos) {
+          if (scores[pos] == -std::numeric_limits<double>::infinity())
+            continue;
+          double w = std::exp(scores[pos] - maxScore);
+          sum += w;
+          const double *vrow = &p.v[offsetOf(pos, kvHead)];
+          for (int d = 0; d < p.headDim; ++d)
+            orow[d] += w * vrow[d];
+        }
+        for (int d = 0; d < p.headDim; ++d)
+          orow[d] = sum > 0 ? orow[d] / sum : 0.0;
+        lse[size_t(token) * p.numQHeads + h] =
+            sum > 0 ? maxScore + std::log(sum)
+                    : -std::numeric_limits<double>::infinity();
+      }
+    }
+  }
+}
+
+double relativeError(const std::vector<double> &a, const std::vector<double> &b) {
+  assert(a.size() == b.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]))
+      return std::numeric_limits<double>::infinity();
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+} // namespace attn::ref

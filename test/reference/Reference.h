@@ -1,0 +1,69 @@
+//===- Reference.h - fp64 CPU reference for attn kernels --------*- C++ -*-===//
+//
+// The correctness oracle of the GPU tests: attention computed in double
+// precision on the CPU, straight from the definitions, with no tiling or
+// online softmax, plus exact conversions of the storage formats (f16, bf16,
+// FP8 e4m3/e5m2) so that tests feed the reference exactly what the GPU sees.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TEST_REFERENCE_REFERENCE_H
+#define ATTN_TEST_REFERENCE_REFERENCE_H
+
+#include "codegen/KernelSpec.h"
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace attn::ref {
+
+/// Exact value of a stored element of `type` (bits in the low bytes).
+double decode(ScalarType type, uint32_t bits);
+/// Round-to-nearest-even encoding of `x` in `type`; FP8 saturates to the
+/// largest finite value (as the kernels' __NV_SATFINITE does).
+uint32_t encode(ScalarType type, double x);
+/// `x` rounded to the nearest value representable in `type`.
+inline double roundTo(ScalarType type, double x) {
+  return decode(type, encode(type, x));
+}
+
+/// A paged decode problem with every value already in double precision (the
+/// cache holds dequantized values: stored value times its scale).
+struct DecodeProblem {
+  int numQHeads = 0, numKVHeads = 0, headDim = 0;
+  int pageSize = 0;
+  KVLayout layout = KVLayout::NHD;
+  int queryLen = 1;
+  std::vector<int> seqLens;     ///< per request, new tokens included
+  std::vector<int> blockTables; ///< [batch, blockTableStride]
+  int blockTableStride = 0;
+  int64_t pageStride = 0;      ///< elements between pages of k / v
+  std::vector<double> q;       ///< [batch * queryLen, numQHeads, headDim]
+  std::vector<double> k, v;    ///< paged caches, dequantized
+  double scale = 0;            ///< softmax scale
+  bool causal = false;
+  std::optional<int> windowLeft;
+  std::optional<double> softcap;
+  std::vector<double> alibiSlopes; ///< empty: no ALiBi
+
+  int batch() const { return int(seqLens.size()); }
+};
+
+/// Attention of `problem`: out [batch*queryLen, numQHeads, headDim] and the
+/// natural-log LSE [batch*queryLen, numQHeads]. Scores are
+/// s = scale * q.k, then softcap * tanh(s / softcap), then + slope * (key_pos -
+/// query_pos); query i of a request sits at position seq_len - queryLen + i
+/// and sees keys <= its position (causal) and >= position - windowLeft.
+void decodeReference(const DecodeProblem &problem, std::vector<double> &out,
+                     std::vector<double> &lse);
+
+/// Offset of (page, token-in-page, head) in a paged cache.
+int64_t kvOffset(KVLayout layout, int64_t page, int offset, int head,
+                 int numKVHeads, int pageSize, int headDim, int64_t pageStride);
+
+/// Relative error ||a - b|| / ||b|| over all elements (inf if a has NaN).
+double relativeError(const std::vector<double> &a, const std::vector<double> &b);
+
+} // namespace attn::ref
+
+#endif // ATTN_TEST_REFERENCE_REFERENCE_H

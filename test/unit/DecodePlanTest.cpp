@@ -1,0 +1,84 @@
+//===- DecodePlanTest.cpp - split-KV partition of decode batches ----------===//
+#include "attn/runtime/Decode.h"
+
+#include <gtest/gtest.h>
+
+using namespace attn;
+using namespace attn::runtime;
+
+namespace {
+
+KernelSpec gqa4() {
+  KernelSpec spec;
+  spec.numQHeads = 32;
+  spec.numKVHeads = 8;
+  return spec;
+}
+
+/// Every request's KV range is covered exactly once, in order.
+void expectCovers(const DecodePartition &p, const std::vector<int32_t> &lens,
+                  const std::vector<int> &firstKeys) {
+  std::vector<int> next = firstKeys;
+  for (const DecodeWorkItem &w : p.workItems) {
+    ASSERT_EQ(w.kvBegin, next[w.request]) << "request " << w.request;
+    ASSERT_GT(w.kvEnd, w.kvBegin);
+    next[w.request] = w.kvEnd;
+  }
+  for (size_t b = 0; b < lens.size(); ++b)
+    EXPECT_EQ(next[b], lens[b]) << "request " << b;
+}
+
+TEST(DecodePlan, LargeBatchIsNotSplit) {
+  std::vector<int32_t> lens(256, 4096);
+  auto p = partitionDecode(lens, gqa4(), std::nullopt, 132);
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  EXPECT_EQ(p->workItems.size(), 256u);
+  EXPECT_TRUE(p->mergeItems.empty());
+  expectCovers(*p, lens, std::vector<int>(256, 0));
+}
+
+TEST(DecodePlan, SmallBatchIsSplitToFillTheGpu) {
+  std::vector<int32_t> lens = {32768};
+  KernelSpec spec = gqa4();
+  auto p = partitionDecode(lens, spec, std::nullopt, 132);
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  // 8 KV heads x pieces should reach ctasPerSM * SMs CTAs.
+  int ctas = int(p->workItems.size()) * spec.numKVHeads;
+  EXPECT_GE(ctas, 132 * spec.schedule.ctasPerSM * 9 / 10);
+  ASSERT_EQ(p->mergeItems.size(), 1u);
+  EXPECT_EQ(p->mergeItems[0].numPartials, int(p->workItems.size()));
+  EXPECT_EQ(p->chunkTokens % (16 * spec.schedule.warps), 0);
+  expectCovers(*p, lens, {0});
+  EXPECT_LE(int(p->workItems.size()), maxDecodeWorkItems(spec, 1, 132));
+}
+
+TEST(DecodePlan, SlidingWindowSkipsInvisibleKeys) {
+  std::vector<int32_t> lens = {10000, 100};
+  auto p = partitionDecode(lens, gqa4(), 1000, 132);
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  // Query at 9999 sees keys >= 8999; the first chunk starts at a tile edge.
+  expectCovers(*p, lens, {8992, 0});
+}
+
+TEST(DecodePlan, WorkItemBoundHoldsForSkewedBatches) {
+  KernelSpec spec = gqa4();
+  std::vector<int32_t> lens = {1, 100000, 3, 7, 60000, 1, 1, 20000};
+  auto p = partitionDecode(lens, spec, std::nullopt, 132);
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  EXPECT_LE(int(p->workItems.size()), maxDecodeWorkItems(spec, 8, 132));
+  expectCovers(*p, lens, std::vector<int>(8, 0));
+}
+
+TEST(DecodePlan, RejectsEmptyAndShortSequences) {
+  KernelSpec spec = gqa4();
+  spec.queryLen = 4;
+  std::vector<int32_t> none;
+  EXPECT_FALSE(bool(partitionDecode(none, spec, std::nullopt, 132)));
+  std::vector<int32_t> lens = {10, 3};
+  auto p = partitionDecode(lens, spec, std::nullopt, 132);
+  ASSERT_FALSE(bool(p));
+  std::string message = llvm::toString(p.takeError());
+  EXPECT_NE(message.find("seq_lens[1] = 3"), std::string::npos) << message;
+}
+
+} // namespace

@@ -1,0 +1,552 @@
+//===- CompilerTest.cpp - front end, schedule, kernel-level IR ------------===//
+//
+// What the JIT and attn-aot rely on, without a GPU: a host variant becomes
+// exactly the kernel spec its fields describe, invalid variants come back as
+// errors carrying the verifier's message, the schedule heuristic's choices,
+// #attn.kernel_spec <-> attn::KernelSpec without loss, and launch ABIs that
+// match templates/attn/params.h field by field.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/EmitCuda.h"
+#include "compiler/Frontend/Frontend.h"
+#include "compiler/Transforms/KernelSpecs.h"
+#include "compiler/Transforms/Schedule.h"
+#include "dialect/IR/AttnOps.h"
+#include "templates/attn/params.h"
+#include "tools/RegisterAttn.h"
+
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstddef>
+#include <thread>
+
+using namespace mlir;
+using namespace mlir::attn;
+using ::attn::AppendKVVariant;
+using ::attn::Arch;
+using ::attn::DecodeSchedule;
+using ::attn::DecodeVariant;
+using SpecKind = ::attn::KernelKind;
+using ::attn::KernelSpec;
+using ::attn::ScalarType;
+
+namespace {
+
+/// The error text of `expected`, which must hold an error.
+template <typename T> std::string errorText(llvm::Expected<T> expected) {
+  if (expected)
+    return "<no error>";
+  return llvm::toString(expected.takeError());
+}
+
+DecodeSchedule schedule(int warps, int stages, int rowTiles) {
+  DecodeSchedule s;
+  s.warps = warps;
+  s.stages = stages;
+  s.rowTiles = rowTiles;
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// Variant -> spec
+//===----------------------------------------------------------------------===//
+
+TEST(FrontendTest, DefaultDecodeVariant) {
+  DecodeVariant variant; // bf16, 32 q heads over 8, head dim 128, causal
+  llvm::Expected<KernelSpec> spec = compileDecodeVariant(variant, Arch::SM90a);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  EXPECT_EQ(spec->kind, SpecKind::Decode);
+  EXPECT_EQ(spec->arch, Arch::SM90a);
+  EXPECT_EQ(spec->qType, ScalarType::BF16);
+  EXPECT_EQ(spec->kvType, ScalarType::BF16);
+  EXPECT_EQ(spec->numQHeads, 32);
+  EXPECT_EQ(spec->numKVHeads, 8);
+  EXPECT_EQ(spec->headDim, 128);
+  EXPECT_EQ(spec->pageSize, 16);
+  EXPECT_EQ(spec->layout, ::attn::KVLayout::NHD);
+  EXPECT_EQ(spec->queryLen, 1);
+  EXPECT_TRUE(spec->causal);
+  EXPECT_FALSE(spec->slidingWindow);
+  EXPECT_FALSE(spec->alibi);
+  EXPECT_FALSE(spec->softcap);
+  EXPECT_FALSE(spec->perHeadKVScale);
+  EXPECT_FALSE(spec->writeLse);
+  EXPECT_EQ(spec->schedule, schedule(4, 3, 1));
+  EXPECT_EQ(::attn::kernelSymbol(*spec),
+            "attn_decode_qbf16_kvbf16_h32x8_d128_p16nhd_causal_w4s3r1");
+}
+
+TEST(FrontendTest, DecodeVariantWithEveryFlag) {
+  DecodeVariant variant;
+  variant.qType = ScalarType::F16;
+  variant.kvType = ScalarType::F8E4M3;
+  variant.numQHeads = 64;
+  variant.numKVHeads = 8;
+  variant.headDim = 96;
+  variant.pageSize = 32;
+  variant.layout = ::attn::KVLayout::HND;
+  variant.queryLen = 2;
+  variant.windowLeft = 1024;
+  variant.softcap = 30.0f;
+  variant.scale = 0.125f;
+  variant.alibi = true;
+  variant.perHeadKVScale = true;
+  variant.writeLse = true;
+  llvm::Expected<KernelSpec> spec = compileDecodeVariant(variant, Arch::SM80);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  EXPECT_EQ(spec->kind, SpecKind::Decode);
+  EXPECT_EQ(spec->arch, Arch::SM80);
+  EXPECT_EQ(spec->qType, ScalarType::F16);
+  EXPECT_EQ(spec->kvType, ScalarType::F8E4M3);
+  EXPECT_EQ(spec->numQHeads, 64);
+  EXPECT_EQ(spec->numKVHeads, 8);
+  EXPECT_EQ(spec->headDim, 96);
+  EXPECT_EQ(spec->pageSize, 32);
+  EXPECT_EQ(spec->layout, ::attn::KVLayout::HND);
+  EXPECT_EQ(spec->queryLen, 2);
+  EXPECT_TRUE(spec->causal);
+  EXPECT_TRUE(spec->slidingWindow);
+  EXPECT_TRUE(spec->alibi);
+  EXPECT_TRUE(spec->softcap);
+  EXPECT_TRUE(spec->perHeadKVScale);
+  EXPECT_TRUE(spec->writeLse);
+  // 16 rows, one tile; 80 KiB - 3 KiB over 4 x 3 KiB stages = 6.
+  EXPECT_EQ(spec->schedule, schedule(4, 6, 1));
+}
+
+TEST(FrontendTest, CrossAttentionMQAWithPerTensorE5M2) {
+  DecodeVariant variant;
+  variant.kvType = ScalarType::F8E5M2;
+  variant.numQHeads = 16;
+  variant.numKVHeads = 1;
+  variant.causal = false;
+  variant.crossAttention = true;
+  // With one KV head, per head and per tensor are the same kernel.
+  variant.perHeadKVScale = true;
+  llvm::Expected<KernelSpec> spec = compileDecodeVariant(variant, Arch::SM89);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  EXPECT_EQ(spec->kvType, ScalarType::F8E5M2);
+  EXPECT_EQ(spec->numQHeads, 16);
+  EXPECT_EQ(spec->numKVHeads, 1);
+  EXPECT_FALSE(spec->causal);
+  EXPECT_FALSE(spec->perHeadKVScale);
+  EXPECT_EQ(spec->schedule, schedule(4, 2, 1));
+}
+
+TEST(FrontendTest, PerHeadScaleIsIgnoredWithoutFP8) {
+  DecodeVariant variant;
+  variant.perHeadKVScale = true; // a bf16 cache has no scales at all
+  llvm::Expected<KernelSpec> spec = compileDecodeVariant(variant, Arch::SM90a);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  EXPECT_FALSE(spec->perHeadKVScale);
+}
+
+TEST(FrontendTest, AppendKVVariant) {
+  AppendKVVariant variant;
+  variant.inType = ScalarType::F16;
+  variant.kvType = ScalarType::F8E4M3;
+  variant.numKVHeads = 4;
+  variant.headDim = 256;
+  variant.pageSize = 1;
+  variant.layout = ::attn::KVLayout::HND;
+  variant.perHeadKVScale = true;
+  llvm::Expected<KernelSpec> spec = compileAppendKVVariant(variant, Arch::SM89);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  KernelSpec expected;
+  expected.kind = SpecKind::AppendKV;
+  expected.arch = Arch::SM89;
+  expected.qType = ScalarType::F16;
+  expected.kvType = ScalarType::F8E4M3;
+  expected.numQHeads = 4; // canonical: the KV heads again
+  expected.numKVHeads = 4;
+  expected.headDim = 256;
+  expected.pageSize = 1;
+  expected.layout = ::attn::KVLayout::HND;
+  expected.causal = false;
+  expected.perHeadKVScale = true;
+  EXPECT_TRUE(*spec == expected) << spec->uri() << " vs " << expected.uri();
+  EXPECT_EQ(::attn::kernelSymbol(*spec),
+            "attn_append_kv_qf16_kve4m3_h4x4_d256_p1hnd_headscale");
+}
+
+//===----------------------------------------------------------------------===//
+// Invalid variants: errors carry the verifier's message
+//===----------------------------------------------------------------------===//
+
+TEST(FrontendTest, HeadsNotAMultipleOfKVHeads) {
+  DecodeVariant variant;
+  variant.numQHeads = 12;
+  variant.numKVHeads = 8;
+  std::string error = errorText(compileDecodeVariant(variant, Arch::SM90a));
+  EXPECT_NE(error.find("'attn.decode' op q heads (12) must be a multiple of "
+                       "cache heads (8)"),
+            std::string::npos)
+      << error;
+}
+
+TEST(FrontendTest, OtherInvalidVariants) {
+  struct Case {
+    const char *name;
+    DecodeVariant variant;
+    const char *message;
+  };
+  std::vector<Case> cases;
+  DecodeVariant v;
+  v.headDim = 100;
+  cases.push_back({"head dim", v, "paged_kv head_dim 100 is not supported"});
+  v = DecodeVariant();
+  v.crossAttention = true; // causal stays true
+  cases.push_back({"cross causal", v, "cross attention cannot be causal"});
+  v = DecodeVariant();
+  v.causal = false;
+  v.windowLeft = 128;
+  cases.push_back({"window", v, "a sliding window needs a causal mask"});
+  v = DecodeVariant();
+  v.qType = ScalarType::F8E4M3;
+  v.kvType = ScalarType::F8E4M3;
+  cases.push_back({"fp8 q", v, "operand #0 must be 3D tensor of 16-bit float "
+                               "or bfloat16 type values"});
+  v = DecodeVariant();
+  v.queryLen = 17;
+  cases.push_back({"query_len", v, "query_len must be from 1 to 16, got 17"});
+  v = DecodeVariant();
+  v.softcap = -1.0f;
+  cases.push_back({"softcap", v, "softcap must be positive and finite"});
+  for (const Case &c : cases) {
+    std::string error = errorText(compileDecodeVariant(c.variant, Arch::SM90a));
+    EXPECT_NE(error.find(c.message), std::string::npos)
+        << c.name << ": " << error;
+  }
+
+  AppendKVVariant append;
+  append.inType = ScalarType::F16;
+  append.kvType = ScalarType::BF16;
+  std::string error = errorText(compileAppendKVVariant(append, Arch::SM90a));
+  EXPECT_NE(error.find("cache element type 'bf16' must equal the k element "
+                       "type ('f16') or be FP8"),
+            std::string::npos)
+      << error;
+}
+
+//===----------------------------------------------------------------------===//
+// Modules and the pipeline
+//===----------------------------------------------------------------------===//
+
+class ModuleTest : public ::testing::Test {
+protected:
+  ModuleTest() {
+    DialectRegistry registry;
+    registerAttnDialects(registry);
+    context.appendDialectRegistry(registry);
+    context.loadAllAvailableDialects();
+  }
+
+  OwningOpRef<ModuleOp> parse(StringRef source) {
+    return parseSourceString<ModuleOp>(source, &context);
+  }
+
+  MLIRContext context;
+};
+
+TEST_F(ModuleTest, BuiltModuleReadsAsAttnIR) {
+  DecodeVariant variant;
+  variant.windowLeft = 4096;
+  variant.alibi = true;
+  variant.writeLse = true;
+  OwningOpRef<ModuleOp> module = buildDecodeModule(context, variant);
+  ASSERT_TRUE(module);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  EXPECT_NE(text.find("attn.decode %arg0, %arg1, %arg2, %arg3 alibi(%arg4 : "
+                      "tensor<32xf32>) {mask = #attn.mask<causal, window = "
+                      "4096>}"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("-> tensor<?x32x128xbf16>, tensor<?x32xf32>"),
+            std::string::npos)
+      << text;
+}
+
+TEST_F(ModuleTest, LowerToKernelSpecsKeepsIROrder) {
+  OwningOpRef<ModuleOp> module = parse(R"mlir(
+func.func @step(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
+                %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                %slots: tensor<?xi64>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>)
+    -> tensor<?x32x128xbf16> {
+  %c1 = attn.append_kv %k, %k into %c at %slots
+      : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi64>
+  %o = attn.decode %q, %c1, %bt, %lens
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+)mlir");
+  ASSERT_TRUE(module);
+  llvm::Expected<std::vector<KernelSpec>> specs =
+      lowerToKernelSpecs(*module, Arch::SM90a);
+  ASSERT_TRUE(static_cast<bool>(specs)) << llvm::toString(specs.takeError());
+  ASSERT_EQ(specs->size(), 2u);
+  EXPECT_EQ((*specs)[0].kind, SpecKind::AppendKV);
+  EXPECT_EQ((*specs)[1].kind, SpecKind::Decode);
+  EXPECT_FALSE((*specs)[1].causal);
+}
+
+TEST_F(ModuleTest, LowerToKernelSpecsReportsOpsWithoutKernel) {
+  OwningOpRef<ModuleOp> module = parse(R"mlir(
+func.func @prefill(%q: tensor<?x8x64xf16>, %cu: tensor<?xi32>) -> tensor<?x8x64xf16> {
+  %o = attn.prefill %q, %q, %q, %cu, %cu
+      : tensor<?x8x64xf16>, tensor<?x8x64xf16>, tensor<?x8x64xf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x8x64xf16>
+  return %o : tensor<?x8x64xf16>
+}
+)mlir");
+  ASSERT_TRUE(module);
+  std::string error = errorText(lowerToKernelSpecs(*module, Arch::SM90a));
+  EXPECT_NE(error.find("error: no kernel template for 'attn.prefill' yet"),
+            std::string::npos)
+      << error;
+}
+
+//===----------------------------------------------------------------------===//
+// #attn.kernel_spec <-> attn::KernelSpec
+//===----------------------------------------------------------------------===//
+
+TEST_F(ModuleTest, KernelSpecAttrRoundTripsThroughText) {
+  std::vector<KernelSpec> specs(4);
+  specs[1].kvType = ScalarType::F8E5M2;
+  specs[1].perHeadKVScale = true;
+  specs[1].queryLen = 3;
+  specs[1].causal = specs[1].slidingWindow = specs[1].alibi = true;
+  specs[1].softcap = specs[1].writeLse = true;
+  specs[1].schedule = schedule(8, 7, 2);
+  specs[1].schedule.minChunkTokens = 64;
+  specs[1].schedule.ctasPerSM = 3;
+  specs[2].arch = Arch::SM89;
+  specs[2].qType = ScalarType::F16;
+  specs[2].kvType = ScalarType::F16;
+  specs[2].layout = ::attn::KVLayout::HND;
+  specs[3].kind = SpecKind::AppendKV;
+  specs[3].numQHeads = specs[3].numKVHeads;
+  for (const KernelSpec &spec : specs) {
+    auto attr = KernelSpecAttr::get(&context, spec);
+    EXPECT_TRUE(attr.getSpec() == spec) << spec.uri();
+    std::string text;
+    llvm::raw_string_ostream(text) << attr;
+    Attribute parsed = parseAttribute(text, &context);
+    ASSERT_TRUE(parsed) << text;
+    EXPECT_EQ(parsed, attr) << text;
+    EXPECT_TRUE(cast<KernelSpecAttr>(parsed).getSpec() == spec) << text;
+  }
+}
+
+TEST_F(ModuleTest, GetKernelSpecOfALaunch) {
+  DecodeVariant variant;
+  variant.kvType = ScalarType::F8E4M3;
+  variant.perHeadKVScale = true;
+  OwningOpRef<ModuleOp> module = buildDecodeModule(context, variant);
+  ASSERT_TRUE(module);
+  llvm::Expected<std::vector<KernelSpec>> specs =
+      lowerToKernelSpecs(*module, Arch::SM90a);
+  ASSERT_TRUE(static_cast<bool>(specs)) << llvm::toString(specs.takeError());
+  KernelLaunchOp launch;
+  module->walk([&](KernelLaunchOp op) { launch = op; });
+  ASSERT_TRUE(launch);
+  FailureOr<KernelSpec> spec = getKernelSpec(launch);
+  ASSERT_TRUE(succeeded(spec));
+  EXPECT_TRUE(*spec == specs->front());
+  EXPECT_EQ(launch.getKernel(), ::attn::kernelSymbol(*spec));
+  EXPECT_EQ(launch.getKernelTemplate(), "attn/decode.cuh:attn::decodeKernel");
+  // 4 operands + k_scale, v_scale; the default scale is materialized.
+  EXPECT_EQ(launch.getArgs().size(), 6u);
+  EXPECT_FLOAT_EQ(launch.getScale()->convertToFloat(), 0.08838834764f);
+}
+
+//===----------------------------------------------------------------------===//
+// The launch ABI is templates/attn/params.h, field by field
+//===----------------------------------------------------------------------===//
+
+struct Field {
+  const char *name;
+  size_t offset;
+  size_t size;
+  size_t align;
+};
+#define ATTN_FIELD(S, f)                                                       \
+  Field{#f, offsetof(::attn::S, f), sizeof(::attn::S::f),                      \
+        alignof(decltype(::attn::S::f))}
+
+/// `fields` are all of a struct's fields, in order: each starts where the
+/// previous one ends (after alignment), and the last one ends the struct.
+void expectAllFields(ArrayRef<StringRef> abi, ArrayRef<Field> fields,
+                     size_t structSize, size_t structAlign) {
+  ASSERT_EQ(abi.size(), fields.size());
+  size_t end = 0;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    EXPECT_EQ(abi[i], fields[i].name);
+    EXPECT_EQ(fields[i].offset, llvm::alignTo(end, fields[i].align))
+        << "a field is missing before " << fields[i].name;
+    end = fields[i].offset + fields[i].size;
+  }
+  EXPECT_EQ(structSize, llvm::alignTo(end, structAlign))
+      << "a field is missing after " << fields.back().name;
+}
+
+TEST(LaunchABITest, DecodeParams) {
+  const Field fields[] = {
+      ATTN_FIELD(DecodeParams, q),
+      ATTN_FIELD(DecodeParams, out),
+      ATTN_FIELD(DecodeParams, lse),
+      ATTN_FIELD(DecodeParams, kCache),
+      ATTN_FIELD(DecodeParams, vCache),
+      ATTN_FIELD(DecodeParams, blockTables),
+      ATTN_FIELD(DecodeParams, seqLens),
+      ATTN_FIELD(DecodeParams, kScale),
+      ATTN_FIELD(DecodeParams, vScale),
+      ATTN_FIELD(DecodeParams, alibiSlopes),
+      ATTN_FIELD(DecodeParams, workItems),
+      ATTN_FIELD(DecodeParams, numWorkItems),
+      ATTN_FIELD(DecodeParams, partialOut),
+      ATTN_FIELD(DecodeParams, partialLse),
+      ATTN_FIELD(DecodeParams, qStrideToken),
+      ATTN_FIELD(DecodeParams, outStrideToken),
+      ATTN_FIELD(DecodeParams, pageStride),
+      ATTN_FIELD(DecodeParams, blockTableStride),
+      ATTN_FIELD(DecodeParams, smScale),
+      ATTN_FIELD(DecodeParams, softcap),
+      ATTN_FIELD(DecodeParams, windowLeft),
+  };
+  expectAllFields(getLaunchABI(SpecKind::Decode), fields,
+                  sizeof(::attn::DecodeParams), alignof(::attn::DecodeParams));
+}
+
+TEST(LaunchABITest, AppendKVParams) {
+  const Field fields[] = {
+      ATTN_FIELD(AppendKVParams, k),
+      ATTN_FIELD(AppendKVParams, v),
+      ATTN_FIELD(AppendKVParams, kCache),
+      ATTN_FIELD(AppendKVParams, vCache),
+      ATTN_FIELD(AppendKVParams, slotMapping),
+      ATTN_FIELD(AppendKVParams, kScale),
+      ATTN_FIELD(AppendKVParams, vScale),
+      ATTN_FIELD(AppendKVParams, kStrideToken),
+      ATTN_FIELD(AppendKVParams, vStrideToken),
+      ATTN_FIELD(AppendKVParams, pageStride),
+      ATTN_FIELD(AppendKVParams, numTokens),
+  };
+  expectAllFields(getLaunchABI(SpecKind::AppendKV), fields,
+                  sizeof(::attn::AppendKVParams),
+                  alignof(::attn::AppendKVParams));
+}
+
+//===----------------------------------------------------------------------===//
+// The schedule heuristic
+//===----------------------------------------------------------------------===//
+
+KernelSpec decodeSpec(Arch arch, int qHeads, int kvHeads, int headDim,
+                      ScalarType kvType = ScalarType::BF16, int queryLen = 1) {
+  KernelSpec spec;
+  spec.arch = arch;
+  spec.numQHeads = qHeads;
+  spec.numKVHeads = kvHeads;
+  spec.headDim = headDim;
+  spec.kvType = kvType;
+  spec.queryLen = queryLen;
+  return spec;
+}
+
+TEST(ScheduleTest, ChoicesPerShape) {
+  // MHA / GQA-8 at head dim 128: one tile; 3 stages of 32 KiB fit in 110 KiB.
+  EXPECT_EQ(chooseDecodeSchedule(decodeSpec(Arch::SM90a, 32, 32, 128)),
+            schedule(4, 3, 1));
+  EXPECT_EQ(chooseDecodeSchedule(decodeSpec(Arch::SM90a, 64, 8, 128)),
+            schedule(4, 3, 1));
+  // MQA: 32 rows, two tiles.
+  EXPECT_EQ(chooseDecodeSchedule(decodeSpec(Arch::SM90a, 32, 1, 128)),
+            schedule(4, 3, 2));
+  // Head dim 256: one tile whatever the group, and the minimum depth.
+  EXPECT_EQ(chooseDecodeSchedule(decodeSpec(Arch::SM90a, 32, 1, 256)),
+            schedule(4, 2, 1));
+  // FP8 halves the stage: 6 on sm_90a, 4 on sm_80, 2 on sm_89.
+  EXPECT_EQ(chooseDecodeSchedule(
+                decodeSpec(Arch::SM90a, 32, 8, 128, ScalarType::F8E4M3)),
+            schedule(4, 6, 1));
+  EXPECT_EQ(chooseDecodeSchedule(
+                decodeSpec(Arch::SM80, 32, 8, 128, ScalarType::F8E4M3)),
+            schedule(4, 4, 1));
+  EXPECT_EQ(chooseDecodeSchedule(
+                decodeSpec(Arch::SM89, 32, 8, 128, ScalarType::F8E4M3)),
+            schedule(4, 2, 1));
+  // Four query tokens of a GQA-8 group: 32 rows, two tiles.
+  EXPECT_EQ(chooseDecodeSchedule(
+                decodeSpec(Arch::SM90a, 64, 8, 128, ScalarType::BF16, 4)),
+            schedule(4, 3, 2));
+  // Small heads in FP8: capped at 8 stages.
+  EXPECT_EQ(chooseDecodeSchedule(
+                decodeSpec(Arch::SM90a, 8, 8, 64, ScalarType::F8E5M2)),
+            schedule(4, 8, 1));
+  // Split-KV policy is fixed for now.
+  DecodeSchedule s = chooseDecodeSchedule(decodeSpec(Arch::SM80, 32, 8, 64));
+  EXPECT_EQ(s.minChunkTokens, 256);
+  EXPECT_EQ(s.ctasPerSM, 2);
+}
+
+//===----------------------------------------------------------------------===//
+// Cost and thread safety of the JIT's entry
+//===----------------------------------------------------------------------===//
+
+TEST(FrontendTest, CompileDecodeVariantTime) {
+  DecodeVariant variant;
+  llvm::Expected<KernelSpec> warm = compileDecodeVariant(variant, Arch::SM90a);
+  ASSERT_TRUE(static_cast<bool>(warm)) << llvm::toString(warm.takeError());
+  constexpr int kRuns = 200;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRuns; ++i) {
+    variant.numQHeads = 8 * (1 + i % 8);
+    llvm::Expected<KernelSpec> spec = compileDecodeVariant(variant, Arch::SM90a);
+    ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  }
+  double us = std::chrono::duration<double, std::micro>(
+                  std::chrono::steady_clock::now() - start)
+                  .count() /
+              kRuns;
+  // Reported, not asserted: machines differ.
+  std::printf("[ info     ] compileDecodeVariant: %.1f us per variant\n", us);
+}
+
+TEST(FrontendTest, CompilesFromSeveralThreads) {
+  std::vector<std::thread> threads;
+  std::vector<KernelSpec> results(4);
+  std::vector<bool> ok(4, false);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      DecodeVariant variant;
+      variant.numQHeads = 8 * (t + 1);
+      for (int i = 0; i < 20; ++i) {
+        llvm::Expected<KernelSpec> spec =
+            compileDecodeVariant(variant, Arch::SM90a);
+        if (!spec) {
+          llvm::consumeError(spec.takeError());
+          return;
+        }
+        results[t] = *spec;
+      }
+      ok[t] = true;
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  for (int t = 0; t < 4; ++t) {
+    EXPECT_TRUE(ok[t]) << t;
+    EXPECT_EQ(results[t].numQHeads, 8 * (t + 1));
+  }
+}
+
+} // namespace

@@ -1,0 +1,454 @@
+//===- KernelCacheTest.cpp - the kernel cache -----------------------------===//
+//
+// Keys, the memory and disk layers, single-flight compilation and failure
+// handling, with an injected compiler that counts its calls; plus one pass
+// through the real NVRTC.
+//
+//===----------------------------------------------------------------------===//
+#include "attn/runtime/KernelCache.h"
+
+#include "attn/runtime/Error.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+using namespace attn;
+using namespace attn::runtime;
+
+namespace {
+
+CompileRequest request(std::string uri = "decode_test",
+                       std::string source = "// kernel source",
+                       Arch arch = Arch::SM90a) {
+  return CompileRequest{std::move(uri), std::move(source), arch};
+}
+
+/// A fresh directory, removed with its contents at the end of the test.
+class TempDir {
+public:
+  TempDir() {
+    std::error_code ec =
+        llvm::sys::fs::createUniqueDirectory("attn-runtime-test", path);
+    EXPECT_FALSE(ec) << ec.message();
+  }
+  ~TempDir() { llvm::sys::fs::remove_directories(path); }
+  std::string str(llvm::StringRef child = "") const {
+    llvm::SmallString<256> result(path);
+    if (!child.empty())
+      llvm::sys::path::append(result, child);
+    return result.str().str();
+  }
+
+private:
+  llvm::SmallString<256> path;
+};
+
+std::string readFile(const std::string &path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  return buffer ? (*buffer)->getBuffer().str() : std::string();
+}
+
+void writeFile(const std::string &path, llvm::StringRef contents) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  os << contents;
+}
+
+/// Every file below `dir`.
+std::vector<std::string> filesUnder(const std::string &dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (llvm::sys::fs::recursive_directory_iterator it(dir, ec), end;
+       it != end && !ec; it.increment(ec))
+    if (it->type() == llvm::sys::fs::file_type::regular_file)
+      files.push_back(it->path());
+  return files;
+}
+
+/// Disk and memory behaviour against a compiler that counts its calls and
+/// returns a cubin made of the request.
+class KernelCacheTest : public ::testing::Test {
+protected:
+  static std::string fakeCubin(const CompileRequest &request) {
+    return "cubin(" + request.uri + "," + request.source + ")";
+  }
+
+  KernelCache::Options options(std::chrono::milliseconds delay = {}) {
+    KernelCache::Options result;
+    result.diskDir = dir.str("cache");
+    result.compiler =
+        [this,
+         delay](const CompileRequest &request) -> llvm::Expected<std::string> {
+      ++compilerCalls;
+      std::this_thread::sleep_for(delay);
+      return fakeCubin(request);
+    };
+    return result;
+  }
+
+  TempDir dir;
+  std::atomic<int> compilerCalls{0};
+};
+
+//===- Keys ---------------------------------------------------------------===//
+
+TEST_F(KernelCacheTest, IdenticalRequestsGiveIdenticalKeys) {
+  KernelCache cache(options());
+  CacheKey a = cache.keyFor(request());
+  CacheKey b = cache.keyFor(request());
+  EXPECT_EQ(a.uri, "decode_test");
+  EXPECT_EQ(a.hash, b.hash);
+  EXPECT_EQ(a.hash.size(), 64u);
+  // A second cache (another process, say) agrees.
+  EXPECT_EQ(KernelCache(options()).keyFor(request()).hash, a.hash);
+}
+
+TEST_F(KernelCacheTest, SourceArchUriAndOptionsChangeTheHash) {
+  KernelCache cache(options());
+  std::string base = cache.keyFor(request()).hash;
+  EXPECT_NE(cache.keyFor(request("decode_test", "// other")).hash, base);
+  EXPECT_NE(
+      cache.keyFor(request("decode_test", "// kernel source", Arch::SM80)).hash,
+      base);
+  EXPECT_NE(cache.keyFor(request("decode_other")).hash, base);
+  KernelCache::Options lineInfo = options();
+  lineInfo.nvrtc.lineInfo = true;
+  EXPECT_NE(KernelCache(lineInfo).keyFor(request()).hash, base);
+}
+
+TEST_F(KernelCacheTest, FileNameAndDiskLayout) {
+  KernelCache cache(options());
+  CacheKey key = cache.keyFor(request());
+  EXPECT_EQ(key.fileName(), "decode_test-" + key.hash.substr(0, 16) + ".cubin");
+  std::optional<std::string> path = cache.diskPath(request());
+  ASSERT_TRUE(path);
+  llvm::SmallString<256> expected(dir.str("cache"));
+  llvm::sys::path::append(expected, ATTN_TEST_VERSION, "sm_90a",
+                          key.fileName());
+  EXPECT_EQ(*path, expected.str());
+}
+
+TEST_F(KernelCacheTest, InvalidUriIsAnErrorAndNothingCompiles) {
+  KernelCache cache(options());
+  for (const char *uri : {"", "../escape", "has space", "dir/name"}) {
+    llvm::Expected<std::shared_ptr<const std::string>> cubin =
+        cache.getCubin(request(uri));
+    ASSERT_FALSE(bool(cubin)) << uri;
+    EXPECT_TRUE(llvm::StringRef(llvm::toString(cubin.takeError()))
+                    .contains("invalid kernel uri"));
+  }
+  EXPECT_EQ(compilerCalls, 0);
+}
+
+TEST(KernelCacheGlobal, IsOneInstance) {
+  EXPECT_EQ(&KernelCache::global(), &KernelCache::global());
+}
+
+//===- Memory -------------------------------------------------------------===//
+
+TEST_F(KernelCacheTest, SecondGetIsAMemoryHit) {
+  KernelCache cache(options());
+  auto first = cache.getCubin(request());
+  auto second = cache.getCubin(request());
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->get(), second->get());
+  EXPECT_EQ(**first, fakeCubin(request()));
+  EXPECT_EQ(cache.stats().compiles, 1u);
+  EXPECT_EQ(cache.stats().memoryHits, 1u);
+}
+
+TEST_F(KernelCacheTest, LeastRecentlyUsedIsEvicted) {
+  KernelCache::Options opts = options();
+  opts.useDisk = false;
+  opts.maxEntries = 2;
+  KernelCache cache(opts);
+  for (const char *uri : {"a", "b", "a", "c"}) // "b" is now the oldest
+    ASSERT_TRUE(bool(cache.getCubin(request(uri))));
+  EXPECT_EQ(compilerCalls, 3);
+  ASSERT_TRUE(bool(cache.getCubin(request("a"))));
+  EXPECT_EQ(compilerCalls, 3);
+  ASSERT_TRUE(bool(cache.getCubin(request("b"))));
+  EXPECT_EQ(compilerCalls, 4);
+}
+
+//===- Disk ---------------------------------------------------------------===//
+
+TEST_F(KernelCacheTest, CompileWritesAFileThatAFreshCacheReads) {
+  {
+    KernelCache cache(options());
+    ASSERT_TRUE(bool(cache.getCubin(request())));
+    EXPECT_EQ(cache.stats().compiles, 1u);
+    EXPECT_TRUE(llvm::sys::fs::exists(*cache.diskPath(request())));
+  }
+  KernelCache fresh(options());
+  auto cubin = fresh.getCubin(request());
+  ASSERT_TRUE(bool(cubin));
+  EXPECT_EQ(**cubin, fakeCubin(request()));
+  EXPECT_EQ(fresh.stats().compiles, 0u);
+  EXPECT_EQ(fresh.stats().diskHits, 1u);
+  EXPECT_EQ(compilerCalls, 1);
+}
+
+/// Damages the cached file with `damage`, then checks that a fresh cache
+/// rejects it, recompiles, and leaves a good file behind.
+void expectDamageIsRepaired(const KernelCache::Options &opts,
+                            const std::function<void(std::string &)> &damage,
+                            const std::string &expected) {
+  std::string path = *KernelCache(opts).diskPath(request());
+  std::string bytes = readFile(path);
+  ASSERT_FALSE(bytes.empty());
+  damage(bytes);
+  writeFile(path, bytes);
+
+  KernelCache second(opts);
+  auto cubin = second.getCubin(request());
+  ASSERT_TRUE(bool(cubin));
+  EXPECT_EQ(**cubin, expected);
+  EXPECT_EQ(second.stats().corruptEntries, 1u);
+  EXPECT_EQ(second.stats().compiles, 1u);
+  EXPECT_EQ(second.stats().diskHits, 0u);
+
+  KernelCache third(opts);
+  ASSERT_TRUE(bool(third.getCubin(request())));
+  EXPECT_EQ(third.stats().diskHits, 1u);
+  EXPECT_EQ(third.stats().corruptEntries, 0u);
+}
+
+TEST_F(KernelCacheTest, TruncatedFileIsRecompiledAndRepaired) {
+  ASSERT_TRUE(bool(KernelCache(options()).getCubin(request())));
+  expectDamageIsRepaired(
+      options(), [](std::string &bytes) { bytes.resize(bytes.size() - 3); },
+      fakeCubin(request()));
+  // Shorter than the header, too.
+  expectDamageIsRepaired(
+      options(), [](std::string &bytes) { bytes.resize(10); },
+      fakeCubin(request()));
+}
+
+TEST_F(KernelCacheTest, FlippedByteIsRecompiledAndRepaired) {
+  ASSERT_TRUE(bool(KernelCache(options()).getCubin(request())));
+  expectDamageIsRepaired(
+      options(), [](std::string &bytes) { bytes.back() ^= 0x01; },
+      fakeCubin(request()));
+  expectDamageIsRepaired(
+      options(), [](std::string &bytes) { bytes[0] ^= 0x01; },
+      fakeCubin(request()));
+}
+
+TEST_F(KernelCacheTest, FileOfAnotherKeyIsNotTrusted) {
+  KernelCache cache(options());
+  ASSERT_TRUE(bool(cache.getCubin(request())));
+  ASSERT_TRUE(bool(cache.getCubin(request("decode_test", "// other"))));
+  std::string other =
+      readFile(*cache.diskPath(request("decode_test", "// other")));
+  expectDamageIsRepaired(
+      options(), [&](std::string &bytes) { bytes = other; },
+      fakeCubin(request()));
+}
+
+TEST_F(KernelCacheTest, NoTemporaryFilesRemain) {
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&, i] {
+      // Separate caches: every thread writes, several to the same file.
+      KernelCache cache(options());
+      EXPECT_TRUE(bool(cache.getCubin(request("k" + std::to_string(i % 3)))));
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  std::vector<std::string> files = filesUnder(dir.str("cache"));
+  EXPECT_EQ(files.size(), 3u);
+  for (const std::string &file : files)
+    EXPECT_TRUE(llvm::StringRef(file).ends_with(".cubin")) << file;
+}
+
+TEST_F(KernelCacheTest, UnwritableCacheDirStillReturnsTheCubin) {
+  // A regular file where a directory should be: fails for root too.
+  writeFile(dir.str("blocker"), "not a directory");
+  KernelCache::Options opts = options();
+  opts.diskDir = dir.str("blocker") + "/cache";
+  KernelCache cache(opts);
+  for (int i = 0; i < 2; ++i) {
+    auto cubin = cache.getCubin(request("k" + std::to_string(i)));
+    ASSERT_TRUE(bool(cubin)) << llvm::toString(cubin.takeError());
+    EXPECT_EQ(**cubin, fakeCubin(request("k" + std::to_string(i))));
+  }
+  EXPECT_EQ(cache.stats().compiles, 2u);
+}
+
+TEST_F(KernelCacheTest, DiskCanBeTurnedOff) {
+  KernelCache::Options opts = options();
+  opts.useDisk = false;
+  KernelCache byOption(opts);
+  EXPECT_FALSE(byOption.diskPath(request()));
+  ASSERT_TRUE(bool(byOption.getCubin(request())));
+
+  ASSERT_EQ(setenv("ATTN_CACHE_DISABLE", "1", 1), 0);
+  KernelCache byEnvironment(options());
+  unsetenv("ATTN_CACHE_DISABLE");
+  EXPECT_FALSE(byEnvironment.diskPath(request()));
+  ASSERT_TRUE(bool(byEnvironment.getCubin(request())));
+
+  EXPECT_TRUE(filesUnder(dir.str()).empty());
+}
+
+TEST_F(KernelCacheTest, DefaultDiskDirFollowsTheEnvironment) {
+  auto saved = [](const char *name) -> std::optional<std::string> {
+    const char *value = getenv(name);
+    return value ? std::optional<std::string>(value) : std::nullopt;
+  };
+  std::optional<std::string> cacheDir = saved("ATTN_CACHE_DIR"),
+                             xdg = saved("XDG_CACHE_HOME"),
+                             home = saved("HOME");
+  setenv("ATTN_CACHE_DIR", "/tmp/attn-a", 1);
+  setenv("XDG_CACHE_HOME", "/tmp/xdg", 1);
+  setenv("HOME", "/tmp/home", 1);
+  std::optional<std::string> fromAttn = KernelCache::defaultDiskDir();
+  unsetenv("ATTN_CACHE_DIR");
+  std::optional<std::string> fromXdg = KernelCache::defaultDiskDir();
+  unsetenv("XDG_CACHE_HOME");
+  std::optional<std::string> fromHome = KernelCache::defaultDiskDir();
+  unsetenv("HOME");
+  std::optional<std::string> none = KernelCache::defaultDiskDir();
+  for (auto [name, value] :
+       {std::pair{"ATTN_CACHE_DIR", cacheDir}, std::pair{"XDG_CACHE_HOME", xdg},
+        std::pair{"HOME", home}})
+    if (value)
+      setenv(name, value->c_str(), 1);
+  EXPECT_EQ(fromAttn, std::optional<std::string>("/tmp/attn-a"));
+  EXPECT_EQ(fromXdg, std::optional<std::string>("/tmp/xdg/attn"));
+  EXPECT_EQ(fromHome, std::optional<std::string>("/tmp/home/.cache/attn"));
+  EXPECT_EQ(none, std::nullopt);
+}
+
+//===- Single flight and failures -----------------------------------------===//
+
+TEST_F(KernelCacheTest, ConcurrentRequestsForOneKeyCompileOnce) {
+  KernelCache cache(options(std::chrono::milliseconds(200)));
+  std::vector<std::shared_ptr<const std::string>> results(8);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < results.size(); ++i)
+    threads.emplace_back([&, i] {
+      auto cubin = cache.getCubin(request());
+      ASSERT_TRUE(bool(cubin));
+      results[i] = *cubin;
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  EXPECT_EQ(compilerCalls, 1);
+  for (const auto &result : results) {
+    ASSERT_TRUE(result);
+    EXPECT_EQ(result.get(), results.front().get());
+  }
+  EXPECT_EQ(cache.stats().memoryHits, 7u);
+}
+
+TEST_F(KernelCacheTest, DifferentKeysCompileSeparately) {
+  KernelCache cache(options(std::chrono::milliseconds(50)));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] {
+      auto cubin = cache.getCubin(request("k" + std::to_string(i)));
+      ASSERT_TRUE(bool(cubin));
+      EXPECT_EQ(**cubin, fakeCubin(request("k" + std::to_string(i))));
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  EXPECT_EQ(compilerCalls, 4);
+}
+
+TEST_F(KernelCacheTest, FailureReachesEveryWaiterAndIsNotCached) {
+  // The leader's compile blocks until every other thread is waiting on it,
+  // then fails.
+  constexpr int kWaiters = 7;
+  std::atomic<int> waiting{0};
+  std::atomic<bool> leaderStarted{false};
+  KernelCache::Options opts = options();
+  opts.compiler =
+      [&](const CompileRequest &request) -> llvm::Expected<std::string> {
+    ++compilerCalls;
+    leaderStarted = true;
+    while (waiting < kWaiters)
+      std::this_thread::yield();
+    // Let the last waiters get from the counter into the cache's wait.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return llvm::make_error<NvrtcError>(
+        NVRTC_ERROR_COMPILATION, request.uri, request.arch,
+        std::vector<std::string>{"-std=c++17"},
+        "probe.cu(3): error: identifier \"oops\" is undefined");
+  };
+  KernelCache cache(opts);
+
+  auto expectNvrtcFailure = [](llvm::Error error) {
+    bool sawNvrtcError = false;
+    llvm::handleAllErrors(
+        std::move(error),
+        [&](const NvrtcError &nvrtc) {
+          sawNvrtcError = true;
+          EXPECT_TRUE(llvm::StringRef(nvrtc.getLog()).contains("oops"));
+        },
+        [](const llvm::ErrorInfoBase &other) {
+          ADD_FAILURE() << "not an NvrtcError: " << other.message();
+        });
+    EXPECT_TRUE(sawNvrtcError);
+  };
+
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    auto cubin = cache.getCubin(request());
+    ASSERT_FALSE(bool(cubin));
+    expectNvrtcFailure(cubin.takeError());
+  });
+  while (!leaderStarted)
+    std::this_thread::yield();
+  for (int i = 0; i < kWaiters; ++i)
+    threads.emplace_back([&] {
+      ++waiting;
+      auto cubin = cache.getCubin(request());
+      ASSERT_FALSE(bool(cubin));
+      expectNvrtcFailure(cubin.takeError());
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  EXPECT_EQ(compilerCalls, 1);
+  EXPECT_TRUE(filesUnder(dir.str()).empty());
+
+  // Not cached: the next request compiles again.
+  waiting = kWaiters;
+  auto retry = cache.getCubin(request());
+  ASSERT_FALSE(bool(retry));
+  llvm::consumeError(retry.takeError());
+  EXPECT_EQ(compilerCalls, 2);
+}
+
+//===- Real NVRTC ---------------------------------------------------------===//
+
+TEST_F(KernelCacheTest, DefaultCompilerIsNvrtc) {
+  KernelCache::Options opts;
+  opts.diskDir = dir.str("cache");
+  KernelCache cache(opts);
+  CompileRequest probe =
+      request("probe",
+              "extern \"C\" __global__ void attn_probe(int *out) { *out = 1; }",
+              Arch::SM80);
+  auto cubin = cache.getCubin(probe);
+  ASSERT_TRUE(bool(cubin)) << llvm::toString(cubin.takeError());
+  EXPECT_TRUE(llvm::StringRef(**cubin).starts_with("\x7f"
+                                                   "ELF"));
+  std::string file = readFile(*cache.diskPath(probe));
+  EXPECT_GT(file.size(), (*cubin)->size());
+  EXPECT_TRUE(llvm::StringRef(file).ends_with(**cubin));
+}
+
+} // namespace

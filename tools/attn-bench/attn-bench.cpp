@@ -1,0 +1,488 @@
+//===- attn-bench.cpp - attn kernel benchmarks ----------------------------===//
+//
+//   attn-bench decode [--json] [--quick]   decode GB/s vs. measured read BW
+//   attn-bench jit [--json]                compile, cache and launch overheads
+//
+// Decode: the device's read-only bandwidth is measured in the same run (a
+// kernel streaming 16-byte loads over 4 GiB), then each config is timed as a
+// CUDA graph of back-to-back decode calls that rotate over enough KV-cache
+// copies to keep the data several times the L2; the median of repeats is
+// reported. Bytes = K and V read (each cached token once per KV head) plus q
+// and out.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Jit/Jit.h"
+#include "attn/runtime/Error.h"
+#include "attn/runtime/Nvrtc.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace attn;
+using namespace attn::runtime;
+
+namespace {
+
+constexpr size_t kL2Bytes = 60ull << 20;
+
+#define BENCH_CHECK(expr)                                                      \
+  do {                                                                         \
+    if (llvm::Error benchErr = (expr)) {                                       \
+      llvm::errs() << "attn-bench: " << llvm::toString(std::move(benchErr))    \
+                   << "\n";                                                    \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (false)
+
+/// Success, or the driver's error for a failed call.
+llvm::Error checkCu(CUresult result, const char *call) {
+  return result == CUDA_SUCCESS ? llvm::Error::success()
+                                : cudaError(result, call);
+}
+
+template <class T> T unwrap(llvm::Expected<T> value) {
+  if (!value) {
+    llvm::errs() << "attn-bench: " << llvm::toString(value.takeError()) << "\n";
+    std::exit(1);
+  }
+  return std::move(*value);
+}
+
+bool haveGpu() {
+  if (llvm::Error err = initCuda()) {
+    llvm::consumeError(std::move(err));
+    return false;
+  }
+  return true;
+}
+
+llvm::Error sync() {
+  ATTN_CU_CHECK(cuCtxSynchronize());
+  return llvm::Error::success();
+}
+
+/// Median of event-timed repeats of `launch` (which enqueues on `stream`), in
+/// milliseconds.
+template <class F>
+double timeMedian(CUstream stream, int repeats, F &&launch) {
+  Event start = unwrap(Event::create()), stop = unwrap(Event::create());
+  std::vector<float> times;
+  for (int i = 0; i < repeats; ++i) {
+    BENCH_CHECK(checkCu(cuEventRecord(start.get(), stream), "cuEventRecord"));
+    launch();
+    BENCH_CHECK(checkCu(cuEventRecord(stop.get(), stream), "cuEventRecord"));
+    BENCH_CHECK(checkCu(cuEventSynchronize(stop.get()), "cuEventSynchronize"));
+    float ms = 0;
+    BENCH_CHECK(checkCu(cuEventElapsedTime(&ms, start.get(), stop.get()),
+                          "cuEventElapsedTime"));
+    times.push_back(ms);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+//===----------------------------------------------------------------------===//
+// Read bandwidth ceiling
+//===----------------------------------------------------------------------===//
+
+const char *kReadBandwidthSource = R"cuda(
+extern "C" __global__ void __launch_bounds__(512)
+attn_bench_read(const uint4 *data, unsigned long long n, unsigned *sink) {
+  unsigned acc = 0;
+  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+  // Four independent 16-byte loads in flight per iteration.
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    uint4 a = __ldcs(data + i), b = __ldcs(data + i + stride);
+    uint4 c = __ldcs(data + i + 2 * stride), d = __ldcs(data + i + 3 * stride);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^
+           c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+  }
+  for (; i < n; i += stride) {
+    uint4 a = __ldcs(data + i);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w;
+  }
+  if (acc == 0x12345678u) *sink = acc; // keeps the loads alive
+}
+
+// Pseudo-random words with the bits in `keep` from a hash and `set` forced:
+// finite values of a chosen magnitude in any 8- or 16-bit float format.
+extern "C" __global__ void attn_bench_fill(unsigned *data, unsigned long long n,
+                                           unsigned keep, unsigned set) {
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+       i < n; i += (unsigned long long)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 0x9e3779b9u;
+    h ^= h >> 16; h *= 0x85ebca6bu; h ^= h >> 13; h *= 0xc2b2ae35u; h ^= h >> 16;
+    data[i] = (h & keep) | set;
+  }
+}
+)cuda";
+
+/// The bench's helper kernels, compiled once.
+struct BenchKernels {
+  CudaLibrary library;
+  CUkernel read, fill;
+};
+
+BenchKernels &benchKernels(Arch arch) {
+  static BenchKernels kernels = [&] {
+    std::string cubin =
+        unwrap(compileToCubin(kReadBandwidthSource, "attn_bench", arch));
+    CudaLibrary library = unwrap(CudaLibrary::load(cubin));
+    CUkernel read = unwrap(library.getKernel("attn_bench_read"));
+    CUkernel fill = unwrap(library.getKernel("attn_bench_fill"));
+    return BenchKernels{std::move(library), read, fill};
+  }();
+  return kernels;
+}
+
+/// Fills `buffer` with random finite values of `type` (never zeros).
+void fillRandom(DeviceBuffer &buffer, ScalarType type, Arch arch, CUstream stream) {
+  // bf16/f16: sign, exponent fixed near 1, random mantissa; FP8 likewise
+  // byte by byte (e4m3 0x30-0x37 / e5m2 0x38-0x3b are about 0.5 to 1).
+  unsigned keep = 0x807f807fu, set = 0x3f003f00u;
+  if (type == ScalarType::F16)
+    keep = 0x83ff83ffu, set = 0x38003800u;
+  else if (type == ScalarType::F8E4M3)
+    keep = 0x87878787u, set = 0x30303030u;
+  else if (type == ScalarType::F8E5M2)
+    keep = 0x83838383u, set = 0x38383838u;
+  unsigned long long n = buffer.size() / 4;
+  CUdeviceptr ptr = buffer.get();
+  void *args[] = {&ptr, &n, &keep, &set};
+  BENCH_CHECK(checkCu(
+      cuLaunchKernel(reinterpret_cast<CUfunction>(benchKernels(arch).fill), 1024,
+                     1, 1, 256, 1, 1, 0, stream, args, nullptr),
+      "cuLaunchKernel(fill)"));
+}
+
+/// Bytes per second of a read-only stream over 4 GiB of random data.
+double measureReadBandwidth(Arch arch, CUstream stream) {
+  CUkernel kernel = benchKernels(arch).read;
+  const size_t bytes = 4ull << 30;
+  DeviceBuffer data = unwrap(DeviceBuffer::allocate(bytes));
+  DeviceBuffer sink = unwrap(DeviceBuffer::allocate(4));
+  fillRandom(data, ScalarType::BF16, arch, stream);
+  CUdevice device;
+  BENCH_CHECK(checkCu(cuCtxGetDevice(&device), "cuCtxGetDevice"));
+  int sms = 0;
+  BENCH_CHECK(checkCu(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device), "attr"));
+  unsigned long long n = bytes / 16;
+  CUdeviceptr ptr = data.get(), sinkPtr = sink.get();
+  void *args[] = {&ptr, &n, &sinkPtr};
+  auto launch = [&] {
+    BENCH_CHECK(checkCu(cuLaunchKernel(reinterpret_cast<CUfunction>(kernel),
+                                         sms * 4, 1, 1, 512, 1, 1, 0, stream,
+                                         args, nullptr),
+                          "cuLaunchKernel"));
+  };
+  launch();
+  BENCH_CHECK(sync());
+  double ms = timeMedian(stream, 20, launch);
+  return bytes / (ms * 1e-3);
+}
+
+//===----------------------------------------------------------------------===//
+// Decode
+//===----------------------------------------------------------------------===//
+
+struct DecodeConfig {
+  int batch, context, numKVHeads;
+  ScalarType kvType;
+};
+
+struct DecodeResult {
+  DecodeConfig config;
+  std::string kernel;
+  double us, gbps, fractionOfRead;
+  int chunkTokens;
+};
+
+DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
+                         CUstream stream) {
+  DecodeVariant v;
+  v.qType = ScalarType::BF16;
+  v.kvType = cfg.kvType;
+  v.numQHeads = 32;
+  v.numKVHeads = cfg.numKVHeads;
+  v.headDim = 128;
+  v.pageSize = 16;
+  auto kernel = unwrap(Jit::global().decode(v));
+
+  const int pagesPerSeq = (cfg.context + v.pageSize - 1) / v.pageSize;
+  const int64_t pageElems = int64_t(v.pageSize) * v.numKVHeads * v.headDim;
+  const int kvBytes = sizeOf(v.kvType);
+  const size_t cacheBytes = size_t(cfg.batch) * pagesPerSeq * pageElems * kvBytes * 2;
+  // Enough copies that one pass over them is 4x the L2.
+  const int copies = int(std::max<size_t>(1, (4 * kL2Bytes + cacheBytes - 1) / cacheBytes));
+  const int64_t pagesPerCopy = int64_t(cfg.batch) * pagesPerSeq;
+  const int64_t totalPages = pagesPerCopy * copies;
+
+  DeviceBuffer k = unwrap(DeviceBuffer::allocate(totalPages * pageElems * kvBytes));
+  DeviceBuffer vv = unwrap(DeviceBuffer::allocate(totalPages * pageElems * kvBytes));
+  fillRandom(k, v.kvType, arch, stream);
+  fillRandom(vv, v.kvType, arch, stream);
+  std::vector<int32_t> tables(size_t(copies) * cfg.batch * pagesPerSeq);
+  std::vector<int> perm(totalPages);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(1));
+  for (size_t i = 0; i < tables.size(); ++i)
+    tables[i] = perm[i];
+  DeviceBuffer dTables = unwrap(DeviceBuffer::allocate(tables.size() * 4));
+  BENCH_CHECK(checkCu(cuMemcpyHtoD(dTables.get(), tables.data(), tables.size() * 4), "copy"));
+  std::vector<int32_t> lens(cfg.batch, cfg.context);
+  DeviceBuffer dLens = unwrap(DeviceBuffer::allocate(lens.size() * 4));
+  BENCH_CHECK(checkCu(cuMemcpyHtoD(dLens.get(), lens.data(), lens.size() * 4), "copy"));
+  std::vector<float> scales = {0.01f};
+  DeviceBuffer dScale = unwrap(DeviceBuffer::allocate(4));
+  BENCH_CHECK(checkCu(cuMemcpyHtoD(dScale.get(), scales.data(), 4), "copy"));
+  const size_t qBytes = size_t(cfg.batch) * v.numQHeads * v.headDim * 2;
+  DeviceBuffer q = unwrap(DeviceBuffer::allocate(qBytes));
+  fillRandom(q, v.qType, arch, stream);
+  DeviceBuffer out = unwrap(DeviceBuffer::allocate(qBytes));
+
+  DecodeWorkspace ws = unwrap(kernel->createWorkspace(cfg.batch));
+  DecodePlan plan = unwrap(kernel->plan(lens, ws, stream));
+  std::vector<DecodeArgs> args(copies);
+  for (int c = 0; c < copies; ++c) {
+    DecodeArgs &a = args[c];
+    a.q = q.ptr<void>();
+    a.qType = v.qType;
+    a.numTokens = cfg.batch;
+    a.numQHeads = v.numQHeads;
+    a.headDim = v.headDim;
+    a.out = out.ptr<void>();
+    a.cache = {k.ptr<void>(), vv.ptr<void>(), v.kvType, v.numKVHeads, v.headDim,
+               v.pageSize, v.layout, totalPages, 0};
+    a.blockTables = dTables.ptr<int32_t>() + size_t(c) * cfg.batch * pagesPerSeq;
+    a.blockTableStride = pagesPerSeq;
+    a.seqLens = dLens.ptr<int32_t>();
+    if (sizeOf(v.kvType) == 1) {
+      a.kScale = a.vScale = dScale.ptr<float>();
+      a.numKVScales = 1;
+    }
+  }
+  // A graph of back-to-back calls, rotating over the copies.
+  const int callsPerGraph = std::max(copies, 20);
+  BENCH_CHECK(kernel->run(plan, args[0], stream));
+  BENCH_CHECK(sync());
+  CUgraph graph;
+  BENCH_CHECK(checkCu(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "capture"));
+  for (int i = 0; i < callsPerGraph; ++i)
+    BENCH_CHECK(kernel->run(plan, args[i % copies], stream));
+  BENCH_CHECK(checkCu(cuStreamEndCapture(stream, &graph), "end capture"));
+  CUgraphExec exec;
+  BENCH_CHECK(checkCu(cuGraphInstantiate(&exec, graph, 0), "instantiate"));
+  auto launch = [&] {
+    BENCH_CHECK(checkCu(cuGraphLaunch(exec, stream), "cuGraphLaunch"));
+  };
+  launch();
+  BENCH_CHECK(sync());
+  double ms = timeMedian(stream, 15, launch) / callsPerGraph;
+  cuGraphExecDestroy(exec);
+  cuGraphDestroy(graph);
+
+  double bytes = double(cfg.batch) * cfg.context * v.numKVHeads * v.headDim * kvBytes * 2 +
+                 2.0 * qBytes;
+  DecodeResult r{cfg, kernel->spec().uri(), ms * 1e3, bytes / (ms * 1e-3) / 1e9, 0,
+                 plan.chunkTokens};
+  r.fractionOfRead = bytes / (ms * 1e-3) / readBw;
+  return r;
+}
+
+int runDecode(bool json, bool quick) {
+  BENCH_CHECK(initCuda());
+  Arch arch = unwrap(currentDeviceArch());
+  Stream stream = unwrap(Stream::create());
+  double readBw = measureReadBandwidth(arch, stream.get());
+  std::vector<DecodeConfig> configs;
+  std::vector<int> batches = quick ? std::vector<int>{1, 16, 64}
+                                   : std::vector<int>{1, 4, 16, 64, 256};
+  std::vector<int> contexts = quick ? std::vector<int>{4096, 32768}
+                                    : std::vector<int>{1024, 4096, 16384, 32768};
+  for (ScalarType kv : {ScalarType::BF16, ScalarType::F8E4M3})
+    for (int hkv : {32, 8, 4})
+      for (int b : batches)
+        for (int ctx : contexts) {
+          double gib = double(b) * ctx * hkv * 128 * sizeOf(kv) * 2 / (1 << 30);
+          if (gib > 12)
+            continue; // keep each config's cache within a few GiB
+          configs.push_back({b, ctx, hkv, kv});
+        }
+  std::vector<DecodeResult> results;
+  if (!json)
+    llvm::outs() << llvm::formatv(
+        "read bandwidth (16-byte loads, 4 GiB): {0:F1} GB/s\n\n"
+        "{1,-5} {2,-7} {3,-6} {4,-8} {5,10} {6,10} {7,8} {8,7}\n",
+        readBw / 1e9, "kv", "heads", "batch", "context", "time_us", "GB/s",
+        "%read", "chunk");
+  for (const DecodeConfig &cfg : configs) {
+    DecodeResult r = benchDecode(cfg, readBw, arch, stream.get());
+    results.push_back(r);
+    if (!json)
+      llvm::outs() << llvm::formatv(
+          "{0,-5} {1,-7} {2,-6} {3,-8} {4,10:F1} {5,10:F1} {6,7:F1}% {7,7}\n",
+          toString(cfg.kvType), llvm::formatv("32/{0}", cfg.numKVHeads).str(),
+          cfg.batch, cfg.context, r.us, r.gbps, 100 * r.fractionOfRead,
+          r.chunkTokens);
+  }
+  if (json) {
+    llvm::outs() << llvm::formatv("{{\"read_bandwidth_gbps\": {0:F1}, \"decode\": [\n",
+                                  readBw / 1e9);
+    for (size_t i = 0; i < results.size(); ++i) {
+      const DecodeResult &r = results[i];
+      llvm::outs() << llvm::formatv(
+          "  {{\"kv\": \"{0}\", \"q_heads\": 32, \"kv_heads\": {1}, \"batch\": "
+          "{2}, \"context\": {3}, \"time_us\": {4:F2}, \"gbps\": {5:F1}, "
+          "\"fraction_of_read\": {6:F4}, \"kernel\": \"{7}\"}{8}\n",
+          toString(r.config.kvType), r.config.numKVHeads, r.config.batch,
+          r.config.context, r.us, r.gbps, r.fractionOfRead, r.kernel,
+          i + 1 < results.size() ? "," : "");
+    }
+    llvm::outs() << "]}\n";
+  }
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// JIT overheads
+//===----------------------------------------------------------------------===//
+
+int runJit(bool json) {
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::duration d) {
+    return std::chrono::duration<double>(d).count();
+  };
+  DecodeVariant v; // bf16, 32/8 heads, d128, page 16
+  v.windowLeft = 777; // a variant no earlier run has cached
+  Arch arch = Arch::SM90a;
+  if (haveGpu())
+    arch = unwrap(currentDeviceArch());
+
+  // Cold: a fresh cache with the disk layer off, so NVRTC runs.
+  KernelCache::Options coldOptions;
+  coldOptions.useDisk = false;
+  KernelCache cold(coldOptions);
+  Jit coldJit({arch, &cold});
+  auto t0 = Clock::now();
+  CompiledKernel compiled = unwrap(coldJit.compile(v, arch));
+  double coldS = seconds(Clock::now() - t0);
+
+  // Disk: write through one cache, then read it back through a new one.
+  llvm::SmallString<128> dir;
+  BENCH_CHECK(llvm::errorCodeToError(
+      llvm::sys::fs::createUniqueDirectory("attn-bench-cache", dir)));
+  KernelCache::Options diskOptions;
+  diskOptions.diskDir = std::string(dir);
+  CompileRequest request{compiled.spec.uri(), compiled.source, arch};
+  {
+    KernelCache writer(diskOptions);
+    unwrap(writer.getCubin(request));
+  }
+  KernelCache reader(diskOptions);
+  t0 = Clock::now();
+  unwrap(reader.getCubin(request));
+  double diskS = seconds(Clock::now() - t0);
+  llvm::sys::fs::remove_directories(dir);
+
+  // In memory: the JIT's variant map (GPU) or the cache's memory layer.
+  double memoryS = 0, runS = -1;
+  const int n = 10000;
+  if (haveGpu()) {
+    Jit &jit = Jit::global();
+    auto kernel = unwrap(jit.decode(v));
+    t0 = Clock::now();
+    for (int i = 0; i < n; ++i)
+      unwrap(jit.decode(v));
+    memoryS = seconds(Clock::now() - t0) / n;
+
+    // run(): host time per call with launches queued (no sync inside).
+    Stream stream = unwrap(Stream::create());
+    std::vector<int32_t> lens(64, 2048);
+    DecodeWorkspace ws = unwrap(kernel->createWorkspace(64));
+    DecodePlan plan = unwrap(kernel->plan(lens, ws, stream.get()));
+    const int64_t pages = 64 * 128;
+    DeviceBuffer kv = unwrap(DeviceBuffer::allocate(pages * 16 * 8 * 128 * 2));
+    BENCH_CHECK(checkCu(cuMemsetD8(kv.get(), 0, kv.size()), "memset"));
+    std::vector<int32_t> tables(pages);
+    std::iota(tables.begin(), tables.end(), 0);
+    DeviceBuffer dTables = unwrap(DeviceBuffer::allocate(pages * 4));
+    BENCH_CHECK(checkCu(cuMemcpyHtoD(dTables.get(), tables.data(), pages * 4), "copy"));
+    DeviceBuffer dLens = unwrap(DeviceBuffer::allocate(64 * 4));
+    BENCH_CHECK(checkCu(cuMemcpyHtoD(dLens.get(), lens.data(), 64 * 4), "copy"));
+    DeviceBuffer q = unwrap(DeviceBuffer::allocate(64 * 32 * 128 * 2));
+    BENCH_CHECK(checkCu(cuMemsetD8(q.get(), 0, q.size()), "memset"));
+    DecodeArgs a;
+    a.q = q.ptr<void>();
+    a.numTokens = 64;
+    a.numQHeads = 32;
+    a.headDim = 128;
+    a.out = q.ptr<void>();
+    a.cache = {kv.ptr<void>(), kv.ptr<void>(), ScalarType::BF16, 8, 128, 16,
+               KVLayout::NHD, pages, 0};
+    a.blockTables = dTables.ptr<int32_t>();
+    a.blockTableStride = 128;
+    a.seqLens = dLens.ptr<int32_t>();
+    const int runs = 200;
+    BENCH_CHECK(kernel->run(plan, a, stream.get()));
+    BENCH_CHECK(sync());
+    t0 = Clock::now();
+    for (int i = 0; i < runs; ++i)
+      BENCH_CHECK(kernel->run(plan, a, stream.get()));
+    runS = seconds(Clock::now() - t0) / runs;
+    BENCH_CHECK(sync());
+  } else {
+    t0 = Clock::now();
+    for (int i = 0; i < n; ++i)
+      unwrap(cold.getCubin(request));
+    memoryS = seconds(Clock::now() - t0) / n;
+  }
+  if (json) {
+    llvm::outs() << llvm::formatv(
+        "{{\"cold_compile_s\": {0:F3}, \"disk_hit_ms\": {1:F3}, "
+        "\"memory_hit_us\": {2:F3}, \"run_host_us\": {3:F3}}\n",
+        coldS, diskS * 1e3, memoryS * 1e6, runS * 1e6);
+  } else {
+    llvm::outs() << llvm::formatv("cold NVRTC compile ({0}):  {1:F3} s\n",
+                                  compiled.spec.uri(), coldS);
+    llvm::outs() << llvm::formatv("disk cache hit:            {0:F3} ms\n", diskS * 1e3);
+    llvm::outs() << llvm::formatv("in-memory hit:             {0:F3} us\n", memoryS * 1e6);
+    if (runS >= 0)
+      llvm::outs() << llvm::formatv("run() host overhead:       {0:F3} us\n", runS * 1e6);
+    else
+      llvm::outs() << "run() host overhead:       not measured (no GPU)\n";
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto has = [&](const char *flag) {
+    return std::find(args.begin(), args.end(), flag) != args.end();
+  };
+  if (args.empty() || has("--help") || has("-h")) {
+    llvm::outs() << "usage: attn-bench decode [--json] [--quick]\n"
+                    "       attn-bench jit [--json]\n";
+    return args.empty() ? 1 : 0;
+  }
+  if (args[0] == "decode")
+    return runDecode(has("--json"), has("--quick"));
+  if (args[0] == "jit")
+    return runJit(has("--json"));
+  llvm::errs() << "attn-bench: unknown command '" << args[0]
+               << "' (expected decode or jit)\n";
+  return 1;
+}
