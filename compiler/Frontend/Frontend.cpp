@@ -202,6 +202,15 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
     scale = builder.getF32FloatAttr(*variant.scale);
   AttentionKind kind =
       variant.crossAttention ? AttentionKind::cross : AttentionKind::decoder;
+  // A pinned schedule is written on the op, where attn-select-schedule
+  // keeps it.
+  DecodeScheduleAttr pinned;
+  if (variant.schedule) {
+    pinned = DecodeScheduleAttr::getChecked([&] { return emitError(loc); },
+                                            &context, *variant.schedule);
+    if (!pinned)
+      return nullptr;
+  }
 
   return buildFunctionModule(
       loc, "decode", argTypes, resultTypes,
@@ -212,7 +221,7 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
         auto decode = b.create<DecodeOp>(
             loc, qType, lseType, args[0], args[1], args[2], args[3], kScale,
             vScale, slopes, uint64_t(int64_t(variant.queryLen)),
-            /*schedule=*/DecodeScheduleAttr(), mask, kind, scale, softcap);
+            pinned, mask, kind, scale, softcap);
         return decode->getResults();
       });
 }

@@ -27,10 +27,12 @@ namespace mlir::attn {
 /// seq_lens are i32; an FP8 cache adds kv_scales of 1 or numKVHeads elements
 /// (perHeadKVScale; ignored for a non-FP8 cache, which has no scales),
 /// `alibi` adds the slopes operand, `writeLse` the lse result. causal,
-/// windowLeft, crossAttention, softcap and scale become the op's mask, kind,
-/// softcap and scale. The module is not verified. Returns null, after
-/// emitting the error to `context`, when a type cannot be built (a head dim
-/// or page size no kernel runs, a negative size).
+/// windowLeft, crossAttention, softcap, scale and a pinned schedule become
+/// the op's mask, kind, softcap, scale and schedule. The module is not
+/// verified. Returns null, after
+/// emitting the error to `context`, when a type or attribute cannot be built
+/// (a head dim or page size no kernel runs, a negative size or window, an
+/// invalid pinned schedule).
 OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &context,
                                         const ::attn::DecodeVariant &variant);
 

@@ -38,6 +38,12 @@ std::string keyOf(const DecodeVariant &v) {
   appendField(key, v.alibi);
   appendField(key, v.perHeadKVScale);
   appendField(key, v.writeLse);
+  appendField(key, v.schedule.has_value());
+  if (v.schedule) {
+    const DecodeSchedule &s = *v.schedule;
+    for (int field : {s.warps, s.stages, s.rowTiles, s.minChunkTokens, s.ctasPerSM})
+      appendField(key, field);
+  }
   return key;
 }
 

@@ -57,7 +57,9 @@ FailureOr<::attn::KernelSpec> getDecodeKernelSpec(DecodeOp op,
   setCacheFields(spec, op.getCache().getType());
   spec.queryLen = int(op.getQueryLen());
   std::optional<MaskAttr> mask = op.getMask();
-  spec.causal = mask && mask->isCausal();
+  // With one query per request the query is the last key, so a causal mask
+  // removes nothing: one kernel serves both.
+  spec.causal = mask && mask->isCausal() && spec.queryLen > 1;
   spec.slidingWindow = mask && mask->hasWindow();
   spec.alibi = static_cast<bool>(op.getAlibiSlopes());
   spec.softcap = op.getSoftcap().has_value();
@@ -73,12 +75,6 @@ FailureOr<::attn::KernelSpec> getDecodeKernelSpec(DecodeOp op,
 
 FailureOr<::attn::KernelSpec> getAppendKVKernelSpec(AppendKVOp op,
                                                     ::attn::Arch arch) {
-  // attn::AppendKVParams::slotMapping is int64_t: the kernel reads i64 slots.
-  auto slots = cast<RankedTensorType>(op.getSlotMapping().getType());
-  if (!slots.getElementType().isInteger(64))
-    return op.emitOpError()
-           << "slot_mapping must hold i64 slots for the append_kv kernel, got "
-           << slots;
   ::attn::KernelSpec spec;
   spec.kind = ::attn::KernelKind::AppendKV;
   spec.arch = arch;

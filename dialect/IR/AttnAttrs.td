@@ -83,7 +83,10 @@ def Attn_DecodeScheduleAttr : Attn_Attr<"DecodeSchedule", "decode_schedule"> {
   }];
   let genVerifyDecl = 1;
   let builders = [
-    AttrBuilder<(ins "const ::attn::DecodeSchedule &":$schedule)>
+    AttrBuilder<(ins "const ::attn::DecodeSchedule &":$schedule), [{
+      return $_get($_ctxt, schedule.warps, schedule.stages, schedule.rowTiles,
+                   schedule.minChunkTokens, schedule.ctasPerSM);
+    }]>
   ];
   let extraClassDeclaration = [{
     /// The plain-C++ schedule codegen and the runtime read.
@@ -151,7 +154,19 @@ def Attn_KernelSpecAttr : Attn_Attr<"KernelSpec", "kernel_spec"> {
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let builders = [
-    AttrBuilder<(ins "const ::attn::KernelSpec &":$spec)>
+    AttrBuilder<(ins "const ::attn::KernelSpec &":$spec), [{
+      bool decode = spec.kind == ::attn::KernelKind::Decode;
+      return $_get($_ctxt, fromSpecKind(spec.kind),
+                   ::attn::toString(spec.arch),
+                   getElementType($_ctxt, spec.qType),
+                   getElementType($_ctxt, spec.kvType), spec.numQHeads,
+                   spec.numKVHeads, spec.headDim, spec.pageSize,
+                   fromSpecLayout(spec.layout), spec.queryLen, spec.causal,
+                   spec.slidingWindow, spec.alibi, spec.softcap,
+                   spec.perHeadKVScale, spec.writeLse,
+                   decode ? DecodeScheduleAttr::get($_ctxt, spec.schedule)
+                          : DecodeScheduleAttr());
+    }]>
   ];
   let extraClassDeclaration = [{
     /// The plain-C++ spec codegen and the runtime take. Exact inverse of the

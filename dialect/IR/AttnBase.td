@@ -63,7 +63,8 @@ def Attn_IndexVector : TensorRankOf<[I32], [1]>;
 /// Page indices per request, padded: batch x max_pages.
 def Attn_BlockTable : TensorRankOf<[I32], [2]>;
 /// Cache slot of each new token (page * page_size + offset); -1 skips it.
-def Attn_SlotMapping : TensorRankOf<[I32, I64], [1]>;
+/// i64, as inference engines keep it (a cache may exceed 2^31 slots).
+def Attn_SlotMapping : TensorRankOf<[I64], [1]>;
 /// FP8 dequantization scales: one per tensor, or one per KV head.
 def Attn_ScaleVector : TensorRankOf<[F32], [1]>;
 /// ALiBi slopes, one per query head.

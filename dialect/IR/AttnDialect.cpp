@@ -207,13 +207,6 @@ DecodeScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-DecodeScheduleAttr
-DecodeScheduleAttr::get(MLIRContext *context,
-                        const ::attn::DecodeSchedule &schedule) {
-  return get(context, schedule.warps, schedule.stages, schedule.rowTiles,
-             schedule.minChunkTokens, schedule.ctasPerSM);
-}
-
 ::attn::DecodeSchedule DecodeScheduleAttr::getSchedule() const {
   ::attn::DecodeSchedule schedule;
   schedule.warps = getWarps();
@@ -258,8 +251,12 @@ LogicalResult KernelSpecAttr::verify(
   if (queryLen < 1 || queryLen > ::attn::kMaxDecodeQueryLen)
     return emitError() << "kernel_spec query_len must be from 1 to "
                        << ::attn::kMaxDecodeQueryLen << ", got " << queryLen;
-  if (slidingWindow && !causal)
+  // A single query is the last key, so its kernels carry no causal flag.
+  if (slidingWindow && !causal && queryLen > 1)
     return emitError() << "kernel_spec sliding_window needs causal";
+  if (causal && queryLen == 1)
+    return emitError() << "kernel_spec causal needs query_len > 1 (one query "
+                          "sees every cached key anyway)";
   if (perHeadKvScale && !isFP8Type(kvType))
     return emitError() << "kernel_spec per_head_kv_scale needs an FP8 kv_type";
   if (kind == KernelKind::decode && !schedule)
@@ -286,20 +283,6 @@ LogicalResult KernelSpecAttr::verifyParameters(
                 getLayout(), getQueryLen(), getCausal(), getSlidingWindow(),
                 getAlibi(), getSoftcap(), getPerHeadKvScale(), getWriteLse(),
                 getSchedule());
-}
-
-KernelSpecAttr KernelSpecAttr::get(MLIRContext *context,
-                                   const ::attn::KernelSpec &spec) {
-  bool decode = spec.kind == ::attn::KernelKind::Decode;
-  return get(context, fromSpecKind(spec.kind), ::attn::toString(spec.arch),
-             getElementType(context, spec.qType),
-             getElementType(context, spec.kvType), spec.numQHeads,
-             spec.numKVHeads, spec.headDim, spec.pageSize,
-             fromSpecLayout(spec.layout), spec.queryLen, spec.causal,
-             spec.slidingWindow, spec.alibi, spec.softcap, spec.perHeadKVScale,
-             spec.writeLse,
-             decode ? DecodeScheduleAttr::get(context, spec.schedule)
-                    : DecodeScheduleAttr());
 }
 
 ::attn::KernelSpec KernelSpecAttr::getSpec() const {

@@ -192,6 +192,14 @@ __device__ __forceinline__ void lds128(uint32_t (&r)[4], const void *p) {
   r[3] = v.w;
 }
 
+/// \brief 2^x by the SFU (ex2.approx: 2 ulp, exp2(-inf) = 0); softmax
+/// weights need no more.
+__device__ __forceinline__ float fastExp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 /// -inf without <math.h>, which NVRTC does not have.
 __device__ __forceinline__ float negInf() { return __int_as_float(0xff800000u); }
 

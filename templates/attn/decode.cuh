@@ -91,28 +91,40 @@ __device__ __forceinline__ int64_t kvOffset(int64_t page, int offset, int head,
 }
 
 /// \brief Issues the cp.async copies of one 16-token K and V tile.
-/// `pageOfLane` holds, in lane t < 16, the page of the tile's token t.
+/// `pageOfLane` holds, in lane t < 16, the page of the tile's token t (with
+/// pages of 16 or more tokens, every lane holds the tile's one page).
 template <class Config>
 __device__ __forceinline__ void loadKVTile(const DecodeParams &p, char *stage,
                                            int tileStart, int kvEnd, int head,
                                            int pageOfLane, int lane) {
   using Tr = DecodeTraits<Config>;
+  constexpr int P = Config::kPageSize, D = Tr::kHeadDim;
+  // Elements between consecutive tokens of one head inside a page.
+  constexpr int kTokenStride = Config::kLayoutHND ? D : Config::kNumKVHeads * D;
+  constexpr int kCopyElems = Tr::kCopyBytes / Tr::kKVBytes;
+  constexpr bool kOnePage = P % Tr::kTileTokens == 0; // tiles never straddle
   const char *kBase = static_cast<const char *>(p.kCache);
   const char *vBase = static_cast<const char *>(p.vCache);
+  // With one page per tile, a 64-bit base per tile and 32-bit offsets.
+  int64_t tileBase = 0;
+  if constexpr (kOnePage)
+    tileBase = kvOffset<Config>(pageOfLane, tileStart % P, head, p.pageStride);
 #pragma unroll
   for (int u = 0; u < ceilDiv(Tr::kCopiesPerTile, 32); ++u) {
     int i = lane + 32 * u;
     int token = i / Tr::kCopiesPerRow;
     int col = i % Tr::kCopiesPerRow;
-    int page = __shfl_sync(0xffffffffu, pageOfLane, token & 15);
+    int64_t elem;
+    if constexpr (kOnePage) {
+      elem = tileBase + token * kTokenStride + col * kCopyElems;
+    } else {
+      int page = __shfl_sync(0xffffffffu, pageOfLane, token & 15);
+      elem = kvOffset<Config>(page, (tileStart + token) % P, head, p.pageStride) +
+             col * kCopyElems;
+    }
     if (i < Tr::kCopiesPerTile) {
-      int pos = tileStart + token;
-      bool valid = pos < kvEnd;
-      int64_t elem =
-          valid ? kvOffset<Config>(page, pos % Config::kPageSize, head,
-                                   p.pageStride)
-                : 0;
-      int64_t byteOff = elem * Tr::kKVBytes + col * Tr::kCopyBytes;
+      bool valid = tileStart + token < kvEnd;
+      int64_t byteOff = valid ? elem * Tr::kKVBytes : 0;
       char *dst = stage + token * Tr::kRowStride + col * Tr::kCopyBytes;
       cpAsync<Tr::kCopyBytes>(dst, kBase + byteOff, valid);
       cpAsync<Tr::kCopyBytes>(dst + Tr::kTileTokens * Tr::kRowStride,
@@ -292,9 +304,11 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   auto tileStart = [&](int i) {
     return work.kvBegin + (warp + i * kWarps) * Tr::kTileTokens;
   };
-  // Lane t < 16 looks up the page of token t of tile i.
+  // Lane t < 16 looks up the page of token t of tile i (with pages of 16 or
+  // more tokens every lane looks up the tile's one page).
   auto pageOf = [&](int i) {
-    int pos = tileStart(i) + (lane & 15);
+    constexpr bool kOnePage = Config::kPageSize % Tr::kTileTokens == 0;
+    int pos = tileStart(i) + (kOnePage ? 0 : lane & 15);
     return i < myTiles && pos < work.kvEnd ? blockTable[pos / Config::kPageSize] : 0;
   };
 
@@ -387,17 +401,21 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
         // A row that has seen no visible key keeps a finite base so that
         // exp2 gives 0, not NaN.
         float base = mNew == negInf() ? 0.f : mNew;
-        float corr = exp2f(mRun[m][h] - base);
+        float corr = fastExp2(mRun[m][h] - base);
         mRun[m][h] = mNew;
         float pr[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          pr[e] = exp2f(v[e] - base);
+          pr[e] = fastExp2(v[e] - base);
         lRun[m][h] = lRun[m][h] * corr + (pr[0] + pr[1]) + (pr[2] + pr[3]);
+        // Once the running max settles it rarely moves: skip the rescale of
+        // the accumulators when no row of the warp needs it.
+        if (__any_sync(0xffffffffu, corr != 1.f)) {
 #pragma unroll
-        for (int j = 0; j < kDimGroups * 4; ++j) {
-          o[m][j][2 * h] *= corr;
-          o[m][j][2 * h + 1] *= corr;
+          for (int j = 0; j < kDimGroups * 4; ++j) {
+            o[m][j][2 * h] *= corr;
+            o[m][j][2 * h + 1] *= corr;
+          }
         }
         // A fragment of P: a0/a1 = rows r/r+8 of tokens 2c..; a2/a3 = +8.
         pa[m][h] = pack2<QT>(pr[0] * pPre, pr[1] * pPre);

@@ -63,20 +63,6 @@ func.func @no_target(%k: tensor<?x8x128xbf16>, %c: !attn.paged_kv<8x128xbf16, pa
 // -----
 
 module attributes {attn.arch = "sm_90a"} {
-func.func @i32_slots(%k: tensor<?x8x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
-                     %slots: tensor<?xi32>) -> !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd> {
-  // The kernel reads int64_t slots (attn::AppendKVParams::slotMapping).
-  // expected-error @+1 {{'attn.append_kv' op slot_mapping must hold i64 slots for the append_kv kernel, got 'tensor<?xi32>'}}
-  %c1 = attn.append_kv %k, %k into %c at %slots
-      : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
-        !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi32>
-  return %c1 : !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>
-}
-}
-
-// -----
-
-module attributes {attn.arch = "sm_90a"} {
 func.func @dynamic_scales(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
                           %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<?xf32>) -> tensor<?x32x128xbf16> {
   // Per tensor or per head is a compile-time choice.

@@ -14,10 +14,10 @@ func.func @decode_gqa_bf16(%q: tensor<?x32x128xbf16>,
     %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
   // symbol = "attn_" + spec.uri()
-  // CHECK: %[[OUT:.+]] = attn.kernel_launch @attn_decode_qbf16_kvbf16_h32x8_d128_p16nhd_causal_w4s3r1(%[[Q]], %[[C]], %[[BT]], %[[LENS]])
+  // CHECK: %[[OUT:.+]] = attn.kernel_launch @attn_decode_qbf16_kvbf16_h32x8_d128_p16nhd_w4s3r1(%[[Q]], %[[C]], %[[BT]], %[[LENS]])
   // CHECK-SAME: template "attn/decode.cuh:attn::decodeKernel"
   // Compile-time parameters; flags that are off are left out.
-  // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, causal = true, schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>
+  // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>
   // The fields of attn::DecodeParams, in order.
   // CHECK-SAME: abi ["q", "out", "lse", "kCache", "vCache", "blockTables", "seqLens", "kScale", "vScale", "alibiSlopes", "workItems", "numWorkItems", "partialOut", "partialLse", "qStrideToken", "outStrideToken", "pageStride", "blockTableStride", "smScale", "softcap", "windowLeft"]
   // 4 heads per group x 1 token = 4 rows: one 16-row tile, grid.z = 1.

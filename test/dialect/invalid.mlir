@@ -325,6 +325,15 @@ func.func @paged_prefill_batch(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x1
 // attn.append_kv
 //===----------------------------------------------------------------------===//
 
+func.func @append_kv_slot_type(%k: tensor<?x8x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                                %slots: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.append_kv' op operand #3 must be 1D tensor of 64-bit signless integer values, but got 'tensor<?xi32>'}}
+  %r = attn.append_kv %k, %k into %c at %slots : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi32>
+  return
+}
+
+// -----
+
 func.func @append_kv_types(%k: tensor<?x8x128xbf16>, %v: tensor<?x8x128xf16>,
                            %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, %slots: tensor<?xi64>) {
   // expected-error @+1 {{'attn.append_kv' op k 'tensor<?x8x128xbf16>' and v 'tensor<?x8x128xf16>' must have the same type}}
@@ -412,7 +421,7 @@ func.func @spec_decode_schedule() attributes {s = #attn.kernel_spec<kind = decod
 // -----
 
 // expected-error @+1 {{kernel_spec of an append_kv kernel has num_q_heads == num_kv_heads and no query_len, causal, sliding_window, alibi, softcap, write_lse or schedule}}
-func.func @spec_append_flags() attributes {s = #attn.kernel_spec<kind = append_kv, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, causal = true>}
+func.func @spec_append_flags() attributes {s = #attn.kernel_spec<kind = append_kv, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, alibi = true>}
 
 // -----
 
@@ -490,3 +499,8 @@ func.func @launch_softcap(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf
       : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32>) -> tensor<?x32x128xbf16>
   return
 }
+
+// -----
+
+// expected-error @+1 {{kernel_spec causal needs query_len > 1 (one query sees every cached key anyway)}}
+func.func @spec_causal_single_query() attributes {s = #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, causal = true, schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>}

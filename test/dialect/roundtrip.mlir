@@ -130,13 +130,13 @@ func.func @append_kv_quantize(
 func.func @append_then_decode(
     %q: tensor<?x32x128xf16>, %k: tensor<?x8x128xf16>, %v: tensor<?x8x128xf16>,
     %cache: !attn.paged_kv<8x128xf16, page_size = 16, layout = nhd>,
-    %slots: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xf16> {
+    %slots: tensor<?xi64>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xf16> {
   // The decode reads the cache that append_kv produced.
   // CHECK: %[[C:.+]] = attn.append_kv
   // CHECK: attn.decode %{{.*}}, %[[C]],
   %c = attn.append_kv %k, %v into %cache at %slots
       : tensor<?x8x128xf16>, tensor<?x8x128xf16>,
-        !attn.paged_kv<8x128xf16, page_size = 16, layout = nhd>, tensor<?xi32>
+        !attn.paged_kv<8x128xf16, page_size = 16, layout = nhd>, tensor<?xi64>
   %o = attn.decode %q, %c, %bt, %lens
       : tensor<?x32x128xf16>, !attn.paged_kv<8x128xf16, page_size = 16, layout = nhd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xf16>

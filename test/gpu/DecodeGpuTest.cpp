@@ -125,6 +125,8 @@ std::vector<DecodeCase> cases() {
   return c;
 }
 
+void PrintTo(const DecodeCase &c, std::ostream *os) { *os << c.name; }
+
 class DecodeGpuTest : public ::testing::TestWithParam<DecodeCase> {};
 
 TEST_P(DecodeGpuTest, MatchesReference) {

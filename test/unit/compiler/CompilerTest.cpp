@@ -72,7 +72,8 @@ TEST(FrontendTest, DefaultDecodeVariant) {
   EXPECT_EQ(spec->pageSize, 16);
   EXPECT_EQ(spec->layout, ::attn::KVLayout::NHD);
   EXPECT_EQ(spec->queryLen, 1);
-  EXPECT_TRUE(spec->causal);
+  // One query per request is the last key: causal is dropped from the spec.
+  EXPECT_FALSE(spec->causal);
   EXPECT_FALSE(spec->slidingWindow);
   EXPECT_FALSE(spec->alibi);
   EXPECT_FALSE(spec->softcap);
@@ -80,7 +81,7 @@ TEST(FrontendTest, DefaultDecodeVariant) {
   EXPECT_FALSE(spec->writeLse);
   EXPECT_EQ(spec->schedule, schedule(4, 3, 1));
   EXPECT_EQ(::attn::kernelSymbol(*spec),
-            "attn_decode_qbf16_kvbf16_h32x8_d128_p16nhd_causal_w4s3r1");
+            "attn_decode_qbf16_kvbf16_h32x8_d128_p16nhd_w4s3r1");
 }
 
 TEST(FrontendTest, DecodeVariantWithEveryFlag) {
@@ -140,6 +141,22 @@ TEST(FrontendTest, CrossAttentionMQAWithPerTensorE5M2) {
   EXPECT_EQ(spec->schedule, schedule(4, 2, 1));
 }
 
+TEST(FrontendTest, PinnedScheduleIsKept) {
+  DecodeVariant variant;
+  variant.schedule = schedule(8, 5, 2);
+  variant.schedule->minChunkTokens = 512;
+  variant.schedule->ctasPerSM = 1;
+  llvm::Expected<KernelSpec> spec = compileDecodeVariant(variant, Arch::SM89);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  EXPECT_EQ(spec->schedule, *variant.schedule);
+
+  variant.schedule->warps = 0;
+  std::string error = errorText(compileDecodeVariant(variant, Arch::SM89));
+  EXPECT_NE(error.find("decode_schedule warps must be from 1 to 32, got 0"),
+            std::string::npos)
+      << error;
+}
+
 TEST(FrontendTest, PerHeadScaleIsIgnoredWithoutFP8) {
   DecodeVariant variant;
   variant.perHeadKVScale = true; // a bf16 cache has no scales at all
@@ -188,6 +205,9 @@ TEST(FrontendTest, HeadsNotAMultipleOfKVHeads) {
   EXPECT_NE(error.find("'attn.decode' op q heads (12) must be a multiple of "
                        "cache heads (8)"),
             std::string::npos)
+      << error;
+  // The diagnostic points at the variant, as a located MLIR error would.
+  EXPECT_EQ(error.rfind("loc(\"attn::DecodeVariant\"): error: ", 0), 0u)
       << error;
 }
 

@@ -33,6 +33,9 @@ struct DecodeVariant {
   bool alibi = false;            ///< add slope[h] * (key_pos - query_pos)
   bool perHeadKVScale = false;   ///< FP8 scales per KV head, else one
   bool writeLse = false;         ///< also write log-sum-exp per row
+  /// Pins the GPU schedule instead of letting attn-select-schedule choose
+  /// (for tuning and benchmarks).
+  std::optional<DecodeSchedule> schedule;
 };
 
 /// Reshape-and-cache: write new K/V rows into their cache slots.

@@ -1,0 +1,31 @@
+// RUN: attn-opt %s --attn-pipeline | FileCheck %s --check-prefixes=CHECK,SM90
+// RUN: attn-opt %s --attn-pipeline="arch=sm_89" | FileCheck %s --check-prefixes=CHECK,SM89
+// RUN: attn-opt %s --pass-pipeline="builtin.module(attn-pipeline{arch=sm_80})" | FileCheck %s --check-prefixes=CHECK,SM80
+// RUN: not attn-opt %s --attn-pipeline="arch=sm_100" 2>&1 | FileCheck %s --check-prefix=ERR
+
+// attn-pipeline = attn-select-schedule{arch} + attn-lower-to-kernel: the
+// target lands on the module and in every kernel spec.
+
+// ERR: error: attn-select-schedule: unknown arch 'sm_100'; expected sm_80, sm_89 or sm_90a
+
+// SM90: module attributes {attn.arch = "sm_90a"}
+// SM89: module attributes {attn.arch = "sm_89"}
+// SM80: module attributes {attn.arch = "sm_80"}
+// CHECK-LABEL: func.func @gemma2_decode
+func.func @gemma2_decode(%q: tensor<?x16x256xbf16>,
+    %cache: !attn.paged_kv<8x256xbf16, page_size = 16, layout = nhd>,
+    %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x16x256xbf16> {
+  // Gemma-2 style: head dim 256, soft-cap 50, sliding window 4096.
+  // SM90: attn.kernel_launch @attn_decode_qbf16_kvbf16_h16x8_d256_p16nhd_swa_softcap_w4s2r1(
+  // SM90-SAME: arch = "sm_90a"
+  // SM89: attn.kernel_launch @attn_decode_qbf16_kvbf16_h16x8_d256_p16nhd_swa_softcap_w4s2r1(
+  // SM89-SAME: arch = "sm_89"
+  // SM80: attn.kernel_launch @attn_decode_qbf16_kvbf16_h16x8_d256_p16nhd_swa_softcap_w4s2r1(
+  // SM80-SAME: arch = "sm_80"
+  // CHECK-SAME: {scale = 6.250000e-02 : f32, softcap = 5.000000e+01 : f32, window = 4096 : i64}
+  %o = attn.decode %q, %cache, %bt, %lens
+      {mask = #attn.mask<causal, window = 4096>, softcap = 50.0 : f32}
+      : tensor<?x16x256xbf16>, !attn.paged_kv<8x256xbf16, page_size = 16, layout = nhd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x16x256xbf16>
+  return %o : tensor<?x16x256xbf16>
+}
