@@ -225,10 +225,41 @@ llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,
   return llvm::Error::success();
 }
 
+llvm::Error DecodeKernel::validatePages(const DecodePlan &plan,
+                                        const DecodeArgs &a,
+                                        CUstream stream) const {
+  std::vector<int32_t> lens(plan.batch);
+  std::vector<int32_t> tables(size_t(plan.batch) * a.blockTableStride);
+  ATTN_CU_CHECK(cuStreamSynchronize(stream));
+  ATTN_CU_CHECK(cuMemcpyDtoH(lens.data(), reinterpret_cast<CUdeviceptr>(a.seqLens),
+                             lens.size() * sizeof(int32_t)));
+  ATTN_CU_CHECK(cuMemcpyDtoH(tables.data(),
+                             reinterpret_cast<CUdeviceptr>(a.blockTables),
+                             tables.size() * sizeof(int32_t)));
+  for (int b = 0; b < plan.batch; ++b) {
+    int64_t pages = (int64_t(lens[b]) + kernelSpec.pageSize - 1) / kernelSpec.pageSize;
+    if (lens[b] < kernelSpec.queryLen || pages > a.blockTableStride)
+      return argError(llvm::formatv("seqLens[{0}] = {1} needs {2} pages; the "
+                                    "block table has {3} per request",
+                                    b, lens[b], pages, a.blockTableStride));
+    for (int64_t i = 0; i < pages; ++i) {
+      int32_t page = tables[size_t(b) * a.blockTableStride + i];
+      if (page < 0 || page >= a.cache.numPages)
+        return argError(llvm::formatv("blockTables[{0}][{1}] = {2} is outside "
+                                      "the cache's {3} pages",
+                                      b, i, page, a.cache.numPages));
+    }
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error DecodeKernel::run(const DecodePlan &plan, const DecodeArgs &a,
                               CUstream stream) const {
   if (llvm::Error err = checkArgs(plan, a))
     return err;
+  if (a.validatePages)
+    if (llvm::Error err = validatePages(plan, a, stream))
+      return err;
   const KernelSpec &s = kernelSpec;
   DecodeParams p{};
   p.q = a.q;

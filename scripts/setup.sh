@@ -64,7 +64,15 @@ say "building with $jobs jobs"
 cmake --build "$build_dir" -j "$jobs"
 
 # --- The main job -----------------------------------------------------------
+# The example spec through every stage: parse and verify, schedule and lower
+# for sm_90a, CUDA C++ from the templates, then NVRTC to cubins (into the
+# kernel cache) and, where a GPU exists, a run checked against the fp64
+# reference.
 if ((run_example)); then
-  say "attn-opt examples/decode.mlir (parse, verify, print)"
-  "$build_dir/bin/attn-opt" "$root/examples/decode.mlir"
+  bin=$build_dir/bin
+  spec=$root/examples/decode.mlir
+  say "attn-opt $spec --attn-pipeline=\"arch=sm_90a\" | attn-translate --attn-to-cuda"
+  "$bin/attn-opt" "$spec" --attn-pipeline="arch=sm_90a" | "$bin/attn-translate" --attn-to-cuda
+  say "attn-example-decode $spec (JIT compile; run on the GPU if there is one)"
+  "$bin/attn-example-decode" "$spec"
 fi

@@ -10,6 +10,7 @@
 #include "test/gpu/GpuTestUtil.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 using namespace attn;
@@ -104,8 +105,8 @@ TEST_P(AppendKVGpuTest, WritesEverySlotExactly) {
     args.numKVScales = numScales;
   }
   ATTN_ASSERT_OK(kernel->run(args, nullptr));
-  ATTN_ASSIGN_OR_FAIL(kOut, download<uint8_t>(kCache));
-  ATTN_ASSIGN_OR_FAIL(vOut, download<uint8_t>(vCache));
+  ATTN_ASSIGN_OR_FAIL(kOut, download(kCache));
+  ATTN_ASSIGN_OR_FAIL(vOut, download(vCache));
 
   const int bytesPer = sizeOf(v.kvType);
   std::vector<bool> written(numPages * pageElems, false);

@@ -1,7 +1,7 @@
 //===- DecodeGpuTest.cpp - paged decode against the fp64 reference --------===//
 //
 // Every case JIT-compiles its variant, runs it on random data with poisoned
-// outputs and compares with the fp64 reference. Tolerances (relative L2 error
+// outputs and compares with the fp64 reference (test/reference/DecodeCheck). Tolerances (relative L2 error
 // of the output): 1e-2 for bf16 outputs, 4e-3 for f16 (bf16 keeps 8 mantissa
 // bits, f16 11; P is rounded to the same type before P.V); LSE within 2e-3
 // absolute (f32 arithmetic). FP8 caches are compared against their exact
@@ -11,9 +11,6 @@
 #include "compiler/Jit/Jit.h"
 #include "test/gpu/GpuTestUtil.h"
 
-#include <algorithm>
-#include <cmath>
-#include <numeric>
 
 using namespace attn;
 using namespace attn::test;
@@ -132,156 +129,19 @@ class DecodeGpuTest : public ::testing::TestWithParam<DecodeCase> {};
 TEST_P(DecodeGpuTest, MatchesReference) {
   ATTN_REQUIRE_GPU();
   const DecodeCase &tc = GetParam();
-  const DecodeVariant &v = tc.variant;
-  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().decode(v));
-
-  std::mt19937 rng(std::hash<std::string>()(tc.name));
-  const int batch = int(tc.seqLens.size());
-  const int64_t tokens = int64_t(batch) * v.queryLen;
-  const int64_t pageElems = int64_t(v.pageSize) * v.numKVHeads * v.headDim;
-  const int64_t pageStride = tc.interleavedKV ? 2 * pageElems : pageElems;
-
-  // Pages of all requests in a shuffled order, plus a few unused ones.
-  std::vector<int> pagesPer(batch);
-  int totalPages = 3, maxPages = 0;
-  for (int b = 0; b < batch; ++b) {
-    pagesPer[b] = (tc.seqLens[b] + v.pageSize - 1) / v.pageSize;
-    totalPages += pagesPer[b];
-    maxPages = std::max(maxPages, pagesPer[b]);
-  }
-  std::vector<int> order(totalPages);
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), rng);
-  const int stride = maxPages + 1;
-  std::vector<int> blockTables(size_t(batch) * stride, 0);
-  for (int b = 0, next = 0; b < batch; ++b)
-    for (int i = 0; i < pagesPer[b]; ++i)
-      blockTables[size_t(b) * stride + i] = order[next++];
-
-  // Per-KV-head FP8 scales (all equal unless the variant is per head).
-  const bool fp8 = v.kvType == ScalarType::F8E4M3 || v.kvType == ScalarType::F8E5M2;
-  const int numScales = v.perHeadKVScale ? v.numKVHeads : 1;
-  std::vector<float> kScales(numScales), vScales(numScales);
-  for (int h = 0; h < numScales; ++h) {
-    kScales[h] = float(tc.kvScale * (1 + h / 8.0));
-    vScales[h] = float(tc.kvScale * (1.5 + h / 8.0));
-  }
-
-  ref::DecodeProblem prob;
-  prob.numQHeads = v.numQHeads;
-  prob.numKVHeads = v.numKVHeads;
-  prob.headDim = v.headDim;
-  prob.pageSize = v.pageSize;
-  prob.layout = v.layout;
-  prob.queryLen = v.queryLen;
-  prob.seqLens = tc.seqLens;
-  prob.blockTables = blockTables;
-  prob.blockTableStride = stride;
-  prob.pageStride = pageStride;
-  prob.scale = v.scale ? *v.scale : 1.0 / std::sqrt(double(v.headDim));
-  prob.causal = v.causal;
-  prob.windowLeft = v.windowLeft;
-  if (v.softcap)
-    prob.softcap = *v.softcap;
-  if (v.alibi)
-    for (int h = 0; h < v.numQHeads; ++h)
-      prob.alibiSlopes.push_back(std::pow(2.0, -8.0 * (h + 1) / v.numQHeads));
-
-  Quantized q = randomValues(rng, v.qType, tokens * v.numQHeads * v.headDim, 1.0);
-  prob.q = q.values;
-
-  // K and V in one buffer when interleaved; element (page, token, head) gets
-  // its head's scale.
-  const int kvBytes = sizeOf(v.kvType);
-  const int64_t cacheElems = int64_t(totalPages) * pageStride;
-  std::vector<uint8_t> kBytes(cacheElems * kvBytes), vBytes(cacheElems * kvBytes);
-  prob.k.assign(cacheElems, 0.0);
-  prob.v.assign(cacheElems, 0.0);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  for (int64_t page = 0; page < totalPages; ++page)
-    for (int off = 0; off < v.pageSize; ++off)
-      for (int h = 0; h < v.numKVHeads; ++h) {
-        int64_t at = ref::kvOffset(v.layout, page, off, h, v.numKVHeads,
-                                   v.pageSize, v.headDim, pageStride);
-        double ks = fp8 ? kScales[v.perHeadKVScale ? h : 0] : 1.0;
-        double vs = fp8 ? vScales[v.perHeadKVScale ? h : 0] : 1.0;
-        for (int d = 0; d < v.headDim; ++d) {
-          uint32_t kb = ref::encode(v.kvType, normal(rng) / ks);
-          uint32_t vb = ref::encode(v.kvType, normal(rng) / vs);
-          std::memcpy(&kBytes[(at + d) * kvBytes], &kb, kvBytes);
-          std::memcpy(&vBytes[(at + d) * kvBytes], &vb, kvBytes);
-          prob.k[at + d] = ref::decode(v.kvType, kb) * ks;
-          prob.v[at + d] = ref::decode(v.kvType, vb) * vs;
-        }
-      }
-  if (tc.interleavedKV) {
-    // V lives in the second half of each page of the K buffer; the reference
-    // indexes V from that half's start with the same page stride.
-    for (int64_t page = 0; page < totalPages; ++page)
-      std::memcpy(&kBytes[(page * pageStride + pageElems) * kvBytes],
-                  &vBytes[(page * pageStride) * kvBytes], pageElems * kvBytes);
-  }
-
-  std::vector<double> refOut, refLse;
-  ref::decodeReference(prob, refOut, refLse);
-
-  ATTN_ASSIGN_OR_FAIL(dq, upload(q.bytes));
-  ATTN_ASSIGN_OR_FAIL(dk, upload(kBytes));
-  ATTN_ASSIGN_OR_FAIL(dv, upload(vBytes));
-  ATTN_ASSIGN_OR_FAIL(dTables, upload(blockTables));
-  std::vector<int32_t> lens(tc.seqLens.begin(), tc.seqLens.end());
-  ATTN_ASSIGN_OR_FAIL(dLens, upload(lens));
-  ATTN_ASSIGN_OR_FAIL(dKScale, upload(kScales));
-  ATTN_ASSIGN_OR_FAIL(dVScale, upload(vScales));
-  std::vector<float> slopes(prob.alibiSlopes.begin(), prob.alibiSlopes.end());
-  ATTN_ASSIGN_OR_FAIL(dSlopes, upload(slopes));
-  ATTN_ASSIGN_OR_FAIL(dOut, poisoned(q.bytes.size()));
-  ATTN_ASSIGN_OR_FAIL(dLse, poisoned(tokens * v.numQHeads * sizeof(float)));
-
-  ATTN_ASSIGN_OR_FAIL(ws, kernel->createWorkspace(batch));
-  ATTN_ASSIGN_OR_FAIL(plan, kernel->plan(lens, ws, nullptr));
-  runtime::DecodeArgs args;
-  args.q = dq.ptr<void>();
-  args.qType = v.qType;
-  args.numTokens = tokens;
-  args.numQHeads = v.numQHeads;
-  args.headDim = v.headDim;
-  args.out = dOut.ptr<void>();
-  args.lse = v.writeLse ? dLse.ptr<float>() : nullptr;
-  args.cache.k = dk.ptr<void>();
-  args.cache.v = tc.interleavedKV ? dk.ptr<char>() + pageElems * kvBytes
-                                  : dv.ptr<void>();
-  args.cache.dtype = v.kvType;
-  args.cache.numKVHeads = v.numKVHeads;
-  args.cache.headDim = v.headDim;
-  args.cache.pageSize = v.pageSize;
-  args.cache.layout = v.layout;
-  args.cache.numPages = totalPages;
-  args.cache.pageStride = pageStride;
-  args.blockTables = dTables.ptr<int32_t>();
-  args.blockTableStride = stride;
-  args.seqLens = dLens.ptr<int32_t>();
-  if (fp8) {
-    args.kScale = dKScale.ptr<float>();
-    args.vScale = dVScale.ptr<float>();
-    args.numKVScales = numScales;
-  }
-  args.alibiSlopes = v.alibi ? dSlopes.ptr<float>() : nullptr;
-  ATTN_ASSERT_OK(kernel->run(plan, args, nullptr));
-
-  ATTN_ASSIGN_OR_FAIL(outBytes, download<uint8_t>(dOut));
-  std::vector<double> out = decodeAll(v.qType, outBytes);
-  double err = ref::relativeError(out, refOut);
-  double tol = v.qType == ScalarType::BF16 ? 1e-2 : 4e-3;
-  EXPECT_LT(err, tol) << tc.name << ": relative L2 error " << err
-                      << " (chunk " << plan.chunkTokens << " tokens)";
-  if (v.writeLse) {
-    ATTN_ASSIGN_OR_FAIL(lse, download<float>(dLse));
-    double worst = 0;
-    for (size_t i = 0; i < lse.size(); ++i)
-      worst = std::max(worst, std::isnan(lse[i]) ? INFINITY
-                                                 : std::fabs(lse[i] - refLse[i]));
-    EXPECT_LT(worst, 2e-3) << tc.name << ": worst LSE error";
+  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().decode(tc.variant));
+  check::DecodeCheckOptions options;
+  options.seqLens = tc.seqLens;
+  options.kvScale = tc.kvScale;
+  options.interleavedKV = tc.interleavedKV;
+  options.seed = uint32_t(std::hash<std::string>()(tc.name));
+  ATTN_ASSIGN_OR_FAIL(result, check::checkDecode(*kernel, tc.variant, options));
+  double tol = tc.variant.qType == ScalarType::BF16 ? 1e-2 : 4e-3;
+  EXPECT_LT(result.outError, tol)
+      << tc.name << ": relative L2 error (chunk " << result.chunkTokens
+      << " tokens)";
+  if (tc.variant.writeLse) {
+    EXPECT_LT(result.lseError, 2e-3) << tc.name << ": worst LSE error";
   }
 }
 
@@ -378,6 +238,29 @@ TEST_F(DecodeArgsGpuTest, RejectsNullBuffers) {
 TEST_F(DecodeArgsGpuTest, RejectsTokenCountNotMatchingPlan) {
   args.numTokens = 3;
   expectRejected("q has 3 tokens; the plan has 2 requests");
+}
+
+TEST_F(DecodeArgsGpuTest, ValidationFindsOutOfRangePages) {
+  // Two requests of 20 tokens use pages [0, 2) of their rows; request 1's
+  // second page points past the cache's 8 pages.
+  std::vector<int32_t> lens = {20, 20};
+  std::vector<int32_t> tables = {0, 1, 0, 0, 2, 9, 0, 0};
+  ATTN_ASSIGN_OR_FAIL(dLens, upload(lens));
+  ATTN_ASSIGN_OR_FAIL(dTables, upload(tables));
+  args.seqLens = dLens.ptr<int32_t>();
+  args.blockTables = dTables.ptr<int32_t>();
+  ATTN_ASSIGN_OR_FAIL(plan, kernel->plan(lens, *workspace, nullptr));
+  args.validatePages = true;
+  llvm::Error err = kernel->run(plan, args, nullptr);
+  ASSERT_TRUE(bool(err)) << "out-of-range page accepted";
+  std::string message = llvm::toString(std::move(err));
+  EXPECT_NE(message.find("blockTables[1][1] = 9 is outside the cache's 8 pages"),
+            std::string::npos)
+      << message;
+  tables[5] = 3;
+  ATTN_ASSIGN_OR_FAIL(dFixed, upload(tables));
+  args.blockTables = dFixed.ptr<int32_t>();
+  ATTN_ASSERT_OK(kernel->validatePages(plan, args, nullptr));
 }
 
 TEST_F(DecodeArgsGpuTest, PlanRejectsZeroLengthSequence) {

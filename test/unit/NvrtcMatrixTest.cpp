@@ -17,6 +17,11 @@
 
 using namespace attn;
 
+namespace attn {
+/// Test names and failure messages show the arch by name.
+inline void PrintTo(Arch arch, std::ostream *os) { *os << toString(arch); }
+} // namespace attn
+
 namespace {
 
 struct MatrixCase {

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -209,9 +210,13 @@ struct DecodeResult {
   int chunkTokens;
 };
 
+/// A schedule pinned with --schedule, instead of attn-select-schedule's.
+std::optional<DecodeSchedule> pinnedSchedule;
+
 DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
                          CUstream stream) {
   DecodeVariant v;
+  v.schedule = pinnedSchedule;
   v.qType = ScalarType::BF16;
   v.kvType = cfg.kvType;
   v.numQHeads = 32;
@@ -474,9 +479,26 @@ int main(int argc, char **argv) {
     return std::find(args.begin(), args.end(), flag) != args.end();
   };
   if (args.empty() || has("--help") || has("-h")) {
-    llvm::outs() << "usage: attn-bench decode [--json] [--quick]\n"
-                    "       attn-bench jit [--json]\n";
+    llvm::outs()
+        << "usage: attn-bench decode [--json] [--quick] [--schedule "
+           "W,S,R,C,M]\n"
+           "       attn-bench jit [--json]\n"
+           "  --schedule pins warps, stages, row tiles, CTAs per SM and the\n"
+           "  minimum chunk instead of the schedule attn-select-schedule picks\n";
     return args.empty() ? 1 : 0;
+  }
+  auto schedule = std::find(args.begin(), args.end(), "--schedule");
+  if (schedule != args.end()) {
+    DecodeSchedule s;
+    if (schedule + 1 == args.end() ||
+        std::sscanf((schedule + 1)->c_str(), "%d,%d,%d,%d,%d", &s.warps,
+                    &s.stages, &s.rowTiles, &s.ctasPerSM,
+                    &s.minChunkTokens) != 5) {
+      llvm::errs() << "attn-bench: --schedule takes "
+                      "warps,stages,row_tiles,ctas_per_sm,min_chunk_tokens\n";
+      return 1;
+    }
+    pinnedSchedule = s;
   }
   if (args[0] == "decode")
     return runDecode(has("--json"), has("--quick"));

@@ -115,6 +115,11 @@ struct DecodeArgs {
   const float *vScale = nullptr;
   int numKVScales = 0;
   const float *alibiSlopes = nullptr; ///< [numQHeads] iff ALiBi
+  /// Debug aid: before launching, copy seqLens and blockTables to the host
+  /// and check every page a request uses is in [0, cache.numPages). This
+  /// synchronizes the stream, so it is off by default and must stay off
+  /// under CUDA-graph capture.
+  bool validatePages = false;
 };
 
 /// A loaded decode kernel (and its merge kernel) for one variant.
@@ -145,8 +150,14 @@ public:
   llvm::Error run(const DecodePlan &plan, const DecodeArgs &args,
                   CUstream stream) const;
 
-  /// The check run() does, alone.
+  /// The check run() does, alone (without validatePages' device reads).
   llvm::Error checkArgs(const DecodePlan &plan, const DecodeArgs &args) const;
+
+  /// The page check of DecodeArgs::validatePages: reads seqLens and
+  /// blockTables back (synchronizing `stream`) and names the first request
+  /// whose page is out of range.
+  llvm::Error validatePages(const DecodePlan &plan, const DecodeArgs &args,
+                            CUstream stream) const;
 
 private:
   DecodeKernel() = default;

@@ -1,0 +1,73 @@
+//===- DecodeCheck.h - run a decode kernel against the reference -*- C++ -*-===//
+//
+// One end-to-end check of a loaded decode kernel: random q and paged K/V in
+// their storage formats (pages shuffled), poisoned outputs, plan + run on the
+// GPU, and the relative error against the fp64 reference. Shared by the GPU
+// tests and the example host program.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TEST_REFERENCE_DECODECHECK_H
+#define ATTN_TEST_REFERENCE_DECODECHECK_H
+
+#include "attn/runtime/Decode.h"
+#include "test/reference/Reference.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace attn::check {
+
+/// Values in a storage format: the raw bits (what the GPU reads) and their
+/// exact values (what the reference reads).
+struct Quantized {
+  std::vector<uint8_t> bytes;
+  std::vector<double> values;
+};
+
+/// `n` values drawn from N(0, sigma) and rounded to `type`; FP8 values are
+/// stored as value / scale, and `values` holds stored * scale.
+Quantized randomValues(std::mt19937 &rng, ScalarType type, size_t n,
+                       double sigma, double scale = 1.0);
+
+/// Decodes every element of `type` in raw bytes.
+std::vector<double> decodeAll(ScalarType type, const std::vector<uint8_t> &bytes);
+
+/// A device buffer holding a copy of `bytes`.
+llvm::Expected<runtime::DeviceBuffer> upload(const void *bytes, size_t size);
+template <class T>
+llvm::Expected<runtime::DeviceBuffer> upload(const std::vector<T> &data) {
+  return upload(data.data(), data.size() * sizeof(T));
+}
+
+/// A device buffer of `bytes` filled with 0xFF: NaN in every float format,
+/// so an element a kernel forgot to write fails the comparison.
+llvm::Expected<runtime::DeviceBuffer> poisoned(size_t bytes);
+
+/// The buffer's contents, after the device has finished its work.
+llvm::Expected<std::vector<uint8_t>> download(const runtime::DeviceBuffer &buffer);
+
+/// How to draw one decode problem.
+struct DecodeCheckOptions {
+  std::vector<int> seqLens;   ///< one request each
+  double kvScale = 1.0;       ///< FP8 scale (KV head h: kvScale * (1 + h/8))
+  bool interleavedKV = false; ///< K and V of a page side by side (FlashInfer)
+  uint32_t seed = 1;
+};
+
+struct DecodeCheckResult {
+  double outError = 0; ///< relative L2 error of the output
+  double lseError = 0; ///< worst absolute LSE error (0 without LSE)
+  int chunkTokens = 0; ///< split-KV chunk the plan chose
+};
+
+/// Runs `kernel` (compiled for `variant`) on one random problem.
+llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kernel,
+                                              const DecodeVariant &variant,
+                                              const DecodeCheckOptions &options);
+
+} // namespace attn::check
+
+#endif // ATTN_TEST_REFERENCE_DECODECHECK_H
