@@ -23,10 +23,6 @@ std::string_view cudaTypeName(ScalarType type) {
 
 std::string kernelSymbol(const KernelSpec &spec) { return "attn_" + spec.uri(); }
 
-std::string mergeKernelSymbol(const KernelSpec &spec) {
-  return kernelSymbol(spec) + "_merge";
-}
-
 std::string smemBytesSymbol(const KernelSpec &spec) {
   return kernelSymbol(spec) + "_smem_bytes";
 }
@@ -78,11 +74,6 @@ extern "C" __global__ void __launch_bounds__({threads}, 1)
 {symbol}(const __grid_constant__ attn::DecodeParams params) {{
   attn::decodeKernel<Config>(params);
 }}
-
-extern "C" __global__ void __launch_bounds__(attn::kMergeThreads)
-{merge_symbol}(const __grid_constant__ attn::DecodeMergeParams params) {{
-  attn::decodeMergeKernel<Config>(params);
-}}
 )cuda",
       fmt::arg("uri", spec.uri()), fmt::arg("arch", toString(spec.arch)),
       fmt::arg("q_type", cudaTypeName(spec.qType)),
@@ -103,8 +94,7 @@ extern "C" __global__ void __launch_bounds__(attn::kMergeThreads)
       fmt::arg("stages", spec.schedule.stages),
       fmt::arg("row_tiles", spec.schedule.rowTiles),
       fmt::arg("threads", threadsPerBlock(spec)),
-      fmt::arg("symbol", kernelSymbol(spec)),
-      fmt::arg("merge_symbol", mergeKernelSymbol(spec)));
+      fmt::arg("symbol", kernelSymbol(spec)));
 }
 
 static std::string emitAppendKV(const KernelSpec &spec) {

@@ -21,9 +21,6 @@ std::string emitCuda(const KernelSpec &spec);
 /// Name of the main extern "C" entry: "attn_" + spec.uri().
 std::string kernelSymbol(const KernelSpec &spec);
 
-/// Name of the decode split-KV merge entry (decode TUs only).
-std::string mergeKernelSymbol(const KernelSpec &spec);
-
 /// Name of the device global holding the decode entry's dynamic shared
 /// memory in bytes (decode TUs only).
 std::string smemBytesSymbol(const KernelSpec &spec);

@@ -31,7 +31,7 @@ enum class Arch { SM80, SM89, SM90a };
 
 /// Which template a kernel instantiates.
 enum class KernelKind {
-  Decode,   ///< paged decode; its TU also holds the split-KV merge entry
+  Decode,   ///< paged decode, split-KV partials merged in the same launch
   AppendKV, ///< reshape-and-cache, quantizing to FP8 caches
 };
 

@@ -43,15 +43,17 @@ DecodeWorkspace::create(const KernelSpec &spec, int maxBatch, int numSMs) {
   size_t offset = 0;
   ws.workOffset = offset;
   offset = alignUp(offset + ws.workCapacity * sizeof(DecodeWorkItem));
-  ws.mergeOffset = offset;
-  offset = alignUp(offset + maxBatch * sizeof(DecodeMergeItem));
   ws.countsOffset = offset;
-  offset = alignUp(offset + 2 * sizeof(int32_t));
+  offset = alignUp(offset + sizeof(int32_t));
   size_t stagingBytes = offset; // work lists and counts are staged on host
   ws.partialOutOffset = offset;
   offset = alignUp(offset + ws.workCapacity * partialRows * spec.headDim * sizeof(float));
   ws.partialLseOffset = offset;
   offset = alignUp(offset + ws.workCapacity * partialRows * sizeof(float));
+  ws.countersOffset = offset;
+  size_t counterBytes =
+      size_t(maxBatch) * spec.numKVHeads * rowBlocks(spec) * sizeof(int32_t);
+  offset = alignUp(offset + counterBytes);
 
   auto device = DeviceBuffer::allocate(offset);
   if (!device)
@@ -62,6 +64,8 @@ DecodeWorkspace::create(const KernelSpec &spec, int maxBatch, int numSMs) {
   auto event = Event::create(CU_EVENT_DISABLE_TIMING);
   if (!event)
     return event.takeError();
+  // The merge counters start at zero; the kernel leaves them at zero.
+  ATTN_CU_CHECK(cuMemsetD8(device->get() + ws.countersOffset, 0, counterBytes));
   ws.device = std::move(*device);
   ws.staging = std::move(*staging);
   ws.stagingFree = std::make_unique<Event>(std::move(*event));
@@ -81,11 +85,7 @@ DecodeKernel::create(const KernelSpec &spec, const DecodeVariant &variant,
   auto entry = library->getKernel(kernelSymbol(spec));
   if (!entry)
     return entry.takeError();
-  auto merge = library->getKernel(mergeKernelSymbol(spec));
-  if (!merge)
-    return merge.takeError();
   kernel.decodeEntry = *entry;
-  kernel.mergeEntry = *merge;
 
   CUdeviceptr smemGlobal = 0;
   size_t globalBytes = 0;
@@ -140,11 +140,8 @@ llvm::Expected<DecodePlan> DecodeKernel::plan(llvm::ArrayRef<int32_t> seqLens,
   char *host = ws.staging.ptr<char>();
   std::memcpy(host + ws.workOffset, partition->workItems.data(),
               partition->workItems.size() * sizeof(DecodeWorkItem));
-  std::memcpy(host + ws.mergeOffset, partition->mergeItems.data(),
-              partition->mergeItems.size() * sizeof(DecodeMergeItem));
-  int32_t counts[2] = {int32_t(partition->workItems.size()),
-                       int32_t(partition->mergeItems.size())};
-  std::memcpy(host + ws.countsOffset, counts, sizeof(counts));
+  int32_t count = int32_t(partition->workItems.size());
+  std::memcpy(host + ws.countsOffset, &count, sizeof(count));
   ATTN_CU_CHECK(cuMemcpyHtoDAsync(ws.device.get(), host, ws.staging.size(), stream));
   ATTN_CU_CHECK(cuEventRecord(ws.stagingFree->get(), stream));
 
@@ -152,13 +149,11 @@ llvm::Expected<DecodePlan> DecodeKernel::plan(llvm::ArrayRef<int32_t> seqLens,
   DecodePlan plan;
   plan.batch = int(seqLens.size());
   plan.workItems = reinterpret_cast<const DecodeWorkItem *>(dev + ws.workOffset);
-  plan.mergeItems = reinterpret_cast<const DecodeMergeItem *>(dev + ws.mergeOffset);
   plan.numWorkItems = reinterpret_cast<const int32_t *>(dev + ws.countsOffset);
-  plan.numMergeItems = plan.numWorkItems + 1;
   plan.partialOut = reinterpret_cast<float *>(dev + ws.partialOutOffset);
   plan.partialLse = reinterpret_cast<float *>(dev + ws.partialLseOffset);
+  plan.mergeCounters = reinterpret_cast<int32_t *>(dev + ws.countersOffset);
   plan.gridX = forGraph ? ws.maxWorkItems() : int(partition->workItems.size());
-  plan.mergeGridX = forGraph ? ws.maxBatch() : int(partition->mergeItems.size());
   plan.chunkTokens = partition->chunkTokens;
   return plan;
 }
@@ -276,6 +271,7 @@ llvm::Error DecodeKernel::run(const DecodePlan &plan, const DecodeArgs &a,
   p.numWorkItems = plan.numWorkItems;
   p.partialOut = plan.partialOut;
   p.partialLse = plan.partialLse;
+  p.mergeCounters = plan.mergeCounters;
   int64_t dense = int64_t(s.numQHeads) * s.headDim;
   p.qStrideToken = a.qStrideToken ? a.qStrideToken : dense;
   p.outStrideToken = a.outStrideToken ? a.outStrideToken : dense;
@@ -294,21 +290,6 @@ llvm::Error DecodeKernel::run(const DecodePlan &plan, const DecodeArgs &a,
                                  plan.gridX, s.numKVHeads, rowBlocks(s),
                                  s.schedule.warps * 32, 1, 1, smemBytes, stream,
                                  args, nullptr));
-  }
-  if (plan.mergeGridX > 0) {
-    DecodeMergeParams m{};
-    m.out = a.out;
-    m.lse = a.lse;
-    m.partialOut = plan.partialOut;
-    m.partialLse = plan.partialLse;
-    m.items = plan.mergeItems;
-    m.numItems = plan.numMergeItems;
-    m.outStrideToken = p.outStrideToken;
-    void *args[] = {&m};
-    ATTN_CU_CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(mergeEntry),
-                                 plan.mergeGridX, s.queryLen * s.numQHeads, 1,
-                                 kDecodeMergeThreads, 1, 1, 0, stream, args,
-                                 nullptr));
   }
   return llvm::Error::success();
 }

@@ -1,7 +1,7 @@
 //===- DecodePlan.cpp - split-KV partition of a decode batch --------------===//
 //
 // Pure host arithmetic, no CUDA: which KV chunk of which request each CTA
-// column takes, and which requests need their partials merged.
+// column takes, and which partial slots a split request's chunks fill.
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/Decode.h"
@@ -70,15 +70,16 @@ partitionDecode(llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec,
     int begin = firstKey(seqLens[b]), end = seqLens[b];
     int pieces = (end - begin + chunk - 1) / chunk;
     if (pieces == 1) {
-      partition.workItems.push_back({int32_t(b), begin, end, -1});
+      partition.workItems.push_back({int32_t(b), begin, end, -1, -1, 1});
       continue;
     }
-    partition.mergeItems.push_back(
-        {int32_t(b), partition.numPartials, pieces, 0});
+    int first = partition.numPartials;
     for (int i = 0; i < pieces; ++i)
       partition.workItems.push_back({int32_t(b), begin + i * chunk,
                                      std::min(end, begin + (i + 1) * chunk),
-                                     partition.numPartials++});
+                                     first + i, first, pieces});
+    partition.numPartials += pieces;
+    ++partition.numSplitRequests;
   }
   return partition;
 }

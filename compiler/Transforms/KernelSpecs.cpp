@@ -111,7 +111,8 @@ ArrayRef<StringRef> getLaunchABI(::attn::KernelKind kind) {
       "q",            "out",          "lse",            "kCache",
       "vCache",       "blockTables",  "seqLens",        "kScale",
       "vScale",       "alibiSlopes",  "workItems",      "numWorkItems",
-      "partialOut",   "partialLse",   "qStrideToken",   "outStrideToken",
+      "partialOut",   "partialLse",   "mergeCounters",  "qStrideToken",
+      "outStrideToken",
       "pageStride",   "blockTableStride", "smScale",    "softcap",
       "windowLeft"};
   static const StringRef appendKV[] = {

@@ -9,25 +9,23 @@
 #define ATTN_COMPILER_TRANSFORMS_SCHEDULE_H
 
 #include "codegen/KernelSpec.h"
+#include "templates/attn/decode_layout.h"
 
 #include <cstdint>
 
 namespace mlir::attn {
 
-/// Rows of one MMA tile; a row is one (query token, q head of the group).
-constexpr int kDecodeTileRows = 16;
-
-/// KV tokens one warp loads per cp.async stage.
-constexpr int kDecodeStageTokens = 16;
+/// Rows of one MMA tile (a row is one (query token, q head of the group))
+/// and KV tokens per stage come from templates/attn/decode_layout.h.
+using ::attn::kDecodeTileRows;
 
 /// Bytes of one global->shared load. Fixed, not a schedule knob: 16 bytes
 /// (8 f16/bf16 or 16 FP8 elements) is the widest load, and every supported
 /// head dim is a multiple of 8 elements (codegen/KernelLimits.h).
 constexpr int kDecodeVectorBytes = 16;
 
-/// Shared memory the decode heuristic lets one CTA use on `arch`, in bytes
-/// (two CTAs per SM).
-int64_t decodeSharedMemoryBudget(::attn::Arch arch);
+/// Shared memory one SM of `arch` offers to CTAs, in bytes.
+int64_t sharedMemoryPerSM(::attn::Arch arch);
 
 /// The schedule for a decode `spec` (its `schedule` field is ignored): reads
 /// the arch, head dim, q and KV element sizes, group size and query_len.

@@ -10,7 +10,8 @@
 // 16 tokens through a private cp.async ring of kStages stages and keeps its
 // own online-softmax state; warps meet once, at the end, to merge. A chunk
 // that is a whole request writes the output; otherwise the CTA writes an f32
-// partial and its LSE, and decodeMergeKernel combines the partials.
+// partial and its LSE, and the CTA that finishes a request's last chunk
+// merges all of them (no second launch).
 //
 // MMA operand layouts: the head dim is processed in groups of 32. For QK^T a
 // thread (r = lane/4, c = lane%4) feeds dims 32a + 8c .. 32a + 8c + 7 of its
@@ -28,10 +29,9 @@
 #define ATTN_TEMPLATES_DECODE_CUH
 
 #include "attn/common.cuh"
+#include "attn/decode_layout.h"
 
 namespace attn {
-
-constexpr int kMergeThreads = kDecodeMergeThreads;
 
 /// \brief Sizes and constants derived from a decode Config.
 template <class Config> struct DecodeTraits {
@@ -40,18 +40,17 @@ template <class Config> struct DecodeTraits {
   static constexpr bool kFP8 = IsFP8<KVT>::value;
   static constexpr int kKVBytes = sizeof(KVT);
   static constexpr int kHeadDim = Config::kHeadDim;
-  static constexpr int kDimPad = (kHeadDim + 31) / 32 * 32;
+  static constexpr int kDimPad = decodeDimPad(kHeadDim);
   static constexpr int kDimGroups = kDimPad / 32;
   static constexpr int kRows = Config::kGroupSize * Config::kQueryLen;
-  static constexpr int kTileRows = 16 * Config::kRowTiles;
-  static constexpr int kTileTokens = 16;
+  static constexpr int kTileRows = kDecodeTileRows * Config::kRowTiles;
+  static constexpr int kTileTokens = kDecodeTileTokens;
 
-  // One token of K or V in shared memory, padded by 16 bytes so that the
-  // fragment reads of consecutive tokens fall in different banks.
+  // Shared-memory layout (decode_layout.h): Q tile, then per warp a ring of
+  // stages holding 16 tokens of K, then of V.
   static constexpr int kRowBytes = kDimPad * kKVBytes;
-  static constexpr int kRowStride = kRowBytes + 16;
-  static constexpr int kStageBytes = 2 * kTileTokens * kRowStride;
-  static constexpr int kPipeBytes = Config::kWarps * Config::kStages * kStageBytes;
+  static constexpr int kRowStride = decodeRowStride(kHeadDim, kKVBytes);
+  static constexpr int kStageBytes = decodeStageBytes(kHeadDim, kKVBytes);
 
   // Global rows are copied in 16-byte pieces, or 8 when an FP8 row of a head
   // dim that is not a multiple of 16 is only 8-byte aligned.
@@ -61,14 +60,13 @@ template <class Config> struct DecodeTraits {
   static constexpr int kCopiesPerTile = kTileTokens * kCopiesPerRow;
 
   static constexpr int kQStride = kDimPad + 8; // elements, +16 bytes
-  static constexpr int kQBytes = kTileRows * kQStride * 2;
+  static constexpr int kQBytes = decodeQBytes(kHeadDim, Config::kRowTiles);
 
   // End-of-CTA merge: per warp, f32 O rows plus m and l of each row.
   static constexpr int kOStride = kDimPad + 4;
-  static constexpr int kMergeBytes =
-      Config::kWarps * kTileRows * (kOStride + 2) * 4;
   static constexpr int kSmemBytes =
-      kQBytes + (kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes);
+      decodeSmemBytes(kHeadDim, kKVBytes, Config::kRowTiles, Config::kWarps,
+                      Config::kStages);
 
   // FP8: 2^kLog2Ratio left by dequantization, split between q and P.
   static constexpr int kLog2Ratio = FP8Dequant<KVT, QT>::kLog2Ratio;
@@ -193,6 +191,80 @@ __device__ __forceinline__ void loadVFrags(uint32_t (&vb)[4][2],
     vb[1][1] = prmt(y0[0], y1[0], 0x7632);
     vb[2][1] = prmt(y0[1], y1[1], 0x5410);
     vb[3][1] = prmt(y0[1], y1[1], 0x7632);
+  }
+}
+
+/// \brief Stores 8 f32 accumulators times `scale` as one 16-byte vector.
+template <class QT>
+__device__ __forceinline__ void storeOut8(QT *dst, const float (&acc)[8],
+                                          float scale) {
+  uint4 packed;
+  packed.x = pack2<QT>(acc[0] * scale, acc[1] * scale);
+  packed.y = pack2<QT>(acc[2] * scale, acc[3] * scale);
+  packed.z = pack2<QT>(acc[4] * scale, acc[5] * scale);
+  packed.w = pack2<QT>(acc[6] * scale, acc[7] * scale);
+  *reinterpret_cast<uint4 *>(dst) = packed;
+}
+
+/// \brief The end of a split request: counts this CTA's chunk as done and,
+/// in the CTA that completes the request, merges every chunk's partial by
+/// its LSE into the output. The counter is reset for the next launch.
+template <class Config>
+__device__ __forceinline__ void mergePartials(const DecodeParams &p,
+                                              const DecodeWorkItem &work,
+                                              int head, int rowBase) {
+  using Tr = DecodeTraits<Config>;
+  using QT = typename Tr::QT;
+  constexpr int kPartialRows = Config::kQueryLen * Config::kNumQHeads;
+  __shared__ int isLast;
+  // Every thread publishes its partial writes before the count goes up.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t *counter = p.mergeCounters +
+                       (int64_t(work.request) * Config::kNumKVHeads + head) * gridDim.z +
+                       blockIdx.z;
+    isLast = atomicAdd(counter, 1) == work.numPartials - 1;
+    if (isLast)
+      *counter = 0;
+  }
+  __syncthreads();
+  if (!isLast)
+    return;
+  __threadfence();
+  constexpr int kSegments = Tr::kHeadDim / 8;
+  for (int i = threadIdx.x; i < Tr::kTileRows * kSegments; i += blockDim.x) {
+    int gr = rowBase + i / kSegments, d0 = (i % kSegments) * 8;
+    if (gr >= Tr::kRows)
+      continue;
+    int qi = gr / Config::kGroupSize;
+    int qh = head * Config::kGroupSize + gr % Config::kGroupSize;
+    int prow = qi * Config::kNumQHeads + qh;
+    // Other CTAs wrote these: read through L2 (__ldcg), never a stale L1.
+    float lseMax = negInf();
+    for (int k = 0; k < work.numPartials; ++k)
+      lseMax = fmaxf(lseMax, __ldcg(p.partialLse +
+                                    int64_t(work.firstPartial + k) * kPartialRows + prow));
+    float base = lseMax == negInf() ? 0.f : lseMax;
+    float sum = 0.f, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int k = 0; k < work.numPartials; ++k) {
+      int64_t slot = int64_t(work.firstPartial + k) * kPartialRows + prow;
+      float w = __expf(__ldcg(p.partialLse + slot) - base);
+      sum += w;
+      const float4 *src = reinterpret_cast<const float4 *>(p.partialOut + slot * Tr::kHeadDim + d0);
+      float4 lo = __ldcg(src), hi = __ldcg(src + 1);
+      acc[0] += w * lo.x; acc[1] += w * lo.y; acc[2] += w * lo.z; acc[3] += w * lo.w;
+      acc[4] += w * hi.x; acc[5] += w * hi.y; acc[6] += w * hi.z; acc[7] += w * hi.w;
+    }
+    float inv = sum > 0.f ? 1.f / sum : 0.f;
+    int token = work.request * Config::kQueryLen + qi;
+    storeOut8<QT>(static_cast<QT *>(p.out) + int64_t(token) * p.outStrideToken +
+                      qh * Tr::kHeadDim + d0,
+                  acc, inv);
+    if constexpr (Config::kWriteLse)
+      if (d0 == 0)
+        p.lse[int64_t(token) * Config::kNumQHeads + qh] =
+            sum > 0.f ? base + __logf(sum) : negInf();
   }
 }
 
@@ -476,6 +548,7 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
 
   // Each thread finishes 8 dims of one row at a time.
   constexpr int kSegments = Tr::kHeadDim / 8;
+  constexpr int kPartialRows = Config::kQueryLen * Config::kNumQHeads;
   for (int i = threadIdx.x; i < Tr::kTileRows * kSegments; i += kWarps * 32) {
     int row = i / kSegments, d0 = (i % kSegments) * 8;
     int gr = rowBase + row;
@@ -503,20 +576,14 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
     int qh = head * Config::kGroupSize + gr % Config::kGroupSize;
     int token = work.request * Config::kQueryLen + qi;
     if (work.partialIdx < 0) {
-      QT *dst = static_cast<QT *>(p.out) + int64_t(token) * p.outStrideToken +
-                qh * Tr::kHeadDim + d0;
-      uint4 packed;
-      packed.x = pack2<QT>(acc[0] * inv, acc[1] * inv);
-      packed.y = pack2<QT>(acc[2] * inv, acc[3] * inv);
-      packed.z = pack2<QT>(acc[4] * inv, acc[5] * inv);
-      packed.w = pack2<QT>(acc[6] * inv, acc[7] * inv);
-      *reinterpret_cast<uint4 *>(dst) = packed;
+      storeOut8<QT>(static_cast<QT *>(p.out) + int64_t(token) * p.outStrideToken +
+                        qh * Tr::kHeadDim + d0,
+                    acc, inv);
       if constexpr (Config::kWriteLse)
         if (d0 == 0)
           p.lse[int64_t(token) * Config::kNumQHeads + qh] = lse;
     } else {
       int prow = qi * Config::kNumQHeads + qh;
-      constexpr int kPartialRows = Config::kQueryLen * Config::kNumQHeads;
       float *dst = p.partialOut +
                    (int64_t(work.partialIdx) * kPartialRows + prow) * Tr::kHeadDim + d0;
       *reinterpret_cast<float4 *>(dst) =
@@ -527,40 +594,8 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
         p.partialLse[int64_t(work.partialIdx) * kPartialRows + prow] = lse;
     }
   }
-}
-
-/// \brief Combines the split-KV partials of one request: grid.x = merge
-/// items, grid.y = query_len * num_q_heads rows.
-template <class Config>
-__device__ __forceinline__ void decodeMergeKernel(const DecodeMergeParams &p) {
-  using QT = typename Config::QType;
-  constexpr int D = Config::kHeadDim;
-  constexpr int kPartialRows = Config::kQueryLen * Config::kNumQHeads;
-  if (int(blockIdx.x) >= *p.numItems)
-    return;
-  const DecodeMergeItem item = p.items[blockIdx.x];
-  const int prow = blockIdx.y;
-  const int qi = prow / Config::kNumQHeads, qh = prow % Config::kNumQHeads;
-  float lseMax = negInf();
-  for (int k = 0; k < item.numPartials; ++k)
-    lseMax = fmaxf(lseMax, p.partialLse[int64_t(item.firstPartial + k) * kPartialRows + prow]);
-  float base = lseMax == negInf() ? 0.f : lseMax;
-  const int token = item.request * Config::kQueryLen + qi;
-  for (int d = threadIdx.x; d < D; d += kMergeThreads) {
-    float sum = 0.f, acc = 0.f;
-    for (int k = 0; k < item.numPartials; ++k) {
-      int64_t slot = int64_t(item.firstPartial + k) * kPartialRows + prow;
-      float w = __expf(p.partialLse[slot] - base);
-      sum += w;
-      acc += w * p.partialOut[slot * D + d];
-    }
-    static_cast<QT *>(p.out)[int64_t(token) * p.outStrideToken + qh * D + d] =
-        fromFloat<QT>(sum > 0.f ? acc / sum : 0.f);
-    if constexpr (Config::kWriteLse)
-      if (d == 0)
-        p.lse[int64_t(token) * Config::kNumQHeads + qh] =
-            sum > 0.f ? base + __logf(sum) : negInf();
-  }
+  if (work.partialIdx >= 0)
+    mergePartials<Config>(p, work, head, rowBase);
 }
 
 } // namespace attn

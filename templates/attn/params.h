@@ -21,24 +21,16 @@ typedef unsigned long long uint64_t;
 
 namespace attn {
 
-/// Threads per CTA of the decode split-KV merge entry.
-constexpr int kDecodeMergeThreads = 128;
-
 /// One unit of decode work: a KV range of one request, processed by one CTA
-/// for every KV head (grid.y) and row tile (grid.z).
+/// for every KV head (grid.y) and row tile (grid.z). A split request's chunks
+/// own consecutive partial slots; the CTA that finishes last merges them.
 struct DecodeWorkItem {
-  int32_t request;    ///< index into seq_lens / block_tables
-  int32_t kvBegin;    ///< first KV token of the chunk
-  int32_t kvEnd;      ///< one past the last KV token of the chunk
-  int32_t partialIdx; ///< partial slot for split requests, -1 if unsplit
-};
-
-/// Merge work of one split request: its partials are consecutive slots.
-struct DecodeMergeItem {
-  int32_t request;
-  int32_t firstPartial;
-  int32_t numPartials;
-  int32_t pad;
+  int32_t request;      ///< index into seq_lens / block_tables
+  int32_t kvBegin;      ///< first KV token of the chunk, a multiple of 16
+  int32_t kvEnd;        ///< one past the last KV token of the chunk
+  int32_t partialIdx;   ///< this chunk's partial slot; -1 if unsplit
+  int32_t firstPartial; ///< the request's first slot (split requests)
+  int32_t numPartials;  ///< the request's chunk count (split requests)
 };
 
 /// Paged decode (templates/attn/decode.cuh).
@@ -57,6 +49,9 @@ struct DecodeParams {
   const int32_t *numWorkItems;     ///< device count; grid.x may be larger
   float *partialOut; ///< [slots, query_len * num_q_heads, head_dim] f32
   float *partialLse; ///< [slots, query_len * num_q_heads] f32
+  /// [batch, num_kv_heads, row blocks]: chunks of a split request that have
+  /// finished; zero between launches (the merging CTA resets its counter).
+  int32_t *mergeCounters;
   int64_t qStrideToken;   ///< elements between tokens of q
   int64_t outStrideToken; ///< elements between tokens of out
   int64_t pageStride;     ///< elements between pages of kCache / vCache
@@ -64,17 +59,6 @@ struct DecodeParams {
   float smScale;    ///< softmax scale (1/sqrt(head_dim) by default)
   float softcap;    ///< cap c of c * tanh(s / c); unused unless compiled in
   int32_t windowLeft; ///< keys at positions >= pos - windowLeft are visible
-};
-
-/// Merge of decode partials (templates/attn/decode.cuh).
-struct DecodeMergeParams {
-  void *out;
-  float *lse;
-  const float *partialOut;
-  const float *partialLse;
-  const DecodeMergeItem *items;
-  const int32_t *numItems;
-  int64_t outStrideToken;
 };
 
 /// Reshape-and-cache (templates/attn/append_kv.cuh).

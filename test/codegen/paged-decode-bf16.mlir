@@ -37,8 +37,8 @@
 // SM90-NEXT: attn_decode_qbf16_kvbf16_h32x8_d128_p16nhd_w4s3r1(const __grid_constant__ attn::DecodeParams params)
 // SM80-NEXT: attn_decode_qbf16_kvbf16_h32x8_d128_p16nhd_w4s2r1(const __grid_constant__ attn::DecodeParams params)
 // CHECK: attn::decodeKernel<Config>(params);
-// The split-KV merge entry lives in the same TU.
-// CHECK: _merge(const __grid_constant__ attn::DecodeMergeParams params)
+// One entry: split-KV partials are merged inside the same launch.
+// CHECK-NOT: __global__
 // CHECK-NOT: __nv_fp8
 // CHECK-NOT: append_kv
 func.func @llama3_8b_decode(%q: tensor<?x32x128xbf16>,

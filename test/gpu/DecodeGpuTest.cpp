@@ -145,6 +145,22 @@ TEST_P(DecodeGpuTest, MatchesReference) {
   }
 }
 
+// Replays of one captured graph: the split-KV merge counters must return to
+// zero after each launch, and grid sizes are the workspace capacity.
+TEST(DecodeGraphGpuTest, ReplaysMatchReference) {
+  ATTN_REQUIRE_GPU();
+  DecodeVariant v = base(ScalarType::BF16, ScalarType::F8E4M3, 32, 8, 128, 16);
+  v.writeLse = true;
+  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().decode(v));
+  check::DecodeCheckOptions options;
+  options.seqLens = {9000, 1, 300}; // split, tiny and single-chunk requests
+  options.kvScale = 0.05;
+  options.graphReplays = 3;
+  ATTN_ASSIGN_OR_FAIL(result, check::checkDecode(*kernel, v, options));
+  EXPECT_LT(result.outError, 1e-2);
+  EXPECT_LT(result.lseError, 2e-3);
+}
+
 INSTANTIATE_TEST_SUITE_P(Matrix, DecodeGpuTest, ::testing::ValuesIn(cases()),
                          [](const auto &info) { return info.param.name; });
 

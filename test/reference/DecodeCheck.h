@@ -55,6 +55,10 @@ struct DecodeCheckOptions {
   double kvScale = 1.0;       ///< FP8 scale (KV head h: kvScale * (1 + h/8))
   bool interleavedKV = false; ///< K and V of a page side by side (FlashInfer)
   uint32_t seed = 1;
+  /// 0: one direct run. N > 0: plan for graphs, capture run() in a CUDA
+  /// graph and replay it N times, re-poisoning the output before each
+  /// replay; the last replay is checked.
+  int graphReplays = 0;
 };
 
 struct DecodeCheckResult {

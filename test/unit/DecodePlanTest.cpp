@@ -33,7 +33,9 @@ TEST(DecodePlan, LargeBatchIsNotSplit) {
   auto p = partitionDecode(lens, gqa4(), std::nullopt, 132);
   ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
   EXPECT_EQ(p->workItems.size(), 256u);
-  EXPECT_TRUE(p->mergeItems.empty());
+  EXPECT_EQ(p->numSplitRequests, 0);
+  for (const DecodeWorkItem &w : p->workItems)
+    EXPECT_EQ(w.partialIdx, -1);
   expectCovers(*p, lens, std::vector<int>(256, 0));
 }
 
@@ -45,8 +47,13 @@ TEST(DecodePlan, SmallBatchIsSplitToFillTheGpu) {
   // 8 KV heads x pieces should reach ctasPerSM * SMs CTAs.
   int ctas = int(p->workItems.size()) * spec.numKVHeads;
   EXPECT_GE(ctas, 132 * spec.schedule.ctasPerSM * 9 / 10);
-  ASSERT_EQ(p->mergeItems.size(), 1u);
-  EXPECT_EQ(p->mergeItems[0].numPartials, int(p->workItems.size()));
+  EXPECT_EQ(p->numSplitRequests, 1);
+  // The chunks fill consecutive partial slots and all know how many.
+  for (size_t i = 0; i < p->workItems.size(); ++i) {
+    EXPECT_EQ(p->workItems[i].partialIdx, int(i));
+    EXPECT_EQ(p->workItems[i].firstPartial, 0);
+    EXPECT_EQ(p->workItems[i].numPartials, int(p->workItems.size()));
+  }
   EXPECT_EQ(p->chunkTokens % (16 * spec.schedule.warps), 0);
   expectCovers(*p, lens, {0});
   EXPECT_LE(int(p->workItems.size()), maxDecodeWorkItems(spec, 1, 132));

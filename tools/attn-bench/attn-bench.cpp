@@ -212,6 +212,8 @@ struct DecodeResult {
 
 /// A schedule pinned with --schedule, instead of attn-select-schedule's.
 std::optional<DecodeSchedule> pinnedSchedule;
+/// The one config --only selects (e.g. for a profiler run).
+std::optional<DecodeConfig> onlyConfig;
 
 DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
                          CUstream stream) {
@@ -316,10 +318,14 @@ int runDecode(bool json, bool quick) {
                                    : std::vector<int>{1, 4, 16, 64, 256};
   std::vector<int> contexts = quick ? std::vector<int>{4096, 32768}
                                     : std::vector<int>{1024, 4096, 16384, 32768};
+  if (onlyConfig)
+    configs.push_back(*onlyConfig);
   for (ScalarType kv : {ScalarType::BF16, ScalarType::F8E4M3})
     for (int hkv : {32, 8, 4})
       for (int b : batches)
         for (int ctx : contexts) {
+          if (onlyConfig)
+            break;
           double gib = double(b) * ctx * hkv * 128 * sizeOf(kv) * 2 / (1 << 30);
           if (gib > 12)
             continue; // keep each config's cache within a few GiB
@@ -482,6 +488,7 @@ int main(int argc, char **argv) {
     llvm::outs()
         << "usage: attn-bench decode [--json] [--quick] [--schedule "
            "W,S,R,C,M]\n"
+           "       attn-bench decode --only bf16|e4m3,KV_HEADS,BATCH,CONTEXT\n"
            "       attn-bench jit [--json]\n"
            "  --schedule pins warps, stages, row tiles, CTAs per SM and the\n"
            "  minimum chunk instead of the schedule attn-select-schedule picks\n";
@@ -499,6 +506,20 @@ int main(int argc, char **argv) {
       return 1;
     }
     pinnedSchedule = s;
+  }
+  auto only = std::find(args.begin(), args.end(), "--only");
+  if (only != args.end()) {
+    char kv[8] = {0};
+    DecodeConfig c{};
+    if (only + 1 == args.end() ||
+        std::sscanf((only + 1)->c_str(), "%7[^,],%d,%d,%d", kv, &c.numKVHeads,
+                    &c.batch, &c.context) != 4 ||
+        (std::string(kv) != "bf16" && std::string(kv) != "e4m3")) {
+      llvm::errs() << "attn-bench: --only takes bf16|e4m3,kv_heads,batch,context\n";
+      return 1;
+    }
+    c.kvType = std::string(kv) == "bf16" ? ScalarType::BF16 : ScalarType::F8E4M3;
+    onlyConfig = c;
   }
   if (args[0] == "decode")
     return runDecode(has("--json"), has("--quick"));

@@ -46,11 +46,13 @@ template <typename T> std::string errorText(llvm::Expected<T> expected) {
   return llvm::toString(expected.takeError());
 }
 
-DecodeSchedule schedule(int warps, int stages, int rowTiles) {
+DecodeSchedule schedule(int warps, int stages, int rowTiles,
+                        int ctasPerSM = 2) {
   DecodeSchedule s;
   s.warps = warps;
   s.stages = stages;
   s.rowTiles = rowTiles;
+  s.ctasPerSM = ctasPerSM;
   return s;
 }
 
@@ -118,8 +120,8 @@ TEST(FrontendTest, DecodeVariantWithEveryFlag) {
   EXPECT_TRUE(spec->softcap);
   EXPECT_TRUE(spec->perHeadKVScale);
   EXPECT_TRUE(spec->writeLse);
-  // 16 rows, one tile; 80 KiB - 3 KiB over 4 x 3 KiB stages = 6.
-  EXPECT_EQ(spec->schedule, schedule(4, 6, 1));
+  // 16 rows, one tile; FP8 on sm_80: three CTAs of 3 stages in 164 KiB.
+  EXPECT_EQ(spec->schedule, schedule(4, 3, 1, 3));
 }
 
 TEST(FrontendTest, CrossAttentionMQAWithPerTensorE5M2) {
@@ -138,7 +140,7 @@ TEST(FrontendTest, CrossAttentionMQAWithPerTensorE5M2) {
   EXPECT_EQ(spec->numKVHeads, 1);
   EXPECT_FALSE(spec->causal);
   EXPECT_FALSE(spec->perHeadKVScale);
-  EXPECT_EQ(spec->schedule, schedule(4, 2, 1));
+  EXPECT_EQ(spec->schedule, schedule(4, 2, 1, 3));
 }
 
 TEST(FrontendTest, PinnedScheduleIsKept) {
@@ -436,6 +438,7 @@ TEST(LaunchABITest, DecodeParams) {
       ATTN_FIELD(DecodeParams, numWorkItems),
       ATTN_FIELD(DecodeParams, partialOut),
       ATTN_FIELD(DecodeParams, partialLse),
+      ATTN_FIELD(DecodeParams, mergeCounters),
       ATTN_FIELD(DecodeParams, qStrideToken),
       ATTN_FIELD(DecodeParams, outStrideToken),
       ATTN_FIELD(DecodeParams, pageStride),
@@ -495,24 +498,25 @@ TEST(ScheduleTest, ChoicesPerShape) {
   // Head dim 256: one tile whatever the group, and the minimum depth.
   EXPECT_EQ(chooseDecodeSchedule(decodeSpec(Arch::SM90a, 32, 1, 256)),
             schedule(4, 2, 1));
-  // FP8 halves the stage: 6 on sm_90a, 4 on sm_80, 2 on sm_89.
+  // FP8 halves the stage but aims at three CTAs per SM: 3 stages on sm_90a,
+  // 2 on sm_80 and sm_89.
   EXPECT_EQ(chooseDecodeSchedule(
                 decodeSpec(Arch::SM90a, 32, 8, 128, ScalarType::F8E4M3)),
-            schedule(4, 6, 1));
+            schedule(4, 3, 1, 3));
   EXPECT_EQ(chooseDecodeSchedule(
                 decodeSpec(Arch::SM80, 32, 8, 128, ScalarType::F8E4M3)),
-            schedule(4, 4, 1));
+            schedule(4, 2, 1, 3));
   EXPECT_EQ(chooseDecodeSchedule(
                 decodeSpec(Arch::SM89, 32, 8, 128, ScalarType::F8E4M3)),
-            schedule(4, 2, 1));
+            schedule(4, 2, 1, 3));
   // Four query tokens of a GQA-8 group: 32 rows, two tiles.
   EXPECT_EQ(chooseDecodeSchedule(
                 decodeSpec(Arch::SM90a, 64, 8, 128, ScalarType::BF16, 4)),
             schedule(4, 3, 2));
-  // Small heads in FP8: capped at 8 stages.
+  // Small heads in FP8: deep pipelines still fit three CTAs.
   EXPECT_EQ(chooseDecodeSchedule(
                 decodeSpec(Arch::SM90a, 8, 8, 64, ScalarType::F8E5M2)),
-            schedule(4, 8, 1));
+            schedule(4, 7, 1, 3));
   // Split-KV policy is fixed for now.
   DecodeSchedule s = chooseDecodeSchedule(decodeSpec(Arch::SM80, 32, 8, 64));
   EXPECT_EQ(s.minChunkTokens, 256);

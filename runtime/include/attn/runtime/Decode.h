@@ -2,9 +2,9 @@
 //
 // The host side of paged decode, in the plan/run split: plan() turns the
 // batch's sequence lengths into a split-KV work list (host work, once per
-// batch step, may copy to the device); run() launches the kernel and, for
-// split requests, the merge kernel, with no allocation and no host sync, so
-// it can be captured in a CUDA graph. Launch arguments are checked against
+// batch step, may copy to the device); run() launches the kernel (split
+// requests are merged inside it) with no allocation and no host sync, so it
+// can be captured in a CUDA graph. Launch arguments are checked against
 // the compiled variant: a mismatch is an Error, never a wrong result.
 //
 //===----------------------------------------------------------------------===//
@@ -28,10 +28,10 @@ namespace attn::runtime {
 
 /// How a decode batch is split over CTAs; a pure function of the lengths.
 struct DecodePartition {
-  std::vector<DecodeWorkItem> workItems;   ///< one CTA column each
-  std::vector<DecodeMergeItem> mergeItems; ///< split requests only
-  int chunkTokens = 0;                     ///< KV tokens per work item
-  int numPartials = 0;                     ///< partial slots used
+  std::vector<DecodeWorkItem> workItems; ///< one CTA column each
+  int chunkTokens = 0;                   ///< KV tokens per work item
+  int numPartials = 0;                   ///< partial slots used
+  int numSplitRequests = 0;              ///< requests of more than one chunk
 };
 
 /// Splits each request's KV range into chunks so that the grid has about
@@ -65,21 +65,19 @@ private:
   std::unique_ptr<Event> stagingFree; ///< the last plan's copy has finished
   int batchCapacity = 0;
   int workCapacity = 0;
-  size_t workOffset = 0, mergeOffset = 0, countsOffset = 0;
-  size_t partialOutOffset = 0, partialLseOffset = 0;
+  size_t workOffset = 0, countsOffset = 0;
+  size_t partialOutOffset = 0, partialLseOffset = 0, countersOffset = 0;
 };
 
 /// A planned batch: the device work lists and grid sizes run() launches.
 struct DecodePlan {
   int batch = 0;
-  int gridX = 0;      ///< work items (or capacity, for graph replay)
-  int mergeGridX = 0; ///< merge items (or capacity); 0: no merge launch
+  int gridX = 0; ///< work items (or capacity, for graph replay)
   const DecodeWorkItem *workItems = nullptr;
   const int32_t *numWorkItems = nullptr;
-  const DecodeMergeItem *mergeItems = nullptr;
-  const int32_t *numMergeItems = nullptr;
   float *partialOut = nullptr;
   float *partialLse = nullptr;
+  int32_t *mergeCounters = nullptr;
   int chunkTokens = 0;
 };
 
@@ -122,7 +120,7 @@ struct DecodeArgs {
   bool validatePages = false;
 };
 
-/// A loaded decode kernel (and its merge kernel) for one variant.
+/// A loaded decode kernel for one variant.
 class DecodeKernel {
 public:
   /// Wraps a loaded library holding `spec`'s entries; `variant` supplies the
@@ -165,7 +163,6 @@ private:
   DecodeVariant decodeVariant;
   std::shared_ptr<CudaLibrary> library;
   CUkernel decodeEntry = nullptr;
-  CUkernel mergeEntry = nullptr;
   int smemBytes = 0;
   int smCount = 0;
 };
