@@ -19,6 +19,8 @@ echo "== GPU tests"
 "$bin/AttnGpuTests" --gtest_filter="$filter" 2>&1 | tee "$out/gpu-tests.log" | \
   grep -E '^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|error' | head -80
 status=${PIPESTATUS[0]}
+echo "== example host program"
+"$bin/attn-example-decode" examples/decode.mlir 2>&1 | tee "$out/example.txt"
 echo "== attn-bench jit"
 "$bin/attn-bench" jit 2>&1 | tee "$out/bench-jit.txt"
 echo "== attn-bench decode"
