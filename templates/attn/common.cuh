@@ -32,6 +32,13 @@ template <class A> struct IsSame<A, A> {
   static constexpr bool value = true;
 };
 
+template <bool B, class T, class F> struct Conditional {
+  using type = T;
+};
+template <class T, class F> struct Conditional<false, T, F> {
+  using type = F;
+};
+
 template <class T> __device__ __forceinline__ constexpr T ceilDiv(T a, T b) {
   return (a + b - 1) / b;
 }
@@ -75,54 +82,49 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
 }
 
 //===----------------------------------------------------------------------===//
-// FP8 -> 16-bit dequantization by bit placement
+// FP8 -> f16 dequantization
 //===----------------------------------------------------------------------===//
 
-/// \brief Dequantization of FP8 bytes to the 16-bit MMA type T without
-/// conversion instructions: sign and the exponent/mantissa bits are moved into
-/// place, which yields the exact value times 2^kLog2Ratio (normals and
-/// subnormals alike, since both formats use the same subnormal rule). The
-/// kernels fold 2^-kLog2Ratio into their scales. NaN encodings are not kept.
-/// \tparam F FP8 type (__nv_fp8_e4m3 or __nv_fp8_e5m2)
-/// \tparam T 16-bit MMA type (__half or __nv_bfloat16)
-template <class F, class T> struct FP8Dequant {
-  static constexpr int kShift = 0, kLog2Ratio = 0; // 16-bit caches: none
+/// \brief Two FP8 values in one 16-bit value (lo in bits 0-7) to an f16x2
+/// register (lo in bits 0-15). Every e4m3 and e5m2 value is exact in f16, so
+/// FP8 caches run their MMAs in f16. e5m2 is f16's top byte; e4m3 uses the
+/// conversion instruction where the arch has it (sm_89+) and, on sm_80, bit
+/// placement that yields the value times 2^-8 (same subnormal rule in both
+/// formats), which the kernels fold into their scales (kLog2Ratio).
+template <class F> struct FP8ToHalf;
+template <> struct FP8ToHalf<__nv_fp8_e5m2> {
+  static constexpr int kLog2Ratio = 0;
+  __device__ static __forceinline__ uint32_t convert(uint32_t pair) {
+    return prmt(pair, 0, 0x1404); // byte i -> high byte of half i
+  }
 };
-template <> struct FP8Dequant<__nv_fp8_e4m3, __nv_bfloat16> {
-  static constexpr int kShift = 4, kLog2Ratio = -120; // bias 7 vs 127
-};
-template <> struct FP8Dequant<__nv_fp8_e5m2, __nv_bfloat16> {
-  static constexpr int kShift = 3, kLog2Ratio = -112; // bias 15 vs 127
-};
-template <> struct FP8Dequant<__nv_fp8_e4m3, __half> {
-  static constexpr int kShift = 1, kLog2Ratio = -8; // bias 7 vs 15
-};
-template <> struct FP8Dequant<__nv_fp8_e5m2, __half> {
-  static constexpr int kShift = 0, kLog2Ratio = 0; // e5m2 is f16's top byte
+template <> struct FP8ToHalf<__nv_fp8_e4m3> {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  static constexpr int kLog2Ratio = -8; // bias 7 vs 15
+  __device__ static __forceinline__ uint32_t convert(uint32_t pair) {
+    uint32_t x = prmt(pair, 0, 0x1404);
+    return (x & 0x80008000u) | ((x & 0x7f007f00u) >> 1);
+  }
+#else
+  static constexpr int kLog2Ratio = 0;
+  __device__ static __forceinline__ uint32_t convert(uint32_t pair) {
+    uint32_t r;
+    asm("{.reg .b16 lo;\n cvt.u16.u32 lo, %1;\n"
+        " cvt.rn.f16x2.e4m3x2 %0, lo;}\n"
+        : "=r"(r)
+        : "r"(pair));
+    return r;
+  }
+#endif
 };
 
-/// \brief Converts the FP8 bytes in bits 8-15 and 24-31 of `x` to two 16-bit
-/// values (lo from bits 8-15) of type T, scaled by 2^kLog2Ratio.
-template <class F, class T>
-__device__ __forceinline__ uint32_t dequantPair(uint32_t x) {
-  constexpr int kShift = FP8Dequant<F, T>::kShift;
-  if constexpr (kShift == 0)
-    return x & 0xff00ff00u;
-  else
-    return (x & 0x80008000u) | ((x & 0x7f007f00u) >> kShift);
-}
-
-/// \brief Bytes i and j of `w` as one FP8 pair (byte i -> lo) dequantized.
-template <class F, class T, int I, int J>
-__device__ __forceinline__ uint32_t dequantBytes(uint32_t w) {
-  return dequantPair<F, T>(prmt(w, 0, (I << 4) | (J << 12)));
-}
-
-/// \brief Byte I of `a` (lo) and byte I of `b` (hi) as one pair, dequantized.
-template <class F, class T, int I>
-__device__ __forceinline__ uint32_t dequantZip(uint32_t a, uint32_t b) {
-  return dequantPair<F, T>(prmt(a, b, (I << 4) | ((4 + I) << 12)));
-}
+/// 2^kLog2Ratio the dequantization of cache type KVT leaves (0 unless FP8).
+template <class KVT, bool = IsFP8<KVT>::value> struct DequantRatio {
+  static constexpr int kLog2 = 0;
+};
+template <class KVT> struct DequantRatio<KVT, true> {
+  static constexpr int kLog2 = FP8ToHalf<KVT>::kLog2Ratio;
+};
 
 //===----------------------------------------------------------------------===//
 // cp.async

@@ -19,10 +19,9 @@
 // and B, so each thread reads one 16-byte (or, for FP8, 8-byte) run. For PV
 // the output column n of n8-tile 4a + j holds dim 32a + 4n + j, so each thread
 // loads 4 consecutive dims of 4 tokens and ends up owning 8 consecutive output
-// dims per group. FP8 bytes become 16-bit values by bit placement
-// (common.cuh); the power-of-two factor this leaves is split between a
-// prescale of q and of P (so no product turns subnormal) and the scales
-// applied to scores and outputs.
+// dims per group. With an FP8 cache the MMAs run in f16 (every FP8 value is
+// exact in f16, common.cuh): q is converted once when staged, K and V bytes
+// in registers as they are read.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_TEMPLATES_DECODE_CUH
@@ -38,6 +37,8 @@ template <class Config> struct DecodeTraits {
   using QT = typename Config::QType;
   using KVT = typename Config::KVType;
   static constexpr bool kFP8 = IsFP8<KVT>::value;
+  /// MMA input type: the cache's 16-bit type, or f16 for FP8 caches.
+  using MT = typename Conditional<kFP8, __half, QT>::type;
   static constexpr int kKVBytes = sizeof(KVT);
   static constexpr int kHeadDim = Config::kHeadDim;
   static constexpr int kDimPad = decodeDimPad(kHeadDim);
@@ -59,7 +60,6 @@ template <class Config> struct DecodeTraits {
   static constexpr int kCopiesPerRow = kDataBytes / kCopyBytes;
   static constexpr int kCopiesPerTile = kTileTokens * kCopiesPerRow;
 
-  static constexpr int kQStride = kDimPad + 8; // elements, +16 bytes
   static constexpr int kQBytes = decodeQBytes(kHeadDim, Config::kRowTiles);
 
   // End-of-CTA merge: per warp, f32 O rows plus m and l of each row.
@@ -68,10 +68,8 @@ template <class Config> struct DecodeTraits {
       decodeSmemBytes(kHeadDim, kKVBytes, Config::kRowTiles, Config::kWarps,
                       Config::kStages);
 
-  // FP8: 2^kLog2Ratio left by dequantization, split between q and P.
-  static constexpr int kLog2Ratio = FP8Dequant<KVT, QT>::kLog2Ratio;
-  static constexpr int kPreShift =
-      IsSame<QT, __nv_bfloat16>::value ? -kLog2Ratio / 2 : 0;
+  // FP8 on sm_80: 2^kLog2Ratio left by dequantization, undone in the scales.
+  static constexpr int kLog2Ratio = DequantRatio<KVT>::kLog2;
 };
 
 /// 2^e for a compile-time integer exponent in float range.
@@ -88,48 +86,68 @@ __device__ __forceinline__ int64_t kvOffset(int64_t page, int offset, int head,
     return page * pageStride + (int64_t(offset) * Config::kNumKVHeads + head) * D;
 }
 
-/// \brief Issues the cp.async copies of one 16-token K and V tile.
-/// `pageOfLane` holds, in lane t < 16, the page of the tile's token t (with
-/// pages of 16 or more tokens, every lane holds the tile's one page).
-template <class Config>
-__device__ __forceinline__ void loadKVTile(const DecodeParams &p, char *stage,
-                                           int tileStart, int kvEnd, int head,
-                                           int pageOfLane, int lane) {
+/// \brief Issues the cp.async copies of 16-token K and V tiles. The lane's
+/// share of a tile (which tokens and 16-byte pieces) is fixed, so its offsets
+/// are computed once, before the tile loop.
+template <class Config> struct KVTileLoader {
   using Tr = DecodeTraits<Config>;
-  constexpr int P = Config::kPageSize, D = Tr::kHeadDim;
+  static constexpr int P = Config::kPageSize, D = Tr::kHeadDim;
+  static constexpr int kIters = ceilDiv(Tr::kCopiesPerTile, 32);
   // Elements between consecutive tokens of one head inside a page.
-  constexpr int kTokenStride = Config::kLayoutHND ? D : Config::kNumKVHeads * D;
-  constexpr int kCopyElems = Tr::kCopyBytes / Tr::kKVBytes;
-  constexpr bool kOnePage = P % Tr::kTileTokens == 0; // tiles never straddle
-  const char *kBase = static_cast<const char *>(p.kCache);
-  const char *vBase = static_cast<const char *>(p.vCache);
-  // With one page per tile, a 64-bit base per tile and 32-bit offsets.
-  int64_t tileBase = 0;
-  if constexpr (kOnePage)
-    tileBase = kvOffset<Config>(pageOfLane, tileStart % P, head, p.pageStride);
+  static constexpr int kTokenStride =
+      Config::kLayoutHND ? D : Config::kNumKVHeads * D;
+  static constexpr int kCopyElems = Tr::kCopyBytes / Tr::kKVBytes;
+  static constexpr bool kOnePage = P % Tr::kTileTokens == 0; // no straddling
+
+  int token[kIters];   ///< token of the tile each copy reads (16: none)
+  int dstOffset[kIters]; ///< bytes into the stage
+  int srcOffset[kIters]; ///< bytes from the token's row (one-page tiles:
+                         ///< from the tile's first token)
+
+  __device__ __forceinline__ explicit KVTileLoader(int lane) {
 #pragma unroll
-  for (int u = 0; u < ceilDiv(Tr::kCopiesPerTile, 32); ++u) {
-    int i = lane + 32 * u;
-    int token = i / Tr::kCopiesPerRow;
-    int col = i % Tr::kCopiesPerRow;
-    int64_t elem;
-    if constexpr (kOnePage) {
-      elem = tileBase + token * kTokenStride + col * kCopyElems;
-    } else {
-      int page = __shfl_sync(0xffffffffu, pageOfLane, token & 15);
-      elem = kvOffset<Config>(page, (tileStart + token) % P, head, p.pageStride) +
-             col * kCopyElems;
-    }
-    if (i < Tr::kCopiesPerTile) {
-      bool valid = tileStart + token < kvEnd;
-      int64_t byteOff = valid ? elem * Tr::kKVBytes : 0;
-      char *dst = stage + token * Tr::kRowStride + col * Tr::kCopyBytes;
-      cpAsync<Tr::kCopyBytes>(dst, kBase + byteOff, valid);
-      cpAsync<Tr::kCopyBytes>(dst + Tr::kTileTokens * Tr::kRowStride,
-                              vBase + byteOff, valid);
+    for (int u = 0; u < kIters; ++u) {
+      int i = lane + 32 * u;
+      int col = i % Tr::kCopiesPerRow;
+      token[u] = i < Tr::kCopiesPerTile ? i / Tr::kCopiesPerRow : Tr::kTileTokens;
+      dstOffset[u] = (token[u] % Tr::kTileTokens) * Tr::kRowStride + col * Tr::kCopyBytes;
+      srcOffset[u] = ((kOnePage ? token[u] * kTokenStride : 0) + col * kCopyElems) *
+                     Tr::kKVBytes;
     }
   }
-}
+
+  /// `pageOfLane` holds, in lane t < 16, the page of the tile's token t
+  /// (with one page per tile, every lane holds that page).
+  __device__ __forceinline__ void load(const DecodeParams &p, char *stage,
+                                       int tileStart, int kvEnd, int head,
+                                       int pageOfLane) const {
+    const char *kBase = static_cast<const char *>(p.kCache);
+    const char *vBase = static_cast<const char *>(p.vCache);
+    const int validTokens = kvEnd - tileStart;
+    int64_t tileBase = 0;
+    if constexpr (kOnePage)
+      tileBase = kvOffset<Config>(pageOfLane, tileStart % P, head, p.pageStride) *
+                 Tr::kKVBytes;
+#pragma unroll
+    for (int u = 0; u < kIters; ++u) {
+      int64_t src = tileBase + srcOffset[u];
+      if constexpr (!kOnePage) {
+        int page = __shfl_sync(0xffffffffu, pageOfLane, token[u] & 15);
+        src += kvOffset<Config>(page, (tileStart + token[u]) % P, head, p.pageStride) *
+               Tr::kKVBytes;
+      }
+      if (token[u] < Tr::kTileTokens) {
+        bool valid = token[u] < validTokens;
+        if (!valid)
+          src = 0; // zero-fill: nothing is read
+        char *dst = stage + dstOffset[u];
+        cpAsync<Tr::kCopyBytes>(dst, kBase + src, valid);
+        cpAsync<Tr::kCopyBytes>(dst + Tr::kTileTokens * Tr::kRowStride, vBase + src,
+                                valid);
+      }
+    }
+  }
+};
 
 /// \brief K fragment of token `row` for dim group a: 4 registers, pairs
 /// (8c, 8c+1) .. (8c+6, 8c+7) of the group (see the layout note above).
@@ -139,14 +157,13 @@ __device__ __forceinline__ void loadKFrag(uint32_t (&b)[4], const char *kTile,
   using Tr = DecodeTraits<Config>;
   const char *src = kTile + row * Tr::kRowStride + (a * 32 + c * 8) * Tr::kKVBytes;
   if constexpr (Tr::kFP8) {
-    using KVT = typename Tr::KVT;
-    using QT = typename Tr::QT;
+    using Cvt = FP8ToHalf<typename Tr::KVT>;
     uint32_t w[2];
     lds64(w, src);
-    b[0] = dequantBytes<KVT, QT, 0, 1>(w[0]);
-    b[1] = dequantBytes<KVT, QT, 2, 3>(w[0]);
-    b[2] = dequantBytes<KVT, QT, 0, 1>(w[1]);
-    b[3] = dequantBytes<KVT, QT, 2, 3>(w[1]);
+    b[0] = Cvt::convert(w[0]);
+    b[1] = Cvt::convert(w[0] >> 16);
+    b[2] = Cvt::convert(w[1]);
+    b[3] = Cvt::convert(w[1] >> 16);
   } else {
     lds128(b, src);
   }
@@ -162,20 +179,17 @@ __device__ __forceinline__ void loadVFrags(uint32_t (&vb)[4][2],
   const char *base = vTile + (a * 32 + r * 4) * Tr::kKVBytes;
   const int t0 = 2 * c;
   if constexpr (Tr::kFP8) {
-    using KVT = typename Tr::KVT;
-    using QT = typename Tr::QT;
-    uint32_t x0 = *reinterpret_cast<const uint32_t *>(base + (t0)*Tr::kRowStride);
+    using Cvt = FP8ToHalf<typename Tr::KVT>;
+    uint32_t x0 = *reinterpret_cast<const uint32_t *>(base + t0 * Tr::kRowStride);
     uint32_t x1 = *reinterpret_cast<const uint32_t *>(base + (t0 + 1) * Tr::kRowStride);
     uint32_t y0 = *reinterpret_cast<const uint32_t *>(base + (t0 + 8) * Tr::kRowStride);
     uint32_t y1 = *reinterpret_cast<const uint32_t *>(base + (t0 + 9) * Tr::kRowStride);
-    vb[0][0] = dequantZip<KVT, QT, 0>(x0, x1);
-    vb[1][0] = dequantZip<KVT, QT, 1>(x0, x1);
-    vb[2][0] = dequantZip<KVT, QT, 2>(x0, x1);
-    vb[3][0] = dequantZip<KVT, QT, 3>(x0, x1);
-    vb[0][1] = dequantZip<KVT, QT, 0>(y0, y1);
-    vb[1][1] = dequantZip<KVT, QT, 1>(y0, y1);
-    vb[2][1] = dequantZip<KVT, QT, 2>(y0, y1);
-    vb[3][1] = dequantZip<KVT, QT, 3>(y0, y1);
+    // Byte j of two tokens side by side, then converted.
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      vb[j][0] = Cvt::convert(prmt(x0, x1, j | ((4 + j) << 4)));
+      vb[j][1] = Cvt::convert(prmt(y0, y1, j | ((4 + j) << 4)));
+    }
   } else {
     uint32_t x0[2], x1[2], y0[2], y1[2];
     lds64(x0, base + t0 * Tr::kRowStride);
@@ -274,6 +288,7 @@ template <class Config>
 __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   using Tr = DecodeTraits<Config>;
   using QT = typename Tr::QT;
+  using MT = typename Tr::MT;
   constexpr int kWarps = Config::kWarps;
   constexpr int kStages = Config::kStages;
   constexpr int kRowTiles = Config::kRowTiles;
@@ -289,12 +304,13 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   const int r = lane / 4, c = lane % 4;
 
   extern __shared__ __align__(16) char smem[];
-  QT *qTile = reinterpret_cast<QT *>(smem);
+  // Q in fragment order: for row tile m and dim group a, lane l's two A
+  // fragments are the 8 words at qFrag + ((m * kDimGroups + a) * 32 + l) * 8.
+  uint32_t *qFrag = reinterpret_cast<uint32_t *>(smem);
   char *pipe = smem + Tr::kQBytes;
 
-  // Stage this row tile of q (zero past the head dim and past the group),
-  // prescaled for FP8 (see the layout note).
-  const float qPre = exp2i(Tr::kPreShift);
+  // Stage this row tile of q (zero past the head dim and past the group) in
+  // the MMA type.
   for (int i = threadIdx.x; i < Tr::kTileRows * Tr::kDimPad / 8;
        i += kWarps * 32) {
     int row = i / (Tr::kDimPad / 8), d0 = (i % (Tr::kDimPad / 8)) * 8;
@@ -309,14 +325,17 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
       const QT *e = reinterpret_cast<const QT *>(&raw);
 #pragma unroll
       for (int k = 0; k < 8; ++k)
-        v[k] = toFloat(e[k]) * qPre;
+        v[k] = toFloat(e[k]);
     }
-    uint4 packed;
-    packed.x = pack2<QT>(v[0], v[1]);
-    packed.y = pack2<QT>(v[2], v[3]);
-    packed.z = pack2<QT>(v[4], v[5]);
-    packed.w = pack2<QT>(v[6], v[7]);
-    *reinterpret_cast<uint4 *>(qTile + row * Tr::kQStride + d0) = packed;
+    // Row r of a tile feeds fragment words 0/2 (k-step 2a) and 4/6 (2a+1) of
+    // lane 4 * (r % 8) + c; row r + 8 the odd words.
+    int m = row / 16, rr = row % 16, a = d0 / 32, c = (d0 % 32) / 8;
+    uint32_t *frag =
+        qFrag + ((m * kDimGroups + a) * 32 + (rr % 8) * 4 + c) * 8 + rr / 8;
+    frag[0] = pack2<MT>(v[0], v[1]);
+    frag[2] = pack2<MT>(v[2], v[3]);
+    frag[4] = pack2<MT>(v[4], v[5]);
+    frag[6] = pack2<MT>(v[6], v[7]);
   }
   // The padded dims of every K/V row stay zero: cp.async never writes them.
   if constexpr (Tr::kDataBytes < Tr::kRowBytes) {
@@ -351,10 +370,9 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   float outScale = 1.f;
   if constexpr (Tr::kFP8) {
     int si = Config::kPerHeadKVScale ? head : 0;
-    scoreScale *= p.kScale[si] * exp2i(-Tr::kLog2Ratio - Tr::kPreShift);
-    outScale = p.vScale[si] * exp2i(-Tr::kLog2Ratio - Tr::kPreShift);
+    scoreScale *= p.kScale[si] * exp2i(-Tr::kLog2Ratio);
+    outScale = p.vScale[si] * exp2i(-Tr::kLog2Ratio);
   }
-  const float pPre = exp2i(Tr::kPreShift);
 
   float o[kRowTiles][kDimGroups * 4][4];
   float mRun[kRowTiles][2], lRun[kRowTiles][2];
@@ -371,6 +389,7 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   const int numTiles = ceilDiv(work.kvEnd - work.kvBegin, Tr::kTileTokens);
   const int myTiles = numTiles > warp ? ceilDiv(numTiles - warp, kWarps) : 0;
   char *ring = pipe + warp * kStages * Tr::kStageBytes;
+  const KVTileLoader<Config> loader(lane);
   const int32_t *blockTable =
       p.blockTables + int64_t(work.request) * p.blockTableStride;
   auto tileStart = [&](int i) {
@@ -388,25 +407,29 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < myTiles)
-      loadKVTile<Config>(p, ring + s * Tr::kStageBytes, tileStart(s), work.kvEnd,
-                         head, pageOf(s), lane);
+      loader.load(p, ring + s * Tr::kStageBytes, tileStart(s), work.kvEnd, head,
+                  pageOf(s));
     cpAsyncCommit();
   }
   nextPage = pageOf(kStages - 1);
 
+  // Ring slots: tile i is read from readSlot while tile i + kStages - 1 is
+  // written to writeSlot (the slot read in the previous iteration).
+  int readSlot = 0, writeSlot = kStages - 1;
   for (int i = 0; i < myTiles; ++i) {
     cpAsyncWait<kStages - 2>();
     __syncwarp();
     {
-      // Refill the stage consumed in the previous iteration.
       int f = i + kStages - 1;
       if (f < myTiles)
-        loadKVTile<Config>(p, ring + (f % kStages) * Tr::kStageBytes, tileStart(f),
-                           work.kvEnd, head, nextPage, lane);
+        loader.load(p, ring + writeSlot * Tr::kStageBytes, tileStart(f),
+                    work.kvEnd, head, nextPage);
       cpAsyncCommit();
       nextPage = pageOf(f + 1);
     }
-    const char *kTile = ring + (i % kStages) * Tr::kStageBytes;
+    const char *kTile = ring + readSlot * Tr::kStageBytes;
+    writeSlot = readSlot;
+    readSlot = readSlot + 1 == kStages ? 0 : readSlot + 1;
     const char *vTile = kTile + Tr::kTileTokens * Tr::kRowStride;
     const int t0 = tileStart(i);
 
@@ -424,15 +447,14 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
       loadKFrag<Config>(kb[1], kTile, 8 + r, a, c);
 #pragma unroll
       for (int m = 0; m < kRowTiles; ++m) {
-        uint32_t qlo[4], qhi[4];
-        lds128(qlo, qTile + (m * 16 + r) * Tr::kQStride + a * 32 + c * 8);
-        lds128(qhi, qTile + (m * 16 + r + 8) * Tr::kQStride + a * 32 + c * 8);
-        const uint32_t a0[4] = {qlo[0], qhi[0], qlo[1], qhi[1]};
-        const uint32_t a1[4] = {qlo[2], qhi[2], qlo[3], qhi[3]};
+        uint32_t a0[4], a1[4];
+        const uint32_t *frag = qFrag + ((m * kDimGroups + a) * 32 + lane) * 8;
+        lds128(a0, frag);
+        lds128(a1, frag + 4);
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
-          mma16816<QT>(s[m][nt], a0, kb[nt][0], kb[nt][1]);
-          mma16816<QT>(s[m][nt], a1, kb[nt][2], kb[nt][3]);
+          mma16816<MT>(s[m][nt], a0, kb[nt][0], kb[nt][1]);
+          mma16816<MT>(s[m][nt], a1, kb[nt][2], kb[nt][3]);
         }
       }
     }
@@ -490,8 +512,8 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
           }
         }
         // A fragment of P: a0/a1 = rows r/r+8 of tokens 2c..; a2/a3 = +8.
-        pa[m][h] = pack2<QT>(pr[0] * pPre, pr[1] * pPre);
-        pa[m][2 + h] = pack2<QT>(pr[2] * pPre, pr[3] * pPre);
+        pa[m][h] = pack2<MT>(pr[0], pr[1]);
+        pa[m][2 + h] = pack2<MT>(pr[2], pr[3]);
       }
     }
 
@@ -504,7 +526,7 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
       for (int m = 0; m < kRowTiles; ++m)
 #pragma unroll
         for (int j = 0; j < 4; ++j)
-          mma16816<QT>(o[m][a * 4 + j], pa[m], vb[j][0], vb[j][1]);
+          mma16816<MT>(o[m][a * 4 + j], pa[m], vb[j][0], vb[j][1]);
     }
   }
   cpAsyncWait<0>();

@@ -28,9 +28,10 @@ constexpr int decodeStageBytes(int headDim, int kvBytes) {
   return 2 * kDecodeTileTokens * decodeRowStride(headDim, kvBytes);
 }
 
-/// The Q tile: 16 * rowTiles rows of 16-bit q, padded by 16 bytes a row.
+/// The Q tile: 16 * rowTiles rows of 16-bit q, stored in MMA fragment
+/// order (each lane's A fragments of one dim group are 32 contiguous bytes).
 constexpr int decodeQBytes(int headDim, int rowTiles) {
-  return kDecodeTileRows * rowTiles * (decodeDimPad(headDim) + 8) * 2;
+  return kDecodeTileRows * rowTiles * decodeDimPad(headDim) * 2;
 }
 
 /// The end-of-CTA merge scratch: f32 O rows plus m and l per row and warp.
