@@ -144,6 +144,12 @@ ATTN_CUDA_FORWARD(cuKernelSetAttribute,
                   (CUfunction_attribute attribute, int value, CUkernel kernel,
                    CUdevice device),
                   (attribute, value, kernel, device))
+ATTN_CUDA_FORWARD(cuKernelGetFunction, (CUfunction * function, CUkernel kernel),
+                  (function, kernel))
+ATTN_CUDA_FORWARD(cuOccupancyMaxActiveBlocksPerMultiprocessor,
+                  (int *blocks, CUfunction function, int blockSize,
+                   size_t dynamicSmemBytes),
+                  (blocks, function, blockSize, dynamicSmemBytes))
 ATTN_CUDA_FORWARD(cuLaunchKernel,
                   (CUfunction function, unsigned int gridX, unsigned int gridY,
                    unsigned int gridZ, unsigned int blockX, unsigned int blockY,

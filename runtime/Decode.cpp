@@ -31,13 +31,14 @@ llvm::Error argError(const llvm::Twine &message) {
 //===----------------------------------------------------------------------===//
 
 llvm::Expected<DecodeWorkspace>
-DecodeWorkspace::create(const KernelSpec &spec, int maxBatch, int numSMs) {
+DecodeWorkspace::create(const KernelSpec &spec, int maxBatch, int numSMs,
+                        int ctasPerSM) {
   if (maxBatch < 1)
     return llvm::createStringError(
         llvm::formatv("decode workspace: maxBatch must be >= 1, got {0}", maxBatch));
   DecodeWorkspace ws;
   ws.batchCapacity = maxBatch;
-  ws.workCapacity = maxDecodeWorkItems(spec, maxBatch, numSMs);
+  ws.workCapacity = maxDecodeWorkItems(spec, maxBatch, numSMs, ctasPerSM);
   // Partial slots: every work item of a split request has one.
   size_t partialRows = size_t(spec.queryLen) * spec.numQHeads;
   size_t offset = 0;
@@ -110,13 +111,22 @@ DecodeKernel::create(const KernelSpec &spec, const DecodeVariant &variant,
         kernelSymbol(spec), smem, smemOptin));
   ATTN_CU_CHECK(cuKernelSetAttribute(
       CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem, *entry, device));
+  // The planner sizes waves by how many CTAs really share an SM.
+  CUfunction function;
+  ATTN_CU_CHECK(cuKernelGetFunction(&function, *entry));
+  ATTN_CU_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(
+      &kernel.residentCTAs, function, spec.schedule.warps * 32, smem));
+  if (kernel.residentCTAs < 1)
+    return llvm::createStringError(llvm::formatv(
+        "decode kernel {0} cannot run on this device (no CTA fits an SM)",
+        kernelSymbol(spec)));
   kernel.library = std::move(library);
   return std::move(kernel);
 }
 
 llvm::Expected<DecodeWorkspace>
 DecodeKernel::createWorkspace(int maxBatch) const {
-  return DecodeWorkspace::create(kernelSpec, maxBatch, smCount);
+  return DecodeWorkspace::create(kernelSpec, maxBatch, smCount, residentCTAs);
 }
 
 llvm::Expected<DecodePlan> DecodeKernel::plan(llvm::ArrayRef<int32_t> seqLens,
@@ -127,8 +137,8 @@ llvm::Expected<DecodePlan> DecodeKernel::plan(llvm::ArrayRef<int32_t> seqLens,
     return llvm::createStringError(llvm::formatv(
         "decode plan: batch of {0} exceeds the workspace's maximum of {1}",
         seqLens.size(), ws.maxBatch()));
-  auto partition = partitionDecode(seqLens, kernelSpec,
-                                   decodeVariant.windowLeft, smCount);
+  auto partition = partitionDecode(seqLens, kernelSpec, decodeVariant.windowLeft,
+                                   smCount, residentCTAs);
   if (!partition)
     return partition.takeError();
   if (int(partition->workItems.size()) > ws.maxWorkItems())

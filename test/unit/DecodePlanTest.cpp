@@ -30,7 +30,7 @@ void expectCovers(const DecodePartition &p, const std::vector<int32_t> &lens,
 
 TEST(DecodePlan, LargeBatchIsNotSplit) {
   std::vector<int32_t> lens(256, 4096);
-  auto p = partitionDecode(lens, gqa4(), std::nullopt, 132);
+  auto p = partitionDecode(lens, gqa4(), std::nullopt, 132, 2);
   ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
   EXPECT_EQ(p->workItems.size(), 256u);
   EXPECT_EQ(p->numSplitRequests, 0);
@@ -42,11 +42,11 @@ TEST(DecodePlan, LargeBatchIsNotSplit) {
 TEST(DecodePlan, SmallBatchIsSplitToFillTheGpu) {
   std::vector<int32_t> lens = {32768};
   KernelSpec spec = gqa4();
-  auto p = partitionDecode(lens, spec, std::nullopt, 132);
+  auto p = partitionDecode(lens, spec, std::nullopt, 132, 2);
   ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
-  // 8 KV heads x pieces should reach ctasPerSM * SMs CTAs.
+  // 8 KV heads x pieces should fill the 264 resident CTAs.
   int ctas = int(p->workItems.size()) * spec.numKVHeads;
-  EXPECT_GE(ctas, 132 * spec.schedule.ctasPerSM * 9 / 10);
+  EXPECT_GE(ctas, 264 * 9 / 10);
   EXPECT_EQ(p->numSplitRequests, 1);
   // The chunks fill consecutive partial slots and all know how many.
   for (size_t i = 0; i < p->workItems.size(); ++i) {
@@ -56,12 +56,28 @@ TEST(DecodePlan, SmallBatchIsSplitToFillTheGpu) {
   }
   EXPECT_EQ(p->chunkTokens % (16 * spec.schedule.warps), 0);
   expectCovers(*p, lens, {0});
-  EXPECT_LE(int(p->workItems.size()), maxDecodeWorkItems(spec, 1, 132));
+  EXPECT_LE(int(p->workItems.size()), maxDecodeWorkItems(spec, 1, 132, 2));
+}
+
+TEST(DecodePlan, AvoidsANearlyEmptyLastWave) {
+  // 512 CTAs of 4096 tokens on 396 slots would run a second wave 29% full;
+  // three chunks per request fill four waves almost completely instead.
+  KernelSpec mha = gqa4();
+  mha.numKVHeads = 32;
+  std::vector<int32_t> lens(16, 4096);
+  auto p = partitionDecode(lens, mha, std::nullopt, 132, 3);
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  EXPECT_EQ(p->workItems.size(), 48u);
+  EXPECT_EQ(p->numSplitRequests, 16);
+  // On 264 slots the same batch is 1.94 waves unsplit: no split pays.
+  auto q = partitionDecode(lens, mha, std::nullopt, 132, 2);
+  ASSERT_TRUE(bool(q)) << llvm::toString(q.takeError());
+  EXPECT_EQ(q->workItems.size(), 16u);
 }
 
 TEST(DecodePlan, SlidingWindowSkipsInvisibleKeys) {
   std::vector<int32_t> lens = {10000, 100};
-  auto p = partitionDecode(lens, gqa4(), 1000, 132);
+  auto p = partitionDecode(lens, gqa4(), 1000, 132, 2);
   ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
   // Query at 9999 sees keys >= 8999; the first chunk starts at a tile edge.
   expectCovers(*p, lens, {8992, 0});
@@ -70,9 +86,9 @@ TEST(DecodePlan, SlidingWindowSkipsInvisibleKeys) {
 TEST(DecodePlan, WorkItemBoundHoldsForSkewedBatches) {
   KernelSpec spec = gqa4();
   std::vector<int32_t> lens = {1, 100000, 3, 7, 60000, 1, 1, 20000};
-  auto p = partitionDecode(lens, spec, std::nullopt, 132);
+  auto p = partitionDecode(lens, spec, std::nullopt, 132, 2);
   ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
-  EXPECT_LE(int(p->workItems.size()), maxDecodeWorkItems(spec, 8, 132));
+  EXPECT_LE(int(p->workItems.size()), maxDecodeWorkItems(spec, 8, 132, 2));
   expectCovers(*p, lens, std::vector<int>(8, 0));
 }
 
@@ -80,9 +96,9 @@ TEST(DecodePlan, RejectsEmptyAndShortSequences) {
   KernelSpec spec = gqa4();
   spec.queryLen = 4;
   std::vector<int32_t> none;
-  EXPECT_FALSE(bool(partitionDecode(none, spec, std::nullopt, 132)));
+  EXPECT_FALSE(bool(partitionDecode(none, spec, std::nullopt, 132, 2)));
   std::vector<int32_t> lens = {10, 3};
-  auto p = partitionDecode(lens, spec, std::nullopt, 132);
+  auto p = partitionDecode(lens, spec, std::nullopt, 132, 2);
   ASSERT_FALSE(bool(p));
   std::string message = llvm::toString(p.takeError());
   EXPECT_NE(message.find("seq_lens[1] = 3"), std::string::npos) << message;

@@ -34,16 +34,20 @@ struct DecodePartition {
   int numSplitRequests = 0;              ///< requests of more than one chunk
 };
 
-/// Splits each request's KV range into chunks so that the grid has about
-/// `spec.schedule.ctasPerSM * numSMs` CTAs, never below
-/// `spec.schedule.minChunkTokens` tokens a chunk. With a sliding window, keys
-/// no query can see are skipped. Errors name the first bad length.
+/// Splits each request's KV range into chunks of at least
+/// `spec.schedule.minChunkTokens` tokens, choosing the chunk length that
+/// minimizes the estimated time of the grid on `numSMs * ctasPerSM` resident
+/// CTAs: waves of CTAs times the tokens (plus a fixed cost) each wave takes.
+/// That fills the GPU for small batches and avoids a last, nearly empty wave.
+/// With a sliding window, keys no query can see are skipped. Errors name the
+/// first bad length.
 llvm::Expected<DecodePartition>
 partitionDecode(llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec,
-                std::optional<int> windowLeft, int numSMs);
+                std::optional<int> windowLeft, int numSMs, int ctasPerSM);
 
 /// Upper bound of work items for `maxBatch` requests (sizes the workspace).
-int maxDecodeWorkItems(const KernelSpec &spec, int maxBatch, int numSMs);
+int maxDecodeWorkItems(const KernelSpec &spec, int maxBatch, int numSMs,
+                       int ctasPerSM);
 
 /// Device and pinned buffers a decode kernel plans into, sized for a maximum
 /// batch; owned by the caller and reused across steps (fixed addresses, as
@@ -51,7 +55,8 @@ int maxDecodeWorkItems(const KernelSpec &spec, int maxBatch, int numSMs);
 class DecodeWorkspace {
 public:
   static llvm::Expected<DecodeWorkspace> create(const KernelSpec &spec,
-                                                int maxBatch, int numSMs);
+                                                int maxBatch, int numSMs,
+                                                int ctasPerSM);
   int maxBatch() const { return batchCapacity; }
   int maxWorkItems() const { return workCapacity; }
   /// Device bytes held (work lists and f32 partials).
@@ -132,6 +137,9 @@ public:
   const KernelSpec &spec() const { return kernelSpec; }
   const DecodeVariant &variant() const { return decodeVariant; }
   int numSMs() const { return smCount; }
+  /// CTAs of this kernel that fit on one SM (the occupancy calculator's
+  /// answer for its block size and shared memory).
+  int residentCTAsPerSM() const { return residentCTAs; }
 
   /// A workspace for batches of up to `maxBatch` requests.
   llvm::Expected<DecodeWorkspace> createWorkspace(int maxBatch) const;
@@ -165,6 +173,7 @@ private:
   CUkernel decodeEntry = nullptr;
   int smemBytes = 0;
   int smCount = 0;
+  int residentCTAs = 1;
 };
 
 } // namespace attn::runtime
