@@ -6,7 +6,7 @@
 
 // The schedule chooseDecodeSchedule picks per arch and shape class:
 //   row_tiles = min(ceil(group * query_len / 16), head_dim <= 128 ? 2 : 1)
-//   ctas_per_sm = 3 for FP8 caches, 2 for 16-bit ones
+//   ctas_per_sm = 4 for FP8 caches, 2 for 16-bit ones
 //   stages = the most in [2, 8] whose CTA (templates/attn/decode_layout.h)
 //            fits shared memory per SM (228/164/100 KiB) / ctas_per_sm
 
@@ -87,9 +87,9 @@ func.func @fp8_cache_d128(%q: tensor<?x32x128xbf16>,
     %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<8xf32>) -> tensor<?x32x128xbf16> {
   // One-byte KV halves a stage (16 KiB): (110K - 4K) / 16K = 6; 76K / 16K = 4; 44K / 16K = 2.
-  // SM90: schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 3>
-  // SM80: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 3>
-  // SM89: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 3>
+  // SM90: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 4>
+  // SM80: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 4>
+  // SM89: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 4>
   %o = attn.decode %q, %c, %bt, %lens kv_scales(%s, %s : tensor<8xf32>, tensor<8xf32>)
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
@@ -135,9 +135,9 @@ func.func @fp8_d64_deepest(%q: tensor<?x8x64xf16>,
     %c: !attn.paged_kv<8x64xf8E5M2, page_size = 32, layout = hnd>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) -> tensor<?x8x64xf16> {
   // 8 KiB stages: 13 fit on sm_90a and 9 on sm_80, capped at 8; (48K - 2K) / 8K = 5.
-  // SM90: schedule = #attn.decode_schedule<warps = 4, stages = 7, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 3>
-  // SM80: schedule = #attn.decode_schedule<warps = 4, stages = 5, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 3>
-  // SM89: schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 3>
+  // SM90: schedule = #attn.decode_schedule<warps = 4, stages = 5, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 4>
+  // SM80: schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 4>
+  // SM89: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 4>
   %o = attn.decode %q, %c, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>)
       : tensor<?x8x64xf16>, !attn.paged_kv<8x64xf8E5M2, page_size = 32, layout = hnd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x8x64xf16>

@@ -214,6 +214,9 @@ struct DecodeResult {
 std::optional<DecodeSchedule> pinnedSchedule;
 /// The one config --only selects (e.g. for a profiler run).
 std::optional<DecodeConfig> onlyConfig;
+/// Cache geometry of every decode config (--page, --layout).
+int benchPageSize = 16;
+KVLayout benchLayout = KVLayout::NHD;
 
 DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
                          CUstream stream) {
@@ -224,7 +227,8 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   v.numQHeads = 32;
   v.numKVHeads = cfg.numKVHeads;
   v.headDim = 128;
-  v.pageSize = 16;
+  v.pageSize = benchPageSize;
+  v.layout = benchLayout;
   auto kernel = unwrap(Jit::global().decode(v));
 
   const int pagesPerSeq = (cfg.context + v.pageSize - 1) / v.pageSize;
@@ -334,10 +338,11 @@ int runDecode(bool json, bool quick) {
   std::vector<DecodeResult> results;
   if (!json)
     llvm::outs() << llvm::formatv(
-        "read bandwidth (16-byte loads, 4 GiB): {0:F1} GB/s\n\n"
+        "read bandwidth (16-byte loads, 4 GiB): {0:F1} GB/s\n"
+        "q bf16, 32 q heads, head dim 128, page {9}, {10}\n\n"
         "{1,-5} {2,-7} {3,-6} {4,-8} {5,10} {6,10} {7,8} {8,7}\n",
         readBw / 1e9, "kv", "heads", "batch", "context", "time_us", "GB/s",
-        "%read", "chunk");
+        "%read", "chunk", benchPageSize, toString(benchLayout));
   for (const DecodeConfig &cfg : configs) {
     DecodeResult r = benchDecode(cfg, readBw, arch, stream.get());
     results.push_back(r);
@@ -489,6 +494,7 @@ int main(int argc, char **argv) {
         << "usage: attn-bench decode [--json] [--quick] [--schedule "
            "W,S,R,C,M]\n"
            "       attn-bench decode --only bf16|e4m3,KV_HEADS,BATCH,CONTEXT\n"
+           "         [--page N] [--hnd]   cache geometry (default: 16, NHD)\n"
            "       attn-bench jit [--json]\n"
            "  --schedule pins warps, stages, row tiles, CTAs per SM and the\n"
            "  minimum chunk instead of the schedule attn-select-schedule picks\n";
@@ -521,6 +527,14 @@ int main(int argc, char **argv) {
     c.kvType = std::string(kv) == "bf16" ? ScalarType::BF16 : ScalarType::F8E4M3;
     onlyConfig = c;
   }
+  auto page = std::find(args.begin(), args.end(), "--page");
+  if (page != args.end() &&
+      (page + 1 == args.end() || std::sscanf((page + 1)->c_str(), "%d", &benchPageSize) != 1)) {
+    llvm::errs() << "attn-bench: --page takes a page size\n";
+    return 1;
+  }
+  if (has("--hnd"))
+    benchLayout = KVLayout::HND;
   if (args[0] == "decode")
     return runDecode(has("--json"), has("--quick"));
   if (args[0] == "jit")
