@@ -1,5 +1,6 @@
 //===- AppendKV.cpp - run reshape-and-cache kernels -----------------------===//
 #include "attn/runtime/AppendKV.h"
+#include "runtime/CacheChecks.h"
 #include "attn/runtime/Error.h"
 #include "codegen/EmitCuda.h"
 
@@ -32,15 +33,8 @@ llvm::Error AppendKVKernel::checkArgs(const AppendKVArgs &a) const {
                               "for {3} {4}x{5}",
                               toString(a.inType), a.numKVHeads, a.headDim,
                               toString(s.qType), s.numKVHeads, s.headDim));
-  const PagedKVView &c = a.cache;
-  if (c.dtype != s.kvType || c.numKVHeads != s.numKVHeads ||
-      c.headDim != s.headDim || c.pageSize != s.pageSize || c.layout != s.layout)
-    return fail(llvm::formatv("cache is {0} {1}x{2}, page {3}, {4}; the kernel "
-                              "was compiled for {5} {6}x{7}, page {8}, {9}",
-                              toString(c.dtype), c.numKVHeads, c.headDim,
-                              c.pageSize, toString(c.layout), toString(s.kvType),
-                              s.numKVHeads, s.headDim, s.pageSize,
-                              toString(s.layout)));
+  if (auto problem = cacheMismatch(a.cache, s))
+    return fail(*problem);
   int64_t dense = int64_t(s.numKVHeads) * s.headDim;
   for (int64_t stride : {a.kStrideToken, a.vStrideToken})
     if (stride && (stride < dense || stride % 8))
@@ -49,15 +43,8 @@ llvm::Error AppendKVKernel::checkArgs(const AppendKVArgs &a) const {
                                 stride, dense));
   if (a.numTokens < 0 || a.numTokens > INT32_MAX)
     return fail(llvm::formatv("numTokens {0} out of range", a.numTokens));
-  if (s.isFP8KV()) {
-    int want = s.perHeadKVScale ? s.numKVHeads : 1;
-    if (!a.kScale || !a.vScale || a.numKVScales != want)
-      return fail(llvm::formatv("the FP8 cache needs kScale and vScale with "
-                                "{0} value(s) each, got {1}",
-                                want, a.numKVScales));
-  } else if (a.kScale || a.vScale) {
-    return fail("kScale/vScale given, but the cache is not FP8");
-  }
+  if (auto problem = scaleMismatch(s, a.kScale, a.vScale, a.numKVScales))
+    return fail(*problem);
   return llvm::Error::success();
 }
 

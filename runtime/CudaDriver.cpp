@@ -17,7 +17,7 @@
 // ("undefined reference to cuFoo"): add one ATTN_CUDA_FORWARD line for it.
 //
 //===----------------------------------------------------------------------===//
-#include "CudaDriver.h"
+#include "runtime/CudaDriver.h"
 
 #include <cuda.h>
 #include <dlfcn.h>

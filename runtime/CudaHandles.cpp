@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/CudaHandles.h"
 
-#include "CudaDriver.h"
+#include "runtime/CudaDriver.h"
 #include "attn/runtime/Error.h"
 
 #include <string>

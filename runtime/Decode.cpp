@@ -1,5 +1,6 @@
 //===- Decode.cpp - plan and run paged decode kernels ---------------------===//
 #include "attn/runtime/Decode.h"
+#include "runtime/CacheChecks.h"
 #include "attn/runtime/Error.h"
 #include "codegen/EmitCuda.h"
 #include "codegen/KernelLimits.h"
@@ -195,13 +196,8 @@ llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,
                                   "be >= heads * head_dim ({2}) and multiples of 8",
                                   qStride, outStride, denseStride));
   const PagedKVView &c = a.cache;
-  if (c.dtype != s.kvType || c.numKVHeads != s.numKVHeads ||
-      c.headDim != s.headDim || c.pageSize != s.pageSize || c.layout != s.layout)
-    return argError(llvm::formatv(
-        "cache is {0} {1}x{2}, page {3}, {4}; the kernel was compiled for "
-        "{5} {6}x{7}, page {8}, {9}",
-        name(c.dtype), c.numKVHeads, c.headDim, c.pageSize, toString(c.layout),
-        name(s.kvType), s.numKVHeads, s.headDim, s.pageSize, toString(s.layout)));
+  if (auto problem = cacheMismatch(c, s))
+    return argError(*problem);
   int64_t densePage = int64_t(s.pageSize) * s.numKVHeads * s.headDim;
   if (c.pageStride && (c.pageStride < densePage || c.pageStride % 16))
     return argError(llvm::formatv("cache pageStride {0} must be >= {1} and a "
@@ -211,16 +207,8 @@ llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,
     return argError("cache.numPages must be >= 1");
   if (a.blockTableStride < 1)
     return argError("blockTableStride must be >= 1");
-  if (s.isFP8KV()) {
-    int want = s.perHeadKVScale ? s.numKVHeads : 1;
-    if (!a.kScale || !a.vScale || a.numKVScales != want)
-      return argError(llvm::formatv("the FP8 cache needs kScale and vScale "
-                                    "with {0} value(s) each, got {1}",
-                                    want, a.numKVScales));
-  } else if (a.kScale || a.vScale) {
-    return argError("kScale/vScale given, but the cache is " + name(c.dtype) +
-                    ", not FP8");
-  }
+  if (auto problem = scaleMismatch(s, a.kScale, a.vScale, a.numKVScales))
+    return argError(*problem);
   if (s.alibi != (a.alibiSlopes != nullptr))
     return argError(s.alibi ? "the variant uses ALiBi: alibiSlopes must be set"
                             : "alibiSlopes given, but the variant has no ALiBi");

@@ -3,6 +3,8 @@
 #include "codegen/EmitCuda.h"
 #include "compiler/Frontend/Frontend.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+
 #include <cstring>
 
 namespace attn {
@@ -59,6 +61,26 @@ std::string keyOf(const AppendKVVariant &v) {
   return key;
 }
 
+
+/// The front end and runtime entry points of each kind of variant, so the
+/// JIT's paths are written once.
+llvm::Expected<KernelSpec> specFor(const DecodeVariant &v, Arch arch) {
+  return mlir::attn::compileDecodeVariant(v, arch);
+}
+llvm::Expected<KernelSpec> specFor(const AppendKVVariant &v, Arch arch) {
+  return mlir::attn::compileAppendKVVariant(v, arch);
+}
+llvm::Expected<runtime::DecodeKernel>
+createKernel(const KernelSpec &spec, const DecodeVariant &v,
+             std::shared_ptr<runtime::CudaLibrary> library) {
+  return runtime::DecodeKernel::create(spec, v, std::move(library));
+}
+llvm::Expected<runtime::AppendKVKernel>
+createKernel(const KernelSpec &spec, const AppendKVVariant &,
+             std::shared_ptr<runtime::CudaLibrary> library) {
+  return runtime::AppendKVKernel::create(spec, std::move(library));
+}
+
 } // namespace
 
 struct Jit::Impl {
@@ -67,6 +89,52 @@ struct Jit::Impl {
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<const runtime::DecodeKernel>> decodeKernels;
   std::map<std::string, std::shared_ptr<const runtime::AppendKVKernel>> appendKernels;
+
+  template <class Variant>
+  llvm::Expected<CompiledKernel> compile(const Variant &variant, Arch arch) {
+    auto spec = specFor(variant, arch);
+    if (!spec)
+      return spec.takeError();
+    CompiledKernel compiled{*spec, emitCuda(*spec), nullptr};
+    auto cubin = cache->getCubin({spec->uri(), compiled.source, arch});
+    if (!cubin)
+      return cubin.takeError();
+    compiled.cubin = *cubin;
+    return compiled;
+  }
+
+  /// The memoized kernel of `variant`: compiled and loaded on first use.
+  /// Compiling happens outside the lock so other variants proceed; the
+  /// cache makes concurrent compiles of one variant a single NVRTC run.
+  template <class Kernel, class Variant>
+  llvm::Expected<std::shared_ptr<const Kernel>>
+  load(std::map<std::string, std::shared_ptr<const Kernel>> &kernels,
+       const Variant &variant,
+       llvm::function_ref<llvm::Expected<Arch>()> targetArch) {
+    std::string key = keyOf(variant);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = kernels.find(key);
+      if (it != kernels.end())
+        return it->second;
+    }
+    llvm::Expected<Arch> arch = targetArch();
+    if (!arch)
+      return arch.takeError();
+    auto spec = specFor(variant, *arch);
+    if (!spec)
+      return spec.takeError();
+    auto library = cache->getLibrary({spec->uri(), emitCuda(*spec), *arch});
+    if (!library)
+      return library.takeError();
+    auto kernel = createKernel(*spec, variant, *library);
+    if (!kernel)
+      return kernel.takeError();
+    std::lock_guard<std::mutex> lock(mutex);
+    auto [it, inserted] =
+        kernels.emplace(key, std::make_shared<const Kernel>(std::move(*kernel)));
+    return it->second;
+  }
 };
 
 Jit::Jit(Options options) : impl(std::make_unique<Impl>()) {
@@ -89,84 +157,22 @@ llvm::Expected<Arch> Jit::targetArch() {
 
 llvm::Expected<CompiledKernel> Jit::compile(const DecodeVariant &variant,
                                             Arch arch) {
-  auto spec = mlir::attn::compileDecodeVariant(variant, arch);
-  if (!spec)
-    return spec.takeError();
-  CompiledKernel compiled{*spec, emitCuda(*spec), nullptr};
-  auto cubin = impl->cache->getCubin({spec->uri(), compiled.source, arch});
-  if (!cubin)
-    return cubin.takeError();
-  compiled.cubin = *cubin;
-  return compiled;
+  return impl->compile(variant, arch);
 }
 
 llvm::Expected<CompiledKernel> Jit::compile(const AppendKVVariant &variant,
                                             Arch arch) {
-  auto spec = mlir::attn::compileAppendKVVariant(variant, arch);
-  if (!spec)
-    return spec.takeError();
-  CompiledKernel compiled{*spec, emitCuda(*spec), nullptr};
-  auto cubin = impl->cache->getCubin({spec->uri(), compiled.source, arch});
-  if (!cubin)
-    return cubin.takeError();
-  compiled.cubin = *cubin;
-  return compiled;
+  return impl->compile(variant, arch);
 }
 
 llvm::Expected<std::shared_ptr<const runtime::DecodeKernel>>
 Jit::decode(const DecodeVariant &variant) {
-  std::string key = keyOf(variant);
-  {
-    std::lock_guard<std::mutex> lock(impl->mutex);
-    auto it = impl->decodeKernels.find(key);
-    if (it != impl->decodeKernels.end())
-      return it->second;
-  }
-  // Compiling outside the lock lets other variants proceed; the cache makes
-  // concurrent compiles of this one a single NVRTC run.
-  auto arch = targetArch();
-  if (!arch)
-    return arch.takeError();
-  auto spec = mlir::attn::compileDecodeVariant(variant, *arch);
-  if (!spec)
-    return spec.takeError();
-  auto library = impl->cache->getLibrary({spec->uri(), emitCuda(*spec), *arch});
-  if (!library)
-    return library.takeError();
-  auto kernel = runtime::DecodeKernel::create(*spec, variant, *library);
-  if (!kernel)
-    return kernel.takeError();
-  std::lock_guard<std::mutex> lock(impl->mutex);
-  auto [it, inserted] = impl->decodeKernels.emplace(
-      key, std::make_shared<const runtime::DecodeKernel>(std::move(*kernel)));
-  return it->second;
+  return impl->load(impl->decodeKernels, variant, [&] { return targetArch(); });
 }
 
 llvm::Expected<std::shared_ptr<const runtime::AppendKVKernel>>
 Jit::appendKV(const AppendKVVariant &variant) {
-  std::string key = keyOf(variant);
-  {
-    std::lock_guard<std::mutex> lock(impl->mutex);
-    auto it = impl->appendKernels.find(key);
-    if (it != impl->appendKernels.end())
-      return it->second;
-  }
-  auto arch = targetArch();
-  if (!arch)
-    return arch.takeError();
-  auto spec = mlir::attn::compileAppendKVVariant(variant, *arch);
-  if (!spec)
-    return spec.takeError();
-  auto library = impl->cache->getLibrary({spec->uri(), emitCuda(*spec), *arch});
-  if (!library)
-    return library.takeError();
-  auto kernel = runtime::AppendKVKernel::create(*spec, *library);
-  if (!kernel)
-    return kernel.takeError();
-  std::lock_guard<std::mutex> lock(impl->mutex);
-  auto [it, inserted] = impl->appendKernels.emplace(
-      key, std::make_shared<const runtime::AppendKVKernel>(std::move(*kernel)));
-  return it->second;
+  return impl->load(impl->appendKernels, variant, [&] { return targetArch(); });
 }
 
 } // namespace attn
