@@ -173,9 +173,8 @@ llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,
                                     const DecodeArgs &a) const {
   const KernelSpec &s = kernelSpec;
   auto name = [](ScalarType t) { return std::string(toString(t)); };
-  if (!a.q || !a.out || !a.blockTables || !a.seqLens || !a.cache.k || !a.cache.v)
-    return argError("q, out, blockTables, seqLens, cache.k and cache.v must "
-                    "not be null");
+  if (!a.q || !a.out || !a.blockTables || !a.cache.k || !a.cache.v)
+    return argError("q, out, blockTables, cache.k and cache.v must not be null");
   if (a.qType != s.qType)
     return argError("q is " + name(a.qType) + ", the kernel was compiled for " +
                     name(s.qType));
@@ -221,6 +220,8 @@ llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,
 llvm::Error DecodeKernel::validatePages(const DecodePlan &plan,
                                         const DecodeArgs &a,
                                         CUstream stream) const {
+  if (!a.seqLens)
+    return argError("validatePages needs seqLens");
   std::vector<int32_t> lens(plan.batch);
   std::vector<int32_t> tables(size_t(plan.batch) * a.blockTableStride);
   ATTN_CU_CHECK(cuStreamSynchronize(stream));
@@ -261,7 +262,6 @@ llvm::Error DecodeKernel::run(const DecodePlan &plan, const DecodeArgs &a,
   p.kCache = a.cache.k;
   p.vCache = a.cache.v;
   p.blockTables = a.blockTables;
-  p.seqLens = a.seqLens;
   p.kScale = a.kScale;
   p.vScale = a.vScale;
   p.alibiSlopes = a.alibiSlopes;

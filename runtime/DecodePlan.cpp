@@ -98,14 +98,14 @@ partitionDecode(llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec,
     int begin = firstKey(seqLens[b]), end = seqLens[b];
     int pieces = std::max(1, (end - begin + bestChunk - 1) / bestChunk);
     if (pieces == 1) {
-      partition.workItems.push_back({int32_t(b), begin, end, -1, -1, 1});
+      partition.workItems.push_back({int32_t(b), begin, end, -1, -1, 1, end});
       continue;
     }
     int first = partition.numPartials;
     for (int i = 0; i < pieces; ++i)
       partition.workItems.push_back({int32_t(b), begin + i * bestChunk,
                                      std::min(end, begin + (i + 1) * bestChunk),
-                                     first + i, first, pieces});
+                                     first + i, first, pieces, end});
     partition.numPartials += pieces;
     ++partition.numSplitRequests;
   }

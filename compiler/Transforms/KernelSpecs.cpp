@@ -109,7 +109,7 @@ ArrayRef<StringRef> getLaunchABI(::attn::KernelKind kind) {
   // every name against the struct with offsetof.
   static const StringRef decode[] = {
       "q",            "out",          "lse",            "kCache",
-      "vCache",       "blockTables",  "seqLens",        "kScale",
+      "vCache",       "blockTables",  "kScale",
       "vScale",       "alibiSlopes",  "workItems",      "numWorkItems",
       "partialOut",   "partialLse",   "mergeCounters",  "qStrideToken",
       "outStrideToken",

@@ -255,20 +255,42 @@ __device__ __forceinline__ void mergePartials(const DecodeParams &p,
     int qh = head * Config::kGroupSize + gr % Config::kGroupSize;
     int prow = qi * Config::kNumQHeads + qh;
     // Other CTAs wrote these: read through L2 (__ldcg), never a stale L1.
-    float lseMax = negInf();
-    for (int k = 0; k < work.numPartials; ++k)
-      lseMax = fmaxf(lseMax, __ldcg(p.partialLse +
-                                    int64_t(work.firstPartial + k) * kPartialRows + prow));
-    float base = lseMax == negInf() ? 0.f : lseMax;
-    float sum = 0.f, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int k = 0; k < work.numPartials; ++k) {
-      int64_t slot = int64_t(work.firstPartial + k) * kPartialRows + prow;
-      float w = __expf(__ldcg(p.partialLse + slot) - base);
-      sum += w;
-      const float4 *src = reinterpret_cast<const float4 *>(p.partialOut + slot * Tr::kHeadDim + d0);
-      float4 lo = __ldcg(src), hi = __ldcg(src + 1);
-      acc[0] += w * lo.x; acc[1] += w * lo.y; acc[2] += w * lo.z; acc[3] += w * lo.w;
-      acc[4] += w * hi.x; acc[5] += w * hi.y; acc[6] += w * hi.z; acc[7] += w * hi.w;
+    // Partials are read kBatch at a time with no branch between the loads,
+    // so their latencies overlap; a running max keeps it one pass.
+    constexpr int kBatch = 8;
+    float base = negInf(), sum = 0.f, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int k0 = 0; k0 < work.numPartials; k0 += kBatch) {
+      float lse[kBatch];
+      float4 lo[kBatch], hi[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        int k = min(k0 + j, work.numPartials - 1); // in bounds; masked below
+        int64_t slot = int64_t(work.firstPartial + k) * kPartialRows + prow;
+        const float4 *src =
+            reinterpret_cast<const float4 *>(p.partialOut + slot * Tr::kHeadDim + d0);
+        lse[j] = __ldcg(p.partialLse + slot);
+        lo[j] = __ldcg(src);
+        hi[j] = __ldcg(src + 1);
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        // Past the end, and chunks that saw no visible key, weigh nothing.
+        float l = k0 + j < work.numPartials ? lse[j] : negInf();
+        float mNew = fmaxf(base, l);
+        bool none = mNew == negInf();
+        float rescale = none ? 1.f : __expf(base - mNew);
+        float w = none ? 0.f : __expf(l - mNew);
+        base = mNew;
+        sum = sum * rescale + w;
+        acc[0] = acc[0] * rescale + w * lo[j].x;
+        acc[1] = acc[1] * rescale + w * lo[j].y;
+        acc[2] = acc[2] * rescale + w * lo[j].z;
+        acc[3] = acc[3] * rescale + w * lo[j].w;
+        acc[4] = acc[4] * rescale + w * hi[j].x;
+        acc[5] = acc[5] * rescale + w * hi[j].y;
+        acc[6] = acc[6] * rescale + w * hi[j].z;
+        acc[7] = acc[7] * rescale + w * hi[j].w;
+      }
     }
     float inv = sum > 0.f ? 1.f / sum : 0.f;
     int token = work.request * Config::kQueryLen + qi;
@@ -294,12 +316,13 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   constexpr int kRowTiles = Config::kRowTiles;
   constexpr int kDimGroups = Tr::kDimGroups;
 
+  // Both loads at once: grid.x never exceeds the work list's capacity.
+  const DecodeWorkItem work = p.workItems[blockIdx.x];
   if (int(blockIdx.x) >= *p.numWorkItems)
     return;
-  const DecodeWorkItem work = p.workItems[blockIdx.x];
   const int head = blockIdx.y; // kv head
   const int rowBase = blockIdx.z * Tr::kTileRows;
-  const int seqLen = p.seqLens[work.request];
+  const int seqLen = work.seqLen;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = lane / 4, c = lane % 4;
 
@@ -308,6 +331,35 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   // fragments are the 8 words at qFrag + ((m * kDimGroups + a) * 32 + l) * 8.
   uint32_t *qFrag = reinterpret_cast<uint32_t *>(smem);
   char *pipe = smem + Tr::kQBytes;
+
+  // Start the K/V pipeline first: its loads then overlap the staging of q.
+  // This warp's tiles: warp, warp + kWarps, ... of the chunk.
+  const int numTiles = ceilDiv(work.kvEnd - work.kvBegin, Tr::kTileTokens);
+  const int myTiles = numTiles > warp ? ceilDiv(numTiles - warp, kWarps) : 0;
+  char *ring = pipe + warp * kStages * Tr::kStageBytes;
+  const KVTileLoader<Config> loader(lane);
+  const int32_t *blockTable =
+      p.blockTables + int64_t(work.request) * p.blockTableStride;
+  auto tileStart = [&](int i) {
+    return work.kvBegin + (warp + i * kWarps) * Tr::kTileTokens;
+  };
+  // Lane t < 16 looks up the page of token t of tile i (with pages of 16 or
+  // more tokens every lane looks up the tile's one page).
+  auto pageOf = [&](int i) {
+    constexpr bool kOnePage = Config::kPageSize % Tr::kTileTokens == 0;
+    int pos = tileStart(i) + (kOnePage ? 0 : lane & 15);
+    return i < myTiles && pos < work.kvEnd ? blockTable[pos / Config::kPageSize] : 0;
+  };
+
+  int nextPage = 0;
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < myTiles)
+      loader.load(p, ring + s * Tr::kStageBytes, tileStart(s), work.kvEnd, head,
+                  pageOf(s));
+    cpAsyncCommit();
+  }
+  nextPage = pageOf(kStages - 1);
 
   // Stage this row tile of q (zero past the head dim and past the group) in
   // the MMA type.
@@ -385,33 +437,6 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
     lRun[m][0] = lRun[m][1] = 0.f;
   }
 
-  // This warp's tiles: warp, warp + kWarps, ... of the chunk.
-  const int numTiles = ceilDiv(work.kvEnd - work.kvBegin, Tr::kTileTokens);
-  const int myTiles = numTiles > warp ? ceilDiv(numTiles - warp, kWarps) : 0;
-  char *ring = pipe + warp * kStages * Tr::kStageBytes;
-  const KVTileLoader<Config> loader(lane);
-  const int32_t *blockTable =
-      p.blockTables + int64_t(work.request) * p.blockTableStride;
-  auto tileStart = [&](int i) {
-    return work.kvBegin + (warp + i * kWarps) * Tr::kTileTokens;
-  };
-  // Lane t < 16 looks up the page of token t of tile i (with pages of 16 or
-  // more tokens every lane looks up the tile's one page).
-  auto pageOf = [&](int i) {
-    constexpr bool kOnePage = Config::kPageSize % Tr::kTileTokens == 0;
-    int pos = tileStart(i) + (kOnePage ? 0 : lane & 15);
-    return i < myTiles && pos < work.kvEnd ? blockTable[pos / Config::kPageSize] : 0;
-  };
-
-  int nextPage = 0;
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < myTiles)
-      loader.load(p, ring + s * Tr::kStageBytes, tileStart(s), work.kvEnd, head,
-                  pageOf(s));
-    cpAsyncCommit();
-  }
-  nextPage = pageOf(kStages - 1);
 
   // Ring slots: tile i is read from readSlot while tile i + kStages - 1 is
   // written to writeSlot (the slot read in the previous iteration).

@@ -31,6 +31,7 @@ struct DecodeWorkItem {
   int32_t partialIdx;   ///< this chunk's partial slot; -1 if unsplit
   int32_t firstPartial; ///< the request's first slot (split requests)
   int32_t numPartials;  ///< the request's chunk count (split requests)
+  int32_t seqLen;       ///< the request's cached tokens, new ones included
 };
 
 /// Paged decode (templates/attn/decode.cuh).
@@ -41,7 +42,6 @@ struct DecodeParams {
   const void *kCache; ///< K pages, kv dtype; page p at kCache + p * pageStride
   const void *vCache; ///< V pages, same layout as K
   const int32_t *blockTables; ///< [batch, blockTableStride] page indices
-  const int32_t *seqLens;     ///< [batch] cached tokens, new ones included
   const float *kScale;        ///< FP8 only: [1] or [num_kv_heads]
   const float *vScale;        ///< FP8 only: [1] or [num_kv_heads]
   const float *alibiSlopes;   ///< [num_q_heads] when ALiBi is on

@@ -19,7 +19,7 @@ func.func @decode_gqa_bf16(%q: tensor<?x32x128xbf16>,
   // Compile-time parameters; flags that are off are left out.
   // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>
   // The fields of attn::DecodeParams, in order.
-  // CHECK-SAME: abi ["q", "out", "lse", "kCache", "vCache", "blockTables", "seqLens", "kScale", "vScale", "alibiSlopes", "workItems", "numWorkItems", "partialOut", "partialLse", "mergeCounters", "qStrideToken", "outStrideToken", "pageStride", "blockTableStride", "smScale", "softcap", "windowLeft"]
+  // CHECK-SAME: abi ["q", "out", "lse", "kCache", "vCache", "blockTables", "kScale", "vScale", "alibiSlopes", "workItems", "numWorkItems", "partialOut", "partialLse", "mergeCounters", "qStrideToken", "outStrideToken", "pageStride", "blockTableStride", "smScale", "softcap", "windowLeft"]
   // 4 heads per group x 1 token = 4 rows: one 16-row tile, grid.z = 1.
   // CHECK-SAME: grid "grid.x = work items of the split-KV plan, grid.y = num_kv_heads = 8, grid.z = ceil(group_size*query_len / (16*row_tiles)) = ceil(4 / 16) = 1; block = 32*warps = 128"
   // The default scale 1/sqrt(128) is materialized for the runtime.

@@ -430,7 +430,6 @@ TEST(LaunchABITest, DecodeParams) {
       ATTN_FIELD(DecodeParams, kCache),
       ATTN_FIELD(DecodeParams, vCache),
       ATTN_FIELD(DecodeParams, blockTables),
-      ATTN_FIELD(DecodeParams, seqLens),
       ATTN_FIELD(DecodeParams, kScale),
       ATTN_FIELD(DecodeParams, vScale),
       ATTN_FIELD(DecodeParams, alibiSlopes),

@@ -113,7 +113,9 @@ struct DecodeArgs {
   PagedKVView cache;
   const int32_t *blockTables = nullptr; ///< [batch, blockTableStride]
   int blockTableStride = 0;
-  const int32_t *seqLens = nullptr; ///< [batch], device copy of the plan's
+  /// [batch], device copy of the plan's lengths; the kernel takes the
+  /// lengths from the plan, validatePages reads these.
+  const int32_t *seqLens = nullptr;
   const float *kScale = nullptr;    ///< FP8: [1] or [numKVHeads]
   const float *vScale = nullptr;
   int numKVScales = 0;
