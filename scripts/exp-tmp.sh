@@ -1,3 +1,5 @@
 export ATTN_CACHE_DIR=/tmp/attn-cache
-bundle/bin/AttnGpuTests 2>&1 | grep -E "^\[  (PASSED|FAILED)" 
-bundle/bin/attn-bench decode --quick | tail -n +5 | awk '{printf "%s %s %s %s %s %s | ", $1,$2,$3,$4,$7,$8} END {print ""}'
+for s in default 8,2,1,2,256 8,3,1,2,256 16,2,1,1,256; do
+  if [ $s = default ]; then a=""; else a="--schedule $s"; fi
+  echo "== $s"; bundle/bin/attn-bench decode --quick $a | tail -n +5 | awk '{printf "%s %s %s %s %s | ", $1,$2,$3,$4,$7} END {print ""}'
+done

@@ -36,35 +36,26 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
   int neededTiles = (rows + kDecodeTileRows - 1) / kDecodeTileRows;
   schedule.rowTiles = std::min(neededTiles, headDim <= 128 ? 2 : 1);
 
-  // Four warps: enough independent load streams per CTA, few enough that
-  // the end-of-chunk reduction across warps stays cheap.
-  schedule.warps = 4;
-
-  // CTAs per SM. A 16-bit cache is memory-bound: two CTAs with 3-stage
-  // pipelines keep enough bytes in flight. An FP8 tile carries half the
-  // bytes for the same math plus dequantization, so the loop is bound by
-  // issue and latency instead: four CTAs with double buffering give the
-  // schedulers more warps to interleave, which measured 3-10 points of read
-  // bandwidth faster than deeper pipelines on an H200 (docs/performance.md).
-  schedule.ctasPerSM = ::attn::sizeOf(spec.kvType) == 1 ? 4 : 2;
-
-  // Pipeline depth: the most cp.async stages whose shared memory (layout in
-  // templates/attn/decode_layout.h) lets ctasPerSM CTAs share an SM, less
-  // the 1 KiB the driver reserves per CTA. At least 2 (double buffering is
-  // what overlaps loads with math), at most 8 (more stops paying once
-  // enough bytes are in flight).
-  int64_t budget = sharedMemoryPerSM(spec.arch) / schedule.ctasPerSM - 1024;
+  // Eight warps with double-buffered rings. Measured on an H200
+  // (docs/performance.md), every pinned alternative was slower or equal:
+  // 4 warps x 2-4 stages at 2-4 CTAs per SM, 8 warps x 3 stages. Per-warp
+  // latency, not bytes in flight, bounds the loop, so more warps per chunk
+  // beat deeper rings, most of all for small batches. Where 8 warps do not
+  // fit an SM's shared memory (head dim 256 in 16-bit, smaller SMs), 4.
+  const int64_t smemPerSM = sharedMemoryPerSM(spec.arch) - 1024;
   schedule.stages = 2;
-  for (int stages = 8; stages > 2; --stages)
-    if (::attn::decodeSmemBytes(headDim, kvBytes, schedule.rowTiles,
-                                schedule.warps, stages) <= budget) {
-      schedule.stages = stages;
-      break;
-    }
+  schedule.warps = 8;
+  if (::attn::decodeSmemBytes(headDim, kvBytes, schedule.rowTiles, 8, 2) > smemPerSM)
+    schedule.warps = 4;
+  // How many such CTAs share an SM by shared memory (the runtime measures
+  // the real occupancy; this records the intent in the IR).
+  schedule.ctasPerSM = int(std::max<int64_t>(
+      1, smemPerSM / (::attn::decodeSmemBytes(headDim, kvBytes, schedule.rowTiles,
+                                              schedule.warps, 2) + 1024)));
 
   // Split-KV: a request is split only into chunks of at least 256 tokens
-  // (shorter chunks cost more in the merge than they gain), and only until
-  // ctasPerSM CTAs per SM are busy.
+  // (shorter chunks cost more in the merge than they gain); the planner
+  // picks the chunk from the batch (runtime/DecodePlan.cpp).
   schedule.minChunkTokens = 256;
   return schedule;
 }

@@ -343,12 +343,30 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   auto tileStart = [&](int i) {
     return work.kvBegin + (warp + i * kWarps) * Tr::kTileTokens;
   };
-  // Lane t < 16 looks up the page of token t of tile i (with pages of 16 or
-  // more tokens every lane looks up the tile's one page).
-  auto pageOf = [&](int i) {
-    constexpr bool kOnePage = Config::kPageSize % Tr::kTileTokens == 0;
-    int pos = tileStart(i) + (kOnePage ? 0 : lane & 15);
+  // Page lookups. With pages of 16 or more tokens a tile lies in one page:
+  // lane j holds the page of this warp's tile base + j, and the next 32
+  // tiles' pages are loaded 32 tiles ahead, so no tile waits on the block
+  // table. With smaller pages, lane t < 16 looks up token t's page per tile.
+  constexpr bool kOnePage = Config::kPageSize % Tr::kTileTokens == 0;
+  auto lookUp = [&](int i, int token) {
+    int pos = tileStart(i) + token;
     return i < myTiles && pos < work.kvEnd ? blockTable[pos / Config::kPageSize] : 0;
+  };
+  int windowBase = 0;
+  int window = kOnePage ? lookUp(lane, 0) : 0;
+  int nextWindow = kOnePage ? lookUp(32 + lane, 0) : 0;
+  // Called with nondecreasing i.
+  auto pageOf = [&](int i) {
+    if constexpr (kOnePage) {
+      if (i >= windowBase + 32) {
+        windowBase += 32;
+        window = nextWindow;
+        nextWindow = lookUp(windowBase + 32 + lane, 0);
+      }
+      return __shfl_sync(0xffffffffu, window, i - windowBase);
+    } else {
+      return lookUp(i, lane & 15);
+    }
   };
 
   int nextPage = 0;

@@ -6,9 +6,9 @@
 
 // The schedule chooseDecodeSchedule picks per arch and shape class:
 //   row_tiles = min(ceil(group * query_len / 16), head_dim <= 128 ? 2 : 1)
-//   ctas_per_sm = 4 for FP8 caches, 2 for 16-bit ones
-//   stages = the most in [2, 8] whose CTA (templates/attn/decode_layout.h)
-//            fits shared memory per SM (228/164/100 KiB) / ctas_per_sm
+//   warps = 8 and stages = 2 when such a CTA (templates/attn/decode_layout.h)
+//           fits an SM's shared memory (228/164/100 KiB), else warps = 4
+//   ctas_per_sm = how many of those CTAs the SM's shared memory holds
 
 // ERR: error: attn-select-schedule: unknown arch 'sm_70'; expected sm_80, sm_89 or sm_90a
 
@@ -22,9 +22,9 @@ func.func @mha_bf16_d128(%q: tensor<?x32x128xbf16>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
   // One row per CTA; a stage is 4 x 8 KiB: (110K - 4K) / 32K = 3; (80K - 4K) / 32K = 2;
   // (48K - 4K) / 32K = 1, raised to 2.
-  // SM90: attn.decode {{.*}}schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
-  // SM80: attn.decode {{.*}}schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
-  // SM89: attn.decode {{.*}}schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
+  // SM90: attn.decode {{.*}}schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 1>
+  // SM80: attn.decode {{.*}}schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 1>
+  // SM89: attn.decode {{.*}}schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 1>
   %o = attn.decode %q, %c, %bt, %lens
       : tensor<?x32x128xbf16>, !attn.paged_kv<32x128xbf16, page_size = 16, layout = nhd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
@@ -38,9 +38,9 @@ func.func @gqa8_bf16_d128(%q: tensor<?x64x128xbf16>,
     %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x64x128xbf16> {
   // 8 rows fit one 16-row tile; same budget as MHA.
-  // SM90: schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
-  // SM80: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
-  // SM89: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
+  // SM90: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 1>
+  // SM80: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 1>
+  // SM89: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 1>
   %o = attn.decode %q, %c, %bt, %lens {mask = #attn.mask<causal>}
       : tensor<?x64x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x64x128xbf16>
@@ -54,9 +54,9 @@ func.func @mqa_f16_d128(%q: tensor<?x32x128xf16>,
     %c: !attn.paged_kv<1x128xf16, page_size = 16, layout = hnd>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xf16> {
   // 32 rows: two tiles (the register cap at head dim 128); Q takes 8 KiB.
-  // SM90: schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 2, min_chunk_tokens = 256, ctas_per_sm = 2>
-  // SM80: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 2, min_chunk_tokens = 256, ctas_per_sm = 2>
-  // SM89: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 2, min_chunk_tokens = 256, ctas_per_sm = 2>
+  // SM90: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 2, min_chunk_tokens = 256, ctas_per_sm = 1>
+  // SM80: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 2, min_chunk_tokens = 256, ctas_per_sm = 1>
+  // SM89: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 2, min_chunk_tokens = 256, ctas_per_sm = 1>
   %o = attn.decode %q, %c, %bt, %lens
       : tensor<?x32x128xf16>, !attn.paged_kv<1x128xf16, page_size = 16, layout = hnd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xf16>
@@ -71,9 +71,9 @@ func.func @mqa_bf16_d256(%q: tensor<?x32x256xbf16>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x256xbf16> {
   // Head dim 256: one tile per CTA whatever the group; a stage is 64 KiB, so
   // every arch gets the minimum of 2.
-  // SM90: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
-  // SM80: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
-  // SM89: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
+  // SM90: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 1>
+  // SM80: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 1>
+  // SM89: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 1>
   %o = attn.decode %q, %c, %bt, %lens
       : tensor<?x32x256xbf16>, !attn.paged_kv<1x256xbf16, page_size = 16, layout = nhd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x256xbf16>
@@ -87,9 +87,9 @@ func.func @fp8_cache_d128(%q: tensor<?x32x128xbf16>,
     %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<8xf32>) -> tensor<?x32x128xbf16> {
   // One-byte KV halves a stage (16 KiB): (110K - 4K) / 16K = 6; 76K / 16K = 4; 44K / 16K = 2.
-  // SM90: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 4>
-  // SM80: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 4>
-  // SM89: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 4>
+  // SM90: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
+  // SM80: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
+  // SM89: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 1>
   %o = attn.decode %q, %c, %bt, %lens kv_scales(%s, %s : tensor<8xf32>, tensor<8xf32>)
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
@@ -103,9 +103,9 @@ func.func @query_len4_gqa8(%q: tensor<?x64x128xbf16>,
     %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x64x128xbf16> {
   // Speculative decoding: 8 heads x 4 tokens = 32 rows, two tiles.
-  // SM90: schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 2, min_chunk_tokens = 256, ctas_per_sm = 2>
-  // SM80: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 2, min_chunk_tokens = 256, ctas_per_sm = 2>
-  // SM89: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 2, min_chunk_tokens = 256, ctas_per_sm = 2>
+  // SM90: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 2, min_chunk_tokens = 256, ctas_per_sm = 1>
+  // SM80: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 2, min_chunk_tokens = 256, ctas_per_sm = 1>
+  // SM89: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 2, min_chunk_tokens = 256, ctas_per_sm = 1>
   %o = attn.decode %q, %c, %bt, %lens {mask = #attn.mask<causal>, query_len = 4}
       : tensor<?x64x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x64x128xbf16>
@@ -119,9 +119,9 @@ func.func @gqa4_bf16_d64(%q: tensor<?x32x64xbf16>,
     %c: !attn.paged_kv<8x64xbf16, page_size = 16, layout = nhd>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x64xbf16> {
   // Head dim 64: a stage is 16 KiB, Q 2 KiB: 108K / 16K = 6; 78K / 16K = 4; 46K / 16K = 2.
-  // SM90: schedule = #attn.decode_schedule<warps = 4, stages = 6, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
-  // SM80: schedule = #attn.decode_schedule<warps = 4, stages = 4, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
-  // SM89: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
+  // SM90: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 3>
+  // SM80: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
+  // SM89: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 1>
   %o = attn.decode %q, %c, %bt, %lens
       : tensor<?x32x64xbf16>, !attn.paged_kv<8x64xbf16, page_size = 16, layout = nhd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x64xbf16>
@@ -135,9 +135,9 @@ func.func @fp8_d64_deepest(%q: tensor<?x8x64xf16>,
     %c: !attn.paged_kv<8x64xf8E5M2, page_size = 32, layout = hnd>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) -> tensor<?x8x64xf16> {
   // 8 KiB stages: 13 fit on sm_90a and 9 on sm_80, capped at 8; (48K - 2K) / 8K = 5.
-  // SM90: schedule = #attn.decode_schedule<warps = 4, stages = 5, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 4>
-  // SM80: schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 4>
-  // SM89: schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 4>
+  // SM90: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 5>
+  // SM80: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 3>
+  // SM89: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
   %o = attn.decode %q, %c, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>)
       : tensor<?x8x64xf16>, !attn.paged_kv<8x64xf8E5M2, page_size = 32, layout = hnd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x8x64xf16>

@@ -81,9 +81,9 @@ TEST(FrontendTest, DefaultDecodeVariant) {
   EXPECT_FALSE(spec->softcap);
   EXPECT_FALSE(spec->perHeadKVScale);
   EXPECT_FALSE(spec->writeLse);
-  EXPECT_EQ(spec->schedule, schedule(4, 3, 1));
+  EXPECT_EQ(spec->schedule, schedule(8, 2, 1, 1));
   EXPECT_EQ(::attn::kernelSymbol(*spec),
-            "attn_decode_qbf16_kvbf16_h32x8_d128_p16nhd_w4s3r1");
+            "attn_decode_qbf16_kvbf16_h32x8_d128_p16nhd_w8s2r1");
 }
 
 TEST(FrontendTest, DecodeVariantWithEveryFlag) {
@@ -120,8 +120,8 @@ TEST(FrontendTest, DecodeVariantWithEveryFlag) {
   EXPECT_TRUE(spec->softcap);
   EXPECT_TRUE(spec->perHeadKVScale);
   EXPECT_TRUE(spec->writeLse);
-  // 16 rows, one tile; FP8 on sm_80: four CTAs of 2 stages in 164 KiB.
-  EXPECT_EQ(spec->schedule, schedule(4, 2, 1, 4));
+  // 16 rows, one tile; FP8 on sm_80: two 8-warp CTAs fit 164 KiB.
+  EXPECT_EQ(spec->schedule, schedule(8, 2, 1, 2));
 }
 
 TEST(FrontendTest, CrossAttentionMQAWithPerTensorE5M2) {
@@ -140,7 +140,7 @@ TEST(FrontendTest, CrossAttentionMQAWithPerTensorE5M2) {
   EXPECT_EQ(spec->numKVHeads, 1);
   EXPECT_FALSE(spec->causal);
   EXPECT_FALSE(spec->perHeadKVScale);
-  EXPECT_EQ(spec->schedule, schedule(4, 2, 1, 4));
+  EXPECT_EQ(spec->schedule, schedule(8, 2, 1, 1));
 }
 
 TEST(FrontendTest, PinnedScheduleIsKept) {
@@ -486,39 +486,42 @@ KernelSpec decodeSpec(Arch arch, int qHeads, int kvHeads, int headDim,
 }
 
 TEST(ScheduleTest, ChoicesPerShape) {
-  // MHA / GQA-8 at head dim 128: one tile; 3 stages of 32 KiB fit in 110 KiB.
+  // Eight double-buffered warps: MHA / GQA-8 at head dim 128, one row tile;
+  // the 139 KiB CTA leaves room for one per SM.
   EXPECT_EQ(chooseDecodeSchedule(decodeSpec(Arch::SM90a, 32, 32, 128)),
-            schedule(4, 3, 1));
+            schedule(8, 2, 1, 1));
   EXPECT_EQ(chooseDecodeSchedule(decodeSpec(Arch::SM90a, 64, 8, 128)),
-            schedule(4, 3, 1));
+            schedule(8, 2, 1, 1));
   // MQA: 32 rows, two tiles.
   EXPECT_EQ(chooseDecodeSchedule(decodeSpec(Arch::SM90a, 32, 1, 128)),
-            schedule(4, 3, 2));
-  // Head dim 256: one tile whatever the group, and the minimum depth.
+            schedule(8, 2, 2, 1));
+  // Head dim 256 in bf16: eight warps do not fit 227 KiB, four do.
   EXPECT_EQ(chooseDecodeSchedule(decodeSpec(Arch::SM90a, 32, 1, 256)),
-            schedule(4, 2, 1));
-  // FP8 halves the stage but aims at four CTAs per SM: double buffering.
+            schedule(4, 2, 1, 1));
+  // FP8 halves the stage: two CTAs per SM on sm_90a and sm_80, one on sm_89.
   EXPECT_EQ(chooseDecodeSchedule(
                 decodeSpec(Arch::SM90a, 32, 8, 128, ScalarType::F8E4M3)),
-            schedule(4, 2, 1, 4));
+            schedule(8, 2, 1, 2));
   EXPECT_EQ(chooseDecodeSchedule(
                 decodeSpec(Arch::SM80, 32, 8, 128, ScalarType::F8E4M3)),
-            schedule(4, 2, 1, 4));
+            schedule(8, 2, 1, 2));
   EXPECT_EQ(chooseDecodeSchedule(
                 decodeSpec(Arch::SM89, 32, 8, 128, ScalarType::F8E4M3)),
-            schedule(4, 2, 1, 4));
+            schedule(8, 2, 1, 1));
   // Four query tokens of a GQA-8 group: 32 rows, two tiles.
   EXPECT_EQ(chooseDecodeSchedule(
                 decodeSpec(Arch::SM90a, 64, 8, 128, ScalarType::BF16, 4)),
-            schedule(4, 3, 2));
-  // Small heads in FP8: deeper pipelines still fit four CTAs.
+            schedule(8, 2, 2, 1));
+  // Small heads in FP8: five CTAs share an SM.
   EXPECT_EQ(chooseDecodeSchedule(
                 decodeSpec(Arch::SM90a, 8, 8, 64, ScalarType::F8E5M2)),
-            schedule(4, 5, 1, 4));
-  // Split-KV policy is fixed for now.
+            schedule(8, 2, 1, 5));
+  // sm_89's 100 KiB take four warps at head dim 128 in bf16.
+  EXPECT_EQ(chooseDecodeSchedule(decodeSpec(Arch::SM89, 32, 8, 128)),
+            schedule(4, 2, 1, 1));
+  // The minimum split chunk is fixed; the planner picks the rest.
   DecodeSchedule s = chooseDecodeSchedule(decodeSpec(Arch::SM80, 32, 8, 64));
   EXPECT_EQ(s.minChunkTokens, 256);
-  EXPECT_EQ(s.ctasPerSM, 2);
 }
 
 //===----------------------------------------------------------------------===//
