@@ -60,11 +60,7 @@ __device__ __forceinline__ void appendKVKernel(const AppendKVParams &p) {
   const int offset = int(slot % Config::kPageSize);
   for (int i = threadIdx.x; i < kVecs; i += blockDim.x) {
     int head = i / (D / 8), d0 = (i % (D / 8)) * 8;
-    int64_t dstElem;
-    if constexpr (Config::kLayoutHND)
-      dstElem = page * p.pageStride + (int64_t(head) * Config::kPageSize + offset) * D + d0;
-    else
-      dstElem = page * p.pageStride + (int64_t(offset) * Config::kNumKVHeads + head) * D + d0;
+    int64_t dstElem = kvOffset<Config>(page, offset, head, p.pageStride) + d0;
     float kInv = 1.f, vInv = 1.f;
     if constexpr (IsFP8<KVT>::value) {
       int si = Config::kPerHeadKVScale ? head : 0;

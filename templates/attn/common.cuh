@@ -42,11 +42,8 @@ template <class T, class F> struct Conditional<false, T, F> {
 template <class T> __device__ __forceinline__ constexpr T ceilDiv(T a, T b) {
   return (a + b - 1) / b;
 }
-template <class T> __device__ __forceinline__ constexpr T cmax(T a, T b) {
-  return a > b ? a : b;
-}
 
-/// \brief float <-> 16-bit float conversions for the MMA input type T.
+/// \brief A 16-bit float as float.
 template <class T> __device__ __forceinline__ float toFloat(T x);
 template <> __device__ __forceinline__ float toFloat(__half x) {
   return __half2float(x);
@@ -54,14 +51,6 @@ template <> __device__ __forceinline__ float toFloat(__half x) {
 template <> __device__ __forceinline__ float toFloat(__nv_bfloat16 x) {
   return __bfloat162float(x);
 }
-template <class T> __device__ __forceinline__ T fromFloat(float x);
-template <> __device__ __forceinline__ __half fromFloat(float x) {
-  return __float2half_rn(x);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 fromFloat(float x) {
-  return __float2bfloat16_rn(x);
-}
-
 /// \brief Two floats packed into one register of 16-bit T (lo in bits 0-15).
 template <class T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
 template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
@@ -79,6 +68,18 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   uint32_t r;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
   return r;
+}
+
+/// \brief Element offset of (page, token-in-page, kv head) in a paged cache
+/// of Config's layout (NHD: tokens x heads x dim; HND: heads x tokens x dim).
+template <class Config>
+__device__ __forceinline__ int64_t kvOffset(int64_t page, int offset, int head,
+                                            int64_t pageStride) {
+  constexpr int D = Config::kHeadDim;
+  if constexpr (Config::kLayoutHND)
+    return page * pageStride + (int64_t(head) * Config::kPageSize + offset) * D;
+  else
+    return page * pageStride + (int64_t(offset) * Config::kNumKVHeads + head) * D;
 }
 
 //===----------------------------------------------------------------------===//

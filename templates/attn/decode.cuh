@@ -75,17 +75,6 @@ template <class Config> struct DecodeTraits {
 /// 2^e for a compile-time integer exponent in float range.
 __device__ __forceinline__ float exp2i(int e) { return __int_as_float((e + 127) << 23); }
 
-/// \brief Element offset of (page, token-in-page, kv head) in a cache.
-template <class Config>
-__device__ __forceinline__ int64_t kvOffset(int64_t page, int offset, int head,
-                                            int64_t pageStride) {
-  constexpr int D = Config::kHeadDim;
-  if constexpr (Config::kLayoutHND)
-    return page * pageStride + (int64_t(head) * Config::kPageSize + offset) * D;
-  else
-    return page * pageStride + (int64_t(offset) * Config::kNumKVHeads + head) * D;
-}
-
 /// \brief Issues the cp.async copies of 16-token K and V tiles. The lane's
 /// share of a tile (which tokens and 16-byte pieces) is fixed, so its offsets
 /// are computed once, before the tile loop.
