@@ -91,6 +91,19 @@ RankedTensorType scaleType(Location loc, int64_t numKVHeads, bool perHead) {
                     Float32Type::get(loc.getContext()));
 }
 
+/// Appends the k_scale and v_scale argument types an FP8 `cache` needs;
+/// false (with a diagnostic) if they cannot be built.
+bool appendKVScaleTypes(Location loc, PagedKVType cache, bool perHead,
+                        SmallVectorImpl<Type> &argTypes) {
+  if (!isFP8Type(cache.getElementType()))
+    return true;
+  RankedTensorType scales = scaleType(loc, cache.getNumKvHeads(), perHead);
+  if (!scales)
+    return false;
+  argTypes.append({scales, scales});
+  return true;
+}
+
 PagedKVType cacheType(Location loc, int numKVHeads, int headDim,
                       ::attn::ScalarType kvType, int pageSize,
                       ::attn::KVLayout layout) {
@@ -160,13 +173,8 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
                                 index({ShapedType::kDynamic, ShapedType::kDynamic}),
                                 index({ShapedType::kDynamic})};
   bool fp8 = isFP8Type(cache.getElementType());
-  if (fp8) {
-    RankedTensorType scales =
-        scaleType(loc, variant.numKVHeads, variant.perHeadKVScale);
-    if (!scales)
-      return nullptr;
-    argTypes.append({scales, scales});
-  }
+  if (!appendKVScaleTypes(loc, cache, variant.perHeadKVScale, argTypes))
+    return nullptr;
   if (variant.alibi) {
     RankedTensorType slopes =
         tensorType(loc, {variant.numQHeads}, builder.getF32Type());
@@ -244,13 +252,8 @@ mlir::attn::buildAppendKVModule(MLIRContext &context,
       rows, rows, cache,
       RankedTensorType::get({ShapedType::kDynamic}, builder.getI64Type())};
   bool fp8 = isFP8Type(cache.getElementType());
-  if (fp8) {
-    RankedTensorType scales =
-        scaleType(loc, variant.numKVHeads, variant.perHeadKVScale);
-    if (!scales)
-      return nullptr;
-    argTypes.append({scales, scales});
-  }
+  if (!appendKVScaleTypes(loc, cache, variant.perHeadKVScale, argTypes))
+    return nullptr;
   return buildFunctionModule(
       loc, "append_kv", argTypes, {cache},
       [&](OpBuilder &b, ValueRange args) -> ValueRange {
