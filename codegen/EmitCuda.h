@@ -21,8 +21,8 @@ std::string emitCuda(const KernelSpec &spec);
 /// Name of the main extern "C" entry: "attn_" + spec.uri().
 std::string kernelSymbol(const KernelSpec &spec);
 
-/// Name of the device global holding the decode entry's dynamic shared
-/// memory in bytes (decode TUs only).
+/// Name of the device global holding the entry's dynamic shared memory in
+/// bytes (decode and prefill TUs).
 std::string smemBytesSymbol(const KernelSpec &spec);
 
 /// Threads per CTA of the main entry.

@@ -38,7 +38,15 @@ std::string_view toString(Arch arch) {
 }
 
 std::string_view toString(KernelKind kind) {
-  return kind == KernelKind::Decode ? "decode" : "append_kv";
+  switch (kind) {
+  case KernelKind::Decode:
+    return "decode";
+  case KernelKind::AppendKV:
+    return "append_kv";
+  case KernelKind::Prefill:
+    return "prefill";
+  }
+  return "?";
 }
 
 std::optional<Arch> parseArch(std::string_view name) {
@@ -68,8 +76,9 @@ std::string KernelSpec::uri() const {
   std::string name = fmt::format("{}_q{}_kv{}_h{}x{}_d{}", toString(kind),
                                  toString(qType), toString(kvType), numQHeads,
                                  numKVHeads, headDim);
-  name += fmt::format("_p{}{}", pageSize, toString(layout));
-  if (kind == KernelKind::Decode) {
+  if (kind != KernelKind::Prefill) // ragged prefill reads no cache
+    name += fmt::format("_p{}{}", pageSize, toString(layout));
+  if (kind != KernelKind::AppendKV) {
     if (queryLen != 1)
       name += fmt::format("_ql{}", queryLen);
     if (causal)
@@ -82,8 +91,13 @@ std::string KernelSpec::uri() const {
       name += "_softcap";
     if (writeLse)
       name += "_lse";
-    name += fmt::format("_w{}s{}r{}", schedule.warps, schedule.stages,
-                        schedule.rowTiles);
+    if (kind == KernelKind::Decode)
+      name += fmt::format("_w{}s{}r{}", schedule.warps, schedule.stages,
+                          schedule.rowTiles);
+    else
+      name += fmt::format("_m{}n{}w{}s{}", prefillSchedule.blockM,
+                          prefillSchedule.blockN, prefillSchedule.warps,
+                          prefillSchedule.stages);
   }
   if (isFP8KV() && perHeadKVScale)
     name += "_headscale";
@@ -98,7 +112,8 @@ bool KernelSpec::operator==(const KernelSpec &o) const {
          queryLen == o.queryLen && causal == o.causal &&
          slidingWindow == o.slidingWindow && alibi == o.alibi &&
          softcap == o.softcap && perHeadKVScale == o.perHeadKVScale &&
-         writeLse == o.writeLse && schedule == o.schedule;
+         writeLse == o.writeLse && schedule == o.schedule &&
+         prefillSchedule == o.prefillSchedule;
 }
 
 } // namespace attn

@@ -33,6 +33,7 @@ enum class Arch { SM80, SM89, SM90a };
 enum class KernelKind {
   Decode,   ///< paged decode, split-KV partials merged in the same launch
   AppendKV, ///< reshape-and-cache, quantizing to FP8 caches
+  Prefill,  ///< ragged (varlen) prefill over contiguous q/k/v
 };
 
 /// How the decode template is laid out on the GPU; chosen by the
@@ -53,6 +54,21 @@ struct DecodeSchedule {
   bool operator==(const DecodeSchedule &o) const {
     return warps == o.warps && stages == o.stages && rowTiles == o.rowTiles &&
            minChunkTokens == o.minChunkTokens && ctasPerSM == o.ctasPerSM;
+  }
+};
+
+/// How the prefill template is laid out: a CTA takes blockM query rows of
+/// one q head and streams K/V in tiles of blockN keys through a ring of
+/// `stages` shared-memory buffers; each warp owns 16 query rows.
+struct PrefillSchedule {
+  int warps = 4;   ///< blockM / 16
+  int blockM = 64; ///< query rows per CTA
+  int blockN = 64; ///< keys per K/V tile
+  int stages = 2;  ///< K/V tiles in flight
+
+  bool operator==(const PrefillSchedule &o) const {
+    return warps == o.warps && blockM == o.blockM && blockN == o.blockN &&
+           stages == o.stages;
   }
 };
 
@@ -77,7 +93,8 @@ struct KernelSpec {
   bool perHeadKVScale = false; ///< FP8 scales per KV head, else per tensor
   bool writeLse = false;
 
-  DecodeSchedule schedule;
+  DecodeSchedule schedule;          ///< decode kernels
+  PrefillSchedule prefillSchedule; ///< prefill kernels
 
   int groupSize() const { return numQHeads / numKVHeads; }
   bool isFP8KV() const {

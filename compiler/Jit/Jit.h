@@ -12,6 +12,8 @@
 #include "attn/runtime/AppendKV.h"
 #include "attn/runtime/Decode.h"
 #include "attn/runtime/DecodeVariant.h"
+#include "attn/runtime/Prefill.h"
+#include "attn/runtime/PrefillVariant.h"
 #include "attn/runtime/KernelCache.h"
 
 #include "llvm/Support/Error.h"
@@ -54,10 +56,15 @@ public:
   /// The loaded append-KV kernel for `variant` (needs a GPU).
   llvm::Expected<std::shared_ptr<const runtime::AppendKVKernel>>
   appendKV(const AppendKVVariant &variant);
+  /// The loaded ragged-prefill kernel for `variant` (needs a GPU).
+  llvm::Expected<std::shared_ptr<const runtime::PrefillKernel>>
+  prefill(const PrefillVariant &variant);
 
   /// Spec, source and cubin of a variant for `arch` (no GPU needed).
   llvm::Expected<CompiledKernel> compile(const DecodeVariant &variant, Arch arch);
   llvm::Expected<CompiledKernel> compile(const AppendKVVariant &variant,
+                                         Arch arch);
+  llvm::Expected<CompiledKernel> compile(const PrefillVariant &variant,
                                          Arch arch);
 
 private:

@@ -1,0 +1,117 @@
+//===- Prefill.h - plan and run ragged prefill kernels ----------*- C++ -*-===//
+//
+// The host side of ragged (varlen) prefill in the plan/run split: plan()
+// turns the batch's host cu_seqlens into a list of query tiles (longest work
+// first) and copies it to the workspace; run() launches one kernel with no
+// allocation and no host sync. Launch arguments are checked against the
+// compiled variant.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_RUNTIME_PREFILL_H
+#define ATTN_RUNTIME_PREFILL_H
+
+#include "attn/runtime/CudaHandles.h"
+#include "attn/runtime/PrefillVariant.h"
+#include "codegen/KernelSpec.h"
+#include "templates/attn/params.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cuda.h>
+
+#include <memory>
+#include <vector>
+
+namespace attn::runtime {
+
+/// The query tiles of a batch, heaviest first; a pure function of the
+/// lengths. Errors name the first bad offset.
+llvm::Expected<std::vector<PrefillWorkItem>>
+partitionPrefill(llvm::ArrayRef<int32_t> cuSeqlensQ,
+                 llvm::ArrayRef<int32_t> cuSeqlensKV, const KernelSpec &spec);
+
+/// Device and pinned buffers a prefill kernel plans into, sized for at most
+/// `maxQTokens` query rows in `maxBatch` requests.
+class PrefillWorkspace {
+public:
+  int maxTiles() const { return tileCapacity; }
+
+private:
+  friend class PrefillKernel;
+  PrefillWorkspace() = default;
+  DeviceBuffer device;
+  PinnedBuffer staging;
+  std::unique_ptr<Event> stagingFree;
+  int tileCapacity = 0;
+};
+
+/// A planned batch.
+struct PrefillPlan {
+  int batch = 0;
+  int64_t numQTokens = 0;  ///< cu_seqlens_q[batch]
+  int64_t numKVTokens = 0; ///< cu_seqlens_kv[batch]
+  int gridX = 0;           ///< tiles (or capacity, for graph replay)
+  const PrefillWorkItem *workItems = nullptr;
+  const int32_t *numWorkItems = nullptr;
+};
+
+/// Device arguments of one prefill call (one layer).
+struct PrefillArgs {
+  const void *q = nullptr; ///< [numQTokens, numQHeads, headDim]
+  const void *k = nullptr; ///< [numKVTokens, numKVHeads, headDim]
+  const void *v = nullptr; ///< [numKVTokens, numKVHeads, headDim]
+  ScalarType dtype = ScalarType::BF16; ///< of q, k, v and out
+  int64_t numQTokens = 0;
+  int64_t numKVTokens = 0;
+  int numQHeads = 0;
+  int numKVHeads = 0;
+  int headDim = 0;
+  int64_t qStrideToken = 0; ///< elements; 0 means dense
+  int64_t kStrideToken = 0;
+  int64_t vStrideToken = 0;
+  void *out = nullptr; ///< like q
+  int64_t outStrideToken = 0;
+  float *lse = nullptr;               ///< [numQTokens, numQHeads] iff LSE
+  const float *alibiSlopes = nullptr; ///< [numQHeads] iff ALiBi
+};
+
+/// A loaded prefill kernel for one variant.
+class PrefillKernel {
+public:
+  static llvm::Expected<PrefillKernel>
+  create(const KernelSpec &spec, const PrefillVariant &variant,
+         std::shared_ptr<CudaLibrary> library);
+
+  const KernelSpec &spec() const { return kernelSpec; }
+
+  /// A workspace for batches of at most `maxQTokens` query rows in at most
+  /// `maxBatch` requests.
+  llvm::Expected<PrefillWorkspace> createWorkspace(int maxBatch,
+                                                   int64_t maxQTokens) const;
+
+  /// Plans a batch from host cu_seqlens (batch + 1 offsets each) and copies
+  /// the tile list into `workspace` on `stream`. With `forGraph`, the grid is
+  /// the workspace capacity (extra CTAs exit at once).
+  llvm::Expected<PrefillPlan> plan(llvm::ArrayRef<int32_t> cuSeqlensQ,
+                                   llvm::ArrayRef<int32_t> cuSeqlensKV,
+                                   PrefillWorkspace &workspace, CUstream stream,
+                                   bool forGraph = false) const;
+
+  llvm::Error checkArgs(const PrefillPlan &plan, const PrefillArgs &args) const;
+  /// Checks `args`, then launches: no allocation, no host sync.
+  llvm::Error run(const PrefillPlan &plan, const PrefillArgs &args,
+                  CUstream stream) const;
+
+private:
+  PrefillKernel() = default;
+  KernelSpec kernelSpec;
+  PrefillVariant prefillVariant;
+  std::shared_ptr<CudaLibrary> library;
+  CUkernel entry = nullptr;
+  int smemBytes = 0;
+};
+
+} // namespace attn::runtime
+
+#endif // ATTN_RUNTIME_PREFILL_H

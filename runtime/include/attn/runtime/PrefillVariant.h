@@ -1,0 +1,39 @@
+//===- PrefillVariant.h - prefill variants for hosts ------------*- C++ -*-===//
+//
+// How a C++ host describes a ragged prefill, as a plain struct (the JIT API
+// turns it into attn IR and a cached kernel). No MLIR types.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_RUNTIME_PREFILLVARIANT_H
+#define ATTN_RUNTIME_PREFILLVARIANT_H
+
+#include "codegen/KernelSpec.h"
+
+#include <optional>
+
+namespace attn {
+
+/// Ragged prefill: request b's query rows cu_seqlens_q[b] .. [b+1] attend to
+/// its key/value rows cu_seqlens_kv[b] .. [b+1] of contiguous q/k/v.
+struct PrefillVariant {
+  ScalarType qType = ScalarType::BF16; ///< f16 or bf16: q, k, v and out
+  int numQHeads = 32;
+  int numKVHeads = 8;
+  int headDim = 128;
+  /// Causal: query i of a request with q_len queries and kv_len keys sees
+  /// keys <= i + kv_len - q_len (aligned to the end of the keys).
+  bool causal = true;
+  bool crossAttention = false; ///< keys are encoder outputs (not causal)
+  bool encoder = false;        ///< bidirectional self attention (not causal)
+  std::optional<int> windowLeft; ///< keys >= query position - windowLeft
+  std::optional<float> softcap;  ///< logits soft-cap c: c * tanh(s / c)
+  std::optional<float> scale;    ///< softmax scale; default 1/sqrt(headDim)
+  bool alibi = false;            ///< add slope[h] * (key_pos - query_pos)
+  bool writeLse = false;         ///< also write log-sum-exp per row
+  /// Pins the GPU schedule instead of letting the compiler choose.
+  std::optional<PrefillSchedule> schedule;
+};
+
+} // namespace attn
+
+#endif // ATTN_RUNTIME_PREFILLVARIANT_H
