@@ -114,6 +114,36 @@ PagedKVType cacheType(Location loc, int numKVHeads, int headDim,
                                  int64_t(pageSize), fromSpecLayout(layout));
 }
 
+/// The mask of a variant: causal, with the window when there is one; null
+/// (no mask) when neither is set. Fails, after an error at `loc`, for a mask
+/// no op accepts (a negative window, a window without causal).
+LogicalResult buildMask(Location loc, bool causal,
+                        std::optional<int> windowLeft, MaskAttr &mask) {
+  mask = MaskAttr();
+  if (!causal && !windowLeft)
+    return success();
+  std::optional<int64_t> window;
+  if (windowLeft)
+    window = *windowLeft;
+  mask = MaskAttr::getChecked([&] { return emitError(loc); },
+                              loc.getContext(),
+                              causal ? MaskKind::causal : MaskKind::none,
+                              window);
+  return success(static_cast<bool>(mask));
+}
+
+/// An optional f32 knob of a variant (scale, soft-cap) as an attribute;
+/// null when unset.
+FloatAttr optionalF32(Builder &builder, std::optional<float> value) {
+  return value ? builder.getF32FloatAttr(*value) : FloatAttr();
+}
+
+/// tensor<?xnumQHeadsxf32>: the log-sum-exp result of an attention op.
+RankedTensorType lseType(Builder &builder, int numQHeads) {
+  return RankedTensorType::get({ShapedType::kDynamic, int64_t(numQHeads)},
+                               builder.getF32Type());
+}
+
 /// A module holding func.func @name(argTypes) -> resultTypes whose body
 /// `buildBody` fills from the arguments and returns the values to return.
 OwningOpRef<ModuleOp>
@@ -183,31 +213,17 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
     argTypes.push_back(slopes);
   }
   SmallVector<Type> resultTypes = {qType};
-  RankedTensorType lseType;
+  RankedTensorType lse;
   if (variant.writeLse) {
-    lseType = RankedTensorType::get(
-        {ShapedType::kDynamic, int64_t(variant.numQHeads)}, builder.getF32Type());
-    resultTypes.push_back(lseType);
+    lse = lseType(builder, variant.numQHeads);
+    resultTypes.push_back(lse);
   }
 
-  // Mask: causal, with the window when there is one; none is the default.
   MaskAttr mask;
-  if (variant.causal || variant.windowLeft) {
-    std::optional<int64_t> window;
-    if (variant.windowLeft)
-      window = *variant.windowLeft;
-    mask = MaskAttr::getChecked([&] { return emitError(loc); }, &context,
-                                variant.causal ? MaskKind::causal
-                                               : MaskKind::none,
-                                window);
-    if (!mask)
-      return nullptr;
-  }
-  FloatAttr softcap, scale;
-  if (variant.softcap)
-    softcap = builder.getF32FloatAttr(*variant.softcap);
-  if (variant.scale)
-    scale = builder.getF32FloatAttr(*variant.scale);
+  if (failed(buildMask(loc, variant.causal, variant.windowLeft, mask)))
+    return nullptr;
+  FloatAttr scale = optionalF32(builder, variant.scale);
+  FloatAttr softcap = optionalF32(builder, variant.softcap);
   AttentionKind kind =
       variant.crossAttention ? AttentionKind::cross : AttentionKind::decoder;
   // A pinned schedule is written on the op, where attn-select-schedule
@@ -227,10 +243,74 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
         Value vScale = fp8 ? args[5] : Value();
         Value slopes = variant.alibi ? args.back() : Value();
         auto decode = b.create<DecodeOp>(
-            loc, qType, lseType, args[0], args[1], args[2], args[3], kScale,
+            loc, qType, lse, args[0], args[1], args[2], args[3], kScale,
             vScale, slopes, uint64_t(int64_t(variant.queryLen)),
             pinned, mask, kind, scale, softcap);
         return decode->getResults();
+      });
+}
+
+OwningOpRef<ModuleOp>
+mlir::attn::buildPrefillModule(MLIRContext &context,
+                               const ::attn::PrefillVariant &variant) {
+  loadDialects(context);
+  Location loc = variantLoc(context, "attn::PrefillVariant");
+  Builder builder(&context);
+  if (variant.encoder && variant.crossAttention) {
+    emitError(loc) << "a prefill variant is encoder or cross attention, not "
+                      "both";
+    return nullptr;
+  }
+  Type element = getElementType(&context, variant.qType);
+  RankedTensorType qType =
+      rowsType(loc, variant.numQHeads, variant.headDim, element);
+  RankedTensorType kvType =
+      rowsType(loc, variant.numKVHeads, variant.headDim, element);
+  if (!qType || !kvType)
+    return nullptr;
+  RankedTensorType cuSeqlens =
+      RankedTensorType::get({ShapedType::kDynamic}, builder.getI32Type());
+  SmallVector<Type> argTypes = {qType, kvType, kvType, cuSeqlens, cuSeqlens};
+  if (variant.alibi) {
+    RankedTensorType slopes =
+        tensorType(loc, {variant.numQHeads}, builder.getF32Type());
+    if (!slopes)
+      return nullptr;
+    argTypes.push_back(slopes);
+  }
+  SmallVector<Type> resultTypes = {qType};
+  RankedTensorType lse;
+  if (variant.writeLse) {
+    lse = lseType(builder, variant.numQHeads);
+    resultTypes.push_back(lse);
+  }
+
+  MaskAttr mask;
+  if (failed(buildMask(loc, variant.causal, variant.windowLeft, mask)))
+    return nullptr;
+  FloatAttr scale = optionalF32(builder, variant.scale);
+  FloatAttr softcap = optionalF32(builder, variant.softcap);
+  AttentionKind kind = variant.encoder          ? AttentionKind::encoder
+                       : variant.crossAttention ? AttentionKind::cross
+                                                : AttentionKind::decoder;
+  // A pinned schedule is written on the op, where attn-select-schedule
+  // keeps it.
+  PrefillScheduleAttr pinned;
+  if (variant.schedule) {
+    pinned = PrefillScheduleAttr::getChecked([&] { return emitError(loc); },
+                                             &context, *variant.schedule);
+    if (!pinned)
+      return nullptr;
+  }
+
+  return buildFunctionModule(
+      loc, "prefill", argTypes, resultTypes,
+      [&](OpBuilder &b, ValueRange args) -> ValueRange {
+        Value slopes = variant.alibi ? args.back() : Value();
+        auto prefill = b.create<PrefillOp>(
+            loc, qType, lse, args[0], args[1], args[2], args[3], args[4],
+            slopes, pinned, mask, kind, scale, softcap);
+        return prefill->getResults();
       });
 }
 
@@ -308,4 +388,12 @@ mlir::attn::compileAppendKVVariant(const ::attn::AppendKVVariant &variant,
   DiagnosticCollector diagnostics(context);
   return singleSpec(buildAppendKVModule(context, variant), diagnostics,
                     arch);
+}
+
+llvm::Expected<::attn::KernelSpec>
+mlir::attn::compilePrefillVariant(const ::attn::PrefillVariant &variant,
+                                  ::attn::Arch arch) {
+  MLIRContext context(MLIRContext::Threading::DISABLED);
+  DiagnosticCollector diagnostics(context);
+  return singleSpec(buildPrefillModule(context, variant), diagnostics, arch);
 }

@@ -1,16 +1,17 @@
 //===- Frontend.h - host variants -> attn IR -> kernel specs ----*- C++ -*-===//
 //
 // The compiler's entry for the JIT and attn-aot: a variant a C++ host
-// describes (attn/runtime/DecodeVariant.h) becomes a module with one attn op,
-// is verified, runs through attn-pipeline, and comes back as the
-// attn::KernelSpec codegen and the runtime take. Errors are llvm::Error
-// values carrying the diagnostics (verifier messages included).
+// describes (attn/runtime/DecodeVariant.h, PrefillVariant.h) becomes a module
+// with one attn op, is verified, runs through attn-pipeline, and comes back
+// as the attn::KernelSpec codegen and the runtime take. Errors are
+// llvm::Error values carrying the diagnostics (verifier messages included).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_COMPILER_FRONTEND_FRONTEND_H
 #define ATTN_COMPILER_FRONTEND_FRONTEND_H
 
 #include "attn/runtime/DecodeVariant.h"
+#include "attn/runtime/PrefillVariant.h"
 #include "codegen/KernelSpec.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -42,6 +43,17 @@ OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &context,
 OwningOpRef<ModuleOp>
 buildAppendKVModule(MLIRContext &context, const ::attn::AppendKVVariant &variant);
 
+/// A module with one func.func @prefill holding the attn.prefill of
+/// `variant`: q/out are tensor<?xnumQHeadsxheadDimxT>, k and v
+/// tensor<?xnumKVHeadsxheadDimxT>, cu_seqlens_q and cu_seqlens_kv
+/// tensor<?xi32>; `alibi` adds the slopes operand, `writeLse` the lse result.
+/// causal and windowLeft become the mask (#attn.mask<causal[, window]>),
+/// encoder / crossAttention the kind, and softcap, scale and a pinned
+/// schedule the op's attributes. Same contract as buildDecodeModule; setting
+/// both encoder and crossAttention is an error.
+OwningOpRef<ModuleOp>
+buildPrefillModule(MLIRContext &context, const ::attn::PrefillVariant &variant);
+
 /// Verifies `module`, runs attn-pipeline for `arch` on it (in place) and
 /// returns the spec of every attn.kernel_launch, in IR order. Diagnostics
 /// become the llvm::Error's text.
@@ -58,6 +70,11 @@ compileDecodeVariant(const ::attn::DecodeVariant &variant, ::attn::Arch arch);
 llvm::Expected<::attn::KernelSpec>
 compileAppendKVVariant(const ::attn::AppendKVVariant &variant,
                        ::attn::Arch arch);
+
+/// The kernel spec of a ragged-prefill variant on `arch`; as
+/// compileDecodeVariant.
+llvm::Expected<::attn::KernelSpec>
+compilePrefillVariant(const ::attn::PrefillVariant &variant, ::attn::Arch arch);
 
 } // namespace mlir::attn
 

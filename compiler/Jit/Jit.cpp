@@ -49,6 +49,29 @@ std::string keyOf(const DecodeVariant &v) {
   return key;
 }
 
+std::string keyOf(const PrefillVariant &v) {
+  std::string key = "p";
+  appendField(key, v.qType);
+  appendField(key, v.numQHeads);
+  appendField(key, v.numKVHeads);
+  appendField(key, v.headDim);
+  appendField(key, v.causal);
+  appendField(key, v.crossAttention);
+  appendField(key, v.encoder);
+  appendField(key, v.windowLeft);
+  appendField(key, v.softcap);
+  appendField(key, v.scale);
+  appendField(key, v.alibi);
+  appendField(key, v.writeLse);
+  appendField(key, v.schedule.has_value());
+  if (v.schedule) {
+    const PrefillSchedule &s = *v.schedule;
+    for (int field : {s.warps, s.blockM, s.blockN, s.stages})
+      appendField(key, field);
+  }
+  return key;
+}
+
 std::string keyOf(const AppendKVVariant &v) {
   std::string key = "a";
   appendField(key, v.inType);
@@ -70,6 +93,9 @@ llvm::Expected<KernelSpec> specFor(const DecodeVariant &v, Arch arch) {
 llvm::Expected<KernelSpec> specFor(const AppendKVVariant &v, Arch arch) {
   return mlir::attn::compileAppendKVVariant(v, arch);
 }
+llvm::Expected<KernelSpec> specFor(const PrefillVariant &v, Arch arch) {
+  return mlir::attn::compilePrefillVariant(v, arch);
+}
 llvm::Expected<runtime::DecodeKernel>
 createKernel(const KernelSpec &spec, const DecodeVariant &v,
              std::shared_ptr<runtime::CudaLibrary> library) {
@@ -80,6 +106,11 @@ createKernel(const KernelSpec &spec, const AppendKVVariant &,
              std::shared_ptr<runtime::CudaLibrary> library) {
   return runtime::AppendKVKernel::create(spec, std::move(library));
 }
+llvm::Expected<runtime::PrefillKernel>
+createKernel(const KernelSpec &spec, const PrefillVariant &v,
+             std::shared_ptr<runtime::CudaLibrary> library) {
+  return runtime::PrefillKernel::create(spec, v, std::move(library));
+}
 
 } // namespace
 
@@ -89,6 +120,7 @@ struct Jit::Impl {
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<const runtime::DecodeKernel>> decodeKernels;
   std::map<std::string, std::shared_ptr<const runtime::AppendKVKernel>> appendKernels;
+  std::map<std::string, std::shared_ptr<const runtime::PrefillKernel>> prefillKernels;
 
   template <class Variant>
   llvm::Expected<CompiledKernel> compile(const Variant &variant, Arch arch) {
@@ -165,6 +197,11 @@ llvm::Expected<CompiledKernel> Jit::compile(const AppendKVVariant &variant,
   return impl->compile(variant, arch);
 }
 
+llvm::Expected<CompiledKernel> Jit::compile(const PrefillVariant &variant,
+                                            Arch arch) {
+  return impl->compile(variant, arch);
+}
+
 llvm::Expected<std::shared_ptr<const runtime::DecodeKernel>>
 Jit::decode(const DecodeVariant &variant) {
   return impl->load(impl->decodeKernels, variant, [&] { return targetArch(); });
@@ -173,6 +210,12 @@ Jit::decode(const DecodeVariant &variant) {
 llvm::Expected<std::shared_ptr<const runtime::AppendKVKernel>>
 Jit::appendKV(const AppendKVVariant &variant) {
   return impl->load(impl->appendKernels, variant, [&] { return targetArch(); });
+}
+
+llvm::Expected<std::shared_ptr<const runtime::PrefillKernel>>
+Jit::prefill(const PrefillVariant &variant) {
+  return impl->load(impl->prefillKernels, variant,
+                    [&] { return targetArch(); });
 }
 
 } // namespace attn

@@ -73,6 +73,35 @@ FailureOr<::attn::KernelSpec> getDecodeKernelSpec(DecodeOp op,
   return spec;
 }
 
+FailureOr<::attn::KernelSpec> getPrefillKernelSpec(PrefillOp op,
+                                                   ::attn::Arch arch) {
+  ::attn::KernelSpec spec;
+  spec.kind = ::attn::KernelKind::Prefill;
+  spec.arch = arch;
+  auto qType = cast<RankedTensorType>(op.getQ().getType());
+  auto kType = cast<RankedTensorType>(op.getK().getType());
+  // The op verifier admits only f16/bf16 q, and k, v of the same type.
+  spec.qType = *toScalarType(qType.getElementType());
+  spec.numQHeads = int(qType.getDimSize(1));
+  spec.numKVHeads = int(kType.getDimSize(1));
+  spec.headDim = int(qType.getDimSize(2));
+  // No cache: the canonical cache fields of a prefill spec.
+  spec.kvType = spec.qType;
+  spec.pageSize = 0;
+  spec.layout = ::attn::KVLayout::NHD;
+  spec.queryLen = 1;
+  spec.perHeadKVScale = false;
+  std::optional<MaskAttr> mask = op.getMask();
+  spec.causal = mask && mask->isCausal();
+  spec.slidingWindow = mask && mask->hasWindow();
+  spec.alibi = static_cast<bool>(op.getAlibiSlopes());
+  spec.softcap = op.getSoftcap().has_value();
+  spec.writeLse = static_cast<bool>(op.getLse());
+  if (PrefillScheduleAttr schedule = op.getScheduleAttr())
+    spec.prefillSchedule = schedule.getSchedule();
+  return spec;
+}
+
 FailureOr<::attn::KernelSpec> getAppendKVKernelSpec(AppendKVOp op,
                                                     ::attn::Arch arch) {
   ::attn::KernelSpec spec;
@@ -99,9 +128,15 @@ FailureOr<::attn::KernelSpec> getKernelSpec(KernelLaunchOp op) {
 }
 
 StringRef getKernelTemplate(::attn::KernelKind kind) {
-  return kind == ::attn::KernelKind::Decode
-             ? "attn/decode.cuh:attn::decodeKernel"
-             : "attn/append_kv.cuh:attn::appendKVKernel";
+  switch (kind) {
+  case ::attn::KernelKind::Decode:
+    return "attn/decode.cuh:attn::decodeKernel";
+  case ::attn::KernelKind::AppendKV:
+    return "attn/append_kv.cuh:attn::appendKVKernel";
+  case ::attn::KernelKind::Prefill:
+    return "attn/prefill.cuh:attn::prefillKernel";
+  }
+  llvm_unreachable("unknown attn::KernelKind");
 }
 
 ArrayRef<StringRef> getLaunchABI(::attn::KernelKind kind) {
@@ -115,18 +150,35 @@ ArrayRef<StringRef> getLaunchABI(::attn::KernelKind kind) {
       "outStrideToken",
       "pageStride",   "blockTableStride", "smScale",    "softcap",
       "windowLeft"};
+  static const StringRef prefill[] = {
+      "q",            "k",            "v",            "out",
+      "lse",          "alibiSlopes",  "workItems",    "numWorkItems",
+      "qStrideToken", "kStrideToken", "vStrideToken", "outStrideToken",
+      "smScale",      "softcap",      "windowLeft"};
   static const StringRef appendKV[] = {
       "k",          "v",          "kCache",       "vCache",
       "slotMapping", "kScale",    "vScale",       "kStrideToken",
       "vStrideToken", "pageStride", "numTokens"};
-  if (kind == ::attn::KernelKind::Decode)
+  switch (kind) {
+  case ::attn::KernelKind::Decode:
     return decode;
-  return appendKV;
+  case ::attn::KernelKind::AppendKV:
+    return appendKV;
+  case ::attn::KernelKind::Prefill:
+    return prefill;
+  }
+  llvm_unreachable("unknown attn::KernelKind");
 }
 
 std::string getGridRule(const ::attn::KernelSpec &spec) {
   if (spec.kind == ::attn::KernelKind::AppendKV)
     return "grid.x = num_tokens (one CTA per token); block = 128";
+  if (spec.kind == ::attn::KernelKind::Prefill)
+    return llvm::formatv(
+        "grid.x = query tiles of the plan (block_m = {0} rows each), grid.y = "
+        "num_q_heads = {1}; block = 32*warps = {2}",
+        spec.prefillSchedule.blockM, spec.numQHeads,
+        32 * spec.prefillSchedule.warps);
   int rows = spec.groupSize() * spec.queryLen;
   int tileRows = kDecodeTileRows * spec.schedule.rowTiles;
   return llvm::formatv(

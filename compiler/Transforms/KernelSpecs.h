@@ -28,6 +28,16 @@ namespace mlir::attn {
 FailureOr<::attn::KernelSpec> getDecodeKernelSpec(DecodeOp op,
                                                   ::attn::Arch arch);
 
+/// The spec of the ragged-prefill kernel that runs `op` on `arch`: q dtype,
+/// q heads, KV heads and head dim from the types; causal and sliding window
+/// from the mask; ALiBi from the slopes operand; soft-cap from the
+/// attribute; LSE from the second result; the schedule from the op (the
+/// default PrefillSchedule when the op has none yet). The cache fields take
+/// their canonical prefill values (#attn.kernel_spec): kv_type = q_type,
+/// page_size 0, layout NHD, query_len 1, no per-head KV scale.
+FailureOr<::attn::KernelSpec> getPrefillKernelSpec(PrefillOp op,
+                                                   ::attn::Arch arch);
+
 /// The spec of the append_kv kernel that runs `op` on `arch`. Emits an error
 /// at `op` when the kernel cannot run it (slot_mapping not i64, kv scales of
 /// unknown or unequal lengths).
@@ -43,8 +53,8 @@ FailureOr<::attn::KernelSpec> getKernelSpec(KernelLaunchOp op);
 StringRef getKernelTemplate(::attn::KernelKind kind);
 
 /// Names of the fields of the kernel's launch-parameter struct
-/// (attn::DecodeParams, attn::AppendKVParams in templates/attn/params.h), in
-/// declaration order.
+/// (attn::DecodeParams, attn::PrefillParams, attn::AppendKVParams in
+/// templates/attn/params.h), in declaration order.
 ArrayRef<StringRef> getLaunchABI(::attn::KernelKind kind);
 
 /// The launch-grid rule of `spec`'s kernel as readable text, with this

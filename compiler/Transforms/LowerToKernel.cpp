@@ -1,10 +1,11 @@
 //===- LowerToKernel.cpp - attn ops to kernel launches --------------------===//
 //
-// Replaces each scheduled attn.decode and each attn.append_kv by the
-// attn.kernel_launch of its specialized template. The rewrite is one op to
-// one op with no fixpoint, so it walks the module instead of running the
-// greedy pattern driver, which would also erase attention ops whose results
-// are unused (they are Pure) and so change more than the lowering.
+// Replaces each scheduled attn.decode and attn.prefill and each
+// attn.append_kv by the attn.kernel_launch of its specialized template. The
+// rewrite is one op to one op with no fixpoint, so it walks the module
+// instead of running the greedy pattern driver, which would also erase
+// attention ops whose results are unused (they are Pure) and so change more
+// than the lowering.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Transforms/KernelSpecs.h"
@@ -28,10 +29,11 @@ struct Lowering {
   ::attn::KernelSpec spec;
 };
 
-/// Runtime values of a decode launch: the scale (materialized, so the
-/// runtime need not know the default), and the soft-cap and window when the
-/// kernel is compiled with them.
-void setRuntimeValues(KernelLaunchOp launch, DecodeOp op,
+/// Runtime values of an attention launch (decode, prefill): the scale
+/// (materialized, so the runtime need not know the default), and the
+/// soft-cap and window when the kernel is compiled with them.
+template <typename AttentionOp>
+void setRuntimeValues(KernelLaunchOp launch, AttentionOp op,
                       const ::attn::KernelSpec &spec) {
   Builder builder(op.getContext());
   if (FloatAttr scale = op.getScaleAttr())
@@ -71,13 +73,13 @@ struct AttnLowerToKernelPass final
     SmallVector<Lowering> lowerings;
     bool ok = true;
     module.walk([&](Operation *op) {
-      if (isa<PrefillOp, PagedPrefillOp, MergeStatesOp>(op)) {
+      if (isa<PagedPrefillOp, MergeStatesOp>(op)) {
         op->emitError() << "no kernel template for '" << op->getName()
                         << "' yet";
         ok = false;
         return;
       }
-      if (!isa<DecodeOp, AppendKVOp>(op))
+      if (!isa<DecodeOp, PrefillOp, AppendKVOp>(op))
         return;
       std::optional<::attn::Arch> arch = getTargetArch(op);
       if (!arch) {
@@ -97,6 +99,14 @@ struct AttnLowerToKernelPass final
           return;
         }
         spec = getDecodeKernelSpec(decode, *arch);
+      } else if (auto prefill = dyn_cast<PrefillOp>(op)) {
+        if (!prefill.getScheduleAttr()) {
+          prefill.emitOpError()
+              << "has no schedule; run attn-select-schedule first";
+          ok = false;
+          return;
+        }
+        spec = getPrefillKernelSpec(prefill, *arch);
       } else {
         spec = getAppendKVKernelSpec(cast<AppendKVOp>(op), *arch);
       }
@@ -116,6 +126,9 @@ struct AttnLowerToKernelPass final
       if (auto decode = dyn_cast<DecodeOp>(lowering.op)) {
         setRuntimeValues(launch, decode, lowering.spec);
         ++numDecodeLaunches;
+      } else if (auto prefill = dyn_cast<PrefillOp>(lowering.op)) {
+        setRuntimeValues(launch, prefill, lowering.spec);
+        ++numPrefillLaunches;
       } else {
         ++numAppendKVLaunches;
       }

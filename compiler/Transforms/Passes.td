@@ -13,17 +13,19 @@ include "mlir/Pass/PassBase.td"
 
 def AttnSelectSchedulePass
     : Pass<"attn-select-schedule", "::mlir::ModuleOp"> {
-  let summary = "choose a GPU schedule for every attn.decode";
+  let summary = "choose a GPU schedule for every attn.decode and attn.prefill";
   let description = [{
     Records the target on the module (`attn.arch = "sm_90a"`) and, on every
     `attn.decode` without one, a `#attn.decode_schedule`: warps per CTA,
     cp.async pipeline depth, GQA row tiles (16 rows of (query token, q head)
-    per tile) and the split-KV policy. Loads are always 16-byte vectors (8
+    per tile) and the split-KV policy; on every `attn.prefill` without one,
+    a `#attn.prefill_schedule`: warps, query rows per CTA (16 per warp),
+    keys per K/V tile and ring depth. Loads are always 16-byte vectors (8
     f16/bf16 or 16 FP8 elements), the unit every template moves data in, so
     the vector width is not a schedule knob. An op that already has a
-    schedule keeps it (a user can pin one). The heuristic is
-    `attn::chooseDecodeSchedule` (compiler/Transforms/Schedule.h), shared with
-    the JIT and attn-aot.
+    schedule keeps it (a user can pin one). The heuristics are
+    `attn::chooseDecodeSchedule` and `attn::choosePrefillSchedule`
+    (compiler/Transforms/Schedule.h), shared with the JIT and attn-aot.
 
     A module that already names a different target is an error: its pinned
     schedules were chosen for that GPU.
@@ -34,9 +36,10 @@ def AttnSelectSchedulePass
   ];
   let statistics = [
     Statistic<"numScheduled", "num-scheduled",
-              "attn.decode ops given a schedule">,
+              "attn.decode and attn.prefill ops given a schedule">,
     Statistic<"numPinned", "num-pinned",
-              "attn.decode ops that kept their pinned schedule">,
+              "attn.decode and attn.prefill ops that kept their pinned "
+              "schedule">,
   ];
   let dependentDialects = ["::mlir::attn::AttnDialect"];
 }
@@ -44,8 +47,8 @@ def AttnSelectSchedulePass
 def AttnLowerToKernelPass : Pass<"attn-lower-to-kernel", "::mlir::ModuleOp"> {
   let summary = "turn scheduled attn ops into attn.kernel_launch";
   let description = [{
-    Replaces every `attn.decode` (which needs a schedule: run
-    attn-select-schedule first) and every `attn.append_kv` by an
+    Replaces every `attn.decode` and `attn.prefill` (which need a schedule:
+    run attn-select-schedule first) and every `attn.append_kv` by an
     `attn.kernel_launch` naming the kernel template, its compile-time
     parameters (`#attn.kernel_spec`, the full `attn::KernelSpec`), the
     launch-parameter ABI of templates/attn/params.h and the launch-grid rule.
@@ -53,13 +56,15 @@ def AttnLowerToKernelPass : Pass<"attn-lower-to-kernel", "::mlir::ModuleOp"> {
     the binary does not depend on (scale, soft-cap value, window size) stay
     on the launch as attributes.
 
-    `attn.prefill`, `attn.paged_prefill` and `attn.merge_states` have no
-    kernel template yet: each is reported at its location and the pass fails
-    without changing the module.
+    `attn.paged_prefill` and `attn.merge_states` have no kernel template
+    yet: each is reported at its location and the pass fails without
+    changing the module.
   }];
   let statistics = [
     Statistic<"numDecodeLaunches", "num-decode-launches",
               "attn.decode ops lowered to a kernel launch">,
+    Statistic<"numPrefillLaunches", "num-prefill-launches",
+              "attn.prefill ops lowered to a kernel launch">,
     Statistic<"numAppendKVLaunches", "num-append-kv-launches",
               "attn.append_kv ops lowered to a kernel launch">,
   ];

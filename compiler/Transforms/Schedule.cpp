@@ -1,4 +1,4 @@
-//===- Schedule.cpp - the decode schedule heuristic -----------------------===//
+//===- Schedule.cpp - the schedule heuristics -----------------------------===//
 //
 // A first heuristic, meant to be tuned against measurements: every rule says
 // why it is there.
@@ -57,6 +57,27 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
   // (shorter chunks cost more in the merge than they gain); the planner
   // picks the chunk from the batch (runtime/DecodePlan.cpp).
   schedule.minChunkTokens = 256;
+  return schedule;
+}
+
+::attn::PrefillSchedule choosePrefillSchedule(const ::attn::KernelSpec &spec) {
+  ::attn::PrefillSchedule schedule;
+  // Four warps of 16 query rows each: a 64-row query tile of one q head per
+  // CTA. Each warp keeps its 16 x headDim fp32 output accumulator and a
+  // 16 x blockN score tile in registers, and a prompt of a few hundred
+  // tokens still spreads over many CTAs.
+  schedule.warps = 4;
+  schedule.blockM = 16 * schedule.warps;
+  // Keys per K/V tile: 64 while the accumulator leaves registers for a
+  // 16 x 64 score tile (head dim <= 128); 32 above, where the accumulator
+  // alone takes twice the registers. That also holds the double-buffered
+  // K/V ring (blockN x headDim x 2 bytes x K, V x 2 stages) at 64 KiB, as
+  // at head dim 128, which fits every target (sm_89 has 100 KiB per SM).
+  schedule.blockN = spec.headDim <= 128 ? 64 : 32;
+  // Double buffering: the next K/V tile loads while the current one is
+  // used; prefill is compute bound, so deeper rings buy little and cost
+  // shared memory.
+  schedule.stages = 2;
   return schedule;
 }
 

@@ -1,8 +1,9 @@
-//===- Schedule.h - the decode schedule heuristic ---------------*- C++ -*-===//
+//===- Schedule.h - the schedule heuristics ---------------------*- C++ -*-===//
 //
-// How the paged-decode template is laid out on a GPU, chosen from the variant
-// and the target alone. One function, so attn-select-schedule, the JIT and
-// attn-aot pick the same schedule for the same variant.
+// How the paged-decode and ragged-prefill templates are laid out on a GPU,
+// chosen from the variant and the target alone. One function per template,
+// so attn-select-schedule, the JIT and attn-aot pick the same schedule for
+// the same variant.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_COMPILER_TRANSFORMS_SCHEDULE_H
@@ -30,6 +31,10 @@ int64_t sharedMemoryPerSM(::attn::Arch arch);
 /// The schedule for a decode `spec` (its `schedule` field is ignored): reads
 /// the arch, head dim, q and KV element sizes, group size and query_len.
 ::attn::DecodeSchedule chooseDecodeSchedule(const ::attn::KernelSpec &spec);
+
+/// The schedule for a prefill `spec` (its `prefillSchedule` field is
+/// ignored): reads the head dim.
+::attn::PrefillSchedule choosePrefillSchedule(const ::attn::KernelSpec &spec);
 
 } // namespace mlir::attn
 

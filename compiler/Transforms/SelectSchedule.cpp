@@ -1,8 +1,9 @@
-//===- SelectSchedule.cpp - choose a GPU schedule per attn.decode ---------===//
+//===- SelectSchedule.cpp - choose a GPU schedule per attention op --------===//
 //
-// Records the target on the module and a #attn.decode_schedule on every
-// attn.decode that has none; the heuristic itself is chooseDecodeSchedule
-// (Schedule.h).
+// Records the target on the module, a #attn.decode_schedule on every
+// attn.decode and a #attn.prefill_schedule on every attn.prefill that has
+// none; the heuristics themselves are chooseDecodeSchedule and
+// choosePrefillSchedule (Schedule.h).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Transforms/KernelSpecs.h"
@@ -46,21 +47,43 @@ struct AttnSelectSchedulePass final
     }
     module->setAttr(AttnDialect::getArchAttrName(), archName);
 
-    WalkResult result = module.walk([&](DecodeOp op) {
-      if (op.getScheduleAttr()) {
-        ++numPinned;
-        return WalkResult::advance();
-      }
-      FailureOr<::attn::KernelSpec> spec = getDecodeKernelSpec(op, *target);
-      if (failed(spec))
-        return WalkResult::interrupt();
-      op.setScheduleAttr(
-          DecodeScheduleAttr::get(&getContext(), chooseDecodeSchedule(*spec)));
-      ++numScheduled;
+    WalkResult result = module.walk([&](Operation *op) {
+      if (auto decode = dyn_cast<DecodeOp>(op))
+        return schedule(decode);
+      if (auto prefill = dyn_cast<PrefillOp>(op))
+        return schedule(prefill);
       return WalkResult::advance();
     });
     if (result.wasInterrupted())
       signalPassFailure();
+  }
+
+  WalkResult schedule(DecodeOp op) {
+    if (op.getScheduleAttr()) {
+      ++numPinned;
+      return WalkResult::advance();
+    }
+    FailureOr<::attn::KernelSpec> spec = getDecodeKernelSpec(op, *target);
+    if (failed(spec))
+      return WalkResult::interrupt();
+    op.setScheduleAttr(
+        DecodeScheduleAttr::get(&getContext(), chooseDecodeSchedule(*spec)));
+    ++numScheduled;
+    return WalkResult::advance();
+  }
+
+  WalkResult schedule(PrefillOp op) {
+    if (op.getScheduleAttr()) {
+      ++numPinned;
+      return WalkResult::advance();
+    }
+    FailureOr<::attn::KernelSpec> spec = getPrefillKernelSpec(op, *target);
+    if (failed(spec))
+      return WalkResult::interrupt();
+    op.setScheduleAttr(PrefillScheduleAttr::get(&getContext(),
+                                                choosePrefillSchedule(*spec)));
+    ++numScheduled;
+    return WalkResult::advance();
   }
 
   /// The parsed `arch` option.

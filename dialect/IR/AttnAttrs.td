@@ -94,6 +94,46 @@ def Attn_DecodeScheduleAttr : Attn_Attr<"DecodeSchedule", "decode_schedule"> {
   }];
 }
 
+def Attn_PrefillScheduleAttr : Attn_Attr<"PrefillSchedule", "prefill_schedule"> {
+  let summary = "how the ragged-prefill kernel is laid out on the GPU";
+  let description = [{
+    The schedule the attn-select-schedule pass picks for an `attn.prefill`
+    (or a user pins by writing it on the op); mirrors `attn::PrefillSchedule`
+    in codegen/KernelSpec.h field by field.
+
+    - `warps`: warps per CTA; each owns 16 query rows, so `block_m` is
+      16 * `warps`.
+    - `block_m`: query rows of one q head per CTA (one query tile).
+    - `block_n`: keys per K/V tile, a multiple of 16 (one MMA k-step of
+      P * V).
+    - `stages`: K/V tiles in flight in the shared-memory ring.
+
+    ```mlir
+    #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>
+    ```
+  }];
+  let parameters = (ins
+    "int":$warps,
+    "int":$blockM,
+    "int":$blockN,
+    "int":$stages);
+  let assemblyFormat = [{
+    `<` `warps` `=` $warps `,` `block_m` `=` $blockM `,`
+    `block_n` `=` $blockN `,` `stages` `=` $stages `>`
+  }];
+  let genVerifyDecl = 1;
+  let builders = [
+    AttrBuilder<(ins "const ::attn::PrefillSchedule &":$schedule), [{
+      return $_get($_ctxt, schedule.warps, schedule.blockM, schedule.blockN,
+                   schedule.stages);
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    /// The plain-C++ schedule codegen and the runtime read.
+    ::attn::PrefillSchedule getSchedule() const;
+  }];
+}
+
 /// A variant flag of #attn.kernel_spec: `true` or `false`, left out when
 /// false. Booleans have no FieldParser of their own (they would parse as
 /// integers), hence the explicit parser.
@@ -111,6 +151,14 @@ def Attn_OptionalScheduleParameter
   let printer = "$_printer.printAttribute($_self)";
 }
 
+/// The prefill schedule inside #attn.kernel_spec, printed with its
+/// `#attn.prefill_schedule` prefix as on attn.prefill.
+def Attn_OptionalPrefillScheduleParameter
+    : OptionalParameter<"::mlir::attn::PrefillScheduleAttr",
+                        "prefill schedule (prefill kernels only)"> {
+  let printer = "$_printer.printAttribute($_self)";
+}
+
 def Attn_KernelSpecAttr : Attn_Attr<"KernelSpec", "kernel_spec"> {
   let summary = "one kernel variant: everything that changes its binary";
   let description = [{
@@ -118,12 +166,17 @@ def Attn_KernelSpecAttr : Attn_Attr<"KernelSpec", "kernel_spec"> {
     lowered IR converts to the struct codegen and the runtime take and back
     without loss. Element types are builtin types (`f8E4M3FN` is
     `attn::ScalarType::F8E4M3`); `arch` is `sm_80`, `sm_89` or `sm_90a`.
-    Flags and `query_len` are printed only when they differ from their
-    default (false, 1); `schedule` is present exactly for decode kernels.
+    Flags, `query_len` and `page_size` are printed only when they differ
+    from their default (false, 1, 0); `schedule` is present exactly for
+    decode kernels, `prefill_schedule` exactly for prefill kernels.
 
     The form is canonical, so two equal specs are one attribute: an
     append_kv spec has `num_q_heads == num_kv_heads`, `query_len = 1` and no
-    decode flags; `per_head_kv_scale` needs an FP8 `kv_type`.
+    decode flags; `per_head_kv_scale` needs an FP8 `kv_type`. A prefill
+    kernel reads contiguous k/v, not a cache, and takes its query rows from
+    cu_seqlens, so its cache and decode fields have fixed values:
+    `kv_type = q_type`, `page_size = 0` (left out), `layout = nhd`,
+    `query_len = 1` (left out) and no `per_head_kv_scale`.
 
     ```mlir
     #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16,
@@ -131,6 +184,11 @@ def Attn_KernelSpecAttr : Attn_Attr<"KernelSpec", "kernel_spec"> {
         page_size = 16, layout = nhd, causal = true,
         schedule = #attn.decode_schedule<warps = 4, stages = 6, row_tiles = 1,
                                          min_chunk_tokens = 256, ctas_per_sm = 2>>
+    #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16,
+        kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128,
+        layout = nhd, causal = true,
+        prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64,
+                                                  block_n = 64, stages = 2>>
     ```
   }];
   let parameters = (ins
@@ -141,7 +199,7 @@ def Attn_KernelSpecAttr : Attn_Attr<"KernelSpec", "kernel_spec"> {
     "int":$num_q_heads,
     "int":$num_kv_heads,
     "int":$head_dim,
-    "int":$page_size,
+    DefaultValuedParameter<"int", "0">:$page_size,
     EnumParameter<Attn_KVLayout>:$layout,
     DefaultValuedParameter<"int", "1">:$query_len,
     Attn_FlagParameter:$causal,
@@ -150,12 +208,14 @@ def Attn_KernelSpecAttr : Attn_Attr<"KernelSpec", "kernel_spec"> {
     Attn_FlagParameter:$softcap,
     Attn_FlagParameter:$per_head_kv_scale,
     Attn_FlagParameter:$write_lse,
-    Attn_OptionalScheduleParameter:$schedule);
+    Attn_OptionalScheduleParameter:$schedule,
+    Attn_OptionalPrefillScheduleParameter:$prefill_schedule);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let builders = [
     AttrBuilder<(ins "const ::attn::KernelSpec &":$spec), [{
       bool decode = spec.kind == ::attn::KernelKind::Decode;
+      bool prefill = spec.kind == ::attn::KernelKind::Prefill;
       return $_get($_ctxt, fromSpecKind(spec.kind),
                    ::attn::toString(spec.arch),
                    getElementType($_ctxt, spec.qType),
@@ -165,7 +225,10 @@ def Attn_KernelSpecAttr : Attn_Attr<"KernelSpec", "kernel_spec"> {
                    spec.slidingWindow, spec.alibi, spec.softcap,
                    spec.perHeadKVScale, spec.writeLse,
                    decode ? DecodeScheduleAttr::get($_ctxt, spec.schedule)
-                          : DecodeScheduleAttr());
+                          : DecodeScheduleAttr(),
+                   prefill ? PrefillScheduleAttr::get($_ctxt,
+                                                      spec.prefillSchedule)
+                           : PrefillScheduleAttr());
     }]>
   ];
   let extraClassDeclaration = [{

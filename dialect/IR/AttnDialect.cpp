@@ -164,13 +164,27 @@ KVLayout mlir::attn::fromSpecLayout(::attn::KVLayout layout) {
 }
 
 ::attn::KernelKind mlir::attn::toSpecKind(KernelKind kind) {
-  return kind == KernelKind::append_kv ? ::attn::KernelKind::AppendKV
-                                       : ::attn::KernelKind::Decode;
+  switch (kind) {
+  case KernelKind::decode:
+    return ::attn::KernelKind::Decode;
+  case KernelKind::append_kv:
+    return ::attn::KernelKind::AppendKV;
+  case KernelKind::prefill:
+    return ::attn::KernelKind::Prefill;
+  }
+  llvm_unreachable("unknown mlir::attn::KernelKind");
 }
 
 KernelKind mlir::attn::fromSpecKind(::attn::KernelKind kind) {
-  return kind == ::attn::KernelKind::AppendKV ? KernelKind::append_kv
-                                              : KernelKind::decode;
+  switch (kind) {
+  case ::attn::KernelKind::Decode:
+    return KernelKind::decode;
+  case ::attn::KernelKind::AppendKV:
+    return KernelKind::append_kv;
+  case ::attn::KernelKind::Prefill:
+    return KernelKind::prefill;
+  }
+  llvm_unreachable("unknown attn::KernelKind");
 }
 
 std::string mlir::attn::describeArchs() {
@@ -218,6 +232,41 @@ DecodeScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 //===----------------------------------------------------------------------===//
+// PrefillScheduleAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+PrefillScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                            int warps, int blockM, int blockN, int stages) {
+  // A CTA has at most 1024 threads.
+  if (warps < 1 || warps > 32)
+    return emitError() << "prefill_schedule warps must be from 1 to 32, got "
+                       << warps;
+  if (blockM != 16 * warps)
+    return emitError() << "prefill_schedule block_m must be 16 * warps = "
+                       << 16 * warps
+                       << " (each warp owns 16 query rows), got " << blockM;
+  // P * V consumes keys 16 at a time (the k-extent of one MMA).
+  if (blockN < 16 || blockN % 16 != 0)
+    return emitError()
+           << "prefill_schedule block_n must be a positive multiple of 16, got "
+           << blockN;
+  if (stages < 1)
+    return emitError() << "prefill_schedule stages must be at least 1, got "
+                       << stages;
+  return success();
+}
+
+::attn::PrefillSchedule PrefillScheduleAttr::getSchedule() const {
+  ::attn::PrefillSchedule schedule;
+  schedule.warps = getWarps();
+  schedule.blockM = getBlockM();
+  schedule.blockN = getBlockN();
+  schedule.stages = getStages();
+  return schedule;
+}
+
+//===----------------------------------------------------------------------===//
 // KernelSpecAttr
 //===----------------------------------------------------------------------===//
 
@@ -226,7 +275,10 @@ LogicalResult KernelSpecAttr::verify(
     StringRef arch, Type qType, Type kvType, int numQHeads, int numKvHeads,
     int headDim, int pageSize, KVLayout layout, int queryLen, bool causal,
     bool slidingWindow, bool alibi, bool softcap, bool perHeadKvScale,
-    bool writeLse, DecodeScheduleAttr schedule) {
+    bool writeLse, DecodeScheduleAttr schedule,
+    PrefillScheduleAttr prefillSchedule) {
+  bool decode = kind == KernelKind::decode;
+  bool prefill = kind == KernelKind::prefill;
   if (!::attn::parseArch(arch.str()))
     return emitError() << "kernel_spec arch \"" << arch
                        << "\" is not a target; expected " << describeArchs();
@@ -245,26 +297,50 @@ LogicalResult KernelSpecAttr::verify(
   if (!::attn::isSupportedHeadDim(headDim))
     return emitError() << "kernel_spec head_dim " << headDim
                        << " is not supported";
-  if (!::attn::isSupportedPageSize(pageSize))
+  // Ragged prefill reads contiguous k/v and takes its query rows from
+  // cu_seqlens: the cache and decode fields have one value, so equal prefill
+  // kernels are one attribute.
+  if (prefill && (kvType != qType || pageSize != 0 ||
+                  layout != KVLayout::nhd || queryLen != 1 || perHeadKvScale))
+    return emitError()
+           << "kernel_spec of a prefill kernel reads no KV cache: it has "
+              "kv_type == q_type, layout = nhd and no page_size, query_len or "
+              "per_head_kv_scale";
+  if (!prefill && !::attn::isSupportedPageSize(pageSize))
     return emitError() << "kernel_spec page_size " << pageSize
                        << " is not supported";
   if (queryLen < 1 || queryLen > ::attn::kMaxDecodeQueryLen)
     return emitError() << "kernel_spec query_len must be from 1 to "
                        << ::attn::kMaxDecodeQueryLen << ", got " << queryLen;
-  // A single query is the last key, so its kernels carry no causal flag.
-  if (slidingWindow && !causal && queryLen > 1)
+  // A single decode query is the last key, so its kernels carry no causal
+  // flag; a window then needs none either. Prefill queries are many.
+  if (slidingWindow && !causal && (prefill || queryLen > 1))
     return emitError() << "kernel_spec sliding_window needs causal";
-  if (causal && queryLen == 1)
+  if (causal && decode && queryLen == 1)
     return emitError() << "kernel_spec causal needs query_len > 1 (one query "
                           "sees every cached key anyway)";
   if (perHeadKvScale && !isFP8Type(kvType))
     return emitError() << "kernel_spec per_head_kv_scale needs an FP8 kv_type";
-  if (kind == KernelKind::decode && !schedule)
+  if (decode && !schedule)
     return emitError() << "kernel_spec of a decode kernel needs a schedule";
+  if (prefill && !prefillSchedule)
+    return emitError()
+           << "kernel_spec of a prefill kernel needs a prefill_schedule";
+  if (prefill && schedule)
+    return emitError() << "kernel_spec schedule is for decode kernels; a "
+                          "prefill kernel has a prefill_schedule";
+  if (!prefill && prefillSchedule)
+    return emitError()
+           << "kernel_spec prefill_schedule is for prefill kernels only";
   if (schedule && failed(DecodeScheduleAttr::verify(
                       emitError, schedule.getWarps(), schedule.getStages(),
                       schedule.getRowTiles(), schedule.getMinChunkTokens(),
                       schedule.getCtasPerSm())))
+    return failure();
+  if (prefillSchedule &&
+      failed(PrefillScheduleAttr::verify(
+          emitError, prefillSchedule.getWarps(), prefillSchedule.getBlockM(),
+          prefillSchedule.getBlockN(), prefillSchedule.getStages())))
     return failure();
   if (kind == KernelKind::append_kv &&
       (schedule || numQHeads != numKvHeads || queryLen != 1 || causal ||
@@ -282,7 +358,7 @@ LogicalResult KernelSpecAttr::verifyParameters(
                 getNumQHeads(), getNumKvHeads(), getHeadDim(), getPageSize(),
                 getLayout(), getQueryLen(), getCausal(), getSlidingWindow(),
                 getAlibi(), getSoftcap(), getPerHeadKvScale(), getWriteLse(),
-                getSchedule());
+                getSchedule(), getPrefillSchedule());
 }
 
 ::attn::KernelSpec KernelSpecAttr::getSpec() const {
@@ -305,10 +381,12 @@ LogicalResult KernelSpecAttr::verifyParameters(
   spec.softcap = getSoftcap();
   spec.perHeadKVScale = getPerHeadKvScale();
   spec.writeLse = getWriteLse();
-  // An append_kv spec keeps the default schedule, as a KernelSpec built by
-  // hand does; it is not part of that kernel.
+  // A spec keeps the default of the schedule its kernel does not have, as a
+  // KernelSpec built by hand does.
   if (DecodeScheduleAttr schedule = getSchedule())
     spec.schedule = schedule.getSchedule();
+  if (PrefillScheduleAttr schedule = getPrefillSchedule())
+    spec.prefillSchedule = schedule.getSchedule();
   return spec;
 }
 

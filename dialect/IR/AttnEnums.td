@@ -41,10 +41,12 @@ def Attn_KVLayout : I32EnumAttr<"KVLayout",
 
 def Attn_KernelKind_Decode : I32EnumAttrCase<"decode", 0>;
 def Attn_KernelKind_AppendKV : I32EnumAttrCase<"append_kv", 1>;
+def Attn_KernelKind_Prefill : I32EnumAttrCase<"prefill", 2>;
 def Attn_KernelKind : I32EnumAttr<"KernelKind",
-    "which kernel template a kernel-level op instantiates: paged decode or "
-    "append to a paged KV cache",
-    [Attn_KernelKind_Decode, Attn_KernelKind_AppendKV]> {
+    "which kernel template a kernel-level op instantiates: paged decode, "
+    "append to a paged KV cache, or ragged prefill",
+    [Attn_KernelKind_Decode, Attn_KernelKind_AppendKV,
+     Attn_KernelKind_Prefill]> {
   let cppNamespace = "::mlir::attn";
   let genSpecializedAttr = 0;
 }

@@ -336,30 +336,42 @@ LogicalResult KernelLaunchOp::verify() {
     return emitOpError() << "abi must name the launch parameters";
 
   // Operands and results follow the lowered op (see the op description).
-  bool decode = spec.kind == ::attn::KernelKind::Decode;
-  SmallVector<StringRef, 7> operands =
-      decode ? SmallVector<StringRef, 7>{"q", "cache", "block_tables",
-                                         "seq_lens"}
-             : SmallVector<StringRef, 7>{"k", "v", "cache", "slot_mapping"};
+  // Decode and prefill are attention kernels: they take a scale and may
+  // write the LSE.
+  bool attention = spec.kind != ::attn::KernelKind::AppendKV;
+  SmallVector<StringRef, 7> operands;
+  switch (spec.kind) {
+  case ::attn::KernelKind::Decode:
+    operands = {"q", "cache", "block_tables", "seq_lens"};
+    break;
+  case ::attn::KernelKind::Prefill:
+    operands = {"q", "k", "v", "cu_seqlens_q", "cu_seqlens_kv"};
+    break;
+  case ::attn::KernelKind::AppendKV:
+    operands = {"k", "v", "cache", "slot_mapping"};
+    break;
+  }
   if (spec.isFP8KV())
     operands.append({"k_scale", "v_scale"});
-  if (decode && spec.alibi)
+  if (attention && spec.alibi)
     operands.push_back("alibi_slopes");
   if (getArgs().size() != operands.size())
     return emitOpError() << "takes " << operands.size() << " operands for its "
                          << ::attn::toString(spec.kind) << " spec ("
                          << llvm::join(operands, ", ") << "), got "
                          << getArgs().size();
-  size_t results = decode && spec.writeLse ? 2 : 1;
+  size_t results = attention && spec.writeLse ? 2 : 1;
   if (getOuts().size() != results)
     return emitOpError() << "returns " << results << " results for its "
                          << ::attn::toString(spec.kind) << " spec, got "
                          << getOuts().size();
 
   // Runtime values travel with the launch exactly when the binary uses them.
-  if (decode != static_cast<bool>(getScale()))
-    return emitOpError() << (decode ? "a decode launch needs a scale"
-                                    : "an append_kv launch takes no scale");
+  if (attention && !getScale())
+    return emitOpError() << "a " << ::attn::toString(spec.kind)
+                         << " launch needs a scale";
+  if (!attention && getScale())
+    return emitOpError() << "an append_kv launch takes no scale";
   if (spec.softcap != static_cast<bool>(getSoftcap()))
     return emitOpError() << "softcap must be given exactly when the spec has "
                             "softcap";

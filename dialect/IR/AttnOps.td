@@ -35,7 +35,9 @@ def Attn_PrefillOp : Attn_Op<"prefill", [Pure]> {
     attention is usually causal; encoder attention is bidirectional; cross
     attention reads keys and values of the encoder sequences. Query heads are
     grouped over KV heads (MHA, GQA, MQA). The optional second result is the
-    log-sum-exp of each row's scores.
+    log-sum-exp of each row's scores. `schedule` is how the kernel is laid
+    out on the GPU; attn-select-schedule picks one unless it is already set
+    (pinned).
 
     ```mlir
     %o = attn.prefill %q, %k, %v, %cu_q, %cu_kv {mask = #attn.mask<causal>}
@@ -49,7 +51,8 @@ def Attn_PrefillOp : Attn_Op<"prefill", [Pure]> {
     Attn_ActivationTensor:$v,
     Attn_IndexVector:$cu_seqlens_q,
     Attn_IndexVector:$cu_seqlens_kv,
-    Optional<Attn_SlopeVector>:$alibi_slopes), Attn_ScoreModAttrs);
+    Optional<Attn_SlopeVector>:$alibi_slopes,
+    OptionalAttr<Attn_PrefillScheduleAttr>:$schedule), Attn_ScoreModAttrs);
   let results = (outs
     Attn_ActivationTensor:$out,
     Optional<Attn_LseTensor>:$lse);
@@ -223,8 +226,9 @@ def Attn_MergeStatesOp : Attn_Op<"merge_states", [Pure,
 def Attn_KernelLaunchOp : Attn_Op<"kernel_launch", [Pure]> {
   let summary = "a launch of one specialized kernel (lowered attn IR)";
   let description = [{
-    What attn-lower-to-kernel turns `attn.decode` and `attn.append_kv` into:
-    the kernel that runs the op, as codegen and the runtime need it.
+    What attn-lower-to-kernel turns `attn.decode`, `attn.prefill` and
+    `attn.append_kv` into: the kernel that runs the op, as codegen and the
+    runtime need it.
 
     - `@kernel`: the extern "C" entry of the generated translation unit,
       `"attn_" + spec.uri()` (a decode unit also holds `<kernel>_merge`, the
@@ -235,19 +239,22 @@ def Attn_KernelLaunchOp : Attn_Op<"kernel_launch", [Pure]> {
     - `spec`: the full `attn::KernelSpec`, compile-time parameters of the
       template (dtypes, shapes, variant flags, schedule, arch).
     - `abi`: the fields of the launch-parameter struct of templates/attn/
-      params.h (`attn::DecodeParams`, `attn::AppendKVParams`), in order.
+      params.h (`attn::DecodeParams`, `attn::PrefillParams`,
+      `attn::AppendKVParams`), in order.
     - `grid`: how the launch grid and block follow from the spec and the
       batch.
     - `scale`, `softcap`, `window`: runtime values the binary does not
       depend on (the spec only says whether soft-cap and the window are on);
-      `scale` is always set (1/sqrt(head_dim) unless the op gave one).
+      `scale` is set exactly for attention kernels (decode, prefill), to
+      1/sqrt(head_dim) unless the op gave one.
 
     Operands and results are those of the lowered op, in its order, so the
     IR stays well typed: decode takes q, cache, block_tables, seq_lens, then
     k_scale and v_scale for an FP8 cache, then the ALiBi slopes, and returns
-    out and, with `write_lse`, lse; append_kv takes k, v, cache,
-    slot_mapping, then k_scale and v_scale for an FP8 cache, and returns the
-    updated cache.
+    out and, with `write_lse`, lse; prefill takes q, k, v, cu_seqlens_q,
+    cu_seqlens_kv, then the ALiBi slopes, and returns out and, with
+    `write_lse`, lse; append_kv takes k, v, cache, slot_mapping, then
+    k_scale and v_scale for an FP8 cache, and returns the updated cache.
 
     ```mlir
     %c1 = attn.kernel_launch @attn_append_kv_qbf16_kvbf16_h8x8_d128_p16nhd(

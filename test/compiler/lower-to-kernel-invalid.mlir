@@ -4,8 +4,8 @@
 // left unchanged.
 
 module attributes {attn.arch = "sm_90a"} {
-func.func @prefill(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>, %cu: tensor<?xi32>) -> tensor<?x32x128xbf16> {
-  // expected-error @+1 {{no kernel template for 'attn.prefill' yet}}
+func.func @unscheduled_prefill(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>, %cu: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{'attn.prefill' op has no schedule; run attn-select-schedule first}}
   %o = attn.prefill %q, %k, %k, %cu, %cu
       : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
         tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>

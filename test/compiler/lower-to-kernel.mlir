@@ -3,9 +3,9 @@
 // RUN: attn-opt %s --split-input-file --attn-lower-to-kernel | attn-opt --split-input-file | FileCheck %s
 // RUN: attn-opt %s --split-input-file --attn-lower-to-kernel --mlir-print-op-generic | attn-opt --split-input-file | FileCheck %s
 
-// Each scheduled attn.decode and each attn.append_kv becomes the launch of its
-// kernel: symbol, template, full spec, launch ABI, grid rule; the operands,
-// results and runtime values are kept.
+// Each scheduled attn.decode and attn.prefill and each attn.append_kv becomes
+// the launch of its kernel: symbol, template, full spec, launch ABI, grid
+// rule; the operands, results and runtime values are kept.
 
 module attributes {attn.arch = "sm_90a"} {
 // CHECK-LABEL: func.func @decode_gqa_bf16
@@ -112,6 +112,60 @@ func.func @append_kv_fp8_then_decode(%k: tensor<?x8x128xbf16>, %v: tensor<?x8x12
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E5M2, page_size = 16, layout = nhd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
   return %o : tensor<?x32x128xbf16>
+}
+}
+
+// -----
+
+module attributes {attn.arch = "sm_90a"} {
+// CHECK-LABEL: func.func @prefill_gqa_causal
+// CHECK-SAME: (%[[Q:[^:]+]]: tensor<?x32x128xbf16>, %[[K:[^:]+]]: tensor<?x8x128xbf16>, %[[V:[^:]+]]: tensor<?x8x128xbf16>, %[[CUQ:[^:]+]]: tensor<?xi32>, %[[CUKV:[^:]+]]: tensor<?xi32>)
+func.func @prefill_gqa_causal(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
+    %v: tensor<?x8x128xbf16>, %cu_q: tensor<?xi32>, %cu_kv: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // A ragged prefill reads no cache: no page part in the symbol, and the
+  // spec's cache fields take their canonical values (kv_type = q_type,
+  // page_size left out, layout = nhd).
+  // CHECK: %[[OUT:.+]] = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_causal_m64n64w4s2(%[[Q]], %[[K]], %[[V]], %[[CUQ]], %[[CUKV]])
+  // CHECK-SAME: template "attn/prefill.cuh:attn::prefillKernel"
+  // CHECK-SAME: spec #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, causal = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
+  // The fields of attn::PrefillParams, in order.
+  // CHECK-SAME: abi ["q", "k", "v", "out", "lse", "alibiSlopes", "workItems", "numWorkItems", "qStrideToken", "kStrideToken", "vStrideToken", "outStrideToken", "smScale", "softcap", "windowLeft"]
+  // One CTA per 64-row query tile of one q head.
+  // CHECK-SAME: grid "grid.x = query tiles of the plan (block_m = 64 rows each), grid.y = num_q_heads = 32; block = 32*warps = 128"
+  // CHECK-SAME: {scale = 0.0883883461 : f32}
+  // CHECK-SAME: : (tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?xi32>, tensor<?xi32>) -> tensor<?x32x128xbf16>
+  // CHECK-NOT: {{= attn\.prefill }}
+  // CHECK: return %[[OUT]]
+  %o = attn.prefill %q, %k, %v, %cu_q, %cu_kv
+      {mask = #attn.mask<causal>, schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>}
+      : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+}
+
+// -----
+
+module attributes {attn.arch = "sm_80"} {
+// CHECK-LABEL: func.func @prefill_every_flag
+// CHECK-SAME: %[[SLOPES:[^:]+]]: tensor<16xf32>)
+func.func @prefill_every_flag(%q: tensor<?x16x256xf16>, %k: tensor<?x2x256xf16>,
+    %cu_q: tensor<?xi32>, %cu_kv: tensor<?xi32>, %slopes: tensor<16xf32>)
+    -> (tensor<?x16x256xf16>, tensor<?x16xf32>) {
+  // Window, ALiBi, soft-cap and LSE; a pinned schedule of 8 warps.
+  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_prefill_qf16_kvf16_h16x2_d256_causal_swa_alibi_softcap_lse_m128n32w8s3({{.*}}, %[[SLOPES]])
+  // CHECK-SAME: spec #attn.kernel_spec<kind = prefill, arch = "sm_80", q_type = f16, kv_type = f16, num_q_heads = 16, num_kv_heads = 2, head_dim = 256, layout = nhd, causal = true, sliding_window = true, alibi = true, softcap = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 3>>
+  // CHECK-SAME: grid "grid.x = query tiles of the plan (block_m = 128 rows each), grid.y = num_q_heads = 16; block = 32*warps = 256"
+  // Runtime values: the given scale, the cap and the window size.
+  // CHECK-SAME: {scale = 6.250000e-02 : f32, softcap = 5.000000e+01 : f32, window = 4096 : i64}
+  // CHECK-SAME: -> (tensor<?x16x256xf16>, tensor<?x16xf32>)
+  // CHECK: return %[[OUT]]#0, %[[OUT]]#1
+  %o, %lse = attn.prefill %q, %k, %k, %cu_q, %cu_kv alibi(%slopes : tensor<16xf32>)
+      {mask = #attn.mask<causal, window = 4096>, scale = 0.0625 : f32, softcap = 50.0 : f32,
+       schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 3>}
+      : tensor<?x16x256xf16>, tensor<?x2x256xf16>, tensor<?x2x256xf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x16x256xf16>, tensor<?x16xf32>
+  return %o, %lse : tensor<?x16x256xf16>, tensor<?x16xf32>
 }
 }
 

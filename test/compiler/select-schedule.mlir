@@ -9,6 +9,9 @@
 //   warps = 8 and stages = 2 when such a CTA (templates/attn/decode_layout.h)
 //           fits an SM's shared memory (228/164/100 KiB), else warps = 4
 //   ctas_per_sm = how many of those CTAs the SM's shared memory holds
+// and choosePrefillSchedule, the same on every arch:
+//   warps = 4, block_m = 16 * warps = 64 (each warp owns 16 query rows)
+//   block_n = 64 up to head dim 128, 32 above; stages = 2
 
 // ERR: error: attn-select-schedule: unknown arch 'sm_70'; expected sm_80, sm_89 or sm_90a
 
@@ -156,5 +159,71 @@ func.func @pinned(%q: tensor<?x32x128xbf16>,
   %o = attn.decode %q, %c, %bt, %lens {schedule = #attn.decode_schedule<warps = 8, stages = 5, row_tiles = 2, min_chunk_tokens = 512, ctas_per_sm = 1>}
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @prefill_gqa_bf16_d128
+func.func @prefill_gqa_bf16_d128(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
+    %v: tensor<?x8x128xbf16>, %cu_q: tensor<?xi32>, %cu_kv: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // Llama-style causal GQA prefill: 64-row query tiles, 64-key K/V tiles.
+  // CHECK: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>
+  %o = attn.prefill %q, %k, %v, %cu_q, %cu_kv {mask = #attn.mask<causal>}
+      : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @prefill_encoder_f16_d64
+func.func @prefill_encoder_f16_d64(%q: tensor<?x12x64xf16>, %cu: tensor<?xi32>) -> tensor<?x12x64xf16> {
+  // Small heads: the same tiles; the kind does not change the schedule.
+  // CHECK: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>
+  %o = attn.prefill %q, %q, %q, %cu, %cu {kind = #attn.kind<encoder>}
+      : tensor<?x12x64xf16>, tensor<?x12x64xf16>, tensor<?x12x64xf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x12x64xf16>
+  return %o : tensor<?x12x64xf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @prefill_bf16_d256
+func.func @prefill_bf16_d256(%q: tensor<?x16x256xbf16>, %k: tensor<?x8x256xbf16>,
+    %cu: tensor<?xi32>) -> tensor<?x16x256xbf16> {
+  // Head dim 256 (Gemma 2): 32 keys per tile keep the accumulators in
+  // registers and the K/V ring at 64 KiB.
+  // CHECK: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
+  %o = attn.prefill %q, %k, %k, %cu, %cu {mask = #attn.mask<causal, window = 4096>, softcap = 50.0 : f32}
+      : tensor<?x16x256xbf16>, tensor<?x8x256xbf16>, tensor<?x8x256xbf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x16x256xbf16>
+  return %o : tensor<?x16x256xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @prefill_d136
+func.func @prefill_d136(%q: tensor<?x8x136xbf16>, %cu: tensor<?xi32>) -> tensor<?x8x136xbf16> {
+  // Just above 128: already the narrow K/V tile.
+  // CHECK: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
+  %o = attn.prefill %q, %q, %q, %cu, %cu
+      : tensor<?x8x136xbf16>, tensor<?x8x136xbf16>, tensor<?x8x136xbf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x8x136xbf16>
+  return %o : tensor<?x8x136xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @prefill_pinned
+func.func @prefill_pinned(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
+    %cu: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // A prefill schedule the user wrote is kept on every arch.
+  // CHECK: schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 3>
+  // CHECK-NOT: #attn.prefill_schedule
+  %o = attn.prefill %q, %k, %k, %cu, %cu
+      {schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 3>}
+      : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
   return %o : tensor<?x32x128xbf16>
 }

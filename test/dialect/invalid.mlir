@@ -405,6 +405,38 @@ func.func @schedule_stages() attributes {s = #attn.decode_schedule<warps = 4, st
 
 // -----
 
+//===----------------------------------------------------------------------===//
+// #attn.prefill_schedule
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{prefill_schedule warps must be from 1 to 32, got 64}}
+func.func @prefill_schedule_warps() attributes {s = #attn.prefill_schedule<warps = 64, block_m = 1024, block_n = 64, stages = 2>}
+
+// -----
+
+// expected-error @+1 {{prefill_schedule block_m must be 16 * warps = 64 (each warp owns 16 query rows), got 128}}
+func.func @prefill_schedule_block_m() attributes {s = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>}
+
+// -----
+
+// expected-error @+1 {{prefill_schedule block_n must be a positive multiple of 16, got 24}}
+func.func @prefill_schedule_block_n() attributes {s = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 24, stages = 2>}
+
+// -----
+
+// expected-error @+1 {{prefill_schedule stages must be at least 1, got 0}}
+func.func @prefill_schedule_stages() attributes {s = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 0>}
+
+// -----
+
+func.func @prefill_schedule_kind(%q: tensor<?x8x64xbf16>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.prefill' op attribute 'schedule' failed to satisfy constraint}}
+  %o = attn.prefill %q, %q, %q, %cu, %cu {schedule = #attn.decode_schedule<warps = 4, stages = 4, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>} : tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x8x64xbf16>
+  return
+}
+
+// -----
+
 // expected-error @+1 {{kernel_spec arch "sm_70" is not a target; expected sm_80, sm_89 or sm_90a}}
 func.func @spec_arch() attributes {s = #attn.kernel_spec<kind = append_kv, arch = "sm_70", q_type = bf16, kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd>}
 
@@ -427,6 +459,54 @@ func.func @spec_append_flags() attributes {s = #attn.kernel_spec<kind = append_k
 
 // expected-error @+1 {{kernel_spec per_head_kv_scale needs an FP8 kv_type}}
 func.func @spec_head_scale() attributes {s = #attn.kernel_spec<kind = append_kv, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, per_head_kv_scale = true>}
+
+// -----
+
+// A prefill kernel reads no cache: its cache fields have one value.
+// expected-error @+1 {{kernel_spec of a prefill kernel reads no KV cache: it has kv_type == q_type, layout = nhd and no page_size, query_len or per_head_kv_scale}}
+func.func @spec_prefill_page_size() attributes {s = #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec of a prefill kernel reads no KV cache: it has kv_type == q_type, layout = nhd and no page_size, query_len or per_head_kv_scale}}
+func.func @spec_prefill_kv_type() attributes {s = #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec of a prefill kernel reads no KV cache: it has kv_type == q_type, layout = nhd and no page_size, query_len or per_head_kv_scale}}
+func.func @spec_prefill_layout() attributes {s = #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = hnd, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec of a prefill kernel reads no KV cache: it has kv_type == q_type, layout = nhd and no page_size, query_len or per_head_kv_scale}}
+func.func @spec_prefill_query_len() attributes {s = #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, query_len = 4, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec of a prefill kernel needs a prefill_schedule}}
+func.func @spec_prefill_no_schedule() attributes {s = #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec schedule is for decode kernels; a prefill kernel has a prefill_schedule}}
+func.func @spec_prefill_decode_schedule() attributes {s = #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec prefill_schedule is for prefill kernels only}}
+func.func @spec_decode_prefill_schedule() attributes {s = #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}
+
+// -----
+
+// Prefill queries are many: a window needs the causal flag.
+// expected-error @+1 {{kernel_spec sliding_window needs causal}}
+func.func @spec_prefill_window() attributes {s = #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, sliding_window = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}
+
+// -----
+
+// A cache-reading spec still needs a page size (left out, it reads as 0).
+// expected-error @+1 {{kernel_spec page_size 0 is not supported}}
+func.func @spec_decode_no_page_size() attributes {s = #attn.kernel_spec<kind = append_kv, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, layout = nhd>}
 
 // -----
 
@@ -504,3 +584,25 @@ func.func @launch_softcap(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf
 
 // expected-error @+1 {{kernel_spec causal needs query_len > 1 (one query sees every cached key anyway)}}
 func.func @spec_causal_single_query() attributes {s = #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, causal = true, schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>}
+
+// -----
+
+func.func @launch_prefill_operands(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.kernel_launch' op takes 6 operands for its prefill spec (q, k, v, cu_seqlens_q, cu_seqlens_kv, alibi_slopes), got 5}}
+  %o = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_alibi_m64n64w4s2(%q, %k, %k, %cu, %cu) template "attn/prefill.cuh:attn::prefillKernel"
+      spec #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, alibi = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
+      abi ["q"] grid "per query tile" {scale = 0.125 : f32}
+      : (tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?xi32>, tensor<?xi32>) -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @launch_prefill_scale(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.kernel_launch' op a prefill launch needs a scale}}
+  %o = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_m64n64w4s2(%q, %k, %k, %cu, %cu) template "attn/prefill.cuh:attn::prefillKernel"
+      spec #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
+      abi ["q"] grid "per query tile"
+      : (tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?xi32>, tensor<?xi32>) -> tensor<?x32x128xbf16>
+  return
+}

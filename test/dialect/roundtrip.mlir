@@ -203,3 +203,39 @@ func.func @kernel_launches(
          tensor<?x?xi32>, tensor<?xi32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x32x128xbf16>, tensor<?x32xf32>)
   return %o, %lse : tensor<?x32x128xbf16>, tensor<?x32xf32>
 }
+
+// CHECK-LABEL: func.func @prefill_pinned_schedule
+func.func @prefill_pinned_schedule(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
+                                   %v: tensor<?x8x128xbf16>, %cu_q: tensor<?xi32>,
+                                   %cu_kv: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // A prefill schedule written on the op (pinned; attn-select-schedule keeps it).
+  // CHECK: attn.prefill
+  // CHECK-SAME: schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 3>
+  %o = attn.prefill %q, %k, %v, %cu_q, %cu_kv
+      {mask = #attn.mask<causal>, schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 3>}
+      : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// CHECK-LABEL: func.func @prefill_kernel_launch
+func.func @prefill_kernel_launch(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
+                                 %cu: tensor<?xi32>, %slopes: tensor<32xf32>)
+    -> (tensor<?x32x128xbf16>, tensor<?x32xf32>) {
+  // A lowered prefill: no cache, so the spec has no page_size and kv_type is
+  // q_type; the schedule is a prefill_schedule.
+  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_causal_swa_alibi_lse_m64n64w4s2(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) template "attn/prefill.cuh:attn::prefillKernel"
+  // CHECK-SAME: spec #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, causal = true, sliding_window = true, alibi = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
+  // CHECK-SAME: {scale = 1.250000e-01 : f32, window = 128 : i64}
+  %o, %lse = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_causal_swa_alibi_lse_m64n64w4s2(%q, %k, %k, %cu, %cu, %slopes)
+      template "attn/prefill.cuh:attn::prefillKernel"
+      spec #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16,
+                             num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd,
+                             causal = true, sliding_window = true, alibi = true, write_lse = true,
+                             prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
+      abi ["q", "k"] grid "per query tile"
+      {scale = 0.125 : f32, window = 128 : i64}
+      : (tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?xi32>, tensor<?xi32>,
+         tensor<32xf32>) -> (tensor<?x32x128xbf16>, tensor<?x32xf32>)
+  return %o, %lse : tensor<?x32x128xbf16>, tensor<?x32xf32>
+}

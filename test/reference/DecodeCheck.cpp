@@ -60,32 +60,6 @@ llvm::Expected<std::vector<uint8_t>> download(const runtime::DeviceBuffer &buffe
   return data;
 }
 
-/// Captures one run() in a graph and replays it `replays` times, poisoning
-/// `out` before each replay.
-static llvm::Error replayInGraph(const runtime::DecodeKernel &kernel,
-                                 const runtime::DecodePlan &plan,
-                                 const runtime::DecodeArgs &args, CUstream stream,
-                                 const runtime::DeviceBuffer &out, int replays) {
-  ATTN_CU_CHECK(cuStreamSynchronize(stream));
-  CUgraph graph;
-  ATTN_CU_CHECK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  llvm::Error runErr = kernel.run(plan, args, stream);
-  ATTN_CU_CHECK(cuStreamEndCapture(stream, &graph));
-  if (runErr)
-    return runErr;
-  CUgraphExec exec;
-  ATTN_CU_CHECK(cuGraphInstantiate(&exec, graph, 0));
-  for (int r = 0; r < replays; ++r) {
-    ATTN_CU_CHECK(cuMemsetD8(out.get(), 0xFF, out.size()));
-    ATTN_CU_CHECK(cuCtxSynchronize());
-    ATTN_CU_CHECK(cuGraphLaunch(exec, stream));
-    ATTN_CU_CHECK(cuStreamSynchronize(stream));
-  }
-  ATTN_CU_CHECK(cuGraphExecDestroy(exec));
-  ATTN_CU_CHECK(cuGraphDestroy(graph));
-  return llvm::Error::success();
-}
-
 llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kernel,
                                               const DecodeVariant &v,
                                               const DecodeCheckOptions &tc) {
@@ -264,8 +238,8 @@ llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kerne
   if (tc.graphReplays == 0) {
     if (llvm::Error err = kernel.run(plan, args, stream))
       return std::move(err);
-  } else if (llvm::Error err = replayInGraph(kernel, plan, args, stream, dOut,
-                                             tc.graphReplays)) {
+  } else if (llvm::Error err = replayInGraph(kernel, plan, args, stream,
+                                             {&dOut}, tc.graphReplays)) {
     return std::move(err);
   }
 

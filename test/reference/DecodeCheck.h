@@ -10,8 +10,10 @@
 #define ATTN_TEST_REFERENCE_DECODECHECK_H
 
 #include "attn/runtime/Decode.h"
+#include "attn/runtime/Error.h"
 #include "test/reference/Reference.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
@@ -48,6 +50,37 @@ llvm::Expected<runtime::DeviceBuffer> poisoned(size_t bytes);
 
 /// The buffer's contents, after the device has finished its work.
 llvm::Expected<std::vector<uint8_t>> download(const runtime::DeviceBuffer &buffer);
+
+/// Captures one `kernel.run(plan, args, stream)` in a CUDA graph and replays
+/// it `replays` times, filling each of `poison` with 0xFF (NaN) before every
+/// replay, so that the last replay alone must have written the outputs.
+/// Works for any kernel class with decode's run() signature.
+template <class Kernel, class Plan, class Args>
+llvm::Error replayInGraph(const Kernel &kernel, const Plan &plan,
+                          const Args &args, CUstream stream,
+                          llvm::ArrayRef<const runtime::DeviceBuffer *> poison,
+                          int replays) {
+  ATTN_CU_CHECK(cuStreamSynchronize(stream));
+  CUgraph graph;
+  ATTN_CU_CHECK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  llvm::Error runErr = kernel.run(plan, args, stream);
+  ATTN_CU_CHECK(cuStreamEndCapture(stream, &graph));
+  if (runErr)
+    return runErr;
+  CUgraphExec exec;
+  ATTN_CU_CHECK(cuGraphInstantiate(&exec, graph, 0));
+  for (int r = 0; r < replays; ++r) {
+    for (const runtime::DeviceBuffer *buffer : poison)
+      if (buffer->size())
+        ATTN_CU_CHECK(cuMemsetD8(buffer->get(), 0xFF, buffer->size()));
+    ATTN_CU_CHECK(cuCtxSynchronize());
+    ATTN_CU_CHECK(cuGraphLaunch(exec, stream));
+    ATTN_CU_CHECK(cuStreamSynchronize(stream));
+  }
+  ATTN_CU_CHECK(cuGraphExecDestroy(exec));
+  ATTN_CU_CHECK(cuGraphDestroy(graph));
+  return llvm::Error::success();
+}
 
 /// How to draw one decode problem.
 struct DecodeCheckOptions {

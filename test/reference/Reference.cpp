@@ -1,9 +1,11 @@
 //===- Reference.cpp - fp64 CPU reference for attn kernels ----------------===//
 #include "test/reference/Reference.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 namespace attn::ref {
 
@@ -159,6 +161,110 @@ void decodeReference(const DecodeProblem &p, std::vector<double> &out,
       }
     }
   }
+}
+
+/// Softmax-weighted sum of a request's `numKeys` value rows for one (query
+/// row, head) of the prefill reference: `rowOf(pos)` is key `pos`'s offset
+/// in k and v, `visible(pos)` applies the masks. Writes headDim outputs and
+/// returns the LSE. decodeReference keeps its own loop on purpose, so that
+/// the unit test comparing the two checks two independent implementations.
+template <class RowOf, class Visible>
+static double attendRow(const double *qrow, int numKeys, int headDim,
+                        double scale, std::optional<double> softcap,
+                        double slope, int qpos, const std::vector<double> &k,
+                        const std::vector<double> &v, RowOf rowOf,
+                        Visible visible, double *orow,
+                        std::vector<double> &scores) {
+  const double negInf = -std::numeric_limits<double>::infinity();
+  scores.assign(numKeys, negInf);
+  double maxScore = negInf;
+  for (int pos = 0; pos < numKeys; ++pos) {
+    if (!visible(pos))
+      continue;
+    const double *krow = &k[rowOf(pos)];
+    double dot = 0;
+    for (int d = 0; d < headDim; ++d)
+      dot += qrow[d] * krow[d];
+    double s = dot * scale;
+    if (softcap)
+      s = *softcap * std::tanh(s / *softcap);
+    s += slope * double(pos - qpos);
+    scores[pos] = s;
+    maxScore = std::max(maxScore, s);
+  }
+  for (int d = 0; d < headDim; ++d)
+    orow[d] = 0;
+  double sum = 0;
+  for (int pos = 0; pos < numKeys; ++pos) {
+    if (scores[pos] == negInf)
+      continue;
+    double w = std::exp(scores[pos] - maxScore);
+    sum += w;
+    const double *vrow = &v[rowOf(pos)];
+    for (int d = 0; d < headDim; ++d)
+      orow[d] += w * vrow[d];
+  }
+  for (int d = 0; d < headDim; ++d)
+    orow[d] = sum > 0 ? orow[d] / sum : 0.0;
+  return sum > 0 ? maxScore + std::log(sum) : negInf;
+}
+
+void prefillReference(const PrefillProblem &p, std::vector<double> &out,
+                      std::vector<double> &lse) {
+  assert(p.batch() >= 0 && p.cuSeqlensKV.size() == p.cuSeqlensQ.size());
+  const int group = p.numQHeads / p.numKVHeads;
+  const int qTokens = p.cuSeqlensQ.empty() ? 0 : p.cuSeqlensQ.back();
+  assert(p.q.size() == size_t(qTokens) * p.numQHeads * p.headDim);
+  out.assign(size_t(qTokens) * p.numQHeads * p.headDim, 0.0);
+  lse.assign(size_t(qTokens) * p.numQHeads, 0.0);
+  std::vector<int> requestOf(qTokens);
+  for (int b = 0; b < p.batch(); ++b)
+    for (int t = p.cuSeqlensQ[b]; t < p.cuSeqlensQ[b + 1]; ++t)
+      requestOf[t] = b;
+
+  // Rows are independent, so threads take every n-th query token (an
+  // interleaving that balances causal rows of growing length). The GPU tests
+  // check requests of thousands of tokens, which would take minutes on one
+  // core in fp64.
+  auto rows = [&](int first, int step) {
+    std::vector<double> scores;
+    for (int token = first; token < qTokens; token += step) {
+      const int b = requestOf[token];
+      const int qLen = p.cuSeqlensQ[b + 1] - p.cuSeqlensQ[b];
+      const int kvStart = p.cuSeqlensKV[b];
+      const int kvLen = p.cuSeqlensKV[b + 1] - kvStart;
+      const int qpos = kvLen - qLen + (token - p.cuSeqlensQ[b]); // bottom-right
+      auto visible = [&](int pos) {
+        if (p.causal && pos > qpos)
+          return false;
+        return !(p.windowLeft && pos < qpos - *p.windowLeft);
+      };
+      for (int h = 0; h < p.numQHeads; ++h) {
+        const int kvHead = h / group;
+        auto rowOf = [&](int pos) {
+          return (size_t(kvStart + pos) * p.numKVHeads + kvHead) * p.headDim;
+        };
+        const size_t row = size_t(token) * p.numQHeads + h;
+        lse[row] = attendRow(
+            &p.q[row * p.headDim], kvLen, p.headDim, p.scale, p.softcap,
+            p.alibiSlopes.empty() ? 0.0 : p.alibiSlopes[h], qpos, p.k, p.v,
+            rowOf, visible, &out[row * p.headDim], scores);
+      }
+    }
+  };
+  // Small problems (the unit tests) stay on the calling thread.
+  const double work = double(p.cuSeqlensKV.empty() ? 0 : p.cuSeqlensKV.back()) *
+                      qTokens * p.numQHeads * p.headDim;
+  const int numThreads =
+      work < 1e7
+          ? 1
+          : int(std::clamp(std::thread::hardware_concurrency(), 1u, 32u));
+  std::vector<std::thread> threads;
+  for (int i = 1; i < numThreads; ++i)
+    threads.emplace_back(rows, i, numThreads);
+  rows(0, numThreads);
+  for (std::thread &t : threads)
+    t.join();
 }
 
 double relativeError(const std::vector<double> &a, const std::vector<double> &b) {

@@ -57,6 +57,35 @@ struct DecodeProblem {
 void decodeReference(const DecodeProblem &problem, std::vector<double> &out,
                      std::vector<double> &lse);
 
+/// A ragged prefill problem: request b's queries are rows cuSeqlensQ[b] ..
+/// cuSeqlensQ[b+1] of q and its keys/values rows cuSeqlensKV[b] ..
+/// cuSeqlensKV[b+1] of k and v (contiguous, dense, in double precision).
+struct PrefillProblem {
+  int numQHeads = 0, numKVHeads = 0, headDim = 0;
+  std::vector<int> cuSeqlensQ;  ///< batch + 1 offsets, starting at 0
+  std::vector<int> cuSeqlensKV; ///< batch + 1 offsets, starting at 0
+  std::vector<double> q;        ///< [q tokens, numQHeads, headDim]
+  std::vector<double> k, v;     ///< [kv tokens, numKVHeads, headDim]
+  double scale = 0;             ///< softmax scale
+  bool causal = false;
+  std::optional<int> windowLeft;
+  std::optional<double> softcap;
+  std::vector<double> alibiSlopes; ///< empty: no ALiBi
+
+  int batch() const { return int(cuSeqlensQ.size()) - 1; }
+};
+
+/// Attention of `problem`: out [q tokens, numQHeads, headDim] and the
+/// natural-log LSE [q tokens, numQHeads], with decodeReference's semantics:
+/// query i of a request with qLen queries and kvLen keys sits at position
+/// kvLen - qLen + i (bottom-right alignment, as FlashAttention's varlen
+/// causal mask), sees keys <= its position (causal) and >= position -
+/// windowLeft; s = scale * q.k, then softcap * tanh(s / softcap), then +
+/// slope * (key_pos - query_pos). A row that sees no key (causal with kvLen
+/// < qLen, or an empty request) is 0 with LSE -inf.
+void prefillReference(const PrefillProblem &problem, std::vector<double> &out,
+                      std::vector<double> &lse);
+
 /// Offset of (page, token-in-page, head) in a paged cache.
 int64_t kvOffset(KVLayout layout, int64_t page, int offset, int head,
                  int numKVHeads, int pageSize, int headDim, int64_t pageStride);

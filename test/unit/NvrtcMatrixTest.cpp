@@ -1,10 +1,11 @@
 //===- NvrtcMatrixTest.cpp - every kernel variant compiles with NVRTC -----===//
 //
-// The compile matrix: decode and append-KV variants across head dims, dtypes,
-// head ratios, page sizes, layouts and feature flags go through the real JIT
-// path (variant -> attn IR -> attn-pipeline -> CUDA C++ -> NVRTC) for sm_80,
-// sm_89 and sm_90a. NVRTC needs no GPU, so this runs in CI. Each case checks
-// that the cubin is an ELF image holding the kernel's entry points.
+// The compile matrix: decode, append-KV and ragged-prefill variants across
+// head dims, dtypes, head ratios, page sizes, layouts, masks and feature
+// flags go through the real JIT path (variant -> attn IR -> attn-pipeline ->
+// CUDA C++ -> NVRTC) for sm_80, sm_89 and sm_90a. NVRTC needs no GPU, so
+// this runs in CI. Each case checks that the cubin is an ELF image holding
+// the kernel's entry points (and, for prefill, that the spec is the variant's).
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitCuda.h"
@@ -28,13 +29,17 @@ struct MatrixCase {
   std::string name;
   std::optional<DecodeVariant> decode;
   std::optional<AppendKVVariant> append;
+  std::optional<PrefillVariant> prefill;
 };
 
 std::vector<MatrixCase> matrixCases() {
   using S = ScalarType;
   std::vector<MatrixCase> cases;
   auto addDecode = [&](std::string name, DecodeVariant v) {
-    cases.push_back({std::move(name), v, std::nullopt});
+    cases.push_back({std::move(name), v, std::nullopt, std::nullopt});
+  };
+  auto addPrefill = [&](std::string name, PrefillVariant v) {
+    cases.push_back({std::move(name), std::nullopt, std::nullopt, v});
   };
   // Every head dim the kernels document, for each q/cache dtype pairing.
   struct Types {
@@ -85,8 +90,54 @@ std::vector<MatrixCase> matrixCases() {
       v.perHeadKVScale = kv != S::BF16;
       cases.push_back({std::string("append_") + std::string(toString(kv)) + "_" +
                            std::string(toString(layout)),
-                       std::nullopt, v});
+                       std::nullopt, v, std::nullopt});
     }
+
+  // Prefill: every head dim for both dtypes, causal (the default) and
+  // bidirectional, then head ratios, masks and every flag together.
+  for (S dtype : {S::BF16, S::F16})
+    for (int d : {64, 80, 96, 112, 128, 192, 256})
+      for (bool causal : {true, false}) {
+        PrefillVariant v;
+        v.qType = dtype;
+        v.headDim = d;
+        v.causal = causal;
+        v.encoder = !causal;
+        addPrefill(std::string("prefill_") + std::string(toString(dtype)) +
+                       "_d" + std::to_string(d) +
+                       (causal ? "_causal" : "_encoder"),
+                   v);
+      }
+  for (auto [hq, hkv] : {std::pair{32, 32}, std::pair{32, 8}, std::pair{8, 1},
+                         std::pair{64, 1}}) {
+    PrefillVariant v;
+    v.numQHeads = hq;
+    v.numKVHeads = hkv;
+    addPrefill("prefill_h" + std::to_string(hq) + "x" + std::to_string(hkv), v);
+  }
+  {
+    PrefillVariant v;
+    v.causal = false;
+    v.crossAttention = true;
+    addPrefill("prefill_cross", v);
+  }
+  {
+    PrefillVariant v;
+    v.windowLeft = 4096;
+    v.alibi = true;
+    v.softcap = 30.f;
+    v.scale = 0.1f;
+    v.writeLse = true;
+    addPrefill("prefill_all_features", v);
+    v.qType = S::F16;
+    v.headDim = 256;
+    v.numKVHeads = 1;
+    addPrefill("prefill_all_features_f16_d256_mqa", v);
+    v.causal = false;
+    v.encoder = true;
+    v.windowLeft.reset();
+    addPrefill("prefill_all_features_encoder", v);
+  }
   return cases;
 }
 
@@ -104,13 +155,30 @@ TEST_P(NvrtcMatrix, Compiles) {
     return o;
   }());
   Jit jit({arch, &cache});
-  auto compiled = tc.decode ? jit.compile(*tc.decode, arch)
-                            : jit.compile(*tc.append, arch);
+  auto compiled = tc.decode   ? jit.compile(*tc.decode, arch)
+                  : tc.append ? jit.compile(*tc.append, arch)
+                              : jit.compile(*tc.prefill, arch);
   ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
   const std::string &cubin = *compiled->cubin;
   ASSERT_GT(cubin.size(), 4u);
   EXPECT_EQ(cubin.substr(0, 4), "\x7f" "ELF");
   EXPECT_NE(cubin.find(kernelSymbol(compiled->spec)), std::string::npos);
+  if (tc.prefill) {
+    // The spec must be the variant asked for, not a neighbour of it.
+    const KernelSpec &spec = compiled->spec;
+    const PrefillVariant &v = *tc.prefill;
+    EXPECT_EQ(spec.kind, KernelKind::Prefill);
+    EXPECT_EQ(spec.arch, arch);
+    EXPECT_EQ(spec.qType, v.qType);
+    EXPECT_EQ(spec.numQHeads, v.numQHeads);
+    EXPECT_EQ(spec.numKVHeads, v.numKVHeads);
+    EXPECT_EQ(spec.headDim, v.headDim);
+    EXPECT_EQ(spec.causal, v.causal);
+    EXPECT_EQ(spec.slidingWindow, v.windowLeft.has_value());
+    EXPECT_EQ(spec.alibi, v.alibi);
+    EXPECT_EQ(spec.softcap, v.softcap.has_value());
+    EXPECT_EQ(spec.writeLse, v.writeLse);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

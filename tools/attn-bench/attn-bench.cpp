@@ -1,6 +1,7 @@
 //===- attn-bench.cpp - attn kernel benchmarks ----------------------------===//
 //
 //   attn-bench decode [--json] [--quick]   decode GB/s vs. measured read BW
+//   attn-bench prefill [--json] [--quick]  ragged prefill TFLOP/s
 //   attn-bench jit [--json]                compile, cache and launch overheads
 //
 // Decode: the device's read-only bandwidth is measured in the same run (a
@@ -9,6 +10,14 @@
 // copies to keep the data several times the L2; the median of repeats is
 // reported. Bytes = K and V read (each cached token once per KV head) plus q
 // and out.
+//
+// Prefill: bf16, 16k query tokens per batch (1k x 16, 4k x 4, 16k x 1), each
+// request attending to itself; each config is timed with events around
+// single calls (a few ms each, so launch gaps do not matter and no graph is
+// needed), rotating over copies of q/k/v/out when one copy is smaller than
+// 4x the L2; the median of repeats is reported. FLOPs = 4 * batch * heads *
+// seq^2 * head_dim (QK^T and PV), halved for causal, as FlashAttention counts
+// them; bench/sdpa.py compares the JSON with PyTorch's SDPA backends.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Jit/Jit.h"
@@ -372,6 +381,158 @@ int runDecode(bool json, bool quick) {
 }
 
 //===----------------------------------------------------------------------===//
+// Prefill
+//===----------------------------------------------------------------------===//
+
+struct PrefillConfig {
+  int batch, seq, numKVHeads, headDim;
+  bool causal;
+};
+
+struct PrefillResult {
+  PrefillConfig config;
+  std::string kernel;
+  double ms, tflops;
+  int copies;
+};
+
+constexpr int kPrefillQHeads = 32;
+
+/// FLOPs of one prefill call: two GEMMs of 2 * s * s * d each per (request,
+/// head); causal skips half of each.
+double prefillFlops(const PrefillConfig &cfg) {
+  double flops = 4.0 * cfg.batch * kPrefillQHeads * double(cfg.seq) * cfg.seq *
+                 cfg.headDim;
+  return cfg.causal ? flops / 2 : flops;
+}
+
+PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch,
+                           CUstream stream) {
+  PrefillVariant v;
+  v.qType = ScalarType::BF16;
+  v.numQHeads = kPrefillQHeads;
+  v.numKVHeads = cfg.numKVHeads;
+  v.headDim = cfg.headDim;
+  v.causal = cfg.causal;
+  v.encoder = !cfg.causal; // bidirectional self attention
+  auto kernel = unwrap(Jit::global().prefill(v));
+
+  const int64_t tokens = int64_t(cfg.batch) * cfg.seq;
+  const size_t qBytes = size_t(tokens) * v.numQHeads * v.headDim * 2;
+  const size_t kvBytes = size_t(tokens) * v.numKVHeads * v.headDim * 2;
+  const size_t copyBytes = 2 * qBytes + 2 * kvBytes; // q, out, k, v
+  // Copies enough that consecutive calls do not find their inputs in the
+  // L2 (at most 3: the largest configs are far beyond it anyway).
+  const int copies =
+      int(std::clamp<size_t>((4 * kL2Bytes + copyBytes - 1) / copyBytes, 1, 3));
+  struct Copy {
+    DeviceBuffer q, k, v, out;
+  };
+  std::vector<Copy> data;
+  for (int c = 0; c < copies; ++c) {
+    Copy copy{unwrap(DeviceBuffer::allocate(qBytes)),
+              unwrap(DeviceBuffer::allocate(kvBytes)),
+              unwrap(DeviceBuffer::allocate(kvBytes)),
+              unwrap(DeviceBuffer::allocate(qBytes))};
+    fillRandom(copy.q, v.qType, arch, stream);
+    fillRandom(copy.k, v.qType, arch, stream);
+    fillRandom(copy.v, v.qType, arch, stream);
+    data.push_back(std::move(copy));
+  }
+  std::vector<int32_t> cu(cfg.batch + 1);
+  for (int b = 0; b <= cfg.batch; ++b)
+    cu[b] = b * cfg.seq;
+  PrefillWorkspace ws = unwrap(kernel->createWorkspace(cfg.batch, tokens));
+  PrefillPlan plan = unwrap(kernel->plan(cu, cu, ws, stream));
+  std::vector<PrefillArgs> args(copies);
+  for (int c = 0; c < copies; ++c) {
+    PrefillArgs &a = args[c];
+    a.q = data[c].q.ptr<void>();
+    a.k = data[c].k.ptr<void>();
+    a.v = data[c].v.ptr<void>();
+    a.out = data[c].out.ptr<void>();
+    a.dtype = v.qType;
+    a.numQTokens = a.numKVTokens = tokens;
+    a.numQHeads = v.numQHeads;
+    a.numKVHeads = v.numKVHeads;
+    a.headDim = v.headDim;
+  }
+  for (const PrefillArgs &a : args) // warm up: clocks, the L2, the TLB
+    BENCH_CHECK(kernel->run(plan, a, stream));
+  BENCH_CHECK(sync());
+  int call = 0;
+  double ms = timeMedian(stream, 15, [&] {
+    BENCH_CHECK(kernel->run(plan, args[call++ % copies], stream));
+  });
+  return {cfg, kernel->spec().uri(), ms, prefillFlops(cfg) / (ms * 1e-3) / 1e12,
+          copies};
+}
+
+int runPrefill(bool json, bool quick) {
+  BENCH_CHECK(initCuda());
+  Arch arch = unwrap(currentDeviceArch());
+  Stream stream = unwrap(Stream::create());
+  // The SM count identifies the part (the runtime's driver shim forwards no
+  // cuDeviceGetName; nvidia-smi in scripts/gpu-check.sh names the GPU).
+  CUdevice device;
+  BENCH_CHECK(checkCu(cuCtxGetDevice(&device), "cuCtxGetDevice"));
+  int sms = 0;
+  BENCH_CHECK(
+      checkCu(cuDeviceGetAttribute(
+                  &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
+              "cuDeviceGetAttribute"));
+
+  // 16k query tokens per batch in every shape.
+  std::vector<std::pair<int, int>> shapes = {{16, 1024}, {4, 4096}, {1, 16384}};
+  std::vector<int> kvHeads =
+      quick ? std::vector<int>{8} : std::vector<int>{32, 8};
+  std::vector<int> dims =
+      quick ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256};
+  std::vector<PrefillConfig> configs;
+  for (int hkv : kvHeads)
+    for (int d : dims)
+      for (bool causal : {false, true})
+        for (auto [batch, seq] : shapes)
+          configs.push_back({batch, seq, hkv, d, causal});
+
+  if (!json)
+    llvm::outs() << llvm::formatv(
+        "{1}, {0} SMs: bf16 prefill, 32 q heads, 16k tokens per batch\n\n"
+        "{2,-6} {3,-6} {4,-7} {5,-4} {6,-7} {7,10} {8,9}\n",
+        sms, toString(arch), "batch", "seq", "heads", "dim", "mask", "time_ms",
+        "TFLOP/s");
+  std::vector<PrefillResult> results;
+  for (const PrefillConfig &cfg : configs) {
+    PrefillResult r = benchPrefill(cfg, arch, stream.get());
+    results.push_back(r);
+    if (!json)
+      llvm::outs() << llvm::formatv(
+          "{0,-6} {1,-6} {2,-7} {3,-4} {4,-7} {5,10:F3} {6,9:F1}\n", cfg.batch,
+          cfg.seq, llvm::formatv("32/{0}", cfg.numKVHeads).str(), cfg.headDim,
+          cfg.causal ? "causal" : "full", r.ms, r.tflops);
+  }
+  if (json) {
+    llvm::outs() << llvm::formatv("{{\"arch\": \"{0}\", \"sms\": {1}, "
+                                  "\"dtype\": \"bf16\", \"prefill\": [\n",
+                                  toString(arch), sms);
+    for (size_t i = 0; i < results.size(); ++i) {
+      const PrefillResult &r = results[i];
+      llvm::outs() << llvm::formatv(
+          "  {{\"batch\": {0}, \"seq\": {1}, \"q_heads\": {2}, "
+          "\"kv_heads\": {3}, \"head_dim\": {4}, \"causal\": {5}, "
+          "\"time_ms\": {6:F4}, \"tflops\": {7:F2}, \"flops\": {8:E}, "
+          "\"copies\": {9}, \"kernel\": \"{10}\"}{11}\n",
+          r.config.batch, r.config.seq, kPrefillQHeads, r.config.numKVHeads,
+          r.config.headDim, r.config.causal ? "true" : "false", r.ms, r.tflops,
+          prefillFlops(r.config), r.copies, r.kernel,
+          i + 1 < results.size() ? "," : "");
+    }
+    llvm::outs() << "]}\n";
+  }
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
 // JIT overheads
 //===----------------------------------------------------------------------===//
 
@@ -495,6 +656,7 @@ int main(int argc, char **argv) {
            "W,S,R,C,M]\n"
            "       attn-bench decode --only bf16|e4m3,KV_HEADS,BATCH,CONTEXT\n"
            "         [--page N] [--hnd]   cache geometry (default: 16, NHD)\n"
+           "       attn-bench prefill [--json] [--quick]\n"
            "       attn-bench jit [--json]\n"
            "  --schedule pins warps, stages, row tiles, CTAs per SM and the\n"
            "  minimum chunk instead of the schedule attn-select-schedule picks\n";
@@ -537,9 +699,11 @@ int main(int argc, char **argv) {
     benchLayout = KVLayout::HND;
   if (args[0] == "decode")
     return runDecode(has("--json"), has("--quick"));
+  if (args[0] == "prefill")
+    return runPrefill(has("--json"), has("--quick"));
   if (args[0] == "jit")
     return runJit(has("--json"));
   llvm::errs() << "attn-bench: unknown command '" << args[0]
-               << "' (expected decode or jit)\n";
+               << "' (expected decode, prefill or jit)\n";
   return 1;
 }

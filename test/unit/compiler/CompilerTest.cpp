@@ -35,6 +35,8 @@ using ::attn::DecodeSchedule;
 using ::attn::DecodeVariant;
 using SpecKind = ::attn::KernelKind;
 using ::attn::KernelSpec;
+using ::attn::PrefillSchedule;
+using ::attn::PrefillVariant;
 using ::attn::ScalarType;
 
 namespace {
@@ -195,6 +197,160 @@ TEST(FrontendTest, AppendKVVariant) {
             "attn_append_kv_qf16_kve4m3_h4x4_d256_p1hnd_headscale");
 }
 
+PrefillSchedule prefillSchedule(int warps, int blockM, int blockN,
+                                int stages) {
+  PrefillSchedule s;
+  s.warps = warps;
+  s.blockM = blockM;
+  s.blockN = blockN;
+  s.stages = stages;
+  return s;
+}
+
+TEST(FrontendTest, DefaultPrefillVariant) {
+  PrefillVariant variant; // bf16, 32 q heads over 8, head dim 128, causal
+  llvm::Expected<KernelSpec> spec = compilePrefillVariant(variant, Arch::SM90a);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  EXPECT_EQ(spec->kind, SpecKind::Prefill);
+  EXPECT_EQ(spec->arch, Arch::SM90a);
+  EXPECT_EQ(spec->qType, ScalarType::BF16);
+  EXPECT_EQ(spec->numQHeads, 32);
+  EXPECT_EQ(spec->numKVHeads, 8);
+  EXPECT_EQ(spec->headDim, 128);
+  // Canonical cache fields: a prefill kernel reads no cache.
+  EXPECT_EQ(spec->kvType, ScalarType::BF16);
+  EXPECT_EQ(spec->pageSize, 0);
+  EXPECT_EQ(spec->layout, ::attn::KVLayout::NHD);
+  EXPECT_EQ(spec->queryLen, 1);
+  EXPECT_FALSE(spec->perHeadKVScale);
+  // Many queries per request: causal stays in the spec.
+  EXPECT_TRUE(spec->causal);
+  EXPECT_FALSE(spec->slidingWindow);
+  EXPECT_FALSE(spec->alibi);
+  EXPECT_FALSE(spec->softcap);
+  EXPECT_FALSE(spec->writeLse);
+  EXPECT_EQ(spec->prefillSchedule, prefillSchedule(4, 64, 64, 2));
+  // The decode schedule is not part of a prefill kernel: left at default.
+  EXPECT_EQ(spec->schedule, DecodeSchedule());
+  EXPECT_EQ(::attn::kernelSymbol(*spec),
+            "attn_prefill_qbf16_kvbf16_h32x8_d128_causal_m64n64w4s2");
+}
+
+TEST(FrontendTest, PrefillVariantWithEveryFlag) {
+  PrefillVariant variant;
+  variant.qType = ScalarType::F16;
+  variant.numQHeads = 16;
+  variant.numKVHeads = 2;
+  variant.headDim = 256;
+  variant.windowLeft = 4096;
+  variant.softcap = 50.0f;
+  variant.scale = 0.0625f;
+  variant.alibi = true;
+  variant.writeLse = true;
+  llvm::Expected<KernelSpec> spec = compilePrefillVariant(variant, Arch::SM80);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  KernelSpec expected;
+  expected.kind = SpecKind::Prefill;
+  expected.arch = Arch::SM80;
+  expected.qType = ScalarType::F16;
+  expected.kvType = ScalarType::F16;
+  expected.numQHeads = 16;
+  expected.numKVHeads = 2;
+  expected.headDim = 256;
+  expected.pageSize = 0;
+  expected.causal = true;
+  expected.slidingWindow = true;
+  expected.alibi = true;
+  expected.softcap = true;
+  expected.writeLse = true;
+  // Head dim 256: 32 keys per K/V tile.
+  expected.prefillSchedule = prefillSchedule(4, 64, 32, 2);
+  EXPECT_TRUE(*spec == expected) << spec->uri() << " vs " << expected.uri();
+  EXPECT_EQ(spec->uri(), "prefill_qf16_kvf16_h16x2_d256_causal_swa_alibi_"
+                         "softcap_lse_m64n32w4s2");
+}
+
+TEST(FrontendTest, EncoderAndCrossPrefillAreNotCausal) {
+  PrefillVariant variant;
+  variant.causal = false;
+  variant.encoder = true;
+  llvm::Expected<KernelSpec> encoder =
+      compilePrefillVariant(variant, Arch::SM89);
+  ASSERT_TRUE(static_cast<bool>(encoder))
+      << llvm::toString(encoder.takeError());
+  EXPECT_FALSE(encoder->causal);
+  variant.encoder = false;
+  variant.crossAttention = true;
+  llvm::Expected<KernelSpec> cross = compilePrefillVariant(variant, Arch::SM89);
+  ASSERT_TRUE(static_cast<bool>(cross)) << llvm::toString(cross.takeError());
+  // The kind changes what the host passes, not the kernel.
+  EXPECT_TRUE(*cross == *encoder) << cross->uri();
+}
+
+TEST(FrontendTest, PinnedPrefillScheduleIsKept) {
+  PrefillVariant variant;
+  variant.schedule = prefillSchedule(8, 128, 32, 3);
+  llvm::Expected<KernelSpec> spec = compilePrefillVariant(variant, Arch::SM90a);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  EXPECT_EQ(spec->prefillSchedule, *variant.schedule);
+  EXPECT_EQ(spec->uri(), "prefill_qbf16_kvbf16_h32x8_d128_causal_m128n32w8s3");
+
+  variant.schedule->blockM = 64;
+  std::string error = errorText(compilePrefillVariant(variant, Arch::SM90a));
+  EXPECT_NE(error.find("prefill_schedule block_m must be 16 * warps = 128 "
+                       "(each warp owns 16 query rows), got 64"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(error.rfind("loc(\"attn::PrefillVariant\"): error: ", 0), 0u)
+      << error;
+}
+
+TEST(FrontendTest, InvalidPrefillVariants) {
+  struct Case {
+    const char *name;
+    PrefillVariant variant;
+    const char *message;
+  };
+  std::vector<Case> cases;
+  PrefillVariant v;
+  v.numQHeads = 12;
+  cases.push_back({"heads", v,
+                   "'attn.prefill' op q heads (12) must be a multiple of k "
+                   "heads (8)"});
+  v = PrefillVariant();
+  v.headDim = 100;
+  cases.push_back({"head dim", v, "head_dim 100 is not supported"});
+  v = PrefillVariant();
+  v.encoder = true; // causal stays true
+  cases.push_back({"encoder causal", v,
+                   "encoder attention is bidirectional and cannot be causal"});
+  v = PrefillVariant();
+  v.crossAttention = true;
+  cases.push_back({"cross causal", v, "cross attention cannot be causal"});
+  v = PrefillVariant();
+  v.causal = false;
+  v.encoder = v.crossAttention = true;
+  cases.push_back({"encoder and cross", v,
+                   "a prefill variant is encoder or cross attention, not "
+                   "both"});
+  v = PrefillVariant();
+  v.causal = false;
+  v.windowLeft = 128;
+  cases.push_back({"window", v, "a sliding window needs a causal mask"});
+  v = PrefillVariant();
+  v.qType = ScalarType::F8E4M3;
+  cases.push_back({"fp8 q", v, "must be 3D tensor of 16-bit float or "
+                               "bfloat16 type values"});
+  v = PrefillVariant();
+  v.scale = 0.0f;
+  cases.push_back({"scale", v, "scale must be positive and finite, got 0"});
+  for (const Case &c : cases) {
+    std::string error = errorText(compilePrefillVariant(c.variant, Arch::SM90a));
+    EXPECT_NE(error.find(c.message), std::string::npos)
+        << c.name << ": " << error;
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Invalid variants: errors carry the verifier's message
 //===----------------------------------------------------------------------===//
@@ -324,18 +480,49 @@ func.func @step(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
 
 TEST_F(ModuleTest, LowerToKernelSpecsReportsOpsWithoutKernel) {
   OwningOpRef<ModuleOp> module = parse(R"mlir(
-func.func @prefill(%q: tensor<?x8x64xf16>, %cu: tensor<?xi32>) -> tensor<?x8x64xf16> {
-  %o = attn.prefill %q, %q, %q, %cu, %cu
-      : tensor<?x8x64xf16>, tensor<?x8x64xf16>, tensor<?x8x64xf16>,
-        tensor<?xi32>, tensor<?xi32> -> tensor<?x8x64xf16>
-  return %o : tensor<?x8x64xf16>
+func.func @paged_prefill(%q: tensor<?x32x128xbf16>,
+    %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+    %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
 }
 )mlir");
   ASSERT_TRUE(module);
   std::string error = errorText(lowerToKernelSpecs(*module, Arch::SM90a));
-  EXPECT_NE(error.find("error: no kernel template for 'attn.prefill' yet"),
+  EXPECT_NE(error.find("error: no kernel template for 'attn.paged_prefill' yet"),
             std::string::npos)
       << error;
+}
+
+TEST_F(ModuleTest, GetKernelSpecOfAPrefillLaunch) {
+  PrefillVariant variant;
+  variant.alibi = true;
+  variant.writeLse = true;
+  variant.softcap = 30.0f;
+  variant.windowLeft = 512;
+  OwningOpRef<ModuleOp> module = buildPrefillModule(context, variant);
+  ASSERT_TRUE(module);
+  llvm::Expected<std::vector<KernelSpec>> specs =
+      lowerToKernelSpecs(*module, Arch::SM90a);
+  ASSERT_TRUE(static_cast<bool>(specs)) << llvm::toString(specs.takeError());
+  KernelLaunchOp launch;
+  module->walk([&](KernelLaunchOp op) { launch = op; });
+  ASSERT_TRUE(launch);
+  FailureOr<KernelSpec> spec = getKernelSpec(launch);
+  ASSERT_TRUE(succeeded(spec));
+  EXPECT_TRUE(*spec == specs->front());
+  EXPECT_EQ(launch.getKernelTemplate(), "attn/prefill.cuh:attn::prefillKernel");
+  // q, k, v, cu_seqlens_q, cu_seqlens_kv, slopes; out and lse.
+  EXPECT_EQ(launch.getArgs().size(), 6u);
+  EXPECT_EQ(launch.getOuts().size(), 2u);
+  EXPECT_FLOAT_EQ(launch.getScale()->convertToFloat(), 0.08838834764f);
+  EXPECT_FLOAT_EQ(launch.getSoftcap()->convertToFloat(), 30.0f);
+  EXPECT_EQ(launch.getWindow(), 512u);
+  EXPECT_EQ(launch.getGrid(),
+            "grid.x = query tiles of the plan (block_m = 64 rows each), "
+            "grid.y = num_q_heads = 32; block = 32*warps = 128");
 }
 
 //===----------------------------------------------------------------------===//
@@ -358,6 +545,21 @@ TEST_F(ModuleTest, KernelSpecAttrRoundTripsThroughText) {
   specs[2].layout = ::attn::KVLayout::HND;
   specs[3].kind = SpecKind::AppendKV;
   specs[3].numQHeads = specs[3].numKVHeads;
+  // Prefill specs: canonical cache fields, a prefill schedule.
+  for (int i = 0; i < 2; ++i) {
+    KernelSpec prefill;
+    prefill.kind = SpecKind::Prefill;
+    prefill.pageSize = 0;
+    prefill.prefillSchedule = prefillSchedule(4, 64, 32, 3);
+    if (i == 1) {
+      prefill.arch = Arch::SM80;
+      prefill.qType = prefill.kvType = ScalarType::F16;
+      prefill.causal = prefill.slidingWindow = prefill.alibi = true;
+      prefill.softcap = prefill.writeLse = true;
+      prefill.prefillSchedule = prefillSchedule(8, 128, 64, 2);
+    }
+    specs.push_back(prefill);
+  }
   for (const KernelSpec &spec : specs) {
     auto attr = KernelSpecAttr::get(&context, spec);
     EXPECT_TRUE(attr.getSpec() == spec) << spec.uri();
@@ -469,8 +671,31 @@ TEST(LaunchABITest, AppendKVParams) {
                   alignof(::attn::AppendKVParams));
 }
 
+TEST(LaunchABITest, PrefillParams) {
+  const Field fields[] = {
+      ATTN_FIELD(PrefillParams, q),
+      ATTN_FIELD(PrefillParams, k),
+      ATTN_FIELD(PrefillParams, v),
+      ATTN_FIELD(PrefillParams, out),
+      ATTN_FIELD(PrefillParams, lse),
+      ATTN_FIELD(PrefillParams, alibiSlopes),
+      ATTN_FIELD(PrefillParams, workItems),
+      ATTN_FIELD(PrefillParams, numWorkItems),
+      ATTN_FIELD(PrefillParams, qStrideToken),
+      ATTN_FIELD(PrefillParams, kStrideToken),
+      ATTN_FIELD(PrefillParams, vStrideToken),
+      ATTN_FIELD(PrefillParams, outStrideToken),
+      ATTN_FIELD(PrefillParams, smScale),
+      ATTN_FIELD(PrefillParams, softcap),
+      ATTN_FIELD(PrefillParams, windowLeft),
+  };
+  expectAllFields(getLaunchABI(SpecKind::Prefill), fields,
+                  sizeof(::attn::PrefillParams),
+                  alignof(::attn::PrefillParams));
+}
+
 //===----------------------------------------------------------------------===//
-// The schedule heuristic
+// The schedule heuristics
 //===----------------------------------------------------------------------===//
 
 KernelSpec decodeSpec(Arch arch, int qHeads, int kvHeads, int headDim,
@@ -522,6 +747,21 @@ TEST(ScheduleTest, ChoicesPerShape) {
   // The minimum split chunk is fixed; the planner picks the rest.
   DecodeSchedule s = chooseDecodeSchedule(decodeSpec(Arch::SM80, 32, 8, 64));
   EXPECT_EQ(s.minChunkTokens, 256);
+}
+
+TEST(ScheduleTest, PrefillChoicesPerShape) {
+  // Four warps of 16 rows, double buffered; 64 keys per tile up to head dim
+  // 128, 32 above. Neither the arch nor the heads change it.
+  for (Arch arch : {Arch::SM80, Arch::SM89, Arch::SM90a}) {
+    for (int headDim : {32, 64, 96, 128})
+      EXPECT_EQ(choosePrefillSchedule(decodeSpec(arch, 32, 8, headDim)),
+                prefillSchedule(4, 64, 64, 2))
+          << headDim;
+    for (int headDim : {136, 192, 256})
+      EXPECT_EQ(choosePrefillSchedule(decodeSpec(arch, 16, 16, headDim)),
+                prefillSchedule(4, 64, 32, 2))
+          << headDim;
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Compares attn's ragged prefill with PyTorch's SDPA backends.
+
+    python3 bench/sdpa.py ATTN_BENCH_JSON [--quick] [--out SDPA_JSON]
+
+ATTN_BENCH_JSON is the output of `attn-bench prefill --json`. For each of its
+configs this times torch.nn.functional.scaled_dot_product_attention pinned to
+one backend at a time (FLASH_ATTENTION, CUDNN_ATTENTION, EFFICIENT_ATTENTION,
+through torch.nn.attention.sdpa_kernel) on the same shapes: bf16, batch x seq
+with every request of the same length (so the dense batch is the ragged one),
+32 q heads, the config's KV heads and head dim, is_causal as the config.
+Tensors are laid out [batch, seq, heads, dim] as attn's [tokens, heads, dim]
+and passed as the transposed view SDPA expects.
+
+GQA/MQA: each backend is first called with enable_gqa=True (K/V keep their
+own heads); a backend that refuses it is called again with K/V heads repeated
+to the q head count (repeat_interleave outside the timed region), and the
+table marks that result with '*'. As of PyTorch 2.5-2.11 only the flash
+backend takes enable_gqa; the repeated K/V read more memory, but prefill at
+these sizes is bound by the tensor cores, not by memory.
+
+Timing: CUDA events around single calls, median of repeats, rotating over
+copies of q/k/v when one copy is smaller than 4x a 60 MB L2 (as attn-bench
+does). FLOPs = 4 * batch * heads * seq^2 * dim, halved for causal. The
+ceiling is the bf16 GEMM rate of torch.matmul on 8192^3 measured in the same
+run.
+"""
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import warnings
+
+L2_BYTES = 60 << 20
+BACKENDS = ["FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION"]
+SHORT = {"FLASH_ATTENTION": "flash", "CUDNN_ATTENTION": "cudnn",
+         "EFFICIENT_ATTENTION": "effic"}
+
+
+def time_median_ms(torch, fn, repeats, warmup=3):
+    """Median of event-timed calls of fn(i), i counting up (for rotation)."""
+    for i in range(warmup):
+        fn(i)
+    torch.cuda.synchronize()
+    start = torch.cuda.Event(enable_timing=True)
+    stop = torch.cuda.Event(enable_timing=True)
+    times = []
+    for i in range(repeats):
+        start.record()
+        fn(warmup + i)
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def gemm_tflops(torch, repeats):
+    """bf16 tensor-core rate of a large square GEMM: the practical ceiling."""
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    ms = time_median_ms(torch, lambda i: torch.matmul(a, b, out=c), repeats)
+    return 2.0 * n ** 3 / (ms * 1e-3) / 1e12
+
+
+def flops(cfg):
+    f = 4.0 * cfg["batch"] * cfg["q_heads"] * cfg["seq"] ** 2 * cfg["head_dim"]
+    return f / 2 if cfg["causal"] else f
+
+
+def bench_backend(torch, cfg, backend, repeats):
+    """TFLOP/s of one backend on cfg and how K/V heads were passed; None and
+    the reason when the backend cannot run the config."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    b, s, hq = cfg["batch"], cfg["seq"], cfg["q_heads"]
+    hkv, d = cfg["kv_heads"], cfg["head_dim"]
+    copy_bytes = 2 * b * s * d * (2 * hq + 2 * hkv)  # q, out, k, v
+    copies = max(1, min(3, math.ceil(4 * L2_BYTES / copy_bytes)))
+    gen = torch.Generator(device="cuda").manual_seed(1)
+
+    def tensor(heads):  # [batch, seq, heads, dim] viewed as [b, h, s, d]
+        t = torch.randn(b, s, heads, d, device="cuda", dtype=torch.bfloat16,
+                        generator=gen)
+        return t.transpose(1, 2)
+
+    data = [(tensor(hq), tensor(hkv), tensor(hkv)) for _ in range(copies)]
+    kinds = ["gqa", "repeat"] if hkv != hq else ["mha"]
+    reason = ""
+    with sdpa_kernel([getattr(SDPBackend, backend)]):
+        for kind in kinds:
+            if kind == "repeat":
+                group = hq // hkv
+                data = [(q, k.repeat_interleave(group, dim=1),
+                         v.repeat_interleave(group, dim=1)) for q, k, v in data]
+
+            def call(i):
+                q, k, v = data[i % copies]
+                return F.scaled_dot_product_attention(
+                    q, k, v, is_causal=cfg["causal"], enable_gqa=(kind == "gqa"))
+
+            # A refused config raises "No available kernel" after warnings
+            # that say why; keep the first of those as the reason.
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    call(0)
+                    torch.cuda.synchronize()
+                    ok = True
+                except (RuntimeError, ValueError) as err:
+                    ok = False
+                    reason = str(err).strip().splitlines()[0]
+                    if caught:
+                        reason = str(caught[0].message).strip().splitlines()[0]
+            if not ok:
+                continue
+            ms = time_median_ms(torch, call, repeats)
+            return flops(cfg) / (ms * 1e-3) / 1e12, kind, ""
+    return None, None, reason
+
+
+def fmt(x, spec="{:.1f}"):
+    return "-" if x is None else spec.format(x)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("attn_json", help="output of attn-bench prefill --json")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer repeats (and the GEMM timed fewer times)")
+    parser.add_argument("--out", help="also write the results as JSON here")
+    args = parser.parse_args()
+
+    try:
+        with open(args.attn_json) as f:
+            attn = json.load(f)
+        configs = attn["prefill"]
+    except (OSError, ValueError, KeyError) as err:
+        sys.exit(f"sdpa.py: cannot read attn-bench prefill JSON "
+                 f"'{args.attn_json}': {err}")
+    if not configs:
+        sys.exit(f"sdpa.py: '{args.attn_json}' holds no prefill configs")
+
+    import torch
+    if not torch.cuda.is_available():
+        sys.exit("sdpa.py: no CUDA device visible to torch")
+    repeats = 5 if args.quick else 15
+    gemm = gemm_tflops(torch, repeats)
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"cuDNN {torch.backends.cudnn.version()}; attn-bench on "
+          f"{attn.get('arch')}, {attn.get('sms')} SMs")
+    print(f"bf16 GEMM 8192^3 (torch.matmul): {gemm:.1f} TFLOP/s\n")
+
+    rows, failures = [], {}
+    for cfg in configs:
+        row = {"config": cfg, "attn_tflops": cfg["tflops"], "backends": {}}
+        for backend in BACKENDS:
+            tflops, kind, reason = bench_backend(torch, cfg, backend, repeats)
+            row["backends"][backend] = {"tflops": tflops, "kv_heads_as": kind}
+            if tflops is None:
+                failures.setdefault(backend, reason)
+        rows.append(row)
+        torch.cuda.empty_cache()
+
+    head = (f"{'batch x seq':<12} {'heads':<6} {'dim':>3} {'mask':<6} "
+            f"{'attn':>6} {'%gemm':>6}")
+    for backend in BACKENDS:
+        name = SHORT[backend]
+        head += f" {name:>7} {'x' + name:>7}"
+    print("TFLOP/s; xNAME = attn / NAME; * = K/V heads repeated (no enable_gqa)")
+    print(head)
+    for row in rows:
+        c = row["config"]
+        line = (f"{str(c['batch']) + ' x ' + str(c['seq']):<12} "
+                f"{str(c['q_heads']) + '/' + str(c['kv_heads']):<6} "
+                f"{c['head_dim']:>3} {'causal' if c['causal'] else 'full':<6} "
+                f"{row['attn_tflops']:>6.1f} {100 * row['attn_tflops'] / gemm:>5.1f}%")
+        for backend in BACKENDS:
+            r = row["backends"][backend]
+            mark = "*" if r["kv_heads_as"] == "repeat" else ""
+            ratio = None if r["tflops"] is None else row["attn_tflops"] / r["tflops"]
+            line += f" {fmt(r['tflops']) + mark:>7} {fmt(ratio, '{:.2f}'):>7}"
+        print(line)
+    for backend, reason in failures.items():
+        print(f"{SHORT[backend]}: some configs did not run; first reason: "
+              f"{reason[:200]}")
+
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(),
+                       "torch": torch.__version__,
+                       "gemm_tflops": gemm, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+//===- prefill.cuh - ragged prefill attention ------------------*- CUDA -*-===//
+//
+// FlashAttention-2-style prefill on mma.sync tensor cores for every arch from
+// sm_80. A CTA takes blockM query rows of one request and one q head (a plan
+// work item x grid.y); its warps own 16 rows each. K/V tiles of blockN keys
+// stream through a cp.async ring shared by the warps; S = Q K^T, the online
+// softmax and O += P V stay in registers. Tiles no row of the CTA can see
+// (causal, sliding window) are never loaded.
+//
+// Operands: Q and K tiles are read with ldmatrix, V with ldmatrix.trans;
+// shared-memory rows are padded by 16 bytes so the 8 rows of every ldmatrix
+// fall in different banks. The head dim is padded to a multiple of 32 with
+// zeros (cp.async zero-fill), so every supported head dim takes this path.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TEMPLATES_PREFILL_CUH
+#define ATTN_TEMPLATES_PREFILL_CUH
+
+#include "attn/common.cuh"
+
+namespace attn {
+
+/// \brief Sizes derived from a prefill Config.
+template <class Config> struct PrefillTraits {
+  using QT = typename Config::QType;
+  static constexpr int kHeadDim = Config::kHeadDim;
+  static constexpr int kDimPad = (kHeadDim + 31) / 32 * 32;
+  static constexpr int kRowStride = kDimPad * 2 + 16; // bytes, +16 for banks
+  static constexpr int kChunksPerRow = kDimPad / 8;   // 16-byte pieces
+  static constexpr int kDataChunks = kHeadDim / 8;    // pieces read from memory
+  static constexpr int kThreads = Config::kWarps * 32;
+  static constexpr int kQBytes = Config::kBlockM * kRowStride;
+  static constexpr int kTileBytes = Config::kBlockN * kRowStride; // K or V
+  static constexpr int kStageBytes = 2 * kTileBytes;
+  static constexpr int kSmemBytes = kQBytes + Config::kStages * kStageBytes;
+  static_assert(Config::kBlockM == 16 * Config::kWarps, "a warp owns 16 rows");
+  static_assert(Config::kBlockN % 16 == 0, "keys come in 16-key MMA steps");
+};
+
+/// \brief ldmatrix: four 8x8 b16 matrices; lane l gives the row address of
+/// matrix l / 8.
+__device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smemAddr(p)));
+}
+__device__ __forceinline__ void ldmatrixX4Trans(uint32_t (&r)[4], const void *p) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(smemAddr(p)));
+}
+
+/// \brief Copies `rows` rows of one head (row stride `strideToken` elements)
+/// into a padded shared tile; rows past `validRows` and columns past the head
+/// dim become zeros.
+template <class Config>
+__device__ __forceinline__ void loadRows(char *tile, const void *base,
+                                         int64_t firstRow, int validRows,
+                                         int head, int64_t strideToken,
+                                         int rows) {
+  using Tr = PrefillTraits<Config>;
+  const char *src = static_cast<const char *>(base);
+  for (int i = threadIdx.x; i < rows * Tr::kChunksPerRow; i += Tr::kThreads) {
+    int row = i / Tr::kChunksPerRow, chunk = i % Tr::kChunksPerRow;
+    bool valid = row < validRows && chunk < Tr::kDataChunks;
+    int64_t elem = valid ? (firstRow + row) * strideToken +
+                               int64_t(head) * Tr::kHeadDim + chunk * 8
+                         : 0;
+    cpAsync<16>(tile + row * Tr::kRowStride + chunk * 16, src + elem * 2, valid);
+  }
+}
+
+/// \brief Ragged prefill: one query tile of one request and one q head.
+template <class Config>
+__device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
+  using Tr = PrefillTraits<Config>;
+  using QT = typename Tr::QT;
+  constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN;
+  constexpr int kStages = Config::kStages;
+  constexpr int kNTiles = kBlockN / 8;        // n8 tiles of S per warp
+  constexpr int kOTiles = Tr::kDimPad / 8;    // n8 tiles of O per warp
+  constexpr int kKSteps = Tr::kDimPad / 16;   // k16 steps of Q K^T
+
+  const PrefillWorkItem work = p.workItems[blockIdx.x];
+  if (int(blockIdx.x) >= *p.numWorkItems)
+    return;
+  const int qHead = blockIdx.y;
+  const int kvHead = qHead / Config::kGroupSize;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int r = lane / 4, c = lane % 4;
+
+  // Positions: query row i of the request sits at kvLen - qLen + i, so a
+  // chunk of new tokens lines up with the end of its keys.
+  const int shift = work.kvLen - work.qLen;
+  const int tileRows = min(kBlockM, work.qLen - work.tileBegin);
+  const int firstPos = shift + work.tileBegin;
+  const int lastPos = firstPos + tileRows - 1;
+  // Keys any row of this tile can see; tiles outside are skipped.
+  int kvEnd = work.kvLen, kvBegin = 0;
+  if constexpr (Config::kCausal)
+    kvEnd = max(0, min(kvEnd, lastPos + 1));
+  if constexpr (Config::kSlidingWindow)
+    kvBegin = max(0, firstPos - p.windowLeft) / kBlockN * kBlockN;
+  const int numTiles = kvEnd > kvBegin ? (kvEnd - kvBegin + kBlockN - 1) / kBlockN : 0;
+
+  extern __shared__ __align__(16) char smem[];
+  char *qTile = smem;
+  char *ring = smem + Tr::kQBytes;
+
+  auto loadTile = [&](int t, int slot) {
+    int start = kvBegin + t * kBlockN;
+    char *stage = ring + slot * Tr::kStageBytes;
+    int valid = min(kBlockN, work.kvLen - start);
+    loadRows<Config>(stage, p.k, work.kvStart + start, valid, kvHead,
+                     p.kStrideToken, kBlockN);
+    loadRows<Config>(stage + Tr::kTileBytes, p.v, work.kvStart + start, valid,
+                     kvHead, p.vStrideToken, kBlockN);
+  };
+
+  // Q tile, then the first K/V tiles; all as cp.async groups.
+  loadRows<Config>(qTile, p.q, work.qStart + work.tileBegin, tileRows, qHead,
+                   p.qStrideToken, kBlockM);
+  cpAsyncCommit();
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < numTiles)
+      loadTile(s, s);
+    cpAsyncCommit();
+  }
+
+  // Per-row constants of this thread's rows r and r + 8 of the warp.
+  int rowPos[2];
+  float slope = 0.f;
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    rowPos[h] = firstPos + warp * 16 + r + 8 * h;
+  if constexpr (Config::kAlibi)
+    slope = p.alibiSlopes[qHead];
+
+  float o[kOTiles][4];
+#pragma unroll
+  for (int j = 0; j < kOTiles; ++j)
+    o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float mRun[2] = {negInf(), negInf()}, lRun[2] = {0.f, 0.f};
+
+  // ldmatrix row addresses of this lane (see prefill.cuh header).
+  const int aRow = warp * 16 + (lane % 16), aCol = (lane / 16) * 8;      // Q
+  const int bRow = (lane % 8) + (lane / 16) * 8, bCol = ((lane / 8) % 2) * 8; // K
+  const int vRow = (lane % 8) + ((lane / 8) % 2) * 8, vCol = (lane / 16) * 8; // V
+
+  for (int t = 0; t < numTiles; ++t) {
+    cpAsyncWait<kStages - 2>();
+    __syncthreads();
+    // Refill the slot everyone finished reading in the previous iteration.
+    if (t + kStages - 1 < numTiles)
+      loadTile(t + kStages - 1, (t + kStages - 1) % kStages);
+    cpAsyncCommit();
+
+    const char *kTile = ring + (t % kStages) * Tr::kStageBytes;
+    const char *vTile = kTile + Tr::kTileBytes;
+    const int tileStart = kvBegin + t * kBlockN;
+
+    // S = Q K^T: 16 rows x blockN keys for this warp.
+    float s[kNTiles][4];
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n)
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int k = 0; k < kKSteps; ++k) {
+      uint32_t a[4];
+      ldmatrixX4(a, qTile + aRow * Tr::kRowStride + (k * 16 + aCol) * 2);
+#pragma unroll
+      for (int n = 0; n < kNTiles; n += 2) {
+        uint32_t b[4];
+        ldmatrixX4(b, kTile + (n * 8 + bRow) * Tr::kRowStride + (k * 16 + bCol) * 2);
+        mma16816<QT>(s[n], a, b[0], b[1]);
+        mma16816<QT>(s[n + 1], a, b[2], b[3]);
+      }
+    }
+
+    // Score modifiers, masks, online softmax.
+    uint32_t pa[kBlockN / 16][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float v[kNTiles][2];
+      float tmax = negInf();
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          int key = tileStart + n * 8 + 2 * c + e;
+          float x = s[n][2 * h + e];
+          if constexpr (!Config::kSoftcap && !Config::kAlibi) {
+            x *= p.smScale * kLog2e;
+          } else {
+            x *= p.smScale;
+            if constexpr (Config::kSoftcap)
+              x = p.softcap * tanhf(x / p.softcap);
+            if constexpr (Config::kAlibi)
+              x += slope * float(key - rowPos[h]);
+            x *= kLog2e;
+          }
+          bool visible = key < work.kvLen;
+          if constexpr (Config::kCausal)
+            visible = visible && key <= rowPos[h];
+          if constexpr (Config::kSlidingWindow)
+            visible = visible && key >= rowPos[h] - p.windowLeft;
+          v[n][e] = visible ? x : negInf();
+          tmax = fmaxf(tmax, v[n][e]);
+        }
+      tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+      tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+      float mNew = fmaxf(mRun[h], tmax);
+      float base = mNew == negInf() ? 0.f : mNew;
+      float corr = fastExp2(mRun[h] - base);
+      mRun[h] = mNew;
+      float sum = 0.f;
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n) {
+        float p0 = fastExp2(v[n][0] - base), p1 = fastExp2(v[n][1] - base);
+        sum += p0 + p1;
+        // A fragment of P for keys 16j..16j+15: n8 tile 2j feeds a0/a1 (rows
+        // r / r+8), tile 2j+1 feeds a2/a3.
+        pa[n / 2][(n % 2) * 2 + h] = pack2<QT>(p0, p1);
+      }
+      lRun[h] = lRun[h] * corr + sum;
+      if (__any_sync(0xffffffffu, corr != 1.f)) {
+#pragma unroll
+        for (int j = 0; j < kOTiles; ++j) {
+          o[j][2 * h] *= corr;
+          o[j][2 * h + 1] *= corr;
+        }
+      }
+    }
+
+    // O += P V.
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk)
+#pragma unroll
+      for (int j = 0; j < kOTiles; j += 2) {
+        uint32_t b[4];
+        ldmatrixX4Trans(b, vTile + (kk * 16 + vRow) * Tr::kRowStride + (j * 8 + vCol) * 2);
+        mma16816<QT>(o[j], pa[kk], b[0], b[1]);
+        mma16816<QT>(o[j + 1], pa[kk], b[2], b[3]);
+      }
+  }
+  cpAsyncWait<0>();
+
+  // Normalize and store rows r and r + 8 of this warp.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = lRun[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    int row = warp * 16 + r + 8 * h;
+    if (row >= tileRows)
+      continue;
+    float inv = l > 0.f ? 1.f / l : 0.f; // no visible key: 0
+    int64_t token = work.qStart + work.tileBegin + row;
+    QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
+              int64_t(qHead) * Tr::kHeadDim;
+#pragma unroll
+    for (int j = 0; j < kOTiles; ++j) {
+      int col = j * 8 + 2 * c;
+      if (col < Tr::kHeadDim)
+        *reinterpret_cast<uint32_t *>(dst + col) =
+            pack2<QT>(o[j][2 * h] * inv, o[j][2 * h + 1] * inv);
+    }
+    if constexpr (Config::kWriteLse)
+      if (c == 0)
+        p.lse[token * Config::kNumQHeads + qHead] =
+            l > 0.f ? (mRun[h] + log2f(l)) * kLn2 : negInf();
+  }
+}
+
+} // namespace attn
+
+#endif // ATTN_TEMPLATES_PREFILL_CUH

@@ -1,0 +1,422 @@
+//===- PrefillGpuTest.cpp - ragged prefill against the fp64 reference -----===//
+//
+// Every case JIT-compiles its variant, runs it on random ragged batches with
+// poisoned outputs and compares with the fp64 reference
+// (test/reference/PrefillCheck). Tolerances as in DecodeGpuTest: relative
+// L2 error of the output 1e-2 for bf16, 4e-3 for f16 (P is rounded to the
+// storage type before P.V); LSE within 2e-3 absolute. Lengths are chosen not
+// to be multiples of the 64-row tiles (1, 17, 200, 1000, 3000) next to ones
+// that are (64), so partial tiles and masks at tile edges are exercised.
+//
+// Causal rows are aligned to the end of the keys (bottom-right): with
+// q_len < kv_len (a chunk continuing a prefix) query i sits at kv_len -
+// q_len + i; with q_len > kv_len the first q_len - kv_len rows see no key
+// and must be 0 with LSE -inf.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Jit/Jit.h"
+#include "test/gpu/GpuTestUtil.h"
+#include "test/reference/PrefillCheck.h"
+
+#include <initializer_list>
+
+using namespace attn;
+using namespace attn::test;
+
+namespace {
+
+struct PrefillCase {
+  std::string name;
+  PrefillVariant variant;
+  std::vector<int> qLens;
+  std::vector<int> kvLens; ///< empty: self attention (kvLens = qLens)
+  int extraTokenStride = 0;
+};
+
+/// A causal self-attention variant (PrefillVariant's default mask).
+PrefillVariant base(ScalarType dtype, int hq, int hkv, int d) {
+  PrefillVariant v;
+  v.qType = dtype;
+  v.numQHeads = hq;
+  v.numKVHeads = hkv;
+  v.headDim = d;
+  return v;
+}
+
+PrefillVariant encoder(PrefillVariant v) {
+  v.causal = false;
+  v.encoder = true;
+  return v;
+}
+
+PrefillVariant cross(PrefillVariant v) {
+  v.causal = false;
+  v.crossAttention = true;
+  return v;
+}
+
+std::vector<PrefillCase> cases() {
+  using S = ScalarType;
+  std::vector<PrefillCase> c;
+  auto add = [&](std::string name, PrefillVariant v, std::vector<int> qLens,
+                 std::vector<int> kvLens = {}) {
+    c.push_back({std::move(name), v, std::move(qLens), std::move(kvLens)});
+  };
+
+  // Every head dim for both dtypes: GQA 4, causal self attention.
+  for (S dtype : {S::BF16, S::F16})
+    for (int d : {64, 80, 96, 112, 128, 192, 256})
+      add(std::string(toString(dtype)) + "_gqa4_causal_d" + std::to_string(d),
+          base(dtype, 8, 2, d), {1, 17, 64, 200});
+
+  // Head ratios: MHA, GQA 32/8 (with LSE), MQA 8/1.
+  add("bf16_mha_causal", base(S::BF16, 16, 16, 128), {1000, 17});
+  {
+    auto v = base(S::BF16, 32, 8, 128);
+    v.writeLse = true;
+    add("bf16_gqa32x8_causal_lse", v, {200, 1000});
+  }
+  add("f16_mqa8x1_causal", base(S::F16, 8, 1, 128), {300, 64});
+  add("bf16_mqa8x1_d256_causal", base(S::BF16, 8, 1, 256), {17, 200});
+
+  // Chunk continuation: new queries over a longer prefix, bottom-right.
+  for (S dtype : {S::BF16, S::F16}) {
+    auto v = base(dtype, 16, 4, dtype == S::BF16 ? 128 : 64);
+    v.writeLse = true;
+    add(std::string(toString(dtype)) + "_chunk_continuation_lse", v,
+        {17, 64, 200, 1}, {1000, 164, 3000, 1});
+  }
+  {
+    // Fewer keys than queries: the first rows see nothing (0, LSE -inf).
+    auto v = base(S::BF16, 8, 2, 128);
+    v.writeLse = true;
+    add("bf16_causal_more_queries_than_keys_lse", v, {100, 64, 5}, {40, 64, 1});
+  }
+
+  // Encoder (bidirectional) self attention.
+  add("bf16_encoder_mha", encoder(base(S::BF16, 8, 8, 128)), {200, 17, 1000});
+  {
+    auto v = encoder(base(S::F16, 16, 4, 64));
+    v.writeLse = true;
+    add("f16_encoder_gqa4_lse", v, {1, 300, 64});
+  }
+
+  // Cross attention: key counts unrelated to query counts, some shorter.
+  {
+    auto v = cross(base(S::BF16, 16, 4, 128));
+    v.writeLse = true;
+    add("bf16_cross_lse", v, {17, 200, 64, 1000}, {1500, 64, 1, 300});
+  }
+  add("f16_cross_mqa_d96", cross(base(S::F16, 8, 1, 96)), {1000, 3},
+      {77, 2000});
+
+  // Sliding window, on fresh prompts and on a continued chunk.
+  {
+    auto v = base(S::BF16, 16, 4, 128);
+    v.windowLeft = 100;
+    add("bf16_window100", v, {1000, 200, 17});
+    v.windowLeft = 255;
+    v.writeLse = true;
+    add("bf16_window255_continuation_lse", v, {64, 300}, {3000, 300});
+  }
+
+  // ALiBi, causal and bidirectional.
+  {
+    auto v = base(S::BF16, 16, 16, 128);
+    v.alibi = true;
+    add("bf16_alibi_causal", v, {1000, 17});
+    v = encoder(base(S::F16, 8, 2, 64));
+    v.alibi = true;
+    add("f16_alibi_encoder", v, {200, 64});
+  }
+
+  // Soft-cap: a small cap bends most logits, a typical one (Gemma 2) few.
+  {
+    auto v = base(S::BF16, 32, 8, 128);
+    v.softcap = 5.0f;
+    add("bf16_softcap5", v, {1000, 200});
+    v = base(S::F16, 8, 2, 256);
+    v.softcap = 30.0f;
+    add("f16_softcap30_d256", v, {300, 17});
+  }
+
+  // Ragged batches mixing every length, in both orders.
+  {
+    auto v = base(S::BF16, 16, 4, 128);
+    v.writeLse = true;
+    add("bf16_ragged_mix_lse", v, {1, 17, 64, 200, 1000, 3000});
+    add("f16_mqa_ragged_mix_reversed", base(S::F16, 8, 1, 64),
+        {3000, 1000, 200, 64, 17, 1});
+  }
+
+  // Custom scale and token strides of a fused QKV projection's slices.
+  {
+    auto v = base(S::BF16, 8, 2, 128);
+    v.scale = 0.3f;
+    add("bf16_custom_scale_strided", v, {200, 17});
+    c.back().extraTokenStride = 2 * 2 * 128; // room for the other tensors
+  }
+
+  // Everything at once.
+  {
+    auto v = base(S::F16, 16, 4, 128);
+    v.windowLeft = 300;
+    v.alibi = true;
+    v.softcap = 30.0f;
+    v.writeLse = true;
+    add("f16_kitchen_sink", v, {17, 1000, 64}, {500, 1000, 3000});
+  }
+  return c;
+}
+
+void PrintTo(const PrefillCase &c, std::ostream *os) { *os << c.name; }
+
+double tolerance(const PrefillVariant &v) {
+  return v.qType == ScalarType::BF16 ? 1e-2 : 4e-3;
+}
+
+class PrefillGpuTest : public ::testing::TestWithParam<PrefillCase> {};
+
+TEST_P(PrefillGpuTest, MatchesReference) {
+  ATTN_REQUIRE_GPU();
+  const PrefillCase &tc = GetParam();
+  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(tc.variant));
+  check::PrefillCheckOptions options;
+  options.qLens = tc.qLens;
+  options.kvLens = tc.kvLens;
+  options.extraTokenStride = tc.extraTokenStride;
+  options.seed = uint32_t(std::hash<std::string>()(tc.name));
+  ATTN_ASSIGN_OR_FAIL(result,
+                      check::checkPrefill(*kernel, tc.variant, options));
+  EXPECT_LT(result.outError, tolerance(tc.variant))
+      << tc.name << ": relative L2 error (" << result.gridX << " CTAs)";
+  if (tc.variant.writeLse) {
+    EXPECT_LT(result.lseError, 2e-3) << tc.name << ": worst LSE error";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, PrefillGpuTest, ::testing::ValuesIn(cases()),
+                         [](const auto &info) { return info.param.name; });
+
+// Replays of one captured graph planned for graphs: the grid is the
+// workspace capacity, so CTAs past the tile count must exit without writing,
+// and every replay must rewrite the (re-poisoned) out and LSE.
+TEST(PrefillGraphGpuTest, ReplaysMatchReference) {
+  ATTN_REQUIRE_GPU();
+  PrefillVariant v = base(ScalarType::BF16, 32, 8, 128);
+  v.writeLse = true;
+  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(v));
+  check::PrefillCheckOptions options;
+  options.qLens = {3000, 1, 200};
+  options.graphReplays = 3;
+  ATTN_ASSIGN_OR_FAIL(result, check::checkPrefill(*kernel, v, options));
+  EXPECT_LT(result.outError, 1e-2);
+  EXPECT_LT(result.lseError, 2e-3);
+}
+
+// One kernel and one workspace serve batches of different shapes in turn:
+// each plan must replace the previous one's tiles (a smaller batch after a
+// larger one leaves stale tiles behind in the device list).
+TEST(PrefillReuseGpuTest, WorkspaceIsReusedAcrossBatches) {
+  ATTN_REQUIRE_GPU();
+  PrefillVariant v = base(ScalarType::F16, 8, 2, 64);
+  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(v));
+  ATTN_ASSIGN_OR_FAIL(again, Jit::global().prefill(v));
+  EXPECT_EQ(kernel.get(), again.get()) << "the JIT should memoize the kernel";
+  ATTN_ASSIGN_OR_FAIL(workspace, kernel->createWorkspace(8, 4096));
+  for (std::vector<int> lens :
+       {std::vector<int>{1000, 2000}, std::vector<int>{1, 2, 3},
+        std::vector<int>{129, 64, 65}}) {
+    check::PrefillCheckOptions options;
+    options.qLens = lens;
+    options.workspace = &workspace;
+    ATTN_ASSIGN_OR_FAIL(result, check::checkPrefill(*kernel, v, options));
+    EXPECT_LT(result.outError, 4e-3) << lens.size() << " requests";
+  }
+}
+
+} // namespace
+
+namespace {
+
+/// A small valid setup whose arguments each test breaks in one way: bf16,
+/// 8 q heads over 2 KV heads, head dim 64, causal, no LSE, no ALiBi.
+class PrefillArgsGpuTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (llvm::Error err = runtime::initCuda())
+      GTEST_SKIP() << "no GPU: " << llvm::toString(std::move(err));
+    variant = base(ScalarType::BF16, 8, 2, 64);
+    auto k = Jit::global().prefill(variant);
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    kernel = *k;
+    auto ws = kernel->createWorkspace(/*maxBatch=*/4, /*maxQTokens=*/1024);
+    ASSERT_TRUE(bool(ws)) << llvm::toString(ws.takeError());
+    workspace = std::make_unique<runtime::PrefillWorkspace>(std::move(*ws));
+    // Any non-null device address passes the argument checks; run() is
+    // never reached with broken arguments.
+    auto buf = runtime::DeviceBuffer::allocate(1 << 20);
+    ASSERT_TRUE(bool(buf)) << llvm::toString(buf.takeError());
+    buffer = std::move(*buf);
+    args = validArgs(buffer.ptr<void>());
+  }
+
+  static runtime::PrefillArgs validArgs(void *p) {
+    runtime::PrefillArgs a;
+    a.q = a.k = a.v = a.out = p;
+    a.dtype = ScalarType::BF16;
+    a.numQTokens = 40; // two requests of 20 queries over 20 keys
+    a.numKVTokens = 40;
+    a.numQHeads = 8;
+    a.numKVHeads = 2;
+    a.headDim = 64;
+    return a;
+  }
+
+  /// Plans two requests of 20 queries and 20 keys, then expects checkArgs
+  /// to reject `a` with a message holding every one of `fragments` (the
+  /// values at fault, so the exact wording stays the runtime's choice).
+  void expectRejected(const runtime::PrefillKernel &k,
+                      runtime::PrefillWorkspace &ws,
+                      const runtime::PrefillArgs &a,
+                      std::initializer_list<const char *> fragments) {
+    std::vector<int32_t> cu = {0, 20, 40};
+    auto plan = k.plan(cu, cu, ws, nullptr);
+    ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+    llvm::Error err = k.checkArgs(*plan, a);
+    ASSERT_TRUE(bool(err)) << "accepted bad arguments (" << *fragments.begin()
+                           << ")";
+    std::string message = llvm::toString(std::move(err));
+    for (const char *fragment : fragments)
+      EXPECT_NE(message.find(fragment), std::string::npos)
+          << "'" << fragment << "' not in: " << message;
+  }
+  void expectRejected(std::initializer_list<const char *> fragments) {
+    expectRejected(*kernel, *workspace, args, fragments);
+  }
+
+  /// plan() must fail on these offsets with a message holding every one of
+  /// `fragments`: the array at fault and the bad offset's index (as
+  /// "cu_seqlens_q[2]" or "cu_seqlens_q[1..2]"), not just "bad offsets".
+  void expectPlanRejected(std::vector<int32_t> cuQ, std::vector<int32_t> cuKV,
+                          std::initializer_list<const char *> fragments) {
+    auto plan = kernel->plan(cuQ, cuKV, *workspace, nullptr);
+    ASSERT_FALSE(bool(plan))
+        << "planned bad offsets (" << *fragments.begin() << ")";
+    std::string message = llvm::toString(plan.takeError());
+    for (const char *fragment : fragments)
+      EXPECT_NE(message.find(fragment), std::string::npos)
+          << "'" << fragment << "' not in: " << message;
+  }
+
+  PrefillVariant variant;
+  std::shared_ptr<const runtime::PrefillKernel> kernel;
+  std::unique_ptr<runtime::PrefillWorkspace> workspace;
+  runtime::DeviceBuffer buffer;
+  runtime::PrefillArgs args;
+};
+
+TEST_F(PrefillArgsGpuTest, AcceptsMatchingArguments) {
+  std::vector<int32_t> cu = {0, 20, 40};
+  ATTN_ASSIGN_OR_FAIL(plan, kernel->plan(cu, cu, *workspace, nullptr));
+  EXPECT_EQ(plan.batch, 2);
+  EXPECT_EQ(plan.numQTokens, 40);
+  EXPECT_EQ(plan.numKVTokens, 40);
+  EXPECT_GT(plan.gridX, 0);
+  ATTN_ASSERT_OK(kernel->checkArgs(plan, args));
+}
+
+TEST_F(PrefillArgsGpuTest, RejectsWrongQHeads) {
+  args.numQHeads = 16;
+  expectRejected({"16", "heads"});
+}
+
+TEST_F(PrefillArgsGpuTest, RejectsWrongKVHeads) {
+  args.numKVHeads = 4;
+  expectRejected({"4", "heads"});
+}
+
+TEST_F(PrefillArgsGpuTest, RejectsWrongHeadDim) {
+  args.headDim = 128;
+  expectRejected({"128"});
+}
+
+TEST_F(PrefillArgsGpuTest, RejectsWrongDtype) {
+  args.dtype = ScalarType::F16;
+  expectRejected({"f16", "bf16"});
+}
+
+TEST_F(PrefillArgsGpuTest, RejectsNullBuffers) {
+  for (int which = 0; which < 4; ++which) {
+    args = validArgs(buffer.ptr<void>());
+    const char *names[] = {"q", "k", "v", "out"};
+    SCOPED_TRACE(names[which]);
+    if (which == 0)
+      args.q = nullptr;
+    else if (which == 1)
+      args.k = nullptr;
+    else if (which == 2)
+      args.v = nullptr;
+    else
+      args.out = nullptr;
+    expectRejected({"must not be null"});
+  }
+}
+
+TEST_F(PrefillArgsGpuTest, RejectsTokenCountsNotMatchingPlan) {
+  args.numQTokens = 41;
+  expectRejected({"41"});
+  args = validArgs(buffer.ptr<void>());
+  args.numKVTokens = 39;
+  expectRejected({"39"});
+}
+
+TEST_F(PrefillArgsGpuTest, RejectsLseTheVariantDoesNotWrite) {
+  args.lse = buffer.ptr<float>();
+  expectRejected({"lse"});
+}
+
+TEST_F(PrefillArgsGpuTest, RejectsMissingLse) {
+  PrefillVariant v = variant;
+  v.writeLse = true;
+  ATTN_ASSIGN_OR_FAIL(lseKernel, Jit::global().prefill(v));
+  ATTN_ASSIGN_OR_FAIL(ws, lseKernel->createWorkspace(4, 1024));
+  expectRejected(*lseKernel, ws, args, {"lse"});
+  runtime::PrefillArgs withLse = args;
+  withLse.lse = buffer.ptr<float>();
+  std::vector<int32_t> cu = {0, 20, 40};
+  ATTN_ASSIGN_OR_FAIL(plan, lseKernel->plan(cu, cu, ws, nullptr));
+  ATTN_ASSERT_OK(lseKernel->checkArgs(plan, withLse));
+}
+
+TEST_F(PrefillArgsGpuTest, RejectsAlibiSlopesTheVariantDoesNotUse) {
+  args.alibiSlopes = buffer.ptr<float>();
+  expectRejected({"alibiSlopes"});
+}
+
+TEST_F(PrefillArgsGpuTest, PlanRejectsOffsetsNotStartingAtZero) {
+  expectPlanRejected({1, 20, 40}, {0, 20, 40}, {"cu_seqlens_q[0]"});
+  expectPlanRejected({0, 20, 40}, {5, 20, 40}, {"cu_seqlens_kv[0]"});
+}
+
+TEST_F(PrefillArgsGpuTest, PlanRejectsDecreasingOffsets) {
+  expectPlanRejected({0, 30, 20}, {0, 20, 40}, {"cu_seqlens_q[", "2]"});
+  expectPlanRejected({0, 20, 40}, {0, 20, 10}, {"cu_seqlens_kv[", "2]"});
+}
+
+TEST_F(PrefillArgsGpuTest, PlanRejectsMismatchedBatch) {
+  expectPlanRejected({0, 20, 40}, {0, 40}, {"cu_seqlens"});
+}
+
+// The workspace holds maxQTokens / blockM + maxBatch tiles (20 here); a
+// batch needing more, through long requests or many short ones, must be
+// refused rather than overrun the device tile list.
+TEST_F(PrefillArgsGpuTest, PlanRejectsBatchOverWorkspace) {
+  expectPlanRejected({0, 2000}, {0, 2000}, {"workspace"});
+  std::vector<int32_t> many(31);
+  for (int i = 0; i <= 30; ++i)
+    many[i] = i; // 30 one-token requests: 30 tiles
+  expectPlanRejected(many, many, {"workspace"});
+}
+
+} // namespace

@@ -1,0 +1,58 @@
+//===- PrefillCheck.h - a prefill kernel against the reference --*- C++ -*-===//
+//
+// One end-to-end check of a loaded ragged-prefill kernel: random q/k/v in the
+// storage dtype, poisoned out and LSE, plan + run on the GPU (optionally as
+// replays of a captured CUDA graph), and the errors against the fp64
+// reference. Shared by the GPU tests; the data helpers are DecodeCheck's.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TEST_REFERENCE_PREFILLCHECK_H
+#define ATTN_TEST_REFERENCE_PREFILLCHECK_H
+
+#include "attn/runtime/Prefill.h"
+#include "test/reference/DecodeCheck.h"
+#include "test/reference/Reference.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace attn::check {
+
+/// How to draw one prefill problem.
+struct PrefillCheckOptions {
+  std::vector<int> qLens;  ///< query rows of each request
+  std::vector<int> kvLens; ///< keys of each request; empty: qLens (self)
+  uint32_t seed = 1;
+  /// Elements added to every token stride of q, k, v and out (a multiple of
+  /// 8), as when q/k/v are slices of a fused QKV projection; 0: dense.
+  int extraTokenStride = 0;
+  /// 0: one direct run. N > 0: plan for graphs, capture run() in a CUDA
+  /// graph and replay it N times, re-poisoning out and LSE before each
+  /// replay; the last replay is checked.
+  int graphReplays = 0;
+  /// Plan into this workspace (it must fit the batch) instead of a fresh
+  /// one sized for it, to check that plans replace each other.
+  runtime::PrefillWorkspace *workspace = nullptr;
+};
+
+struct PrefillCheckResult {
+  double outError = 0; ///< relative L2 error of the output
+  /// Worst absolute LSE error (0 without LSE). A row that sees no key must
+  /// be -inf, as in the reference; anything else there counts as inf.
+  double lseError = 0;
+  int gridX = 0; ///< CTAs the plan launched (diagnostics)
+};
+
+/// The cumulative offsets {0, l0, l0 + l1, ...} of `lens`.
+std::vector<int32_t> cumulative(const std::vector<int> &lens);
+
+/// Runs `kernel` (compiled for `variant`) on one random problem.
+llvm::Expected<PrefillCheckResult>
+checkPrefill(const runtime::PrefillKernel &kernel,
+             const PrefillVariant &variant, const PrefillCheckOptions &options);
+
+} // namespace attn::check
+
+#endif // ATTN_TEST_REFERENCE_PREFILLCHECK_H
