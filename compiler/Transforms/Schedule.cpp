@@ -62,22 +62,29 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
 
 ::attn::PrefillSchedule choosePrefillSchedule(const ::attn::KernelSpec &spec) {
   ::attn::PrefillSchedule schedule;
-  // Four warps of 16 query rows each: a 64-row query tile of one q head per
-  // CTA. Each warp keeps its 16 x headDim fp32 output accumulator and a
-  // 16 x blockN score tile in registers, and a prompt of a few hundred
-  // tokens still spreads over many CTAs.
+  // Four warps, each with two 16-row MMA tiles up to head dim 128: every K/V
+  // fragment read from shared memory then feeds two MMAs, which measured
+  // 10-30% faster on an H200 than one tile per warp (docs/performance.md).
+  // Above 128 the two 16 x headDim fp32 accumulators no longer fit the
+  // registers, and on sm_89 the 128-row Q tile does not fit next to the
+  // K/V ring at head dim 128: one tile per warp there.
   schedule.warps = 4;
-  schedule.blockM = 16 * schedule.warps;
-  // Keys per K/V tile: 64 while the accumulator leaves registers for a
-  // 16 x 64 score tile (head dim <= 128); 32 above, where the accumulator
-  // alone takes twice the registers. That also holds the double-buffered
-  // K/V ring (blockN x headDim x 2 bytes x K, V x 2 stages) at 64 KiB, as
-  // at head dim 128, which fits every target (sm_89 has 100 KiB per SM).
+  // Keys per K/V tile: 64 while the accumulators leave registers for the
+  // score tile (head dim <= 128), 32 above.
   schedule.blockN = spec.headDim <= 128 ? 64 : 32;
-  // Double buffering: the next K/V tile loads while the current one is
-  // used; prefill is compute bound, so deeper rings buy little and cost
-  // shared memory.
+  // Double buffering: the next K/V tile loads while the current one is used;
+  // prefill is compute bound, and a third stage measured slower.
   schedule.stages = 2;
+  // Shared memory of a CTA: the Q tile and the K/V ring, rows padded by 16
+  // bytes (templates/attn/prefill.cuh, PrefillTraits).
+  auto smemBytes = [&](int blockM) {
+    int64_t rowBytes = int64_t((spec.headDim + 31) / 32 * 32) * 2 + 16;
+    return rowBytes * (blockM + 2 * schedule.blockN * schedule.stages);
+  };
+  schedule.blockM = 32 * schedule.warps;
+  if (spec.headDim > 128 ||
+      smemBytes(schedule.blockM) > sharedMemoryPerSM(spec.arch) - 1024)
+    schedule.blockM = 16 * schedule.warps;
   return schedule;
 }
 

@@ -242,10 +242,11 @@ PrefillScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (warps < 1 || warps > 32)
     return emitError() << "prefill_schedule warps must be from 1 to 32, got "
                        << warps;
-  if (blockM != 16 * warps)
+  if (blockM != 16 * warps && blockM != 32 * warps)
     return emitError() << "prefill_schedule block_m must be 16 * warps = "
-                       << 16 * warps
-                       << " (each warp owns 16 query rows), got " << blockM;
+                       << 16 * warps << " or 32 * warps = " << 32 * warps
+                       << " (each warp owns 16 or 32 query rows), got "
+                       << blockM;
   // P * V consumes keys 16 at a time (the k-extent of one MMA).
   if (blockN < 16 || blockN % 16 != 0)
     return emitError()

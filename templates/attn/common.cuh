@@ -32,6 +32,11 @@ template <class A> struct IsSame<A, A> {
   static constexpr bool value = true;
 };
 
+/// A compile-time bool as a type (NVRTC has no <type_traits>).
+template <bool B> struct BoolConstant {
+  static constexpr bool value = B;
+};
+
 template <bool B, class T, class F> struct Conditional {
   using type = T;
 };

@@ -2,7 +2,8 @@
 //
 // FlashAttention-2-style prefill on mma.sync tensor cores for every arch from
 // sm_80. A CTA takes blockM query rows of one request and one q head (a plan
-// work item x grid.y); its warps own 16 rows each. K/V tiles of blockN keys
+// work item x grid.y); its warps own 16 or 32 rows each (one or two MMA row
+// tiles). K/V tiles of blockN keys
 // stream through a cp.async ring shared by the warps; S = Q K^T, the online
 // softmax and O += P V stay in registers. Tiles no row of the CTA can see
 // (causal, sliding window) are never loaded.
@@ -33,7 +34,12 @@ template <class Config> struct PrefillTraits {
   static constexpr int kTileBytes = Config::kBlockN * kRowStride; // K or V
   static constexpr int kStageBytes = 2 * kTileBytes;
   static constexpr int kSmemBytes = kQBytes + Config::kStages * kStageBytes;
-  static_assert(Config::kBlockM == 16 * Config::kWarps, "a warp owns 16 rows");
+  /// 16-row MMA tiles per warp: two halve the shared-memory reads of K and
+  /// V per FLOP (each fragment feeds both tiles).
+  static constexpr int kMTiles = Config::kBlockM / (16 * Config::kWarps);
+  static_assert(Config::kBlockM == 16 * Config::kWarps * kMTiles &&
+                    (kMTiles == 1 || kMTiles == 2),
+                "a warp owns 16 or 32 query rows");
   static_assert(Config::kBlockN % 16 == 0, "keys come in 16-key MMA steps");
 };
 
@@ -81,6 +87,10 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   constexpr int kNTiles = kBlockN / 8;        // n8 tiles of S per warp
   constexpr int kOTiles = Tr::kDimPad / 8;    // n8 tiles of O per warp
   constexpr int kKSteps = Tr::kDimPad / 16;   // k16 steps of Q K^T
+  // Up to head dim 128 the warp's Q fragments stay in registers for the
+  // whole loop; larger heads reread them from shared memory each tile.
+  constexpr int kMTiles = Tr::kMTiles;
+  constexpr bool kQInRegisters = kKSteps <= 8 && kMTiles == 1;
 
   const PrefillWorkItem work = p.workItems[blockIdx.x];
   if (int(blockIdx.x) >= *p.numWorkItems)
@@ -130,28 +140,47 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   }
 
   // Per-row constants of this thread's rows r and r + 8 of the warp.
-  int rowPos[2];
+  // Row m * 16 + r (+ 8) of this warp's 16 * kMTiles rows.
+  const int warpRow0 = warp * 16 * kMTiles;
+  int rowPos[kMTiles][2];
   float slope = 0.f;
 #pragma unroll
-  for (int h = 0; h < 2; ++h)
-    rowPos[h] = firstPos + warp * 16 + r + 8 * h;
+  for (int m = 0; m < kMTiles; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      rowPos[m][h] = firstPos + warpRow0 + m * 16 + r + 8 * h;
   if constexpr (Config::kAlibi)
     slope = p.alibiSlopes[qHead];
 
-  float o[kOTiles][4];
+  float o[kMTiles][kOTiles][4];
+  float mRun[kMTiles][2], lRun[kMTiles][2];
 #pragma unroll
-  for (int j = 0; j < kOTiles; ++j)
-    o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
-  float mRun[2] = {negInf(), negInf()}, lRun[2] = {0.f, 0.f};
+  for (int m = 0; m < kMTiles; ++m) {
+#pragma unroll
+    for (int j = 0; j < kOTiles; ++j)
+      o[m][j][0] = o[m][j][1] = o[m][j][2] = o[m][j][3] = 0.f;
+    mRun[m][0] = mRun[m][1] = negInf();
+    lRun[m][0] = lRun[m][1] = 0.f;
+  }
+  // Plain scores keep the raw q.k scale in mRun and fold scale * log2(e)
+  // into exp2's argument; modified scores are already in log2 units.
+  constexpr bool kPlainScores = !Config::kSoftcap && !Config::kAlibi;
+  const float expScale = kPlainScores ? p.smScale * kLog2e : 1.f;
 
   // ldmatrix row addresses of this lane (see prefill.cuh header).
-  const int aRow = warp * 16 + (lane % 16), aCol = (lane / 16) * 8;      // Q
+  const int aRow = warpRow0 + (lane % 16), aCol = (lane / 16) * 8;       // Q
   const int bRow = (lane % 8) + (lane / 16) * 8, bCol = ((lane / 8) % 2) * 8; // K
   const int vRow = (lane % 8) + ((lane / 8) % 2) * 8, vCol = (lane / 16) * 8; // V
 
+  uint32_t qFrag[kQInRegisters ? kKSteps : 1][4];
   for (int t = 0; t < numTiles; ++t) {
     cpAsyncWait<kStages - 2>();
     __syncthreads();
+    if constexpr (kQInRegisters)
+      if (t == 0) // the Q tile arrived with the first K/V tile
+#pragma unroll
+        for (int k = 0; k < kKSteps; ++k)
+          ldmatrixX4(qFrag[k], qTile + aRow * Tr::kRowStride + (k * 16 + aCol) * 2);
     // Refill the slot everyone finished reading in the previous iteration.
     if (t + kStages - 1 < numTiles)
       loadTile(t + kStages - 1, (t + kStages - 1) % kStages);
@@ -162,74 +191,106 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     const int tileStart = kvBegin + t * kBlockN;
 
     // S = Q K^T: 16 rows x blockN keys for this warp.
-    float s[kNTiles][4];
+    float s[kMTiles][kNTiles][4];
 #pragma unroll
-    for (int n = 0; n < kNTiles; ++n)
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    for (int m = 0; m < kMTiles; ++m)
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n)
+        s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.f;
 #pragma unroll
     for (int k = 0; k < kKSteps; ++k) {
-      uint32_t a[4];
-      ldmatrixX4(a, qTile + aRow * Tr::kRowStride + (k * 16 + aCol) * 2);
+      uint32_t a[kMTiles][4];
+#pragma unroll
+      for (int m = 0; m < kMTiles; ++m) {
+        if constexpr (kQInRegisters) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            a[m][e] = qFrag[k][e];
+        } else {
+          ldmatrixX4(a[m], qTile + (aRow + m * 16) * Tr::kRowStride +
+                               (k * 16 + aCol) * 2);
+        }
+      }
 #pragma unroll
       for (int n = 0; n < kNTiles; n += 2) {
         uint32_t b[4];
         ldmatrixX4(b, kTile + (n * 8 + bRow) * Tr::kRowStride + (k * 16 + bCol) * 2);
-        mma16816<QT>(s[n], a, b[0], b[1]);
-        mma16816<QT>(s[n + 1], a, b[2], b[3]);
+#pragma unroll
+        for (int m = 0; m < kMTiles; ++m) {
+          mma16816<QT>(s[m][n], a[m], b[0], b[1]);
+          mma16816<QT>(s[m][n + 1], a[m], b[2], b[3]);
+        }
       }
     }
 
-    // Score modifiers, masks, online softmax.
-    uint32_t pa[kBlockN / 16][4];
+    // Score modifiers, masks, online softmax. Plain scores stay unscaled
+    // until one FFMA folds scale, log2(e) and the running max into exp2's
+    // argument; masks are applied only on tiles that cut a row's keys.
+    const int warpFirstPos = firstPos + warpRow0;
+    const int warpLastPos = warpFirstPos + 16 * kMTiles - 1;
+    const bool needMask =
+        tileStart + kBlockN > work.kvLen ||
+        (Config::kCausal && tileStart + kBlockN - 1 > warpFirstPos) ||
+        (Config::kSlidingWindow && tileStart < warpLastPos - p.windowLeft);
+    uint32_t pa[kMTiles][kBlockN / 16][4];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int mh = 0; mh < 2 * kMTiles; ++mh) {
+      const int m = mh / 2, h = mh % 2;
       float v[kNTiles][2];
-      float tmax = negInf();
+      auto scoresOf = [&](auto maskTag) {
+        float tmax = negInf();
 #pragma unroll
-      for (int n = 0; n < kNTiles; ++n)
+        for (int n = 0; n < kNTiles; ++n)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          int key = tileStart + n * 8 + 2 * c + e;
-          float x = s[n][2 * h + e];
-          if constexpr (!Config::kSoftcap && !Config::kAlibi) {
-            x *= p.smScale * kLog2e;
-          } else {
-            x *= p.smScale;
-            if constexpr (Config::kSoftcap)
-              x = p.softcap * tanhf(x / p.softcap);
-            if constexpr (Config::kAlibi)
-              x += slope * float(key - rowPos[h]);
-            x *= kLog2e;
+          for (int e = 0; e < 2; ++e) {
+            int key = tileStart + n * 8 + 2 * c + e;
+            float x = s[m][n][2 * h + e];
+            if constexpr (!kPlainScores) {
+              x *= p.smScale;
+              if constexpr (Config::kSoftcap)
+                x = p.softcap * tanhf(x / p.softcap);
+              if constexpr (Config::kAlibi)
+                x += slope * float(key - rowPos[m][h]);
+              x *= kLog2e;
+            }
+            if constexpr (decltype(maskTag)::value) {
+              bool visible = key < work.kvLen;
+              if constexpr (Config::kCausal)
+                visible = visible && key <= rowPos[m][h];
+              if constexpr (Config::kSlidingWindow)
+                visible = visible && key >= rowPos[m][h] - p.windowLeft;
+              x = visible ? x : negInf();
+            }
+            v[n][e] = x;
+            tmax = fmaxf(tmax, x);
           }
-          bool visible = key < work.kvLen;
-          if constexpr (Config::kCausal)
-            visible = visible && key <= rowPos[h];
-          if constexpr (Config::kSlidingWindow)
-            visible = visible && key >= rowPos[h] - p.windowLeft;
-          v[n][e] = visible ? x : negInf();
-          tmax = fmaxf(tmax, v[n][e]);
-        }
+        return tmax;
+      };
+      float tmax = needMask ? scoresOf(BoolConstant<true>()) : scoresOf(BoolConstant<false>());
       tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
       tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
-      float mNew = fmaxf(mRun[h], tmax);
-      float base = mNew == negInf() ? 0.f : mNew;
-      float corr = fastExp2(mRun[h] - base);
-      mRun[h] = mNew;
+      float mNew = fmaxf(mRun[m][h], tmax);
+      // A row that has seen no visible key keeps a finite base, so exp2
+      // gives 0, not NaN.
+      float base = mNew == negInf() ? 0.f : mNew * expScale;
+      float corr = fastExp2(fmaf(mRun[m][h], expScale, -base));
+      mRun[m][h] = mNew;
       float sum = 0.f;
 #pragma unroll
       for (int n = 0; n < kNTiles; ++n) {
-        float p0 = fastExp2(v[n][0] - base), p1 = fastExp2(v[n][1] - base);
+        float p0 = fastExp2(fmaf(v[n][0], expScale, -base));
+        float p1 = fastExp2(fmaf(v[n][1], expScale, -base));
         sum += p0 + p1;
         // A fragment of P for keys 16j..16j+15: n8 tile 2j feeds a0/a1 (rows
         // r / r+8), tile 2j+1 feeds a2/a3.
-        pa[n / 2][(n % 2) * 2 + h] = pack2<QT>(p0, p1);
+        pa[m][n / 2][(n % 2) * 2 + h] = pack2<QT>(p0, p1);
       }
-      lRun[h] = lRun[h] * corr + sum;
+      lRun[m][h] = lRun[m][h] * corr + sum;
       if (__any_sync(0xffffffffu, corr != 1.f)) {
 #pragma unroll
         for (int j = 0; j < kOTiles; ++j) {
-          o[j][2 * h] *= corr;
-          o[j][2 * h + 1] *= corr;
+          o[m][j][2 * h] *= corr;
+          o[m][j][2 * h + 1] *= corr;
         }
       }
     }
@@ -241,19 +302,23 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
       for (int j = 0; j < kOTiles; j += 2) {
         uint32_t b[4];
         ldmatrixX4Trans(b, vTile + (kk * 16 + vRow) * Tr::kRowStride + (j * 8 + vCol) * 2);
-        mma16816<QT>(o[j], pa[kk], b[0], b[1]);
-        mma16816<QT>(o[j + 1], pa[kk], b[2], b[3]);
+#pragma unroll
+        for (int m = 0; m < kMTiles; ++m) {
+          mma16816<QT>(o[m][j], pa[m][kk], b[0], b[1]);
+          mma16816<QT>(o[m][j + 1], pa[m][kk], b[2], b[3]);
+        }
       }
   }
   cpAsyncWait<0>();
 
-  // Normalize and store rows r and r + 8 of this warp.
+  // Normalize and store rows r and r + 8 of each of this warp's row tiles.
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float l = lRun[h];
+  for (int mh = 0; mh < 2 * kMTiles; ++mh) {
+    const int m = mh / 2, h = mh % 2;
+    float l = lRun[m][h];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
-    int row = warp * 16 + r + 8 * h;
+    int row = warpRow0 + m * 16 + r + 8 * h;
     if (row >= tileRows)
       continue;
     float inv = l > 0.f ? 1.f / l : 0.f; // no visible key: 0
@@ -265,12 +330,12 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
       int col = j * 8 + 2 * c;
       if (col < Tr::kHeadDim)
         *reinterpret_cast<uint32_t *>(dst + col) =
-            pack2<QT>(o[j][2 * h] * inv, o[j][2 * h + 1] * inv);
+            pack2<QT>(o[m][j][2 * h] * inv, o[m][j][2 * h + 1] * inv);
     }
     if constexpr (Config::kWriteLse)
       if (c == 0)
         p.lse[token * Config::kNumQHeads + qHead] =
-            l > 0.f ? (mRun[h] + log2f(l)) * kLn2 : negInf();
+            l > 0.f ? (mRun[m][h] * expScale + log2f(l)) * kLn2 : negInf();
   }
 }
 

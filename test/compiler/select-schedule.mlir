@@ -168,7 +168,9 @@ func.func @pinned(%q: tensor<?x32x128xbf16>,
 func.func @prefill_gqa_bf16_d128(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
     %v: tensor<?x8x128xbf16>, %cu_q: tensor<?xi32>, %cu_kv: tensor<?xi32>) -> tensor<?x32x128xbf16> {
   // Llama-style causal GQA prefill: 64-row query tiles, 64-key K/V tiles.
-  // CHECK: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>
+  // SM90: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  // SM80: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  // SM89: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>
   %o = attn.prefill %q, %k, %v, %cu_q, %cu_kv {mask = #attn.mask<causal>}
       : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
         tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
@@ -180,7 +182,7 @@ func.func @prefill_gqa_bf16_d128(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xb
 // CHECK-LABEL: func.func @prefill_encoder_f16_d64
 func.func @prefill_encoder_f16_d64(%q: tensor<?x12x64xf16>, %cu: tensor<?xi32>) -> tensor<?x12x64xf16> {
   // Small heads: the same tiles; the kind does not change the schedule.
-  // CHECK: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>
+  // CHECK: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
   %o = attn.prefill %q, %q, %q, %cu, %cu {kind = #attn.kind<encoder>}
       : tensor<?x12x64xf16>, tensor<?x12x64xf16>, tensor<?x12x64xf16>,
         tensor<?xi32>, tensor<?xi32> -> tensor<?x12x64xf16>

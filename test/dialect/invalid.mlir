@@ -414,8 +414,8 @@ func.func @prefill_schedule_warps() attributes {s = #attn.prefill_schedule<warps
 
 // -----
 
-// expected-error @+1 {{prefill_schedule block_m must be 16 * warps = 64 (each warp owns 16 query rows), got 128}}
-func.func @prefill_schedule_block_m() attributes {s = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>}
+// expected-error @+1 {{prefill_schedule block_m must be 16 * warps = 64 or 32 * warps = 128 (each warp owns 16 or 32 query rows), got 96}}
+func.func @prefill_schedule_block_m() attributes {s = #attn.prefill_schedule<warps = 4, block_m = 96, block_n = 64, stages = 2>}
 
 // -----
 

@@ -406,9 +406,13 @@ double prefillFlops(const PrefillConfig &cfg) {
   return cfg.causal ? flops / 2 : flops;
 }
 
+/// A prefill schedule pinned with --prefill-schedule.
+std::optional<PrefillSchedule> pinnedPrefillSchedule;
+
 PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch,
                            CUstream stream) {
   PrefillVariant v;
+  v.schedule = pinnedPrefillSchedule;
   v.qType = ScalarType::BF16;
   v.numQHeads = kPrefillQHeads;
   v.numKVHeads = cfg.numKVHeads;
@@ -656,7 +660,7 @@ int main(int argc, char **argv) {
            "W,S,R,C,M]\n"
            "       attn-bench decode --only bf16|e4m3,KV_HEADS,BATCH,CONTEXT\n"
            "         [--page N] [--hnd]   cache geometry (default: 16, NHD)\n"
-           "       attn-bench prefill [--json] [--quick]\n"
+           "       attn-bench prefill [--json] [--quick] [--prefill-schedule W,M,N,S]\n"
            "       attn-bench jit [--json]\n"
            "  --schedule pins warps, stages, row tiles, CTAs per SM and the\n"
            "  minimum chunk instead of the schedule attn-select-schedule picks\n";
@@ -699,6 +703,18 @@ int main(int argc, char **argv) {
     benchLayout = KVLayout::HND;
   if (args[0] == "decode")
     return runDecode(has("--json"), has("--quick"));
+  auto prefillSchedule = std::find(args.begin(), args.end(), "--prefill-schedule");
+  if (prefillSchedule != args.end()) {
+    PrefillSchedule s;
+    if (prefillSchedule + 1 == args.end() ||
+        std::sscanf((prefillSchedule + 1)->c_str(), "%d,%d,%d,%d", &s.warps,
+                    &s.blockM, &s.blockN, &s.stages) != 4) {
+      llvm::errs() << "attn-bench: --prefill-schedule takes "
+                      "warps,block_m,block_n,stages\n";
+      return 1;
+    }
+    pinnedPrefillSchedule = s;
+  }
   if (args[0] == "prefill")
     return runPrefill(has("--json"), has("--quick"));
   if (args[0] == "jit")

@@ -229,11 +229,11 @@ TEST(FrontendTest, DefaultPrefillVariant) {
   EXPECT_FALSE(spec->alibi);
   EXPECT_FALSE(spec->softcap);
   EXPECT_FALSE(spec->writeLse);
-  EXPECT_EQ(spec->prefillSchedule, prefillSchedule(4, 64, 64, 2));
+  EXPECT_EQ(spec->prefillSchedule, prefillSchedule(4, 128, 64, 2));
   // The decode schedule is not part of a prefill kernel: left at default.
   EXPECT_EQ(spec->schedule, DecodeSchedule());
   EXPECT_EQ(::attn::kernelSymbol(*spec),
-            "attn_prefill_qbf16_kvbf16_h32x8_d128_causal_m64n64w4s2");
+            "attn_prefill_qbf16_kvbf16_h32x8_d128_causal_m128n64w4s2");
 }
 
 TEST(FrontendTest, PrefillVariantWithEveryFlag) {
@@ -298,7 +298,8 @@ TEST(FrontendTest, PinnedPrefillScheduleIsKept) {
   variant.schedule->blockM = 64;
   std::string error = errorText(compilePrefillVariant(variant, Arch::SM90a));
   EXPECT_NE(error.find("prefill_schedule block_m must be 16 * warps = 128 "
-                       "(each warp owns 16 query rows), got 64"),
+                       "or 32 * warps = 256 (each warp owns 16 or 32 query "
+                       "rows), got 64"),
             std::string::npos)
       << error;
   EXPECT_EQ(error.rfind("loc(\"attn::PrefillVariant\"): error: ", 0), 0u)
@@ -521,7 +522,7 @@ TEST_F(ModuleTest, GetKernelSpecOfAPrefillLaunch) {
   EXPECT_FLOAT_EQ(launch.getSoftcap()->convertToFloat(), 30.0f);
   EXPECT_EQ(launch.getWindow(), 512u);
   EXPECT_EQ(launch.getGrid(),
-            "grid.x = query tiles of the plan (block_m = 64 rows each), "
+            "grid.x = query tiles of the plan (block_m = 128 rows each), "
             "grid.y = num_q_heads = 32; block = 32*warps = 128");
 }
 
@@ -750,18 +751,25 @@ TEST(ScheduleTest, ChoicesPerShape) {
 }
 
 TEST(ScheduleTest, PrefillChoicesPerShape) {
-  // Four warps of 16 rows, double buffered; 64 keys per tile up to head dim
-  // 128, 32 above. Neither the arch nor the heads change it.
+  // Four double-buffered warps of two 16-row tiles and 64 keys per tile up
+  // to head dim 128; one tile and 32 keys above.
   for (Arch arch : {Arch::SM80, Arch::SM89, Arch::SM90a}) {
-    for (int headDim : {32, 64, 96, 128})
+    for (int headDim : {32, 64, 96})
       EXPECT_EQ(choosePrefillSchedule(decodeSpec(arch, 32, 8, headDim)),
-                prefillSchedule(4, 64, 64, 2))
+                prefillSchedule(4, 128, 64, 2))
           << headDim;
     for (int headDim : {136, 192, 256})
       EXPECT_EQ(choosePrefillSchedule(decodeSpec(arch, 16, 16, headDim)),
                 prefillSchedule(4, 64, 32, 2))
           << headDim;
   }
+  // Head dim 128: sm_89's 100 KiB cannot hold the 128-row Q tile too.
+  EXPECT_EQ(choosePrefillSchedule(decodeSpec(Arch::SM90a, 32, 8, 128)),
+            prefillSchedule(4, 128, 64, 2));
+  EXPECT_EQ(choosePrefillSchedule(decodeSpec(Arch::SM80, 32, 8, 128)),
+            prefillSchedule(4, 128, 64, 2));
+  EXPECT_EQ(choosePrefillSchedule(decodeSpec(Arch::SM89, 32, 8, 128)),
+            prefillSchedule(4, 64, 64, 2));
 }
 
 //===----------------------------------------------------------------------===//
