@@ -1,6 +1,7 @@
 //===- Decode.cpp - plan and run paged decode kernels ---------------------===//
 #include "attn/runtime/Decode.h"
 #include "runtime/CacheChecks.h"
+#include "runtime/SharedMemory.h"
 #include "attn/runtime/Error.h"
 #include "codegen/EmitCuda.h"
 #include "codegen/KernelLimits.h"
@@ -89,34 +90,19 @@ DecodeKernel::create(const KernelSpec &spec, const DecodeVariant &variant,
     return entry.takeError();
   kernel.decodeEntry = *entry;
 
-  CUdeviceptr smemGlobal = 0;
-  size_t globalBytes = 0;
-  std::string smemName = smemBytesSymbol(spec);
-  ATTN_CU_CHECK(cuLibraryGetGlobal(&smemGlobal, &globalBytes, library->get(),
-                                   smemName.c_str()));
-  int smem = 0;
-  ATTN_CU_CHECK(cuMemcpyDtoH(&smem, smemGlobal, sizeof(int)));
-  kernel.smemBytes = smem;
-
+  auto smem = setUpSharedMemory(*library, *entry, spec);
+  if (!smem)
+    return smem.takeError();
+  kernel.smemBytes = *smem;
   CUdevice device;
   ATTN_CU_CHECK(cuCtxGetDevice(&device));
   ATTN_CU_CHECK(cuDeviceGetAttribute(
       &kernel.smCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device));
-  int smemOptin = 0;
-  ATTN_CU_CHECK(cuDeviceGetAttribute(
-      &smemOptin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device));
-  if (smem > smemOptin)
-    return llvm::createStringError(llvm::formatv(
-        "decode kernel {0} needs {1} bytes of shared memory; the device "
-        "allows {2}",
-        kernelSymbol(spec), smem, smemOptin));
-  ATTN_CU_CHECK(cuKernelSetAttribute(
-      CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem, *entry, device));
   // The planner sizes waves by how many CTAs really share an SM.
   CUfunction function;
   ATTN_CU_CHECK(cuKernelGetFunction(&function, *entry));
   ATTN_CU_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(
-      &kernel.residentCTAs, function, spec.schedule.warps * 32, smem));
+      &kernel.residentCTAs, function, spec.schedule.warps * 32, *smem));
   if (kernel.residentCTAs < 1)
     return llvm::createStringError(llvm::formatv(
         "decode kernel {0} cannot run on this device (no CTA fits an SM)",

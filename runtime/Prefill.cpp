@@ -1,6 +1,7 @@
 //===- Prefill.cpp - plan and run ragged prefill kernels ------------------===//
 #include "attn/runtime/Prefill.h"
 #include "attn/runtime/Error.h"
+#include "runtime/SharedMemory.h"
 #include "codegen/EmitCuda.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -75,25 +76,10 @@ PrefillKernel::create(const KernelSpec &spec, const PrefillVariant &variant,
   if (!entry)
     return entry.takeError();
   kernel.entry = *entry;
-  CUdeviceptr smemGlobal = 0;
-  size_t globalBytes = 0;
-  std::string smemName = smemBytesSymbol(spec);
-  ATTN_CU_CHECK(cuLibraryGetGlobal(&smemGlobal, &globalBytes, library->get(),
-                                   smemName.c_str()));
-  ATTN_CU_CHECK(cuMemcpyDtoH(&kernel.smemBytes, smemGlobal, sizeof(int)));
-  CUdevice device;
-  ATTN_CU_CHECK(cuCtxGetDevice(&device));
-  int smemOptin = 0;
-  ATTN_CU_CHECK(cuDeviceGetAttribute(
-      &smemOptin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device));
-  if (kernel.smemBytes > smemOptin)
-    return llvm::createStringError(llvm::formatv(
-        "prefill kernel {0} needs {1} bytes of shared memory; the device "
-        "allows {2}",
-        kernelSymbol(spec), kernel.smemBytes, smemOptin));
-  ATTN_CU_CHECK(cuKernelSetAttribute(
-      CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kernel.smemBytes,
-      *entry, device));
+  auto smem = setUpSharedMemory(*library, *entry, spec);
+  if (!smem)
+    return smem.takeError();
+  kernel.smemBytes = *smem;
   kernel.library = std::move(library);
   return std::move(kernel);
 }

@@ -144,6 +144,26 @@ RankedTensorType lseType(Builder &builder, int numQHeads) {
                                builder.getF32Type());
 }
 
+/// Appends what the attention ops share: the ALiBi slopes argument when
+/// `alibi`, and the LSE result (also returned in `lse`) when `writeLse`.
+bool appendScoreModTypes(Location loc, Builder &builder, int numQHeads,
+                         bool alibi, bool writeLse,
+                         SmallVectorImpl<Type> &argTypes,
+                         SmallVectorImpl<Type> &resultTypes,
+                         RankedTensorType &lse) {
+  if (alibi) {
+    RankedTensorType slopes = tensorType(loc, {numQHeads}, builder.getF32Type());
+    if (!slopes)
+      return false;
+    argTypes.push_back(slopes);
+  }
+  if (writeLse) {
+    lse = lseType(builder, numQHeads);
+    resultTypes.push_back(lse);
+  }
+  return true;
+}
+
 /// A module holding func.func @name(argTypes) -> resultTypes whose body
 /// `buildBody` fills from the arguments and returns the values to return.
 OwningOpRef<ModuleOp>
@@ -205,19 +225,11 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
   bool fp8 = isFP8Type(cache.getElementType());
   if (!appendKVScaleTypes(loc, cache, variant.perHeadKVScale, argTypes))
     return nullptr;
-  if (variant.alibi) {
-    RankedTensorType slopes =
-        tensorType(loc, {variant.numQHeads}, builder.getF32Type());
-    if (!slopes)
-      return nullptr;
-    argTypes.push_back(slopes);
-  }
   SmallVector<Type> resultTypes = {qType};
   RankedTensorType lse;
-  if (variant.writeLse) {
-    lse = lseType(builder, variant.numQHeads);
-    resultTypes.push_back(lse);
-  }
+  if (!appendScoreModTypes(loc, builder, variant.numQHeads, variant.alibi,
+                           variant.writeLse, argTypes, resultTypes, lse))
+    return nullptr;
 
   MaskAttr mask;
   if (failed(buildMask(loc, variant.causal, variant.windowLeft, mask)))
@@ -271,19 +283,11 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
   RankedTensorType cuSeqlens =
       RankedTensorType::get({ShapedType::kDynamic}, builder.getI32Type());
   SmallVector<Type> argTypes = {qType, kvType, kvType, cuSeqlens, cuSeqlens};
-  if (variant.alibi) {
-    RankedTensorType slopes =
-        tensorType(loc, {variant.numQHeads}, builder.getF32Type());
-    if (!slopes)
-      return nullptr;
-    argTypes.push_back(slopes);
-  }
   SmallVector<Type> resultTypes = {qType};
   RankedTensorType lse;
-  if (variant.writeLse) {
-    lse = lseType(builder, variant.numQHeads);
-    resultTypes.push_back(lse);
-  }
+  if (!appendScoreModTypes(loc, builder, variant.numQHeads, variant.alibi,
+                           variant.writeLse, argTypes, resultTypes, lse))
+    return nullptr;
 
   MaskAttr mask;
   if (failed(buildMask(loc, variant.causal, variant.windowLeft, mask)))
