@@ -8,6 +8,7 @@
 #include "runtime/CudaDriver.h"
 #include "attn/runtime/Error.h"
 
+#include <cassert>
 #include <string>
 #include <utility>
 
@@ -235,6 +236,39 @@ Event &Event::operator=(Event &&other) noexcept {
 Event::~Event() {
   if (event)
     release(cuEventDestroy(event), "cuEventDestroy");
+}
+
+//===- StagedBuffer -------------------------------------------------------===//
+
+llvm::Expected<StagedBuffer> StagedBuffer::allocate(size_t deviceBytes,
+                                                    size_t stagedBytes) {
+  assert(stagedBytes <= deviceBytes && "staged part must fit the device");
+  StagedBuffer buffer;
+  auto device = DeviceBuffer::allocate(deviceBytes);
+  if (!device)
+    return device.takeError();
+  auto staging = PinnedBuffer::allocate(stagedBytes);
+  if (!staging)
+    return staging.takeError();
+  auto event = Event::create(CU_EVENT_DISABLE_TIMING);
+  if (!event)
+    return event.takeError();
+  buffer.deviceMemory = std::move(*device);
+  buffer.staging = std::move(*staging);
+  buffer.uploaded = std::move(*event);
+  return std::move(buffer);
+}
+
+llvm::Expected<char *> StagedBuffer::beginWrite() {
+  ATTN_CU_CHECK(cuEventSynchronize(uploaded.get()));
+  return staging.ptr<char>();
+}
+
+llvm::Error StagedBuffer::upload(CUstream stream) {
+  ATTN_CU_CHECK(cuMemcpyHtoDAsync(deviceMemory.get(), staging.data(),
+                                  staging.size(), stream));
+  ATTN_CU_CHECK(cuEventRecord(uploaded.get(), stream));
+  return llvm::Error::success();
 }
 
 } // namespace attn::runtime

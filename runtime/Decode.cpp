@@ -58,20 +58,13 @@ DecodeWorkspace::create(const KernelSpec &spec, int maxBatch, int numSMs,
       size_t(maxBatch) * spec.numKVHeads * rowBlocks(spec) * sizeof(int32_t);
   offset = alignUp(offset + counterBytes);
 
-  auto device = DeviceBuffer::allocate(offset);
-  if (!device)
-    return device.takeError();
-  auto staging = PinnedBuffer::allocate(stagingBytes);
-  if (!staging)
-    return staging.takeError();
-  auto event = Event::create(CU_EVENT_DISABLE_TIMING);
-  if (!event)
-    return event.takeError();
+  auto buffer = StagedBuffer::allocate(offset, stagingBytes);
+  if (!buffer)
+    return buffer.takeError();
   // The merge counters start at zero; the kernel leaves them at zero.
-  ATTN_CU_CHECK(cuMemsetD8(device->get() + ws.countersOffset, 0, counterBytes));
-  ws.device = std::move(*device);
-  ws.staging = std::move(*staging);
-  ws.stagingFree = std::make_unique<Event>(std::move(*event));
+  ATTN_CU_CHECK(cuMemsetD8(buffer->device().get() + ws.countersOffset, 0,
+                           counterBytes));
+  ws.buffer = std::move(*buffer);
   return std::move(ws);
 }
 
@@ -133,16 +126,17 @@ llvm::Expected<DecodePlan> DecodeKernel::plan(llvm::ArrayRef<int32_t> seqLens,
                                    "workspace (internal sizing error)");
 
   // The previous plan's copy must have left the staging buffer.
-  ATTN_CU_CHECK(cuEventSynchronize(ws.stagingFree->get()));
-  char *host = ws.staging.ptr<char>();
-  std::memcpy(host + ws.workOffset, partition->workItems.data(),
+  auto host = ws.buffer.beginWrite();
+  if (!host)
+    return host.takeError();
+  std::memcpy(*host + ws.workOffset, partition->workItems.data(),
               partition->workItems.size() * sizeof(DecodeWorkItem));
   int32_t count = int32_t(partition->workItems.size());
-  std::memcpy(host + ws.countsOffset, &count, sizeof(count));
-  ATTN_CU_CHECK(cuMemcpyHtoDAsync(ws.device.get(), host, ws.staging.size(), stream));
-  ATTN_CU_CHECK(cuEventRecord(ws.stagingFree->get(), stream));
+  std::memcpy(*host + ws.countsOffset, &count, sizeof(count));
+  if (llvm::Error error = ws.buffer.upload(stream))
+    return std::move(error);
 
-  char *dev = ws.device.ptr<char>();
+  char *dev = ws.buffer.device().ptr<char>();
   DecodePlan plan;
   plan.batch = int(seqLens.size());
   plan.workItems = reinterpret_cast<const DecodeWorkItem *>(dev + ws.workOffset);

@@ -97,18 +97,10 @@ PrefillKernel::createWorkspace(int maxBatch, int64_t maxQTokens) const {
     return llvm::createStringError("prefill workspace: too many query tiles");
   ws.tileCapacity = int(tiles);
   size_t bytes = alignUp(sizeof(int32_t)) + tiles * sizeof(PrefillWorkItem);
-  auto device = DeviceBuffer::allocate(bytes);
-  if (!device)
-    return device.takeError();
-  auto staging = PinnedBuffer::allocate(bytes);
-  if (!staging)
-    return staging.takeError();
-  auto event = Event::create(CU_EVENT_DISABLE_TIMING);
-  if (!event)
-    return event.takeError();
-  ws.device = std::move(*device);
-  ws.staging = std::move(*staging);
-  ws.stagingFree = std::make_unique<Event>(std::move(*event));
+  auto buffer = StagedBuffer::allocate(bytes, bytes);
+  if (!buffer)
+    return buffer.takeError();
+  ws.buffer = std::move(*buffer);
   return std::move(ws);
 }
 
@@ -123,22 +115,23 @@ PrefillKernel::plan(llvm::ArrayRef<int32_t> cuSeqlensQ,
     return llvm::createStringError(llvm::formatv(
         "prefill plan: {0} query tiles exceed the workspace's {1}",
         items->size(), ws.maxTiles()));
-  ATTN_CU_CHECK(cuEventSynchronize(ws.stagingFree->get()));
-  char *host = ws.staging.ptr<char>();
+  auto host = ws.buffer.beginWrite();
+  if (!host)
+    return host.takeError();
   int32_t count = int32_t(items->size());
-  std::memcpy(host, &count, sizeof(count));
-  std::memcpy(host + alignUp(sizeof(int32_t)), items->data(),
+  std::memcpy(*host, &count, sizeof(count));
+  std::memcpy(*host + alignUp(sizeof(int32_t)), items->data(),
               items->size() * sizeof(PrefillWorkItem));
-  ATTN_CU_CHECK(cuMemcpyHtoDAsync(ws.device.get(), host, ws.staging.size(), stream));
-  ATTN_CU_CHECK(cuEventRecord(ws.stagingFree->get(), stream));
+  if (llvm::Error error = ws.buffer.upload(stream))
+    return std::move(error);
 
   PrefillPlan plan;
   plan.batch = int(cuSeqlensQ.size()) - 1;
   plan.numQTokens = cuSeqlensQ.back();
   plan.numKVTokens = cuSeqlensKV.back();
-  plan.numWorkItems = ws.device.ptr<int32_t>();
+  plan.numWorkItems = ws.buffer.device().ptr<int32_t>();
   plan.workItems = reinterpret_cast<const PrefillWorkItem *>(
-      ws.device.ptr<char>() + alignUp(sizeof(int32_t)));
+      ws.buffer.device().ptr<char>() + alignUp(sizeof(int32_t)));
   plan.gridX = forGraph ? ws.maxTiles() : count;
   return plan;
 }

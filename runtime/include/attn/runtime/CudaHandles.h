@@ -128,6 +128,7 @@ public:
   /// A new event; CU_EVENT_DEFAULT records timing.
   static llvm::Expected<Event> create(unsigned flags = CU_EVENT_DEFAULT);
 
+  Event() = default;
   Event(Event &&other) noexcept;
   Event &operator=(Event &&other) noexcept;
   ~Event();
@@ -137,6 +138,31 @@ public:
 private:
   explicit Event(CUevent event) : event(event) {}
   CUevent event = nullptr;
+};
+
+/// Device memory whose front is written from the host through a pinned
+/// staging buffer, as a plan's work lists are: the device addresses never
+/// move (CUDA graphs capture them), and the next write waits only for the
+/// previous copy, not for the kernels that read it.
+class StagedBuffer {
+public:
+  /// `deviceBytes` of device memory, the first `stagedBytes` of them staged.
+  static llvm::Expected<StagedBuffer> allocate(size_t deviceBytes,
+                                               size_t stagedBytes);
+
+  StagedBuffer() = default;
+
+  /// The staging buffer, once the previous upload has left it.
+  llvm::Expected<char *> beginWrite();
+  /// Copies the whole staging buffer to the device front on `stream`.
+  llvm::Error upload(CUstream stream);
+
+  const DeviceBuffer &device() const { return deviceMemory; }
+
+private:
+  DeviceBuffer deviceMemory;
+  PinnedBuffer staging;
+  Event uploaded; ///< recorded after the last upload's copy
 };
 
 } // namespace attn::runtime

@@ -60,14 +60,12 @@ public:
   int maxBatch() const { return batchCapacity; }
   int maxWorkItems() const { return workCapacity; }
   /// Device bytes held (work lists and f32 partials).
-  size_t deviceBytes() const { return device.size(); }
+  size_t deviceBytes() const { return buffer.device().size(); }
 
 private:
   friend class DecodeKernel;
   DecodeWorkspace() = default;
-  DeviceBuffer device;
-  PinnedBuffer staging;
-  std::unique_ptr<Event> stagingFree; ///< the last plan's copy has finished
+  StagedBuffer buffer; ///< work lists (staged), then f32 partials
   int batchCapacity = 0;
   int workCapacity = 0;
   size_t workOffset = 0, countsOffset = 0;

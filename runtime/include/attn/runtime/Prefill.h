@@ -40,9 +40,7 @@ public:
 private:
   friend class PrefillKernel;
   PrefillWorkspace() = default;
-  DeviceBuffer device;
-  PinnedBuffer staging;
-  std::unique_ptr<Event> stagingFree;
+  StagedBuffer buffer; ///< tile count, then tiles; all staged
   int tileCapacity = 0;
 };
 
