@@ -45,6 +45,8 @@ std::string_view toString(KernelKind kind) {
     return "append_kv";
   case KernelKind::Prefill:
     return "prefill";
+  case KernelKind::PagedPrefill:
+    return "paged_prefill";
   }
   return "?";
 }

@@ -34,6 +34,7 @@ enum class KernelKind {
   Decode,   ///< paged decode, split-KV partials merged in the same launch
   AppendKV, ///< reshape-and-cache, quantizing to FP8 caches
   Prefill,  ///< ragged (varlen) prefill over contiguous q/k/v
+  PagedPrefill, ///< prefill whose keys/values (prefix + new) are in a paged cache
 };
 
 /// How the decode template is laid out on the GPU; chosen by the
@@ -94,9 +95,12 @@ struct KernelSpec {
   bool writeLse = false;
 
   DecodeSchedule schedule;          ///< decode kernels
-  PrefillSchedule prefillSchedule; ///< prefill kernels
+  PrefillSchedule prefillSchedule; ///< prefill and paged-prefill kernels
 
   int groupSize() const { return numQHeads / numKVHeads; }
+  bool isPrefill() const {
+    return kind == KernelKind::Prefill || kind == KernelKind::PagedPrefill;
+  }
   bool isFP8KV() const {
     return kvType == ScalarType::F8E4M3 || kvType == ScalarType::F8E5M2;
   }

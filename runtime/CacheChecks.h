@@ -8,7 +8,7 @@
 #ifndef ATTN_RUNTIME_CACHECHECKS_H
 #define ATTN_RUNTIME_CACHECHECKS_H
 
-#include "attn/runtime/Decode.h"
+#include "attn/runtime/PagedKV.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -28,6 +28,24 @@ inline std::optional<std::string> cacheMismatch(const PagedKVView &c,
       "{5} {6}x{7}, page {8}, {9}",
       toString(c.dtype), c.numKVHeads, c.headDim, c.pageSize, toString(c.layout),
       toString(s.kvType), s.numKVHeads, s.headDim, s.pageSize, toString(s.layout)));
+}
+
+/// The cache view and block-table row length of a launch that reads pages.
+inline std::optional<std::string> pagedArgsProblem(const PagedKVView &c,
+                                                   const KernelSpec &s,
+                                                   int blockTableStride) {
+  if (auto problem = cacheMismatch(c, s))
+    return problem;
+  int64_t densePage = int64_t(s.pageSize) * s.numKVHeads * s.headDim;
+  if (c.pageStride && (c.pageStride < densePage || c.pageStride % 16))
+    return std::string(llvm::formatv("cache pageStride {0} must be >= {1} and "
+                                     "a multiple of 16",
+                                     c.pageStride, densePage));
+  if (c.numPages < 1)
+    return std::string("cache.numPages must be >= 1");
+  if (blockTableStride < 1)
+    return std::string("blockTableStride must be >= 1");
+  return std::nullopt;
 }
 
 /// FP8 caches need both scales with one value, or one per KV head; others

@@ -174,18 +174,8 @@ llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,
     return argError(llvm::formatv("token strides of q ({0}) and out ({1}) must "
                                   "be >= heads * head_dim ({2}) and multiples of 8",
                                   qStride, outStride, denseStride));
-  const PagedKVView &c = a.cache;
-  if (auto problem = cacheMismatch(c, s))
+  if (auto problem = pagedArgsProblem(a.cache, s, a.blockTableStride))
     return argError(*problem);
-  int64_t densePage = int64_t(s.pageSize) * s.numKVHeads * s.headDim;
-  if (c.pageStride && (c.pageStride < densePage || c.pageStride % 16))
-    return argError(llvm::formatv("cache pageStride {0} must be >= {1} and a "
-                                  "multiple of 16",
-                                  c.pageStride, densePage));
-  if (c.numPages < 1)
-    return argError("cache.numPages must be >= 1");
-  if (a.blockTableStride < 1)
-    return argError("blockTableStride must be >= 1");
   if (auto problem = scaleMismatch(s, a.kScale, a.vScale, a.numKVScales))
     return argError(*problem);
   if (s.alibi != (a.alibiSlopes != nullptr))

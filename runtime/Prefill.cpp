@@ -1,6 +1,7 @@
-//===- Prefill.cpp - plan and run ragged prefill kernels ------------------===//
+//===- Prefill.cpp - plan and run prefill kernels -------------------------===//
 #include "attn/runtime/Prefill.h"
 #include "attn/runtime/Error.h"
+#include "runtime/CacheChecks.h"
 #include "runtime/SharedMemory.h"
 #include "codegen/EmitCuda.h"
 
@@ -28,42 +29,81 @@ int64_t tileWork(const PrefillWorkItem &w, const KernelSpec &spec) {
   return std::clamp(lastPos + 1, 0, w.kvLen);
 }
 
-} // namespace
-
-llvm::Expected<std::vector<PrefillWorkItem>>
-partitionPrefill(llvm::ArrayRef<int32_t> cuQ, llvm::ArrayRef<int32_t> cuKV,
-                 const KernelSpec &spec) {
-  if (cuQ.size() < 2 || cuQ.size() != cuKV.size())
+/// Checks that `offsets` are batch + 1 non-decreasing offsets from 0.
+llvm::Error checkOffsets(const char *name, llvm::ArrayRef<int32_t> offsets) {
+  if (offsets.size() < 2)
     return llvm::createStringError(llvm::formatv(
-        "prefill plan: cu_seqlens_q ({0} entries) and cu_seqlens_kv ({1}) "
-        "must both hold batch + 1 >= 2 offsets",
-        cuQ.size(), cuKV.size()));
-  for (auto [name, offsets] : {std::pair{"cu_seqlens_q", cuQ},
-                                std::pair{"cu_seqlens_kv", cuKV}}) {
-    if (offsets[0] != 0)
+        "prefill plan: {0} has {1} entries; it must hold batch + 1 >= 2 offsets",
+        name, offsets.size()));
+  if (offsets[0] != 0)
+    return llvm::createStringError(llvm::formatv(
+        "prefill plan: {0}[0] = {1}, but offsets must start at 0", name,
+        offsets[0]));
+  for (size_t b = 1; b < offsets.size(); ++b)
+    if (offsets[b] < offsets[b - 1])
       return llvm::createStringError(llvm::formatv(
-          "prefill plan: {0}[0] = {1}, but offsets must start at 0", name,
-          offsets[0]));
-    for (size_t b = 1; b < offsets.size(); ++b)
-      if (offsets[b] < offsets[b - 1])
-        return llvm::createStringError(llvm::formatv(
-            "prefill plan: {0}[{1}] = {2} is below {0}[{3}] = {4}; offsets "
-            "must not decrease",
-            name, b, offsets[b], b - 1, offsets[b - 1]));
-  }
+          "prefill plan: {0}[{1}] = {2} is below {0}[{3}] = {4}; offsets "
+          "must not decrease",
+          name, b, offsets[b], b - 1, offsets[b - 1]));
+  return llvm::Error::success();
+}
+
+/// The query tiles of requests whose key ranges are (kvStart[b], kvLen[b]),
+/// longest first so the last wave holds the short ones.
+template <class KVRange>
+std::vector<PrefillWorkItem> tilesOf(llvm::ArrayRef<int32_t> cuQ,
+                                     const KernelSpec &spec, KVRange kvRange) {
   const int blockM = spec.prefillSchedule.blockM;
   std::vector<PrefillWorkItem> items;
   for (size_t b = 0; b + 1 < cuQ.size(); ++b) {
-    int qLen = cuQ[b + 1] - cuQ[b], kvLen = cuKV[b + 1] - cuKV[b];
+    int qLen = cuQ[b + 1] - cuQ[b];
+    auto [kvStart, kvLen] = kvRange(b);
     for (int begin = 0; begin < qLen; begin += blockM)
-      items.push_back({cuQ[b], qLen, cuKV[b], kvLen, begin, int32_t(b)});
+      items.push_back({cuQ[b], qLen, kvStart, kvLen, begin, int32_t(b)});
   }
-  // Longest tiles first, so the last wave holds the short ones.
   std::stable_sort(items.begin(), items.end(),
                    [&](const PrefillWorkItem &a, const PrefillWorkItem &b) {
                      return tileWork(a, spec) > tileWork(b, spec);
                    });
   return items;
+}
+
+} // namespace
+
+llvm::Expected<std::vector<PrefillWorkItem>>
+partitionPrefill(llvm::ArrayRef<int32_t> cuQ, llvm::ArrayRef<int32_t> cuKV,
+                 const KernelSpec &spec) {
+  if (cuQ.size() != cuKV.size())
+    return llvm::createStringError(llvm::formatv(
+        "prefill plan: cu_seqlens_q ({0} entries) and cu_seqlens_kv ({1}) "
+        "must both hold batch + 1 offsets",
+        cuQ.size(), cuKV.size()));
+  if (llvm::Error error = checkOffsets("cu_seqlens_q", cuQ))
+    return std::move(error);
+  if (llvm::Error error = checkOffsets("cu_seqlens_kv", cuKV))
+    return std::move(error);
+  return tilesOf(cuQ, spec, [&](size_t b) {
+    return std::pair{cuKV[b], cuKV[b + 1] - cuKV[b]};
+  });
+}
+
+llvm::Expected<std::vector<PrefillWorkItem>>
+partitionPagedPrefill(llvm::ArrayRef<int32_t> cuQ,
+                      llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec) {
+  if (llvm::Error error = checkOffsets("cu_seqlens_q", cuQ))
+    return std::move(error);
+  if (seqLens.size() + 1 != cuQ.size())
+    return llvm::createStringError(llvm::formatv(
+        "prefill plan: {0} seq_lens for {1} requests (cu_seqlens_q has {2} "
+        "entries)",
+        seqLens.size(), cuQ.size() - 1, cuQ.size()));
+  for (size_t b = 0; b < seqLens.size(); ++b)
+    if (seqLens[b] < cuQ[b + 1] - cuQ[b])
+      return llvm::createStringError(llvm::formatv(
+          "prefill plan: seq_lens[{0}] = {1} is below the request's {2} new "
+          "rows, which must already be in the cache",
+          b, seqLens[b], cuQ[b + 1] - cuQ[b]));
+  return tilesOf(cuQ, spec, [&](size_t b) { return std::pair{0, seqLens[b]}; });
 }
 
 llvm::Expected<PrefillKernel>
@@ -105,30 +145,23 @@ PrefillKernel::createWorkspace(int maxBatch, int64_t maxQTokens) const {
 }
 
 llvm::Expected<PrefillPlan>
-PrefillKernel::plan(llvm::ArrayRef<int32_t> cuSeqlensQ,
-                    llvm::ArrayRef<int32_t> cuSeqlensKV, PrefillWorkspace &ws,
-                    CUstream stream, bool forGraph) const {
-  auto items = partitionPrefill(cuSeqlensQ, cuSeqlensKV, kernelSpec);
-  if (!items)
-    return items.takeError();
-  if (int64_t(items->size()) > ws.maxTiles())
+PrefillKernel::upload(std::vector<PrefillWorkItem> items, PrefillWorkspace &ws,
+                      CUstream stream, bool forGraph) const {
+  if (int64_t(items.size()) > ws.maxTiles())
     return llvm::createStringError(llvm::formatv(
         "prefill plan: {0} query tiles exceed the workspace's {1}",
-        items->size(), ws.maxTiles()));
+        items.size(), ws.maxTiles()));
   auto host = ws.buffer.beginWrite();
   if (!host)
     return host.takeError();
-  int32_t count = int32_t(items->size());
+  int32_t count = int32_t(items.size());
   std::memcpy(*host, &count, sizeof(count));
-  std::memcpy(*host + alignUp(sizeof(int32_t)), items->data(),
-              items->size() * sizeof(PrefillWorkItem));
+  std::memcpy(*host + alignUp(sizeof(int32_t)), items.data(),
+              items.size() * sizeof(PrefillWorkItem));
   if (llvm::Error error = ws.buffer.upload(stream))
     return std::move(error);
 
   PrefillPlan plan;
-  plan.batch = int(cuSeqlensQ.size()) - 1;
-  plan.numQTokens = cuSeqlensQ.back();
-  plan.numKVTokens = cuSeqlensKV.back();
   plan.numWorkItems = ws.buffer.device().ptr<int32_t>();
   plan.workItems = reinterpret_cast<const PrefillWorkItem *>(
       ws.buffer.device().ptr<char>() + alignUp(sizeof(int32_t)));
@@ -136,9 +169,73 @@ PrefillKernel::plan(llvm::ArrayRef<int32_t> cuSeqlensQ,
   return plan;
 }
 
+llvm::Expected<PrefillPlan>
+PrefillKernel::plan(llvm::ArrayRef<int32_t> cuSeqlensQ,
+                    llvm::ArrayRef<int32_t> cuSeqlensKV, PrefillWorkspace &ws,
+                    CUstream stream, bool forGraph) const {
+  if (kernelSpec.kind != KernelKind::Prefill)
+    return llvm::createStringError(
+        "prefill plan: the kernel reads a paged cache; use planPaged");
+  auto items = partitionPrefill(cuSeqlensQ, cuSeqlensKV, kernelSpec);
+  if (!items)
+    return items.takeError();
+  auto plan = upload(std::move(*items), ws, stream, forGraph);
+  if (!plan)
+    return plan.takeError();
+  plan->batch = int(cuSeqlensQ.size()) - 1;
+  plan->numQTokens = cuSeqlensQ.back();
+  plan->numKVTokens = cuSeqlensKV.back();
+  return plan;
+}
+
+llvm::Expected<PrefillPlan>
+PrefillKernel::planPaged(llvm::ArrayRef<int32_t> cuSeqlensQ,
+                         llvm::ArrayRef<int32_t> seqLens, PrefillWorkspace &ws,
+                         CUstream stream, bool forGraph) const {
+  if (kernelSpec.kind != KernelKind::PagedPrefill)
+    return llvm::createStringError(
+        "prefill plan: the kernel reads contiguous k/v; use plan");
+  auto items = partitionPagedPrefill(cuSeqlensQ, seqLens, kernelSpec);
+  if (!items)
+    return items.takeError();
+  auto plan = upload(std::move(*items), ws, stream, forGraph);
+  if (!plan)
+    return plan.takeError();
+  plan->batch = int(cuSeqlensQ.size()) - 1;
+  plan->numQTokens = cuSeqlensQ.back();
+  for (int32_t len : seqLens)
+    plan->maxKVLen = std::max(plan->maxKVLen, len);
+  return plan;
+}
+
+namespace {
+
+/// The checks every prefill launch shares: q / out strides, ALiBi, LSE.
+llvm::Error checkCommonArgs(const KernelSpec &s, int64_t qStride,
+                            int64_t outStride, const float *alibiSlopes,
+                            const float *lse) {
+  int64_t qRow = int64_t(s.numQHeads) * s.headDim;
+  for (auto [name, stride] : {std::pair{"q", qStride}, std::pair{"out", outStride}})
+    if (stride && (stride < qRow || stride % 8))
+      return argError(llvm::formatv("{0} token stride {1} must be >= {2} and "
+                                    "a multiple of 8",
+                                    name, stride, qRow));
+  if (s.alibi != (alibiSlopes != nullptr))
+    return argError(s.alibi ? "the variant uses ALiBi: alibiSlopes must be set"
+                            : "alibiSlopes given, but the variant has no ALiBi");
+  if (s.writeLse != (lse != nullptr))
+    return argError(s.writeLse ? "the variant writes LSE: lse must be set"
+                               : "lse given, but the variant does not write LSE");
+  return llvm::Error::success();
+}
+
+} // namespace
+
 llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
                                      const PrefillArgs &a) const {
   const KernelSpec &s = kernelSpec;
+  if (s.kind != KernelKind::Prefill)
+    return argError("the kernel reads a paged cache; pass PagedPrefillArgs");
   if (!a.q || !a.k || !a.v || !a.out)
     return argError("q, k, v and out must not be null");
   if (a.dtype != s.qType)
@@ -154,23 +251,68 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
     return argError(llvm::formatv(
         "{0} q and {1} kv tokens; the plan's cu_seqlens end at {2} and {3}",
         a.numQTokens, a.numKVTokens, plan.numQTokens, plan.numKVTokens));
-  int64_t qRow = int64_t(s.numQHeads) * s.headDim;
   int64_t kvRow = int64_t(s.numKVHeads) * s.headDim;
-  for (auto [name, stride, dense] :
-       {std::tuple<const char *, int64_t, int64_t>{"q", a.qStrideToken, qRow},
-        {"k", a.kStrideToken, kvRow},
-        {"v", a.vStrideToken, kvRow},
-        {"out", a.outStrideToken, qRow}})
-    if (stride && (stride < dense || stride % 8))
+  for (auto [name, stride] : {std::pair{"k", a.kStrideToken}, std::pair{"v", a.vStrideToken}})
+    if (stride && (stride < kvRow || stride % 8))
       return argError(llvm::formatv("{0} token stride {1} must be >= {2} and "
                                     "a multiple of 8",
-                                    name, stride, dense));
-  if (s.alibi != (a.alibiSlopes != nullptr))
-    return argError(s.alibi ? "the variant uses ALiBi: alibiSlopes must be set"
-                            : "alibiSlopes given, but the variant has no ALiBi");
-  if (s.writeLse != (a.lse != nullptr))
-    return argError(s.writeLse ? "the variant writes LSE: lse must be set"
-                               : "lse given, but the variant does not write LSE");
+                                    name, stride, kvRow));
+  return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a.alibiSlopes,
+                         a.lse);
+}
+
+llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
+                                     const PagedPrefillArgs &a) const {
+  const KernelSpec &s = kernelSpec;
+  if (s.kind != KernelKind::PagedPrefill)
+    return argError("the kernel reads contiguous k/v; pass PrefillArgs");
+  if (!a.q || !a.out || !a.cache.k || !a.cache.v || !a.blockTables)
+    return argError("q, out, cache.k, cache.v and blockTables must not be null");
+  if (a.qType != s.qType)
+    return argError(llvm::formatv("q is {0}, the kernel was compiled for {1}",
+                                  toString(a.qType), toString(s.qType)));
+  if (a.numQHeads != s.numQHeads || a.headDim != s.headDim)
+    return argError(llvm::formatv("q has {0} heads x {1} dims, the kernel was "
+                                  "compiled for {2} x {3}",
+                                  a.numQHeads, a.headDim, s.numQHeads, s.headDim));
+  if (a.numQTokens != plan.numQTokens)
+    return argError(llvm::formatv("{0} q tokens; the plan's cu_seqlens_q end at {1}",
+                                  a.numQTokens, plan.numQTokens));
+  if (auto problem = pagedArgsProblem(a.cache, s, a.blockTableStride))
+    return argError(*problem);
+  int64_t pagesNeeded = (int64_t(plan.maxKVLen) + s.pageSize - 1) / s.pageSize;
+  if (pagesNeeded > a.blockTableStride)
+    return argError(llvm::formatv("the longest request ({0} tokens) needs {1} "
+                                  "pages; the block table has {2} per request",
+                                  plan.maxKVLen, pagesNeeded, a.blockTableStride));
+  if (auto problem = scaleMismatch(s, a.kScale, a.vScale, a.numKVScales))
+    return argError(*problem);
+  return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a.alibiSlopes,
+                         a.lse);
+}
+
+PrefillParams PrefillKernel::baseParams(const PrefillPlan &plan) const {
+  const KernelSpec &s = kernelSpec;
+  PrefillParams p{};
+  p.workItems = plan.workItems;
+  p.numWorkItems = plan.numWorkItems;
+  p.smScale = prefillVariant.scale ? *prefillVariant.scale
+                                   : float(1.0 / std::sqrt(double(s.headDim)));
+  p.softcap = prefillVariant.softcap.value_or(0.f);
+  p.windowLeft = prefillVariant.windowLeft.value_or(0);
+  return p;
+}
+
+llvm::Error PrefillKernel::launch(const PrefillPlan &plan, const PrefillParams &p,
+                                  CUstream stream) const {
+  if (plan.gridX == 0)
+    return llvm::Error::success(); // an empty batch
+  PrefillParams params = p;
+  void *args[] = {&params};
+  ATTN_CU_CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(entry), plan.gridX,
+                               kernelSpec.numQHeads, 1,
+                               threadsPerBlock(kernelSpec), 1, 1, smemBytes,
+                               stream, args, nullptr));
   return llvm::Error::success();
 }
 
@@ -181,30 +323,44 @@ llvm::Error PrefillKernel::run(const PrefillPlan &plan, const PrefillArgs &a,
   const KernelSpec &s = kernelSpec;
   int64_t qRow = int64_t(s.numQHeads) * s.headDim;
   int64_t kvRow = int64_t(s.numKVHeads) * s.headDim;
-  PrefillParams p{};
+  PrefillParams p = baseParams(plan);
   p.q = a.q;
   p.k = a.k;
   p.v = a.v;
   p.out = a.out;
   p.lse = a.lse;
   p.alibiSlopes = a.alibiSlopes;
-  p.workItems = plan.workItems;
-  p.numWorkItems = plan.numWorkItems;
   p.qStrideToken = a.qStrideToken ? a.qStrideToken : qRow;
   p.kStrideToken = a.kStrideToken ? a.kStrideToken : kvRow;
   p.vStrideToken = a.vStrideToken ? a.vStrideToken : kvRow;
   p.outStrideToken = a.outStrideToken ? a.outStrideToken : qRow;
-  p.smScale = prefillVariant.scale ? *prefillVariant.scale
-                                   : float(1.0 / std::sqrt(double(s.headDim)));
-  p.softcap = prefillVariant.softcap.value_or(0.f);
-  p.windowLeft = prefillVariant.windowLeft.value_or(0);
-  if (plan.gridX == 0)
-    return llvm::Error::success(); // an empty batch
-  void *args[] = {&p};
-  ATTN_CU_CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(entry), plan.gridX,
-                               s.numQHeads, 1, threadsPerBlock(s), 1, 1,
-                               smemBytes, stream, args, nullptr));
-  return llvm::Error::success();
+  return launch(plan, p, stream);
+}
+
+llvm::Error PrefillKernel::run(const PrefillPlan &plan,
+                               const PagedPrefillArgs &a,
+                               CUstream stream) const {
+  if (llvm::Error err = checkArgs(plan, a))
+    return err;
+  const KernelSpec &s = kernelSpec;
+  int64_t qRow = int64_t(s.numQHeads) * s.headDim;
+  PrefillParams p = baseParams(plan);
+  p.q = a.q;
+  p.k = a.cache.k;
+  p.v = a.cache.v;
+  p.out = a.out;
+  p.lse = a.lse;
+  p.alibiSlopes = a.alibiSlopes;
+  p.blockTables = a.blockTables;
+  p.kScale = a.kScale;
+  p.vScale = a.vScale;
+  p.qStrideToken = a.qStrideToken ? a.qStrideToken : qRow;
+  p.outStrideToken = a.outStrideToken ? a.outStrideToken : qRow;
+  p.pageStride = a.cache.pageStride
+                     ? a.cache.pageStride
+                     : int64_t(s.pageSize) * s.numKVHeads * s.headDim;
+  p.blockTableStride = a.blockTableStride;
+  return launch(plan, p, stream);
 }
 
 } // namespace attn::runtime

@@ -132,6 +132,9 @@ template <class KVT> struct DequantRatio<KVT, true> {
   static constexpr int kLog2 = FP8ToHalf<KVT>::kLog2Ratio;
 };
 
+/// 2^e for an integer exponent in float range.
+__device__ __forceinline__ float exp2i(int e) { return __int_as_float((e + 127) << 23); }
+
 //===----------------------------------------------------------------------===//
 // cp.async
 //===----------------------------------------------------------------------===//

@@ -72,9 +72,6 @@ template <class Config> struct DecodeTraits {
   static constexpr int kLog2Ratio = DequantRatio<KVT>::kLog2;
 };
 
-/// 2^e for a compile-time integer exponent in float range.
-__device__ __forceinline__ float exp2i(int e) { return __int_as_float((e + 127) << 23); }
-
 /// \brief Issues the cp.async copies of 16-token K and V tiles. The lane's
 /// share of a tile (which tokens and 16-byte pieces) is fixed, so its offsets
 /// are computed once, before the tile loop.

@@ -61,32 +61,39 @@ struct DecodeParams {
   int32_t windowLeft; ///< keys at positions >= pos - windowLeft are visible
 };
 
-/// One CTA's share of a ragged prefill: blockM query rows of one request
-/// (for every q head along grid.y). Offsets come from the host plan, so the
-/// kernel reads no cu_seqlens.
+/// One CTA's share of a prefill: blockM query rows of one request (for every
+/// q head along grid.y). Offsets come from the host plan, so the kernel reads
+/// no cu_seqlens.
 struct PrefillWorkItem {
   int32_t qStart;    ///< the request's first row in q / out (cu_seqlens_q[b])
   int32_t qLen;      ///< the request's query rows
-  int32_t kvStart;   ///< the request's first row in k / v (cu_seqlens_kv[b])
-  int32_t kvLen;     ///< the request's keys
+  int32_t kvStart;   ///< ragged: the request's first row in k / v; paged: 0
+  int32_t kvLen;     ///< the request's keys (paged: its cached tokens)
   int32_t tileBegin; ///< first query row of this CTA, relative to qStart
-  int32_t request;
+  int32_t request;   ///< paged: the request's row of blockTables
 };
 
-/// Ragged prefill (templates/attn/prefill.cuh).
+/// Ragged and paged prefill (templates/attn/prefill.cuh). Ragged kernels
+/// read contiguous k / v rows; paged kernels read k / v as cache pages
+/// through blockTables, like DecodeParams.
 struct PrefillParams {
   const void *q;   ///< [q tokens, num_q_heads, head_dim]
-  const void *k;   ///< [kv tokens, num_kv_heads, head_dim]
-  const void *v;   ///< [kv tokens, num_kv_heads, head_dim]
+  const void *k;   ///< ragged: [kv tokens, num_kv_heads, head_dim]; paged: K pages
+  const void *v;   ///< like k
   void *out;       ///< like q
   float *lse;      ///< [q tokens, num_q_heads] or null
   const float *alibiSlopes;          ///< [num_q_heads] when ALiBi is on
   const PrefillWorkItem *workItems;  ///< from the plan
   const int32_t *numWorkItems;       ///< device count; grid.x may be larger
+  const int32_t *blockTables;        ///< paged: [batch, blockTableStride]
+  const float *kScale;               ///< paged FP8: [1] or [num_kv_heads]
+  const float *vScale;               ///< paged FP8: [1] or [num_kv_heads]
   int64_t qStrideToken;   ///< elements between tokens of q
-  int64_t kStrideToken;   ///< ... of k
-  int64_t vStrideToken;   ///< ... of v
+  int64_t kStrideToken;   ///< ragged: ... of k
+  int64_t vStrideToken;   ///< ragged: ... of v
   int64_t outStrideToken; ///< ... of out
+  int64_t pageStride;     ///< paged: elements between pages of k / v
+  int32_t blockTableStride; ///< paged
   float smScale;
   float softcap;
   int32_t windowLeft; ///< keys at positions >= pos - windowLeft are visible

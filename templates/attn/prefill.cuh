@@ -1,4 +1,4 @@
-//===- prefill.cuh - ragged prefill attention ------------------*- CUDA -*-===//
+//===- prefill.cuh - ragged and paged prefill attention --------*- CUDA -*-===//
 //
 // FlashAttention-2-style prefill on mma.sync tensor cores for every arch from
 // sm_80. A CTA takes blockM query rows of one request and one q head (a plan
@@ -7,6 +7,12 @@
 // stream through a cp.async ring shared by the warps; S = Q K^T, the online
 // softmax and O += P V stay in registers. Tiles no row of the CTA can see
 // (causal, sliding window) are never loaded.
+//
+// Keys and values come from contiguous ragged k / v (Config::kPaged false)
+// or from a paged cache through the request's block-table row (chunked
+// prefill, prefix caching). FP8 cache rows land raw in the ring and are
+// widened to the MMA type in one pass per tile; their dequantization scales
+// fold into the softmax scale (K) and the output normalization (V).
 //
 // Operands: Q and K tiles are read with ldmatrix, V with ldmatrix.trans;
 // shared-memory rows are padded by 16 bytes so the 8 rows of every ldmatrix
@@ -18,22 +24,27 @@
 #define ATTN_TEMPLATES_PREFILL_CUH
 
 #include "attn/common.cuh"
+#include "attn/prefill_layout.h"
 
 namespace attn {
 
 /// \brief Sizes derived from a prefill Config.
 template <class Config> struct PrefillTraits {
   using QT = typename Config::QType;
+  using KVT = typename Config::KVType;
+  static constexpr bool kFP8 = IsFP8<KVT>::value;
+  static constexpr int kKVBytes = kFP8 ? 1 : 2;
   static constexpr int kHeadDim = Config::kHeadDim;
-  static constexpr int kDimPad = (kHeadDim + 31) / 32 * 32;
-  static constexpr int kRowStride = kDimPad * 2 + 16; // bytes, +16 for banks
-  static constexpr int kChunksPerRow = kDimPad / 8;   // 16-byte pieces
-  static constexpr int kDataChunks = kHeadDim / 8;    // pieces read from memory
+  static constexpr int kDimPad = prefillDimPad(kHeadDim);
+  static constexpr int kRowStride = prefillRowStride(kHeadDim); // 16-bit rows
+  static constexpr int kRingRowBytes = prefillRingRowBytes(kHeadDim, kKVBytes);
   static constexpr int kThreads = Config::kWarps * 32;
   static constexpr int kQBytes = Config::kBlockM * kRowStride;
-  static constexpr int kTileBytes = Config::kBlockN * kRowStride; // K or V
-  static constexpr int kStageBytes = 2 * kTileBytes;
-  static constexpr int kSmemBytes = kQBytes + Config::kStages * kStageBytes;
+  static constexpr int kRingTileBytes = Config::kBlockN * kRingRowBytes; // K or V
+  static constexpr int kStageBytes = 2 * kRingTileBytes;
+  static constexpr int kTileBytes = Config::kBlockN * kRowStride; // widened K or V
+  static constexpr int kSmemBytes = prefillSmemBytes(
+      kHeadDim, kKVBytes, Config::kBlockM, Config::kBlockN, Config::kStages);
   /// 16-row MMA tiles per warp: two halve the shared-memory reads of K and
   /// V per FLOP (each fragment feeds both tiles).
   static constexpr int kMTiles = Config::kBlockM / (16 * Config::kWarps);
@@ -41,6 +52,7 @@ template <class Config> struct PrefillTraits {
                     (kMTiles == 1 || kMTiles == 2),
                 "a warp owns 16 or 32 query rows");
   static_assert(Config::kBlockN % 16 == 0, "keys come in 16-key MMA steps");
+  static_assert(Config::kPaged || !kFP8, "only paged caches hold FP8");
 };
 
 /// \brief ldmatrix: four 8x8 b16 matrices; lane l gives the row address of
@@ -57,27 +69,61 @@ __device__ __forceinline__ void ldmatrixX4Trans(uint32_t (&r)[4], const void *p)
       : "r"(smemAddr(p)));
 }
 
-/// \brief Copies `rows` rows of one head (row stride `strideToken` elements)
-/// into a padded shared tile; rows past `validRows` and columns past the head
-/// dim become zeros.
-template <class Config>
-__device__ __forceinline__ void loadRows(char *tile, const void *base,
-                                         int64_t firstRow, int validRows,
-                                         int head, int64_t strideToken,
-                                         int rows) {
+/// \brief Copies `rows` rows of one head into a shared tile of `rowBytes`
+/// per row: row i starts at element `rowStart(i)` of `base`. Rows past
+/// `validRows` and columns past the head dim become zeros (nothing is read),
+/// so padded dims and keys past the end contribute nothing.
+template <class Config, int kElemBytes, class RowStart>
+__device__ __forceinline__ void loadRows(char *tile, int rowBytes,
+                                         const void *base, int validRows,
+                                         int rows, RowStart rowStart) {
   using Tr = PrefillTraits<Config>;
+  // 16-byte copies where every row is 16-byte aligned; 8-byte copies for
+  // FP8 rows of a head dim that is an odd multiple of 8.
+  constexpr int kCopy = Tr::kHeadDim * kElemBytes % 16 == 0 ? 16 : 8;
+  constexpr int kChunksPerRow = Tr::kDimPad * kElemBytes / kCopy;
+  constexpr int kDataChunks = Tr::kHeadDim * kElemBytes / kCopy;
   const char *src = static_cast<const char *>(base);
-  for (int i = threadIdx.x; i < rows * Tr::kChunksPerRow; i += Tr::kThreads) {
-    int row = i / Tr::kChunksPerRow, chunk = i % Tr::kChunksPerRow;
-    bool valid = row < validRows && chunk < Tr::kDataChunks;
-    int64_t elem = valid ? (firstRow + row) * strideToken +
-                               int64_t(head) * Tr::kHeadDim + chunk * 8
-                         : 0;
-    cpAsync<16>(tile + row * Tr::kRowStride + chunk * 16, src + elem * 2, valid);
+  for (int i = threadIdx.x; i < rows * kChunksPerRow; i += Tr::kThreads) {
+    int row = i / kChunksPerRow, chunk = i % kChunksPerRow;
+    bool valid = row < validRows && chunk < kDataChunks;
+    int64_t elem = valid ? rowStart(row) : 0;
+    cpAsync<kCopy>(tile + row * rowBytes + chunk * kCopy,
+                   src + elem * kElemBytes + (valid ? chunk * kCopy : 0), valid);
   }
 }
 
-/// \brief Ragged prefill: one query tile of one request and one q head.
+/// \brief Widens one raw FP8 K and V tile of the ring into the 16-bit tiles
+/// the MMAs read (values times 2^DequantRatio; the kernel folds the ratio
+/// and the cache scales into its softmax scale and output normalization).
+template <class Config>
+__device__ __forceinline__ void widenFP8Tiles(char *dst, const char *raw) {
+  using Tr = PrefillTraits<Config>;
+  using QT = typename Tr::QT;
+  constexpr int kPerRow = Tr::kDimPad / 8; // 8 elements per step
+  constexpr int kSteps = 2 * Config::kBlockN * kPerRow;
+  for (int i = threadIdx.x; i < kSteps; i += Tr::kThreads) {
+    int row = i / kPerRow, piece = i % kPerRow; // K rows, then V rows
+    uint2 in = *reinterpret_cast<const uint2 *>(raw + row * Tr::kRingRowBytes + piece * 8);
+    uint32_t words[2] = {in.x, in.y}, out[4];
+#pragma unroll
+    for (int w = 0; w < 2; ++w)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t halves = FP8ToHalf<typename Tr::KVT>::convert(words[w] >> (16 * h));
+        if constexpr (IsSame<QT, __nv_bfloat16>::value) {
+          // Exact: every FP8 value (and its 2^-8 multiple) is a bf16.
+          float2 f = __half22float2(*reinterpret_cast<__half2 *>(&halves));
+          halves = pack2<QT>(f.x, f.y);
+        }
+        out[2 * w + h] = halves;
+      }
+    *reinterpret_cast<uint4 *>(dst + row * Tr::kRowStride + piece * 16) =
+        make_uint4(out[0], out[1], out[2], out[3]);
+  }
+}
+
+/// \brief Prefill: one query tile of one request and one q head.
 template <class Config>
 __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   using Tr = PrefillTraits<Config>;
@@ -117,20 +163,44 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   extern __shared__ __align__(16) char smem[];
   char *qTile = smem;
   char *ring = smem + Tr::kQBytes;
+  char *widened = ring + kStages * Tr::kStageBytes; // FP8 caches only
 
+  const int32_t *pages = nullptr; // the request's block-table row
+  if constexpr (Config::kPaged)
+    pages = p.blockTables + int64_t(work.request) * p.blockTableStride;
   auto loadTile = [&](int t, int slot) {
     int start = kvBegin + t * kBlockN;
     char *stage = ring + slot * Tr::kStageBytes;
     int valid = min(kBlockN, work.kvLen - start);
-    loadRows<Config>(stage, p.k, work.kvStart + start, valid, kvHead,
-                     p.kStrideToken, kBlockN);
-    loadRows<Config>(stage + Tr::kTileBytes, p.v, work.kvStart + start, valid,
-                     kvHead, p.vStrideToken, kBlockN);
+    if constexpr (Config::kPaged) {
+      auto rowStart = [&](int row) {
+        int pos = start + row;
+        return kvOffset<Config>(pages[pos / Config::kPageSize],
+                                pos % Config::kPageSize, kvHead, p.pageStride);
+      };
+      loadRows<Config, Tr::kKVBytes>(stage, Tr::kRingRowBytes, p.k, valid,
+                                     kBlockN, rowStart);
+      loadRows<Config, Tr::kKVBytes>(stage + Tr::kRingTileBytes,
+                                     Tr::kRingRowBytes, p.v, valid, kBlockN,
+                                     rowStart);
+    } else {
+      const int64_t first = work.kvStart + start;
+      const int64_t headOffset = int64_t(kvHead) * Tr::kHeadDim;
+      loadRows<Config, 2>(stage, Tr::kRingRowBytes, p.k, valid, kBlockN,
+                          [&](int row) { return (first + row) * p.kStrideToken + headOffset; });
+      loadRows<Config, 2>(stage + Tr::kRingTileBytes, Tr::kRingRowBytes, p.v,
+                          valid, kBlockN,
+                          [&](int row) { return (first + row) * p.vStrideToken + headOffset; });
+    }
   };
 
   // Q tile, then the first K/V tiles; all as cp.async groups.
-  loadRows<Config>(qTile, p.q, work.qStart + work.tileBegin, tileRows, qHead,
-                   p.qStrideToken, kBlockM);
+  {
+    const int64_t first = work.qStart + work.tileBegin;
+    const int64_t headOffset = int64_t(qHead) * Tr::kHeadDim;
+    loadRows<Config, 2>(qTile, Tr::kRowStride, p.q, tileRows, kBlockM,
+                        [&](int row) { return (first + row) * p.qStrideToken + headOffset; });
+  }
   cpAsyncCommit();
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -162,10 +232,19 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     mRun[m][0] = mRun[m][1] = negInf();
     lRun[m][0] = lRun[m][1] = 0.f;
   }
+  // FP8 caches: K's dequantization scale joins the softmax scale, V's the
+  // output normalization; both also undo the widening's 2^ratio.
+  float qkScale = p.smScale, vDequant = 1.f;
+  if constexpr (Tr::kFP8) {
+    const int scaleIdx = Config::kPerHeadKVScale ? kvHead : 0;
+    const float unratio = exp2i(-DequantRatio<typename Tr::KVT>::kLog2);
+    qkScale *= p.kScale[scaleIdx] * unratio;
+    vDequant = p.vScale[scaleIdx] * unratio;
+  }
   // Plain scores keep the raw q.k scale in mRun and fold scale * log2(e)
   // into exp2's argument; modified scores are already in log2 units.
   constexpr bool kPlainScores = !Config::kSoftcap && !Config::kAlibi;
-  const float expScale = kPlainScores ? p.smScale * kLog2e : 1.f;
+  const float expScale = kPlainScores ? qkScale * kLog2e : 1.f;
 
   // ldmatrix row addresses of this lane (see prefill.cuh header).
   const int aRow = warpRow0 + (lane % 16), aCol = (lane / 16) * 8;       // Q
@@ -187,6 +266,11 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     cpAsyncCommit();
 
     const char *kTile = ring + (t % kStages) * Tr::kStageBytes;
+    if constexpr (Tr::kFP8) {
+      widenFP8Tiles<Config>(widened, kTile);
+      __syncthreads();
+      kTile = widened;
+    }
     const char *vTile = kTile + Tr::kTileBytes;
     const int tileStart = kvBegin + t * kBlockN;
 
@@ -246,7 +330,7 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
             int key = tileStart + n * 8 + 2 * c + e;
             float x = s[m][n][2 * h + e];
             if constexpr (!kPlainScores) {
-              x *= p.smScale;
+              x *= qkScale;
               if constexpr (Config::kSoftcap)
                 x = p.softcap * tanhf(x / p.softcap);
               if constexpr (Config::kAlibi)
@@ -321,7 +405,7 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     int row = warpRow0 + m * 16 + r + 8 * h;
     if (row >= tileRows)
       continue;
-    float inv = l > 0.f ? 1.f / l : 0.f; // no visible key: 0
+    float inv = l > 0.f ? vDequant / l : 0.f; // no visible key: 0
     int64_t token = work.qStart + work.tileBegin + row;
     QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
               int64_t(qHead) * Tr::kHeadDim;

@@ -1,4 +1,4 @@
-//===- PrefillGpuTest.cpp - ragged prefill against the fp64 reference -----===//
+//===- PrefillGpuTest.cpp - ragged and paged prefill vs the fp64 reference ===//
 //
 // Every case JIT-compiles its variant, runs it on random ragged batches with
 // poisoned outputs and compares with the fp64 reference
@@ -7,6 +7,12 @@
 // storage type before P.V); LSE within 2e-3 absolute. Lengths are chosen not
 // to be multiples of the 64-row tiles (1, 17, 200, 1000, 3000) next to ones
 // that are (64), so partial tiles and masks at tile edges are exercised.
+//
+// Paged cases read keys and values from a random paged cache on shuffled
+// pages (every page size class, NHD/HND/interleaved, 16-bit and FP8 with
+// per-tensor and per-head scales); the reference reads the same values
+// gathered into rows. FP8 values are exact in the reference, so the
+// tolerances are those of the query type.
 //
 // Causal rows are aligned to the end of the keys (bottom-right): with
 // q_len < kv_len (a chunk continuing a prefix) query i sits at kv_len -
@@ -31,6 +37,8 @@ struct PrefillCase {
   std::vector<int> qLens;
   std::vector<int> kvLens; ///< empty: self attention (kvLens = qLens)
   int extraTokenStride = 0;
+  double kvScale = 1.0;       ///< paged FP8 caches
+  bool interleavedKV = false; ///< paged: K and V of a page side by side
 };
 
 /// A causal self-attention variant (PrefillVariant's default mask).
@@ -52,6 +60,12 @@ PrefillVariant encoder(PrefillVariant v) {
 PrefillVariant cross(PrefillVariant v) {
   v.causal = false;
   v.crossAttention = true;
+  return v;
+}
+
+PrefillVariant paged(PrefillVariant v, ScalarType kvType, int pageSize,
+                     KVLayout layout = KVLayout::NHD, bool perHeadScale = false) {
+  v.paged = PagedKVFormat{kvType, pageSize, layout, perHeadScale};
   return v;
 }
 
@@ -166,6 +180,57 @@ std::vector<PrefillCase> cases() {
     v.writeLse = true;
     add("f16_kitchen_sink", v, {17, 1000, 64}, {500, 1000, 3000});
   }
+
+  // Paged prefill: chunks continuing a cached prefix (kvLens are the cached
+  // tokens, the new rows included) and fresh prompts, over every page size
+  // class, layout and cache type.
+  using L = KVLayout;
+  {
+    auto v = paged(base(S::BF16, 32, 8, 128), S::BF16, 16);
+    v.writeLse = true;
+    add("paged_bf16_p16_chunk_continuation_lse", v, {17, 64, 200, 1},
+        {1000, 164, 3000, 1});
+    add("paged_bf16_p16_fresh_prompts", paged(base(S::BF16, 8, 2, 128), S::BF16, 16),
+        {1000, 17, 64});
+  }
+  add("paged_f16_p1_hnd_d64", paged(base(S::F16, 8, 2, 64), S::F16, 1, L::HND),
+      {33, 100}, {500, 100});
+  add("paged_bf16_p128_d256_mqa", paged(base(S::BF16, 8, 1, 256), S::BF16, 128),
+      {200, 17}, {1000, 300});
+  add("paged_f16_p32_hnd_d96_encoder",
+      paged(encoder(base(S::F16, 16, 4, 96)), S::F16, 32, L::HND), {300, 64});
+  add("paged_bf16_p16_cross", paged(cross(base(S::BF16, 16, 4, 128)), S::BF16, 16),
+      {17, 200}, {1500, 64});
+  {
+    auto v = paged(base(S::BF16, 16, 4, 128), S::BF16, 16);
+    add("paged_bf16_p16_interleaved", v, {100, 5}, {700, 900});
+    c.back().interleavedKV = true;
+  }
+  // FP8 caches: e4m3 and e5m2, per tensor and per head, 16- and 8-byte rows.
+  {
+    auto v = paged(base(S::BF16, 32, 8, 128), S::F8E4M3, 16);
+    v.writeLse = true;
+    add("paged_bf16_e4m3_p16_lse", v, {17, 200, 64}, {1000, 3000, 64});
+    c.back().kvScale = 0.05;
+  }
+  {
+    auto v = paged(base(S::F16, 16, 4, 128), S::F8E4M3, 16, L::HND, true);
+    add("paged_f16_e4m3_p16_hnd_headscale", v, {300, 1}, {2000, 77});
+    c.back().kvScale = 2.0;
+  }
+  add("paged_f16_e5m2_p8_d72", paged(base(S::F16, 8, 2, 72), S::F8E5M2, 8),
+      {100, 33}, {400, 33});
+  add("paged_bf16_e4m3_p64_d256", paged(base(S::BF16, 8, 2, 256), S::F8E4M3, 64),
+      {64, 130}, {1000, 130});
+  {
+    auto v = paged(base(S::BF16, 16, 4, 128), S::F8E5M2, 16, L::NHD, true);
+    v.windowLeft = 300;
+    v.alibi = true;
+    v.softcap = 30.0f;
+    v.writeLse = true;
+    add("paged_bf16_e5m2_kitchen_sink", v, {17, 1000, 64}, {500, 1000, 3000});
+    c.back().kvScale = 0.5;
+  }
   return c;
 }
 
@@ -185,6 +250,8 @@ TEST_P(PrefillGpuTest, MatchesReference) {
   options.qLens = tc.qLens;
   options.kvLens = tc.kvLens;
   options.extraTokenStride = tc.extraTokenStride;
+  options.kvScale = tc.kvScale;
+  options.interleavedKV = tc.interleavedKV;
   options.seed = uint32_t(std::hash<std::string>()(tc.name));
   ATTN_ASSIGN_OR_FAIL(result,
                       check::checkPrefill(*kernel, tc.variant, options));
@@ -208,6 +275,22 @@ TEST(PrefillGraphGpuTest, ReplaysMatchReference) {
   ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(v));
   check::PrefillCheckOptions options;
   options.qLens = {3000, 1, 200};
+  options.graphReplays = 3;
+  ATTN_ASSIGN_OR_FAIL(result, check::checkPrefill(*kernel, v, options));
+  EXPECT_LT(result.outError, 1e-2);
+  EXPECT_LT(result.lseError, 2e-3);
+}
+
+// The same for a paged FP8 prefill.
+TEST(PrefillGraphGpuTest, PagedReplaysMatchReference) {
+  ATTN_REQUIRE_GPU();
+  PrefillVariant v = paged(base(ScalarType::BF16, 32, 8, 128),
+                           ScalarType::F8E4M3, 16);
+  v.writeLse = true;
+  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(v));
+  check::PrefillCheckOptions options;
+  options.qLens = {300, 1, 200};
+  options.kvLens = {3000, 50, 200};
   options.graphReplays = 3;
   ATTN_ASSIGN_OR_FAIL(result, check::checkPrefill(*kernel, v, options));
   EXPECT_LT(result.outError, 1e-2);
@@ -417,6 +500,112 @@ TEST_F(PrefillArgsGpuTest, PlanRejectsBatchOverWorkspace) {
   for (int i = 0; i <= 30; ++i)
     many[i] = i; // 30 one-token requests: 30 tiles
   expectPlanRejected(many, many, {"workspace"});
+}
+
+} // namespace
+
+namespace {
+
+/// Argument checks of a paged prefill: bf16 q over an e4m3 cache, 8 q heads
+/// over 2 KV heads, head dim 64, page 16, NHD, per-tensor scales.
+class PagedPrefillArgsGpuTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (llvm::Error err = runtime::initCuda())
+      GTEST_SKIP() << "no GPU: " << llvm::toString(std::move(err));
+    variant = paged(base(ScalarType::BF16, 8, 2, 64), ScalarType::F8E4M3, 16);
+    auto k = Jit::global().prefill(variant);
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    kernel = *k;
+    auto ws = kernel->createWorkspace(4, 1024);
+    ASSERT_TRUE(bool(ws)) << llvm::toString(ws.takeError());
+    workspace = std::make_unique<runtime::PrefillWorkspace>(std::move(*ws));
+    auto buf = runtime::DeviceBuffer::allocate(1 << 20);
+    ASSERT_TRUE(bool(buf)) << llvm::toString(buf.takeError());
+    buffer = std::move(*buf);
+    void *p = buffer.ptr<void>();
+    args.q = args.out = p;
+    args.qType = ScalarType::BF16;
+    args.numQTokens = 40; // two requests of 20 new rows over 100 cached tokens
+    args.numQHeads = 8;
+    args.headDim = 64;
+    args.cache = {p, p, ScalarType::F8E4M3, 2, 64, 16, KVLayout::NHD, 64, 0};
+    args.blockTables = buffer.ptr<int32_t>();
+    args.blockTableStride = 7; // ceil(100 / 16)
+    args.kScale = args.vScale = buffer.ptr<float>();
+    args.numKVScales = 1;
+  }
+
+  void expectRejected(std::initializer_list<const char *> fragments) {
+    std::vector<int32_t> cuQ = {0, 20, 40}, seqLens = {100, 100};
+    auto plan = kernel->planPaged(cuQ, seqLens, *workspace, nullptr);
+    ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+    llvm::Error err = kernel->checkArgs(*plan, args);
+    ASSERT_TRUE(bool(err)) << "accepted bad arguments (" << *fragments.begin()
+                           << ")";
+    std::string message = llvm::toString(std::move(err));
+    for (const char *fragment : fragments)
+      EXPECT_NE(message.find(fragment), std::string::npos)
+          << "'" << fragment << "' not in: " << message;
+  }
+
+  PrefillVariant variant;
+  std::shared_ptr<const runtime::PrefillKernel> kernel;
+  std::unique_ptr<runtime::PrefillWorkspace> workspace;
+  runtime::DeviceBuffer buffer;
+  runtime::PagedPrefillArgs args;
+};
+
+TEST_F(PagedPrefillArgsGpuTest, AcceptsMatchingArguments) {
+  std::vector<int32_t> cuQ = {0, 20, 40}, seqLens = {100, 100};
+  ATTN_ASSIGN_OR_FAIL(plan, kernel->planPaged(cuQ, seqLens, *workspace, nullptr));
+  EXPECT_EQ(plan.maxKVLen, 100);
+  ATTN_ASSERT_OK(kernel->checkArgs(plan, args));
+}
+
+TEST_F(PagedPrefillArgsGpuTest, RejectsMissingScales) {
+  args.vScale = nullptr;
+  expectRejected({"kScale and vScale"});
+}
+
+TEST_F(PagedPrefillArgsGpuTest, RejectsCacheOfAnotherFormat) {
+  args.cache.dtype = ScalarType::BF16;
+  expectRejected({"bf16", "e4m3"});
+  args.cache.dtype = ScalarType::F8E4M3;
+  args.cache.pageSize = 32;
+  expectRejected({"page 32", "page 16"});
+}
+
+TEST_F(PagedPrefillArgsGpuTest, RejectsShortBlockTable) {
+  args.blockTableStride = 6;
+  expectRejected({"100 tokens", "7 pages", "6"});
+}
+
+TEST_F(PagedPrefillArgsGpuTest, RejectsNullCache) {
+  args.cache.k = nullptr;
+  expectRejected({"must not be null"});
+}
+
+TEST_F(PagedPrefillArgsGpuTest, PlanRejectsSeqLensBelowNewRows) {
+  std::vector<int32_t> cuQ = {0, 20, 40}, seqLens = {100, 19};
+  auto plan = kernel->planPaged(cuQ, seqLens, *workspace, nullptr);
+  ASSERT_FALSE(bool(plan));
+  std::string message = llvm::toString(plan.takeError());
+  EXPECT_NE(message.find("seq_lens[1] = 19"), std::string::npos) << message;
+}
+
+TEST_F(PagedPrefillArgsGpuTest, PlanRejectsWrongBatch) {
+  std::vector<int32_t> cuQ = {0, 20, 40}, seqLens = {100};
+  auto plan = kernel->planPaged(cuQ, seqLens, *workspace, nullptr);
+  ASSERT_FALSE(bool(plan));
+  EXPECT_NE(llvm::toString(plan.takeError()).find("1 seq_lens"), std::string::npos);
+}
+
+TEST_F(PagedPrefillArgsGpuTest, RaggedEntryPointsRefusePagedKernel) {
+  std::vector<int32_t> cu = {0, 20, 40};
+  auto plan = kernel->plan(cu, cu, *workspace, nullptr);
+  ASSERT_FALSE(bool(plan));
+  EXPECT_NE(llvm::toString(plan.takeError()).find("planPaged"), std::string::npos);
 }
 
 } // namespace

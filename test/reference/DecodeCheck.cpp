@@ -3,6 +3,7 @@
 #include "attn/runtime/Error.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -60,40 +61,143 @@ llvm::Expected<std::vector<uint8_t>> download(const runtime::DeviceBuffer &buffe
   return data;
 }
 
+RandomPagedCache randomPagedCache(std::mt19937 &rng, const PagedCacheShape &sh,
+                                  const std::vector<int> &seqLens) {
+  RandomPagedCache c;
+  const int batch = int(seqLens.size());
+  c.pageElems = int64_t(sh.pageSize) * sh.numKVHeads * sh.headDim;
+  c.pageStride = sh.interleavedKV ? 2 * c.pageElems : c.pageElems;
+
+  // Pages of all requests in a shuffled order, plus a few unused ones.
+  std::vector<int> pagesPer(batch);
+  int maxPages = 0;
+  c.totalPages = 3;
+  for (int b = 0; b < batch; ++b) {
+    pagesPer[b] = (seqLens[b] + sh.pageSize - 1) / sh.pageSize;
+    c.totalPages += pagesPer[b];
+    maxPages = std::max(maxPages, pagesPer[b]);
+  }
+  std::vector<int> order(c.totalPages);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  c.blockTableStride = maxPages + 1;
+  c.blockTables.assign(size_t(batch) * c.blockTableStride, 0);
+  for (int b = 0, next = 0; b < batch; ++b)
+    for (int i = 0; i < pagesPer[b]; ++i)
+      c.blockTables[size_t(b) * c.blockTableStride + i] = order[next++];
+
+  // Per-KV-head FP8 scales (all equal unless the variant is per head).
+  const bool fp8 =
+      sh.kvType == ScalarType::F8E4M3 || sh.kvType == ScalarType::F8E5M2;
+  const int numScales = sh.perHeadKVScale ? sh.numKVHeads : 1;
+  c.kScales.resize(numScales);
+  c.vScales.resize(numScales);
+  for (int h = 0; h < numScales; ++h) {
+    c.kScales[h] = float(sh.kvScale * (1 + h / 8.0));
+    c.vScales[h] = float(sh.kvScale * (1.5 + h / 8.0));
+  }
+
+  // Element (page, token, head) gets its head's scale.
+  const int kvBytes = sizeOf(sh.kvType);
+  const int64_t cacheElems = int64_t(c.totalPages) * c.pageStride;
+  c.kBytes.assign(cacheElems * kvBytes, 0);
+  c.vBytes.assign(cacheElems * kvBytes, 0);
+  c.k.assign(cacheElems, 0.0);
+  c.v.assign(cacheElems, 0.0);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (int64_t page = 0; page < c.totalPages; ++page)
+    for (int off = 0; off < sh.pageSize; ++off)
+      for (int h = 0; h < sh.numKVHeads; ++h) {
+        int64_t at = ref::kvOffset(sh.layout, page, off, h, sh.numKVHeads,
+                                   sh.pageSize, sh.headDim, c.pageStride);
+        double ks = fp8 ? c.kScales[sh.perHeadKVScale ? h : 0] : 1.0;
+        double vs = fp8 ? c.vScales[sh.perHeadKVScale ? h : 0] : 1.0;
+        for (int d = 0; d < sh.headDim; ++d) {
+          uint32_t kb = ref::encode(sh.kvType, normal(rng) / ks);
+          uint32_t vb = ref::encode(sh.kvType, normal(rng) / vs);
+          std::memcpy(&c.kBytes[(at + d) * kvBytes], &kb, kvBytes);
+          std::memcpy(&c.vBytes[(at + d) * kvBytes], &vb, kvBytes);
+          c.k[at + d] = ref::decode(sh.kvType, kb) * ks;
+          c.v[at + d] = ref::decode(sh.kvType, vb) * vs;
+        }
+      }
+  if (sh.interleavedKV) {
+    // V lives in the second half of each page of the K buffer; the reference
+    // indexes V from that half's start with the same page stride.
+    for (int64_t page = 0; page < c.totalPages; ++page)
+      std::memcpy(&c.kBytes[(page * c.pageStride + c.pageElems) * kvBytes],
+                  &c.vBytes[(page * c.pageStride) * kvBytes],
+                  c.pageElems * kvBytes);
+  }
+  return c;
+}
+
+void gatherPages(const RandomPagedCache &c, const PagedCacheShape &sh,
+                 const std::vector<int> &seqLens, std::vector<double> &k,
+                 std::vector<double> &v) {
+  const int64_t row = int64_t(sh.numKVHeads) * sh.headDim;
+  k.clear();
+  v.clear();
+  for (size_t b = 0; b < seqLens.size(); ++b)
+    for (int pos = 0; pos < seqLens[b]; ++pos) {
+      int page = c.blockTables[b * c.blockTableStride + pos / sh.pageSize];
+      for (int h = 0; h < sh.numKVHeads; ++h) {
+        int64_t at = ref::kvOffset(sh.layout, page, pos % sh.pageSize, h,
+                                   sh.numKVHeads, sh.pageSize, sh.headDim,
+                                   c.pageStride);
+        k.insert(k.end(), c.k.begin() + at, c.k.begin() + at + sh.headDim);
+        v.insert(v.end(), c.v.begin() + at, c.v.begin() + at + sh.headDim);
+      }
+    }
+  assert(int64_t(k.size()) % row == 0);
+  (void)row;
+}
+
+llvm::Expected<DeviceCache> uploadCache(const RandomPagedCache &c,
+                                        const PagedCacheShape &sh) {
+  DeviceCache d;
+  for (auto [buffer, bytes, size] :
+       {std::tuple{&d.k, static_cast<const void *>(c.kBytes.data()), c.kBytes.size()},
+        {&d.v, c.vBytes.data(), c.vBytes.size()},
+        {&d.blockTables, c.blockTables.data(), c.blockTables.size() * sizeof(int32_t)},
+        {&d.kScales, c.kScales.data(), c.kScales.size() * sizeof(float)},
+        {&d.vScales, c.vScales.data(), c.vScales.size() * sizeof(float)}}) {
+    auto uploaded = upload(bytes, size);
+    if (!uploaded)
+      return uploaded.takeError();
+    *buffer = std::move(*uploaded);
+  }
+  const int kvBytes = sizeOf(sh.kvType);
+  d.view.k = d.k.ptr<void>();
+  d.view.v = sh.interleavedKV ? d.k.ptr<char>() + c.pageElems * kvBytes
+                              : d.v.ptr<void>();
+  d.view.dtype = sh.kvType;
+  d.view.numKVHeads = sh.numKVHeads;
+  d.view.headDim = sh.headDim;
+  d.view.pageSize = sh.pageSize;
+  d.view.layout = sh.layout;
+  d.view.numPages = c.totalPages;
+  d.view.pageStride = c.pageStride;
+  return std::move(d);
+}
+
 llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kernel,
                                               const DecodeVariant &v,
                                               const DecodeCheckOptions &tc) {
   std::mt19937 rng(tc.seed);
   const int batch = int(tc.seqLens.size());
   const int64_t tokens = int64_t(batch) * v.queryLen;
-  const int64_t pageElems = int64_t(v.pageSize) * v.numKVHeads * v.headDim;
-  const int64_t pageStride = tc.interleavedKV ? 2 * pageElems : pageElems;
-
-  // Pages of all requests in a shuffled order, plus a few unused ones.
-  std::vector<int> pagesPer(batch);
-  int totalPages = 3, maxPages = 0;
-  for (int b = 0; b < batch; ++b) {
-    pagesPer[b] = (tc.seqLens[b] + v.pageSize - 1) / v.pageSize;
-    totalPages += pagesPer[b];
-    maxPages = std::max(maxPages, pagesPer[b]);
-  }
-  std::vector<int> order(totalPages);
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), rng);
-  const int stride = maxPages + 1;
-  std::vector<int> blockTables(size_t(batch) * stride, 0);
-  for (int b = 0, next = 0; b < batch; ++b)
-    for (int i = 0; i < pagesPer[b]; ++i)
-      blockTables[size_t(b) * stride + i] = order[next++];
-
-  // Per-KV-head FP8 scales (all equal unless the variant is per head).
+  PagedCacheShape shape;
+  shape.kvType = v.kvType;
+  shape.numKVHeads = v.numKVHeads;
+  shape.headDim = v.headDim;
+  shape.pageSize = v.pageSize;
+  shape.layout = v.layout;
+  shape.perHeadKVScale = v.perHeadKVScale;
+  shape.kvScale = tc.kvScale;
+  shape.interleavedKV = tc.interleavedKV;
+  const RandomPagedCache cache = randomPagedCache(rng, shape, tc.seqLens);
   const bool fp8 = v.kvType == ScalarType::F8E4M3 || v.kvType == ScalarType::F8E5M2;
-  const int numScales = v.perHeadKVScale ? v.numKVHeads : 1;
-  std::vector<float> kScales(numScales), vScales(numScales);
-  for (int h = 0; h < numScales; ++h) {
-    kScales[h] = float(tc.kvScale * (1 + h / 8.0));
-    vScales[h] = float(tc.kvScale * (1.5 + h / 8.0));
-  }
 
   ref::DecodeProblem prob;
   prob.numQHeads = v.numQHeads;
@@ -103,9 +207,9 @@ llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kerne
   prob.layout = v.layout;
   prob.queryLen = v.queryLen;
   prob.seqLens = tc.seqLens;
-  prob.blockTables = blockTables;
-  prob.blockTableStride = stride;
-  prob.pageStride = pageStride;
+  prob.blockTables = cache.blockTables;
+  prob.blockTableStride = cache.blockTableStride;
+  prob.pageStride = cache.pageStride;
   prob.scale = v.scale ? *v.scale : 1.0 / std::sqrt(double(v.headDim));
   prob.causal = v.causal;
   prob.windowLeft = v.windowLeft;
@@ -117,38 +221,8 @@ llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kerne
 
   Quantized q = randomValues(rng, v.qType, tokens * v.numQHeads * v.headDim, 1.0);
   prob.q = q.values;
-
-  // K and V in one buffer when interleaved; element (page, token, head) gets
-  // its head's scale.
-  const int kvBytes = sizeOf(v.kvType);
-  const int64_t cacheElems = int64_t(totalPages) * pageStride;
-  std::vector<uint8_t> kBytes(cacheElems * kvBytes), vBytes(cacheElems * kvBytes);
-  prob.k.assign(cacheElems, 0.0);
-  prob.v.assign(cacheElems, 0.0);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  for (int64_t page = 0; page < totalPages; ++page)
-    for (int off = 0; off < v.pageSize; ++off)
-      for (int h = 0; h < v.numKVHeads; ++h) {
-        int64_t at = ref::kvOffset(v.layout, page, off, h, v.numKVHeads,
-                                   v.pageSize, v.headDim, pageStride);
-        double ks = fp8 ? kScales[v.perHeadKVScale ? h : 0] : 1.0;
-        double vs = fp8 ? vScales[v.perHeadKVScale ? h : 0] : 1.0;
-        for (int d = 0; d < v.headDim; ++d) {
-          uint32_t kb = ref::encode(v.kvType, normal(rng) / ks);
-          uint32_t vb = ref::encode(v.kvType, normal(rng) / vs);
-          std::memcpy(&kBytes[(at + d) * kvBytes], &kb, kvBytes);
-          std::memcpy(&vBytes[(at + d) * kvBytes], &vb, kvBytes);
-          prob.k[at + d] = ref::decode(v.kvType, kb) * ks;
-          prob.v[at + d] = ref::decode(v.kvType, vb) * vs;
-        }
-      }
-  if (tc.interleavedKV) {
-    // V lives in the second half of each page of the K buffer; the reference
-    // indexes V from that half's start with the same page stride.
-    for (int64_t page = 0; page < totalPages; ++page)
-      std::memcpy(&kBytes[(page * pageStride + pageElems) * kvBytes],
-                  &vBytes[(page * pageStride) * kvBytes], pageElems * kvBytes);
-  }
+  prob.k = cache.k;
+  prob.v = cache.v;
 
   std::vector<double> refOut, refLse;
   ref::decodeReference(prob, refOut, refLse);
@@ -157,31 +231,15 @@ llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kerne
   if (!dqOr)
     return dqOr.takeError();
   auto &dq = *dqOr;
-  auto dkOr = upload(kBytes);
-  if (!dkOr)
-    return dkOr.takeError();
-  auto &dk = *dkOr;
-  auto dvOr = upload(vBytes);
-  if (!dvOr)
-    return dvOr.takeError();
-  auto &dv = *dvOr;
-  auto dTablesOr = upload(blockTables);
-  if (!dTablesOr)
-    return dTablesOr.takeError();
-  auto &dTables = *dTablesOr;
+  auto dCacheOr = uploadCache(cache, shape);
+  if (!dCacheOr)
+    return dCacheOr.takeError();
+  DeviceCache &dCache = *dCacheOr;
   std::vector<int32_t> lens(tc.seqLens.begin(), tc.seqLens.end());
   auto dLensOr = upload(lens);
   if (!dLensOr)
     return dLensOr.takeError();
   auto &dLens = *dLensOr;
-  auto dKScaleOr = upload(kScales);
-  if (!dKScaleOr)
-    return dKScaleOr.takeError();
-  auto &dKScale = *dKScaleOr;
-  auto dVScaleOr = upload(vScales);
-  if (!dVScaleOr)
-    return dVScaleOr.takeError();
-  auto &dVScale = *dVScaleOr;
   std::vector<float> slopes(prob.alibiSlopes.begin(), prob.alibiSlopes.end());
   auto dSlopesOr = upload(slopes);
   if (!dSlopesOr)
@@ -216,23 +274,14 @@ llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kerne
   args.headDim = v.headDim;
   args.out = dOut.ptr<void>();
   args.lse = v.writeLse ? dLse.ptr<float>() : nullptr;
-  args.cache.k = dk.ptr<void>();
-  args.cache.v = tc.interleavedKV ? dk.ptr<char>() + pageElems * kvBytes
-                                  : dv.ptr<void>();
-  args.cache.dtype = v.kvType;
-  args.cache.numKVHeads = v.numKVHeads;
-  args.cache.headDim = v.headDim;
-  args.cache.pageSize = v.pageSize;
-  args.cache.layout = v.layout;
-  args.cache.numPages = totalPages;
-  args.cache.pageStride = pageStride;
-  args.blockTables = dTables.ptr<int32_t>();
-  args.blockTableStride = stride;
+  args.cache = dCache.view;
+  args.blockTables = dCache.blockTables.ptr<int32_t>();
+  args.blockTableStride = cache.blockTableStride;
   args.seqLens = dLens.ptr<int32_t>();
   if (fp8) {
-    args.kScale = dKScale.ptr<float>();
-    args.vScale = dVScale.ptr<float>();
-    args.numKVScales = numScales;
+    args.kScale = dCache.kScales.ptr<float>();
+    args.vScale = dCache.vScales.ptr<float>();
+    args.numKVScales = int(cache.kScales.size());
   }
   args.alibiSlopes = v.alibi ? dSlopes.ptr<float>() : nullptr;
   if (tc.graphReplays == 0) {

@@ -82,6 +82,51 @@ llvm::Error replayInGraph(const Kernel &kernel, const Plan &plan,
   return llvm::Error::success();
 }
 
+/// A random paged KV cache holding `seqLens` tokens per request on
+/// shuffled pages (plus a few unused ones), with its exact values.
+struct RandomPagedCache {
+  int totalPages = 0;
+  int blockTableStride = 0;       ///< pages per block-table row
+  int64_t pageStride = 0;         ///< elements between pages
+  int64_t pageElems = 0;          ///< elements of K (or V) in one page
+  std::vector<int32_t> blockTables; ///< [batch, blockTableStride]
+  std::vector<float> kScales, vScales; ///< FP8: [1] or [numKVHeads]
+  /// Cache bytes as the GPU reads them. Interleaved: V in the second half
+  /// of each page of kBytes, vBytes unused by the kernel.
+  std::vector<uint8_t> kBytes, vBytes;
+  /// Dequantized values (stored times scale), indexed like the cache's K.
+  std::vector<double> k, v;
+};
+
+struct PagedCacheShape {
+  ScalarType kvType = ScalarType::BF16;
+  int numKVHeads = 8;
+  int headDim = 128;
+  int pageSize = 16;
+  KVLayout layout = KVLayout::NHD;
+  bool perHeadKVScale = false;
+  double kvScale = 1.0;       ///< FP8 scale (KV head h: kvScale * (1 + h/8))
+  bool interleavedKV = false; ///< K and V of a page side by side (FlashInfer)
+};
+
+RandomPagedCache randomPagedCache(std::mt19937 &rng, const PagedCacheShape &shape,
+                                  const std::vector<int> &seqLens);
+
+/// The first seqLens[b] tokens of each request gathered from `cache` into
+/// dense [sum(seqLens), numKVHeads, headDim] K and V (for the ragged
+/// reference).
+void gatherPages(const RandomPagedCache &cache, const PagedCacheShape &shape,
+                 const std::vector<int> &seqLens, std::vector<double> &k,
+                 std::vector<double> &v);
+
+/// The cache's device buffers and a view of them for launch arguments.
+struct DeviceCache {
+  runtime::DeviceBuffer k, v, blockTables, kScales, vScales;
+  runtime::PagedKVView view;
+};
+llvm::Expected<DeviceCache> uploadCache(const RandomPagedCache &cache,
+                                        const PagedCacheShape &shape);
+
 /// How to draw one decode problem.
 struct DecodeCheckOptions {
   std::vector<int> seqLens;   ///< one request each

@@ -2,6 +2,8 @@
 #include "test/reference/PrefillCheck.h"
 #include "attn/runtime/Error.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -48,31 +50,84 @@ std::vector<uint8_t> gather(const std::vector<uint8_t> &strided, int64_t rows,
   return out;
 }
 
+std::vector<int32_t> kvLens32(const std::vector<int> &lens) {
+  return std::vector<int32_t>(lens.begin(), lens.end());
+}
+
 } // namespace
 
-llvm::Expected<PrefillCheckResult>
-checkPrefill(const runtime::PrefillKernel &kernel, const PrefillVariant &v,
-             const PrefillCheckOptions &tc) {
+namespace {
+
+/// One random problem on the device, for a launcher to run.
+struct DeviceProblem {
+  std::vector<int32_t> cuQ, cuKV, kvLens;
+  int64_t qTokens = 0, kvTokens = 0, qStride = 0, kvStride = 0;
+  bool strided = false;
+  runtime::DeviceBuffer q, k, v, slopes, out, lse, seqLens;
+  RandomPagedCache cache;         ///< paged variants
+  std::optional<DeviceCache> dCache;
+};
+
+/// The arguments every prefill-like launch shares, from `d`.
+template <class Args>
+void fillCommon(Args &args, const PrefillVariant &v, DeviceProblem &d) {
+  args.q = d.q.ptr<void>();
+  args.numQHeads = v.numQHeads;
+  args.headDim = v.headDim;
+  if (d.strided)
+    args.qStrideToken = args.outStrideToken = d.qStride;
+  args.out = d.out.ptr<void>();
+  args.lse = v.writeLse ? d.lse.ptr<float>() : nullptr;
+  args.alibiSlopes = v.alibi ? d.slopes.ptr<float>() : nullptr;
+}
+
+template <class Args>
+void fillPaged(Args &args, const PrefillVariant &v, DeviceProblem &d) {
+  fillCommon(args, v, d);
+  args.qType = v.qType;
+  args.cache = d.dCache->view;
+  args.blockTables = d.dCache->blockTables.ptr<int32_t>();
+  args.blockTableStride = d.cache.blockTableStride;
+  if (v.paged->kvType == ScalarType::F8E4M3 ||
+      v.paged->kvType == ScalarType::F8E5M2) {
+    args.kScale = d.dCache->kScales.ptr<float>();
+    args.vScale = d.dCache->vScales.ptr<float>();
+    args.numKVScales = int(d.cache.kScales.size());
+  }
+}
+
+/// Plans and runs on `stream` (directly or by graph replays, re-poisoning
+/// `poison` before each), setting the CTAs of the plan's grid.
+using Launcher = llvm::function_ref<llvm::Error(DeviceProblem &, CUstream,
+                                                int &gridX)>;
+
+/// Draws the problem `tc` describes, runs it through `launch` and compares
+/// with the fp64 reference.
+llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
+                                             const PrefillCheckOptions &tc,
+                                             Launcher launch) {
   assert(tc.kvLens.empty() || tc.kvLens.size() == tc.qLens.size());
   assert(tc.extraTokenStride % 8 == 0);
   std::mt19937 rng(tc.seed);
-  const int batch = int(tc.qLens.size());
-  const std::vector<int32_t> cuQ = cumulative(tc.qLens);
-  const std::vector<int32_t> cuKV =
-      cumulative(tc.kvLens.empty() ? tc.qLens : tc.kvLens);
-  const int64_t qTokens = cuQ.back(), kvTokens = cuKV.back();
+  DeviceProblem d;
+  d.kvLens = tc.kvLens.empty() ? tc.qLens : tc.kvLens;
+  d.cuQ = cumulative(tc.qLens);
+  d.cuKV = cumulative(d.kvLens);
+  d.qTokens = d.cuQ.back();
+  d.kvTokens = d.cuKV.back();
   const int64_t qRow = int64_t(v.numQHeads) * v.headDim;
   const int64_t kvRow = int64_t(v.numKVHeads) * v.headDim;
-  const int64_t qStride = qRow + tc.extraTokenStride;
-  const int64_t kvStride = kvRow + tc.extraTokenStride;
+  d.strided = tc.extraTokenStride != 0;
+  d.qStride = qRow + tc.extraTokenStride;
+  d.kvStride = kvRow + tc.extraTokenStride;
   const int bytesPer = sizeOf(v.qType);
 
   ref::PrefillProblem prob;
   prob.numQHeads = v.numQHeads;
   prob.numKVHeads = v.numKVHeads;
   prob.headDim = v.headDim;
-  prob.cuSeqlensQ.assign(cuQ.begin(), cuQ.end());
-  prob.cuSeqlensKV.assign(cuKV.begin(), cuKV.end());
+  prob.cuSeqlensQ.assign(d.cuQ.begin(), d.cuQ.end());
+  prob.cuSeqlensKV.assign(d.cuKV.begin(), d.cuKV.end());
   prob.scale = v.scale ? *v.scale : 1.0 / std::sqrt(double(v.headDim));
   prob.causal = v.causal;
   prob.windowLeft = v.windowLeft;
@@ -85,90 +140,81 @@ checkPrefill(const runtime::PrefillKernel &kernel, const PrefillVariant &v,
 
   // N(0, 1) entries: with the 1/sqrt(d) scale, logits are O(1) and the
   // softmax is neither uniform nor one-hot, so both P and V errors show.
-  Quantized q = randomValues(rng, v.qType, size_t(qTokens * qRow), 1.0);
-  Quantized k = randomValues(rng, v.qType, size_t(kvTokens * kvRow), 1.0);
-  Quantized val = randomValues(rng, v.qType, size_t(kvTokens * kvRow), 1.0);
+  Quantized q = randomValues(rng, v.qType, size_t(d.qTokens * qRow), 1.0);
   prob.q = q.values;
-  prob.k = k.values;
-  prob.v = val.values;
+  // Ragged: contiguous k / v. Paged: a random cache; the reference reads
+  // its pages gathered into rows.
+  Quantized k, val;
+  PagedCacheShape shape;
+  if (v.paged) {
+    shape.kvType = v.paged->kvType;
+    shape.numKVHeads = v.numKVHeads;
+    shape.headDim = v.headDim;
+    shape.pageSize = v.paged->pageSize;
+    shape.layout = v.paged->layout;
+    shape.perHeadKVScale = v.paged->perHeadKVScale;
+    shape.kvScale = tc.kvScale;
+    shape.interleavedKV = tc.interleavedKV;
+    d.cache = randomPagedCache(rng, shape, d.kvLens);
+    gatherPages(d.cache, shape, d.kvLens, prob.k, prob.v);
+  } else {
+    k = randomValues(rng, v.qType, size_t(d.kvTokens * kvRow), 1.0);
+    val = randomValues(rng, v.qType, size_t(d.kvTokens * kvRow), 1.0);
+    prob.k = k.values;
+    prob.v = val.values;
+  }
   std::vector<double> refOut, refLse;
   ref::prefillReference(prob, refOut, refLse);
 
-  auto dqOr = upload(spread(q.bytes, qTokens, qRow, qStride, bytesPer));
-  if (!dqOr)
-    return dqOr.takeError();
-  auto dkOr = upload(spread(k.bytes, kvTokens, kvRow, kvStride, bytesPer));
-  if (!dkOr)
-    return dkOr.takeError();
-  auto dvOr = upload(spread(val.bytes, kvTokens, kvRow, kvStride, bytesPer));
-  if (!dvOr)
-    return dvOr.takeError();
+  const int64_t raggedKVRows = v.paged ? 0 : d.kvTokens;
   std::vector<float> slopes(prob.alibiSlopes.begin(), prob.alibiSlopes.end());
-  auto dSlopesOr = upload(slopes);
-  if (!dSlopesOr)
-    return dSlopesOr.takeError();
-  auto dOutOr = poisoned(size_t(qTokens * qStride * bytesPer));
-  if (!dOutOr)
-    return dOutOr.takeError();
-  auto &dOut = *dOutOr;
-  auto dLseOr = poisoned(size_t(qTokens * v.numQHeads) * sizeof(float));
-  if (!dLseOr)
-    return dLseOr.takeError();
-  auto &dLse = *dLseOr;
-
-  std::optional<runtime::PrefillWorkspace> ownWorkspace;
-  if (!tc.workspace) {
-    auto wsOr = kernel.createWorkspace(batch, qTokens);
-    if (!wsOr)
-      return wsOr.takeError();
-    ownWorkspace.emplace(std::move(*wsOr));
+  for (auto [buffer, data] :
+       {std::pair{&d.q, spread(q.bytes, d.qTokens, qRow, d.qStride, bytesPer)},
+        {&d.k, spread(k.bytes, raggedKVRows, kvRow, d.kvStride, bytesPer)},
+        {&d.v, spread(val.bytes, raggedKVRows, kvRow, d.kvStride, bytesPer)}}) {
+    auto uploaded = upload(data);
+    if (!uploaded)
+      return uploaded.takeError();
+    *buffer = std::move(*uploaded);
   }
-  runtime::PrefillWorkspace &ws = tc.workspace ? *tc.workspace : *ownWorkspace;
+  auto slopesOr = upload(slopes);
+  if (!slopesOr)
+    return slopesOr.takeError();
+  d.slopes = std::move(*slopesOr);
+  auto lensOr = upload(kvLens32(d.kvLens));
+  if (!lensOr)
+    return lensOr.takeError();
+  d.seqLens = std::move(*lensOr);
+  if (v.paged) {
+    auto uploaded = uploadCache(d.cache, shape);
+    if (!uploaded)
+      return uploaded.takeError();
+    d.dCache.emplace(std::move(*uploaded));
+  }
+  auto outOr = poisoned(size_t(d.qTokens * d.qStride * bytesPer));
+  if (!outOr)
+    return outOr.takeError();
+  d.out = std::move(*outOr);
+  auto lseOr = poisoned(size_t(d.qTokens * v.numQHeads) * sizeof(float));
+  if (!lseOr)
+    return lseOr.takeError();
+  d.lse = std::move(*lseOr);
+
   auto streamOr = runtime::Stream::create();
   if (!streamOr)
     return streamOr.takeError();
-  CUstream stream = streamOr->get();
-  auto planOr = kernel.plan(cuQ, cuKV, ws, stream,
-                            /*forGraph=*/tc.graphReplays > 0);
-  if (!planOr)
-    return planOr.takeError();
-  const runtime::PrefillPlan &plan = *planOr;
-
-  runtime::PrefillArgs args;
-  args.q = dqOr->ptr<void>();
-  args.k = dkOr->ptr<void>();
-  args.v = dvOr->ptr<void>();
-  args.dtype = v.qType;
-  args.numQTokens = qTokens;
-  args.numKVTokens = kvTokens;
-  args.numQHeads = v.numQHeads;
-  args.numKVHeads = v.numKVHeads;
-  args.headDim = v.headDim;
-  if (tc.extraTokenStride) {
-    args.qStrideToken = args.outStrideToken = qStride;
-    args.kStrideToken = args.vStrideToken = kvStride;
-  }
-  args.out = dOut.ptr<void>();
-  args.lse = v.writeLse ? dLse.ptr<float>() : nullptr;
-  args.alibiSlopes = v.alibi ? dSlopesOr->ptr<float>() : nullptr;
-  if (tc.graphReplays == 0) {
-    if (llvm::Error err = kernel.run(plan, args, stream))
-      return std::move(err);
-  } else if (llvm::Error err = replayInGraph(kernel, plan, args, stream,
-                                             {&dOut, &dLse}, tc.graphReplays)) {
+  PrefillCheckResult result;
+  if (llvm::Error err = launch(d, streamOr->get(), result.gridX))
     return std::move(err);
-  }
 
-  auto outBytesOr = download(dOut);
+  auto outBytesOr = download(d.out);
   if (!outBytesOr)
     return outBytesOr.takeError();
-  PrefillCheckResult result;
-  result.gridX = plan.gridX;
   result.outError = ref::relativeError(
-      decodeAll(v.qType, gather(*outBytesOr, qTokens, qRow, qStride, bytesPer)),
+      decodeAll(v.qType, gather(*outBytesOr, d.qTokens, qRow, d.qStride, bytesPer)),
       refOut);
   if (v.writeLse) {
-    auto lseBytesOr = download(dLse);
+    auto lseBytesOr = download(d.lse);
     if (!lseBytesOr)
       return lseBytesOr.takeError();
     std::vector<float> lse(lseBytesOr->size() / sizeof(float));
@@ -183,6 +229,81 @@ checkPrefill(const runtime::PrefillKernel &kernel, const PrefillVariant &v,
     }
   }
   return result;
+}
+
+/// Runs `kernel.run(plan, args)` directly or replayed from a graph.
+template <class Kernel, class Plan, class Args>
+llvm::Error runOrReplay(const Kernel &kernel, const Plan &plan, const Args &args,
+                        CUstream stream, DeviceProblem &d, int graphReplays) {
+  if (graphReplays == 0)
+    return kernel.run(plan, args, stream);
+  return replayInGraph(kernel, plan, args, stream, {&d.out, &d.lse},
+                       graphReplays);
+}
+
+} // namespace
+
+llvm::Expected<PrefillCheckResult>
+checkPrefill(const runtime::PrefillKernel &kernel, const PrefillVariant &v,
+             const PrefillCheckOptions &tc) {
+  return checkWith(v, tc, [&](DeviceProblem &d, CUstream stream,
+                              int &gridX) -> llvm::Error {
+    std::optional<runtime::PrefillWorkspace> ownWorkspace;
+    if (!tc.workspace) {
+      auto wsOr = kernel.createWorkspace(int(tc.qLens.size()), d.qTokens);
+      if (!wsOr)
+        return wsOr.takeError();
+      ownWorkspace.emplace(std::move(*wsOr));
+    }
+    runtime::PrefillWorkspace &ws = tc.workspace ? *tc.workspace : *ownWorkspace;
+    const bool forGraph = tc.graphReplays > 0;
+    auto planOr = v.paged ? kernel.planPaged(d.cuQ, kvLens32(d.kvLens), ws,
+                                             stream, forGraph)
+                          : kernel.plan(d.cuQ, d.cuKV, ws, stream, forGraph);
+    if (!planOr)
+      return planOr.takeError();
+    gridX = planOr->gridX;
+    if (v.paged) {
+      runtime::PagedPrefillArgs args;
+      fillPaged(args, v, d);
+      args.numQTokens = d.qTokens;
+      return runOrReplay(kernel, *planOr, args, stream, d, tc.graphReplays);
+    }
+    runtime::PrefillArgs args;
+    fillCommon(args, v, d);
+    args.k = d.k.ptr<void>();
+    args.v = d.v.ptr<void>();
+    args.dtype = v.qType;
+    args.numQTokens = d.qTokens;
+    args.numKVTokens = d.kvTokens;
+    args.numKVHeads = v.numKVHeads;
+    if (d.strided)
+      args.kStrideToken = args.vStrideToken = d.kvStride;
+    return runOrReplay(kernel, *planOr, args, stream, d, tc.graphReplays);
+  });
+}
+
+llvm::Expected<PrefillCheckResult>
+checkMixedBatch(const runtime::MixedBatchAttention &mixed,
+                const PrefillVariant &v, const PrefillCheckOptions &tc,
+                int numPrefills) {
+  return checkWith(v, tc, [&](DeviceProblem &d, CUstream stream,
+                              int &gridX) -> llvm::Error {
+    auto wsOr = mixed.createWorkspace(int(tc.qLens.size()), d.qTokens);
+    if (!wsOr)
+      return wsOr.takeError();
+    auto planOr = mixed.plan(d.cuQ, kvLens32(d.kvLens), numPrefills, *wsOr,
+                             stream, tc.graphReplays > 0);
+    if (!planOr)
+      return planOr.takeError();
+    gridX = (planOr->prefill ? planOr->prefill->gridX : 0) +
+            (planOr->decode ? planOr->decode->gridX : 0);
+    runtime::MixedBatchArgs args;
+    fillPaged(args, v, d);
+    args.numQTokens = d.qTokens;
+    args.seqLens = d.seqLens.ptr<int32_t>();
+    return runOrReplay(mixed, *planOr, args, stream, d, tc.graphReplays);
+  });
 }
 
 } // namespace attn::check

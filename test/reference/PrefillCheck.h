@@ -9,6 +9,7 @@
 #ifndef ATTN_TEST_REFERENCE_PREFILLCHECK_H
 #define ATTN_TEST_REFERENCE_PREFILLCHECK_H
 
+#include "attn/runtime/MixedBatch.h"
 #include "attn/runtime/Prefill.h"
 #include "test/reference/DecodeCheck.h"
 #include "test/reference/Reference.h"
@@ -23,9 +24,13 @@ namespace attn::check {
 /// How to draw one prefill problem.
 struct PrefillCheckOptions {
   std::vector<int> qLens;  ///< query rows of each request
-  std::vector<int> kvLens; ///< keys of each request; empty: qLens (self)
+  /// Keys of each request; empty: qLens (self). Paged variants: the
+  /// request's cached tokens, its new rows (the last qLens[b]) included.
+  std::vector<int> kvLens;
+  double kvScale = 1.0;       ///< paged FP8: as DecodeCheckOptions
+  bool interleavedKV = false; ///< paged: K and V of a page side by side
   uint32_t seed = 1;
-  /// Elements added to every token stride of q, k, v and out (a multiple of
+  /// Elements added to every token stride of q, (ragged) k, v and out (a multiple of
   /// 8), as when q/k/v are slices of a fused QKV projection; 0: dense.
   int extraTokenStride = 0;
   /// 0: one direct run. N > 0: plan for graphs, capture run() in a CUDA
@@ -48,10 +53,20 @@ struct PrefillCheckResult {
 /// The cumulative offsets {0, l0, l0 + l1, ...} of `lens`.
 std::vector<int32_t> cumulative(const std::vector<int> &lens);
 
-/// Runs `kernel` (compiled for `variant`) on one random problem.
+/// Runs `kernel` (compiled for `variant`, ragged or paged) on one random
+/// problem. Paged problems are checked against the ragged reference on the
+/// keys and values gathered from their pages.
 llvm::Expected<PrefillCheckResult>
 checkPrefill(const runtime::PrefillKernel &kernel,
              const PrefillVariant &variant, const PrefillCheckOptions &options);
+
+/// Runs a mixed batch through `mixed` (whose prefill kernel is compiled for
+/// the paged `variant`): the first `numPrefills` requests are prefills, the
+/// rest decodes of one new row (qLens[b] == 1) each.
+llvm::Expected<PrefillCheckResult>
+checkMixedBatch(const runtime::MixedBatchAttention &mixed,
+                const PrefillVariant &variant,
+                const PrefillCheckOptions &options, int numPrefills);
 
 } // namespace attn::check
 

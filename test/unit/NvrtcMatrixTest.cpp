@@ -1,6 +1,6 @@
 //===- NvrtcMatrixTest.cpp - every kernel variant compiles with NVRTC -----===//
 //
-// The compile matrix: decode, append-KV and ragged-prefill variants across
+// The compile matrix: decode, append-KV, ragged- and paged-prefill variants across
 // head dims, dtypes, head ratios, page sizes, layouts, masks and feature
 // flags go through the real JIT path (variant -> attn IR -> attn-pipeline ->
 // CUDA C++ -> NVRTC) for sm_80, sm_89 and sm_90a. NVRTC needs no GPU, so
@@ -138,6 +138,44 @@ std::vector<MatrixCase> matrixCases() {
     v.windowLeft.reset();
     addPrefill("prefill_all_features_encoder", v);
   }
+
+  // Paged prefill: every head dim over a cache of q's type and an e4m3
+  // cache, then page sizes, layouts, e5m2 with per-head scales (and a head
+  // dim whose FP8 rows take 8-byte copies) and every flag together.
+  for (Types t : {Types{"bf16", S::BF16, S::BF16}, Types{"bf16_e4m3", S::BF16, S::F8E4M3}})
+    for (int d : {64, 80, 96, 112, 128, 192, 256}) {
+      PrefillVariant v;
+      v.qType = t.q;
+      v.headDim = d;
+      v.paged = PagedKVFormat{t.kv, 16, KVLayout::NHD, false};
+      addPrefill(std::string("paged_prefill_") + t.name + "_d" + std::to_string(d), v);
+    }
+  for (auto [pageSize, layout] : {std::pair{1, KVLayout::HND}, std::pair{32, KVLayout::HND},
+                                  std::pair{256, KVLayout::NHD}}) {
+    PrefillVariant v;
+    v.qType = S::F16;
+    v.paged = PagedKVFormat{S::F16, pageSize, layout, false};
+    addPrefill("paged_prefill_f16_p" + std::to_string(pageSize) + "_" +
+                   std::string(toString(layout)),
+               v);
+  }
+  {
+    PrefillVariant v;
+    v.qType = S::F16;
+    v.headDim = 72;
+    v.paged = PagedKVFormat{S::F8E5M2, 16, KVLayout::HND, true};
+    addPrefill("paged_prefill_f16_e5m2_headscale_d72", v);
+    v.headDim = 128;
+    v.windowLeft = 4096;
+    v.alibi = true;
+    v.softcap = 30.f;
+    v.writeLse = true;
+    addPrefill("paged_prefill_all_features_e5m2", v);
+    v.causal = false;
+    v.crossAttention = true;
+    v.windowLeft.reset();
+    addPrefill("paged_prefill_cross_e5m2", v);
+  }
   return cases;
 }
 
@@ -167,7 +205,13 @@ TEST_P(NvrtcMatrix, Compiles) {
     // The spec must be the variant asked for, not a neighbour of it.
     const KernelSpec &spec = compiled->spec;
     const PrefillVariant &v = *tc.prefill;
-    EXPECT_EQ(spec.kind, KernelKind::Prefill);
+    EXPECT_EQ(spec.kind, v.paged ? KernelKind::PagedPrefill : KernelKind::Prefill);
+    if (v.paged) {
+      EXPECT_EQ(spec.kvType, v.paged->kvType);
+      EXPECT_EQ(spec.pageSize, v.paged->pageSize);
+      EXPECT_EQ(spec.layout, v.paged->layout);
+      EXPECT_EQ(spec.perHeadKVScale, v.paged->perHeadKVScale);
+    }
     EXPECT_EQ(spec.arch, arch);
     EXPECT_EQ(spec.qType, v.qType);
     EXPECT_EQ(spec.numQHeads, v.numQHeads);

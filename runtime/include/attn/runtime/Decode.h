@@ -13,6 +13,7 @@
 
 #include "attn/runtime/CudaHandles.h"
 #include "attn/runtime/DecodeVariant.h"
+#include "attn/runtime/PagedKV.h"
 #include "codegen/KernelSpec.h"
 #include "templates/attn/params.h"
 
@@ -82,19 +83,6 @@ struct DecodePlan {
   float *partialLse = nullptr;
   int32_t *mergeCounters = nullptr;
   int chunkTokens = 0;
-};
-
-/// A paged KV cache in device memory, as the kernels read it.
-struct PagedKVView {
-  const void *k = nullptr; ///< K pages; page p at k + p * pageStride elements
-  const void *v = nullptr; ///< V pages, same layout
-  ScalarType dtype = ScalarType::BF16;
-  int numKVHeads = 0;
-  int headDim = 0;
-  int pageSize = 0;
-  KVLayout layout = KVLayout::NHD;
-  int64_t numPages = 0;
-  int64_t pageStride = 0; ///< elements; 0 means pageSize * numKVHeads * headDim
 };
 
 /// Device arguments of one decode call (one layer).

@@ -1,9 +1,9 @@
-//===- Prefill.h - plan and run ragged prefill kernels ----------*- C++ -*-===//
+//===- Prefill.h - plan and run prefill kernels -----------------*- C++ -*-===//
 //
-// The host side of ragged (varlen) prefill in the plan/run split: plan()
-// turns the batch's host cu_seqlens into a list of query tiles (longest work
-// first) and copies it to the workspace; run() launches one kernel with no
-// allocation and no host sync. Launch arguments are checked against the
+// The host side of ragged (varlen) and paged prefill in the plan/run split:
+// plan() turns the batch's host lengths into a list of query tiles (longest
+// work first) and copies it to the workspace; run() launches one kernel with
+// no allocation and no host sync. Launch arguments are checked against the
 // compiled variant.
 //
 //===----------------------------------------------------------------------===//
@@ -11,6 +11,7 @@
 #define ATTN_RUNTIME_PREFILL_H
 
 #include "attn/runtime/CudaHandles.h"
+#include "attn/runtime/PagedKV.h"
 #include "attn/runtime/PrefillVariant.h"
 #include "codegen/KernelSpec.h"
 #include "templates/attn/params.h"
@@ -31,6 +32,12 @@ llvm::Expected<std::vector<PrefillWorkItem>>
 partitionPrefill(llvm::ArrayRef<int32_t> cuSeqlensQ,
                  llvm::ArrayRef<int32_t> cuSeqlensKV, const KernelSpec &spec);
 
+/// The same for a paged prefill: request b's cu_seqlens_q[b+1] -
+/// cu_seqlens_q[b] new rows are the last of its seqLens[b] cached tokens.
+llvm::Expected<std::vector<PrefillWorkItem>>
+partitionPagedPrefill(llvm::ArrayRef<int32_t> cuSeqlensQ,
+                      llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec);
+
 /// Device and pinned buffers a prefill kernel plans into, sized for at most
 /// `maxQTokens` query rows in `maxBatch` requests.
 class PrefillWorkspace {
@@ -48,7 +55,8 @@ private:
 struct PrefillPlan {
   int batch = 0;
   int64_t numQTokens = 0;  ///< cu_seqlens_q[batch]
-  int64_t numKVTokens = 0; ///< cu_seqlens_kv[batch]
+  int64_t numKVTokens = 0; ///< ragged: cu_seqlens_kv[batch]
+  int maxKVLen = 0;        ///< paged: the longest request's cached tokens
   int gridX = 0;           ///< tiles (or capacity, for graph replay)
   const PrefillWorkItem *workItems = nullptr;
   const int32_t *numWorkItems = nullptr;
@@ -74,7 +82,28 @@ struct PrefillArgs {
   const float *alibiSlopes = nullptr; ///< [numQHeads] iff ALiBi
 };
 
-/// A loaded prefill kernel for one variant.
+/// Device arguments of one paged-prefill call (one layer). The new rows'
+/// keys and values must already be in the cache (attn.append_kv).
+struct PagedPrefillArgs {
+  const void *q = nullptr; ///< [numQTokens, numQHeads, headDim]
+  ScalarType qType = ScalarType::BF16; ///< of q and out
+  int64_t numQTokens = 0;
+  int numQHeads = 0;
+  int headDim = 0;
+  int64_t qStrideToken = 0; ///< elements; 0 means dense
+  void *out = nullptr;      ///< like q
+  int64_t outStrideToken = 0;
+  float *lse = nullptr; ///< [numQTokens, numQHeads] iff LSE
+  PagedKVView cache;
+  const int32_t *blockTables = nullptr; ///< [batch, blockTableStride]
+  int blockTableStride = 0;
+  const float *kScale = nullptr; ///< FP8: [1] or [numKVHeads]
+  const float *vScale = nullptr;
+  int numKVScales = 0;
+  const float *alibiSlopes = nullptr; ///< [numQHeads] iff ALiBi
+};
+
+/// A loaded prefill kernel for one variant, ragged or paged.
 class PrefillKernel {
 public:
   static llvm::Expected<PrefillKernel>
@@ -82,6 +111,7 @@ public:
          std::shared_ptr<CudaLibrary> library);
 
   const KernelSpec &spec() const { return kernelSpec; }
+  const PrefillVariant &variant() const { return prefillVariant; }
 
   /// A workspace for batches of at most `maxQTokens` query rows in at most
   /// `maxBatch` requests.
@@ -95,14 +125,32 @@ public:
                                    llvm::ArrayRef<int32_t> cuSeqlensKV,
                                    PrefillWorkspace &workspace, CUstream stream,
                                    bool forGraph = false) const;
+  /// Plans a paged batch from host cu_seqlens_q (batch + 1 offsets) and the
+  /// requests' cached lengths (batch values, new rows included).
+  llvm::Expected<PrefillPlan> planPaged(llvm::ArrayRef<int32_t> cuSeqlensQ,
+                                        llvm::ArrayRef<int32_t> seqLens,
+                                        PrefillWorkspace &workspace,
+                                        CUstream stream,
+                                        bool forGraph = false) const;
 
   llvm::Error checkArgs(const PrefillPlan &plan, const PrefillArgs &args) const;
+  llvm::Error checkArgs(const PrefillPlan &plan,
+                        const PagedPrefillArgs &args) const;
   /// Checks `args`, then launches: no allocation, no host sync.
   llvm::Error run(const PrefillPlan &plan, const PrefillArgs &args,
+                  CUstream stream) const;
+  llvm::Error run(const PrefillPlan &plan, const PagedPrefillArgs &args,
                   CUstream stream) const;
 
 private:
   PrefillKernel() = default;
+  llvm::Expected<PrefillPlan> upload(std::vector<PrefillWorkItem> items,
+                                     PrefillWorkspace &workspace,
+                                     CUstream stream, bool forGraph) const;
+  /// The launch parameters run() derives from the variant, and the launch.
+  PrefillParams baseParams(const PrefillPlan &plan) const;
+  llvm::Error launch(const PrefillPlan &plan, const PrefillParams &params,
+                     CUstream stream) const;
   KernelSpec kernelSpec;
   PrefillVariant prefillVariant;
   std::shared_ptr<CudaLibrary> library;

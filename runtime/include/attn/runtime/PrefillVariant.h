@@ -13,10 +13,21 @@
 
 namespace attn {
 
-/// Ragged prefill: request b's query rows cu_seqlens_q[b] .. [b+1] attend to
-/// its key/value rows cu_seqlens_kv[b] .. [b+1] of contiguous q/k/v.
+/// The paged cache a paged prefill reads (see attn.paged_prefill).
+struct PagedKVFormat {
+  ScalarType kvType = ScalarType::BF16; ///< q's type, or F8E4M3 / F8E5M2
+  int pageSize = 16;
+  KVLayout layout = KVLayout::NHD;
+  bool perHeadKVScale = false; ///< FP8 scales per KV head, else one
+};
+
+/// Prefill. Ragged: request b's query rows cu_seqlens_q[b] .. [b+1] attend
+/// to its key/value rows cu_seqlens_kv[b] .. [b+1] of contiguous q/k/v.
+/// Paged (`paged` set; chunked prefill, prefix caching): the request's new
+/// rows are already appended to the cache and attend to all seq_lens[b]
+/// cached tokens, prefix and new, through its block-table row.
 struct PrefillVariant {
-  ScalarType qType = ScalarType::BF16; ///< f16 or bf16: q, k, v and out
+  ScalarType qType = ScalarType::BF16; ///< f16 or bf16: q, out (and ragged k, v)
   int numQHeads = 32;
   int numKVHeads = 8;
   int headDim = 128;
@@ -32,6 +43,8 @@ struct PrefillVariant {
   bool writeLse = false;         ///< also write log-sum-exp per row
   /// Pins the GPU schedule instead of letting the compiler choose.
   std::optional<PrefillSchedule> schedule;
+  /// Keys and values come from this paged cache instead of k / v tensors.
+  std::optional<PagedKVFormat> paged;
 };
 
 } // namespace attn

@@ -1,0 +1,39 @@
+//===- prefill_layout.h - prefill kernel shared-memory layout ---*- C++ -*-===//
+//
+// The one home of the prefill kernel's shared-memory sizes, as constexpr
+// functions that NVRTC (the template's PrefillTraits) and the host compiler
+// (attn-select-schedule) both use.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TEMPLATES_PREFILL_LAYOUT_H
+#define ATTN_TEMPLATES_PREFILL_LAYOUT_H
+
+namespace attn {
+
+/// The head dim padded to the 32-wide MMA steps (zeros past the real dims).
+constexpr int prefillDimPad(int headDim) { return (headDim + 31) / 32 * 32; }
+
+/// Bytes of one 16-bit row of Q, K or V as the MMAs read it: padded by 16
+/// bytes so the 8 rows of every ldmatrix fall in different banks.
+constexpr int prefillRowStride(int headDim) {
+  return prefillDimPad(headDim) * 2 + 16;
+}
+
+/// Bytes of one cached row in the K/V ring: 16-bit rows are read in place;
+/// FP8 rows land raw and are widened into a 16-bit tile before the MMAs.
+constexpr int prefillRingRowBytes(int headDim, int kvBytes) {
+  return kvBytes == 2 ? prefillRowStride(headDim) : prefillDimPad(headDim) * kvBytes;
+}
+
+/// Dynamic shared memory of one CTA: the Q tile, the K/V ring of `stages`
+/// tiles of blockN keys, and for FP8 caches one widened K and V tile.
+constexpr int prefillSmemBytes(int headDim, int kvBytes, int blockM, int blockN,
+                               int stages) {
+  int widened = kvBytes == 2 ? 0 : 2 * blockN * prefillRowStride(headDim);
+  return blockM * prefillRowStride(headDim) +
+         stages * 2 * blockN * prefillRingRowBytes(headDim, kvBytes) + widened;
+}
+
+} // namespace attn
+
+#endif // ATTN_TEMPLATES_PREFILL_LAYOUT_H
