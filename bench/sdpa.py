@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Compares attn's ragged prefill with PyTorch's SDPA backends.
 
+(attn's paged prefill figures from the same JSON are printed beside it.)
+
     python3 bench/sdpa.py ATTN_BENCH_JSON [--quick] [--out SDPA_JSON]
 
 ATTN_BENCH_JSON is the output of `attn-bench prefill --json`. For each of its
@@ -167,11 +169,13 @@ def main():
         torch.cuda.empty_cache()
 
     head = (f"{'batch x seq':<12} {'heads':<6} {'dim':>3} {'mask':<6} "
-            f"{'attn':>6} {'%gemm':>6}")
+            f"{'attn':>6} {'%gemm':>6} {'paged':>6} {'xragd':>6} {'pg_fp8':>6}")
     for backend in BACKENDS:
         name = SHORT[backend]
         head += f" {name:>7} {'x' + name:>7}"
-    print("TFLOP/s; xNAME = attn / NAME; * = K/V heads repeated (no enable_gqa)")
+    print("TFLOP/s; xNAME = attn / NAME; * = K/V heads repeated (no enable_gqa);\n"
+          "paged / pg_fp8 = attn's paged prefill over a page-16 bf16 / e4m3 cache, "
+          "xragd = paged / ragged")
     print(head)
     for row in rows:
         c = row["config"]
@@ -179,6 +183,11 @@ def main():
                 f"{str(c['q_heads']) + '/' + str(c['kv_heads']):<6} "
                 f"{c['head_dim']:>3} {'causal' if c['causal'] else 'full':<6} "
                 f"{row['attn_tflops']:>6.1f} {100 * row['attn_tflops'] / gemm:>5.1f}%")
+        paged = c.get("paged_p16_tflops")
+        paged_fp8 = c.get("paged_p16_e4m3_tflops")
+        line += (f" {fmt(paged):>6} "
+                 f"{fmt(paged and paged / row['attn_tflops'], '{:.2f}'):>6} "
+                 f"{fmt(paged_fp8):>6}")
         for backend in BACKENDS:
             r = row["backends"][backend]
             mark = "*" if r["kv_heads_as"] == "repeat" else ""

@@ -1,7 +1,7 @@
 //===- attn-bench.cpp - attn kernel benchmarks ----------------------------===//
 //
 //   attn-bench decode [--json] [--quick]   decode GB/s vs. measured read BW
-//   attn-bench prefill [--json] [--quick]  ragged prefill TFLOP/s
+//   attn-bench prefill [--json] [--quick]  ragged and paged prefill TFLOP/s
 //   attn-bench jit [--json]                compile, cache and launch overheads
 //
 // Decode: the device's read-only bandwidth is measured in the same run (a
@@ -17,7 +17,9 @@
 // needed), rotating over copies of q/k/v/out when one copy is smaller than
 // 4x the L2; the median of repeats is reported. FLOPs = 4 * batch * heads *
 // seq^2 * head_dim (QK^T and PV), halved for causal, as FlashAttention counts
-// them; bench/sdpa.py compares the JSON with PyTorch's SDPA backends.
+// them; bench/sdpa.py compares the JSON with PyTorch's SDPA backends. Each
+// config is also timed as a paged prefill over a page-16 NHD cache (bf16 and
+// e4m3) holding the same keys on shuffled pages.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Jit/Jit.h"
@@ -34,6 +36,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -409,8 +412,11 @@ double prefillFlops(const PrefillConfig &cfg) {
 /// A prefill schedule pinned with --prefill-schedule.
 std::optional<PrefillSchedule> pinnedPrefillSchedule;
 
-PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch,
-                           CUstream stream) {
+/// Times one prefill variant on `cfg`: ragged over contiguous k/v, or
+/// (with `paged`) over a paged cache holding every request's tokens on
+/// shuffled pages, as after appending a fresh prompt.
+PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
+                           std::optional<PagedKVFormat> paged = std::nullopt) {
   PrefillVariant v;
   v.schedule = pinnedPrefillSchedule;
   v.qType = ScalarType::BF16;
@@ -419,11 +425,17 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch,
   v.headDim = cfg.headDim;
   v.causal = cfg.causal;
   v.encoder = !cfg.causal; // bidirectional self attention
+  v.paged = paged;
   auto kernel = unwrap(Jit::global().prefill(v));
 
   const int64_t tokens = int64_t(cfg.batch) * cfg.seq;
+  const ScalarType kvType = paged ? paged->kvType : v.qType;
+  const int pageSize = paged ? paged->pageSize : 1;
+  const int pagesPerRequest = (cfg.seq + pageSize - 1) / pageSize;
+  const int64_t numPages = int64_t(cfg.batch) * pagesPerRequest;
   const size_t qBytes = size_t(tokens) * v.numQHeads * v.headDim * 2;
-  const size_t kvBytes = size_t(tokens) * v.numKVHeads * v.headDim * 2;
+  const size_t kvBytes = size_t(numPages) * pageSize * v.numKVHeads * v.headDim *
+                         sizeOf(kvType);
   const size_t copyBytes = 2 * qBytes + 2 * kvBytes; // q, out, k, v
   // Copies enough that consecutive calls do not find their inputs in the
   // L2 (at most 3: the largest configs are far beyond it anyway).
@@ -439,35 +451,66 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch,
               unwrap(DeviceBuffer::allocate(kvBytes)),
               unwrap(DeviceBuffer::allocate(qBytes))};
     fillRandom(copy.q, v.qType, arch, stream);
-    fillRandom(copy.k, v.qType, arch, stream);
-    fillRandom(copy.v, v.qType, arch, stream);
+    fillRandom(copy.k, kvType, arch, stream);
+    fillRandom(copy.v, kvType, arch, stream);
     data.push_back(std::move(copy));
   }
-  std::vector<int32_t> cu(cfg.batch + 1);
+  std::vector<int32_t> cu(cfg.batch + 1), seqLens(cfg.batch, cfg.seq);
   for (int b = 0; b <= cfg.batch; ++b)
     cu[b] = b * cfg.seq;
+  // Block tables over all pages in a fixed random order.
+  std::vector<int32_t> pages(numPages);
+  std::iota(pages.begin(), pages.end(), 0);
+  std::shuffle(pages.begin(), pages.end(), std::mt19937(7));
+  DeviceBuffer blockTables = unwrap(DeviceBuffer::allocate(pages.size() * 4));
+  BENCH_CHECK(checkCu(cuMemcpyHtoD(blockTables.get(), pages.data(), pages.size() * 4),
+                      "cuMemcpyHtoD"));
+  std::vector<float> ones = {1.f};
+  DeviceBuffer scale = unwrap(DeviceBuffer::allocate(sizeof(float)));
+  BENCH_CHECK(checkCu(cuMemcpyHtoD(scale.get(), ones.data(), sizeof(float)),
+                      "cuMemcpyHtoD"));
+
   PrefillWorkspace ws = unwrap(kernel->createWorkspace(cfg.batch, tokens));
-  PrefillPlan plan = unwrap(kernel->plan(cu, cu, ws, stream));
-  std::vector<PrefillArgs> args(copies);
+  PrefillPlan plan = unwrap(paged ? kernel->planPaged(cu, seqLens, ws, stream)
+                                  : kernel->plan(cu, cu, ws, stream));
+  std::vector<std::function<llvm::Error()>> calls;
   for (int c = 0; c < copies; ++c) {
-    PrefillArgs &a = args[c];
-    a.q = data[c].q.ptr<void>();
-    a.k = data[c].k.ptr<void>();
-    a.v = data[c].v.ptr<void>();
-    a.out = data[c].out.ptr<void>();
-    a.dtype = v.qType;
-    a.numQTokens = a.numKVTokens = tokens;
-    a.numQHeads = v.numQHeads;
-    a.numKVHeads = v.numKVHeads;
-    a.headDim = v.headDim;
+    if (paged) {
+      PagedPrefillArgs a;
+      a.q = data[c].q.ptr<void>();
+      a.out = data[c].out.ptr<void>();
+      a.qType = v.qType;
+      a.numQTokens = tokens;
+      a.numQHeads = v.numQHeads;
+      a.headDim = v.headDim;
+      a.cache = {data[c].k.ptr<void>(), data[c].v.ptr<void>(), kvType,
+                 v.numKVHeads, v.headDim, pageSize, paged->layout, numPages, 0};
+      a.blockTables = blockTables.ptr<int32_t>();
+      a.blockTableStride = pagesPerRequest;
+      if (kvType != v.qType) {
+        a.kScale = a.vScale = scale.ptr<float>();
+        a.numKVScales = 1;
+      }
+      calls.push_back([=, &kernel, &plan] { return kernel->run(plan, a, stream); });
+    } else {
+      PrefillArgs a;
+      a.q = data[c].q.ptr<void>();
+      a.k = data[c].k.ptr<void>();
+      a.v = data[c].v.ptr<void>();
+      a.out = data[c].out.ptr<void>();
+      a.dtype = v.qType;
+      a.numQTokens = a.numKVTokens = tokens;
+      a.numQHeads = v.numQHeads;
+      a.numKVHeads = v.numKVHeads;
+      a.headDim = v.headDim;
+      calls.push_back([=, &kernel, &plan] { return kernel->run(plan, a, stream); });
+    }
   }
-  for (const PrefillArgs &a : args) // warm up: clocks, the L2, the TLB
-    BENCH_CHECK(kernel->run(plan, a, stream));
+  for (auto &call : calls) // warm up: clocks, the L2, the TLB
+    BENCH_CHECK(call());
   BENCH_CHECK(sync());
   int call = 0;
-  double ms = timeMedian(stream, 15, [&] {
-    BENCH_CHECK(kernel->run(plan, args[call++ % copies], stream));
-  });
+  double ms = timeMedian(stream, 15, [&] { BENCH_CHECK(calls[call++ % copies]()); });
   return {cfg, kernel->spec().uri(), ms, prefillFlops(cfg) / (ms * 1e-3) / 1e12,
           copies};
 }
@@ -502,34 +545,45 @@ int runPrefill(bool json, bool quick) {
   if (!json)
     llvm::outs() << llvm::formatv(
         "{1}, {0} SMs: bf16 prefill, 32 q heads, 16k tokens per batch\n\n"
-        "{2,-6} {3,-6} {4,-7} {5,-4} {6,-7} {7,10} {8,9}\n",
+        "{2,-6} {3,-6} {4,-7} {5,-4} {6,-7} {7,10} {8,9} {9,9} {10,9}\n",
         sms, toString(arch), "batch", "seq", "heads", "dim", "mask", "time_ms",
-        "TFLOP/s");
-  std::vector<PrefillResult> results;
+        "TFLOP/s", "paged", "paged_e4m3");
+  // Paged prefill over the same shapes: a bf16 cache and an e4m3 one, page
+  // 16, NHD (vLLM's default block size and layout).
+  const PagedKVFormat pagedBF16{ScalarType::BF16, 16, KVLayout::NHD, false};
+  const PagedKVFormat pagedE4M3{ScalarType::F8E4M3, 16, KVLayout::NHD, false};
+  struct Row {
+    PrefillResult ragged, paged, pagedFP8;
+  };
+  std::vector<Row> results;
   for (const PrefillConfig &cfg : configs) {
-    PrefillResult r = benchPrefill(cfg, arch, stream.get());
+    Row r{benchPrefill(cfg, arch, stream.get()),
+          benchPrefill(cfg, arch, stream.get(), pagedBF16),
+          benchPrefill(cfg, arch, stream.get(), pagedE4M3)};
     results.push_back(r);
     if (!json)
       llvm::outs() << llvm::formatv(
-          "{0,-6} {1,-6} {2,-7} {3,-4} {4,-7} {5,10:F3} {6,9:F1}\n", cfg.batch,
-          cfg.seq, llvm::formatv("32/{0}", cfg.numKVHeads).str(), cfg.headDim,
-          cfg.causal ? "causal" : "full", r.ms, r.tflops);
+          "{0,-6} {1,-6} {2,-7} {3,-4} {4,-7} {5,10:F3} {6,9:F1} {7,9:F1} {8,9:F1}\n",
+          cfg.batch, cfg.seq, llvm::formatv("32/{0}", cfg.numKVHeads).str(),
+          cfg.headDim, cfg.causal ? "causal" : "full", r.ragged.ms,
+          r.ragged.tflops, r.paged.tflops, r.pagedFP8.tflops);
   }
   if (json) {
     llvm::outs() << llvm::formatv("{{\"arch\": \"{0}\", \"sms\": {1}, "
                                   "\"dtype\": \"bf16\", \"prefill\": [\n",
                                   toString(arch), sms);
     for (size_t i = 0; i < results.size(); ++i) {
-      const PrefillResult &r = results[i];
+      const PrefillResult &r = results[i].ragged;
       llvm::outs() << llvm::formatv(
           "  {{\"batch\": {0}, \"seq\": {1}, \"q_heads\": {2}, "
           "\"kv_heads\": {3}, \"head_dim\": {4}, \"causal\": {5}, "
           "\"time_ms\": {6:F4}, \"tflops\": {7:F2}, \"flops\": {8:E}, "
-          "\"copies\": {9}, \"kernel\": \"{10}\"}{11}\n",
+          "\"copies\": {9}, \"kernel\": \"{10}\", "
+          "\"paged_p16_tflops\": {11:F2}, \"paged_p16_e4m3_tflops\": {12:F2}}{13}\n",
           r.config.batch, r.config.seq, kPrefillQHeads, r.config.numKVHeads,
           r.config.headDim, r.config.causal ? "true" : "false", r.ms, r.tflops,
-          prefillFlops(r.config), r.copies, r.kernel,
-          i + 1 < results.size() ? "," : "");
+          prefillFlops(r.config), r.copies, r.kernel, results[i].paged.tflops,
+          results[i].pagedFP8.tflops, i + 1 < results.size() ? "," : "");
     }
     llvm::outs() << "]}\n";
   }
