@@ -276,13 +276,32 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
   Type element = getElementType(&context, variant.qType);
   RankedTensorType qType =
       rowsType(loc, variant.numQHeads, variant.headDim, element);
-  RankedTensorType kvType =
-      rowsType(loc, variant.numKVHeads, variant.headDim, element);
-  if (!qType || !kvType)
+  if (!qType)
     return nullptr;
-  RankedTensorType cuSeqlens =
+  RankedTensorType vector =
       RankedTensorType::get({ShapedType::kDynamic}, builder.getI32Type());
-  SmallVector<Type> argTypes = {qType, kvType, kvType, cuSeqlens, cuSeqlens};
+
+  // Ragged: q, k, v, cu_seqlens_q, cu_seqlens_kv. Paged: q, cache,
+  // cu_seqlens_q, block_tables, seq_lens, and kv_scales for an FP8 cache.
+  SmallVector<Type> argTypes = {qType};
+  PagedKVType cache;
+  if (const std::optional<::attn::PagedKVFormat> &paged = variant.paged) {
+    cache = cacheType(loc, variant.numKVHeads, variant.headDim, paged->kvType,
+                      paged->pageSize, paged->layout);
+    if (!cache)
+      return nullptr;
+    RankedTensorType blockTables = RankedTensorType::get(
+        {ShapedType::kDynamic, ShapedType::kDynamic}, builder.getI32Type());
+    argTypes.append({cache, vector, blockTables, vector});
+    if (!appendKVScaleTypes(loc, cache, paged->perHeadKVScale, argTypes))
+      return nullptr;
+  } else {
+    RankedTensorType kvType =
+        rowsType(loc, variant.numKVHeads, variant.headDim, element);
+    if (!kvType)
+      return nullptr;
+    argTypes.append({kvType, kvType, vector, vector});
+  }
   SmallVector<Type> resultTypes = {qType};
   RankedTensorType lse;
   if (!appendScoreModTypes(loc, builder, variant.numQHeads, variant.alibi,
@@ -307,6 +326,20 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
       return nullptr;
   }
 
+  if (cache) {
+    bool fp8 = cache.isFP8();
+    return buildFunctionModule(
+        loc, "paged_prefill", argTypes, resultTypes,
+        [&](OpBuilder &b, ValueRange args) -> ValueRange {
+          Value kScale = fp8 ? args[5] : Value();
+          Value vScale = fp8 ? args[6] : Value();
+          Value slopes = variant.alibi ? args.back() : Value();
+          auto prefill = b.create<PagedPrefillOp>(
+              loc, qType, lse, args[0], args[1], args[2], args[3], args[4],
+              kScale, vScale, slopes, pinned, mask, kind, scale, softcap);
+          return prefill->getResults();
+        });
+  }
   return buildFunctionModule(
       loc, "prefill", argTypes, resultTypes,
       [&](OpBuilder &b, ValueRange args) -> ValueRange {

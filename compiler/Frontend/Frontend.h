@@ -49,8 +49,13 @@ buildAppendKVModule(MLIRContext &context, const ::attn::AppendKVVariant &variant
 /// tensor<?xi32>; `alibi` adds the slopes operand, `writeLse` the lse result.
 /// causal and windowLeft become the mask (#attn.mask<causal[, window]>),
 /// encoder / crossAttention the kind, and softcap, scale and a pinned
-/// schedule the op's attributes. Same contract as buildDecodeModule; setting
-/// both encoder and crossAttention is an error.
+/// schedule the op's attributes. With `variant.paged` set, the module holds
+/// func.func @paged_prefill with the attn.paged_prefill instead: k and v
+/// become the !attn.paged_kv cache of `paged`, cu_seqlens_kv becomes
+/// block_tables (tensor<?x?xi32>) and seq_lens (tensor<?xi32>), and an FP8
+/// cache adds kv_scales as for decode. Same contract as buildDecodeModule;
+/// setting both encoder and crossAttention is an error (an encoder variant
+/// with a paged cache fails verification: encoders have no KV cache).
 OwningOpRef<ModuleOp>
 buildPrefillModule(MLIRContext &context, const ::attn::PrefillVariant &variant);
 
@@ -71,7 +76,7 @@ llvm::Expected<::attn::KernelSpec>
 compileAppendKVVariant(const ::attn::AppendKVVariant &variant,
                        ::attn::Arch arch);
 
-/// The kernel spec of a ragged-prefill variant on `arch`; as
+/// The kernel spec of a ragged- or paged-prefill variant on `arch`; as
 /// compileDecodeVariant.
 llvm::Expected<::attn::KernelSpec>
 compilePrefillVariant(const ::attn::PrefillVariant &variant, ::attn::Arch arch);

@@ -22,7 +22,9 @@ void appendField(std::string &key, const std::optional<T> &value) {
   appendField(key, value.value_or(T{}));
 }
 
-std::string keyOf(const DecodeVariant &v) {
+} // namespace
+
+std::string jitKey(const DecodeVariant &v) {
   std::string key = "d";
   appendField(key, v.qType);
   appendField(key, v.kvType);
@@ -49,7 +51,7 @@ std::string keyOf(const DecodeVariant &v) {
   return key;
 }
 
-std::string keyOf(const PrefillVariant &v) {
+std::string jitKey(const PrefillVariant &v) {
   std::string key = "p";
   appendField(key, v.qType);
   appendField(key, v.numQHeads);
@@ -69,10 +71,19 @@ std::string keyOf(const PrefillVariant &v) {
     for (int field : {s.warps, s.blockM, s.blockN, s.stages})
       appendField(key, field);
   }
+  // Field by field, not the struct's bytes: its padding is unspecified.
+  appendField(key, v.paged.has_value());
+  if (v.paged) {
+    const PagedKVFormat &p = *v.paged;
+    appendField(key, p.kvType);
+    appendField(key, p.pageSize);
+    appendField(key, p.layout);
+    appendField(key, p.perHeadKVScale);
+  }
   return key;
 }
 
-std::string keyOf(const AppendKVVariant &v) {
+std::string jitKey(const AppendKVVariant &v) {
   std::string key = "a";
   appendField(key, v.inType);
   appendField(key, v.kvType);
@@ -84,6 +95,7 @@ std::string keyOf(const AppendKVVariant &v) {
   return key;
 }
 
+namespace {
 
 /// The front end and runtime entry points of each kind of variant, so the
 /// JIT's paths are written once.
@@ -143,7 +155,7 @@ struct Jit::Impl {
   load(std::map<std::string, std::shared_ptr<const Kernel>> &kernels,
        const Variant &variant,
        llvm::function_ref<llvm::Expected<Arch>()> targetArch) {
-    std::string key = keyOf(variant);
+    std::string key = jitKey(variant);
     {
       std::lock_guard<std::mutex> lock(mutex);
       auto it = kernels.find(key);

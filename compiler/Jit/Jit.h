@@ -33,6 +33,12 @@ struct CompiledKernel {
   std::shared_ptr<const std::string> cubin;
 };
 
+/// The key under which the JIT memoizes a variant's loaded kernel: every
+/// field of the variant, so two variants share a kernel only when equal.
+std::string jitKey(const DecodeVariant &variant);
+std::string jitKey(const AppendKVVariant &variant);
+std::string jitKey(const PrefillVariant &variant);
+
 /// The JIT: compiles variants on first use and memoizes loaded kernels.
 /// Thread-safe; concurrent first requests for one kernel compile it once.
 class Jit {
@@ -56,7 +62,7 @@ public:
   /// The loaded append-KV kernel for `variant` (needs a GPU).
   llvm::Expected<std::shared_ptr<const runtime::AppendKVKernel>>
   appendKV(const AppendKVVariant &variant);
-  /// The loaded ragged-prefill kernel for `variant` (needs a GPU).
+  /// The loaded ragged- or paged-prefill kernel for `variant` (needs a GPU).
   llvm::Expected<std::shared_ptr<const runtime::PrefillKernel>>
   prefill(const PrefillVariant &variant);
 

@@ -44,6 +44,30 @@ void setCacheFields(::attn::KernelSpec &spec, PagedKVType cache) {
   spec.layout = toSpecLayout(cache.getLayout());
 }
 
+/// What ragged and paged prefill take alike from their op: q's type, heads
+/// and head dim; causal and sliding window from the mask (many queries per
+/// request, so causal always stays); ALiBi from the slopes operand;
+/// soft-cap from the attribute; LSE from the second result; the schedule
+/// from the op (the default PrefillSchedule when the op has none yet).
+template <typename PrefillLikeOp>
+void setPrefillFields(::attn::KernelSpec &spec, PrefillLikeOp op) {
+  auto qType = cast<RankedTensorType>(op.getQ().getType());
+  // The op verifiers admit only f16/bf16 q.
+  spec.qType = *toScalarType(qType.getElementType());
+  spec.numQHeads = int(qType.getDimSize(1));
+  spec.headDim = int(qType.getDimSize(2));
+  // Query rows come from cu_seqlens_q, not a fixed count per request.
+  spec.queryLen = 1;
+  std::optional<MaskAttr> mask = op.getMask();
+  spec.causal = mask && mask->isCausal();
+  spec.slidingWindow = mask && mask->hasWindow();
+  spec.alibi = static_cast<bool>(op.getAlibiSlopes());
+  spec.softcap = op.getSoftcap().has_value();
+  spec.writeLse = static_cast<bool>(op.getLse());
+  if (PrefillScheduleAttr schedule = op.getScheduleAttr())
+    spec.prefillSchedule = schedule.getSchedule();
+}
+
 } // namespace
 
 FailureOr<::attn::KernelSpec> getDecodeKernelSpec(DecodeOp op,
@@ -78,27 +102,29 @@ FailureOr<::attn::KernelSpec> getPrefillKernelSpec(PrefillOp op,
   ::attn::KernelSpec spec;
   spec.kind = ::attn::KernelKind::Prefill;
   spec.arch = arch;
-  auto qType = cast<RankedTensorType>(op.getQ().getType());
-  auto kType = cast<RankedTensorType>(op.getK().getType());
-  // The op verifier admits only f16/bf16 q, and k, v of the same type.
-  spec.qType = *toScalarType(qType.getElementType());
-  spec.numQHeads = int(qType.getDimSize(1));
-  spec.numKVHeads = int(kType.getDimSize(1));
-  spec.headDim = int(qType.getDimSize(2));
+  setPrefillFields(spec, op);
+  // The op verifier admits only k, v of q's type and head dim.
+  spec.numKVHeads =
+      int(cast<RankedTensorType>(op.getK().getType()).getDimSize(1));
   // No cache: the canonical cache fields of a prefill spec.
   spec.kvType = spec.qType;
   spec.pageSize = 0;
   spec.layout = ::attn::KVLayout::NHD;
-  spec.queryLen = 1;
   spec.perHeadKVScale = false;
-  std::optional<MaskAttr> mask = op.getMask();
-  spec.causal = mask && mask->isCausal();
-  spec.slidingWindow = mask && mask->hasWindow();
-  spec.alibi = static_cast<bool>(op.getAlibiSlopes());
-  spec.softcap = op.getSoftcap().has_value();
-  spec.writeLse = static_cast<bool>(op.getLse());
-  if (PrefillScheduleAttr schedule = op.getScheduleAttr())
-    spec.prefillSchedule = schedule.getSchedule();
+  return spec;
+}
+
+FailureOr<::attn::KernelSpec> getPagedPrefillKernelSpec(PagedPrefillOp op,
+                                                        ::attn::Arch arch) {
+  ::attn::KernelSpec spec;
+  spec.kind = ::attn::KernelKind::PagedPrefill;
+  spec.arch = arch;
+  setPrefillFields(spec, op);
+  setCacheFields(spec, op.getCache().getType());
+  FailureOr<bool> perHead = isPerHeadKVScale(op, op.getKScale(), op.getVScale());
+  if (failed(perHead))
+    return failure();
+  spec.perHeadKVScale = *perHead;
   return spec;
 }
 
@@ -134,6 +160,7 @@ StringRef getKernelTemplate(::attn::KernelKind kind) {
   case ::attn::KernelKind::AppendKV:
     return "attn/append_kv.cuh:attn::appendKVKernel";
   case ::attn::KernelKind::Prefill:
+  case ::attn::KernelKind::PagedPrefill: // the same template, kPaged = true
     return "attn/prefill.cuh:attn::prefillKernel";
   }
   llvm_unreachable("unknown attn::KernelKind");
@@ -150,11 +177,14 @@ ArrayRef<StringRef> getLaunchABI(::attn::KernelKind kind) {
       "outStrideToken",
       "pageStride",   "blockTableStride", "smScale",    "softcap",
       "windowLeft"};
+  // One struct for ragged and paged prefill: each kind leaves the other's
+  // fields unused (k / v are K / V pages when paged).
   static const StringRef prefill[] = {
-      "q",            "k",            "v",            "out",
-      "lse",          "alibiSlopes",  "workItems",    "numWorkItems",
-      "qStrideToken", "kStrideToken", "vStrideToken", "outStrideToken",
-      "smScale",      "softcap",      "windowLeft"};
+      "q",            "k",            "v",              "out",
+      "lse",          "alibiSlopes",  "workItems",      "numWorkItems",
+      "blockTables",  "kScale",       "vScale",         "qStrideToken",
+      "kStrideToken", "vStrideToken", "outStrideToken", "pageStride",
+      "blockTableStride", "smScale",  "softcap",        "windowLeft"};
   static const StringRef appendKV[] = {
       "k",          "v",          "kCache",       "vCache",
       "slotMapping", "kScale",    "vScale",       "kStrideToken",
@@ -165,6 +195,7 @@ ArrayRef<StringRef> getLaunchABI(::attn::KernelKind kind) {
   case ::attn::KernelKind::AppendKV:
     return appendKV;
   case ::attn::KernelKind::Prefill:
+  case ::attn::KernelKind::PagedPrefill:
     return prefill;
   }
   llvm_unreachable("unknown attn::KernelKind");
@@ -173,7 +204,7 @@ ArrayRef<StringRef> getLaunchABI(::attn::KernelKind kind) {
 std::string getGridRule(const ::attn::KernelSpec &spec) {
   if (spec.kind == ::attn::KernelKind::AppendKV)
     return "grid.x = num_tokens (one CTA per token); block = 128";
-  if (spec.kind == ::attn::KernelKind::Prefill)
+  if (spec.isPrefill())
     return llvm::formatv(
         "grid.x = query tiles of the plan (block_m = {0} rows each), grid.y = "
         "num_q_heads = {1}; block = 32*warps = {2}",

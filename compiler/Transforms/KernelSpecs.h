@@ -38,6 +38,16 @@ FailureOr<::attn::KernelSpec> getDecodeKernelSpec(DecodeOp op,
 FailureOr<::attn::KernelSpec> getPrefillKernelSpec(PrefillOp op,
                                                    ::attn::Arch arch);
 
+/// The spec of the paged-prefill kernel that runs `op` on `arch`: the
+/// prefill template reading K/V pages. q dtype, q heads, the mask, ALiBi,
+/// soft-cap, LSE and the schedule as for getPrefillKernelSpec; KV type, KV
+/// heads, head dim, page size and layout from the cache type; per-head FP8
+/// scales as for getDecodeKernelSpec; query_len 1 (rows come from
+/// cu_seqlens_q). Emits an error at `op` for kv scales of unknown or unequal
+/// lengths.
+FailureOr<::attn::KernelSpec> getPagedPrefillKernelSpec(PagedPrefillOp op,
+                                                        ::attn::Arch arch);
+
 /// The spec of the append_kv kernel that runs `op` on `arch`. Emits an error
 /// at `op` when the kernel cannot run it (slot_mapping not i64, kv scales of
 /// unknown or unequal lengths).
@@ -53,8 +63,8 @@ FailureOr<::attn::KernelSpec> getKernelSpec(KernelLaunchOp op);
 StringRef getKernelTemplate(::attn::KernelKind kind);
 
 /// Names of the fields of the kernel's launch-parameter struct
-/// (attn::DecodeParams, attn::PrefillParams, attn::AppendKVParams in
-/// templates/attn/params.h), in declaration order.
+/// (attn::DecodeParams, attn::PrefillParams for both prefill kinds,
+/// attn::AppendKVParams in templates/attn/params.h), in declaration order.
 ArrayRef<StringRef> getLaunchABI(::attn::KernelKind kind);
 
 /// The launch-grid rule of `spec`'s kernel as readable text, with this

@@ -1,9 +1,9 @@
 //===- LowerToKernel.cpp - attn ops to kernel launches --------------------===//
 //
-// Replaces each scheduled attn.decode and attn.prefill and each
-// attn.append_kv by the attn.kernel_launch of its specialized template. The
-// rewrite is one op to one op with no fixpoint, so it walks the module
-// instead of running the greedy pattern driver, which would also erase
+// Replaces each scheduled attn.decode, attn.prefill and attn.paged_prefill
+// and each attn.append_kv by the attn.kernel_launch of its specialized
+// template. The rewrite is one op to one op with no fixpoint, so it walks the
+// module instead of running the greedy pattern driver, which would also erase
 // attention ops whose results are unused (they are Pure) and so change more
 // than the lowering.
 //
@@ -29,7 +29,7 @@ struct Lowering {
   ::attn::KernelSpec spec;
 };
 
-/// Runtime values of an attention launch (decode, prefill): the scale
+/// Runtime values of an attention launch (decode, prefills): the scale
 /// (materialized, so the runtime need not know the default), and the
 /// soft-cap and window when the kernel is compiled with them.
 template <typename AttentionOp>
@@ -45,6 +45,19 @@ void setRuntimeValues(KernelLaunchOp launch, AttentionOp op,
     launch.setSoftcapAttr(softcap);
   if (spec.slidingWindow)
     launch.setWindowAttr(builder.getI64IntegerAttr(*op.getMask()->getWindow()));
+}
+
+/// The spec of an attention op that must carry a schedule (attn.decode,
+/// attn.prefill, attn.paged_prefill); fails with an error at `op` if it has
+/// none yet.
+template <typename ScheduledOp>
+FailureOr<::attn::KernelSpec> getScheduledSpec(
+    ScheduledOp op, ::attn::Arch arch,
+    FailureOr<::attn::KernelSpec> (*specOf)(ScheduledOp, ::attn::Arch)) {
+  if (!op.getScheduleAttr())
+    return op.emitOpError() << "has no schedule; run attn-select-schedule "
+                               "first";
+  return specOf(op, arch);
 }
 
 KernelLaunchOp buildLaunch(OpBuilder &builder, Operation *op,
@@ -73,13 +86,13 @@ struct AttnLowerToKernelPass final
     SmallVector<Lowering> lowerings;
     bool ok = true;
     module.walk([&](Operation *op) {
-      if (isa<PagedPrefillOp, MergeStatesOp>(op)) {
+      if (isa<MergeStatesOp>(op)) {
         op->emitError() << "no kernel template for '" << op->getName()
                         << "' yet";
         ok = false;
         return;
       }
-      if (!isa<DecodeOp, PrefillOp, AppendKVOp>(op))
+      if (!isa<DecodeOp, PrefillOp, PagedPrefillOp, AppendKVOp>(op))
         return;
       std::optional<::attn::Arch> arch = getTargetArch(op);
       if (!arch) {
@@ -91,25 +104,14 @@ struct AttnLowerToKernelPass final
         return;
       }
       FailureOr<::attn::KernelSpec> spec;
-      if (auto decode = dyn_cast<DecodeOp>(op)) {
-        if (!decode.getScheduleAttr()) {
-          decode.emitOpError()
-              << "has no schedule; run attn-select-schedule first";
-          ok = false;
-          return;
-        }
-        spec = getDecodeKernelSpec(decode, *arch);
-      } else if (auto prefill = dyn_cast<PrefillOp>(op)) {
-        if (!prefill.getScheduleAttr()) {
-          prefill.emitOpError()
-              << "has no schedule; run attn-select-schedule first";
-          ok = false;
-          return;
-        }
-        spec = getPrefillKernelSpec(prefill, *arch);
-      } else {
+      if (auto decode = dyn_cast<DecodeOp>(op))
+        spec = getScheduledSpec(decode, *arch, getDecodeKernelSpec);
+      else if (auto prefill = dyn_cast<PrefillOp>(op))
+        spec = getScheduledSpec(prefill, *arch, getPrefillKernelSpec);
+      else if (auto paged = dyn_cast<PagedPrefillOp>(op))
+        spec = getScheduledSpec(paged, *arch, getPagedPrefillKernelSpec);
+      else
         spec = getAppendKVKernelSpec(cast<AppendKVOp>(op), *arch);
-      }
       if (failed(spec)) {
         ok = false;
         return;
@@ -129,6 +131,9 @@ struct AttnLowerToKernelPass final
       } else if (auto prefill = dyn_cast<PrefillOp>(lowering.op)) {
         setRuntimeValues(launch, prefill, lowering.spec);
         ++numPrefillLaunches;
+      } else if (auto paged = dyn_cast<PagedPrefillOp>(lowering.op)) {
+        setRuntimeValues(launch, paged, lowering.spec);
+        ++numPagedPrefillLaunches;
       } else {
         ++numAppendKVLaunches;
       }

@@ -13,14 +13,15 @@ include "mlir/Pass/PassBase.td"
 
 def AttnSelectSchedulePass
     : Pass<"attn-select-schedule", "::mlir::ModuleOp"> {
-  let summary = "choose a GPU schedule for every attn.decode and attn.prefill";
+  let summary = "choose a GPU schedule for every attn.decode and prefill";
   let description = [{
     Records the target on the module (`attn.arch = "sm_90a"`) and, on every
     `attn.decode` without one, a `#attn.decode_schedule`: warps per CTA,
     cp.async pipeline depth, GQA row tiles (16 rows of (query token, q head)
-    per tile) and the split-KV policy; on every `attn.prefill` without one,
-    a `#attn.prefill_schedule`: warps, query rows per CTA (16 per warp),
-    keys per K/V tile and ring depth. Loads are always 16-byte vectors (8
+    per tile) and the split-KV policy; on every `attn.prefill` and
+    `attn.paged_prefill` without one, a `#attn.prefill_schedule`: warps,
+    query rows per CTA (16 or 32 per warp), keys per K/V tile and ring
+    depth. Loads are always 16-byte vectors (8
     f16/bf16 or 16 FP8 elements), the unit every template moves data in, so
     the vector width is not a schedule knob. An op that already has a
     schedule keeps it (a user can pin one). The heuristics are
@@ -36,10 +37,11 @@ def AttnSelectSchedulePass
   ];
   let statistics = [
     Statistic<"numScheduled", "num-scheduled",
-              "attn.decode and attn.prefill ops given a schedule">,
-    Statistic<"numPinned", "num-pinned",
-              "attn.decode and attn.prefill ops that kept their pinned "
+              "attn.decode, attn.prefill and attn.paged_prefill ops given a "
               "schedule">,
+    Statistic<"numPinned", "num-pinned",
+              "attn.decode, attn.prefill and attn.paged_prefill ops that kept "
+              "their pinned schedule">,
   ];
   let dependentDialects = ["::mlir::attn::AttnDialect"];
 }
@@ -47,8 +49,9 @@ def AttnSelectSchedulePass
 def AttnLowerToKernelPass : Pass<"attn-lower-to-kernel", "::mlir::ModuleOp"> {
   let summary = "turn scheduled attn ops into attn.kernel_launch";
   let description = [{
-    Replaces every `attn.decode` and `attn.prefill` (which need a schedule:
-    run attn-select-schedule first) and every `attn.append_kv` by an
+    Replaces every `attn.decode`, `attn.prefill` and `attn.paged_prefill`
+    (which need a schedule: run attn-select-schedule first) and every
+    `attn.append_kv` by an
     `attn.kernel_launch` naming the kernel template, its compile-time
     parameters (`#attn.kernel_spec`, the full `attn::KernelSpec`), the
     launch-parameter ABI of templates/attn/params.h and the launch-grid rule.
@@ -56,15 +59,16 @@ def AttnLowerToKernelPass : Pass<"attn-lower-to-kernel", "::mlir::ModuleOp"> {
     the binary does not depend on (scale, soft-cap value, window size) stay
     on the launch as attributes.
 
-    `attn.paged_prefill` and `attn.merge_states` have no kernel template
-    yet: each is reported at its location and the pass fails without
-    changing the module.
+    `attn.merge_states` has no kernel template yet: each is reported at its
+    location and the pass fails without changing the module.
   }];
   let statistics = [
     Statistic<"numDecodeLaunches", "num-decode-launches",
               "attn.decode ops lowered to a kernel launch">,
     Statistic<"numPrefillLaunches", "num-prefill-launches",
               "attn.prefill ops lowered to a kernel launch">,
+    Statistic<"numPagedPrefillLaunches", "num-paged-prefill-launches",
+              "attn.paged_prefill ops lowered to a kernel launch">,
     Statistic<"numAppendKVLaunches", "num-append-kv-launches",
               "attn.append_kv ops lowered to a kernel launch">,
   ];

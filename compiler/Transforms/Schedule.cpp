@@ -5,6 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Transforms/Schedule.h"
+#include "codegen/KernelLimits.h"
+#include "templates/attn/prefill_layout.h"
 
 #include <algorithm>
 
@@ -75,17 +77,24 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
   // Double buffering: the next K/V tile loads while the current one is used;
   // prefill is compute bound, and a third stage measured slower.
   schedule.stages = 2;
-  // Shared memory of a CTA: the Q tile and the K/V ring, rows padded by 16
-  // bytes (templates/attn/prefill.cuh, PrefillTraits).
-  auto smemBytes = [&](int blockM) {
-    int64_t rowBytes = int64_t((spec.headDim + 31) / 32 * 32) * 2 + 16;
-    return rowBytes * (blockM + 2 * schedule.blockN * schedule.stages);
-  };
+  // Shared memory of a CTA: the Q tile, the K/V ring and, for FP8 caches
+  // (paged prefill), the widened K/V tiles (templates/attn/prefill_layout.h).
+  const int kvBytes = ::attn::sizeOf(spec.kvType);
   schedule.blockM = 32 * schedule.warps;
   if (spec.headDim > 128 ||
-      smemBytes(schedule.blockM) > sharedMemoryPerSM(spec.arch) - 1024)
+      ::attn::prefillSmemBytes(spec.headDim, kvBytes, schedule.blockM,
+                               schedule.blockN, schedule.stages) >
+          sharedMemoryPerSM(spec.arch) - 1024)
     schedule.blockM = 16 * schedule.warps;
   return schedule;
 }
+
+// The smallest schedule above (block_m 64, block_n 32 past head dim 128,
+// two stages) fits the smallest SM (sm_89: 99 KiB per CTA) at the largest
+// head dim, for 16-bit and FP8 caches alike: no head dim needs a smaller one.
+static_assert(::attn::prefillSmemBytes(int(::attn::kMaxHeadDim), 2, 64, 32,
+                                       2) <= 99 * 1024);
+static_assert(::attn::prefillSmemBytes(int(::attn::kMaxHeadDim), 1, 64, 32,
+                                       2) <= 99 * 1024);
 
 } // namespace mlir::attn

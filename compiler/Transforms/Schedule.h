@@ -1,6 +1,6 @@
 //===- Schedule.h - the schedule heuristics ---------------------*- C++ -*-===//
 //
-// How the paged-decode and ragged-prefill templates are laid out on a GPU,
+// How the paged-decode and prefill templates are laid out on a GPU,
 // chosen from the variant and the target alone. One function per template,
 // so attn-select-schedule, the JIT and attn-aot pick the same schedule for
 // the same variant.
@@ -32,8 +32,9 @@ int64_t sharedMemoryPerSM(::attn::Arch arch);
 /// the arch, head dim, q and KV element sizes, group size and query_len.
 ::attn::DecodeSchedule chooseDecodeSchedule(const ::attn::KernelSpec &spec);
 
-/// The schedule for a prefill `spec` (its `prefillSchedule` field is
-/// ignored): reads the head dim.
+/// The schedule for a prefill or paged-prefill `spec` (its
+/// `prefillSchedule` field is ignored): reads the arch, head dim and KV
+/// element size.
 ::attn::PrefillSchedule choosePrefillSchedule(const ::attn::KernelSpec &spec);
 
 } // namespace mlir::attn

@@ -1,9 +1,9 @@
 //===- SelectSchedule.cpp - choose a GPU schedule per attention op --------===//
 //
 // Records the target on the module, a #attn.decode_schedule on every
-// attn.decode and a #attn.prefill_schedule on every attn.prefill that has
-// none; the heuristics themselves are chooseDecodeSchedule and
-// choosePrefillSchedule (Schedule.h).
+// attn.decode and a #attn.prefill_schedule on every attn.prefill and
+// attn.paged_prefill that has none; the heuristics themselves are
+// chooseDecodeSchedule and choosePrefillSchedule (Schedule.h).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Transforms/KernelSpecs.h"
@@ -51,7 +51,9 @@ struct AttnSelectSchedulePass final
       if (auto decode = dyn_cast<DecodeOp>(op))
         return schedule(decode);
       if (auto prefill = dyn_cast<PrefillOp>(op))
-        return schedule(prefill);
+        return schedulePrefill(prefill, getPrefillKernelSpec);
+      if (auto prefill = dyn_cast<PagedPrefillOp>(op))
+        return schedulePrefill(prefill, getPagedPrefillKernelSpec);
       return WalkResult::advance();
     });
     if (result.wasInterrupted())
@@ -72,12 +74,16 @@ struct AttnSelectSchedulePass final
     return WalkResult::advance();
   }
 
-  WalkResult schedule(PrefillOp op) {
+  /// Ragged and paged prefill: one template, one heuristic.
+  template <typename PrefillLikeOp>
+  WalkResult schedulePrefill(
+      PrefillLikeOp op,
+      FailureOr<::attn::KernelSpec> (*specOf)(PrefillLikeOp, ::attn::Arch)) {
     if (op.getScheduleAttr()) {
       ++numPinned;
       return WalkResult::advance();
     }
-    FailureOr<::attn::KernelSpec> spec = getPrefillKernelSpec(op, *target);
+    FailureOr<::attn::KernelSpec> spec = specOf(op, *target);
     if (failed(spec))
       return WalkResult::interrupt();
     op.setScheduleAttr(PrefillScheduleAttr::get(&getContext(),

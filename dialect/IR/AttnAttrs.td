@@ -95,10 +95,11 @@ def Attn_DecodeScheduleAttr : Attn_Attr<"DecodeSchedule", "decode_schedule"> {
 }
 
 def Attn_PrefillScheduleAttr : Attn_Attr<"PrefillSchedule", "prefill_schedule"> {
-  let summary = "how the ragged-prefill kernel is laid out on the GPU";
+  let summary = "how the prefill kernel is laid out on the GPU";
   let description = [{
     The schedule the attn-select-schedule pass picks for an `attn.prefill`
-    (or a user pins by writing it on the op); mirrors `attn::PrefillSchedule`
+    or `attn.paged_prefill` (or a user pins by writing it on the op); both
+    instantiate the one prefill template. Mirrors `attn::PrefillSchedule`
     in codegen/KernelSpec.h field by field.
 
     - `warps`: warps per CTA; each owns 16 query rows, so `block_m` is
@@ -155,7 +156,8 @@ def Attn_OptionalScheduleParameter
 /// `#attn.prefill_schedule` prefix as on attn.prefill.
 def Attn_OptionalPrefillScheduleParameter
     : OptionalParameter<"::mlir::attn::PrefillScheduleAttr",
-                        "prefill schedule (prefill kernels only)"> {
+                        "prefill schedule (prefill and paged_prefill "
+                        "kernels only)"> {
   let printer = "$_printer.printAttribute($_self)";
 }
 
@@ -168,7 +170,8 @@ def Attn_KernelSpecAttr : Attn_Attr<"KernelSpec", "kernel_spec"> {
     `attn::ScalarType::F8E4M3`); `arch` is `sm_80`, `sm_89` or `sm_90a`.
     Flags, `query_len` and `page_size` are printed only when they differ
     from their default (false, 1, 0); `schedule` is present exactly for
-    decode kernels, `prefill_schedule` exactly for prefill kernels.
+    decode kernels, `prefill_schedule` exactly for prefill and paged_prefill
+    kernels.
 
     The form is canonical, so two equal specs are one attribute: an
     append_kv spec has `num_q_heads == num_kv_heads`, `query_len = 1` and no
@@ -176,7 +179,10 @@ def Attn_KernelSpecAttr : Attn_Attr<"KernelSpec", "kernel_spec"> {
     kernel reads contiguous k/v, not a cache, and takes its query rows from
     cu_seqlens, so its cache and decode fields have fixed values:
     `kv_type = q_type`, `page_size = 0` (left out), `layout = nhd`,
-    `query_len = 1` (left out) and no `per_head_kv_scale`.
+    `query_len = 1` (left out) and no `per_head_kv_scale`. A paged_prefill
+    kernel reads a cache as decode does (kv_type, page_size, layout,
+    per_head_kv_scale) and takes its query rows from cu_seqlens as prefill
+    does: `query_len = 1` (left out).
 
     ```mlir
     #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16,
@@ -187,6 +193,11 @@ def Attn_KernelSpecAttr : Attn_Attr<"KernelSpec", "kernel_spec"> {
     #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16,
         kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128,
         layout = nhd, causal = true,
+        prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64,
+                                                  block_n = 64, stages = 2>>
+    #attn.kernel_spec<kind = paged_prefill, arch = "sm_89", q_type = bf16,
+        kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8,
+        head_dim = 128, page_size = 16, layout = hnd, causal = true,
         prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64,
                                                   block_n = 64, stages = 2>>
     ```
@@ -215,7 +226,7 @@ def Attn_KernelSpecAttr : Attn_Attr<"KernelSpec", "kernel_spec"> {
   let builders = [
     AttrBuilder<(ins "const ::attn::KernelSpec &":$spec), [{
       bool decode = spec.kind == ::attn::KernelKind::Decode;
-      bool prefill = spec.kind == ::attn::KernelKind::Prefill;
+      bool prefill = spec.isPrefill();
       return $_get($_ctxt, fromSpecKind(spec.kind),
                    ::attn::toString(spec.arch),
                    getElementType($_ctxt, spec.qType),

@@ -171,6 +171,8 @@ KVLayout mlir::attn::fromSpecLayout(::attn::KVLayout layout) {
     return ::attn::KernelKind::AppendKV;
   case KernelKind::prefill:
     return ::attn::KernelKind::Prefill;
+  case KernelKind::paged_prefill:
+    return ::attn::KernelKind::PagedPrefill;
   }
   llvm_unreachable("unknown mlir::attn::KernelKind");
 }
@@ -183,6 +185,8 @@ KernelKind mlir::attn::fromSpecKind(::attn::KernelKind kind) {
     return KernelKind::append_kv;
   case ::attn::KernelKind::Prefill:
     return KernelKind::prefill;
+  case ::attn::KernelKind::PagedPrefill:
+    return KernelKind::paged_prefill;
   }
   llvm_unreachable("unknown attn::KernelKind");
 }
@@ -279,7 +283,12 @@ LogicalResult KernelSpecAttr::verify(
     bool writeLse, DecodeScheduleAttr schedule,
     PrefillScheduleAttr prefillSchedule) {
   bool decode = kind == KernelKind::decode;
-  bool prefill = kind == KernelKind::prefill;
+  bool raggedPrefill = kind == KernelKind::prefill;
+  bool pagedPrefill = kind == KernelKind::paged_prefill;
+  // Both prefill kernels instantiate the prefill template: many query rows
+  // per request from cu_seqlens, laid out by a prefill_schedule.
+  bool prefill = raggedPrefill || pagedPrefill;
+  StringRef kindName = stringifyKernelKind(kind);
   if (!::attn::parseArch(arch.str()))
     return emitError() << "kernel_spec arch \"" << arch
                        << "\" is not a target; expected " << describeArchs();
@@ -301,13 +310,19 @@ LogicalResult KernelSpecAttr::verify(
   // Ragged prefill reads contiguous k/v and takes its query rows from
   // cu_seqlens: the cache and decode fields have one value, so equal prefill
   // kernels are one attribute.
-  if (prefill && (kvType != qType || pageSize != 0 ||
-                  layout != KVLayout::nhd || queryLen != 1 || perHeadKvScale))
+  if (raggedPrefill &&
+      (kvType != qType || pageSize != 0 || layout != KVLayout::nhd ||
+       queryLen != 1 || perHeadKvScale))
     return emitError()
            << "kernel_spec of a prefill kernel reads no KV cache: it has "
               "kv_type == q_type, layout = nhd and no page_size, query_len or "
               "per_head_kv_scale";
-  if (!prefill && !::attn::isSupportedPageSize(pageSize))
+  // A paged prefill reads the cache like decode, but its query rows come
+  // from cu_seqlens like ragged prefill: no query_len.
+  if (pagedPrefill && queryLen != 1)
+    return emitError() << "kernel_spec of a paged_prefill kernel takes its "
+                          "query rows from cu_seqlens: it has no query_len";
+  if (!raggedPrefill && !::attn::isSupportedPageSize(pageSize))
     return emitError() << "kernel_spec page_size " << pageSize
                        << " is not supported";
   if (queryLen < 1 || queryLen > ::attn::kMaxDecodeQueryLen)
@@ -325,11 +340,11 @@ LogicalResult KernelSpecAttr::verify(
   if (decode && !schedule)
     return emitError() << "kernel_spec of a decode kernel needs a schedule";
   if (prefill && !prefillSchedule)
-    return emitError()
-           << "kernel_spec of a prefill kernel needs a prefill_schedule";
+    return emitError() << "kernel_spec of a " << kindName
+                       << " kernel needs a prefill_schedule";
   if (prefill && schedule)
     return emitError() << "kernel_spec schedule is for decode kernels; a "
-                          "prefill kernel has a prefill_schedule";
+                       << kindName << " kernel has a prefill_schedule";
   if (!prefill && prefillSchedule)
     return emitError()
            << "kernel_spec prefill_schedule is for prefill kernels only";

@@ -42,11 +42,13 @@ def Attn_KVLayout : I32EnumAttr<"KVLayout",
 def Attn_KernelKind_Decode : I32EnumAttrCase<"decode", 0>;
 def Attn_KernelKind_AppendKV : I32EnumAttrCase<"append_kv", 1>;
 def Attn_KernelKind_Prefill : I32EnumAttrCase<"prefill", 2>;
+def Attn_KernelKind_PagedPrefill : I32EnumAttrCase<"paged_prefill", 3>;
 def Attn_KernelKind : I32EnumAttr<"KernelKind",
     "which kernel template a kernel-level op instantiates: paged decode, "
-    "append to a paged KV cache, or ragged prefill",
+    "append to a paged KV cache, ragged prefill, or prefill over a paged "
+    "KV cache",
     [Attn_KernelKind_Decode, Attn_KernelKind_AppendKV,
-     Attn_KernelKind_Prefill]> {
+     Attn_KernelKind_Prefill, Attn_KernelKind_PagedPrefill]> {
   let cppNamespace = "::mlir::attn";
   let genSpecializedAttr = 0;
 }

@@ -336,16 +336,19 @@ LogicalResult KernelLaunchOp::verify() {
     return emitOpError() << "abi must name the launch parameters";
 
   // Operands and results follow the lowered op (see the op description).
-  // Decode and prefill are attention kernels: they take a scale and may
-  // write the LSE.
+  // Decode and both prefills are attention kernels: they take a scale and
+  // may write the LSE.
   bool attention = spec.kind != ::attn::KernelKind::AppendKV;
-  SmallVector<StringRef, 7> operands;
+  SmallVector<StringRef, 8> operands;
   switch (spec.kind) {
   case ::attn::KernelKind::Decode:
     operands = {"q", "cache", "block_tables", "seq_lens"};
     break;
   case ::attn::KernelKind::Prefill:
     operands = {"q", "k", "v", "cu_seqlens_q", "cu_seqlens_kv"};
+    break;
+  case ::attn::KernelKind::PagedPrefill:
+    operands = {"q", "cache", "cu_seqlens_q", "block_tables", "seq_lens"};
     break;
   case ::attn::KernelKind::AppendKV:
     operands = {"k", "v", "cache", "slot_mapping"};

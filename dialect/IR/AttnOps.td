@@ -77,7 +77,11 @@ def Attn_PagedPrefillOp
     `cu_seqlens_q[b] .. cu_seqlens_q[b+1]`, whose keys and values are already
     appended to the cache, and attends to all `seq_lens[b]` cached tokens
     (prefix plus new) through its row of `block_tables`. With a causal mask the
-    queries are aligned to the last `q_len` keys.
+    queries are aligned to the last `q_len` keys. An FP8 cache needs
+    `kv_scales`: one dequantization scale per tensor or one per KV head.
+    `schedule` is how the kernel (the prefill template, reading K/V pages)
+    is laid out on the GPU; attn-select-schedule picks one unless it is
+    already set (pinned).
 
     ```mlir
     %o = attn.paged_prefill %q, %cache, %cu_q, %block_tables, %seq_lens
@@ -94,7 +98,8 @@ def Attn_PagedPrefillOp
     Attn_IndexVector:$seq_lens,
     Optional<Attn_ScaleVector>:$k_scale,
     Optional<Attn_ScaleVector>:$v_scale,
-    Optional<Attn_SlopeVector>:$alibi_slopes), Attn_ScoreModAttrs);
+    Optional<Attn_SlopeVector>:$alibi_slopes,
+    OptionalAttr<Attn_PrefillScheduleAttr>:$schedule), Attn_ScoreModAttrs);
   let results = (outs
     Attn_ActivationTensor:$out,
     Optional<Attn_LseTensor>:$lse);
@@ -226,9 +231,9 @@ def Attn_MergeStatesOp : Attn_Op<"merge_states", [Pure,
 def Attn_KernelLaunchOp : Attn_Op<"kernel_launch", [Pure]> {
   let summary = "a launch of one specialized kernel (lowered attn IR)";
   let description = [{
-    What attn-lower-to-kernel turns `attn.decode`, `attn.prefill` and
-    `attn.append_kv` into: the kernel that runs the op, as codegen and the
-    runtime need it.
+    What attn-lower-to-kernel turns `attn.decode`, `attn.prefill`,
+    `attn.paged_prefill` and `attn.append_kv` into: the kernel that runs the
+    op, as codegen and the runtime need it.
 
     - `@kernel`: the extern "C" entry of the generated translation unit,
       `"attn_" + spec.uri()` (a decode unit also holds `<kernel>_merge`, the
@@ -239,21 +244,24 @@ def Attn_KernelLaunchOp : Attn_Op<"kernel_launch", [Pure]> {
     - `spec`: the full `attn::KernelSpec`, compile-time parameters of the
       template (dtypes, shapes, variant flags, schedule, arch).
     - `abi`: the fields of the launch-parameter struct of templates/attn/
-      params.h (`attn::DecodeParams`, `attn::PrefillParams`,
-      `attn::AppendKVParams`), in order.
+      params.h (`attn::DecodeParams`, `attn::PrefillParams` for both
+      prefill kinds, `attn::AppendKVParams`), in order.
     - `grid`: how the launch grid and block follow from the spec and the
       batch.
     - `scale`, `softcap`, `window`: runtime values the binary does not
       depend on (the spec only says whether soft-cap and the window are on);
-      `scale` is set exactly for attention kernels (decode, prefill), to
-      1/sqrt(head_dim) unless the op gave one.
+      `scale` is set exactly for attention kernels (decode, prefill,
+      paged_prefill), to 1/sqrt(head_dim) unless the op gave one.
 
     Operands and results are those of the lowered op, in its order, so the
     IR stays well typed: decode takes q, cache, block_tables, seq_lens, then
     k_scale and v_scale for an FP8 cache, then the ALiBi slopes, and returns
     out and, with `write_lse`, lse; prefill takes q, k, v, cu_seqlens_q,
     cu_seqlens_kv, then the ALiBi slopes, and returns out and, with
-    `write_lse`, lse; append_kv takes k, v, cache, slot_mapping, then
+    `write_lse`, lse; paged_prefill takes q, cache, cu_seqlens_q,
+    block_tables, seq_lens, then k_scale and v_scale for an FP8 cache, then
+    the ALiBi slopes, and returns out and, with `write_lse`, lse; append_kv
+    takes k, v, cache, slot_mapping, then
     k_scale and v_scale for an FP8 cache, and returns the updated cache.
 
     ```mlir

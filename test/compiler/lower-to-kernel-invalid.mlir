@@ -16,9 +16,9 @@ func.func @unscheduled_prefill(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf1
 // -----
 
 module attributes {attn.arch = "sm_90a"} {
-func.func @paged_prefill(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
-                         %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
-  // expected-error @+1 {{no kernel template for 'attn.paged_prefill' yet}}
+func.func @unscheduled_paged_prefill(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                                     %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{'attn.paged_prefill' op has no schedule; run attn-select-schedule first}}
   %o = attn.paged_prefill %q, %c, %cu, %bt, %lens
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
@@ -71,6 +71,21 @@ func.func @dynamic_scales(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8
       {schedule = #attn.decode_schedule<warps = 4, stages = 6, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>}
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+}
+
+// -----
+
+module attributes {attn.arch = "sm_90a"} {
+func.func @paged_prefill_dynamic_scales(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E5M2, page_size = 16, layout = nhd>,
+                                        %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>,
+                                        %ks: tensor<1xf32>, %vs: tensor<?xf32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{'attn.paged_prefill' op kv_scales need static lengths (1 per tensor, or one per kv head) for a kernel to be chosen, got 'tensor<1xf32>' and 'tensor<?xf32>'}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens kv_scales(%ks, %vs : tensor<1xf32>, tensor<?xf32>)
+      {schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>}
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E5M2, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
   return %o : tensor<?x32x128xbf16>
 }
 }

@@ -128,8 +128,8 @@ func.func @prefill_gqa_causal(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16
   // CHECK: %[[OUT:.+]] = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_causal_m64n64w4s2(%[[Q]], %[[K]], %[[V]], %[[CUQ]], %[[CUKV]])
   // CHECK-SAME: template "attn/prefill.cuh:attn::prefillKernel"
   // CHECK-SAME: spec #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, causal = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
-  // The fields of attn::PrefillParams, in order.
-  // CHECK-SAME: abi ["q", "k", "v", "out", "lse", "alibiSlopes", "workItems", "numWorkItems", "qStrideToken", "kStrideToken", "vStrideToken", "outStrideToken", "smScale", "softcap", "windowLeft"]
+  // The fields of attn::PrefillParams, in order (the paged ones unused).
+  // CHECK-SAME: abi ["q", "k", "v", "out", "lse", "alibiSlopes", "workItems", "numWorkItems", "blockTables", "kScale", "vScale", "qStrideToken", "kStrideToken", "vStrideToken", "outStrideToken", "pageStride", "blockTableStride", "smScale", "softcap", "windowLeft"]
   // One CTA per 64-row query tile of one q head.
   // CHECK-SAME: grid "grid.x = query tiles of the plan (block_m = 64 rows each), grid.y = num_q_heads = 32; block = 32*warps = 128"
   // CHECK-SAME: {scale = 0.0883883461 : f32}
@@ -166,6 +166,62 @@ func.func @prefill_every_flag(%q: tensor<?x16x256xf16>, %k: tensor<?x2x256xf16>,
       : tensor<?x16x256xf16>, tensor<?x2x256xf16>, tensor<?x2x256xf16>,
         tensor<?xi32>, tensor<?xi32> -> tensor<?x16x256xf16>, tensor<?x16xf32>
   return %o, %lse : tensor<?x16x256xf16>, tensor<?x16xf32>
+}
+}
+
+// -----
+
+module attributes {attn.arch = "sm_90a"} {
+// CHECK-LABEL: func.func @paged_prefill_gqa_causal
+// CHECK-SAME: (%[[Q:[^:]+]]: tensor<?x32x128xbf16>, %[[C:[^:]+]]: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, %[[CUQ:[^:]+]]: tensor<?xi32>, %[[BT:[^:]+]]: tensor<?x?xi32>, %[[LENS:[^:]+]]: tensor<?xi32>)
+func.func @paged_prefill_gqa_causal(%q: tensor<?x32x128xbf16>,
+    %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+    %cu_q: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // Chunked prefill over a paged cache: the prefill template (kPaged), the
+  // cache fields in the symbol and spec as for decode, a prefill schedule.
+  // CHECK: %[[OUT:.+]] = attn.kernel_launch @attn_paged_prefill_qbf16_kvbf16_h32x8_d128_p16nhd_causal_m128n64w4s2(%[[Q]], %[[C]], %[[CUQ]], %[[BT]], %[[LENS]])
+  // CHECK-SAME: template "attn/prefill.cuh:attn::prefillKernel"
+  // CHECK-SAME: spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, causal = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>>
+  // One struct for both prefills: attn::PrefillParams, in order.
+  // CHECK-SAME: abi ["q", "k", "v", "out", "lse", "alibiSlopes", "workItems", "numWorkItems", "blockTables", "kScale", "vScale", "qStrideToken", "kStrideToken", "vStrideToken", "outStrideToken", "pageStride", "blockTableStride", "smScale", "softcap", "windowLeft"]
+  // CHECK-SAME: grid "grid.x = query tiles of the plan (block_m = 128 rows each), grid.y = num_q_heads = 32; block = 32*warps = 128"
+  // CHECK-SAME: {scale = 0.0883883461 : f32}
+  // CHECK-SAME: : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32>) -> tensor<?x32x128xbf16>
+  // CHECK-NOT: {{= attn\.paged_prefill }}
+  // CHECK: return %[[OUT]]
+  %o = attn.paged_prefill %q, %c, %cu_q, %bt, %lens
+      {mask = #attn.mask<causal>, schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>}
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+}
+
+// -----
+
+module attributes {attn.arch = "sm_89"} {
+// CHECK-LABEL: func.func @paged_prefill_fp8_every_flag
+// CHECK-SAME: %[[KS:[^:]+]]: tensor<8xf32>, %[[VS:[^:]+]]: tensor<8xf32>, %[[SLOPES:[^:]+]]: tensor<32xf32>)
+func.func @paged_prefill_fp8_every_flag(%q: tensor<?x32x128xf16>,
+    %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 32, layout = hnd>,
+    %cu_q: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>,
+    %ks: tensor<8xf32>, %vs: tensor<8xf32>, %slopes: tensor<32xf32>)
+    -> (tensor<?x32x128xf16>, tensor<?x32xf32>) {
+  // An e4m3 HND cache with per-head scales, window, ALiBi, soft-cap, LSE:
+  // operands in the op's order (q, cache, cu_seqlens_q, block_tables,
+  // seq_lens, k_scale, v_scale, slopes).
+  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_paged_prefill_qf16_kve4m3_h32x8_d128_p32hnd_causal_swa_alibi_softcap_lse_m64n64w4s2_headscale({{.*}}, %[[KS]], %[[VS]], %[[SLOPES]])
+  // CHECK-SAME: spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_89", q_type = f16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 32, layout = hnd, causal = true, sliding_window = true, alibi = true, softcap = true, per_head_kv_scale = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
+  // CHECK-SAME: {scale = 1.250000e-01 : f32, softcap = 3.000000e+01 : f32, window = 1024 : i64}
+  // CHECK-SAME: -> (tensor<?x32x128xf16>, tensor<?x32xf32>)
+  // CHECK: return %[[OUT]]#0, %[[OUT]]#1
+  %o, %lse = attn.paged_prefill %q, %c, %cu_q, %bt, %lens
+      kv_scales(%ks, %vs : tensor<8xf32>, tensor<8xf32>) alibi(%slopes : tensor<32xf32>)
+      {mask = #attn.mask<causal, window = 1024>, scale = 0.125 : f32, softcap = 30.0 : f32,
+       schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>}
+      : tensor<?x32x128xf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 32, layout = hnd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xf16>, tensor<?x32xf32>
+  return %o, %lse : tensor<?x32x128xf16>, tensor<?x32xf32>
 }
 }
 

@@ -29,3 +29,24 @@ func.func @gemma2_decode(%q: tensor<?x16x256xbf16>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x16x256xbf16>
   return %o : tensor<?x16x256xbf16>
 }
+
+// CHECK-LABEL: func.func @llama3_chunked_prefill_fp8
+func.func @llama3_chunked_prefill_fp8(%q: tensor<?x32x128xbf16>,
+    %cache: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+    %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) -> tensor<?x32x128xbf16> {
+  // A chunk of new tokens over an FP8 paged prefix: scheduled and lowered in
+  // one go; two 16-row tiles per warp where the CTA fits (not sm_89).
+  // SM90: attn.kernel_launch @attn_paged_prefill_qbf16_kve4m3_h32x8_d128_p16nhd_causal_m128n64w4s2(
+  // SM90-SAME: kind = paged_prefill, arch = "sm_90a"
+  // SM89: attn.kernel_launch @attn_paged_prefill_qbf16_kve4m3_h32x8_d128_p16nhd_causal_m64n64w4s2(
+  // SM89-SAME: kind = paged_prefill, arch = "sm_89"
+  // SM80: attn.kernel_launch @attn_paged_prefill_qbf16_kve4m3_h32x8_d128_p16nhd_causal_m128n64w4s2(
+  // SM80-SAME: kind = paged_prefill, arch = "sm_80"
+  // CHECK-SAME: {scale = 0.0883883461 : f32}
+  // CHECK-NOT: attn.paged_prefill
+  %o = attn.paged_prefill %q, %cache, %cu, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>)
+      {mask = #attn.mask<causal>}
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}

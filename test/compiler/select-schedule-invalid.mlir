@@ -17,3 +17,16 @@ func.func @dynamic_scales(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
   return %o : tensor<?x32x128xbf16>
 }
+
+// -----
+
+// The same for a paged prefill over an FP8 cache.
+func.func @paged_prefill_mixed_scales(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+                                      %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>,
+                                      %ks: tensor<1xf32>, %vs: tensor<8xf32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{'attn.paged_prefill' op k_scale and v_scale must have the same length for one kernel (per tensor or per kv head), got 1 and 8}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens kv_scales(%ks, %vs : tensor<1xf32>, tensor<8xf32>)
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}

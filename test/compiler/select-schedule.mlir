@@ -9,9 +9,12 @@
 //   warps = 8 and stages = 2 when such a CTA (templates/attn/decode_layout.h)
 //           fits an SM's shared memory (228/164/100 KiB), else warps = 4
 //   ctas_per_sm = how many of those CTAs the SM's shared memory holds
-// and choosePrefillSchedule, the same on every arch:
-//   warps = 4, block_m = 16 * warps = 64 (each warp owns 16 query rows)
-//   block_n = 64 up to head dim 128, 32 above; stages = 2
+// and choosePrefillSchedule, for attn.prefill and attn.paged_prefill alike:
+//   warps = 4; block_n = 64 up to head dim 128, 32 above; stages = 2
+//   block_m = 32 * warps = 128 (two 16-row tiles per warp) up to head dim 128
+//             when the CTA (templates/attn/prefill_layout.h: Q tile, K/V
+//             ring, and for FP8 caches the widened K/V tiles) fits the SM's
+//             shared memory less 1 KiB, else 16 * warps = 64
 
 // ERR: error: attn-select-schedule: unknown arch 'sm_70'; expected sm_80, sm_89 or sm_90a
 
@@ -227,5 +230,90 @@ func.func @prefill_pinned(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
       {schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 3>}
       : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
         tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @paged_prefill_bf16_d128
+func.func @paged_prefill_bf16_d128(%q: tensor<?x32x128xbf16>,
+    %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+    %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // Chunked prefill over a bf16 cache: the ragged prefill's choice. 128 rows:
+  // Q 34 KiB + ring 68 KiB = 102 KiB, over sm_89's 99 KiB.
+  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens {mask = #attn.mask<causal>}
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @paged_prefill_fp8_d128
+func.func @paged_prefill_fp8_d128(%q: tensor<?x32x128xbf16>,
+    %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = hnd>,
+    %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<8xf32>) -> tensor<?x32x128xbf16> {
+  // FP8 cache: a 32 KiB ring of raw rows plus 34 KiB of widened K/V tiles;
+  // with the 34 KiB Q tile 100 KiB, still over sm_89's 99 KiB.
+  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens kv_scales(%s, %s : tensor<8xf32>, tensor<8xf32>)
+      {mask = #attn.mask<causal>}
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = hnd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @paged_prefill_bf16_d256
+func.func @paged_prefill_bf16_d256(%q: tensor<?x16x256xbf16>,
+    %c: !attn.paged_kv<8x256xbf16, page_size = 16, layout = nhd>,
+    %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x16x256xbf16> {
+  // Head dim 256: Q 33 KiB + ring 66 KiB = 99 KiB, which just fits sm_89.
+  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
+  // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
+  // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens {mask = #attn.mask<causal, window = 4096>, softcap = 50.0 : f32}
+      : tensor<?x16x256xbf16>, !attn.paged_kv<8x256xbf16, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x16x256xbf16>
+  return %o : tensor<?x16x256xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @paged_prefill_fp8_d256
+func.func @paged_prefill_fp8_d256(%q: tensor<?x16x256xf16>,
+    %c: !attn.paged_kv<8x256xf8E5M2, page_size = 32, layout = hnd>,
+    %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) -> tensor<?x16x256xf16> {
+  // FP8 at head dim 256: Q 33 KiB + ring 32 KiB + widened 33 KiB = 98 KiB,
+  // within sm_89's 99 KiB.
+  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
+  // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
+  // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>)
+      {mask = #attn.mask<causal>}
+      : tensor<?x16x256xf16>, !attn.paged_kv<8x256xf8E5M2, page_size = 32, layout = hnd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x16x256xf16>
+  return %o : tensor<?x16x256xf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @paged_prefill_pinned
+func.func @paged_prefill_pinned(%q: tensor<?x32x128xbf16>,
+    %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+    %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // A paged-prefill schedule the user wrote is kept on every arch.
+  // CHECK: schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 3>
+  // CHECK-NOT: #attn.prefill_schedule
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens
+      {schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 3>}
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
   return %o : tensor<?x32x128xbf16>
 }

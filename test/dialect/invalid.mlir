@@ -321,6 +321,78 @@ func.func @paged_prefill_batch(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x1
 
 // -----
 
+func.func @paged_prefill_fp8_no_scales(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+                                       %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.paged_prefill' op an FP8 cache ('f8E4M3FN') needs kv_scales}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>, tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @paged_prefill_scales_not_fp8(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                                        %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{'attn.paged_prefill' op kv_scales given, but the cache stores 'bf16', not FP8}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>) : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @paged_prefill_scale_length(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E5M2, page_size = 16, layout = nhd>,
+                                      %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<4xf32>) {
+  // expected-error @+1 {{'attn.paged_prefill' op k_scale must have 1 element (per tensor) or 8 (one per kv head), got 4}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens kv_scales(%s, %s : tensor<4xf32>, tensor<4xf32>) : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E5M2, page_size = 16, layout = nhd>, tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @paged_prefill_cache_type(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf16, page_size = 16, layout = nhd>,
+                                    %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.paged_prefill' op cache element type 'f16' must equal the q element type ('bf16') or be FP8}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf16, page_size = 16, layout = nhd>, tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @paged_prefill_head_dim(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x64xbf16, page_size = 16, layout = nhd>,
+                                  %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.paged_prefill' op q head_dim (128) must equal cache head_dim (64)}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens : tensor<?x32x128xbf16>, !attn.paged_kv<8x64xbf16, page_size = 16, layout = nhd>, tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @paged_prefill_block_tables(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                                      %cu: tensor<?xi32>, %bt: tensor<3x?xi32>, %lens: tensor<2xi32>) {
+  // expected-error @+1 {{'attn.paged_prefill' op block_tables has 3 rows but seq_lens has 2 entries; both need one per request}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi32>, tensor<3x?xi32>, tensor<2xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @paged_prefill_cross_causal(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                                      %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.paged_prefill' op cross attention cannot be causal: queries and keys come from different sequences}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens {kind = #attn.kind<cross>, mask = #attn.mask<causal>} : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @paged_prefill_schedule(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                                  %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{prefill_schedule block_n must be a positive multiple of 16, got 24}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens {schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 24, stages = 2>} : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // attn.append_kv
 //===----------------------------------------------------------------------===//
@@ -504,6 +576,32 @@ func.func @spec_prefill_window() attributes {s = #attn.kernel_spec<kind = prefil
 
 // -----
 
+// A paged prefill reads a cache: it needs a page size, like decode.
+// expected-error @+1 {{kernel_spec page_size 0 is not supported}}
+func.func @spec_paged_prefill_no_page_size() attributes {s = #attn.kernel_spec<kind = paged_prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec of a paged_prefill kernel takes its query rows from cu_seqlens: it has no query_len}}
+func.func @spec_paged_prefill_query_len() attributes {s = #attn.kernel_spec<kind = paged_prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, query_len = 2, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec of a paged_prefill kernel needs a prefill_schedule}}
+func.func @spec_paged_prefill_no_schedule() attributes {s = #attn.kernel_spec<kind = paged_prefill, arch = "sm_90a", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec schedule is for decode kernels; a paged_prefill kernel has a prefill_schedule}}
+func.func @spec_paged_prefill_decode_schedule() attributes {s = #attn.kernel_spec<kind = paged_prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec sliding_window needs causal}}
+func.func @spec_paged_prefill_window() attributes {s = #attn.kernel_spec<kind = paged_prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, sliding_window = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}
+
+// -----
+
 // A cache-reading spec still needs a page size (left out, it reads as 0).
 // expected-error @+1 {{kernel_spec page_size 0 is not supported}}
 func.func @spec_decode_no_page_size() attributes {s = #attn.kernel_spec<kind = append_kv, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, layout = nhd>}
@@ -593,6 +691,18 @@ func.func @launch_prefill_operands(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128
       spec #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, alibi = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
       abi ["q"] grid "per query tile" {scale = 0.125 : f32}
       : (tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?xi32>, tensor<?xi32>) -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
+func.func @launch_paged_prefill_operands(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+                                         %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.kernel_launch' op takes 7 operands for its paged_prefill spec (q, cache, cu_seqlens_q, block_tables, seq_lens, k_scale, v_scale), got 5}}
+  %o = attn.kernel_launch @attn_paged_prefill_qbf16_kve4m3_h32x8_d128_p16nhd_m64n64w4s2(%q, %c, %cu, %bt, %lens) template "attn/prefill.cuh:attn::prefillKernel"
+      spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_90a", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
+      abi ["q"] grid "per query tile" {scale = 0.125 : f32}
+      : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>, tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32>) -> tensor<?x32x128xbf16>
   return
 }
 

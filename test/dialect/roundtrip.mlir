@@ -239,3 +239,44 @@ func.func @prefill_kernel_launch(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xb
          tensor<32xf32>) -> (tensor<?x32x128xbf16>, tensor<?x32xf32>)
   return %o, %lse : tensor<?x32x128xbf16>, tensor<?x32xf32>
 }
+
+// CHECK-LABEL: func.func @paged_prefill_pinned_schedule
+func.func @paged_prefill_pinned_schedule(
+    %q: tensor<?x32x128xbf16>,
+    %cache: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+    %cu_q: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>,
+    %slopes: tensor<32xf32>) -> tensor<?x32x128xbf16> {
+  // A paged prefill with ALiBi and a pinned prefill schedule.
+  // CHECK: attn.paged_prefill {{.*}} alibi(%{{.*}} : tensor<32xf32>)
+  // CHECK-SAME: schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 3>
+  %o = attn.paged_prefill %q, %cache, %cu_q, %bt, %lens alibi(%slopes : tensor<32xf32>)
+      {mask = #attn.mask<causal>, schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 3>}
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// CHECK-LABEL: func.func @paged_prefill_kernel_launch
+func.func @paged_prefill_kernel_launch(
+    %q: tensor<?x32x128xbf16>,
+    %cache: !attn.paged_kv<8x128xf8E5M2, page_size = 32, layout = hnd>,
+    %cu_q: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>,
+    %s: tensor<1xf32>) -> (tensor<?x32x128xbf16>, tensor<?x32xf32>) {
+  // A lowered paged prefill: the cache fields as for decode, a
+  // prefill_schedule as for prefill.
+  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_paged_prefill_qbf16_kve5m2_h32x8_d128_p32hnd_causal_lse_m64n64w4s2(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) template "attn/prefill.cuh:attn::prefillKernel"
+  // CHECK-SAME: spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_89", q_type = bf16, kv_type = f8E5M2, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 32, layout = hnd, causal = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
+  // CHECK-SAME: {scale = 0.0883883461 : f32}
+  %o, %lse = attn.kernel_launch @attn_paged_prefill_qbf16_kve5m2_h32x8_d128_p32hnd_causal_lse_m64n64w4s2(%q, %cache, %cu_q, %bt, %lens, %s, %s)
+      template "attn/prefill.cuh:attn::prefillKernel"
+      spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_89", q_type = bf16, kv_type = f8E5M2,
+                             num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 32,
+                             layout = hnd, causal = true, write_lse = true,
+                             prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
+      abi ["q", "k"] grid "per query tile"
+      {scale = 0.0883883461 : f32}
+      : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E5M2, page_size = 32, layout = hnd>,
+         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32>, tensor<1xf32>, tensor<1xf32>)
+        -> (tensor<?x32x128xbf16>, tensor<?x32xf32>)
+  return %o, %lse : tensor<?x32x128xbf16>, tensor<?x32xf32>
+}

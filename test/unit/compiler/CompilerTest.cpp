@@ -13,6 +13,7 @@
 #include "compiler/Transforms/Schedule.h"
 #include "dialect/IR/AttnOps.h"
 #include "templates/attn/params.h"
+#include "templates/attn/prefill_layout.h"
 #include "tools/RegisterAttn.h"
 
 #include "mlir/AsmParser/AsmParser.h"
@@ -352,6 +353,166 @@ TEST(FrontendTest, InvalidPrefillVariants) {
   }
 }
 
+/// A paged prefill variant: the default prefill over a bf16 NHD cache of
+/// 16-token pages.
+PrefillVariant pagedPrefillVariant() {
+  PrefillVariant variant;
+  variant.paged = ::attn::PagedKVFormat{};
+  return variant;
+}
+
+TEST(FrontendTest, DefaultPagedPrefillVariant) {
+  PrefillVariant variant = pagedPrefillVariant(); // causal GQA-4, d128
+  llvm::Expected<KernelSpec> spec = compilePrefillVariant(variant, Arch::SM90a);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  KernelSpec expected;
+  expected.kind = SpecKind::PagedPrefill;
+  expected.arch = Arch::SM90a;
+  expected.qType = ScalarType::BF16;
+  expected.kvType = ScalarType::BF16;
+  expected.numQHeads = 32;
+  expected.numKVHeads = 8;
+  expected.headDim = 128;
+  // The cache fields come from the cache, as for decode.
+  expected.pageSize = 16;
+  expected.layout = ::attn::KVLayout::NHD;
+  expected.queryLen = 1;
+  // Many queries per request: causal stays in the spec.
+  expected.causal = true;
+  // The ragged prefill's schedule for the same shape.
+  expected.prefillSchedule = prefillSchedule(4, 128, 64, 2);
+  EXPECT_TRUE(*spec == expected) << spec->uri() << " vs " << expected.uri();
+  EXPECT_EQ(::attn::kernelSymbol(*spec),
+            "attn_paged_prefill_qbf16_kvbf16_h32x8_d128_p16nhd_causal_"
+            "m128n64w4s2");
+}
+
+TEST(FrontendTest, PagedPrefillVariantWithEveryFlag) {
+  PrefillVariant variant = pagedPrefillVariant();
+  variant.qType = ScalarType::F16;
+  variant.numQHeads = 16;
+  variant.numKVHeads = 2;
+  variant.headDim = 256;
+  variant.paged->kvType = ScalarType::F8E4M3;
+  variant.paged->pageSize = 32;
+  variant.paged->layout = ::attn::KVLayout::HND;
+  variant.paged->perHeadKVScale = true;
+  variant.windowLeft = 4096;
+  variant.softcap = 50.0f;
+  variant.scale = 0.0625f;
+  variant.alibi = true;
+  variant.writeLse = true;
+  llvm::Expected<KernelSpec> spec = compilePrefillVariant(variant, Arch::SM89);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  KernelSpec expected;
+  expected.kind = SpecKind::PagedPrefill;
+  expected.arch = Arch::SM89;
+  expected.qType = ScalarType::F16;
+  expected.kvType = ScalarType::F8E4M3;
+  expected.numQHeads = 16;
+  expected.numKVHeads = 2;
+  expected.headDim = 256;
+  expected.pageSize = 32;
+  expected.layout = ::attn::KVLayout::HND;
+  expected.causal = true;
+  expected.slidingWindow = true;
+  expected.alibi = true;
+  expected.softcap = true;
+  expected.perHeadKVScale = true;
+  expected.writeLse = true;
+  // Head dim 256 with FP8 widening: 98 KiB, within sm_89's 99 KiB.
+  expected.prefillSchedule = prefillSchedule(4, 64, 32, 2);
+  EXPECT_TRUE(*spec == expected) << spec->uri() << " vs " << expected.uri();
+  EXPECT_EQ(spec->uri(), "paged_prefill_qf16_kve4m3_h16x2_d256_p32hnd_causal_"
+                         "swa_alibi_softcap_lse_m64n32w4s2_headscale");
+}
+
+TEST(FrontendTest, PagedPrefillCrossAttentionPerTensorE5M2) {
+  PrefillVariant variant = pagedPrefillVariant();
+  variant.causal = false;
+  variant.crossAttention = true;
+  variant.numKVHeads = 1;
+  variant.paged->kvType = ScalarType::F8E5M2;
+  // With one KV head, per head and per tensor are the same kernel.
+  variant.paged->perHeadKVScale = true;
+  llvm::Expected<KernelSpec> spec = compilePrefillVariant(variant, Arch::SM80);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  EXPECT_EQ(spec->kind, SpecKind::PagedPrefill);
+  EXPECT_EQ(spec->kvType, ScalarType::F8E5M2);
+  EXPECT_EQ(spec->numKVHeads, 1);
+  EXPECT_FALSE(spec->causal);
+  EXPECT_FALSE(spec->perHeadKVScale);
+}
+
+TEST(FrontendTest, PagedPrefillPerHeadScaleIsIgnoredWithoutFP8) {
+  PrefillVariant variant = pagedPrefillVariant();
+  variant.paged->perHeadKVScale = true; // a bf16 cache has no scales at all
+  llvm::Expected<KernelSpec> spec = compilePrefillVariant(variant, Arch::SM90a);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  EXPECT_FALSE(spec->perHeadKVScale);
+}
+
+TEST(FrontendTest, PinnedPagedPrefillScheduleIsKept) {
+  PrefillVariant variant = pagedPrefillVariant();
+  variant.schedule = prefillSchedule(8, 128, 32, 3);
+  llvm::Expected<KernelSpec> spec = compilePrefillVariant(variant, Arch::SM89);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  EXPECT_EQ(spec->prefillSchedule, *variant.schedule);
+}
+
+TEST(FrontendTest, InvalidPagedPrefillVariants) {
+  struct Case {
+    const char *name;
+    PrefillVariant variant;
+    const char *message;
+  };
+  std::vector<Case> cases;
+  PrefillVariant v = pagedPrefillVariant();
+  v.causal = false;
+  v.encoder = true;
+  cases.push_back({"encoder", v,
+                   "'attn.paged_prefill' op encoder attention has no KV "
+                   "cache; use attn.prefill"});
+  v = pagedPrefillVariant();
+  v.paged->kvType = ScalarType::F16; // q is bf16
+  cases.push_back({"cache type", v,
+                   "'attn.paged_prefill' op cache element type 'f16' must "
+                   "equal the q element type ('bf16') or be FP8"});
+  v = pagedPrefillVariant();
+  v.paged->kvType = ScalarType::F32;
+  cases.push_back({"f32 cache", v, "paged_kv element type 'f32' is not "
+                                   "allowed; expected f16, bf16, f8E4M3FN or "
+                                   "f8E5M2"});
+  v = pagedPrefillVariant();
+  v.paged->pageSize = 0;
+  cases.push_back({"page size", v, "paged_kv page_size 0 is not supported"});
+  v = pagedPrefillVariant();
+  v.numQHeads = 12;
+  cases.push_back({"heads", v,
+                   "'attn.paged_prefill' op q heads (12) must be a multiple "
+                   "of cache heads (8)"});
+  v = pagedPrefillVariant();
+  v.crossAttention = true; // causal stays true
+  cases.push_back({"cross causal", v, "cross attention cannot be causal"});
+  v = pagedPrefillVariant();
+  v.qType = ScalarType::F8E4M3;
+  v.paged->kvType = ScalarType::F8E4M3;
+  cases.push_back({"fp8 q", v, "must be 3D tensor of 16-bit float or "
+                               "bfloat16 type values"});
+  v = pagedPrefillVariant();
+  v.schedule = prefillSchedule(4, 48, 64, 2);
+  cases.push_back({"schedule", v, "prefill_schedule block_m must be 16 * "
+                                  "warps = 64 or 32 * warps = 128"});
+  for (const Case &c : cases) {
+    std::string error = errorText(compilePrefillVariant(c.variant, Arch::SM90a));
+    EXPECT_NE(error.find(c.message), std::string::npos)
+        << c.name << ": " << error;
+    // Every diagnostic points at the variant.
+    EXPECT_EQ(error.rfind("loc(\"attn::PrefillVariant\"): error: ", 0), 0u)
+        << c.name << ": " << error;
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Invalid variants: errors carry the verifier's message
 //===----------------------------------------------------------------------===//
@@ -481,18 +642,14 @@ func.func @step(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
 
 TEST_F(ModuleTest, LowerToKernelSpecsReportsOpsWithoutKernel) {
   OwningOpRef<ModuleOp> module = parse(R"mlir(
-func.func @paged_prefill(%q: tensor<?x32x128xbf16>,
-    %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
-    %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
-  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens
-      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
-        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
-  return %o : tensor<?x32x128xbf16>
+func.func @merge(%o: tensor<?x32x128xf32>, %l: tensor<?x32xf32>) -> tensor<?x32x128xf32> {
+  %m, %lm = attn.merge_states %o, %l, %o, %l : tensor<?x32x128xf32>, tensor<?x32xf32>
+  return %m : tensor<?x32x128xf32>
 }
 )mlir");
   ASSERT_TRUE(module);
   std::string error = errorText(lowerToKernelSpecs(*module, Arch::SM90a));
-  EXPECT_NE(error.find("error: no kernel template for 'attn.paged_prefill' yet"),
+  EXPECT_NE(error.find("error: no kernel template for 'attn.merge_states' yet"),
             std::string::npos)
       << error;
 }
@@ -524,6 +681,37 @@ TEST_F(ModuleTest, GetKernelSpecOfAPrefillLaunch) {
   EXPECT_EQ(launch.getGrid(),
             "grid.x = query tiles of the plan (block_m = 128 rows each), "
             "grid.y = num_q_heads = 32; block = 32*warps = 128");
+}
+
+TEST_F(ModuleTest, GetKernelSpecOfAPagedPrefillLaunch) {
+  PrefillVariant variant = pagedPrefillVariant();
+  variant.paged->kvType = ScalarType::F8E5M2;
+  variant.paged->perHeadKVScale = true;
+  variant.alibi = true;
+  variant.writeLse = true;
+  OwningOpRef<ModuleOp> module = buildPrefillModule(context, variant);
+  ASSERT_TRUE(module);
+  llvm::Expected<std::vector<KernelSpec>> specs =
+      lowerToKernelSpecs(*module, Arch::SM80);
+  ASSERT_TRUE(static_cast<bool>(specs)) << llvm::toString(specs.takeError());
+  KernelLaunchOp launch;
+  module->walk([&](KernelLaunchOp op) { launch = op; });
+  ASSERT_TRUE(launch);
+  FailureOr<KernelSpec> spec = getKernelSpec(launch);
+  ASSERT_TRUE(succeeded(spec));
+  EXPECT_TRUE(*spec == specs->front());
+  EXPECT_EQ(spec->kind, SpecKind::PagedPrefill);
+  EXPECT_TRUE(spec->perHeadKVScale);
+  EXPECT_EQ(launch.getKernelTemplate(), "attn/prefill.cuh:attn::prefillKernel");
+  // q, cache, cu_seqlens_q, block_tables, seq_lens, k_scale, v_scale (one
+  // per KV head), slopes; out and lse.
+  ASSERT_EQ(launch.getArgs().size(), 8u);
+  EXPECT_EQ(cast<RankedTensorType>(launch.getArgs()[5].getType()).getDimSize(0),
+            8);
+  EXPECT_EQ(launch.getOuts().size(), 2u);
+  EXPECT_FLOAT_EQ(launch.getScale()->convertToFloat(), 0.08838834764f);
+  EXPECT_EQ(launch.getAbi().size(),
+            getLaunchABI(SpecKind::Prefill).size());
 }
 
 //===----------------------------------------------------------------------===//
@@ -560,6 +748,23 @@ TEST_F(ModuleTest, KernelSpecAttrRoundTripsThroughText) {
       prefill.prefillSchedule = prefillSchedule(8, 128, 64, 2);
     }
     specs.push_back(prefill);
+  }
+  // Paged prefill specs: cache fields as decode, a prefill schedule.
+  for (int i = 0; i < 2; ++i) {
+    KernelSpec paged;
+    paged.kind = SpecKind::PagedPrefill;
+    paged.prefillSchedule = prefillSchedule(4, 128, 64, 2);
+    if (i == 1) {
+      paged.arch = Arch::SM89;
+      paged.qType = ScalarType::F16;
+      paged.kvType = ScalarType::F8E4M3;
+      paged.pageSize = 1;
+      paged.layout = ::attn::KVLayout::HND;
+      paged.causal = paged.slidingWindow = paged.alibi = true;
+      paged.softcap = paged.perHeadKVScale = paged.writeLse = true;
+      paged.prefillSchedule = prefillSchedule(4, 64, 32, 2);
+    }
+    specs.push_back(paged);
   }
   for (const KernelSpec &spec : specs) {
     auto attr = KernelSpecAttr::get(&context, spec);
@@ -682,17 +887,23 @@ TEST(LaunchABITest, PrefillParams) {
       ATTN_FIELD(PrefillParams, alibiSlopes),
       ATTN_FIELD(PrefillParams, workItems),
       ATTN_FIELD(PrefillParams, numWorkItems),
+      ATTN_FIELD(PrefillParams, blockTables),
+      ATTN_FIELD(PrefillParams, kScale),
+      ATTN_FIELD(PrefillParams, vScale),
       ATTN_FIELD(PrefillParams, qStrideToken),
       ATTN_FIELD(PrefillParams, kStrideToken),
       ATTN_FIELD(PrefillParams, vStrideToken),
       ATTN_FIELD(PrefillParams, outStrideToken),
+      ATTN_FIELD(PrefillParams, pageStride),
+      ATTN_FIELD(PrefillParams, blockTableStride),
       ATTN_FIELD(PrefillParams, smScale),
       ATTN_FIELD(PrefillParams, softcap),
       ATTN_FIELD(PrefillParams, windowLeft),
   };
-  expectAllFields(getLaunchABI(SpecKind::Prefill), fields,
-                  sizeof(::attn::PrefillParams),
-                  alignof(::attn::PrefillParams));
+  // Ragged and paged prefill launch the same struct.
+  for (SpecKind kind : {SpecKind::Prefill, SpecKind::PagedPrefill})
+    expectAllFields(getLaunchABI(kind), fields, sizeof(::attn::PrefillParams),
+                    alignof(::attn::PrefillParams));
 }
 
 //===----------------------------------------------------------------------===//
@@ -770,6 +981,36 @@ TEST(ScheduleTest, PrefillChoicesPerShape) {
             prefillSchedule(4, 128, 64, 2));
   EXPECT_EQ(choosePrefillSchedule(decodeSpec(Arch::SM89, 32, 8, 128)),
             prefillSchedule(4, 64, 64, 2));
+}
+
+TEST(ScheduleTest, PagedPrefillChoicesPerShape) {
+  // The heuristic reads the KV element size: FP8 caches add the widened
+  // K/V tiles but halve the ring (templates/attn/prefill_layout.h).
+  auto paged = [](Arch arch, int headDim, ScalarType kvType) {
+    KernelSpec spec = decodeSpec(arch, 32, 8, headDim, kvType);
+    spec.kind = SpecKind::PagedPrefill;
+    return spec;
+  };
+  for (ScalarType kvType :
+       {ScalarType::BF16, ScalarType::F8E4M3, ScalarType::F8E5M2}) {
+    // Head dim 128: 102 KiB (16-bit) or 100 KiB (FP8) with 128 rows; only
+    // sm_89's 99 KiB take 64.
+    EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM90a, 128, kvType)),
+              prefillSchedule(4, 128, 64, 2));
+    EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM80, 128, kvType)),
+              prefillSchedule(4, 128, 64, 2));
+    EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM89, 128, kvType)),
+              prefillSchedule(4, 64, 64, 2));
+    // Head dim 256 fits every arch, sm_89 included.
+    for (Arch arch : {Arch::SM80, Arch::SM89, Arch::SM90a}) {
+      ::attn::PrefillSchedule s =
+          choosePrefillSchedule(paged(arch, 256, kvType));
+      EXPECT_EQ(s, prefillSchedule(4, 64, 32, 2));
+      EXPECT_LE(::attn::prefillSmemBytes(256, ::attn::sizeOf(kvType),
+                                         s.blockM, s.blockN, s.stages),
+                sharedMemoryPerSM(Arch::SM89) - 1024);
+    }
+  }
 }
 
 //===----------------------------------------------------------------------===//
