@@ -89,7 +89,8 @@ partitionPrefill(llvm::ArrayRef<int32_t> cuQ, llvm::ArrayRef<int32_t> cuKV,
 
 llvm::Expected<std::vector<PrefillWorkItem>>
 partitionPagedPrefill(llvm::ArrayRef<int32_t> cuQ,
-                      llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec) {
+                      llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec,
+                      bool selfAttention) {
   if (llvm::Error error = checkOffsets("cu_seqlens_q", cuQ))
     return std::move(error);
   if (seqLens.size() + 1 != cuQ.size())
@@ -97,7 +98,9 @@ partitionPagedPrefill(llvm::ArrayRef<int32_t> cuQ,
         "prefill plan: {0} seq_lens for {1} requests (cu_seqlens_q has {2} "
         "entries)",
         seqLens.size(), cuQ.size() - 1, cuQ.size()));
-  for (size_t b = 0; b < seqLens.size(); ++b)
+  // Self attention: the new rows are the last of the cached tokens. (Cross
+  // attention reads cached encoder outputs, unrelated to the query rows.)
+  for (size_t b = 0; b < seqLens.size() && selfAttention; ++b)
     if (seqLens[b] < cuQ[b + 1] - cuQ[b])
       return llvm::createStringError(llvm::formatv(
           "prefill plan: seq_lens[{0}] = {1} is below the request's {2} new "
@@ -195,7 +198,8 @@ PrefillKernel::planPaged(llvm::ArrayRef<int32_t> cuSeqlensQ,
   if (kernelSpec.kind != KernelKind::PagedPrefill)
     return llvm::createStringError(
         "prefill plan: the kernel reads contiguous k/v; use plan");
-  auto items = partitionPagedPrefill(cuSeqlensQ, seqLens, kernelSpec);
+  auto items = partitionPagedPrefill(cuSeqlensQ, seqLens, kernelSpec,
+                                     !prefillVariant.crossAttention);
   if (!items)
     return items.takeError();
   auto plan = upload(std::move(*items), ws, stream, forGraph);

@@ -93,6 +93,59 @@ __device__ __forceinline__ void loadRows(char *tile, int rowBytes,
   }
 }
 
+/// \brief Copies the K and V rows of one tile of blockN keys into a K and a
+/// V ring tile (zeros past `validRows`). Row i's K starts at element
+/// kStart(key(i), i) of `k` and its V at vStart(key(i), i) of `v`, where
+/// key() is the 32-bit lookup with latency (a block-table read for paged
+/// caches) and the starts are arithmetic. Where the
+/// threads split evenly over a row's chunks, each thread keeps one chunk
+/// column and takes each of its rows' key once for K and V together, all
+/// keys before any copy so the lookups are in flight at once; otherwise
+/// every chunk takes its own.
+template <class Config, class Key, class KStart, class VStart>
+__device__ __forceinline__ void loadKVTile(char *kTile, char *vTile,
+                                           const void *k, const void *v,
+                                           int validRows, Key key,
+                                           KStart kStart, VStart vStart) {
+  using Tr = PrefillTraits<Config>;
+  constexpr int kElem = Tr::kKVBytes;
+  constexpr int kCopy = Tr::kHeadDim * kElem % 16 == 0 ? 16 : 8;
+  constexpr int kChunksPerRow = Tr::kDimPad * kElem / kCopy;
+  if constexpr (Tr::kThreads % kChunksPerRow == 0 &&
+                Config::kBlockN % (Tr::kThreads / kChunksPerRow) == 0) {
+    constexpr int kDataChunks = Tr::kHeadDim * kElem / kCopy;
+    constexpr int kRowsPerPass = Tr::kThreads / kChunksPerRow;
+    constexpr int kPasses = Config::kBlockN / kRowsPerPass;
+    const int chunk = threadIdx.x % kChunksPerRow;
+    const int firstRow = threadIdx.x / kChunksPerRow;
+    int32_t keys[kPasses];
+#pragma unroll
+    for (int j = 0; j < kPasses; ++j) {
+      int row = firstRow + j * kRowsPerPass;
+      keys[j] = row < validRows ? key(row) : 0;
+    }
+    const char *kSrc = static_cast<const char *>(k);
+    const char *vSrc = static_cast<const char *>(v);
+#pragma unroll
+    for (int j = 0; j < kPasses; ++j) {
+      int row = firstRow + j * kRowsPerPass;
+      bool valid = row < validRows && chunk < kDataChunks;
+      int64_t kAt = valid ? kStart(keys[j], row) * kElem + chunk * kCopy : 0;
+      int64_t vAt = valid ? vStart(keys[j], row) * kElem + chunk * kCopy : 0;
+      int dst = row * Tr::kRingRowBytes + chunk * kCopy;
+      cpAsync<kCopy>(kTile + dst, kSrc + kAt, valid);
+      cpAsync<kCopy>(vTile + dst, vSrc + vAt, valid);
+    }
+  } else {
+    auto kRow = [&](int row) { return kStart(key(row), row); };
+    auto vRow = [&](int row) { return vStart(key(row), row); };
+    loadRows<Config, kElem>(kTile, Tr::kRingRowBytes, k, validRows,
+                            Config::kBlockN, kRow);
+    loadRows<Config, kElem>(vTile, Tr::kRingRowBytes, v, validRows,
+                            Config::kBlockN, vRow);
+  }
+}
+
 /// \brief Widens one raw FP8 K and V tile of the ring into the 16-bit tiles
 /// the MMAs read (values times 2^DequantRatio; the kernel folds the ratio
 /// and the cache scales into its softmax scale and output normalization).
@@ -173,24 +226,24 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     char *stage = ring + slot * Tr::kStageBytes;
     int valid = min(kBlockN, work.kvLen - start);
     if constexpr (Config::kPaged) {
-      auto rowStart = [&](int row) {
-        int pos = start + row;
-        return kvOffset<Config>(pages[pos / Config::kPageSize],
-                                pos % Config::kPageSize, kvHead, p.pageStride);
+      // Key: the row's page; K and V share the offset within the cache.
+      auto offset = [&](int32_t page, int row) {
+        return kvOffset<Config>(page, (start + row) % Config::kPageSize, kvHead,
+                                p.pageStride);
       };
-      loadRows<Config, Tr::kKVBytes>(stage, Tr::kRingRowBytes, p.k, valid,
-                                     kBlockN, rowStart);
-      loadRows<Config, Tr::kKVBytes>(stage + Tr::kRingTileBytes,
-                                     Tr::kRingRowBytes, p.v, valid, kBlockN,
-                                     rowStart);
+      loadKVTile<Config>(
+          stage, stage + Tr::kRingTileBytes, p.k, p.v, valid,
+          [&](int row) { return pages[(start + row) / Config::kPageSize]; },
+          offset, offset);
     } else {
-      const int64_t first = work.kvStart + start;
+      // Key: the row's token in k / v.
+      const int32_t first = work.kvStart + start;
       const int64_t headOffset = int64_t(kvHead) * Tr::kHeadDim;
-      loadRows<Config, 2>(stage, Tr::kRingRowBytes, p.k, valid, kBlockN,
-                          [&](int row) { return (first + row) * p.kStrideToken + headOffset; });
-      loadRows<Config, 2>(stage + Tr::kRingTileBytes, Tr::kRingRowBytes, p.v,
-                          valid, kBlockN,
-                          [&](int row) { return (first + row) * p.vStrideToken + headOffset; });
+      loadKVTile<Config>(
+          stage, stage + Tr::kRingTileBytes, p.k, p.v, valid,
+          [&](int row) { return first + row; },
+          [&](int32_t token, int) { return token * p.kStrideToken + headOffset; },
+          [&](int32_t token, int) { return token * p.vStrideToken + headOffset; });
     }
   };
 

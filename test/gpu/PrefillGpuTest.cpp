@@ -197,8 +197,12 @@ std::vector<PrefillCase> cases() {
       {33, 100}, {500, 100});
   add("paged_bf16_p128_d256_mqa", paged(base(S::BF16, 8, 1, 256), S::BF16, 128),
       {200, 17}, {1000, 300});
-  add("paged_f16_p32_hnd_d96_encoder",
-      paged(encoder(base(S::F16, 16, 4, 96)), S::F16, 32, L::HND), {300, 64});
+  {
+    // No mask over the cache (a decoder's bidirectional prefix).
+    auto v = paged(base(S::F16, 16, 4, 96), S::F16, 32, L::HND);
+    v.causal = false;
+    add("paged_f16_p32_hnd_d96_unmasked", v, {300, 64}, {400, 64});
+  }
   add("paged_bf16_p16_cross", paged(cross(base(S::BF16, 16, 4, 128)), S::BF16, 16),
       {17, 200}, {1500, 64});
   {

@@ -424,7 +424,9 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   v.numKVHeads = cfg.numKVHeads;
   v.headDim = cfg.headDim;
   v.causal = cfg.causal;
-  v.encoder = !cfg.causal; // bidirectional self attention
+  // Bidirectional self attention: an encoder's when ragged; a paged cache
+  // belongs to a decoder, whose mask is then none.
+  v.encoder = !cfg.causal && !paged;
   v.paged = paged;
   auto kernel = unwrap(Jit::global().prefill(v));
 

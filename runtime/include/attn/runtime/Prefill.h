@@ -32,11 +32,14 @@ llvm::Expected<std::vector<PrefillWorkItem>>
 partitionPrefill(llvm::ArrayRef<int32_t> cuSeqlensQ,
                  llvm::ArrayRef<int32_t> cuSeqlensKV, const KernelSpec &spec);
 
-/// The same for a paged prefill: request b's cu_seqlens_q[b+1] -
-/// cu_seqlens_q[b] new rows are the last of its seqLens[b] cached tokens.
+/// The same for a paged prefill over seqLens[b] cached tokens per request.
+/// In self attention request b's cu_seqlens_q[b+1] - cu_seqlens_q[b] new
+/// rows must be the last of them; cross attention reads cached encoder
+/// outputs of any length.
 llvm::Expected<std::vector<PrefillWorkItem>>
 partitionPagedPrefill(llvm::ArrayRef<int32_t> cuSeqlensQ,
-                      llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec);
+                      llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec,
+                      bool selfAttention);
 
 /// Device and pinned buffers a prefill kernel plans into, sized for at most
 /// `maxQTokens` query rows in `maxBatch` requests.
