@@ -230,4 +230,19 @@ Jit::prefill(const PrefillVariant &variant) {
                     [&] { return targetArch(); });
 }
 
+llvm::Expected<runtime::MixedBatchAttention>
+Jit::mixedBatch(const PrefillVariant &variant) {
+  if (!variant.paged)
+    return llvm::createStringError(
+        "mixed batch: the prefill variant must read the paged cache (set "
+        "`paged`)");
+  auto prefillKernel = prefill(variant);
+  if (!prefillKernel)
+    return prefillKernel.takeError();
+  auto decodeKernel = decode(runtime::decodeVariantFor(variant));
+  if (!decodeKernel)
+    return decodeKernel.takeError();
+  return runtime::MixedBatchAttention::create(*prefillKernel, *decodeKernel);
+}
+
 } // namespace attn

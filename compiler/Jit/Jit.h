@@ -11,6 +11,7 @@
 
 #include "attn/runtime/AppendKV.h"
 #include "attn/runtime/Decode.h"
+#include "attn/runtime/MixedBatch.h"
 #include "attn/runtime/DecodeVariant.h"
 #include "attn/runtime/Prefill.h"
 #include "attn/runtime/PrefillVariant.h"
@@ -65,6 +66,11 @@ public:
   /// The loaded ragged- or paged-prefill kernel for `variant` (needs a GPU).
   llvm::Expected<std::shared_ptr<const runtime::PrefillKernel>>
   prefill(const PrefillVariant &variant);
+  /// Mixed prefill + decode batches over the paged cache of `variant`
+  /// (`paged` must be set): its prefill kernel with the decode kernel of
+  /// runtime::decodeVariantFor(variant) (needs a GPU).
+  llvm::Expected<runtime::MixedBatchAttention>
+  mixedBatch(const PrefillVariant &variant);
 
   /// Spec, source and cubin of a variant for `arch` (no GPU needed).
   llvm::Expected<CompiledKernel> compile(const DecodeVariant &variant, Arch arch);

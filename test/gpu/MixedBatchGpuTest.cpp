@@ -30,13 +30,7 @@ PrefillVariant pagedVariant(ScalarType qType, ScalarType kvType, int hq, int hkv
 }
 
 llvm::Expected<runtime::MixedBatchAttention> mixedFor(const PrefillVariant &v) {
-  auto prefill = Jit::global().prefill(v);
-  if (!prefill)
-    return prefill.takeError();
-  auto decode = Jit::global().decode(runtime::decodeVariantFor(v));
-  if (!decode)
-    return decode.takeError();
-  return runtime::MixedBatchAttention::create(*prefill, *decode);
+  return Jit::global().mixedBatch(v);
 }
 
 struct MixedCase {
