@@ -58,6 +58,29 @@ std::optional<Arch> parseArch(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<ScalarType> parseScalarType(std::string_view name) {
+  for (ScalarType type : {ScalarType::F16, ScalarType::BF16, ScalarType::F8E4M3,
+                          ScalarType::F8E5M2, ScalarType::F32})
+    if (name == toString(type))
+      return type;
+  return std::nullopt;
+}
+
+std::optional<KVLayout> parseKVLayout(std::string_view name) {
+  for (KVLayout layout : {KVLayout::NHD, KVLayout::HND})
+    if (name == toString(layout))
+      return layout;
+  return std::nullopt;
+}
+
+std::optional<KernelKind> parseKernelKind(std::string_view name) {
+  for (KernelKind kind : {KernelKind::Decode, KernelKind::AppendKV,
+                          KernelKind::Prefill, KernelKind::PagedPrefill})
+    if (name == toString(kind))
+      return kind;
+  return std::nullopt;
+}
+
 int sizeOf(ScalarType type) {
   switch (type) {
   case ScalarType::F16:

@@ -116,7 +116,11 @@ std::string_view toString(ScalarType type);
 std::string_view toString(KVLayout layout);
 std::string_view toString(Arch arch);
 std::string_view toString(KernelKind kind);
+/// The inverses of toString; none for an unknown name.
 std::optional<Arch> parseArch(std::string_view name);
+std::optional<ScalarType> parseScalarType(std::string_view name);
+std::optional<KVLayout> parseKVLayout(std::string_view name);
+std::optional<KernelKind> parseKernelKind(std::string_view name);
 /// Bytes per element.
 int sizeOf(ScalarType type);
 

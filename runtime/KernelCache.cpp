@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/KernelCache.h"
 
+#include "attn/runtime/AotLibrary.h"
 #include "attn/runtime/Error.h"
 #include "templates/EmbeddedTemplates.h"
 
@@ -187,6 +188,39 @@ bool envFlag(const char *name) {
 
 } // namespace
 
+/// SHA-256 over everything that makes `request`'s cubin; with or without
+/// the NVRTC version (AOT libraries are served to hosts with another NVRTC,
+/// or none).
+CacheKey hashRequest(const CompileRequest &request, const NvrtcOptions &nvrtc,
+                     bool withNvrtcVersion) {
+  llvm::SHA256 sha;
+  // Each field is labelled and length-prefixed so no two different requests
+  // hash the same bytes.
+  auto field = [&](llvm::StringRef label, llvm::StringRef value) {
+    uint8_t size[8];
+    llvm::support::endian::write64le(size, value.size());
+    sha.update(label);
+    sha.update(size);
+    sha.update(value);
+  };
+  field("uri", request.uri);
+  field("source", request.source);
+  if (withNvrtcVersion) {
+    static const std::string nvrtcVersion = nvrtcVersionString();
+    field("nvrtc", nvrtcVersion);
+  }
+  for (const std::string &option : compileOptions(request.arch, nvrtc))
+    field("option", option);
+  field("arch", toString(request.arch));
+  field("attn", ATTN_VERSION);
+  field("templates", templatesHash());
+  return CacheKey{request.uri, llvm::toHex(sha.final(), /*LowerCase=*/true)};
+}
+
+CacheKey aotKey(const CompileRequest &request, const NvrtcOptions &nvrtc) {
+  return hashRequest(request, nvrtc, /*withNvrtcVersion=*/false);
+}
+
 std::string CacheKey::fileName() const {
   return uri + "-" + hash.substr(0, 16) + ".cubin";
 }
@@ -209,6 +243,43 @@ struct KernelCache::Impl {
     }
     if (options.useDisk && !envFlag("ATTN_CACHE_DISABLE"))
       diskRoot = options.diskDir ? options.diskDir : defaultDiskDir();
+    if (options.libraries.empty())
+      openEnvironmentLibraries();
+  }
+
+  /// The libraries $ATTN_AOT_LIBRARY names; one that does not open is
+  /// skipped with a warning (the kernels it would serve are compiled).
+  void openEnvironmentLibraries() {
+    std::optional<std::string> paths = llvm::sys::Process::GetEnv("ATTN_AOT_LIBRARY");
+    if (!paths)
+      return;
+    llvm::SmallVector<llvm::StringRef, 4> parts;
+    llvm::StringRef(*paths).split(parts, ':', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef path : parts) {
+      auto library = AotLibrary::open(path);
+      if (library)
+        options.libraries.push_back(std::move(*library));
+      else
+        llvm::errs() << "attn: warning: ATTN_AOT_LIBRARY: "
+                     << llvm::toString(library.takeError()) << "\n";
+    }
+  }
+
+  /// `request`'s cubin from the first AOT library that has it.
+  std::optional<std::string> fromLibraries(const CompileRequest &request) {
+    if (options.libraries.empty())
+      return std::nullopt;
+    std::string key = aotKey(request, options.nvrtc).hash;
+    for (const auto &library : options.libraries)
+      if (const AotKernel *kernel = library->findByAotKey(key)) {
+        llvm::Expected<std::string> cubin = library->readCubin(*kernel);
+        if (cubin)
+          return std::move(*cubin);
+        // A damaged library is not trusted: compile instead, and say so.
+        llvm::errs() << "attn: warning: " << llvm::toString(cubin.takeError())
+                     << "\n";
+      }
+    return std::nullopt;
   }
 
   /// The cached cubin for `hash`, marked most recently used. Needs `mutex`.
@@ -235,27 +306,7 @@ struct KernelCache::Impl {
   }
 
   CacheKey keyFor(const CompileRequest &request) const {
-    static const std::string nvrtcVersion = nvrtcVersionString();
-    llvm::SHA256 sha;
-    // Each field is labelled and length-prefixed so no two different requests
-    // hash the same bytes.
-    auto field = [&](llvm::StringRef label, llvm::StringRef value) {
-      uint8_t size[8];
-      llvm::support::endian::write64le(size, value.size());
-      sha.update(label);
-      sha.update(size);
-      sha.update(value);
-    };
-    field("uri", request.uri);
-    field("source", request.source);
-    field("nvrtc", nvrtcVersion);
-    for (const std::string &option :
-         compileOptions(request.arch, options.nvrtc))
-      field("option", option);
-    field("arch", toString(request.arch));
-    field("attn", ATTN_VERSION);
-    field("templates", templatesHash());
-    return CacheKey{request.uri, llvm::toHex(sha.final(), /*LowerCase=*/true)};
+    return hashRequest(request, options.nvrtc, /*withNvrtcVersion=*/true);
   }
 
   std::optional<std::string> pathFor(const CacheKey &key, Arch arch) const {
@@ -310,6 +361,10 @@ struct KernelCache::Impl {
   llvm::Expected<std::string>
   loadOrCompile(const CompileRequest &request, const CacheKey &key,
                 const std::optional<std::string> &path) {
+    if (std::optional<std::string> cubin = fromLibraries(request)) {
+      ++aotHits;
+      return std::move(*cubin);
+    }
     std::string cubin;
     if (path) {
       switch (readCacheFile(*path, key.hash, cubin)) {
@@ -349,7 +404,7 @@ struct KernelCache::Impl {
   std::list<std::string> lru; ///< key hashes, most recently used first
   std::unordered_map<std::string, std::shared_ptr<Flight>> inFlight;
 
-  std::atomic<unsigned> memoryHits{0}, diskHits{0}, compiles{0},
+  std::atomic<unsigned> memoryHits{0}, aotHits{0}, diskHits{0}, compiles{0},
       corruptEntries{0};
   std::once_flag diskWarning;
 };
@@ -409,8 +464,9 @@ KernelCache::getLibrary(const CompileRequest &request) {
 }
 
 KernelCache::Stats KernelCache::stats() const {
-  return Stats{impl->memoryHits.load(), impl->diskHits.load(),
-               impl->compiles.load(), impl->corruptEntries.load()};
+  return Stats{impl->memoryHits.load(), impl->aotHits.load(),
+               impl->diskHits.load(), impl->compiles.load(),
+               impl->corruptEntries.load()};
 }
 
 KernelCache &KernelCache::global() {

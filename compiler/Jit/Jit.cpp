@@ -2,98 +2,13 @@
 #include "compiler/Jit/Jit.h"
 #include "codegen/EmitCuda.h"
 #include "compiler/Frontend/Frontend.h"
+#include "attn/runtime/VariantKey.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <cstring>
 
 namespace attn {
-
-namespace {
-
-/// Bytes of a variant struct as a map key: variants are plain aggregates of
-/// scalars and optionals, so their field-by-field bytes identify them.
-template <class T> void appendField(std::string &key, const T &value) {
-  key.append(reinterpret_cast<const char *>(&value), sizeof(T));
-}
-template <class T>
-void appendField(std::string &key, const std::optional<T> &value) {
-  appendField(key, value.has_value());
-  appendField(key, value.value_or(T{}));
-}
-
-} // namespace
-
-std::string jitKey(const DecodeVariant &v) {
-  std::string key = "d";
-  appendField(key, v.qType);
-  appendField(key, v.kvType);
-  appendField(key, v.numQHeads);
-  appendField(key, v.numKVHeads);
-  appendField(key, v.headDim);
-  appendField(key, v.pageSize);
-  appendField(key, v.layout);
-  appendField(key, v.queryLen);
-  appendField(key, v.causal);
-  appendField(key, v.crossAttention);
-  appendField(key, v.windowLeft);
-  appendField(key, v.softcap);
-  appendField(key, v.scale);
-  appendField(key, v.alibi);
-  appendField(key, v.perHeadKVScale);
-  appendField(key, v.writeLse);
-  appendField(key, v.schedule.has_value());
-  if (v.schedule) {
-    const DecodeSchedule &s = *v.schedule;
-    for (int field : {s.warps, s.stages, s.rowTiles, s.minChunkTokens, s.ctasPerSM})
-      appendField(key, field);
-  }
-  return key;
-}
-
-std::string jitKey(const PrefillVariant &v) {
-  std::string key = "p";
-  appendField(key, v.qType);
-  appendField(key, v.numQHeads);
-  appendField(key, v.numKVHeads);
-  appendField(key, v.headDim);
-  appendField(key, v.causal);
-  appendField(key, v.crossAttention);
-  appendField(key, v.encoder);
-  appendField(key, v.windowLeft);
-  appendField(key, v.softcap);
-  appendField(key, v.scale);
-  appendField(key, v.alibi);
-  appendField(key, v.writeLse);
-  appendField(key, v.schedule.has_value());
-  if (v.schedule) {
-    const PrefillSchedule &s = *v.schedule;
-    for (int field : {s.warps, s.blockM, s.blockN, s.stages})
-      appendField(key, field);
-  }
-  // Field by field, not the struct's bytes: its padding is unspecified.
-  appendField(key, v.paged.has_value());
-  if (v.paged) {
-    const PagedKVFormat &p = *v.paged;
-    appendField(key, p.kvType);
-    appendField(key, p.pageSize);
-    appendField(key, p.layout);
-    appendField(key, p.perHeadKVScale);
-  }
-  return key;
-}
-
-std::string jitKey(const AppendKVVariant &v) {
-  std::string key = "a";
-  appendField(key, v.inType);
-  appendField(key, v.kvType);
-  appendField(key, v.numKVHeads);
-  appendField(key, v.headDim);
-  appendField(key, v.pageSize);
-  appendField(key, v.layout);
-  appendField(key, v.perHeadKVScale);
-  return key;
-}
 
 namespace {
 
@@ -155,7 +70,7 @@ struct Jit::Impl {
   load(std::map<std::string, std::shared_ptr<const Kernel>> &kernels,
        const Variant &variant,
        llvm::function_ref<llvm::Expected<Arch>()> targetArch) {
-    std::string key = jitKey(variant);
+    std::string key = runtime::variantKey(variant);
     {
       std::lock_guard<std::mutex> lock(mutex);
       auto it = kernels.find(key);

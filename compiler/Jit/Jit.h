@@ -34,12 +34,6 @@ struct CompiledKernel {
   std::shared_ptr<const std::string> cubin;
 };
 
-/// The key under which the JIT memoizes a variant's loaded kernel: every
-/// field of the variant, so two variants share a kernel only when equal.
-std::string jitKey(const DecodeVariant &variant);
-std::string jitKey(const AppendKVVariant &variant);
-std::string jitKey(const PrefillVariant &variant);
-
 /// The JIT: compiles variants on first use and memoizes loaded kernels.
 /// Thread-safe; concurrent first requests for one kernel compile it once.
 class Jit {

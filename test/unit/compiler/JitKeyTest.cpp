@@ -1,11 +1,12 @@
-//===- JitKeyTest.cpp - the JIT's memo keys -------------------------------===//
+//===- JitKeyTest.cpp - the JIT's memo keys and AOT kernel keys -----------===//
 //
-// The JIT memoizes loaded kernels by variant: two variants may share a key
-// only when they are equal, or a host would get a kernel compiled for
-// another cache. No GPU needed: the keys are computed on the host.
+// The JIT memoizes loaded kernels by variant key: two variants may share a
+// key only when they are equal, or a host would get a kernel compiled for
+// another cache. AOT libraries index kernels by kernel key, which leaves
+// out the values every launch passes. No GPU needed.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/Jit/Jit.h"
+#include "attn/runtime/VariantKey.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +14,8 @@
 #include <set>
 #include <vector>
 
-using ::attn::jitKey;
+using ::attn::runtime::kernelKey;
+using ::attn::runtime::variantKey;
 using ::attn::KVLayout;
 using ::attn::PagedKVFormat;
 using ::attn::PrefillVariant;
@@ -37,11 +39,11 @@ TEST(JitKeyTest, PagedPrefillFieldsSeparateKernels) {
         p.perHeadKVScale = true;
       },
   };
-  std::set<std::string> keys = {jitKey(ragged), jitKey(paged)};
+  std::set<std::string> keys = {variantKey(ragged), variantKey(paged)};
   for (const auto &edit : edits) {
     PrefillVariant v = paged;
     edit(*v.paged);
-    keys.insert(jitKey(v));
+    keys.insert(variantKey(v));
   }
   EXPECT_EQ(keys.size(), 2 + edits.size());
 }
@@ -50,10 +52,29 @@ TEST(JitKeyTest, EqualVariantsShareAKey) {
   PrefillVariant a;
   a.paged = PagedKVFormat{ScalarType::F8E4M3, 16, KVLayout::HND, true};
   PrefillVariant b = a;
-  EXPECT_EQ(jitKey(a), jitKey(b));
+  EXPECT_EQ(variantKey(a), variantKey(b));
   // A pinned schedule is part of the variant too.
   b.schedule = ::attn::PrefillSchedule{};
-  EXPECT_NE(jitKey(a), jitKey(b));
+  EXPECT_NE(variantKey(a), variantKey(b));
+}
+
+TEST(JitKeyTest, KernelKeyLeavesOutLaunchValues) {
+  PrefillVariant a;
+  a.windowLeft = 100;
+  a.softcap = 30.f;
+  PrefillVariant b = a;
+  b.windowLeft = 4096;
+  b.softcap = 50.f;
+  b.scale = 0.1f;
+  EXPECT_EQ(kernelKey(a), kernelKey(b));
+  EXPECT_NE(variantKey(a), variantKey(b));
+  // Whether there is a window or a soft-cap changes the kernel.
+  PrefillVariant c = a;
+  c.windowLeft.reset();
+  EXPECT_NE(kernelKey(a), kernelKey(c));
+  c = a;
+  c.softcap.reset();
+  EXPECT_NE(kernelKey(a), kernelKey(c));
 }
 
 } // namespace

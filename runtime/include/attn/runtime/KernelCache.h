@@ -1,9 +1,10 @@
 //===- KernelCache.h - compiled kernels, in memory and on disk --*- C++ -*-===//
 //
 // Turns a generated translation unit into a cubin at most once: an in-memory
-// LRU map, then a disk cache shared by processes, then NVRTC. Concurrent
-// requests for one kernel compile it once and share the result. A failed
-// compile is not cached, so a later request retries.
+// LRU map, then the AOT kernel libraries it was given (attn-aot), then a
+// disk cache shared by processes, then NVRTC. Concurrent requests for one
+// kernel compile it once and share the result. A failed compile is not
+// cached, so a later request retries.
 //
 // The key hashes everything that changes the binary (source, NVRTC version
 // and options, arch, attn version, templates); the disk layout is
@@ -25,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace attn::runtime {
 
@@ -48,6 +50,13 @@ struct CacheKey {
   std::string fileName() const;
 };
 
+/// The key an AOT library files `request`'s cubin under: the cache key's
+/// fields without the NVRTC version, so a library built once serves hosts
+/// with any NVRTC, or none.
+CacheKey aotKey(const CompileRequest &request, const NvrtcOptions &nvrtc = {});
+
+class AotLibrary;
+
 /// Turns a request into a cubin (NVRTC by default; tests inject others).
 using CubinCompiler =
     std::function<llvm::Expected<std::string>(const CompileRequest &)>;
@@ -67,11 +76,16 @@ public:
     NvrtcOptions nvrtc;
     /// compileToCubin(source, uri, arch, nvrtc) when empty.
     CubinCompiler compiler;
+    /// AOT libraries searched, in order, before the disk cache. When empty,
+    /// the libraries named in $ATTN_AOT_LIBRARY (paths separated by ':')
+    /// are opened; one that cannot be is skipped with a warning.
+    std::vector<std::shared_ptr<const AotLibrary>> libraries;
   };
 
   /// Counters since construction.
   struct Stats {
     unsigned memoryHits = 0; ///< served from memory, or by another's compile
+    unsigned aotHits = 0; ///< served from an AOT library
     unsigned diskHits = 0;
     unsigned compiles = 0;       ///< compiler calls, failed ones included
     unsigned corruptEntries = 0; ///< disk files rejected on load

@@ -1,0 +1,98 @@
+//===- AotLibrary.h - ahead-of-time kernel libraries ------------*- C++ -*-===//
+//
+// A kernel library written by attn-aot: cubins for a set of variants and
+// archs plus a manifest, as a directory (manifest.json, <arch>/<name>.cu,
+// <arch>/<name>-<key16>.cubin) or packed into one file (".attnlib": a
+// header, the manifest, the cubins). Each kernel is filed two ways:
+//
+//  - by its AOT key (aotKey in KernelCache.h: a hash of the generated source
+//    and everything else that makes the cubin), which a KernelCache given
+//    the library checks before its disk cache, so a JIT host gets the very
+//    kernel it would have compiled;
+//  - by its variant's kernel key (VariantKey.h) and arch, with the kernel
+//    spec the compiler chose, so a host linked to the runtime alone (no
+//    MLIR, no compiler, NVRTC optional) gets loaded kernels straight from
+//    its variants.
+//
+// Every cubin is checked against the size and checksum in the manifest
+// before use.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_RUNTIME_AOTLIBRARY_H
+#define ATTN_RUNTIME_AOTLIBRARY_H
+
+#include "attn/runtime/AppendKV.h"
+#include "attn/runtime/Decode.h"
+#include "attn/runtime/Prefill.h"
+#include "codegen/KernelSpec.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace attn::runtime {
+
+/// One kernel of a library, as its manifest describes it.
+struct AotKernel {
+  std::string key;       ///< AOT key (64 hex digits)
+  std::string name;      ///< KernelSpec::uri(); the symbol is "attn_" + name
+  std::string kernelKey; ///< the variant's kernel key; empty for .mlir configs
+  KernelSpec spec;       ///< spec.arch is the kernel's arch
+  std::string source;    ///< directory libraries: the .cu file, relative
+  std::string cubin;     ///< directory libraries: the cubin file, relative
+  uint64_t offset = 0;   ///< packed libraries: the cubin's offset in the blob
+  uint64_t size = 0;     ///< cubin bytes
+  uint64_t checksum = 0; ///< xxh3-64 of the cubin
+  double compileSeconds = 0;
+};
+
+/// The manifest of `kernels` as JSON text (attn-aot writes it).
+std::string manifestJson(llvm::ArrayRef<AotKernel> kernels);
+/// Packs the directory library at `dir` into one file at `file`.
+llvm::Error packLibrary(llvm::StringRef dir, llvm::StringRef file);
+/// xxh3-64 of a cubin, as manifests record it.
+uint64_t cubinChecksum(llvm::StringRef cubin);
+
+class AotLibrary {
+public:
+  /// Opens a directory library or a packed file; the manifest is read and
+  /// checked, cubins are read on use.
+  static llvm::Expected<std::shared_ptr<const AotLibrary>>
+  open(llvm::StringRef path);
+
+  const std::string &path() const { return libraryPath; }
+  llvm::ArrayRef<AotKernel> kernels() const { return entries; }
+
+  const AotKernel *findByAotKey(llvm::StringRef key) const;
+  const AotKernel *find(llvm::StringRef kernelKey, Arch arch) const;
+  /// The kernel's cubin, checked against the manifest.
+  llvm::Expected<std::string> readCubin(const AotKernel &kernel) const;
+
+  /// Loaded kernels for variants, for hosts without the compiler (need a
+  /// GPU). An error names the variant's kernel key when the library has no
+  /// kernel for it on `arch`.
+  llvm::Expected<std::shared_ptr<const DecodeKernel>>
+  decode(const DecodeVariant &variant, Arch arch) const;
+  llvm::Expected<std::shared_ptr<const PrefillKernel>>
+  prefill(const PrefillVariant &variant, Arch arch) const;
+  llvm::Expected<std::shared_ptr<const AppendKVKernel>>
+  appendKV(const AppendKVVariant &variant, Arch arch) const;
+
+private:
+  AotLibrary() = default;
+  llvm::Expected<std::pair<const AotKernel *, std::shared_ptr<CudaLibrary>>>
+  load(llvm::StringRef kernelKey, Arch arch) const;
+  std::string libraryPath;
+  bool packed = false;
+  uint64_t blobOffset = 0; ///< packed: where the cubins start in the file
+  std::vector<AotKernel> entries;
+};
+
+} // namespace attn::runtime
+
+#endif // ATTN_RUNTIME_AOTLIBRARY_H
