@@ -252,6 +252,47 @@ std::string manifestJson(llvm::ArrayRef<AotKernel> kernels) {
   return text;
 }
 
+/// Writes `bytes` to a temporary name next to `path` and renames it into
+/// place, so readers see the old file or the whole new one.
+static llvm::Error writeAtomically(llvm::StringRef path, llvm::StringRef bytes) {
+  std::string temp = (path + ".tmp").str();
+  {
+    std::error_code error;
+    llvm::raw_fd_ostream os(temp, error);
+    if (error)
+      return llvm::createStringError("cannot write " + temp + ": " + error.message());
+    os << bytes;
+    os.close();
+    if (os.has_error())
+      return llvm::createStringError("cannot write " + temp + ": " +
+                                     os.error().message());
+  }
+  if (std::error_code error = llvm::sys::fs::rename(temp, path))
+    return llvm::createStringError("cannot rename " + temp + " into place: " +
+                                   error.message());
+  return llvm::Error::success();
+}
+
+llvm::Error writeKernelFiles(llvm::StringRef dir, AotKernel &kernel,
+                             llvm::StringRef source, llvm::StringRef cubin) {
+  std::string arch(toString(kernel.spec.arch));
+  llvm::SmallString<256> archDir(dir);
+  llvm::sys::path::append(archDir, arch);
+  if (std::error_code error = llvm::sys::fs::create_directories(archDir))
+    return libraryError(dir, "cannot create " + archDir.str() + ": " + error.message());
+  kernel.source = arch + "/" + kernel.name + ".cu";
+  kernel.cubin = arch + "/" + kernel.name + "-" + kernel.key.substr(0, 16) + ".cubin";
+  kernel.size = cubin.size();
+  kernel.checksum = cubinChecksum(cubin);
+  if (llvm::Error error = writeAtomically((dir + "/" + kernel.source).str(), source))
+    return error;
+  return writeAtomically((dir + "/" + kernel.cubin).str(), cubin);
+}
+
+llvm::Error writeManifest(llvm::StringRef dir, llvm::ArrayRef<AotKernel> kernels) {
+  return writeAtomically((dir + "/manifest.json").str(), manifestJson(kernels));
+}
+
 llvm::Error packLibrary(llvm::StringRef dir, llvm::StringRef file) {
   auto library = AotLibrary::open(dir);
   if (!library)
@@ -269,24 +310,13 @@ llvm::Error packLibrary(llvm::StringRef dir, llvm::StringRef file) {
     blob += *cubin;
   }
   std::string manifest = manifestJson(kernels);
-  // Written to a temporary name and renamed, so readers never see half.
-  std::string temp = (file + ".tmp").str();
-  {
-    std::error_code error;
-    llvm::raw_fd_ostream os(temp, error);
-    if (error)
-      return libraryError(file, "cannot write: " + error.message());
-    uint8_t size[8];
-    llvm::support::endian::write64le(size, manifest.size());
-    os.write(kPackMagic, sizeof(kPackMagic));
-    os.write(reinterpret_cast<const char *>(size), sizeof(size));
-    os << manifest << blob;
-    if (os.has_error())
-      return libraryError(file, "cannot write: " + os.error().message());
-  }
-  if (std::error_code error = llvm::sys::fs::rename(temp, file))
-    return libraryError(file, "cannot rename into place: " + error.message());
-  return llvm::Error::success();
+  uint8_t size[8];
+  llvm::support::endian::write64le(size, manifest.size());
+  std::string bytes(kPackMagic, sizeof(kPackMagic));
+  bytes.append(reinterpret_cast<const char *>(size), sizeof(size));
+  bytes += manifest;
+  bytes += blob;
+  return writeAtomically(file, bytes);
 }
 
 llvm::Expected<std::shared_ptr<const AotLibrary>>

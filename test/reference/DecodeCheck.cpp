@@ -298,6 +298,7 @@ llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kerne
   auto &outBytes = *outBytesOr;
   DecodeCheckResult result;
   result.outError = ref::relativeError(decodeAll(v.qType, outBytes), refOut);
+  result.outBytes = outBytes;
   result.chunkTokens = plan.chunkTokens;
   if (v.writeLse) {
     auto lseBytesOr = download(dLse);

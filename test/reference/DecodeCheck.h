@@ -141,6 +141,7 @@ struct DecodeCheckOptions {
 
 struct DecodeCheckResult {
   double outError = 0; ///< relative L2 error of the output
+  std::vector<uint8_t> outBytes; ///< the output as the kernel wrote it
   double lseError = 0; ///< worst absolute LSE error (0 without LSE)
   int chunkTokens = 0; ///< split-KV chunk the plan chose
 };

@@ -210,9 +210,8 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
   auto outBytesOr = download(d.out);
   if (!outBytesOr)
     return outBytesOr.takeError();
-  result.outError = ref::relativeError(
-      decodeAll(v.qType, gather(*outBytesOr, d.qTokens, qRow, d.qStride, bytesPer)),
-      refOut);
+  result.outBytes = gather(*outBytesOr, d.qTokens, qRow, d.qStride, bytesPer);
+  result.outError = ref::relativeError(decodeAll(v.qType, result.outBytes), refOut);
   if (v.writeLse) {
     auto lseBytesOr = download(d.lse);
     if (!lseBytesOr)

@@ -378,20 +378,6 @@ std::vector<Job> mlirJobs(llvm::StringRef text, llvm::ArrayRef<Arch> archs,
 
 //===- Building ------------------------------------------------------------===//
 
-llvm::Error writeAtomically(llvm::StringRef path, llvm::StringRef bytes) {
-  std::string temp = (path + ".tmp").str();
-  {
-    std::error_code error;
-    llvm::raw_fd_ostream os(temp, error);
-    if (error)
-      return llvm::createStringError("cannot write " + temp + ": " + error.message());
-    os << bytes;
-  }
-  if (std::error_code error = llvm::sys::fs::rename(temp, path))
-    return llvm::createStringError("cannot rename " + temp + ": " + error.message());
-  return llvm::Error::success();
-}
-
 std::string humanBytes(uint64_t bytes) {
   if (bytes >= (1u << 20))
     return llvm::formatv("{0:F1} MiB", bytes / double(1 << 20));
@@ -472,8 +458,6 @@ int run() {
       k.kernelKey = u.job.kernelKey;
       k.spec = u.job.spec;
       std::string arch(toString(u.job.spec.arch));
-      k.source = arch + "/" + k.name + ".cu";
-      k.cubin = arch + "/" + runtime::CacheKey{k.name, k.key}.fileName();
       // An unchanged kernel whose cubin is still intact is kept.
       auto it = previous.find(u.key);
       bool upToDate = false;
@@ -484,9 +468,8 @@ int run() {
           llvm::consumeError(existing.takeError());
       }
       if (upToDate) {
-        k.compileSeconds = it->second.compileSeconds;
-        k.size = it->second.size;
-        k.checksum = it->second.checksum;
+        k = it->second;
+        k.kernelKey = u.job.kernelKey;
         ++reused;
       } else {
         auto start = std::chrono::steady_clock::now();
@@ -495,15 +478,9 @@ int run() {
         k.compileSeconds = std::chrono::duration<double>(
                                std::chrono::steady_clock::now() - start)
                                .count();
-        llvm::Error written = llvm::Error::success();
-        if (cubin) {
-          k.size = cubin->size();
-          k.checksum = runtime::cubinChecksum(*cubin);
-          llvm::consumeError(std::move(written));
-          written = writeAtomically(outDir + "/" + k.source, u.request.source);
-          if (!written)
-            written = writeAtomically(outDir + "/" + k.cubin, *cubin);
-        }
+        llvm::Error written = cubin ? runtime::writeKernelFiles(outDir, k, u.request.source,
+                                                                *cubin)
+                                    : llvm::Error::success();
         if (!cubin || written) {
           failures[i] = u.job.origin + " (" + k.name + ", " + arch + "): " +
                         (cubin ? llvm::toString(std::move(written))
@@ -539,8 +516,7 @@ int run() {
   for (auto &k : built)
     if (k)
       kernels.push_back(*k);
-  if (llvm::Error error =
-          writeAtomically(outDir + "/manifest.json", runtime::manifestJson(kernels))) {
+  if (llvm::Error error = runtime::writeManifest(outDir, kernels)) {
     llvm::errs() << "attn-aot: " << llvm::toString(std::move(error)) << "\n";
     return 2;
   }

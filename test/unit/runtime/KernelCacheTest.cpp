@@ -8,6 +8,7 @@
 #include "attn/runtime/KernelCache.h"
 
 #include "attn/runtime/Error.h"
+#include "test/unit/runtime/TestFiles.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -23,6 +24,7 @@
 
 using namespace attn;
 using namespace attn::runtime;
+using namespace attn::test;
 
 namespace {
 
@@ -30,39 +32,6 @@ CompileRequest request(std::string uri = "decode_test",
                        std::string source = "// kernel source",
                        Arch arch = Arch::SM90a) {
   return CompileRequest{std::move(uri), std::move(source), arch};
-}
-
-/// A fresh directory, removed with its contents at the end of the test.
-class TempDir {
-public:
-  TempDir() {
-    std::error_code ec =
-        llvm::sys::fs::createUniqueDirectory("attn-runtime-test", path);
-    EXPECT_FALSE(ec) << ec.message();
-  }
-  ~TempDir() { llvm::sys::fs::remove_directories(path); }
-  std::string str(llvm::StringRef child = "") const {
-    llvm::SmallString<256> result(path);
-    if (!child.empty())
-      llvm::sys::path::append(result, child);
-    return result.str().str();
-  }
-
-private:
-  llvm::SmallString<256> path;
-};
-
-std::string readFile(const std::string &path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  return buffer ? (*buffer)->getBuffer().str() : std::string();
-}
-
-void writeFile(const std::string &path, llvm::StringRef contents) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  ASSERT_FALSE(ec) << ec.message();
-  os << contents;
 }
 
 /// Every file below `dir`.

@@ -51,8 +51,16 @@ struct AotKernel {
   double compileSeconds = 0;
 };
 
-/// The manifest of `kernels` as JSON text (attn-aot writes it).
+/// The manifest of `kernels` as JSON text.
 std::string manifestJson(llvm::ArrayRef<AotKernel> kernels);
+/// Writes one kernel's source and cubin into the directory library at `dir`
+/// (<arch>/<name>.cu, <arch>/<name>-<key16>.cubin) and sets `kernel`'s
+/// paths, size and checksum; `kernel.key`, `name` and `spec` must be set.
+/// Files are written whole or not at all.
+llvm::Error writeKernelFiles(llvm::StringRef dir, AotKernel &kernel,
+                             llvm::StringRef source, llvm::StringRef cubin);
+/// Writes <dir>/manifest.json listing `kernels`.
+llvm::Error writeManifest(llvm::StringRef dir, llvm::ArrayRef<AotKernel> kernels);
 /// Packs the directory library at `dir` into one file at `file`.
 llvm::Error packLibrary(llvm::StringRef dir, llvm::StringRef file);
 /// xxh3-64 of a cubin, as manifests record it.

@@ -1,0 +1,134 @@
+//===- AotGpuTest.cpp - AOT-loaded kernels equal JIT ones -----------------===//
+//
+// A library built in the test (the JIT's compile step for this GPU's arch,
+// written with the runtime's library writer, as attn-aot does) serves
+// kernels two ways, and both give the bytes the JIT kernel gives on the
+// same random problem: AotLibrary's loaders for hosts without the compiler,
+// and a kernel cache that holds the library and has no working compiler.
+//
+//===----------------------------------------------------------------------===//
+#include "attn/runtime/AotLibrary.h"
+#include "attn/runtime/VariantKey.h"
+#include "compiler/Jit/Jit.h"
+#include "test/gpu/GpuTestUtil.h"
+#include "test/reference/PrefillCheck.h"
+
+#include "llvm/Support/FileSystem.h"
+
+using namespace attn;
+using namespace attn::test;
+
+namespace {
+
+/// A temporary directory library holding `variants`' kernels for `arch`.
+class TestLibrary {
+public:
+  ~TestLibrary() {
+    if (!dir.empty())
+      llvm::sys::fs::remove_directories(dir);
+  }
+  template <class... Variants>
+  llvm::Error build(Arch arch, const Variants &...variants) {
+    if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("attn-aot-test", dir))
+      return llvm::createStringError(ec.message());
+    std::vector<runtime::AotKernel> kernels;
+    llvm::Error error = llvm::Error::success();
+    auto add = [&](const auto &variant) {
+      if (error)
+        return;
+      auto compiled = Jit::global().compile(variant, arch);
+      if (!compiled) {
+        error = compiled.takeError();
+        return;
+      }
+      runtime::AotKernel k;
+      k.name = compiled->spec.uri();
+      k.key = runtime::aotKey({k.name, compiled->source, arch}).hash;
+      k.kernelKey = runtime::kernelKey(variant);
+      k.spec = compiled->spec;
+      error = runtime::writeKernelFiles(dir, k, compiled->source, *compiled->cubin);
+      kernels.push_back(k);
+    };
+    (add(variants), ...);
+    if (error)
+      return error;
+    return runtime::writeManifest(dir, kernels);
+  }
+  std::string path() const { return dir.str().str(); }
+
+private:
+  llvm::SmallString<128> dir;
+};
+
+runtime::KernelCache::Options libraryOnly(std::shared_ptr<const runtime::AotLibrary> library) {
+  runtime::KernelCache::Options options;
+  options.useDisk = false;
+  options.compiler = [](const runtime::CompileRequest &r) -> llvm::Expected<std::string> {
+    return llvm::createStringError("this cache must not compile " + r.uri);
+  };
+  options.libraries = {std::move(library)};
+  return options;
+}
+
+TEST(AotGpuTest, LibraryKernelsMatchJitKernels) {
+  ATTN_REQUIRE_GPU();
+  ATTN_ASSIGN_OR_FAIL(arch, runtime::currentDeviceArch());
+  DecodeVariant decode;
+  decode.kvType = ScalarType::F8E4M3;
+  decode.windowLeft = 300; // a launch value: the library kernel takes any
+  PrefillVariant prefill;
+  prefill.paged = PagedKVFormat{ScalarType::BF16, 16, KVLayout::NHD, false};
+  prefill.writeLse = true;
+  TestLibrary built;
+  ATTN_ASSERT_OK(built.build(arch, decode, prefill));
+  ATTN_ASSIGN_OR_FAIL(library, runtime::AotLibrary::open(built.path()));
+
+  // Decode: the library's loader, then the JIT, on one problem.
+  check::DecodeCheckOptions decodeOptions;
+  decodeOptions.seqLens = {1000, 33, 4097};
+  decodeOptions.kvScale = 0.05;
+  ATTN_ASSIGN_OR_FAIL(aotDecode, library->decode(decode, arch));
+  ATTN_ASSIGN_OR_FAIL(jitDecode, Jit::global().decode(decode));
+  ATTN_ASSIGN_OR_FAIL(aotResult, check::checkDecode(*aotDecode, decode, decodeOptions));
+  ATTN_ASSIGN_OR_FAIL(jitResult, check::checkDecode(*jitDecode, decode, decodeOptions));
+  EXPECT_LT(aotResult.outError, 1e-2);
+  EXPECT_EQ(aotResult.outBytes, jitResult.outBytes);
+
+  // Paged prefill, same.
+  check::PrefillCheckOptions prefillOptions;
+  prefillOptions.qLens = {200, 17};
+  prefillOptions.kvLens = {1000, 17};
+  ATTN_ASSIGN_OR_FAIL(aotPrefill, library->prefill(prefill, arch));
+  ATTN_ASSIGN_OR_FAIL(jitPrefill, Jit::global().prefill(prefill));
+  ATTN_ASSIGN_OR_FAIL(aotP, check::checkPrefill(*aotPrefill, prefill, prefillOptions));
+  ATTN_ASSIGN_OR_FAIL(jitP, check::checkPrefill(*jitPrefill, prefill, prefillOptions));
+  EXPECT_LT(aotP.outError, 1e-2);
+  EXPECT_EQ(aotP.outBytes, jitP.outBytes);
+
+  // A variant the library does not hold is an error naming it.
+  DecodeVariant missing = decode;
+  missing.headDim = 64;
+  auto none = library->decode(missing, arch);
+  ASSERT_FALSE(bool(none));
+  EXPECT_NE(llvm::toString(none.takeError()).find("dim=64"), std::string::npos);
+}
+
+TEST(AotGpuTest, JitServedFromLibraryWithoutCompiling) {
+  ATTN_REQUIRE_GPU();
+  ATTN_ASSIGN_OR_FAIL(arch, runtime::currentDeviceArch());
+  DecodeVariant decode; // bf16 cache
+  TestLibrary built;
+  ATTN_ASSERT_OK(built.build(arch, decode));
+  ATTN_ASSIGN_OR_FAIL(library, runtime::AotLibrary::open(built.path()));
+  runtime::KernelCache cache(libraryOnly(library));
+  Jit jit({arch, &cache});
+  ATTN_ASSIGN_OR_FAIL(kernel, jit.decode(decode));
+  EXPECT_EQ(cache.stats().aotHits, 1u);
+  EXPECT_EQ(cache.stats().compiles, 0u);
+  check::DecodeCheckOptions options;
+  options.seqLens = {500, 17};
+  ATTN_ASSIGN_OR_FAIL(result, check::checkDecode(*kernel, decode, options));
+  EXPECT_LT(result.outError, 1e-2);
+}
+
+} // namespace

@@ -1,0 +1,57 @@
+// attn-aot: the example config builds a library for two archs; its manifest
+// lists every kernel; a second run recompiles nothing; a bad variant fails
+// alone, named by where it came from; and this file is itself a .mlir
+// config (its two ops lower to two kernels).
+
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: attn-aot %S/../../examples/aot/serving.json --arch sm_80,sm_90a \
+// RUN:   -o %t/lib --pack %t/lib.attnlib | FileCheck %s --check-prefix=BUILD
+// BUILD: attn-aot: 34 kernels in {{.*}}lib (34 compiled, 0 up to date)
+// BUILD-NEXT: sm_80 17 kernels
+// BUILD-NEXT: sm_90a 17 kernels
+// BUILD-NEXT: total 34 kernels
+// BUILD: variants per minute
+// BUILD-NEXT: packed into {{.*}}lib.attnlib
+
+// RUN: FileCheck %s --check-prefix=MANIFEST < %t/lib/manifest.json
+// MANIFEST: "format": "attn-aot-1"
+// MANIFEST-DAG: "kernel_key": "decode q=bf16 kv=e4m3 heads=32/8 dim=128 page=16 layout=nhd qlen=1 causal=1 cross=0 window=1 softcap=0 alibi=0 headscale=0 lse=0"
+// MANIFEST-DAG: "kernel_key": "prefill paged kv=e4m3 page=16 layout=nhd headscale=0 q=bf16 heads=32/8 dim=128 causal=1 cross=0 encoder=0 window=0 softcap=0 alibi=0 lse=0"
+// MANIFEST-DAG: "kernel_key": "append_kv in=f16 kv=e4m3 kv_heads=8 dim=128 page=16 layout=nhd headscale=0"
+// MANIFEST-DAG: "cubin": "sm_90a/paged_prefill_qbf16_kve4m3_h32x8_d128_p16nhd_causal_m{{[0-9]+}}n{{[0-9]+}}w4s2-{{[0-9a-f]+}}.cubin"
+// MANIFEST-DAG: "source": "sm_80/decode_qf16_kvf16_h32x8_d128_p16nhd_swa_w{{.*}}.cu"
+
+// RUN: ls %t/lib/sm_80/*.cubin | count 17
+// RUN: ls %t/lib/sm_90a/*.cu | count 17
+
+// RUN: attn-aot %S/../../examples/aot/serving.json --arch sm_80,sm_90a \
+// RUN:   -o %t/lib | FileCheck %s --check-prefix=AGAIN
+// AGAIN: attn-aot: 34 kernels in {{.*}} (0 compiled, 34 up to date)
+
+// RUN: not attn-aot %S/Inputs/aot-bad.json --arch sm_90a -o %t/bad 2> %t/bad.err \
+// RUN:   | FileCheck %s --check-prefix=PARTIAL
+// RUN: FileCheck %s --check-prefix=BAD < %t/bad.err
+// PARTIAL: attn-aot: 1 kernels in {{.*}}bad (1 compiled, 0 up to date)
+// BAD-DAG: error: {{.*}}aot-bad.json: decode[0] {head_dim=100, num_kv_heads=8, num_q_heads=8} on sm_90a: {{.*}}head_dim 100 is not supported
+// BAD-DAG: error: {{.*}}aot-bad.json: decode[1] {head_dmi=64}: unknown field "head_dmi"
+// BAD: 2 problem(s); the library holds the 1 kernels that built
+
+// RUN: not attn-aot %s --arch sm_75 -o %t/x 2>&1 | FileCheck %s --check-prefix=ARCH
+// ARCH: unknown arch 'sm_75'
+
+// RUN: attn-aot %s --arch sm_89 -o %t/mlir | FileCheck %s --check-prefix=MLIR
+// MLIR: attn-aot: 2 kernels in {{.*}}mlir (2 compiled, 0 up to date)
+
+func.func @step(
+    %q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>, %v: tensor<?x8x128xbf16>,
+    %cache: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+    %slot_mapping: tensor<?xi64>, %block_tables: tensor<?x?xi32>,
+    %seq_lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  %updated = attn.append_kv %k, %v into %cache at %slot_mapping
+      : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi64>
+  %out = attn.decode %q, %updated, %block_tables, %seq_lens
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %out : tensor<?x32x128xbf16>
+}
