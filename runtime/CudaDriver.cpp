@@ -19,53 +19,34 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/CudaDriver.h"
 
-#include <cuda.h>
-#include <dlfcn.h>
+#include "runtime/DynamicLibrary.h"
 
-#include <string>
+#include <cuda.h>
 
 namespace attn::runtime {
 namespace {
 
-constexpr const char *kDriverLibrary = "libcuda.so.1";
-
-struct DriverLibrary {
-  void *handle = nullptr;
-  std::string loadError; ///< dlerror() text when handle is null
-};
-
-const DriverLibrary &driverLibrary() {
+const DynamicLibrary &driverLibrary() {
   // Opened once, never closed: driver state lives as long as the process.
-  static const DriverLibrary library = [] {
-    DriverLibrary result;
-    result.handle = dlopen(kDriverLibrary, RTLD_NOW | RTLD_LOCAL);
-    if (!result.handle) {
-      const char *message = dlerror();
-      result.loadError = message ? message : "unknown dlopen error";
-    }
-    return result;
-  }();
+  static const DynamicLibrary library = DynamicLibrary::open({"libcuda.so.1"});
   return library;
 }
 
 /// The driver's `symbol`, or null without a driver or when this driver is too
 /// old to have it.
-void *driverSymbol(const char *symbol) {
-  const DriverLibrary &library = driverLibrary();
-  return library.handle ? dlsym(library.handle, symbol) : nullptr;
-}
+void *driverSymbol(const char *symbol) { return driverLibrary().symbol(symbol); }
 
 } // namespace
 
 llvm::Error loadCudaDriver() {
-  const DriverLibrary &library = driverLibrary();
+  const DynamicLibrary &library = driverLibrary();
   if (library.handle)
     return llvm::Error::success();
   return llvm::createStringError(
       llvm::inconvertibleErrorCode(),
       "cannot load the CUDA driver (%s): %s; running kernels needs an NVIDIA "
       "GPU with its driver installed",
-      kDriverLibrary, library.loadError.c_str());
+      library.name.c_str(), library.loadError.c_str());
 }
 
 } // namespace attn::runtime

@@ -5,6 +5,8 @@
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/CudaHandles.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include "runtime/CudaDriver.h"
 #include "attn/runtime/Error.h"
 
@@ -152,6 +154,33 @@ llvm::Expected<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
   return DeviceBuffer(address, bytes);
 }
 
+/// An error unless [offset, offset + count) lies within `size` bytes.
+static llvm::Error checkRange(size_t offset, size_t count, size_t size) {
+  if (offset <= size && count <= size - offset)
+    return llvm::Error::success();
+  return llvm::createStringError(
+      llvm::formatv("copy of {0} bytes at offset {1} runs past the end of a "
+                    "{2}-byte device buffer",
+                    count, offset, size));
+}
+
+llvm::Error DeviceBuffer::copyFromHost(const void *data, size_t count,
+                                       size_t offset) {
+  if (llvm::Error error = checkRange(offset, count, bytes))
+    return error;
+  if (count)
+    ATTN_CU_CHECK(cuMemcpyHtoD(address + offset, data, count));
+  return llvm::Error::success();
+}
+
+llvm::Error DeviceBuffer::copyToHost(void *data, size_t count, size_t offset) const {
+  if (llvm::Error error = checkRange(offset, count, bytes))
+    return error;
+  if (count)
+    ATTN_CU_CHECK(cuMemcpyDtoH(data, address + offset, count));
+  return llvm::Error::success();
+}
+
 DeviceBuffer::DeviceBuffer(DeviceBuffer &&other) noexcept
     : address(std::exchange(other.address, 0)),
       bytes(std::exchange(other.bytes, 0)) {}
@@ -202,6 +231,11 @@ llvm::Expected<Stream> Stream::create(unsigned flags) {
   CUstream stream = nullptr;
   ATTN_CU_CHECK(cuStreamCreate(&stream, flags));
   return Stream(stream);
+}
+
+llvm::Error Stream::synchronize() const {
+  ATTN_CU_CHECK(cuStreamSynchronize(stream));
+  return llvm::Error::success();
 }
 
 Stream::Stream(Stream &&other) noexcept

@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/CudaDriver.h"
+
 #include <nvrtc.h>
 
 #include <memory>
@@ -62,6 +64,10 @@ std::vector<std::string> compileOptions(Arch arch,
 
 std::string nvrtcVersionString() {
   int major = 0, minor = 0;
+  if (llvm::Error error = loadNvrtc()) {
+    llvm::consumeError(std::move(error));
+    return "none";
+  }
   if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS)
     return "unknown";
   return fmt::format("{}.{}", major, minor);
@@ -118,6 +124,8 @@ llvm::Expected<std::string> compileToCubin(std::string_view source,
                                            std::string_view programName,
                                            Arch arch,
                                            const NvrtcOptions &options) {
+  if (llvm::Error error = loadNvrtc())
+    return std::move(error);
   llvm::Expected<std::string> include = findCudaInclude();
   if (!include)
     return include.takeError();

@@ -24,6 +24,7 @@
 #include "attn/runtime/AppendKV.h"
 #include "attn/runtime/Decode.h"
 #include "attn/runtime/Prefill.h"
+#include "attn/runtime/VariantKey.h"
 #include "codegen/KernelSpec.h"
 
 #include "llvm/ADT/ArrayRef.h"

@@ -74,6 +74,12 @@ public:
   }
   size_t size() const { return bytes; }
 
+  /// Synchronous copies between the host and the buffer (setup and reading
+  /// results; hosts need no driver calls of their own). Copies past the end
+  /// are errors.
+  llvm::Error copyFromHost(const void *data, size_t count, size_t offset = 0);
+  llvm::Error copyToHost(void *data, size_t count, size_t offset = 0) const;
+
 private:
   DeviceBuffer(CUdeviceptr address, size_t bytes)
       : address(address), bytes(bytes) {}
@@ -116,6 +122,8 @@ public:
   ~Stream();
 
   CUstream get() const { return stream; }
+  /// Waits for the work queued so far.
+  llvm::Error synchronize() const;
 
 private:
   explicit Stream(CUstream stream) : stream(stream) {}
