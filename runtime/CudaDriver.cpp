@@ -85,6 +85,7 @@ ATTN_CUDA_FORWARD(cuCtxSynchronize, (), ())
 // Memory.
 ATTN_CUDA_FORWARD(cuMemAlloc, (CUdeviceptr * ptr, size_t bytes), (ptr, bytes))
 ATTN_CUDA_FORWARD(cuMemFree, (CUdeviceptr ptr), (ptr))
+ATTN_CUDA_FORWARD(cuMemGetInfo, (size_t * free, size_t *total), (free, total))
 ATTN_CUDA_FORWARD(cuMemHostAlloc,
                   (void **ptr, size_t bytes, unsigned int flags),
                   (ptr, bytes, flags))

@@ -160,4 +160,12 @@ Jit::mixedBatch(const PrefillVariant &variant) {
   return runtime::MixedBatchAttention::create(*prefillKernel, *decodeKernel);
 }
 
+runtime::KernelSource Jit::kernelSource() {
+  runtime::KernelSource source;
+  source.decode = [this](const DecodeVariant &v) { return decode(v); };
+  source.prefill = [this](const PrefillVariant &v) { return prefill(v); };
+  source.appendKV = [this](const AppendKVVariant &v) { return appendKV(v); };
+  return source;
+}
+
 } // namespace attn

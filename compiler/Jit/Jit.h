@@ -10,6 +10,7 @@
 #define ATTN_COMPILER_JIT_JIT_H
 
 #include "attn/runtime/AppendKV.h"
+#include "attn/runtime/Backend.h"
 #include "attn/runtime/Decode.h"
 #include "attn/runtime/MixedBatch.h"
 #include "attn/runtime/DecodeVariant.h"
@@ -65,6 +66,9 @@ public:
   /// runtime::decodeVariantFor(variant) (needs a GPU).
   llvm::Expected<runtime::MixedBatchAttention>
   mixedBatch(const PrefillVariant &variant);
+  /// This JIT as the kernel source of a runtime::Backend (it must outlive
+  /// the backend).
+  runtime::KernelSource kernelSource();
 
   /// Spec, source and cubin of a variant for `arch` (no GPU needed).
   llvm::Expected<CompiledKernel> compile(const DecodeVariant &variant, Arch arch);

@@ -46,6 +46,7 @@ partitionPagedPrefill(llvm::ArrayRef<int32_t> cuSeqlensQ,
 class PrefillWorkspace {
 public:
   int maxTiles() const { return tileCapacity; }
+  size_t deviceBytes() const { return buffer.device().size(); }
 
 private:
   friend class PrefillKernel;
