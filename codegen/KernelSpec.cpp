@@ -47,6 +47,10 @@ std::string_view toString(KernelKind kind) {
     return "prefill";
   case KernelKind::PagedPrefill:
     return "paged_prefill";
+  case KernelKind::CopyBlocks:
+    return "copy_blocks";
+  case KernelKind::AdvanceStep:
+    return "advance_step";
   }
   return "?";
 }
@@ -74,8 +78,10 @@ std::optional<KVLayout> parseKVLayout(std::string_view name) {
 }
 
 std::optional<KernelKind> parseKernelKind(std::string_view name) {
-  for (KernelKind kind : {KernelKind::Decode, KernelKind::AppendKV,
-                          KernelKind::Prefill, KernelKind::PagedPrefill})
+  for (KernelKind kind :
+       {KernelKind::Decode, KernelKind::AppendKV, KernelKind::Prefill,
+        KernelKind::PagedPrefill, KernelKind::CopyBlocks,
+        KernelKind::AdvanceStep})
     if (name == toString(kind))
       return kind;
   return std::nullopt;
@@ -97,7 +103,10 @@ int sizeOf(ScalarType type) {
 
 std::string KernelSpec::uri() const {
   // Only fields that change the binary, in a fixed order; flags appear only
-  // when set so common names stay short.
+  // when set so common names stay short. The cache ops take everything at
+  // run time: one kernel per arch, named by its kind.
+  if (isCacheOp())
+    return std::string(toString(kind));
   std::string name = fmt::format("{}_q{}_kv{}_h{}x{}_d{}", toString(kind),
                                  toString(qType), toString(kvType), numQHeads,
                                  numKVHeads, headDim);

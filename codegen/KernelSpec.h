@@ -35,6 +35,10 @@ enum class KernelKind {
   AppendKV, ///< reshape-and-cache, quantizing to FP8 caches
   Prefill,  ///< ragged (varlen) prefill over contiguous q/k/v
   PagedPrefill, ///< prefill whose keys/values (prefix + new) are in a paged cache
+  /// Runtime utilities (runtime/CacheOps.h), never lowered to by the
+  /// compiler; no field but the arch specializes them.
+  CopyBlocks,  ///< copy_blocks: block pairs of every layer's K and V
+  AdvanceStep, ///< advance_step: a decode batch's metadata one token on
 };
 
 /// How the decode template is laid out on the GPU; chosen by the
@@ -100,6 +104,11 @@ struct KernelSpec {
   int groupSize() const { return numQHeads / numKVHeads; }
   bool isPrefill() const {
     return kind == KernelKind::Prefill || kind == KernelKind::PagedPrefill;
+  }
+  /// A runtime utility kernel (copy_blocks, advance_step): its uri() is the
+  /// kind alone, as none of the attention fields applies.
+  bool isCacheOp() const {
+    return kind == KernelKind::CopyBlocks || kind == KernelKind::AdvanceStep;
   }
   bool isFP8KV() const {
     return kvType == ScalarType::F8E4M3 || kvType == ScalarType::F8E5M2;

@@ -144,6 +144,16 @@ llvm::Expected<KVCache> KVCache::allocate(const KVCacheConfig &config) {
           llvm::toString(buffer.takeError())));
     cache.layers.push_back(std::move(*buffer));
   }
+  std::vector<uint64_t> addresses;
+  for (const DeviceBuffer &layer : cache.layers)
+    addresses.push_back(layer.get());
+  auto table = DeviceBuffer::allocate(addresses.size() * sizeof(uint64_t));
+  if (!table)
+    return table.takeError();
+  if (llvm::Error error = table->copyFromHost(
+          addresses.data(), addresses.size() * sizeof(uint64_t)))
+    return std::move(error);
+  cache.layerAddresses = std::move(*table);
   if (int n = config.numScales()) {
     std::vector<float> ones(size_t(config.numLayers) * 2 * n, 1.0f);
     auto scales = DeviceBuffer::allocate(ones.size() * sizeof(float));
@@ -203,7 +213,8 @@ llvm::Error KVCache::setScales(int layer, llvm::ArrayRef<float> k,
 }
 
 size_t KVCache::deviceBytes() const {
-  return layers.size() * size_t(cacheConfig.layerBytes()) + scales.size();
+  return layers.size() * size_t(cacheConfig.layerBytes()) +
+         layerAddresses.size() + scales.size();
 }
 
 llvm::Error KVCache::swapOut(llvm::ArrayRef<BlockPair> pairs,

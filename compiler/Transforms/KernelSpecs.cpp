@@ -162,6 +162,11 @@ StringRef getKernelTemplate(::attn::KernelKind kind) {
   case ::attn::KernelKind::Prefill:
   case ::attn::KernelKind::PagedPrefill: // the same template, kPaged = true
     return "attn/prefill.cuh:attn::prefillKernel";
+  case ::attn::KernelKind::CopyBlocks:
+  case ::attn::KernelKind::AdvanceStep:
+    // Runtime-only (runtime/CacheOps.h): no op lowers to them, and the
+    // kernel_spec verifier rejects them in IR.
+    llvm_unreachable("the compiler never lowers to a runtime cache op");
   }
   llvm_unreachable("unknown attn::KernelKind");
 }
@@ -197,6 +202,9 @@ ArrayRef<StringRef> getLaunchABI(::attn::KernelKind kind) {
   case ::attn::KernelKind::Prefill:
   case ::attn::KernelKind::PagedPrefill:
     return prefill;
+  case ::attn::KernelKind::CopyBlocks:
+  case ::attn::KernelKind::AdvanceStep:
+    llvm_unreachable("the compiler never lowers to a runtime cache op");
   }
   llvm_unreachable("unknown attn::KernelKind");
 }

@@ -173,6 +173,10 @@ KVLayout mlir::attn::fromSpecLayout(::attn::KVLayout layout) {
     return ::attn::KernelKind::Prefill;
   case KernelKind::paged_prefill:
     return ::attn::KernelKind::PagedPrefill;
+  case KernelKind::copy_blocks:
+    return ::attn::KernelKind::CopyBlocks;
+  case KernelKind::advance_step:
+    return ::attn::KernelKind::AdvanceStep;
   }
   llvm_unreachable("unknown mlir::attn::KernelKind");
 }
@@ -187,6 +191,10 @@ KernelKind mlir::attn::fromSpecKind(::attn::KernelKind kind) {
     return KernelKind::prefill;
   case ::attn::KernelKind::PagedPrefill:
     return KernelKind::paged_prefill;
+  case ::attn::KernelKind::CopyBlocks:
+    return KernelKind::copy_blocks;
+  case ::attn::KernelKind::AdvanceStep:
+    return KernelKind::advance_step;
   }
   llvm_unreachable("unknown attn::KernelKind");
 }
@@ -289,6 +297,13 @@ LogicalResult KernelSpecAttr::verify(
   // per request from cu_seqlens, laid out by a prefill_schedule.
   bool prefill = raggedPrefill || pagedPrefill;
   StringRef kindName = stringifyKernelKind(kind);
+  // The runtime builds the cache ops' specs itself (runtime/CacheOps.h);
+  // IR never describes them, so every field check below can assume an
+  // attention or append_kv kernel.
+  if (kind == KernelKind::copy_blocks || kind == KernelKind::advance_step)
+    return emitError() << "kernel_spec kind " << kindName
+                       << " is a runtime utility kernel; the compiler does "
+                          "not lower to it";
   if (!::attn::parseArch(arch.str()))
     return emitError() << "kernel_spec arch \"" << arch
                        << "\" is not a target; expected " << describeArchs();

@@ -353,6 +353,11 @@ LogicalResult KernelLaunchOp::verify() {
   case ::attn::KernelKind::AppendKV:
     operands = {"k", "v", "cache", "slot_mapping"};
     break;
+  case ::attn::KernelKind::CopyBlocks:
+  case ::attn::KernelKind::AdvanceStep:
+    // Unreachable from valid IR: the kernel_spec verifier rejects them.
+    return emitOpError() << "cannot launch the runtime-only "
+                         << ::attn::toString(spec.kind) << " kernel";
   }
   if (spec.isFP8KV())
     operands.append({"k_scale", "v_scale"});

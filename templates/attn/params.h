@@ -114,6 +114,36 @@ struct AppendKVParams {
   int32_t numTokens;
 };
 
+/// copy_blocks (templates/attn/cache_ops.cuh): block pairs copied in K and V
+/// of every layer of a KV cache whose layers are [2, numBlocks, blockBytes].
+struct CopyBlocksParams {
+  const uint64_t *layers; ///< [numLayers] device addresses of the layers
+  const int64_t *pairs;   ///< [numPairs, 2] (src, dst) block ids
+  int64_t numPairs;
+  int64_t numBlocks;  ///< blocks per layer: V starts numBlocks blocks in
+  int64_t blockBytes; ///< bytes of one block of K (or V), a multiple of 16
+  int32_t numLayers;
+};
+
+/// advance_step (templates/attn/cache_ops.cuh): moves a decode batch of
+/// numSeqs rows (numQueries requests, then padding) one token forward in
+/// place, and with it a decode plan's work items.
+struct AdvanceStepParams {
+  int64_t *inputTokens;           ///< [numSeqs] or null
+  const int64_t *sampledTokenIds; ///< [numQueries]; null iff inputTokens is
+  int64_t *positions;             ///< [numSeqs] or null
+  int32_t *seqLens;               ///< [numSeqs] cached tokens, new one included
+  int64_t *slotMapping;           ///< [numSeqs]
+  const int32_t *blockTables;     ///< [numQueries, blockTableStride]
+  DecodeWorkItem *workItems;      ///< a decode plan's, or null
+  const int32_t *numWorkItems;    ///< the plan's device count
+  int32_t maxWorkItems;           ///< bound of *numWorkItems (the plan's grid)
+  int32_t numQueries;
+  int32_t numSeqs;
+  int32_t blockSize;
+  int32_t blockTableStride;
+};
+
 } // namespace attn
 
 #endif // ATTN_TEMPLATES_PARAMS_H

@@ -534,6 +534,12 @@ func.func @spec_head_scale() attributes {s = #attn.kernel_spec<kind = append_kv,
 
 // -----
 
+// The runtime's cache ops have enum values but no IR form.
+// expected-error @+1 {{kernel_spec kind copy_blocks is a runtime utility kernel; the compiler does not lower to it}}
+func.func @spec_cache_op() attributes {s = #attn.kernel_spec<kind = copy_blocks, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd>}
+
+// -----
+
 // A prefill kernel reads no cache: its cache fields have one value.
 // expected-error @+1 {{kernel_spec of a prefill kernel reads no KV cache: it has kv_type == q_type, layout = nhd and no page_size, query_len or per_head_kv_scale}}
 func.func @spec_prefill_page_size() attributes {s = #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}

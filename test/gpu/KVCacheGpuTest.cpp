@@ -168,7 +168,8 @@ TEST(KVCacheGpu, ViewAndScales) {
   EXPECT_EQ(v.pageSize, 4);
   EXPECT_EQ(v.layout, KVLayout::HND);
   EXPECT_EQ(cache.deviceBytes(),
-            size_t(3 * c.layerBytes() + 3 * 2 * 2 * sizeof(float)));
+            size_t(3 * c.layerBytes() + 3 * sizeof(uint64_t) +
+                   3 * 2 * 2 * sizeof(float)));
   ATTN_ASSERT_OK(cache.setScales(2, {0.5f, 0.25f}, {2.f, 4.f}));
   std::vector<float> scales(2 * 2 * 3);
   ASSERT_EQ(cuMemcpyDtoH(scales.data(),

@@ -100,13 +100,16 @@ public:
   PagedKVView view(int layer) const;
   /// Start of layer `layer`'s [2, numBlocks, ...] buffer.
   CUdeviceptr layerData(int layer) const { return layers[layer].get(); }
+  /// Device array [numLayers] of the layerData addresses (uint64), for
+  /// kernels that reach every layer in one launch (CacheOps::copyBlocks).
+  CUdeviceptr layerTable() const { return layerAddresses.get(); }
   /// FP8 scales of a layer ([numScales()] floats each); null for fp16/bf16.
   const float *kScale(int layer) const;
   const float *vScale(int layer) const;
   /// Sets a layer's FP8 scales (numScales() values each; synchronous copy).
   llvm::Error setScales(int layer, llvm::ArrayRef<float> k,
                         llvm::ArrayRef<float> v);
-  /// Device bytes held, scales included.
+  /// Device bytes held, scales and layer table included.
   size_t deviceBytes() const;
 
   /// Copies device blocks `src` to host blocks `dst`, K and V of every
@@ -123,6 +126,7 @@ private:
   KVCache() = default;
   KVCacheConfig cacheConfig;
   std::vector<DeviceBuffer> layers;
+  DeviceBuffer layerAddresses; ///< [numLayers] uint64
   DeviceBuffer scales; ///< [numLayers, 2 (K, V), numScales] floats
 };
 
