@@ -6,7 +6,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 rm -rf "$root/bundle" && mkdir -p "$root/bundle/bin"
-for b in AttnGpuTests AttnUnitTests AttnRuntimeTests attn-bench attn-opt \
+for b in AttnGpuTests AttnUnitTests AttnRuntimeTests attn-bench attn-opt serve-sim attn-aot \
          attn-translate attn-example-decode; do
   [[ -x "$build/bin/$b" ]] && cp "$build/bin/$b" "$root/bundle/bin/"
 done

@@ -1,0 +1,556 @@
+//===- serve-sim.cpp - continuous batching over attn's serving backend ----===//
+//
+//   serve-sim [--requests N] [--kv bf16|e4m3] [--blocks N] [--seed S]
+//
+// A small serving engine on the GPU: a stack of attention layers with random
+// weights, requests arriving with different prompt lengths, prefills chunked
+// under a token budget, decodes replayed from CUDA graphs, requests that
+// share a prompt prefix forking its cached blocks (copy-on-write of the
+// shared partial block), and a KV cache small enough that requests are
+// swapped out to host memory and back. Every step goes through
+// runtime::Backend as an inference engine's forward would.
+//
+// The model: token t at position p has x = emb[t] + pos(p); each layer's
+// q, k, v are random projections of x (precomputed per token and per
+// position, so the host does adds only); the next token is chosen from the
+// last layer's attention output. Sampled output rows are checked against an
+// fp64 reference over the request's whole history as the GPU chose it, and
+// at the end every request must have all its tokens and every block must be
+// back in the allocators: nothing lost, nothing corrupted. Prints
+// throughput; exits 1 on any mismatch.
+//
+//===----------------------------------------------------------------------===//
+#include "attn/runtime/Backend.h"
+#include "attn/runtime/BlockAllocator.h"
+#include "attn/runtime/CacheOps.h"
+#include "attn/runtime/KVCache.h"
+#include "compiler/Jit/Jit.h"
+#include "test/reference/Reference.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <random>
+
+using namespace attn;
+using runtime::AttentionMetadata;
+using runtime::ScheduledRequest;
+
+namespace {
+
+llvm::cl::opt<int> numRequests("requests", llvm::cl::desc("requests to serve"),
+                               llvm::cl::init(96));
+llvm::cl::opt<std::string> kvName("kv", llvm::cl::desc("cache type: bf16 or e4m3"),
+                                  llvm::cl::init("bf16"));
+llvm::cl::opt<int> numBlocks("blocks", llvm::cl::desc("device cache blocks (of 16 tokens)"),
+                             llvm::cl::init(640));
+llvm::cl::opt<unsigned> seed("seed", llvm::cl::desc("random seed"), llvm::cl::init(1));
+
+constexpr int kLayers = 4, kHeads = 8, kKVHeads = 2, kDim = 128, kBlock = 16;
+constexpr int kVocab = 512, kEmbed = 64, kMaxPos = 1536;
+constexpr int kQRow = kHeads * kDim, kKVRow = kKVHeads * kDim;
+constexpr int kTokenBudget = 512, kMaxRunning = 48, kPrefixLen = 200;
+constexpr int kGraphSizes[] = {1, 2, 4, 8, 16, 32, 48};
+
+[[noreturn]] void fail(const llvm::Twine &message) {
+  llvm::errs() << "serve-sim: FAIL: " << message << "\n";
+  std::exit(1);
+}
+template <class T> T check(llvm::Expected<T> value, const char *what) {
+  if (!value)
+    fail(llvm::Twine(what) + ": " + llvm::toString(value.takeError()));
+  return std::move(*value);
+}
+void check(llvm::Error error, const char *what) {
+  if (error)
+    fail(llvm::Twine(what) + ": " + llvm::toString(std::move(error)));
+}
+
+/// Round to nearest even (the model's values are finite).
+uint16_t toBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+double fromBf16(uint16_t bits) { return ref::decode(ScalarType::BF16, bits); }
+
+/// The model's projections: q/k/v of (token, position, layer) = per-token
+/// row + per-position row, both random, rounded to bf16 once summed.
+struct Model {
+  std::vector<float> tokenQ, tokenK, tokenV; ///< [layer][vocab][row]
+  std::vector<float> posQ, posK, posV;       ///< [layer][pos][row]
+  ScalarType kvType;
+
+  explicit Model(std::mt19937 &rng, ScalarType kvType) : kvType(kvType) {
+    std::normal_distribution<float> normal(0.f, 1.f);
+    std::vector<float> emb(size_t(kVocab) * kEmbed), pos(size_t(kMaxPos) * kEmbed);
+    for (float &x : emb)
+      x = normal(rng);
+    for (int p = 0; p < kMaxPos; ++p)
+      for (int i = 0; i < kEmbed; ++i)
+        pos[size_t(p) * kEmbed + i] =
+            0.5f * std::sin(p / std::pow(1000.f, float(i) / kEmbed) + i);
+    auto project = [&](const std::vector<float> &in, int rows, int width) {
+      std::vector<float> w(size_t(width) * kEmbed), out(size_t(kLayers) * rows * width);
+      for (int l = 0; l < kLayers; ++l) {
+        for (float &x : w)
+          x = normal(rng) / std::sqrt(float(kEmbed));
+        for (int r = 0; r < rows; ++r)
+          for (int o = 0; o < width; ++o) {
+            float sum = 0;
+            for (int i = 0; i < kEmbed; ++i)
+              sum += w[size_t(o) * kEmbed + i] * in[size_t(r) * kEmbed + i];
+            out[(size_t(l) * rows + r) * width + o] = sum;
+          }
+      }
+      return out;
+    };
+    tokenQ = project(emb, kVocab, kQRow);
+    tokenK = project(emb, kVocab, kKVRow);
+    tokenV = project(emb, kVocab, kKVRow);
+    posQ = project(pos, kMaxPos, kQRow);
+    posK = project(pos, kMaxPos, kKVRow);
+    posV = project(pos, kMaxPos, kKVRow);
+  }
+
+  /// Row of q (width kQRow) or k / v (kKVRow) as the GPU gets it (bf16).
+  void row(const std::vector<float> &tok, const std::vector<float> &posTable, int width,
+           int layer, int token, int position, uint16_t *out) const {
+    const float *a = &tok[(size_t(layer) * kVocab + token) * width];
+    const float *b = &posTable[(size_t(layer) * kMaxPos + position) * width];
+    for (int i = 0; i < width; ++i)
+      out[i] = toBf16(a[i] + b[i]);
+  }
+  /// The value the cache holds for a k / v element (bf16, then the cache's
+  /// type with scale 1).
+  double cached(uint16_t bits) const {
+    double x = fromBf16(bits);
+    return kvType == ScalarType::BF16 ? x : ref::decode(kvType, ref::encode(kvType, x));
+  }
+};
+
+struct Request {
+  int id = 0;
+  std::vector<int> tokens; ///< prompt, then generated tokens
+  int promptLen = 0;
+  int outputLen = 0;       ///< tokens to generate
+  int computed = 0;        ///< tokens whose K/V are in the cache
+  int prefix = -1;         ///< shared-prefix request it forks, or -1
+  runtime::BlockTable table{kBlock};
+  bool swapped = false;
+  std::vector<int32_t> hostBlocks; ///< while swapped out
+  bool done() const { return int(tokens.size()) == promptLen + outputLen &&
+                             computed == int(tokens.size()); }
+};
+
+/// fp64 attention of one query row of `r` (position `pos`) in `layer` over
+/// its tokens 0..pos, for the check.
+std::vector<double> referenceRow(const Model &m, const Request &r, int layer, int pos) {
+  std::vector<uint16_t> row(kQRow), krow(kKVRow), vrow(kKVRow);
+  m.row(m.tokenQ, m.posQ, kQRow, layer, r.tokens[pos], pos, row.data());
+  ref::PrefillProblem prob;
+  prob.numQHeads = kHeads;
+  prob.numKVHeads = kKVHeads;
+  prob.headDim = kDim;
+  prob.cuSeqlensQ = {0, 1};
+  prob.cuSeqlensKV = {0, pos + 1};
+  prob.scale = 1.0 / std::sqrt(double(kDim));
+  prob.causal = true;
+  for (uint16_t x : row)
+    prob.q.push_back(fromBf16(x));
+  for (int p = 0; p <= pos; ++p) {
+    m.row(m.tokenK, m.posK, kKVRow, layer, r.tokens[p], p, krow.data());
+    m.row(m.tokenV, m.posV, kKVRow, layer, r.tokens[p], p, vrow.data());
+    for (int i = 0; i < kKVRow; ++i) {
+      prob.k.push_back(m.cached(krow[i]));
+      prob.v.push_back(m.cached(vrow[i]));
+    }
+  }
+  std::vector<double> out, lse;
+  ref::prefillReference(prob, out, lse);
+  return out;
+}
+
+int run() {
+  ScalarType kvType = kvName == "e4m3" ? ScalarType::F8E4M3 : ScalarType::BF16;
+  if (kvName != "e4m3" && kvName != "bf16")
+    fail("--kv must be bf16 or e4m3");
+  check(runtime::initCuda(), "CUDA");
+  Arch arch = check(runtime::currentDeviceArch(), "arch");
+  std::mt19937 rng(seed);
+  Model model(rng, kvType);
+
+  // Cache, allocators, metadata, backend, cache ops.
+  runtime::KVCacheConfig cacheConfig;
+  cacheConfig.numLayers = kLayers;
+  cacheConfig.numBlocks = numBlocks;
+  cacheConfig.blockSize = kBlock;
+  cacheConfig.numKVHeads = kKVHeads;
+  cacheConfig.headDim = kDim;
+  cacheConfig.dtype = kvType;
+  runtime::KVCache cache = check(runtime::KVCache::allocate(cacheConfig), "cache");
+  runtime::KVCacheConfig hostConfig = cacheConfig;
+  hostConfig.numBlocks = 4 * numBlocks;
+  runtime::HostKVCache hostCache = check(runtime::HostKVCache::allocate(hostConfig), "host cache");
+  runtime::BlockAllocator device(numBlocks), host(int32_t(hostConfig.numBlocks));
+  // Block 0 backs the padding rows of captured graphs; never handed out.
+  int32_t paddingBlock = check(device.allocate(1), "padding block")[0];
+  runtime::MetadataLimits limits;
+  limits.blockSize = kBlock;
+  limits.numBlocks = numBlocks;
+  limits.maxBatch = kMaxRunning + 8;
+  limits.maxTokens = kTokenBudget + kMaxRunning;
+  limits.maxBlocksPerSeq = kMaxPos / kBlock;
+  runtime::AttentionMetadataBuilder builder =
+      check(runtime::AttentionMetadataBuilder::create(limits), "metadata");
+  runtime::BackendConfig config;
+  config.numQHeads = kHeads;
+  config.numKVHeads = kKVHeads;
+  config.headDim = kDim;
+  config.kvType = kvType;
+  config.blockSize = kBlock;
+  std::unique_ptr<runtime::Backend> backend = check(
+      runtime::Backend::create(config, Jit::global().kernelSource(), limits), "backend");
+  runtime::CacheOps ops = check(
+      runtime::CacheOps::create(runtime::KernelCache::global(), arch), "cache ops");
+  runtime::Stream stream = check(runtime::Stream::create(), "stream");
+
+  // Fixed per-layer q/k/v/out buffers (graphs replay the same addresses).
+  const size_t maxRows = size_t(limits.maxTokens);
+  std::vector<runtime::DeviceBuffer> q, k, v, out;
+  for (int l = 0; l < kLayers; ++l) {
+    q.push_back(check(runtime::DeviceBuffer::allocate(maxRows * kQRow * 2), "q"));
+    k.push_back(check(runtime::DeviceBuffer::allocate(maxRows * kKVRow * 2), "k"));
+    v.push_back(check(runtime::DeviceBuffer::allocate(maxRows * kKVRow * 2), "v"));
+    out.push_back(check(runtime::DeviceBuffer::allocate(maxRows * kQRow * 2), "out"));
+  }
+  auto layerArgs = [&](int l) {
+    runtime::LayerArgs a;
+    a.q = q[l].ptr<void>();
+    a.k = k[l].ptr<void>();
+    a.v = v[l].ptr<void>();
+    a.out = out[l].ptr<void>();
+    a.cache = cache.view(l);
+    if (cache.kScale(l)) {
+      a.kScale = cache.kScale(l);
+      a.vScale = cache.vScale(l);
+      a.numKVScales = 1;
+    }
+    return a;
+  };
+  auto forwardAll = [&](const runtime::StepPlan &plan, CUstream s) -> llvm::Error {
+    for (int l = 0; l < kLayers; ++l)
+      if (llvm::Error error = backend->forward(plan, layerArgs(l), s))
+        return error;
+    return llvm::Error::success();
+  };
+
+  // Graphs of decode-only steps at padded batch sizes; padding rows decode
+  // one token of the padding block.
+  std::vector<int32_t> paddingTable = {paddingBlock};
+  for (int size : kGraphSizes) {
+    std::vector<ScheduledRequest> padded(size);
+    for (ScheduledRequest &r : padded) {
+      r.queryLen = 1;
+      r.blockTable = paddingTable;
+    }
+    AttentionMetadata md = check(builder.build(padded, stream.get()), "padded metadata");
+    check(backend->captureGraph(md, forwardAll, stream.get()), "capture");
+  }
+  size_t graphBytes = 0;
+  for (auto [size, bytes] : backend->graphSizes())
+    graphBytes += bytes;
+
+  // Requests: prompts of 16-700 tokens, 16-96 generated; every fourth
+  // continues one of two shared system prompts (prefix requests 0 and 1).
+  std::vector<Request> requests(numRequests + 2);
+  std::uniform_int_distribution<int> tokenDist(0, kVocab - 1), promptDist(16, 700),
+      outputDist(16, 96);
+  for (int i = 0; i < int(requests.size()); ++i) {
+    Request &r = requests[i];
+    r.id = i;
+    bool isPrefix = i < 2;
+    r.prefix = !isPrefix && i % 4 == 0 ? (i / 4) % 2 : -1;
+    int own = isPrefix ? kPrefixLen : promptDist(rng);
+    if (r.prefix >= 0)
+      r.tokens = requests[r.prefix].tokens;
+    for (int t = 0; t < own; ++t)
+      r.tokens.push_back(tokenDist(rng));
+    r.promptLen = int(r.tokens.size());
+    r.outputLen = isPrefix ? 0 : outputDist(rng);
+  }
+
+  std::deque<int> waiting;
+  for (int i = 0; i < int(requests.size()); ++i)
+    waiting.push_back(i);
+  std::vector<int> running; // admission order
+  int64_t prefillTokens = 0, decodeTokens = 0, steps = 0, graphSteps = 0,
+          swapOuts = 0, swapIns = 0, swappedBlocks = 0, cowCopies = 0, checks = 0;
+  double maxError = 0, checkSeconds = 0;
+  std::uniform_real_distribution<double> unit(0, 1);
+
+  // Swaps the most recently admitted request (not a shared prefix) out.
+  auto preemptOne = [&]() -> bool {
+    for (auto it = running.rbegin(); it != running.rend(); ++it) {
+      Request &r = requests[*it];
+      if (r.id < 2 || r.table.blocks().empty())
+        continue;
+      // The blocks holding computed tokens go to the host; blocks grown for
+      // this step hold nothing yet.
+      int32_t used = int32_t((r.computed + kBlock - 1) / kBlock);
+      std::vector<int32_t> hostBlocks = check(host.allocate(used), "host blocks");
+      std::vector<runtime::BlockPair> pairs;
+      for (size_t b = 0; b < hostBlocks.size(); ++b)
+        pairs.push_back({r.table.blocks()[b], hostBlocks[b]});
+      check(cache.swapOut(pairs, hostCache, stream.get()), "swap out");
+      check(stream.synchronize(), "swap out");
+      check(r.table.release(device), "release");
+      r.hostBlocks = std::move(hostBlocks);
+      r.swapped = true;
+      swappedBlocks += int64_t(pairs.size());
+      ++swapOuts;
+      int id = *it;
+      running.erase(std::next(it).base());
+      waiting.push_front(id);
+      return true;
+    }
+    return false;
+  };
+  // Room for `n` more tokens of `r`, swapping others out while needed.
+  auto grow = [&](Request &r, int n) -> bool {
+    while (true) {
+      auto copy = r.table.append(device, n);
+      if (copy) {
+        if (*copy) {
+          runtime::BlockPair pair{(*copy)->src, (*copy)->dst};
+          check(ops.copyBlocks(cache, pair, stream.get()), "copy blocks");
+          ++cowCopies;
+        }
+        return true;
+      }
+      llvm::consumeError(copy.takeError());
+      if (!preemptOne())
+        return false;
+    }
+  };
+
+  auto start = std::chrono::steady_clock::now();
+  while (!waiting.empty() || !running.empty()) {
+    // Admit: swapped requests first (swap in), then new ones.
+    while (!waiting.empty() && int(running.size()) < kMaxRunning) {
+      Request &r = requests[waiting.front()];
+      if (r.prefix >= 0 && requests[r.prefix].computed < requests[r.prefix].promptLen)
+        break; // its system prompt is not cached yet
+      int32_t need = int32_t(r.swapped ? r.hostBlocks.size()
+                                       : (kPrefixLen + kBlock) / kBlock + 2);
+      if (device.numFree() < need + 8)
+        break;
+      if (r.swapped) {
+        check(r.table.append(device, r.computed).takeError(), "swap-in blocks");
+        std::vector<runtime::BlockPair> pairs;
+        for (size_t b = 0; b < r.hostBlocks.size(); ++b)
+          pairs.push_back({r.hostBlocks[b], r.table.blocks()[b]});
+        check(cache.swapIn(pairs, hostCache, stream.get()), "swap in");
+        check(host.free(r.hostBlocks), "host free");
+        r.hostBlocks.clear();
+        r.swapped = false;
+        ++swapIns;
+      } else if (r.prefix >= 0) {
+        r.table = check(requests[r.prefix].table.fork(device), "fork prefix");
+        r.computed = requests[r.prefix].promptLen;
+      }
+      running.push_back(waiting.front());
+      waiting.pop_front();
+    }
+
+    // Schedule: decodes (one token each), then prefill chunks in budget.
+    std::vector<int> decodes, prefills;
+    std::vector<int> chunk;
+    int budget = kTokenBudget;
+    for (int id : std::vector<int>(running)) {
+      Request &r = requests[id];
+      if (r.computed >= r.promptLen && !r.done() &&
+          std::find(running.begin(), running.end(), id) != running.end()) {
+        if (!grow(r, 1))
+          fail("cannot fit one decode token");
+        if (std::find(running.begin(), running.end(), id) != running.end())
+          decodes.push_back(id);
+        --budget;
+      }
+    }
+    for (int id : std::vector<int>(running)) {
+      Request &r = requests[id];
+      if (r.computed >= r.promptLen || budget <= 0 ||
+          std::find(running.begin(), running.end(), id) == running.end())
+        continue;
+      int n = std::min(budget, r.promptLen - r.computed);
+      if (!grow(r, n))
+        break;
+      if (std::find(running.begin(), running.end(), id) == running.end())
+        continue;
+      prefills.push_back(id);
+      chunk.push_back(n);
+      budget -= n;
+    }
+    // A preemption may have swapped out a request scheduled earlier.
+    auto isRunning = [&](int id) {
+      return std::find(running.begin(), running.end(), id) != running.end();
+    };
+    decodes.erase(std::remove_if(decodes.begin(), decodes.end(),
+                                 [&](int id) { return !isRunning(id); }),
+                  decodes.end());
+    for (size_t i = prefills.size(); i-- > 0;)
+      if (!isRunning(prefills[i])) {
+        prefills.erase(prefills.begin() + i);
+        chunk.erase(chunk.begin() + i);
+      }
+    if (decodes.empty() && prefills.empty()) {
+      if (running.empty() && !waiting.empty() && !preemptOne())
+        fail("no request can run: the cache is too small");
+      continue;
+    }
+
+    // The step's rows: prefill chunks first, then decodes.
+    std::vector<ScheduledRequest> scheduled;
+    std::vector<std::pair<int, int>> rows; // (request, position) per row
+    for (size_t i = 0; i < prefills.size(); ++i) {
+      Request &r = requests[prefills[i]];
+      ScheduledRequest s;
+      s.isPrefill = true;
+      s.queryLen = chunk[i];
+      s.contextLen = r.computed;
+      s.blockTable = r.table.blocks();
+      scheduled.push_back(s);
+      for (int p = r.computed; p < r.computed + chunk[i]; ++p)
+        rows.push_back({r.id, p});
+    }
+    for (int id : decodes) {
+      Request &r = requests[id];
+      ScheduledRequest s;
+      s.queryLen = 1;
+      s.contextLen = r.computed;
+      s.blockTable = r.table.blocks();
+      scheduled.push_back(s);
+      rows.push_back({r.id, r.computed});
+    }
+    std::vector<uint16_t> hq(rows.size() * kQRow), hk(rows.size() * kKVRow),
+        hv(rows.size() * kKVRow);
+    for (int l = 0; l < kLayers; ++l) {
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const Request &r = requests[rows[i].first];
+        int p = rows[i].second;
+        model.row(model.tokenQ, model.posQ, kQRow, l, r.tokens[p], p, &hq[i * kQRow]);
+        model.row(model.tokenK, model.posK, kKVRow, l, r.tokens[p], p, &hk[i * kKVRow]);
+        model.row(model.tokenV, model.posV, kKVRow, l, r.tokens[p], p, &hv[i * kKVRow]);
+      }
+      check(q[l].copyFromHost(hq.data(), hq.size() * 2), "q");
+      check(k[l].copyFromHost(hk.data(), hk.size() * 2), "k");
+      check(v[l].copyFromHost(hv.data(), hv.size() * 2), "v");
+    }
+    AttentionMetadata md = check(builder.build(scheduled, stream.get()), "metadata");
+    bool replayed = prefills.empty() && check(backend->replayGraph(md, stream.get()), "replay");
+    if (!replayed) {
+      runtime::StepPlan plan = check(backend->plan(md, stream.get()), "plan");
+      check(forwardAll(plan, stream.get()), "forward");
+    }
+    graphSteps += replayed;
+    ++steps;
+
+    // Read the last layer's output: tokens to sample, rows to check.
+    std::vector<uint16_t> hout(rows.size() * kQRow);
+    check(stream.synchronize(), "step");
+    check(out[kLayers - 1].copyToHost(hout.data(), hout.size() * 2), "out");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      Request &r = requests[rows[i].first];
+      int p = rows[i].second;
+      r.computed = p + 1;
+      bool lastPrompt = p + 1 == r.promptLen, decoding = p + 1 > r.promptLen;
+      (lastPrompt || decoding) ? ++decodeTokens : ++prefillTokens;
+      if ((lastPrompt || decoding) && int(r.tokens.size()) < r.promptLen + r.outputLen) {
+        // Next token: the argmax of head 0's first 64 outputs, mixed with
+        // the current token.
+        int best = 0;
+        for (int j = 1; j < 64; ++j)
+          if (fromBf16(hout[i * kQRow + j]) > fromBf16(hout[i * kQRow + best]))
+            best = j;
+        r.tokens.push_back((best * 7 + r.tokens[p]) % kVocab);
+      }
+      if (unit(rng) < 16.0 / double(rows.size() + 16)) { // a few rows per step
+        auto t0 = std::chrono::steady_clock::now();
+        std::vector<double> expected = referenceRow(model, r, kLayers - 1, p);
+        std::vector<double> got(kQRow);
+        for (int j = 0; j < kQRow; ++j)
+          got[j] = fromBf16(hout[i * kQRow + j]);
+        double error = ref::relativeError(got, expected);
+        maxError = std::max(maxError, error);
+        ++checks;
+        if (!(error < 2e-2))
+          fail(llvm::formatv("request {0} position {1}: relative error {2} against "
+                             "the fp64 reference (step {3})",
+                             r.id, p, error, steps));
+        checkSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+    }
+    // Finished requests give their blocks back (system prompts stay).
+    for (size_t i = 0; i < running.size();) {
+      Request &r = requests[running[i]];
+      if (r.id >= 2 && r.done()) {
+        check(r.table.release(device), "release");
+        running.erase(running.begin() + i);
+      } else {
+        ++i;
+      }
+    }
+    if (running.size() == 2 && waiting.empty() && requests[0].done() && requests[1].done())
+      break; // only the system prompts are left
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
+      checkSeconds;
+
+  // Nothing lost: every request complete; every block back.
+  for (const Request &r : requests)
+    if (!r.done())
+      fail(llvm::formatv("request {0} has {1} of {2} tokens", r.id, r.tokens.size(),
+                         r.promptLen + r.outputLen));
+  for (int id : {0, 1})
+    check(requests[id].table.release(device), "release prefix");
+  if (device.numFree() != numBlocks - 1 || host.numFree() != host.numBlocks())
+    fail(llvm::formatv("blocks leaked: {0} of {1} device and {2} of {3} host blocks free",
+                       device.numFree(), numBlocks - 1, host.numFree(), host.numBlocks()));
+
+  llvm::outs() << llvm::formatv(
+      "serve-sim: {0} requests, {1} layers x {2}/{3} heads x {4}, {5} cache of {6} "
+      "blocks x {7} tokens, {8}\n",
+      numRequests, kLayers, kHeads, kKVHeads, kDim, toString(kvType), int(numBlocks),
+      kBlock, toString(arch));
+  llvm::outs() << llvm::formatv(
+      "  {0} steps ({1} replayed from graphs of sizes 1-48, {2:F1} MiB for all "
+      "graphs), {3} swap-outs ({4} blocks) and {5} swap-ins, {6} copy-on-write "
+      "block copies\n",
+      steps, graphSteps, graphBytes / double(1 << 20), swapOuts, swappedBlocks, swapIns,
+      cowCopies);
+  llvm::outs() << llvm::formatv(
+      "  {0} prompt + {1} generated tokens in {2:F2} s: {3:F0} tokens/s "
+      "({4:F0} generated tokens/s); checks excluded\n",
+      prefillTokens, decodeTokens, seconds, (prefillTokens + decodeTokens) / seconds,
+      decodeTokens / seconds);
+  llvm::outs() << llvm::formatv(
+      "  {0} output rows checked against the fp64 reference: worst relative error "
+      "{1:E2}; every request complete, every block returned: PASS\n",
+      checks, maxError);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::cl::ParseCommandLineOptions(argc, argv, "serve-sim: continuous batching on attn\n");
+  return run();
+}
