@@ -8,6 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/AotLibrary.h"
+#include "attn/runtime/CacheOps.h"
+#include "attn/runtime/Nvrtc.h"
+#include "codegen/EmitCuda.h"
 #include "attn/runtime/VariantKey.h"
 #include "compiler/Jit/Jit.h"
 #include "test/gpu/GpuTestUtil.h"
@@ -131,4 +134,33 @@ TEST(AotGpuTest, JitServedFromLibraryWithoutCompiling) {
   EXPECT_LT(result.outError, 1e-2);
 }
 
+// The copy_blocks and advance_step kernels, as attn-aot's "cache_ops"
+// section writes them, load through a cache that cannot compile.
+TEST(AotGpuTest, CacheOpsServedFromLibrary) {
+  ATTN_REQUIRE_GPU();
+  ATTN_ASSIGN_OR_FAIL(arch, runtime::currentDeviceArch());
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("attn-aot-ops", dir));
+  std::vector<runtime::AotKernel> kernels;
+  for (const KernelSpec &spec : runtime::CacheOps::specs(arch)) {
+    std::string source = emitCuda(spec);
+    ATTN_ASSIGN_OR_FAIL(cubin, runtime::compileToCubin(source, spec.uri(), arch));
+    runtime::AotKernel k;
+    k.name = spec.uri();
+    k.key = runtime::aotKey({k.name, source, arch}).hash;
+    k.spec = spec;
+    ATTN_ASSERT_OK(runtime::writeKernelFiles(dir, k, source, cubin));
+    kernels.push_back(k);
+  }
+  ATTN_ASSERT_OK(runtime::writeManifest(dir, kernels));
+  ATTN_ASSIGN_OR_FAIL(library, runtime::AotLibrary::open(dir));
+  runtime::KernelCache cache(libraryOnly(library));
+  auto ops = runtime::CacheOps::create(cache, arch);
+  llvm::sys::fs::remove_directories(dir);
+  ASSERT_TRUE(bool(ops)) << llvm::toString(ops.takeError());
+  EXPECT_EQ(cache.stats().aotHits, 2u);
+  EXPECT_EQ(cache.stats().compiles, 0u);
+}
+
 } // namespace
+

@@ -6,10 +6,10 @@
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: attn-aot %S/../../examples/aot/serving.json --arch sm_80,sm_90a \
 // RUN:   -o %t/lib --pack %t/lib.attnlib | FileCheck %s --check-prefix=BUILD
-// BUILD: attn-aot: 34 kernels in {{.*}}lib (34 compiled, 0 up to date)
-// BUILD-NEXT: sm_80 17 kernels
-// BUILD-NEXT: sm_90a 17 kernels
-// BUILD-NEXT: total 34 kernels
+// BUILD: attn-aot: 38 kernels in {{.*}}lib (38 compiled, 0 up to date)
+// BUILD-NEXT: sm_80 19 kernels
+// BUILD-NEXT: sm_90a 19 kernels
+// BUILD-NEXT: total 38 kernels
 // BUILD: variants per minute
 // BUILD-NEXT: packed into {{.*}}lib.attnlib
 
@@ -20,13 +20,15 @@
 // MANIFEST-DAG: "kernel_key": "append_kv in=f16 kv=e4m3 kv_heads=8 dim=128 page=16 layout=nhd headscale=0"
 // MANIFEST-DAG: "cubin": "sm_90a/paged_prefill_qbf16_kve4m3_h32x8_d128_p16nhd_causal_m{{[0-9]+}}n{{[0-9]+}}w4s2-{{[0-9a-f]+}}.cubin"
 // MANIFEST-DAG: "source": "sm_80/decode_qf16_kvf16_h32x8_d128_p16nhd_swa_w{{.*}}.cu"
+// MANIFEST-DAG: "cubin": "sm_90a/copy_blocks-{{[0-9a-f]+}}.cubin"
+// MANIFEST-DAG: "cubin": "sm_90a/advance_step-{{[0-9a-f]+}}.cubin"
 
-// RUN: ls %t/lib/sm_80/*.cubin | count 17
-// RUN: ls %t/lib/sm_90a/*.cu | count 17
+// RUN: ls %t/lib/sm_80/*.cubin | count 19
+// RUN: ls %t/lib/sm_90a/*.cu | count 19
 
 // RUN: attn-aot %S/../../examples/aot/serving.json --arch sm_80,sm_90a \
 // RUN:   -o %t/lib | FileCheck %s --check-prefix=AGAIN
-// AGAIN: attn-aot: 34 kernels in {{.*}} (0 compiled, 34 up to date)
+// AGAIN: attn-aot: 38 kernels in {{.*}} (0 compiled, 38 up to date)
 
 // RUN: not attn-aot %S/Inputs/aot-bad.json --arch sm_90a -o %t/bad 2> %t/bad.err \
 // RUN:   | FileCheck %s --check-prefix=PARTIAL

@@ -10,7 +10,9 @@
 // recompiled. A kernel that fails is reported with where it came from and
 // NVRTC's log; the others still finish and the exit code is 1.
 //
-// JSON: {"decode": [ENTRY...], "prefill": [...], "append_kv": [...]}. Each
+// JSON: {"decode": [ENTRY...], "prefill": [...], "append_kv": [...],
+// "cache_ops": true}. "cache_ops" adds the copy_blocks and advance_step
+// kernels (runtime::CacheOps), which a host without NVRTC needs. Each
 // ENTRY maps field names to a value or a list of alternatives; an entry
 // stands for every combination. Fields (defaults as in the variant structs):
 //   decode:    q_type kv_type num_q_heads num_kv_heads head_dim page_size
@@ -27,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/AotLibrary.h"
+#include "attn/runtime/CacheOps.h"
 #include "attn/runtime/KernelCache.h"
 #include "attn/runtime/Nvrtc.h"
 #include "attn/runtime/VariantKey.h"
@@ -272,9 +275,19 @@ std::vector<Job> jsonJobs(llvm::StringRef text, llvm::ArrayRef<Arch> archs,
   }
   for (const auto &kv : *object) {
     llvm::StringRef kind = kv.first;
+    if (kind == "cache_ops") {
+      std::optional<bool> wanted = kv.second.getAsBoolean();
+      if (!wanted)
+        errors.push_back(configPath + ": \"cache_ops\" must be true or false");
+      else if (*wanted)
+        for (Arch arch : archs)
+          for (const KernelSpec &spec : runtime::CacheOps::specs(arch))
+            jobs.push_back({spec, "", configPath + ": cache_ops"});
+      continue;
+    }
     if (kind != "decode" && kind != "prefill" && kind != "append_kv") {
       errors.push_back(configPath + ": unknown section \"" + kind.str() +
-                       "\" (expected decode, prefill, append_kv)");
+                       "\" (expected decode, prefill, append_kv, cache_ops)");
       continue;
     }
     const json::Array *entries = kv.second.getAsArray();
