@@ -28,6 +28,13 @@ KernelSource kernelsFrom(std::shared_ptr<const AotLibrary> library, Arch arch) {
   return source;
 }
 
+void bindCache(LayerArgs &args, const KVCache &cache, int layer) {
+  args.cache = cache.view(layer);
+  args.kScale = cache.kScale(layer);
+  args.vScale = cache.vScale(layer);
+  args.numKVScales = args.kScale ? cache.config().numScales() : 0;
+}
+
 struct Backend::Graph {
   CUgraphExec exec = nullptr;
   size_t deviceBytes = 0;

@@ -148,8 +148,12 @@ PrefillKernel::createWorkspace(int maxBatch, int64_t maxQTokens) const {
 }
 
 llvm::Expected<PrefillPlan>
-PrefillKernel::upload(std::vector<PrefillWorkItem> items, PrefillWorkspace &ws,
+PrefillKernel::upload(llvm::Expected<std::vector<PrefillWorkItem>> partition,
+                      llvm::ArrayRef<int32_t> cuSeqlensQ, PrefillWorkspace &ws,
                       CUstream stream, bool forGraph) const {
+  if (!partition)
+    return partition.takeError();
+  const std::vector<PrefillWorkItem> &items = *partition;
   if (int64_t(items.size()) > ws.maxTiles())
     return llvm::createStringError(llvm::formatv(
         "prefill plan: {0} query tiles exceed the workspace's {1}",
@@ -165,6 +169,8 @@ PrefillKernel::upload(std::vector<PrefillWorkItem> items, PrefillWorkspace &ws,
     return std::move(error);
 
   PrefillPlan plan;
+  plan.batch = int(cuSeqlensQ.size()) - 1;
+  plan.numQTokens = cuSeqlensQ.back();
   plan.numWorkItems = ws.buffer.device().ptr<int32_t>();
   plan.workItems = reinterpret_cast<const PrefillWorkItem *>(
       ws.buffer.device().ptr<char>() + alignUp(sizeof(int32_t)));
@@ -179,15 +185,10 @@ PrefillKernel::plan(llvm::ArrayRef<int32_t> cuSeqlensQ,
   if (kernelSpec.kind != KernelKind::Prefill)
     return llvm::createStringError(
         "prefill plan: the kernel reads a paged cache; use planPaged");
-  auto items = partitionPrefill(cuSeqlensQ, cuSeqlensKV, kernelSpec);
-  if (!items)
-    return items.takeError();
-  auto plan = upload(std::move(*items), ws, stream, forGraph);
-  if (!plan)
-    return plan.takeError();
-  plan->batch = int(cuSeqlensQ.size()) - 1;
-  plan->numQTokens = cuSeqlensQ.back();
-  plan->numKVTokens = cuSeqlensKV.back();
+  auto plan = upload(partitionPrefill(cuSeqlensQ, cuSeqlensKV, kernelSpec),
+                     cuSeqlensQ, ws, stream, forGraph);
+  if (plan)
+    plan->numKVTokens = cuSeqlensKV.back();
   return plan;
 }
 
@@ -198,17 +199,12 @@ PrefillKernel::planPaged(llvm::ArrayRef<int32_t> cuSeqlensQ,
   if (kernelSpec.kind != KernelKind::PagedPrefill)
     return llvm::createStringError(
         "prefill plan: the kernel reads contiguous k/v; use plan");
-  auto items = partitionPagedPrefill(cuSeqlensQ, seqLens, kernelSpec,
-                                     !prefillVariant.crossAttention);
-  if (!items)
-    return items.takeError();
-  auto plan = upload(std::move(*items), ws, stream, forGraph);
-  if (!plan)
-    return plan.takeError();
-  plan->batch = int(cuSeqlensQ.size()) - 1;
-  plan->numQTokens = cuSeqlensQ.back();
-  for (int32_t len : seqLens)
-    plan->maxKVLen = std::max(plan->maxKVLen, len);
+  auto plan = upload(partitionPagedPrefill(cuSeqlensQ, seqLens, kernelSpec,
+                                           !prefillVariant.crossAttention),
+                     cuSeqlensQ, ws, stream, forGraph);
+  if (plan)
+    for (int32_t len : seqLens)
+      plan->maxKVLen = std::max(plan->maxKVLen, len);
   return plan;
 }
 
@@ -320,6 +316,72 @@ llvm::Error PrefillKernel::launch(const PrefillPlan &plan, const PrefillParams &
   return llvm::Error::success();
 }
 
+namespace {
+
+// cuda.h aligns CUtensorMap to 128 bytes; the driver needs 64
+// (cuTensorMapEncodeTiled), which TmaDescriptor keeps in the kernel's
+// parameter space too.
+static_assert(sizeof(TmaDescriptor) == sizeof(CUtensorMap) &&
+                  alignof(TmaDescriptor) >= 64,
+              "TmaDescriptor (templates/attn/params.h) must be a CUtensorMap");
+
+/// The tensor map of one ragged [tokens, heads, headDim] 16-bit tensor
+/// (token stride `strideToken` elements) as the sm_90a template reads it:
+/// boxes of 64 dims x 1 head x `boxRows` tokens, 128-byte swizzled; rows
+/// past the tensor read as zeros.
+llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base,
+                          ScalarType type, int64_t tokens, int heads,
+                          int headDim, int64_t strideToken, int boxRows) {
+  if (reinterpret_cast<uintptr_t>(base) % 16)
+    return argError("q, k and v must be 16-byte aligned for the sm_90a "
+                    "(TMA) prefill");
+  // A tensor map needs at least one row; an empty tensor is never read.
+  cuuint64_t dims[3] = {cuuint64_t(headDim), cuuint64_t(heads),
+                        cuuint64_t(std::max<int64_t>(tokens, 1))};
+  cuuint64_t strides[2] = {cuuint64_t(headDim) * 2, cuuint64_t(strideToken) * 2};
+  cuuint32_t box[3] = {64, 1, cuuint32_t(boxRows)};
+  cuuint32_t elementStrides[3] = {1, 1, 1};
+  ATTN_CU_CHECK(cuTensorMapEncodeTiled(
+      reinterpret_cast<CUtensorMap *>(&map),
+      type == ScalarType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                               : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+      3, const_cast<void *>(base), dims, strides, box, elementStrides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
+                                      const PrefillParams &p,
+                                      const PrefillArgs &a,
+                                      CUstream stream) const {
+  if (plan.gridX == 0)
+    return llvm::Error::success(); // an empty batch
+  const KernelSpec &s = kernelSpec;
+  PrefillSm90Params params{};
+  params.base = p;
+  // Three host-side encodings per call (no driver round trip to the GPU):
+  // the maps hold the buffers' addresses, which change from call to call.
+  if (llvm::Error err = encodeRowsMap(params.qMap, a.q, s.qType, a.numQTokens,
+                                      s.numQHeads, s.headDim, p.qStrideToken, 64))
+    return err;
+  if (llvm::Error err = encodeRowsMap(params.kMap, a.k, s.qType, a.numKVTokens,
+                                      s.numKVHeads, s.headDim, p.kStrideToken,
+                                      s.prefillSchedule.blockN))
+    return err;
+  if (llvm::Error err = encodeRowsMap(params.vMap, a.v, s.qType, a.numKVTokens,
+                                      s.numKVHeads, s.headDim, p.vStrideToken,
+                                      s.prefillSchedule.blockN))
+    return err;
+  void *args[] = {&params};
+  ATTN_CU_CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(entry), plan.gridX,
+                               s.numQHeads, 1, threadsPerBlock(s), 1, 1,
+                               smemBytes, stream, args, nullptr));
+  return llvm::Error::success();
+}
+
 llvm::Error PrefillKernel::run(const PrefillPlan &plan, const PrefillArgs &a,
                                CUstream stream) const {
   if (llvm::Error err = checkArgs(plan, a))
@@ -338,6 +400,8 @@ llvm::Error PrefillKernel::run(const PrefillPlan &plan, const PrefillArgs &a,
   p.kStrideToken = a.kStrideToken ? a.kStrideToken : kvRow;
   p.vStrideToken = a.vStrideToken ? a.vStrideToken : kvRow;
   p.outStrideToken = a.outStrideToken ? a.outStrideToken : qRow;
+  if (s.prefillSchedule.mma == PrefillMma::Wgmma)
+    return launchSm90(plan, p, a, stream);
   return launch(plan, p, stream);
 }
 

@@ -236,12 +236,7 @@ int run() {
     a.k = k[l].ptr<void>();
     a.v = v[l].ptr<void>();
     a.out = out[l].ptr<void>();
-    a.cache = cache.view(l);
-    if (cache.kScale(l)) {
-      a.kScale = cache.kScale(l);
-      a.vScale = cache.vScale(l);
-      a.numKVScales = 1;
-    }
+    runtime::bindCache(a, cache, l);
     return a;
   };
   auto forwardAll = [&](const runtime::StepPlan &plan, CUstream s) -> llvm::Error {

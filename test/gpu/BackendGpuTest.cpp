@@ -158,12 +158,7 @@ public:
     a.k = k.ptr<void>();
     a.v = v.ptr<void>();
     a.out = out.ptr<void>();
-    a.cache = cache->view(index);
-    if (cache->kScale(index)) {
-      a.kScale = cache->kScale(index);
-      a.vScale = cache->vScale(index);
-      a.numKVScales = 1;
-    }
+    runtime::bindCache(a, *cache, index);
     return a;
   }
 

@@ -30,6 +30,7 @@
 #include "attn/runtime/AotLibrary.h"
 #include "attn/runtime/AppendKV.h"
 #include "attn/runtime/AttentionMetadata.h"
+#include "attn/runtime/KVCache.h"
 #include "attn/runtime/MixedBatch.h"
 #include "attn/runtime/Prefill.h"
 
@@ -95,6 +96,9 @@ struct LayerArgs {
   int numKVScales = 0;
   const float *alibiSlopes = nullptr; ///< [numQHeads] iff ALiBi
 };
+
+/// Points `args` at layer `layer` of `cache`: its view and FP8 scales.
+void bindCache(LayerArgs &args, const KVCache &cache, int layer);
 
 /// A step's plans, shared by every layer's forward().
 struct StepPlan {

@@ -148,13 +148,19 @@ public:
 
 private:
   PrefillKernel() = default;
-  llvm::Expected<PrefillPlan> upload(std::vector<PrefillWorkItem> items,
-                                     PrefillWorkspace &workspace,
-                                     CUstream stream, bool forGraph) const;
+  /// Copies a partition's tiles into `workspace`: the plan of a batch
+  /// of cuSeqlensQ.size() - 1 requests.
+  llvm::Expected<PrefillPlan>
+  upload(llvm::Expected<std::vector<PrefillWorkItem>> partition,
+         llvm::ArrayRef<int32_t> cuSeqlensQ, PrefillWorkspace &workspace,
+         CUstream stream, bool forGraph) const;
   /// The launch parameters run() derives from the variant, and the launch.
   PrefillParams baseParams(const PrefillPlan &plan) const;
   llvm::Error launch(const PrefillPlan &plan, const PrefillParams &params,
                      CUstream stream) const;
+  /// The sm_90a (wgmma) launch: builds q/k/v's tensor maps, then launches.
+  llvm::Error launchSm90(const PrefillPlan &plan, const PrefillParams &params,
+                         const PrefillArgs &args, CUstream stream) const;
   KernelSpec kernelSpec;
   PrefillVariant prefillVariant;
   std::shared_ptr<CudaLibrary> library;
