@@ -281,4 +281,169 @@ TEST(BackendNoCacheGpuTest, ProfilingRunMatchesReference) {
   EXPECT_LT(ref::relativeError(got, expected), 1e-2);
 }
 
+/// q rows attend to their request's `kv` rows (no mask): the reference of
+/// encoder and cross attention.
+std::vector<double> unmaskedReference(const std::vector<int> &qLens,
+                                      const std::vector<int> &kvLens,
+                                      const std::vector<double> &q,
+                                      const std::vector<double> &k,
+                                      const std::vector<double> &v) {
+  ref::PrefillProblem prob;
+  prob.numQHeads = kHeads;
+  prob.numKVHeads = kKVHeads;
+  prob.headDim = kDim;
+  prob.scale = 1.0 / std::sqrt(double(kDim));
+  prob.cuSeqlensQ = {0};
+  prob.cuSeqlensKV = {0};
+  for (size_t b = 0; b < qLens.size(); ++b) {
+    prob.cuSeqlensQ.push_back(prob.cuSeqlensQ.back() + qLens[b]);
+    prob.cuSeqlensKV.push_back(prob.cuSeqlensKV.back() + kvLens[b]);
+  }
+  prob.q = q;
+  prob.k = k;
+  prob.v = v;
+  std::vector<double> out, lse;
+  ref::prefillReference(prob, out, lse);
+  return out;
+}
+
+llvm::Expected<runtime::DeviceBuffer> uploadRows(const std::vector<uint16_t> &rows) {
+  auto buffer = runtime::DeviceBuffer::allocate(std::max<size_t>(rows.size() * 2, 2));
+  if (buffer)
+    if (llvm::Error error = buffer->copyFromHost(rows.data(), rows.size() * 2))
+      return std::move(error);
+  return buffer;
+}
+
+// Encoder attention: bidirectional over each request's rows, no cache.
+TEST(BackendEncoderGpuTest, MatchesReference) {
+  ATTN_REQUIRE_GPU();
+  runtime::MetadataLimits limits;
+  limits.blockSize = 1024; // one (unused) block covers a request: no cache
+  limits.maxBatch = 4;
+  limits.maxTokens = 1024;
+  limits.maxBlocksPerSeq = 1;
+  runtime::BackendConfig config;
+  config.type = runtime::AttentionType::Encoder;
+  config.numQHeads = kHeads;
+  config.numKVHeads = kKVHeads;
+  config.headDim = kDim;
+  ATTN_ASSIGN_OR_FAIL(backend, runtime::Backend::create(config, Jit::global().kernelSource(), limits));
+  std::vector<int> lens = {300, 17, 64};
+  std::vector<ScheduledRequest> requests;
+  std::vector<int32_t> noBlocks = {0};
+  for (int len : lens) {
+    ScheduledRequest r;
+    r.isPrefill = true;
+    r.queryLen = len;
+    r.blockTable = noBlocks; // an encoder reads no cache
+    requests.push_back(r);
+  }
+  ATTN_ASSIGN_OR_FAIL(md, runtime::buildAttentionMetadata(requests, limits));
+  std::mt19937 rng(21);
+  int64_t tokens = md.numTokens();
+  Rows q = randomRows(rng, ScalarType::BF16, size_t(tokens) * kHeads * kDim);
+  Rows k = randomRows(rng, ScalarType::BF16, size_t(tokens) * kKVHeads * kDim);
+  Rows v = randomRows(rng, ScalarType::BF16, size_t(tokens) * kKVHeads * kDim);
+  ATTN_ASSIGN_OR_FAIL(dq, uploadRows(q.bf16));
+  ATTN_ASSIGN_OR_FAIL(dk, uploadRows(k.bf16));
+  ATTN_ASSIGN_OR_FAIL(dv, uploadRows(v.bf16));
+  ATTN_ASSIGN_OR_FAIL(dout, runtime::DeviceBuffer::allocate(q.bf16.size() * 2));
+  ATTN_ASSIGN_OR_FAIL(stream, runtime::Stream::create());
+  ATTN_ASSIGN_OR_FAIL(plan, backend->plan(md, stream.get()));
+  runtime::LayerArgs layer;
+  layer.q = dq.ptr<void>();
+  layer.k = dk.ptr<void>();
+  layer.v = dv.ptr<void>();
+  layer.out = dout.ptr<void>();
+  ATTN_ASSERT_OK(backend->forward(plan, layer, stream.get()));
+  std::vector<uint8_t> bytes(q.bf16.size() * 2);
+  ATTN_ASSERT_OK(stream.synchronize());
+  ATTN_ASSERT_OK(dout.copyToHost(bytes.data(), bytes.size()));
+  EXPECT_LT(ref::relativeError(decodeAll(ScalarType::BF16, bytes),
+                               unmaskedReference(lens, lens, q.values, k.values, v.values)),
+            1e-2);
+}
+
+// Encoder-decoder cross attention: at the step the encoders run, their K/V
+// go into the cross cache and the prompts attend to them; a later decode
+// step reads them from the cache only.
+TEST(BackendCrossGpuTest, CachedEncoderMatchesReference) {
+  ATTN_REQUIRE_GPU();
+  runtime::KVCacheConfig cacheConfig;
+  cacheConfig.numBlocks = 64;
+  cacheConfig.numKVHeads = kKVHeads;
+  cacheConfig.headDim = kDim;
+  cacheConfig.dtype = ScalarType::F8E4M3;
+  ATTN_ASSIGN_OR_FAIL(cache, runtime::KVCache::allocate(cacheConfig));
+  runtime::MetadataLimits limits;
+  limits.numBlocks = 64;
+  limits.maxBatch = 4;
+  limits.maxTokens = 512;
+  limits.maxBlocksPerSeq = 8;
+  limits.maxEncoderTokens = 1024;
+  limits.maxCrossBlocksPerSeq = 32;
+  runtime::BackendConfig config;
+  config.type = runtime::AttentionType::EncoderDecoder;
+  config.numQHeads = kHeads;
+  config.numKVHeads = kKVHeads;
+  config.headDim = kDim;
+  config.kvType = ScalarType::F8E4M3;
+  ATTN_ASSIGN_OR_FAIL(backend, runtime::Backend::create(config, Jit::global().kernelSource(), limits));
+  ATTN_ASSIGN_OR_FAIL(builder, runtime::AttentionMetadataBuilder::create(limits));
+  ATTN_ASSIGN_OR_FAIL(stream, runtime::Stream::create());
+
+  // Two requests: encoders of 300 and 40 tokens (cross blocks 0-18 and
+  // 20-22), decoder prompts of 5 and 1 tokens (self blocks unused here).
+  std::vector<int> encoderLens = {300, 40};
+  std::vector<std::vector<int32_t>> crossTables = {{}, {20, 21, 22}};
+  for (int32_t b = 0; b < 19; ++b)
+    crossTables[0].push_back(b);
+  std::vector<int32_t> selfTable = {40};
+  std::mt19937 rng(31);
+  Rows ek = randomRows(rng, ScalarType::F8E4M3, size_t(340) * kKVHeads * kDim);
+  Rows ev = randomRows(rng, ScalarType::F8E4M3, size_t(340) * kKVHeads * kDim);
+  ATTN_ASSIGN_OR_FAIL(dek, uploadRows(ek.bf16));
+  ATTN_ASSIGN_OR_FAIL(dev, uploadRows(ev.bf16));
+  ATTN_ASSIGN_OR_FAIL(dq, runtime::DeviceBuffer::allocate(size_t(8) * kHeads * kDim * 2));
+  ATTN_ASSIGN_OR_FAIL(dout, runtime::DeviceBuffer::allocate(size_t(8) * kHeads * kDim * 2));
+
+  for (int stepIndex = 0; stepIndex < 2; ++stepIndex) {
+    std::vector<int> qLens = stepIndex == 0 ? std::vector<int>{5, 1} : std::vector<int>{1, 1};
+    std::vector<ScheduledRequest> requests(2);
+    for (int b = 0; b < 2; ++b) {
+      requests[b].isPrefill = stepIndex == 0;
+      requests[b].queryLen = qLens[b];
+      requests[b].contextLen = stepIndex == 0 ? 0 : (b == 0 ? 5 : 1); // step 0's prompts
+      requests[b].blockTable = selfTable;
+      requests[b].encoderLen = encoderLens[b];
+      requests[b].crossBlockTable = crossTables[b];
+    }
+    ATTN_ASSIGN_OR_FAIL(md, builder.build(requests, stream.get()));
+    EXPECT_EQ(md.crossSlotMapping.size(), stepIndex == 0 ? 340u : 0u);
+    int tokens = qLens[0] + qLens[1];
+    Rows q = randomRows(rng, ScalarType::BF16, size_t(tokens) * kHeads * kDim);
+    ATTN_ASSERT_OK(dq.copyFromHost(q.bf16.data(), q.bf16.size() * 2));
+    ATTN_ASSIGN_OR_FAIL(plan, backend->plan(md, stream.get()));
+    runtime::LayerArgs layer;
+    layer.q = dq.ptr<void>();
+    layer.out = dout.ptr<void>();
+    if (stepIndex == 0) { // the encoders run now
+      layer.k = dek.ptr<void>();
+      layer.v = dev.ptr<void>();
+    }
+    runtime::bindCache(layer, cache, 0);
+    ATTN_ASSERT_OK(backend->forward(plan, layer, stream.get()));
+    std::vector<uint8_t> bytes(size_t(tokens) * kHeads * kDim * 2);
+    ATTN_ASSERT_OK(stream.synchronize());
+    ATTN_ASSERT_OK(dout.copyToHost(bytes.data(), bytes.size()));
+    EXPECT_LT(ref::relativeError(decodeAll(ScalarType::BF16, bytes),
+                                 unmaskedReference(qLens, encoderLens, q.values,
+                                                   ek.values, ev.values)),
+              1e-2)
+        << "step " << stepIndex;
+  }
+}
+
 } // namespace
+

@@ -9,7 +9,9 @@
 //  - encoder attention: bidirectional over the step's q/k/v, no cache;
 //  - encoder-decoder cross attention: at the step a request's encoder runs,
 //    append its encoder K/V to the cross cache; queries of prefills and
-//    decodes attend to the cached encoder tokens.
+//    decodes attend to the cached encoder tokens. (An encoder-decoder model
+//    uses a Decoder backend for its decoder's self attention and an
+//    EncoderDecoder backend for cross attention, as its layers do.)
 // forwardWithoutCache() is the profiling run: attention over the step's q/k/v
 // alone, as an engine runs before it sizes the cache.
 //
