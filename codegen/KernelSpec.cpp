@@ -55,6 +55,17 @@ std::string_view toString(KernelKind kind) {
   return "?";
 }
 
+std::string_view toString(PrefillMma mma) {
+  return mma == PrefillMma::Wgmma ? "wgmma" : "sync";
+}
+
+std::optional<PrefillMma> parsePrefillMma(std::string_view name) {
+  for (PrefillMma mma : {PrefillMma::Sync, PrefillMma::Wgmma})
+    if (name == toString(mma))
+      return mma;
+  return std::nullopt;
+}
+
 std::optional<Arch> parseArch(std::string_view name) {
   for (Arch arch : {Arch::SM80, Arch::SM89, Arch::SM90a})
     if (name == toString(arch))
@@ -132,6 +143,9 @@ std::string KernelSpec::uri() const {
       name += fmt::format("_m{}n{}w{}s{}", prefillSchedule.blockM,
                           prefillSchedule.blockN, prefillSchedule.warps,
                           prefillSchedule.stages);
+    // mma.sync names stay as they were before the wgmma path existed.
+    if (isPrefill() && prefillSchedule.mma == PrefillMma::Wgmma)
+      name += "_wgmma";
   }
   if (isFP8KV() && perHeadKVScale)
     name += "_headscale";

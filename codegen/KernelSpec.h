@@ -62,18 +62,30 @@ struct DecodeSchedule {
   }
 };
 
+/// Which tensor-core instructions, and so which template, a prefill uses.
+enum class PrefillMma {
+  /// mma.sync + ldmatrix + cp.async (templates/attn/prefill.cuh), any arch.
+  Sync,
+  /// sm_90a: wgmma + TMA, a producer warpgroup and 64-row consumer
+  /// warpgroups (templates/attn/prefill_sm90.cuh); ragged, 16-bit, head
+  /// dims 64 and 128.
+  Wgmma,
+};
+
 /// How the prefill template is laid out: a CTA takes blockM query rows of
 /// one q head and streams K/V in tiles of blockN keys through a ring of
-/// `stages` shared-memory buffers; each warp owns 16 query rows.
+/// `stages` shared-memory buffers. mma.sync: each warp owns 16 or 32 query
+/// rows. wgmma: warpgroup 0 loads, each further warpgroup owns 64 rows.
 struct PrefillSchedule {
-  int warps = 4;   ///< blockM / 16
+  int warps = 4;   ///< sync: blockM / 16 or / 32; wgmma: 4 + blockM / 16
   int blockM = 64; ///< query rows per CTA
   int blockN = 64; ///< keys per K/V tile
   int stages = 2;  ///< K/V tiles in flight
+  PrefillMma mma = PrefillMma::Sync;
 
   bool operator==(const PrefillSchedule &o) const {
     return warps == o.warps && blockM == o.blockM && blockN == o.blockN &&
-           stages == o.stages;
+           stages == o.stages && mma == o.mma;
   }
 };
 
@@ -125,11 +137,13 @@ std::string_view toString(ScalarType type);
 std::string_view toString(KVLayout layout);
 std::string_view toString(Arch arch);
 std::string_view toString(KernelKind kind);
+std::string_view toString(PrefillMma mma);
 /// The inverses of toString; none for an unknown name.
 std::optional<Arch> parseArch(std::string_view name);
 std::optional<ScalarType> parseScalarType(std::string_view name);
 std::optional<KVLayout> parseKVLayout(std::string_view name);
 std::optional<KernelKind> parseKernelKind(std::string_view name);
+std::optional<PrefillMma> parsePrefillMma(std::string_view name);
 /// Bytes per element.
 int sizeOf(ScalarType type);
 

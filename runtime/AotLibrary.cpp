@@ -53,7 +53,8 @@ json::Object specToJson(const KernelSpec &s) {
   o["prefill_schedule"] = json::Object{{"warps", s.prefillSchedule.warps},
                                        {"block_m", s.prefillSchedule.blockM},
                                        {"block_n", s.prefillSchedule.blockN},
-                                       {"stages", s.prefillSchedule.stages}};
+                                       {"stages", s.prefillSchedule.stages},
+                                       {"mma", std::string(toString(s.prefillSchedule.mma))}};
   return o;
 }
 
@@ -155,6 +156,9 @@ void readSpec(FieldReader &r, KernelSpec &s) {
   s.prefillSchedule.blockM = int(p.integer("block_m"));
   s.prefillSchedule.blockN = int(p.integer("block_n"));
   s.prefillSchedule.stages = int(p.integer("stages"));
+  // Manifests written before the wgmma path have no "mma": mma.sync.
+  if (prefill && prefill->getAsObject() && prefill->getAsObject()->get("mma"))
+    s.prefillSchedule.mma = p.parsed<PrefillMma>("mma", parsePrefillMma);
   for (FieldReader *sub : {&d, &p})
     if (!sub->problem.empty())
       r.fail(sub->problem);

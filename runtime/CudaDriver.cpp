@@ -140,6 +140,19 @@ ATTN_CUDA_FORWARD(cuLaunchKernel,
                   (function, gridX, gridY, gridZ, blockX, blockY, blockZ,
                    sharedBytes, stream, params, extra))
 
+// Tensor maps (TMA descriptors; host-side encoding, no GPU work).
+ATTN_CUDA_FORWARD(cuTensorMapEncodeTiled,
+                  (CUtensorMap * tensorMap, CUtensorMapDataType dataType,
+                   cuuint32_t rank, void *globalAddress,
+                   const cuuint64_t *globalDim, const cuuint64_t *globalStrides,
+                   const cuuint32_t *boxDim, const cuuint32_t *elementStrides,
+                   CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                   CUtensorMapL2promotion l2Promotion,
+                   CUtensorMapFloatOOBfill oobFill),
+                  (tensorMap, dataType, rank, globalAddress, globalDim,
+                   globalStrides, boxDim, elementStrides, interleave, swizzle,
+                   l2Promotion, oobFill))
+
 // Streams, events, graphs.
 ATTN_CUDA_FORWARD(cuStreamCreate, (CUstream * stream, unsigned int flags),
                   (stream, flags))

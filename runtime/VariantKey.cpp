@@ -26,8 +26,8 @@ std::string scheduleOf(const std::optional<DecodeSchedule> &s) {
 }
 
 std::string scheduleOf(const std::optional<PrefillSchedule> &s) {
-  return s ? fmt::format(" schedule={},{},{},{}", s->warps, s->blockM,
-                         s->blockN, s->stages)
+  return s ? fmt::format(" schedule={},{},{},{},{}", s->warps, s->blockM,
+                         s->blockN, s->stages, toString(s->mma))
            : "";
 }
 

@@ -153,8 +153,12 @@ FailureOr<::attn::KernelSpec> getKernelSpec(KernelLaunchOp op) {
   return op.getSpec().getSpec();
 }
 
-StringRef getKernelTemplate(::attn::KernelKind kind) {
-  switch (kind) {
+StringRef getKernelTemplate(const ::attn::KernelSpec &spec) {
+  // The sm_90a wgmma template takes the same parameters plus q/k/v's tensor
+  // maps (attn::PrefillSm90Params), which the runtime builds at launch.
+  if (spec.isPrefill() && spec.prefillSchedule.mma == ::attn::PrefillMma::Wgmma)
+    return "attn/prefill_sm90.cuh:attn::prefillSm90Kernel";
+  switch (spec.kind) {
   case ::attn::KernelKind::Decode:
     return "attn/decode.cuh:attn::decodeKernel";
   case ::attn::KernelKind::AppendKV:

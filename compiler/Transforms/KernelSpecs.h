@@ -60,7 +60,7 @@ FailureOr<::attn::KernelSpec> getKernelSpec(KernelLaunchOp op);
 
 /// The template a kernel instantiates, `<header>:<function>` relative to
 /// templates/, e.g. "attn/decode.cuh:attn::decodeKernel".
-StringRef getKernelTemplate(::attn::KernelKind kind);
+StringRef getKernelTemplate(const ::attn::KernelSpec &spec);
 
 /// Names of the fields of the kernel's launch-parameter struct
 /// (attn::DecodeParams, attn::PrefillParams for both prefill kinds,

@@ -68,7 +68,7 @@ KernelLaunchOp buildLaunch(OpBuilder &builder, Operation *op,
   return builder.create<KernelLaunchOp>(
       op->getLoc(), op->getResultTypes(),
       FlatSymbolRefAttr::get(builder.getContext(), ::attn::kernelSymbol(spec)),
-      builder.getStringAttr(getKernelTemplate(spec.kind)),
+      builder.getStringAttr(getKernelTemplate(spec)),
       KernelSpecAttr::get(builder.getContext(), spec),
       builder.getArrayAttr(abi), builder.getStringAttr(getGridRule(spec)),
       op->getOperands(), /*scale=*/FloatAttr(), /*softcap=*/FloatAttr(),

@@ -62,8 +62,33 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
   return schedule;
 }
 
+/// True where the sm_90a wgmma template (templates/attn/prefill_sm90.cuh)
+/// runs the variant: ragged prefill of 16-bit q/k/v at head dim 64 or 128
+/// (TMA boxes of 64 dims). Every mask and score modifier is supported.
+/// Off until measured against the mma.sync path: a pinned schedule
+/// (`mma = wgmma`) selects the sm_90a template meanwhile.
+static constexpr bool kSelectWgmmaPrefill = false;
+
+static bool wgmmaPrefillApplies(const ::attn::KernelSpec &spec) {
+  return spec.arch == ::attn::Arch::SM90a &&
+         spec.kind == ::attn::KernelKind::Prefill &&
+         (spec.headDim == 64 || spec.headDim == 128);
+}
+
 ::attn::PrefillSchedule choosePrefillSchedule(const ::attn::KernelSpec &spec) {
   ::attn::PrefillSchedule schedule;
+  if (kSelectWgmmaPrefill && wgmmaPrefillApplies(spec)) {
+    // FlashAttention-3's shape: a producer warpgroup and two consumer
+    // warpgroups of 64 rows (block_m 128), 128-key tiles in two stages:
+    // 160 KiB of shared memory at head dim 128, one CTA per SM. Measured
+    // on an H200 against the mma.sync path in docs/performance.md.
+    schedule.mma = ::attn::PrefillMma::Wgmma;
+    schedule.warps = 12;
+    schedule.blockM = 128;
+    schedule.blockN = 128;
+    schedule.stages = 2;
+    return schedule;
+  }
   // Four warps, each with two 16-row MMA tiles up to head dim 128: every K/V
   // fragment read from shared memory then feeds two MMAs, which measured
   // 10-30% faster on an H200 than one tile per warp (docs/performance.md).

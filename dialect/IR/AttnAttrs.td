@@ -94,6 +94,12 @@ def Attn_DecodeScheduleAttr : Attn_Attr<"DecodeSchedule", "decode_schedule"> {
   }];
 }
 
+/// The prefill schedule's tensor-core kind: `sync` by default, so schedules
+/// written before wgmma existed read and print as they did.
+def Attn_PrefillMmaParameter : EnumParameter<Attn_PrefillMma> {
+  let defaultValue = "::mlir::attn::PrefillMma::sync";
+}
+
 def Attn_PrefillScheduleAttr : Attn_Attr<"PrefillSchedule", "prefill_schedule"> {
   let summary = "how the prefill kernel is laid out on the GPU";
   let description = [{
@@ -102,31 +108,39 @@ def Attn_PrefillScheduleAttr : Attn_Attr<"PrefillSchedule", "prefill_schedule"> 
     instantiate the one prefill template. Mirrors `attn::PrefillSchedule`
     in codegen/KernelSpec.h field by field.
 
-    - `warps`: warps per CTA; each owns 16 query rows, so `block_m` is
-      16 * `warps`.
+    - `warps`: warps per CTA; with mma.sync each owns 16 or 32 query rows,
+      so `block_m` is 16 * `warps` or 32 * `warps`; with wgmma warpgroup 0
+      loads and every further warpgroup owns 64 rows, so `block_m` is
+      16 * (`warps` - 4).
     - `block_m`: query rows of one q head per CTA (one query tile).
     - `block_n`: keys per K/V tile, a multiple of 16 (one MMA k-step of
-      P * V).
+      P * V); 64 or 128 with wgmma.
     - `stages`: K/V tiles in flight in the shared-memory ring.
+    - `mma`: `sync` (mma.sync, templates/attn/prefill.cuh; the default,
+      left out when printed) or `wgmma` (sm_90a only,
+      templates/attn/prefill_sm90.cuh).
 
     ```mlir
     #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>
+    #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128,
+                           stages = 2, mma = wgmma>
     ```
   }];
   let parameters = (ins
     "int":$warps,
     "int":$blockM,
     "int":$blockN,
-    "int":$stages);
+    "int":$stages,
+    Attn_PrefillMmaParameter:$mma);
   let assemblyFormat = [{
     `<` `warps` `=` $warps `,` `block_m` `=` $blockM `,`
-    `block_n` `=` $blockN `,` `stages` `=` $stages `>`
+    `block_n` `=` $blockN `,` `stages` `=` $stages (`,` `mma` `=` $mma^)? `>`
   }];
   let genVerifyDecl = 1;
   let builders = [
     AttrBuilder<(ins "const ::attn::PrefillSchedule &":$schedule), [{
       return $_get($_ctxt, schedule.warps, schedule.blockM, schedule.blockN,
-                   schedule.stages);
+                   schedule.stages, fromSpecMma(schedule.mma));
     }]>
   ];
   let extraClassDeclaration = [{

@@ -163,6 +163,15 @@ KVLayout mlir::attn::fromSpecLayout(::attn::KVLayout layout) {
   return layout == ::attn::KVLayout::HND ? KVLayout::hnd : KVLayout::nhd;
 }
 
+::attn::PrefillMma mlir::attn::toSpecMma(PrefillMma mma) {
+  return mma == PrefillMma::wgmma ? ::attn::PrefillMma::Wgmma
+                                  : ::attn::PrefillMma::Sync;
+}
+
+PrefillMma mlir::attn::fromSpecMma(::attn::PrefillMma mma) {
+  return mma == ::attn::PrefillMma::Wgmma ? PrefillMma::wgmma : PrefillMma::sync;
+}
+
 ::attn::KernelKind mlir::attn::toSpecKind(KernelKind kind) {
   switch (kind) {
   case KernelKind::decode:
@@ -249,11 +258,36 @@ DecodeScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult
 PrefillScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                            int warps, int blockM, int blockN, int stages) {
+                            int warps, int blockM, int blockN, int stages,
+                            PrefillMma mma) {
   // A CTA has at most 1024 threads.
   if (warps < 1 || warps > 32)
     return emitError() << "prefill_schedule warps must be from 1 to 32, got "
                        << warps;
+  if (stages < 1)
+    return emitError() << "prefill_schedule stages must be at least 1, got "
+                       << stages;
+  if (mma == PrefillMma::wgmma) {
+    // Warpgroup 0 loads (TMA), each further one owns 64 query rows. The
+    // template moves registers to one or two consumers (setmaxnreg 240);
+    // a third would need a smaller share than head dim 128's accumulators.
+    if (warps != 8 && warps != 12)
+      return emitError() << "prefill_schedule with mma = wgmma needs warps = "
+                            "8 or 12 (a producer warpgroup and 1 or 2 "
+                            "consumer warpgroups), got "
+                         << warps;
+    if (blockM != 16 * (warps - 4))
+      return emitError() << "prefill_schedule with mma = wgmma needs block_m "
+                            "= 16 * (warps - 4) = "
+                         << 16 * (warps - 4)
+                         << " (64 rows per consumer warpgroup), got " << blockM;
+    // The wgmma N of S = Q K^T.
+    if (blockN != 64 && blockN != 128)
+      return emitError() << "prefill_schedule with mma = wgmma needs block_n "
+                            "64 or 128, got "
+                         << blockN;
+    return success();
+  }
   if (blockM != 16 * warps && blockM != 32 * warps)
     return emitError() << "prefill_schedule block_m must be 16 * warps = "
                        << 16 * warps << " or 32 * warps = " << 32 * warps
@@ -264,9 +298,6 @@ PrefillScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError()
            << "prefill_schedule block_n must be a positive multiple of 16, got "
            << blockN;
-  if (stages < 1)
-    return emitError() << "prefill_schedule stages must be at least 1, got "
-                       << stages;
   return success();
 }
 
@@ -276,6 +307,7 @@ PrefillScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   schedule.blockM = getBlockM();
   schedule.blockN = getBlockN();
   schedule.stages = getStages();
+  schedule.mma = toSpecMma(getMma());
   return schedule;
 }
 
@@ -371,8 +403,25 @@ LogicalResult KernelSpecAttr::verify(
   if (prefillSchedule &&
       failed(PrefillScheduleAttr::verify(
           emitError, prefillSchedule.getWarps(), prefillSchedule.getBlockM(),
-          prefillSchedule.getBlockN(), prefillSchedule.getStages())))
+          prefillSchedule.getBlockN(), prefillSchedule.getStages(),
+          prefillSchedule.getMma())))
     return failure();
+  // The wgmma template (templates/attn/prefill_sm90.cuh) loads contiguous
+  // 16-bit k/v with TMA in 64-dim column blocks.
+  if (prefillSchedule && prefillSchedule.getMma() == PrefillMma::wgmma) {
+    if (arch != "sm_90a")
+      return emitError() << "kernel_spec prefill_schedule mma = wgmma needs "
+                            "arch sm_90a, got \""
+                         << arch << "\"";
+    if (!raggedPrefill)
+      return emitError() << "kernel_spec prefill_schedule mma = wgmma is for "
+                            "ragged prefill kernels only, got "
+                         << kindName;
+    if (headDim != 64 && headDim != 128)
+      return emitError() << "kernel_spec prefill_schedule mma = wgmma needs "
+                            "head_dim 64 or 128, got "
+                         << headDim;
+  }
   if (kind == KernelKind::append_kv &&
       (schedule || numQHeads != numKvHeads || queryLen != 1 || causal ||
        alibi || softcap || writeLse))

@@ -52,6 +52,10 @@ KVLayout fromSpecLayout(::attn::KVLayout layout);
 ::attn::KernelKind toSpecKind(KernelKind kind);
 KernelKind fromSpecKind(::attn::KernelKind kind);
 
+/// Prefill tensor-core kind, dialect enum <-> spec enum.
+::attn::PrefillMma toSpecMma(PrefillMma mma);
+PrefillMma fromSpecMma(::attn::PrefillMma mma);
+
 /// The targets a kernel can be generated for, as messages list them:
 /// "sm_80, sm_89 or sm_90a".
 std::string describeArchs();

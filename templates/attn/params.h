@@ -99,6 +99,24 @@ struct PrefillParams {
   int32_t windowLeft; ///< keys at positions >= pos - windowLeft are visible
 };
 
+/// An opaque CUDA tensor map (CUtensorMap: 128 bytes, 64-byte aligned),
+/// encoded on the host by cuTensorMapEncodeTiled and read by TMA copies
+/// from the kernel's parameter space.
+struct alignas(64) TmaDescriptor {
+  uint64_t opaque[16];
+};
+
+/// Ragged prefill on sm_90a (templates/attn/prefill_sm90.cuh): the common
+/// prefill parameters and the tensor maps of q, k and v, each a 3-d view
+/// (head dim, heads, tokens) with a box of 64 dims x 1 head x the tile's
+/// rows, 128-byte swizzled.
+struct PrefillSm90Params {
+  TmaDescriptor qMap; ///< box rows: 64 (one consumer warpgroup's rows)
+  TmaDescriptor kMap; ///< box rows: blockN
+  TmaDescriptor vMap; ///< box rows: blockN
+  PrefillParams base;
+};
+
 /// Reshape-and-cache (templates/attn/append_kv.cuh).
 struct AppendKVParams {
   const void *k;  ///< [num_tokens, num_kv_heads, head_dim], activation dtype

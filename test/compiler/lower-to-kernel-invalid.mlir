@@ -103,3 +103,31 @@ func.func @mixed_scales(%k: tensor<?x8x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M
   return %c1 : !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>
 }
 }
+
+// -----
+
+// The wgmma prefill template is sm_90a-only.
+module attributes {attn.arch = "sm_80"} {
+func.func @wgmma_prefill_on_sm80(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>, %cu: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{kernel_spec prefill_schedule mma = wgmma needs arch sm_90a, got "sm_80"}}
+  %o = attn.prefill %q, %k, %k, %cu, %cu
+      {schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>}
+      : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+}
+
+// -----
+
+// ... and reads contiguous 16-bit k/v at head dim 64 or 128 only.
+module attributes {attn.arch = "sm_90a"} {
+func.func @wgmma_prefill_d96(%q: tensor<?x32x96xbf16>, %k: tensor<?x8x96xbf16>, %cu: tensor<?xi32>) -> tensor<?x32x96xbf16> {
+  // expected-error @+1 {{kernel_spec prefill_schedule mma = wgmma needs head_dim 64 or 128, got 96}}
+  %o = attn.prefill %q, %k, %k, %cu, %cu
+      {schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>}
+      : tensor<?x32x96xbf16>, tensor<?x8x96xbf16>, tensor<?x8x96xbf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x32x96xbf16>
+  return %o : tensor<?x32x96xbf16>
+}
+}

@@ -235,6 +235,21 @@ func.func @prefill_pinned(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
 
 // -----
 
+// CHECK-LABEL: func.func @prefill_pinned_wgmma
+func.func @prefill_pinned_wgmma(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
+    %cu: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // A pinned sm_90a wgmma schedule prints its mma; the pass keeps it (the
+  // lowering rejects it for other archs).
+  // CHECK: schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>
+  %o = attn.prefill %q, %k, %k, %cu, %cu
+      {schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>}
+      : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @paged_prefill_bf16_d128
 func.func @paged_prefill_bf16_d128(%q: tensor<?x32x128xbf16>,
     %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,

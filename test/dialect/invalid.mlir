@@ -501,6 +501,21 @@ func.func @prefill_schedule_stages() attributes {s = #attn.prefill_schedule<warp
 
 // -----
 
+// expected-error @+1 {{prefill_schedule with mma = wgmma needs warps = 8 or 12 (a producer warpgroup and 1 or 2 consumer warpgroups), got 4}}
+func.func @prefill_schedule_wgmma_warps() attributes {s = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2, mma = wgmma>}
+
+// -----
+
+// expected-error @+1 {{prefill_schedule with mma = wgmma needs block_m = 16 * (warps - 4) = 128 (64 rows per consumer warpgroup), got 64}}
+func.func @prefill_schedule_wgmma_block_m() attributes {s = #attn.prefill_schedule<warps = 12, block_m = 64, block_n = 64, stages = 2, mma = wgmma>}
+
+// -----
+
+// expected-error @+1 {{prefill_schedule with mma = wgmma needs block_n 64 or 128, got 96}}
+func.func @prefill_schedule_wgmma_block_n() attributes {s = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 96, stages = 2, mma = wgmma>}
+
+// -----
+
 func.func @prefill_schedule_kind(%q: tensor<?x8x64xbf16>, %cu: tensor<?xi32>) {
   // expected-error @+1 {{'attn.prefill' op attribute 'schedule' failed to satisfy constraint}}
   %o = attn.prefill %q, %q, %q, %cu, %cu {schedule = #attn.decode_schedule<warps = 4, stages = 4, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>} : tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x8x64xbf16>

@@ -269,6 +269,94 @@ TEST_P(PrefillGpuTest, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Matrix, PrefillGpuTest, ::testing::ValuesIn(cases()),
                          [](const auto &info) { return info.param.name; });
 
+/// The sm_90a wgmma schedule: a producer warpgroup and `consumers` 64-row
+/// consumer warpgroups, blockN-key tiles, two stages.
+PrefillSchedule wgmmaSchedule(int consumers, int blockN) {
+  PrefillSchedule s;
+  s.mma = PrefillMma::Wgmma;
+  s.warps = 4 + 4 * consumers;
+  s.blockM = 64 * consumers;
+  s.blockN = blockN;
+  s.stages = 2;
+  return s;
+}
+
+/// Every ragged case the sm_90a template supports (16-bit, head dim 64 or
+/// 128), pinned to it, so that it stays tested whichever template the
+/// schedule picks by default; the default shape on all of them, and one
+/// consumer warpgroup with 64-key tiles on a few.
+std::vector<PrefillCase> wgmmaCases() {
+  std::vector<PrefillCase> out;
+  for (PrefillCase c : cases()) {
+    const PrefillVariant &v = c.variant;
+    if (v.paged || (v.headDim != 64 && v.headDim != 128))
+      continue;
+    PrefillCase pinned = c;
+    pinned.variant.schedule = wgmmaSchedule(2, 128);
+    pinned.name += "_wgmma";
+    out.push_back(pinned);
+    if (c.name == "bf16_ragged_mix_lse" || c.name == "f16_kitchen_sink" ||
+        c.name == "bf16_window100" || c.name == "bf16_cross_lse") {
+      pinned.variant.schedule = wgmmaSchedule(1, 64);
+      pinned.name = c.name + "_wgmma_m64n64";
+      out.push_back(pinned);
+    }
+  }
+  return out;
+}
+
+class PrefillWgmmaGpuTest : public ::testing::TestWithParam<PrefillCase> {};
+
+TEST_P(PrefillWgmmaGpuTest, MatchesReference) {
+  ATTN_REQUIRE_GPU();
+  auto arch = runtime::currentDeviceArch();
+  if (!arch || *arch != Arch::SM90a) {
+    if (!arch)
+      llvm::consumeError(arch.takeError());
+    GTEST_SKIP() << "the wgmma prefill needs an sm_90a GPU";
+  }
+  const PrefillCase &tc = GetParam();
+  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(tc.variant));
+  ASSERT_EQ(kernel->spec().prefillSchedule.mma, PrefillMma::Wgmma);
+  check::PrefillCheckOptions options;
+  options.qLens = tc.qLens;
+  options.kvLens = tc.kvLens;
+  options.extraTokenStride = tc.extraTokenStride;
+  options.seed = uint32_t(std::hash<std::string>()(tc.name));
+  ATTN_ASSIGN_OR_FAIL(result,
+                      check::checkPrefill(*kernel, tc.variant, options));
+  EXPECT_LT(result.outError, tolerance(tc.variant))
+      << tc.name << ": relative L2 error (" << result.gridX << " CTAs)";
+  if (tc.variant.writeLse) {
+    EXPECT_LT(result.lseError, 2e-3) << tc.name << ": worst LSE error";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sm90, PrefillWgmmaGpuTest,
+                         ::testing::ValuesIn(wgmmaCases()),
+                         [](const auto &info) { return info.param.name; });
+
+// The wgmma path in a captured graph planned for graphs (grid = capacity).
+TEST(PrefillGraphGpuTest, WgmmaReplaysMatchReference) {
+  ATTN_REQUIRE_GPU();
+  auto arch = runtime::currentDeviceArch();
+  if (!arch || *arch != Arch::SM90a) {
+    if (!arch)
+      llvm::consumeError(arch.takeError());
+    GTEST_SKIP() << "the wgmma prefill needs an sm_90a GPU";
+  }
+  PrefillVariant v = base(ScalarType::BF16, 32, 8, 128);
+  v.writeLse = true;
+  v.schedule = wgmmaSchedule(2, 128);
+  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(v));
+  check::PrefillCheckOptions options;
+  options.qLens = {3000, 1, 200};
+  options.graphReplays = 3;
+  ATTN_ASSIGN_OR_FAIL(result, check::checkPrefill(*kernel, v, options));
+  EXPECT_LT(result.outError, 1e-2);
+  EXPECT_LT(result.lseError, 2e-3);
+}
+
 // Replays of one captured graph planned for graphs: the grid is the
 // workspace capacity, so CTAs past the tile count must exit without writing,
 // and every replay must rewrite the (re-poisoned) out and LSE.

@@ -234,4 +234,67 @@ INSTANTIATE_TEST_SUITE_P(
       return std::get<0>(info.param).name + "_" + arch.substr(3);
     });
 
+/// The sm_90a wgmma prefill (templates/attn/prefill_sm90.cuh) pinned on
+/// each variant class it supports: both dtypes, head dims 64 and 128, one and
+/// two consumer warpgroups, 64- and 128-key tiles, masks and every flag.
+std::vector<MatrixCase> wgmmaCases() {
+  using S = ScalarType;
+  std::vector<MatrixCase> cases;
+  auto add = [&](std::string name, PrefillVariant v, int consumers,
+                 int blockN) {
+    PrefillSchedule s;
+    s.mma = PrefillMma::Wgmma;
+    s.warps = 4 + 4 * consumers;
+    s.blockM = 64 * consumers;
+    s.blockN = blockN;
+    v.schedule = s;
+    cases.push_back({std::move(name), std::nullopt, std::nullopt, v});
+  };
+  for (S dtype : {S::BF16, S::F16})
+    for (int d : {64, 128})
+      for (bool causal : {true, false}) {
+        PrefillVariant v;
+        v.qType = dtype;
+        v.headDim = d;
+        v.causal = causal;
+        v.encoder = !causal;
+        add(std::string("wgmma_") + std::string(toString(dtype)) + "_d" +
+                std::to_string(d) + (causal ? "_causal" : "_encoder"),
+            v, 2, 128);
+      }
+  PrefillVariant v;
+  v.windowLeft = 4096;
+  v.alibi = true;
+  v.softcap = 30.f;
+  v.writeLse = true;
+  add("wgmma_all_features", v, 2, 128);
+  v.headDim = 64;
+  v.numKVHeads = 1;
+  add("wgmma_all_features_d64_mqa_m64n64", v, 1, 64);
+  return cases;
+}
+
+class NvrtcWgmmaPrefill : public ::testing::TestWithParam<MatrixCase> {};
+
+TEST_P(NvrtcWgmmaPrefill, CompilesForSm90a) {
+  static runtime::KernelCache cache([] {
+    runtime::KernelCache::Options o;
+    o.useDisk = false;
+    return o;
+  }());
+  Jit jit({Arch::SM90a, &cache});
+  auto compiled = jit.compile(*GetParam().prefill, Arch::SM90a);
+  ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+  const std::string &cubin = *compiled->cubin;
+  ASSERT_GT(cubin.size(), 4u);
+  EXPECT_EQ(cubin.substr(0, 4), "\x7f" "ELF");
+  EXPECT_NE(cubin.find(kernelSymbol(compiled->spec)), std::string::npos);
+  EXPECT_EQ(compiled->spec.prefillSchedule, *GetParam().prefill->schedule);
+  EXPECT_NE(compiled->source.find("prefill_sm90.cuh"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, NvrtcWgmmaPrefill,
+                         ::testing::ValuesIn(wgmmaCases()),
+                         [](const auto &info) { return info.param.name; });
+
 } // namespace

@@ -762,13 +762,19 @@ int main(int argc, char **argv) {
   auto prefillSchedule = std::find(args.begin(), args.end(), "--prefill-schedule");
   if (prefillSchedule != args.end()) {
     PrefillSchedule s;
-    if (prefillSchedule + 1 == args.end() ||
-        std::sscanf((prefillSchedule + 1)->c_str(), "%d,%d,%d,%d", &s.warps,
-                    &s.blockM, &s.blockN, &s.stages) != 4) {
+    char mma[16] = "sync";
+    int fields = prefillSchedule + 1 == args.end()
+                     ? 0
+                     : std::sscanf((prefillSchedule + 1)->c_str(),
+                                   "%d,%d,%d,%d,%15s", &s.warps, &s.blockM,
+                                   &s.blockN, &s.stages, mma);
+    std::optional<PrefillMma> kind = parsePrefillMma(mma);
+    if (fields < 4 || !kind) {
       llvm::errs() << "attn-bench: --prefill-schedule takes "
-                      "warps,block_m,block_n,stages\n";
+                      "warps,block_m,block_n,stages[,sync|wgmma]\n";
       return 1;
     }
+    s.mma = *kind;
     pinnedPrefillSchedule = s;
   }
   if (args[0] == "prefill")

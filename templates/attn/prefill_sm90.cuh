@@ -1,0 +1,381 @@
+//===- prefill_sm90.cuh - ragged prefill on Hopper (wgmma + TMA) -*- CUDA -*-===//
+//
+// FlashAttention-3-style ragged prefill for sm_90a. A CTA takes blockM query
+// rows of one request and one q head (a plan work item x grid.y), like the
+// sm_80 template (prefill.cuh), with warp-specialized roles:
+//
+//   warpgroup 0 (producer): one thread issues every load as a bulk tensor
+//     copy (TMA, cp.async.bulk.tensor) through host-built tensor maps: the
+//     Q tile once, then K and V tiles of blockN keys into a ring of kStages
+//     shared-memory stages. Each stage has a `full` mbarrier (completed by
+//     the copies' byte count) and an `empty` mbarrier (every consumer thread
+//     arrives once it no longer reads the stage). It gives its registers to
+//     the consumers (setmaxnreg).
+//   warpgroups 1.. (consumers): 64 query rows each. S = Q K^T by wgmma with
+//     both operands in shared memory; the online softmax in registers (the
+//     S accumulator has the mma.sync C-fragment layout per warp, so it is
+//     the sm_80 template's softmax); O += P V by wgmma with P from
+//     registers (the C fragment of S is, once rounded to 16 bits, the A
+//     fragment) and V from shared memory, transposed by the descriptor.
+//
+// Shared-memory tiles are written by TMA with the 128-byte swizzle and read
+// by wgmma through descriptors of the same swizzle: a tile of R rows and
+// head dim D is D / 64 column blocks of R rows x 128 bytes, each 1024-byte
+// aligned. Keys past a request's end (the next request's rows, or zeros past
+// the tensor) are masked in S, and their P is 0. Tiles no row of the CTA can
+// see (causal, sliding window) are never loaded.
+//
+// Supported: 16-bit q/k/v, head dims 64 and 128, every mask and score
+// modifier of the sm_80 template, LSE; contiguous (ragged) k/v only.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TEMPLATES_PREFILL_SM90_CUH
+#define ATTN_TEMPLATES_PREFILL_SM90_CUH
+
+#include "attn/common.cuh"
+#include "attn/prefill_layout.h"
+#include "attn/wgmma.cuh"
+
+namespace attn {
+
+/// \brief Sizes derived from an sm_90a prefill Config.
+template <class Config> struct PrefillSm90Traits {
+  using QT = typename Config::QType;
+  static constexpr int kHeadDim = Config::kHeadDim;
+  static constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN;
+  static constexpr int kConsumers = Config::kWarps / 4 - 1; // warpgroups
+  static constexpr int kThreads = Config::kWarps * 32;
+  static constexpr int kColBlocks = kHeadDim / 64; // 128-byte column blocks
+  static constexpr int kQWGBytes = 64 * kHeadDim * 2; // one consumer's Q
+  static constexpr int kKVTileBytes = kBlockN * kHeadDim * 2;
+  static constexpr int kSmemBytes =
+      prefillSm90SmemBytes(kHeadDim, kBlockM, kBlockN, Config::kStages);
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim 64 or 128");
+  static_assert(kBlockM == 64 * kConsumers && (kConsumers == 1 || kConsumers == 2),
+                "one or two consumer warpgroups of 64 query rows (their "
+                "setmaxnreg share, 240, fits two)");
+  static_assert(kBlockN == 64 || kBlockN == 128, "wgmma N of S");
+  static_assert(!Config::kPaged, "the sm_90a template reads contiguous k/v");
+};
+
+//===----------------------------------------------------------------------===//
+// mbarrier, TMA, wgmma plumbing
+//===----------------------------------------------------------------------===//
+
+__device__ __forceinline__ void mbarInit(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+/// One arrival that also expects `bytes` of transactions (TMA) this phase.
+__device__ __forceinline__ void mbarArriveExpectTx(uint32_t bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbarArrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+/// Waits until the phase of parity `parity` has completed. A fresh barrier
+/// counts the phase before its first (parity 1) as completed.
+__device__ __forceinline__ void mbarWait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+}
+
+/// \brief A 3-d tile (dim, head, token) of a tensor map into shared memory,
+/// completing on `bar`.
+__device__ __forceinline__ void tmaLoad3d(uint32_t dst, const TmaDescriptor *map,
+                                          uint32_t bar, int dim, int head,
+                                          int token) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(dim), "r"(head), "r"(token),
+      "r"(bar)
+      : "memory");
+}
+
+__device__ __forceinline__ void wgmmaFence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmmaCommit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int kPending> __device__ __forceinline__ void wgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+/// Keeps the compiler from moving accesses of accumulator registers across
+/// the asynchronous wgmma that reads or writes them.
+template <int N> __device__ __forceinline__ void fenceRegs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "+f"(r[i])::"memory");
+}
+
+/// \brief A wgmma shared-memory descriptor of a 128-byte-swizzled operand at
+/// shared address `addr`: `lbo` bytes between 64-column blocks (used by the
+/// MN-major V only), 1024 bytes between 8-row groups.
+__device__ __forceinline__ uint64_t smemDesc(uint32_t addr, uint32_t lbo) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | uint64_t(lbo >> 4) << 16 |
+         uint64_t(1024 >> 4) << 32 | uint64_t(1) << 62;
+}
+
+/// \brief setmaxnreg: moves registers between warpgroups (sm_90a).
+template <int kRegs> __device__ __forceinline__ void setMaxRegsDec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs> __device__ __forceinline__ void setMaxRegsInc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+//===----------------------------------------------------------------------===//
+// The kernel
+//===----------------------------------------------------------------------===//
+
+/// \brief Ragged prefill on sm_90a: one query tile of one request and one q
+/// head.
+template <class Config>
+__device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Tr = PrefillSm90Traits<Config>;
+  using QT = typename Tr::QT;
+  const PrefillParams &p = sp.base;
+  constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN;
+  constexpr int kStages = Config::kStages;
+  constexpr int D = Tr::kHeadDim;
+
+  if (int(blockIdx.x) >= *p.numWorkItems)
+    return;
+  const PrefillWorkItem work = p.workItems[blockIdx.x];
+  const int qHead = blockIdx.y;
+  const int kvHead = qHead / Config::kGroupSize;
+
+  // Positions: query row i of the request sits at kvLen - qLen + i.
+  const int shift = work.kvLen - work.qLen;
+  const int tileRows = min(kBlockM, work.qLen - work.tileBegin);
+  const int firstPos = shift + work.tileBegin;
+  const int lastPos = firstPos + tileRows - 1;
+  int kvEnd = work.kvLen, kvBegin = 0;
+  if constexpr (Config::kCausal)
+    kvEnd = max(0, min(kvEnd, lastPos + 1));
+  if constexpr (Config::kSlidingWindow)
+    kvBegin = max(0, firstPos - p.windowLeft) / kBlockN * kBlockN;
+  const int numTiles = kvEnd > kvBegin ? (kvEnd - kvBegin + kBlockN - 1) / kBlockN : 0;
+
+  // Shared memory: Q (one 64-row tile per consumer), the K ring, the V
+  // ring, then the barriers; tiles 1024-byte aligned for the swizzle.
+  extern __shared__ __align__(1024) char smemRaw[];
+  const uint32_t smemBase = (smemAddr(smemRaw) + 1023) & ~1023u;
+  const uint32_t qSmem = smemBase;
+  const uint32_t kSmem = qSmem + Tr::kConsumers * Tr::kQWGBytes;
+  const uint32_t vSmem = kSmem + kStages * Tr::kKVTileBytes;
+  const uint32_t bars = vSmem + kStages * Tr::kKVTileBytes;
+  auto fullBar = [&](int s) { return bars + 8 * s; };
+  auto emptyBar = [&](int s) { return bars + 8 * (kStages + s); };
+  const uint32_t qBar = bars + 16 * kStages;
+
+  const int warpGroup = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbarInit(fullBar(s), 1);
+      mbarInit(emptyBar(s), Tr::kConsumers * 128);
+    }
+    mbarInit(qBar, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warpGroup == 0) {
+    // Producer. Every thread gives registers back; one issues the copies.
+    setMaxRegsDec<24>();
+    if (threadIdx.x != 0)
+      return;
+    const int qToken = work.qStart + work.tileBegin;
+    mbarArriveExpectTx(qBar, Tr::kConsumers * Tr::kQWGBytes);
+#pragma unroll
+    for (int g = 0; g < Tr::kConsumers; ++g)
+#pragma unroll
+      for (int c = 0; c < Tr::kColBlocks; ++c)
+        tmaLoad3d(qSmem + g * Tr::kQWGBytes + c * 64 * 128, &sp.qMap, qBar, c * 64,
+                  qHead, qToken + g * 64);
+    for (int t = 0; t < numTiles; ++t) {
+      const int s = t % kStages;
+      mbarWait(emptyBar(s), ((t / kStages) & 1) ^ 1);
+      mbarArriveExpectTx(fullBar(s), 2 * Tr::kKVTileBytes);
+      const int token = work.kvStart + kvBegin + t * kBlockN;
+#pragma unroll
+      for (int c = 0; c < Tr::kColBlocks; ++c) {
+        const uint32_t offset = s * Tr::kKVTileBytes + c * kBlockN * 128;
+        tmaLoad3d(kSmem + offset, &sp.kMap, fullBar(s), c * 64, kvHead, token);
+        tmaLoad3d(vSmem + offset, &sp.vMap, fullBar(s), c * 64, kvHead, token);
+      }
+    }
+    return;
+  }
+
+  // Consumers.
+  setMaxRegsInc<240>();
+  const int g = warpGroup - 1;
+  const int tid = threadIdx.x % 128;
+  const int warp = tid / 32, lane = tid % 32;
+  const int r = lane / 4, c = lane % 4;
+  constexpr int kSRegs = kBlockN / 2; // S accumulator floats per thread
+  constexpr int kORegs = D / 2;       // O accumulator floats per thread
+  constexpr int kNTiles = kBlockN / 8;
+  constexpr int kOTiles = D / 8;
+
+  const int warpRow0 = g * 64 + warp * 16; // first row of this warp
+  int rowPos[2];
+  rowPos[0] = firstPos + warpRow0 + r;
+  rowPos[1] = rowPos[0] + 8;
+  float slope = 0.f;
+  if constexpr (Config::kAlibi)
+    slope = p.alibiSlopes[qHead];
+  const float qkScale = p.smScale;
+  constexpr bool kPlainScores = !Config::kSoftcap && !Config::kAlibi;
+  const float expScale = kPlainScores ? qkScale * kLog2e : 1.f;
+
+  float o[kORegs];
+#pragma unroll
+  for (int i = 0; i < kORegs; ++i)
+    o[i] = 0.f;
+  float mRun[2] = {negInf(), negInf()}, lRun[2] = {0.f, 0.f};
+
+  const uint32_t qTile = qSmem + g * Tr::kQWGBytes;
+  mbarWait(qBar, 0);
+
+  for (int t = 0; t < numTiles; ++t) {
+    const int s = t % kStages;
+    const int tileStart = kvBegin + t * kBlockN;
+    mbarWait(fullBar(s), (t / kStages) & 1);
+    const uint32_t kTile = kSmem + s * Tr::kKVTileBytes;
+    const uint32_t vTile = vSmem + s * Tr::kKVTileBytes;
+
+    // S = Q K^T: head-dim steps of 16 (32 bytes) inside each 128-byte
+    // swizzled column block.
+    float sAcc[kSRegs];
+    fenceRegs(sAcc);
+    wgmmaFence();
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) {
+      const uint32_t colOffset = (k / 4) * 128, inRow = (k % 4) * 32;
+      Wgmma<QT, kBlockN>::ss(sAcc, smemDesc(qTile + colOffset * 64 + inRow, 16),
+                             smemDesc(kTile + colOffset * kBlockN + inRow, 16),
+                             k > 0);
+    }
+    wgmmaCommit();
+    wgmmaWait<0>();
+    fenceRegs(sAcc);
+
+    // Score modifiers, masks, online softmax (as prefill.cuh).
+    const int warpFirstPos = firstPos + warpRow0;
+    const int warpLastPos = warpFirstPos + 15;
+    const bool needMask =
+        tileStart + kBlockN > work.kvLen ||
+        (Config::kCausal && tileStart + kBlockN - 1 > warpFirstPos) ||
+        (Config::kSlidingWindow && tileStart < warpLastPos - p.windowLeft);
+    uint32_t pa[kBlockN / 16][4];
+    float corrs[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float v[kNTiles][2];
+      auto scoresOf = [&](auto maskTag) {
+        float tmax = negInf();
+#pragma unroll
+        for (int n = 0; n < kNTiles; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            int key = tileStart + n * 8 + 2 * c + e;
+            float x = sAcc[4 * n + 2 * h + e];
+            if constexpr (!kPlainScores) {
+              x *= qkScale;
+              if constexpr (Config::kSoftcap)
+                x = p.softcap * tanhf(x / p.softcap);
+              if constexpr (Config::kAlibi)
+                x += slope * float(key - rowPos[h]);
+              x *= kLog2e;
+            }
+            if constexpr (decltype(maskTag)::value) {
+              bool visible = key < work.kvLen;
+              if constexpr (Config::kCausal)
+                visible = visible && key <= rowPos[h];
+              if constexpr (Config::kSlidingWindow)
+                visible = visible && key >= rowPos[h] - p.windowLeft;
+              x = visible ? x : negInf();
+            }
+            v[n][e] = x;
+            tmax = fmaxf(tmax, x);
+          }
+        return tmax;
+      };
+      float tmax = needMask ? scoresOf(BoolConstant<true>()) : scoresOf(BoolConstant<false>());
+      tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+      tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+      float mNew = fmaxf(mRun[h], tmax);
+      float base = mNew == negInf() ? 0.f : mNew * expScale;
+      float corr = fastExp2(fmaf(mRun[h], expScale, -base));
+      mRun[h] = mNew;
+      float sum = 0.f;
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n) {
+        float p0 = fastExp2(fmaf(v[n][0], expScale, -base));
+        float p1 = fastExp2(fmaf(v[n][1], expScale, -base));
+        sum += p0 + p1;
+        pa[n / 2][(n % 2) * 2 + h] = pack2<QT>(p0, p1);
+      }
+      lRun[h] = lRun[h] * corr + sum;
+      corrs[h] = corr;
+    }
+#pragma unroll
+    for (int j = 0; j < kOTiles; ++j) {
+      o[4 * j] *= corrs[0];
+      o[4 * j + 1] *= corrs[0];
+      o[4 * j + 2] *= corrs[1];
+      o[4 * j + 3] *= corrs[1];
+    }
+
+    // O += P V: key steps of 16 rows (2048 bytes of every column block).
+    fenceRegs(o);
+    wgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk)
+      Wgmma<QT, D>::rs(o, pa[kk], smemDesc(vTile + kk * 2048, kBlockN * 128), 1);
+    wgmmaCommit();
+    wgmmaWait<0>();
+    fenceRegs(o);
+    mbarArrive(emptyBar(s)); // this thread no longer reads the stage
+  }
+
+  // Normalize and store rows r and r + 8 of this warp.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = lRun[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    int row = warpRow0 + r + 8 * h;
+    if (row >= tileRows)
+      continue;
+    float inv = l > 0.f ? 1.f / l : 0.f; // no visible key: 0
+    int64_t token = work.qStart + work.tileBegin + row;
+    QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
+              int64_t(qHead) * D;
+#pragma unroll
+    for (int j = 0; j < kOTiles; ++j)
+      *reinterpret_cast<uint32_t *>(dst + j * 8 + 2 * c) =
+          pack2<QT>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+    if constexpr (Config::kWriteLse)
+      if (c == 0)
+        p.lse[token * Config::kNumQHeads + qHead] =
+            l > 0.f ? (mRun[h] * expScale + log2f(l)) * kLn2 : negInf();
+  }
+#endif
+}
+
+} // namespace attn
+
+#endif // ATTN_TEMPLATES_PREFILL_SM90_CUH
