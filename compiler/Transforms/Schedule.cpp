@@ -65,10 +65,6 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
 /// True where the sm_90a wgmma template (templates/attn/prefill_sm90.cuh)
 /// runs the variant: ragged prefill of 16-bit q/k/v at head dim 64 or 128
 /// (TMA boxes of 64 dims). Every mask and score modifier is supported.
-/// Off until measured against the mma.sync path: a pinned schedule
-/// (`mma = wgmma`) selects the sm_90a template meanwhile.
-static constexpr bool kSelectWgmmaPrefill = false;
-
 static bool wgmmaPrefillApplies(const ::attn::KernelSpec &spec) {
   return spec.arch == ::attn::Arch::SM90a &&
          spec.kind == ::attn::KernelKind::Prefill &&
@@ -77,11 +73,12 @@ static bool wgmmaPrefillApplies(const ::attn::KernelSpec &spec) {
 
 ::attn::PrefillSchedule choosePrefillSchedule(const ::attn::KernelSpec &spec) {
   ::attn::PrefillSchedule schedule;
-  if (kSelectWgmmaPrefill && wgmmaPrefillApplies(spec)) {
+  if (wgmmaPrefillApplies(spec)) {
     // FlashAttention-3's shape: a producer warpgroup and two consumer
     // warpgroups of 64 rows (block_m 128), 128-key tiles in two stages:
-    // 160 KiB of shared memory at head dim 128, one CTA per SM. Measured
-    // on an H200 against the mma.sync path in docs/performance.md.
+    // 160 KiB of shared memory at head dim 128, one CTA per SM. On an H200
+    // 1.3-1.9x the mma.sync schedule at head dims 64 and 128, causal and
+    // not (docs/performance.md, "Hopper prefill").
     schedule.mma = ::attn::PrefillMma::Wgmma;
     schedule.warps = 12;
     schedule.blockM = 128;

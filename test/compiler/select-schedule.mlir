@@ -9,7 +9,9 @@
 //   warps = 8 and stages = 2 when such a CTA (templates/attn/decode_layout.h)
 //           fits an SM's shared memory (228/164/100 KiB), else warps = 4
 //   ctas_per_sm = how many of those CTAs the SM's shared memory holds
-// and choosePrefillSchedule, for attn.prefill and attn.paged_prefill alike:
+// and choosePrefillSchedule: on sm_90a, ragged attn.prefill at head dim 64
+// or 128 takes the wgmma template (mma = wgmma: warps = 12, block_m = 128,
+// block_n = 128, stages = 2); every other prefill, the mma.sync template:
 //   warps = 4; block_n = 64 up to head dim 128, 32 above; stages = 2
 //   block_m = 32 * warps = 128 (two 16-row tiles per warp) up to head dim 128
 //             when the CTA (templates/attn/prefill_layout.h: Q tile, K/V
@@ -170,8 +172,10 @@ func.func @pinned(%q: tensor<?x32x128xbf16>,
 // CHECK-LABEL: func.func @prefill_gqa_bf16_d128
 func.func @prefill_gqa_bf16_d128(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
     %v: tensor<?x8x128xbf16>, %cu_q: tensor<?xi32>, %cu_kv: tensor<?xi32>) -> tensor<?x32x128xbf16> {
-  // Llama-style causal GQA prefill: 64-row query tiles, 64-key K/V tiles.
-  // SM90: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  // Llama-style causal GQA prefill: sm_90a's wgmma template (a producer and
+  // two 64-row consumer warpgroups, 128-key tiles); elsewhere mma.sync with
+  // 64-key K/V tiles.
+  // SM90: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>
   // SM80: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
   // SM89: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>
   %o = attn.prefill %q, %k, %v, %cu_q, %cu_kv {mask = #attn.mask<causal>}
@@ -185,7 +189,9 @@ func.func @prefill_gqa_bf16_d128(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xb
 // CHECK-LABEL: func.func @prefill_encoder_f16_d64
 func.func @prefill_encoder_f16_d64(%q: tensor<?x12x64xf16>, %cu: tensor<?xi32>) -> tensor<?x12x64xf16> {
   // Small heads: the same tiles; the kind does not change the schedule.
-  // CHECK: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  // SM90: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>
+  // SM80: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  // SM89: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
   %o = attn.prefill %q, %q, %q, %cu, %cu {kind = #attn.kind<encoder>}
       : tensor<?x12x64xf16>, tensor<?x12x64xf16>, tensor<?x12x64xf16>,
         tensor<?xi32>, tensor<?xi32> -> tensor<?x12x64xf16>

@@ -230,10 +230,19 @@ TEST(FrontendTest, DefaultPrefillVariant) {
   EXPECT_FALSE(spec->alibi);
   EXPECT_FALSE(spec->softcap);
   EXPECT_FALSE(spec->writeLse);
-  EXPECT_EQ(spec->prefillSchedule, prefillSchedule(4, 128, 64, 2));
+  // sm_90a at head dim 128: the wgmma template's schedule.
+  PrefillSchedule wgmma = prefillSchedule(12, 128, 128, 2);
+  wgmma.mma = ::attn::PrefillMma::Wgmma;
+  EXPECT_EQ(spec->prefillSchedule, wgmma);
   // The decode schedule is not part of a prefill kernel: left at default.
   EXPECT_EQ(spec->schedule, DecodeSchedule());
   EXPECT_EQ(::attn::kernelSymbol(*spec),
+            "attn_prefill_qbf16_kvbf16_h32x8_d128_causal_m128n128w12s2_wgmma");
+  // sm_80 keeps the mma.sync template.
+  llvm::Expected<KernelSpec> sm80 = compilePrefillVariant(variant, Arch::SM80);
+  ASSERT_TRUE(static_cast<bool>(sm80)) << llvm::toString(sm80.takeError());
+  EXPECT_EQ(sm80->prefillSchedule, prefillSchedule(4, 128, 64, 2));
+  EXPECT_EQ(::attn::kernelSymbol(*sm80),
             "attn_prefill_qbf16_kvbf16_h32x8_d128_causal_m128n64w4s2");
 }
 
@@ -671,7 +680,9 @@ TEST_F(ModuleTest, GetKernelSpecOfAPrefillLaunch) {
   FailureOr<KernelSpec> spec = getKernelSpec(launch);
   ASSERT_TRUE(succeeded(spec));
   EXPECT_TRUE(*spec == specs->front());
-  EXPECT_EQ(launch.getKernelTemplate(), "attn/prefill.cuh:attn::prefillKernel");
+  // sm_90a, head dim 128: the wgmma template, three warpgroups.
+  EXPECT_EQ(launch.getKernelTemplate(),
+            "attn/prefill_sm90.cuh:attn::prefillSm90Kernel");
   // q, k, v, cu_seqlens_q, cu_seqlens_kv, slopes; out and lse.
   EXPECT_EQ(launch.getArgs().size(), 6u);
   EXPECT_EQ(launch.getOuts().size(), 2u);
@@ -680,7 +691,7 @@ TEST_F(ModuleTest, GetKernelSpecOfAPrefillLaunch) {
   EXPECT_EQ(launch.getWindow(), 512u);
   EXPECT_EQ(launch.getGrid(),
             "grid.x = query tiles of the plan (block_m = 128 rows each), "
-            "grid.y = num_q_heads = 32; block = 32*warps = 128");
+            "grid.y = num_q_heads = 32; block = 32*warps = 384");
 }
 
 TEST_F(ModuleTest, GetKernelSpecOfAPagedPrefillLaunch) {
@@ -981,6 +992,32 @@ TEST(ScheduleTest, PrefillChoicesPerShape) {
             prefillSchedule(4, 128, 64, 2));
   EXPECT_EQ(choosePrefillSchedule(decodeSpec(Arch::SM89, 32, 8, 128)),
             prefillSchedule(4, 64, 64, 2));
+}
+
+TEST(ScheduleTest, RaggedPrefillTakesWgmmaOnSm90a) {
+  auto ragged = [](Arch arch, int headDim) {
+    KernelSpec spec = decodeSpec(arch, 32, 8, headDim);
+    spec.kind = SpecKind::Prefill;
+    return spec;
+  };
+  PrefillSchedule wgmma = prefillSchedule(12, 128, 128, 2);
+  wgmma.mma = ::attn::PrefillMma::Wgmma;
+  // sm_90a, head dims 64 and 128, either dtype: the wgmma template.
+  for (int headDim : {64, 128}) {
+    EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM90a, headDim)), wgmma);
+    KernelSpec f16 = ragged(Arch::SM90a, headDim);
+    f16.qType = f16.kvType = ScalarType::F16;
+    EXPECT_EQ(choosePrefillSchedule(f16), wgmma);
+  }
+  // Other head dims on sm_90a, and every head dim elsewhere: mma.sync.
+  EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM90a, 96)).mma,
+            ::attn::PrefillMma::Sync);
+  EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM90a, 256)).mma,
+            ::attn::PrefillMma::Sync);
+  EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM80, 128)),
+            prefillSchedule(4, 128, 64, 2));
+  EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM89, 64)).mma,
+            ::attn::PrefillMma::Sync);
 }
 
 TEST(ScheduleTest, PagedPrefillChoicesPerShape) {
