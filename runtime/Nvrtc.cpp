@@ -59,6 +59,8 @@ std::vector<std::string> compileOptions(Arch arch,
   };
   if (options.lineInfo)
     result.push_back("-lineinfo");
+  for (const std::string &define : options.defines)
+    result.push_back("-D" + define);
   return result;
 }
 

@@ -17,6 +17,11 @@
 //     the sm_80 template's softmax); O += P V by wgmma with P from
 //     registers (the C fragment of S is, once rounded to 16 bits, the A
 //     fragment) and V from shared memory, transposed by the descriptor.
+//     Each consumer issues the S wgmma of tile t, then the PV wgmma of
+//     tile t - 1, and runs the softmax of tile t while PV runs (K and V
+//     stages have their own barriers, so K is released first); at head
+//     dim 128 the two consumers also take turns issuing (named barriers),
+//     so one's softmax runs under the other's wgmma.
 //
 // Shared-memory tiles are written by TMA with the 128-byte swizzle and read
 // by wgmma through descriptors of the same swizzle: a tile of R rows and
@@ -133,6 +138,57 @@ template <int kRegs> __device__ __forceinline__ void setMaxRegsInc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 }
 
+/// Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads.
+__device__ __forceinline__ void namedBarSync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void namedBarArrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+/// Keeps the 16-bit P fragment of an in-flight wgmma live (and unmoved)
+/// until the wgmma that reads it has completed.
+template <int N> __device__ __forceinline__ void fenceRegs(uint32_t (&r)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
+//===----------------------------------------------------------------------===//
+// Ablation switches (timing experiments only)
+//===----------------------------------------------------------------------===//
+
+// ATTN_SM90_ABLATE is a bit set that removes or doubles a stage of the
+// consumer loop, to find by timing which stage limits a config (docs/
+// performance.md, "Hopper prefill"). The results are wrong with any bit
+// set. Only `attn-bench prefill --ablate` sets it, through an NVRTC -D
+// option (part of the cache key); normal builds never define it.
+#ifndef ATTN_SM90_ABLATE
+#define ATTN_SM90_ABLATE 0
+#endif
+enum : int {
+  kAblateSoftmax = 1,       ///< no max/exp/rescale: P = S rounded
+  kAblateQK = 2,            ///< no S = Q K^T wgmma (S left opaque)
+  kAblatePV = 4,            ///< no O += P V wgmma
+  kAblateDoubleSoftmax = 8, ///< the softmax twice per tile
+  kAblateLoads = 16,        ///< K/V loaded once per stage, then reused
+};
+// The consumer schedule. ATTN_SM90_OVERLAP 1 (default) issues the S wgmma
+// of tile t before the P V wgmma of tile t - 1 and runs the softmax of
+// tile t while P V runs (FA3's intra-warpgroup overlap); 0 runs each
+// tile's S, softmax and P V in turn. ATTN_SM90_PINGPONG 1 orders the two
+// consumers' wgmma issue with named barriers so that one's softmax runs
+// under the other's wgmma; -1 (default) does so at head dim 128, where it
+// measured 1-5% faster on the H200, and not at 64, where it was -2..+5%
+// (docs/performance.md, "Hopper prefill"). The tests cover the defaults.
+#ifndef ATTN_SM90_OVERLAP
+#define ATTN_SM90_OVERLAP 1
+#endif
+#ifndef ATTN_SM90_PINGPONG
+#define ATTN_SM90_PINGPONG -1
+#endif
+
 //===----------------------------------------------------------------------===//
 // The kernel
 //===----------------------------------------------------------------------===//
@@ -148,6 +204,7 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
   constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN;
   constexpr int kStages = Config::kStages;
   constexpr int D = Tr::kHeadDim;
+  constexpr int kAblate = ATTN_SM90_ABLATE;
 
   if (int(blockIdx.x) >= *p.numWorkItems)
     return;
@@ -168,22 +225,29 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
   const int numTiles = kvEnd > kvBegin ? (kvEnd - kvBegin + kBlockN - 1) / kBlockN : 0;
 
   // Shared memory: Q (one 64-row tile per consumer), the K ring, the V
-  // ring, then the barriers; tiles 1024-byte aligned for the swizzle.
+  // ring, then the barriers; tiles 1024-byte aligned for the swizzle. K and
+  // V have their own full/empty barriers: with the S wgmma of tile t + 1
+  // issued before the PV wgmma of tile t, a K stage is released before the
+  // V stage of the same tile.
   extern __shared__ __align__(1024) char smemRaw[];
   const uint32_t smemBase = (smemAddr(smemRaw) + 1023) & ~1023u;
   const uint32_t qSmem = smemBase;
   const uint32_t kSmem = qSmem + Tr::kConsumers * Tr::kQWGBytes;
   const uint32_t vSmem = kSmem + kStages * Tr::kKVTileBytes;
   const uint32_t bars = vSmem + kStages * Tr::kKVTileBytes;
-  auto fullBar = [&](int s) { return bars + 8 * s; };
-  auto emptyBar = [&](int s) { return bars + 8 * (kStages + s); };
-  const uint32_t qBar = bars + 16 * kStages;
+  auto kFullBar = [&](int s) { return bars + 8 * s; };
+  auto vFullBar = [&](int s) { return bars + 8 * (kStages + s); };
+  auto kEmptyBar = [&](int s) { return bars + 8 * (2 * kStages + s); };
+  auto vEmptyBar = [&](int s) { return bars + 8 * (3 * kStages + s); };
+  const uint32_t qBar = bars + 32 * kStages;
 
   const int warpGroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbarInit(fullBar(s), 1);
-      mbarInit(emptyBar(s), Tr::kConsumers * 128);
+      mbarInit(kFullBar(s), 1);
+      mbarInit(vFullBar(s), 1);
+      mbarInit(kEmptyBar(s), Tr::kConsumers * 128);
+      mbarInit(vEmptyBar(s), Tr::kConsumers * 128);
     }
     mbarInit(qBar, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -205,14 +269,28 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
                   qHead, qToken + g * 64);
     for (int t = 0; t < numTiles; ++t) {
       const int s = t % kStages;
-      mbarWait(emptyBar(s), ((t / kStages) & 1) ^ 1);
-      mbarArriveExpectTx(fullBar(s), 2 * Tr::kKVTileBytes);
+      const uint32_t parity = ((t / kStages) & 1) ^ 1;
       const int token = work.kvStart + kvBegin + t * kBlockN;
+      const bool load = !(kAblate & kAblateLoads) || t < kStages;
+      mbarWait(kEmptyBar(s), parity);
+      if (load) {
+        mbarArriveExpectTx(kFullBar(s), Tr::kKVTileBytes);
 #pragma unroll
-      for (int c = 0; c < Tr::kColBlocks; ++c) {
-        const uint32_t offset = s * Tr::kKVTileBytes + c * kBlockN * 128;
-        tmaLoad3d(kSmem + offset, &sp.kMap, fullBar(s), c * 64, kvHead, token);
-        tmaLoad3d(vSmem + offset, &sp.vMap, fullBar(s), c * 64, kvHead, token);
+        for (int c = 0; c < Tr::kColBlocks; ++c)
+          tmaLoad3d(kSmem + s * Tr::kKVTileBytes + c * kBlockN * 128, &sp.kMap,
+                    kFullBar(s), c * 64, kvHead, token);
+      } else {
+        mbarArrive(kFullBar(s));
+      }
+      mbarWait(vEmptyBar(s), parity);
+      if (load) {
+        mbarArriveExpectTx(vFullBar(s), Tr::kKVTileBytes);
+#pragma unroll
+        for (int c = 0; c < Tr::kColBlocks; ++c)
+          tmaLoad3d(vSmem + s * Tr::kKVTileBytes + c * kBlockN * 128, &sp.vMap,
+                    vFullBar(s), c * 64, kvHead, token);
+      } else {
+        mbarArrive(vFullBar(s));
       }
     }
     return;
@@ -245,45 +323,79 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
   for (int i = 0; i < kORegs; ++i)
     o[i] = 0.f;
   float mRun[2] = {negInf(), negInf()}, lRun[2] = {0.f, 0.f};
+  float sAcc[kSRegs];
+  uint32_t pa[kBlockN / 16][4];
+  float corrs[2] = {1.f, 1.f};
 
   const uint32_t qTile = qSmem + g * Tr::kQWGBytes;
-  mbarWait(qBar, 0);
 
-  for (int t = 0; t < numTiles; ++t) {
-    const int s = t % kStages;
-    const int tileStart = kvBegin + t * kBlockN;
-    mbarWait(fullBar(s), (t / kStages) & 1);
-    const uint32_t kTile = kSmem + s * Tr::kKVTileBytes;
-    const uint32_t vTile = vSmem + s * Tr::kKVTileBytes;
+  // Ping-pong (two consumers): consumer g issues its wgmma only after the
+  // other has issued its own (named barrier 1 + g, 256 threads: its 128
+  // syncing and the other's 128 arriving); consumer 1 lets consumer 0 go
+  // first.
+  constexpr bool kPingPong =
+      (ATTN_SM90_PINGPONG < 0 ? D >= 128 : ATTN_SM90_PINGPONG != 0) &&
+      Tr::kConsumers == 2;
+  auto issueBegin = [&] {
+    if constexpr (kPingPong)
+      namedBarSync(1 + g, 256);
+  };
+  auto issueEnd = [&](bool last) {
+    // Consumer 1's init arrival is balanced by skipping its last one.
+    if constexpr (kPingPong)
+      if (!(last && g == 1))
+        namedBarArrive(2 - g, 256);
+  };
+  if constexpr (kPingPong)
+    if (g == 1 && numTiles > 0)
+      namedBarArrive(1, 256);
 
-    // S = Q K^T: head-dim steps of 16 (32 bytes) inside each 128-byte
-    // swizzled column block.
-    float sAcc[kSRegs];
+  // S = Q K^T of tile t: head-dim steps of 16 (32 bytes) inside each
+  // 128-byte swizzled column block; one commit group.
+  auto issueQK = [&](int t) {
+    const uint32_t kTile = kSmem + (t % kStages) * Tr::kKVTileBytes;
     fenceRegs(sAcc);
     wgmmaFence();
+    if constexpr (!(kAblate & kAblateQK)) {
 #pragma unroll
-    for (int k = 0; k < D / 16; ++k) {
-      const uint32_t colOffset = (k / 4) * 128, inRow = (k % 4) * 32;
-      Wgmma<QT, kBlockN>::ss(sAcc, smemDesc(qTile + colOffset * 64 + inRow, 16),
-                             smemDesc(kTile + colOffset * kBlockN + inRow, 16),
-                             k > 0);
+      for (int k = 0; k < D / 16; ++k) {
+        const uint32_t colOffset = (k / 4) * 128, inRow = (k % 4) * 32;
+        Wgmma<QT, kBlockN>::ss(sAcc, smemDesc(qTile + colOffset * 64 + inRow, 16),
+                               smemDesc(kTile + colOffset * kBlockN + inRow, 16),
+                               k > 0);
+      }
     }
     wgmmaCommit();
-    wgmmaWait<0>();
-    fenceRegs(sAcc);
+  };
+  // O += P V of tile t: key steps of 16 rows (2048 bytes of every column
+  // block); one commit group.
+  auto issuePV = [&](int t) {
+    const uint32_t vTile = vSmem + (t % kStages) * Tr::kKVTileBytes;
+    fenceRegs(o);
+    wgmmaFence();
+    if constexpr (!(kAblate & kAblatePV)) {
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk)
+        Wgmma<QT, D>::rs(o, pa[kk], smemDesc(vTile + kk * 2048, kBlockN * 128), 1);
+    }
+    wgmmaCommit();
+  };
 
-    // Score modifiers, masks, online softmax (as prefill.cuh).
+  // Score modifiers, masks, online softmax (as prefill.cuh) of tile t, in
+  // place: sAcc becomes P (unnormalized, fp32); corrs gets the factors
+  // that rescale O.
+  auto softmax = [&](int t) {
+    if constexpr (kAblate & kAblateSoftmax)
+      return;
+    const int tileStart = kvBegin + t * kBlockN;
     const int warpFirstPos = firstPos + warpRow0;
     const int warpLastPos = warpFirstPos + 15;
     const bool needMask =
         tileStart + kBlockN > work.kvLen ||
         (Config::kCausal && tileStart + kBlockN - 1 > warpFirstPos) ||
         (Config::kSlidingWindow && tileStart < warpLastPos - p.windowLeft);
-    uint32_t pa[kBlockN / 16][4];
-    float corrs[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float v[kNTiles][2];
       auto scoresOf = [&](auto maskTag) {
         float tmax = negInf();
 #pragma unroll
@@ -308,7 +420,7 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
                 visible = visible && key >= rowPos[h] - p.windowLeft;
               x = visible ? x : negInf();
             }
-            v[n][e] = x;
+            sAcc[4 * n + 2 * h + e] = x;
             tmax = fmaxf(tmax, x);
           }
         return tmax;
@@ -322,15 +434,27 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
       mRun[h] = mNew;
       float sum = 0.f;
 #pragma unroll
-      for (int n = 0; n < kNTiles; ++n) {
-        float p0 = fastExp2(fmaf(v[n][0], expScale, -base));
-        float p1 = fastExp2(fmaf(v[n][1], expScale, -base));
-        sum += p0 + p1;
-        pa[n / 2][(n % 2) * 2 + h] = pack2<QT>(p0, p1);
-      }
+      for (int n = 0; n < kNTiles; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float &x = sAcc[4 * n + 2 * h + e];
+          x = fastExp2(fmaf(x, expScale, -base));
+          sum += x;
+        }
       lRun[h] = lRun[h] * corr + sum;
       corrs[h] = corr;
     }
+  };
+  auto softmaxStage = [&](int t) {
+    softmax(t);
+    if constexpr (kAblate & kAblateDoubleSoftmax) {
+      fenceRegs(sAcc);
+      softmax(t);
+    }
+  };
+  auto rescaleO = [&] {
+    if constexpr (kAblate & kAblateSoftmax)
+      return;
 #pragma unroll
     for (int j = 0; j < kOTiles; ++j) {
       o[4 * j] *= corrs[0];
@@ -338,17 +462,83 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
       o[4 * j + 2] *= corrs[1];
       o[4 * j + 3] *= corrs[1];
     }
-
-    // O += P V: key steps of 16 rows (2048 bytes of every column block).
-    fenceRegs(o);
-    wgmmaFence();
+  };
+  // The C fragment of S, rounded to 16 bits, is the A fragment of P.
+  auto packP = [&] {
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk)
-      Wgmma<QT, D>::rs(o, pa[kk], smemDesc(vTile + kk * 2048, kBlockN * 128), 1);
-    wgmmaCommit();
+    for (int n = 0; n < kNTiles; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        pa[n / 2][(n % 2) * 2 + h] = pack2<QT>(sAcc[4 * n + 2 * h], sAcc[4 * n + 2 * h + 1]);
+  };
+  auto waitFull = [&](uint32_t bar, int t) { mbarWait(bar, (t / kStages) & 1); };
+
+  mbarWait(qBar, 0);
+  if (numTiles > 0) {
+#if ATTN_SM90_OVERLAP
+    // Prologue: S and P of tile 0.
+    waitFull(kFullBar(0), 0);
+    issueBegin();
+    issueQK(0);
+    issueEnd(false);
+    wgmmaWait<0>();
+    fenceRegs(sAcc);
+    mbarArrive(kEmptyBar(0));
+    softmaxStage(0);
+    packP();
+    // Steady state: S of tile t runs while P V of tile t - 1 is issued;
+    // the softmax of tile t waits for S only, then O is rescaled once P V
+    // of tile t - 1 has completed.
+    for (int t = 1; t < numTiles; ++t) {
+      waitFull(kFullBar(t % kStages), t);
+      issueBegin();
+      issueQK(t);
+      waitFull(vFullBar((t - 1) % kStages), t - 1);
+      issuePV(t - 1);
+      issueEnd(false);
+      wgmmaWait<1>();
+      fenceRegs(sAcc);
+      mbarArrive(kEmptyBar(t % kStages));
+      softmaxStage(t);
+      wgmmaWait<0>();
+      fenceRegs(o);
+      fenceRegs(pa);
+      mbarArrive(vEmptyBar((t - 1) % kStages));
+      rescaleO();
+      packP();
+    }
+    // Epilogue: P V of the last tile.
+    waitFull(vFullBar((numTiles - 1) % kStages), numTiles - 1);
+    issueBegin();
+    issuePV(numTiles - 1);
+    issueEnd(true);
     wgmmaWait<0>();
     fenceRegs(o);
-    mbarArrive(emptyBar(s)); // this thread no longer reads the stage
+    fenceRegs(pa);
+    mbarArrive(vEmptyBar((numTiles - 1) % kStages));
+#else
+    for (int t = 0; t < numTiles; ++t) {
+      const int s = t % kStages;
+      waitFull(kFullBar(s), t);
+      issueBegin();
+      issueQK(t);
+      issueEnd(false);
+      wgmmaWait<0>();
+      fenceRegs(sAcc);
+      mbarArrive(kEmptyBar(s));
+      softmaxStage(t);
+      rescaleO();
+      packP();
+      waitFull(vFullBar(s), t);
+      issueBegin();
+      issuePV(t);
+      issueEnd(t == numTiles - 1);
+      wgmmaWait<0>();
+      fenceRegs(o);
+      fenceRegs(pa);
+      mbarArrive(vEmptyBar(s));
+    }
+#endif
   }
 
   // Normalize and store rows r and r + 8 of this warp.

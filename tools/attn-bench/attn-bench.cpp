@@ -411,6 +411,30 @@ double prefillFlops(const PrefillConfig &cfg) {
 
 /// A prefill schedule pinned with --prefill-schedule.
 std::optional<PrefillSchedule> pinnedPrefillSchedule;
+/// Preprocessor definitions given with --define (template experiments,
+/// e.g. ATTN_SM90_ABLATE=1); compiled by a JIT of their own, disk cache off.
+std::vector<std::string> benchDefines;
+/// --ragged-only: skip the paged columns of `prefill`.
+bool raggedOnly = false;
+
+/// The JIT prefill kernels come from: the global one, or one whose NVRTC
+/// options carry --define's definitions (they are part of the cache key).
+Jit &benchJit() {
+  if (benchDefines.empty())
+    return Jit::global();
+  static KernelCache *cache = [] {
+    KernelCache::Options options;
+    options.useDisk = false;
+    options.nvrtc.defines = benchDefines;
+    return new KernelCache(std::move(options));
+  }();
+  static Jit *jit = [] {
+    Jit::Options options;
+    options.cache = cache;
+    return new Jit(options);
+  }();
+  return *jit;
+}
 
 /// Times one prefill variant on `cfg`: ragged over contiguous k/v, or
 /// (with `paged`) over a paged cache holding every request's tokens on
@@ -428,7 +452,7 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   // belongs to a decoder, whose mask is then none.
   v.encoder = !cfg.causal && !paged;
   v.paged = paged;
-  auto kernel = unwrap(Jit::global().prefill(v));
+  auto kernel = unwrap(benchJit().prefill(v));
 
   const int64_t tokens = int64_t(cfg.batch) * cfg.seq;
   const ScalarType kvType = paged ? paged->kvType : v.qType;
@@ -559,9 +583,11 @@ int runPrefill(bool json, bool quick) {
   };
   std::vector<Row> results;
   for (const PrefillConfig &cfg : configs) {
-    Row r{benchPrefill(cfg, arch, stream.get()),
-          benchPrefill(cfg, arch, stream.get(), pagedBF16),
-          benchPrefill(cfg, arch, stream.get(), pagedE4M3)};
+    Row r{benchPrefill(cfg, arch, stream.get()), {}, {}};
+    if (!raggedOnly) {
+      r.paged = benchPrefill(cfg, arch, stream.get(), pagedBF16);
+      r.pagedFP8 = benchPrefill(cfg, arch, stream.get(), pagedE4M3);
+    }
     results.push_back(r);
     if (!json)
       llvm::outs() << llvm::formatv(
@@ -717,6 +743,7 @@ int main(int argc, char **argv) {
            "       attn-bench decode --only bf16|e4m3,KV_HEADS,BATCH,CONTEXT\n"
            "         [--page N] [--hnd]   cache geometry (default: 16, NHD)\n"
            "       attn-bench prefill [--json] [--quick] [--prefill-schedule W,M,N,S]\n"
+           "         [--ragged-only] [--define NAME[=VALUE]]...   template experiments\n"
            "       attn-bench jit [--json]\n"
            "  --schedule pins warps, stages, row tiles, CTAs per SM and the\n"
            "  minimum chunk instead of the schedule attn-select-schedule picks\n";
@@ -777,6 +804,10 @@ int main(int argc, char **argv) {
     s.mma = *kind;
     pinnedPrefillSchedule = s;
   }
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--define")
+      benchDefines.push_back(args[i + 1]);
+  raggedOnly = has("--ragged-only");
   if (args[0] == "prefill")
     return runPrefill(has("--json"), has("--quick"));
   if (args[0] == "jit")

@@ -24,6 +24,10 @@ namespace attn::runtime {
 struct NvrtcOptions {
   /// Emit line info (-lineinfo) so profilers map SASS back to source.
   bool lineInfo = false;
+  /// Preprocessor definitions ("NAME" or "NAME=VALUE"), passed as -D
+  /// options. For experiments only (attn-bench's --define); templates read
+  /// none of them in normal builds.
+  std::vector<std::string> defines;
 };
 
 /// The NVRTC options that shape the binary for `arch`: everything passed to
