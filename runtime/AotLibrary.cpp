@@ -4,6 +4,7 @@
 
 #include "codegen/EmitCuda.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileSystem.h"
@@ -190,7 +191,18 @@ llvm::Expected<std::vector<AotKernel>> parseManifest(llvm::StringRef path,
     AotKernel k;
     k.key = r.string("key");
     k.name = r.string("name");
-    k.kernelKey = r.string("kernel_key");
+    if (const json::Value *keys = r.get("kernel_keys")) {
+      const json::Array *list = keys->getAsArray();
+      if (!list)
+        r.fail("\"kernel_keys\" is not a list");
+      for (size_t j = 0; list && j < list->size(); ++j) {
+        std::optional<llvm::StringRef> key = (*list)[j].getAsString();
+        if (!key)
+          r.fail("\"kernel_keys\" holds a non-string");
+        else
+          k.kernelKeys.push_back(key->str());
+      }
+    }
     const json::Value *spec = r.get("spec");
     FieldReader s(spec ? spec->getAsObject() : nullptr, r.where + " spec");
     readSpec(s, k.spec);
@@ -233,7 +245,7 @@ std::string manifestJson(llvm::ArrayRef<AotKernel> kernels) {
   for (const AotKernel &k : kernels) {
     json::Object o{{"key", k.key},
                    {"name", k.name},
-                   {"kernel_key", k.kernelKey},
+                   {"kernel_keys", json::Array(k.kernelKeys)},
                    {"arch", std::string(toString(k.spec.arch))},
                    {"spec", specToJson(k.spec)},
                    {"size", int64_t(k.size)},
@@ -367,7 +379,7 @@ const AotKernel *AotLibrary::findByAotKey(llvm::StringRef key) const {
 
 const AotKernel *AotLibrary::find(llvm::StringRef kernelKey, Arch arch) const {
   for (const AotKernel &k : entries)
-    if (k.spec.arch == arch && !k.kernelKey.empty() && k.kernelKey == kernelKey)
+    if (k.spec.arch == arch && llvm::is_contained(k.kernelKeys, kernelKey))
       return &k;
   return nullptr;
 }

@@ -47,7 +47,7 @@ public:
       runtime::AotKernel k;
       k.name = compiled->spec.uri();
       k.key = runtime::aotKey({k.name, compiled->source, arch}).hash;
-      k.kernelKey = runtime::kernelKey(variant);
+      k.kernelKeys = {runtime::kernelKey(variant)};
       k.spec = compiled->spec;
       error = runtime::writeKernelFiles(dir, k, compiled->source, *compiled->cubin);
       kernels.push_back(k);

@@ -15,9 +15,9 @@
 
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/lib/manifest.json
 // MANIFEST: "format": "attn-aot-1"
-// MANIFEST-DAG: "kernel_key": "decode q=bf16 kv=e4m3 heads=32/8 dim=128 page=16 layout=nhd qlen=1 causal=1 cross=0 window=1 softcap=0 alibi=0 headscale=0 lse=0"
-// MANIFEST-DAG: "kernel_key": "prefill paged kv=e4m3 page=16 layout=nhd headscale=0 q=bf16 heads=32/8 dim=128 causal=1 cross=0 encoder=0 window=0 softcap=0 alibi=0 lse=0"
-// MANIFEST-DAG: "kernel_key": "append_kv in=f16 kv=e4m3 kv_heads=8 dim=128 page=16 layout=nhd headscale=0"
+// MANIFEST-DAG: "decode q=bf16 kv=e4m3 heads=32/8 dim=128 page=16 layout=nhd qlen=1 causal=1 cross=0 window=1 softcap=0 alibi=0 headscale=0 lse=0"
+// MANIFEST-DAG: "prefill paged kv=e4m3 page=16 layout=nhd headscale=0 q=bf16 heads=32/8 dim=128 causal=1 cross=0 encoder=0 window=0 softcap=0 alibi=0 lse=0"
+// MANIFEST-DAG: "append_kv in=f16 kv=e4m3 kv_heads=8 dim=128 page=16 layout=nhd headscale=0"
 // MANIFEST-DAG: "cubin": "sm_90a/paged_prefill_qbf16_kve4m3_h32x8_d128_p16nhd_causal_m{{[0-9]+}}n{{[0-9]+}}w4s2-{{[0-9a-f]+}}.cubin"
 // MANIFEST-DAG: "source": "sm_80/decode_qf16_kvf16_h32x8_d128_p16nhd_swa_w{{.*}}.cu"
 // MANIFEST-DAG: "cubin": "sm_90a/copy_blocks-{{[0-9a-f]+}}.cubin"
@@ -37,6 +37,15 @@
 // BAD-DAG: error: {{.*}}aot-bad.json: decode[0] {head_dim=100, num_kv_heads=8, num_q_heads=8} on sm_90a: {{.*}}head_dim 100 is not supported
 // BAD-DAG: error: {{.*}}aot-bad.json: decode[1] {head_dmi=64}: unknown field "head_dmi"
 // BAD: 2 problem(s); the library holds the 1 kernels that built
+
+// One-token decodes are the same kernel causal or not: one kernel, filed
+// under both variants' keys.
+// RUN: attn-aot %S/Inputs/aot-dedup.json --arch sm_90a -o %t/dedup | FileCheck %s --check-prefix=DEDUP
+// RUN: FileCheck %s --check-prefix=DEDUP-KEYS < %t/dedup/manifest.json
+// DEDUP: attn-aot: 1 kernels in {{.*}}dedup (1 compiled, 0 up to date)
+// DEDUP-KEYS: "kernel_keys": [
+// DEDUP-KEYS-DAG: "decode q=bf16 kv=bf16 heads=8/8 dim=128 page=16 layout=nhd qlen=1 causal=0
+// DEDUP-KEYS-DAG: "decode q=bf16 kv=bf16 heads=8/8 dim=128 page=16 layout=nhd qlen=1 causal=1
 
 // RUN: not attn-aot %s --arch sm_75 -o %t/x 2>&1 | FileCheck %s --check-prefix=ARCH
 // ARCH: unknown arch 'sm_75'

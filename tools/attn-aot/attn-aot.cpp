@@ -42,6 +42,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -423,18 +424,24 @@ int run() {
           : jsonJobs((*buffer)->getBuffer(), archs, errors);
 
   // One job per AOT key: equal specs make equal sources.
+  // Variants that make the same kernel share it, under all their keys.
   struct Unit {
     Job job;
     runtime::CompileRequest request;
     std::string key;
+    std::vector<std::string> kernelKeys;
   };
   std::vector<Unit> units;
-  std::set<std::string> seen;
+  std::map<std::string, size_t> unitOf;
   for (Job &job : all) {
     runtime::CompileRequest request{job.spec.uri(), emitCuda(job.spec), job.spec.arch};
     std::string key = runtime::aotKey(request).hash;
-    if (seen.insert(key).second)
-      units.push_back({std::move(job), std::move(request), key});
+    auto [it, added] = unitOf.try_emplace(key, units.size());
+    if (added)
+      units.push_back({job, std::move(request), key, {}});
+    std::vector<std::string> &keys = units[it->second].kernelKeys;
+    if (!job.kernelKey.empty() && !llvm::is_contained(keys, job.kernelKey))
+      keys.push_back(job.kernelKey);
   }
 
   // What OUT already holds (incremental builds).
@@ -468,7 +475,7 @@ int run() {
       runtime::AotKernel k;
       k.key = u.key;
       k.name = u.request.uri;
-      k.kernelKey = u.job.kernelKey;
+      k.kernelKeys = u.kernelKeys;
       k.spec = u.job.spec;
       std::string arch(toString(u.job.spec.arch));
       // An unchanged kernel whose cubin is still intact is kept.
@@ -482,7 +489,7 @@ int run() {
       }
       if (upToDate) {
         k = it->second;
-        k.kernelKey = u.job.kernelKey;
+        k.kernelKeys = u.kernelKeys;
         ++reused;
       } else {
         auto start = std::chrono::steady_clock::now();

@@ -36,7 +36,7 @@ struct OneKernelLibrary {
     request = {spec.uri(), emitCuda(spec), spec.arch};
     kernel.key = aotKey(request).hash;
     kernel.name = spec.uri();
-    kernel.kernelKey = kernelKey(DecodeVariant{});
+    kernel.kernelKeys = {kernelKey(DecodeVariant{})};
     kernel.spec = spec;
     kernel.compileSeconds = 0.25;
     llvm::Error written = writeKernelFiles(dir.str(), kernel, request.source, cubin);
@@ -67,7 +67,7 @@ TEST(AotLibraryTest, DirectoryRoundTrip) {
   const AotKernel &k = library.kernels()[0];
   EXPECT_EQ(k.spec, lib.spec);
   EXPECT_EQ(k.name, lib.kernel.name);
-  EXPECT_EQ(k.kernelKey, lib.kernel.kernelKey);
+  EXPECT_EQ(k.kernelKeys, lib.kernel.kernelKeys);
   EXPECT_EQ(k.checksum, lib.kernel.checksum);
   EXPECT_EQ(library.findByAotKey(lib.kernel.key), &k);
   EXPECT_EQ(library.find(kernelKey(DecodeVariant{}), Arch::SM90a), &k);

@@ -42,7 +42,9 @@ namespace attn::runtime {
 struct AotKernel {
   std::string key;       ///< AOT key (64 hex digits)
   std::string name;      ///< KernelSpec::uri(); the symbol is "attn_" + name
-  std::string kernelKey; ///< the variant's kernel key; empty for .mlir configs
+  /// The kernel keys of the variants it serves (variants that differ only
+  /// in what does not change the kernel share it); empty for .mlir configs.
+  std::vector<std::string> kernelKeys;
   KernelSpec spec;       ///< spec.arch is the kernel's arch
   std::string source;    ///< directory libraries: the .cu file, relative
   std::string cubin;     ///< directory libraries: the cubin file, relative
