@@ -259,8 +259,12 @@ int run() {
     check(backend->captureGraph(md, forwardAll, stream.get()), "capture");
   }
   size_t graphBytes = 0;
-  for (auto [size, bytes] : backend->graphSizes())
+  std::string graphMemory; // per captured size, for the report
+  for (auto [size, bytes] : backend->graphSizes()) {
     graphBytes += bytes;
+    graphMemory += llvm::formatv("{0}{1}: {2} KiB", graphMemory.empty() ? "" : ", ",
+                                 size, bytes / 1024);
+  }
 
   // Requests: prompts of 16-700 tokens, 16-96 generated; every fourth
   // continues one of two shared system prompts (prefix requests 0 and 1).
@@ -531,6 +535,9 @@ int run() {
       "block copies\n",
       steps, graphSteps, graphBytes / double(1 << 20), swapOuts, swappedBlocks, swapIns,
       cowCopies);
+  llvm::outs() << "  graph memory by padded batch size: " << graphMemory
+               << "; the workspaces they share: "
+               << llvm::formatv("{0:F1} MiB\n", backend->workspaceBytes() / double(1 << 20));
   llvm::outs() << llvm::formatv(
       "  {0} prompt + {1} generated tokens in {2:F2} s: {3:F0} tokens/s "
       "({4:F0} generated tokens/s); checks excluded\n",
