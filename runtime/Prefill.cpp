@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 namespace attn::runtime {
 
@@ -351,7 +352,52 @@ llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base,
   return llvm::Error::success();
 }
 
+/// The tensor map of one paged 16-bit cache (K or V) as the sm_90a template
+/// reads it: 4-d (dim, heads, page tokens, pages) for NHD, (dim, page
+/// tokens, heads, pages) for HND, boxes of 64 dims x 1 head x `boxRows`
+/// tokens of one page, 128-byte swizzled; page -1 reads as zeros.
+llvm::Error encodePagesMap(TmaDescriptor &map, const void *base,
+                           const KernelSpec &s, int64_t numPages,
+                           int64_t pageStride, int boxRows) {
+  if (reinterpret_cast<uintptr_t>(base) % 16)
+    return argError("cache.k and cache.v must be 16-byte aligned for the "
+                    "sm_90a (TMA) prefill");
+  const bool hnd = s.layout == KVLayout::HND;
+  const cuuint64_t d = cuuint64_t(s.headDim), heads = cuuint64_t(s.numKVHeads),
+                   tokens = cuuint64_t(s.pageSize);
+  cuuint64_t dims[4] = {d, hnd ? tokens : heads, hnd ? heads : tokens,
+                        cuuint64_t(numPages)};
+  // Bytes between consecutive indices of dims 1..3.
+  cuuint64_t tokenStride = (hnd ? 1 : heads) * d * 2;
+  cuuint64_t headStride = (hnd ? tokens : 1) * d * 2;
+  cuuint64_t strides[3] = {hnd ? tokenStride : headStride,
+                           hnd ? headStride : tokenStride,
+                           cuuint64_t(pageStride) * 2};
+  cuuint32_t box[4] = {64, hnd ? cuuint32_t(boxRows) : 1u,
+                       hnd ? 1u : cuuint32_t(boxRows), 1};
+  cuuint32_t elementStrides[4] = {1, 1, 1, 1};
+  ATTN_CU_CHECK(cuTensorMapEncodeTiled(
+      reinterpret_cast<CUtensorMap *>(&map),
+      s.qType == ScalarType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+      4, const_cast<void *>(base), dims, strides, box, elementStrides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return llvm::Error::success();
+}
+
 } // namespace
+
+llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
+                                      PrefillSm90Params &params,
+                                      CUstream stream) const {
+  const KernelSpec &s = kernelSpec;
+  void *args[] = {&params};
+  ATTN_CU_CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(entry), plan.gridX,
+                               s.numQHeads, 1, threadsPerBlock(s), 1, 1,
+                               smemBytes, stream, args, nullptr));
+  return llvm::Error::success();
+}
 
 llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
                                       const PrefillParams &p,
@@ -375,11 +421,31 @@ llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
                                       s.numKVHeads, s.headDim, p.vStrideToken,
                                       s.prefillSchedule.blockN))
     return err;
-  void *args[] = {&params};
-  ATTN_CU_CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(entry), plan.gridX,
-                               s.numQHeads, 1, threadsPerBlock(s), 1, 1,
-                               smemBytes, stream, args, nullptr));
-  return llvm::Error::success();
+  return launchSm90(plan, params, stream);
+}
+
+llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
+                                      const PrefillParams &p,
+                                      const PagedPrefillArgs &a,
+                                      CUstream stream) const {
+  if (plan.gridX == 0)
+    return llvm::Error::success(); // an empty batch
+  const KernelSpec &s = kernelSpec;
+  PrefillSm90Params params{};
+  params.base = p;
+  // Boxes of the largest piece of a page that tiles both pages and K/V
+  // tiles (PrefillSm90Traits::kBoxRows).
+  const int boxRows = std::gcd(s.pageSize, s.prefillSchedule.blockN);
+  if (llvm::Error err = encodeRowsMap(params.qMap, a.q, s.qType, a.numQTokens,
+                                      s.numQHeads, s.headDim, p.qStrideToken, 64))
+    return err;
+  if (llvm::Error err = encodePagesMap(params.kMap, a.cache.k, s,
+                                       a.cache.numPages, p.pageStride, boxRows))
+    return err;
+  if (llvm::Error err = encodePagesMap(params.vMap, a.cache.v, s,
+                                       a.cache.numPages, p.pageStride, boxRows))
+    return err;
+  return launchSm90(plan, params, stream);
 }
 
 llvm::Error PrefillKernel::run(const PrefillPlan &plan, const PrefillArgs &a,
@@ -428,6 +494,8 @@ llvm::Error PrefillKernel::run(const PrefillPlan &plan,
                      ? a.cache.pageStride
                      : int64_t(s.pageSize) * s.numKVHeads * s.headDim;
   p.blockTableStride = a.blockTableStride;
+  if (s.prefillSchedule.mma == PrefillMma::Wgmma)
+    return launchSm90(plan, p, a, stream);
   return launch(plan, p, stream);
 }
 

@@ -406,17 +406,23 @@ LogicalResult KernelSpecAttr::verify(
           prefillSchedule.getBlockN(), prefillSchedule.getStages(),
           prefillSchedule.getMma())))
     return failure();
-  // The wgmma template (templates/attn/prefill_sm90.cuh) loads contiguous
-  // 16-bit k/v with TMA in 64-dim column blocks.
+  // The wgmma template (templates/attn/prefill_sm90.cuh) loads 16-bit k/v
+  // with TMA in 64-dim column blocks: contiguous, or a cache of q's type in
+  // boxes of at least 8 tokens of a page.
   if (prefillSchedule && prefillSchedule.getMma() == PrefillMma::wgmma) {
     if (arch != "sm_90a")
       return emitError() << "kernel_spec prefill_schedule mma = wgmma needs "
                             "arch sm_90a, got \""
                          << arch << "\"";
-    if (!raggedPrefill)
+    if (!raggedPrefill && !pagedPrefill)
       return emitError() << "kernel_spec prefill_schedule mma = wgmma is for "
-                            "ragged prefill kernels only, got "
+                            "prefill kernels only, got "
                          << kindName;
+    if (pagedPrefill && (kvType != qType || pageSize % 8 != 0))
+      return emitError() << "kernel_spec prefill_schedule mma = wgmma reads a "
+                            "paged cache of q's type with pages of a multiple "
+                            "of 8 tokens, got kv_type "
+                         << kvType << " and page_size " << pageSize;
     if (headDim != 64 && headDim != 128)
       return emitError() << "kernel_spec prefill_schedule mma = wgmma needs "
                             "head_dim 64 or 128, got "

@@ -30,8 +30,21 @@
 // the tensor) are masked in S, and their P is 0. Tiles no row of the CTA can
 // see (causal, sliding window) are never loaded.
 //
+// Paged K/V (Config::kPaged; attn.paged_prefill over a 16-bit cache of q's
+// type): the tensor maps view the cache as [pages, page tokens, heads, dim]
+// (NHD) or [pages, heads, page tokens, dim] (HND), and the producer reads
+// the request's block-table row and issues one box of kBoxRows =
+// gcd(page size, blockN) tokens per page piece of a tile (8 boxes of 16
+// tokens for a 128-key tile over 16-token pages), all completing on the
+// stage's barrier; boxes past the request's last page read page -1, which
+// TMA fills with zeros. Rows of the last page past the request's end hold
+// whatever the cache holds (NaN, say): the consumers zero those V rows in
+// shared memory before P V, since P = 0 does not cancel NaN. The consumers
+// are otherwise the ragged ones.
+//
 // Supported: 16-bit q/k/v, head dims 64 and 128, every mask and score
-// modifier of the sm_80 template, LSE; contiguous (ragged) k/v only.
+// modifier of the sm_80 template, LSE; contiguous (ragged) k/v, or a paged
+// cache of q's type with pages of a multiple of 8 tokens, NHD or HND.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_TEMPLATES_PREFILL_SM90_CUH
@@ -42,6 +55,8 @@
 #include "attn/wgmma.cuh"
 
 namespace attn {
+
+constexpr int sm90Gcd(int a, int b) { return b == 0 ? a : sm90Gcd(b, a % b); }
 
 /// \brief Sizes derived from an sm_90a prefill Config.
 template <class Config> struct PrefillSm90Traits {
@@ -60,7 +75,16 @@ template <class Config> struct PrefillSm90Traits {
                 "one or two consumer warpgroups of 64 query rows (their "
                 "setmaxnreg share, 240, fits two)");
   static_assert(kBlockN == 64 || kBlockN == 128, "wgmma N of S");
-  static_assert(!Config::kPaged, "the sm_90a template reads contiguous k/v");
+  /// Paged: tokens per TMA box, the largest piece of a page that tiles both
+  /// pages and K/V tiles; a multiple of 8 rows (1024 bytes, one swizzle
+  /// atom), so every box lands on the 128-byte swizzle pattern.
+  static constexpr int kBoxRows =
+      Config::kPaged ? sm90Gcd(Config::kPageSize, kBlockN) : kBlockN;
+  static_assert(!Config::kPaged ||
+                    IsSame<typename Config::KVType, QT>::value,
+                "the sm_90a template reads a cache of q's type");
+  static_assert(!Config::kPaged || kBoxRows % 8 == 0,
+                "pages of a multiple of 8 tokens");
 };
 
 //===----------------------------------------------------------------------===//
@@ -101,6 +125,18 @@ __device__ __forceinline__ void tmaLoad3d(uint32_t dst, const TmaDescriptor *map
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(dim), "r"(head), "r"(token),
+      "r"(bar)
+      : "memory");
+}
+
+/// \brief A 4-d tile (dim, x, y, page) of a paged cache's tensor map.
+__device__ __forceinline__ void tmaLoad4d(uint32_t dst, const TmaDescriptor *map,
+                                          uint32_t bar, int dim, int x, int y,
+                                          int page) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(dim), "r"(x), "r"(y), "r"(page),
       "r"(bar)
       : "memory");
 }
@@ -267,28 +303,69 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
       for (int c = 0; c < Tr::kColBlocks; ++c)
         tmaLoad3d(qSmem + g * Tr::kQWGBytes + c * 64 * 128, &sp.qMap, qBar, c * 64,
                   qHead, qToken + g * 64);
+    // Paged: the request's block-table row and its pages in use.
+    constexpr int kBoxes = kBlockN / Tr::kBoxRows;
+    const int32_t *pageRow = nullptr;
+    int pagesUsed = 0;
+    if constexpr (Config::kPaged) {
+      pageRow = p.blockTables + int64_t(work.request) * p.blockTableStride;
+      pagesUsed = (work.kvLen + Config::kPageSize - 1) / Config::kPageSize;
+    }
+    // One tile of `map` into `tile`: per 64-dim column block, one box of
+    // blockN rows (ragged) or kBoxes boxes of kBoxRows rows (paged).
+    auto loadTile = [&](const TmaDescriptor *map, uint32_t tile, uint32_t bar,
+                        int token, const int (&pages)[kBoxes],
+                        const int (&offsets)[kBoxes]) {
+#pragma unroll
+      for (int c = 0; c < Tr::kColBlocks; ++c) {
+        const uint32_t block = tile + c * kBlockN * 128;
+        if constexpr (Config::kPaged) {
+#pragma unroll
+          for (int b = 0; b < kBoxes; ++b) {
+            const uint32_t dst = block + b * Tr::kBoxRows * 128;
+            if constexpr (Config::kLayoutHND)
+              tmaLoad4d(dst, map, bar, c * 64, offsets[b], kvHead, pages[b]);
+            else
+              tmaLoad4d(dst, map, bar, c * 64, kvHead, offsets[b], pages[b]);
+          }
+        } else {
+          tmaLoad3d(block, map, bar, c * 64, kvHead, token);
+        }
+      }
+    };
     for (int t = 0; t < numTiles; ++t) {
       const int s = t % kStages;
       const uint32_t parity = ((t / kStages) & 1) ^ 1;
       const int token = work.kvStart + kvBegin + t * kBlockN;
       const bool load = !(kAblate & kAblateLoads) || t < kStages;
+      // Paged: each box's page (-1, read as zeros, past the last page)
+      // and its first token in the page; K and V share them.
+      int pages[kBoxes], offsets[kBoxes];
+#pragma unroll
+      for (int b = 0; b < kBoxes; ++b) {
+        pages[b] = -1;
+        offsets[b] = 0;
+        if constexpr (Config::kPaged) {
+          const int key = kvBegin + t * kBlockN + b * Tr::kBoxRows;
+          const int index = key / Config::kPageSize;
+          if (load && index < pagesUsed)
+            pages[b] = pageRow[index];
+          offsets[b] = key % Config::kPageSize;
+        }
+      }
       mbarWait(kEmptyBar(s), parity);
       if (load) {
         mbarArriveExpectTx(kFullBar(s), Tr::kKVTileBytes);
-#pragma unroll
-        for (int c = 0; c < Tr::kColBlocks; ++c)
-          tmaLoad3d(kSmem + s * Tr::kKVTileBytes + c * kBlockN * 128, &sp.kMap,
-                    kFullBar(s), c * 64, kvHead, token);
+        loadTile(&sp.kMap, kSmem + s * Tr::kKVTileBytes, kFullBar(s), token,
+                 pages, offsets);
       } else {
         mbarArrive(kFullBar(s));
       }
       mbarWait(vEmptyBar(s), parity);
       if (load) {
         mbarArriveExpectTx(vFullBar(s), Tr::kKVTileBytes);
-#pragma unroll
-        for (int c = 0; c < Tr::kColBlocks; ++c)
-          tmaLoad3d(vSmem + s * Tr::kKVTileBytes + c * kBlockN * 128, &sp.vMap,
-                    vFullBar(s), c * 64, kvHead, token);
+        loadTile(&sp.vMap, vSmem + s * Tr::kKVTileBytes, vFullBar(s), token,
+                 pages, offsets);
       } else {
         mbarArrive(vFullBar(s));
       }
@@ -472,6 +549,30 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
         pa[n / 2][(n % 2) * 2 + h] = pack2<QT>(sAcc[4 * n + 2 * h], sAcc[4 * n + 2 * h + 1]);
   };
   auto waitFull = [&](uint32_t bar, int t) { mbarWait(bar, (t / kStages) & 1); };
+  // Paged: zeroes the V rows of tile t past the request's end (only the
+  // last tile has any), whole 128-byte rows so the swizzle does not
+  // matter; each consumer zeroes all of them (the other writes the same
+  // zeros), then makes them visible to its wgmma (async proxy) and waits
+  // for its warpgroup (named barrier 3 + g).
+  auto zeroVTail = [&](int t) {
+    if constexpr (Config::kPaged) {
+      const int first = work.kvLen - (kvBegin + t * kBlockN);
+      if (first >= kBlockN)
+        return;
+      const int rows = kBlockN - max(first, 0);
+      const uint32_t vTile = vSmem + (t % kStages) * Tr::kKVTileBytes;
+      for (int i = tid; i < rows * 8 * Tr::kColBlocks; i += 128) {
+        const int chunk = i % 8, row = kBlockN - rows + (i / 8) % rows,
+                  block = i / 8 / rows;
+        asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(
+                         vTile + block * kBlockN * 128 + row * 128 + chunk * 16),
+                     "r"(0)
+                     : "memory");
+      }
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      namedBarSync(3 + g, 128);
+    }
+  };
 
   mbarWait(qBar, 0);
   if (numTiles > 0) {
@@ -509,6 +610,7 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
     }
     // Epilogue: P V of the last tile.
     waitFull(vFullBar((numTiles - 1) % kStages), numTiles - 1);
+    zeroVTail(numTiles - 1);
     issueBegin();
     issuePV(numTiles - 1);
     issueEnd(true);
@@ -530,6 +632,7 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
       rescaleO();
       packP();
       waitFull(vFullBar(s), t);
+      zeroVTail(t);
       issueBegin();
       issuePV(t);
       issueEnd(t == numTiles - 1);

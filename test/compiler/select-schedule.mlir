@@ -10,8 +10,10 @@
 //           fits an SM's shared memory (228/164/100 KiB), else warps = 4
 //   ctas_per_sm = how many of those CTAs the SM's shared memory holds
 // and choosePrefillSchedule: on sm_90a, ragged attn.prefill at head dim 64
-// or 128 takes the wgmma template (mma = wgmma: warps = 12, block_m = 128,
-// block_n = 128, stages = 2); every other prefill, the mma.sync template:
+// or 128, and attn.paged_prefill there over a cache of q's type with pages
+// of a multiple of 16 tokens, take the wgmma template (mma = wgmma: warps =
+// 12, block_m = 128, block_n = 128, stages = 2); every other prefill, the
+// mma.sync template:
 //   warps = 4; block_n = 64 up to head dim 128, 32 above; stages = 2
 //   block_m = 32 * warps = 128 (two 16-row tiles per warp) up to head dim 128
 //             when the CTA (templates/attn/prefill_layout.h: Q tile, K/V
@@ -260,15 +262,33 @@ func.func @prefill_pinned_wgmma(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf
 func.func @paged_prefill_bf16_d128(%q: tensor<?x32x128xbf16>,
     %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
     %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
-  // Chunked prefill over a bf16 cache: the ragged prefill's choice. 128 rows:
-  // Q 34 KiB + ring 68 KiB = 102 KiB, over sm_89's 99 KiB.
-  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  // Chunked prefill over a bf16 cache: the ragged prefill's choice (sm_90a:
+  // the wgmma template, 8 TMA boxes of 16-token pages per K/V tile). 128
+  // rows: Q 34 KiB + ring 68 KiB = 102 KiB, over sm_89's 99 KiB.
+  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>
   // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
   // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>
   %o = attn.paged_prefill %q, %c, %cu, %bt, %lens {mask = #attn.mask<causal>}
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
   return %o : tensor<?x32x128xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @paged_prefill_f16_p8_d64
+func.func @paged_prefill_f16_p8_d64(%q: tensor<?x32x64xf16>,
+    %c: !attn.paged_kv<8x64xf16, page_size = 8, layout = hnd>,
+    %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x64xf16> {
+  // Pages of 8 tokens (16 TMA boxes per tile) keep the mma.sync template,
+  // which gathers rows with cp.async; so do FP8 caches (below).
+  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens {mask = #attn.mask<causal>}
+      : tensor<?x32x64xf16>, !attn.paged_kv<8x64xf16, page_size = 8, layout = hnd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x64xf16>
+  return %o : tensor<?x32x64xf16>
 }
 
 // -----

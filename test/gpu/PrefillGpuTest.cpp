@@ -203,6 +203,19 @@ std::vector<PrefillCase> cases() {
     v.causal = false;
     add("paged_f16_p32_hnd_d96_unmasked", v, {300, 64}, {400, 64});
   }
+  {
+    // Pages the sm_90a template takes in several shapes: HND at head dim
+    // 64, pages of no power of two, pages longer than a K/V tile.
+    auto v = paged(base(S::F16, 16, 4, 64), S::F16, 32, L::HND);
+    v.causal = false;
+    add("paged_f16_p32_hnd_d64_unmasked", v, {300, 64}, {400, 64});
+    auto w = paged(base(S::BF16, 16, 4, 128), S::BF16, 48);
+    w.windowLeft = 100;
+    add("paged_bf16_p48_d128_window", w, {200, 17}, {1000, 300});
+    auto l = paged(base(S::BF16, 16, 2, 128), S::BF16, 256, L::HND);
+    l.writeLse = true;
+    add("paged_bf16_p256_hnd_d128_lse", l, {64, 130, 1}, {1000, 130, 700});
+  }
   add("paged_bf16_p16_cross", paged(cross(base(S::BF16, 16, 4, 128)), S::BF16, 16),
       {17, 200}, {1500, 64});
   {
@@ -281,22 +294,27 @@ PrefillSchedule wgmmaSchedule(int consumers, int blockN) {
   return s;
 }
 
-/// Every ragged case the sm_90a template supports (16-bit, head dim 64 or
-/// 128), pinned to it, so that it stays tested whichever template the
+/// Every case the sm_90a template supports (16-bit, head dim 64 or 128;
+/// ragged, or paged over a cache of q's type with pages of a multiple of 8
+/// tokens), pinned to it, so that it stays tested whichever template the
 /// schedule picks by default; the default shape on all of them, and one
 /// consumer warpgroup with 64-key tiles on a few.
 std::vector<PrefillCase> wgmmaCases() {
   std::vector<PrefillCase> out;
   for (PrefillCase c : cases()) {
     const PrefillVariant &v = c.variant;
-    if (v.paged || (v.headDim != 64 && v.headDim != 128))
+    if (v.headDim != 64 && v.headDim != 128)
+      continue;
+    if (v.paged && (v.paged->kvType != v.qType || v.paged->pageSize % 8))
       continue;
     PrefillCase pinned = c;
     pinned.variant.schedule = wgmmaSchedule(2, 128);
     pinned.name += "_wgmma";
     out.push_back(pinned);
     if (c.name == "bf16_ragged_mix_lse" || c.name == "f16_kitchen_sink" ||
-        c.name == "bf16_window100" || c.name == "bf16_cross_lse") {
+        c.name == "bf16_window100" || c.name == "bf16_cross_lse" ||
+        c.name == "paged_bf16_p16_chunk_continuation_lse" ||
+        c.name == "paged_bf16_p256_hnd_d128_lse") {
       pinned.variant.schedule = wgmmaSchedule(1, 64);
       pinned.name = c.name + "_wgmma_m64n64";
       out.push_back(pinned);
@@ -322,6 +340,7 @@ TEST_P(PrefillWgmmaGpuTest, MatchesReference) {
   options.qLens = tc.qLens;
   options.kvLens = tc.kvLens;
   options.extraTokenStride = tc.extraTokenStride;
+  options.interleavedKV = tc.interleavedKV;
   options.seed = uint32_t(std::hash<std::string>()(tc.name));
   ATTN_ASSIGN_OR_FAIL(result,
                       check::checkPrefill(*kernel, tc.variant, options));

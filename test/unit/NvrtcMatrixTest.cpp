@@ -271,6 +271,29 @@ std::vector<MatrixCase> wgmmaCases() {
   v.headDim = 64;
   v.numKVHeads = 1;
   add("wgmma_all_features_d64_mqa_m64n64", v, 1, 64);
+  // Paged over a cache of q's type: NHD and HND, pages smaller than, equal
+  // to and larger than the K/V tile, and pages that are no power of two.
+  struct Paged {
+    const char *name;
+    S dtype;
+    int headDim, pageSize;
+    KVLayout layout;
+    int consumers, blockN;
+  };
+  for (Paged c : {Paged{"p16_nhd", S::BF16, 128, 16, KVLayout::NHD, 2, 128},
+                  Paged{"p16_hnd_f16_d64", S::F16, 64, 16, KVLayout::HND, 2, 128},
+                  Paged{"p48_nhd", S::BF16, 64, 48, KVLayout::NHD, 2, 128},
+                  Paged{"p256_hnd", S::BF16, 128, 256, KVLayout::HND, 2, 128},
+                  Paged{"p8_nhd_m64n64", S::F16, 128, 8, KVLayout::NHD, 1, 64}}) {
+    PrefillVariant p;
+    p.qType = c.dtype;
+    p.headDim = c.headDim;
+    p.paged = PagedKVFormat{c.dtype, c.pageSize, c.layout, false};
+    add(std::string("wgmma_paged_") + c.name, p, c.consumers, c.blockN);
+  }
+  PrefillVariant all = v;
+  all.paged = PagedKVFormat{all.qType, 32, KVLayout::NHD, false};
+  add("wgmma_paged_all_features_d64_mqa_m64n64", all, 1, 64);
   return cases;
 }
 

@@ -443,6 +443,10 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
                            std::optional<PagedKVFormat> paged = std::nullopt) {
   PrefillVariant v;
   v.schedule = pinnedPrefillSchedule;
+  // A pinned wgmma schedule does not apply to FP8 caches (mma.sync only).
+  if (paged && paged->kvType != ScalarType::BF16 && v.schedule &&
+      v.schedule->mma == PrefillMma::Wgmma)
+    v.schedule.reset();
   v.qType = ScalarType::BF16;
   v.numQHeads = kPrefillQHeads;
   v.numKVHeads = cfg.numKVHeads;

@@ -388,12 +388,14 @@ TEST(FrontendTest, DefaultPagedPrefillVariant) {
   expected.queryLen = 1;
   // Many queries per request: causal stays in the spec.
   expected.causal = true;
-  // The ragged prefill's schedule for the same shape.
-  expected.prefillSchedule = prefillSchedule(4, 128, 64, 2);
+  // The ragged prefill's schedule for the same shape: on sm_90a the wgmma
+  // template over a cache of q's type.
+  expected.prefillSchedule = prefillSchedule(12, 128, 128, 2);
+  expected.prefillSchedule.mma = ::attn::PrefillMma::Wgmma;
   EXPECT_TRUE(*spec == expected) << spec->uri() << " vs " << expected.uri();
   EXPECT_EQ(::attn::kernelSymbol(*spec),
             "attn_paged_prefill_qbf16_kvbf16_h32x8_d128_p16nhd_causal_"
-            "m128n64w4s2");
+            "m128n128w12s2_wgmma");
 }
 
 TEST(FrontendTest, PagedPrefillVariantWithEveryFlag) {
@@ -994,6 +996,30 @@ TEST(ScheduleTest, PrefillChoicesPerShape) {
             prefillSchedule(4, 64, 64, 2));
 }
 
+TEST(ScheduleTest, PagedPrefillTakesWgmmaOnSm90aForPagesOf16) {
+  auto paged = [](int headDim, int pageSize, ScalarType kvType) {
+    KernelSpec spec = decodeSpec(Arch::SM90a, 32, 8, headDim, kvType);
+    spec.kind = SpecKind::PagedPrefill;
+    spec.pageSize = pageSize;
+    return spec;
+  };
+  // Pages of a multiple of 16 tokens (at most 8 TMA boxes per 128-key
+  // tile), a cache of q's type, head dims 64 and 128.
+  for (int headDim : {64, 128})
+    for (int pageSize : {16, 32, 48, 128, 256})
+      EXPECT_EQ(choosePrefillSchedule(paged(headDim, pageSize, ScalarType::BF16)).mma,
+                ::attn::PrefillMma::Wgmma)
+          << headDim << " " << pageSize;
+  for (int pageSize : {1, 8, 24, 100})
+    EXPECT_EQ(choosePrefillSchedule(paged(128, pageSize, ScalarType::BF16)).mma,
+              ::attn::PrefillMma::Sync)
+        << pageSize;
+  EXPECT_EQ(choosePrefillSchedule(paged(96, 16, ScalarType::BF16)).mma,
+            ::attn::PrefillMma::Sync);
+  EXPECT_EQ(choosePrefillSchedule(paged(128, 16, ScalarType::F8E4M3)).mma,
+            ::attn::PrefillMma::Sync);
+}
+
 TEST(ScheduleTest, RaggedPrefillTakesWgmmaOnSm90a) {
   auto ragged = [](Arch arch, int headDim) {
     KernelSpec spec = decodeSpec(arch, 32, 8, headDim);
@@ -1028,12 +1054,15 @@ TEST(ScheduleTest, PagedPrefillChoicesPerShape) {
     spec.kind = SpecKind::PagedPrefill;
     return spec;
   };
+  PrefillSchedule wgmma = prefillSchedule(12, 128, 128, 2);
+  wgmma.mma = ::attn::PrefillMma::Wgmma;
   for (ScalarType kvType :
        {ScalarType::BF16, ScalarType::F8E4M3, ScalarType::F8E5M2}) {
     // Head dim 128: 102 KiB (16-bit) or 100 KiB (FP8) with 128 rows; only
-    // sm_89's 99 KiB take 64.
+    // sm_89's 99 KiB take 64. On sm_90a a cache of q's type (bf16) takes
+    // the wgmma template; FP8 caches keep mma.sync.
     EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM90a, 128, kvType)),
-              prefillSchedule(4, 128, 64, 2));
+              kvType == ScalarType::BF16 ? wgmma : prefillSchedule(4, 128, 64, 2));
     EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM80, 128, kvType)),
               prefillSchedule(4, 128, 64, 2));
     EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM89, 128, kvType)),

@@ -158,9 +158,14 @@ private:
   PrefillParams baseParams(const PrefillPlan &plan) const;
   llvm::Error launch(const PrefillPlan &plan, const PrefillParams &params,
                      CUstream stream) const;
-  /// The sm_90a (wgmma) launch: builds q/k/v's tensor maps, then launches.
+  /// The sm_90a (wgmma) launches: build q's and k/v's (ragged rows or cache
+  /// pages) tensor maps, then launch.
   llvm::Error launchSm90(const PrefillPlan &plan, const PrefillParams &params,
                          const PrefillArgs &args, CUstream stream) const;
+  llvm::Error launchSm90(const PrefillPlan &plan, const PrefillParams &params,
+                         const PagedPrefillArgs &args, CUstream stream) const;
+  llvm::Error launchSm90(const PrefillPlan &plan, PrefillSm90Params &params,
+                         CUstream stream) const;
   KernelSpec kernelSpec;
   PrefillVariant prefillVariant;
   std::shared_ptr<CudaLibrary> library;
