@@ -4,8 +4,9 @@
 // rows of one request and one q head (a plan work item x grid.y), like the
 // sm_80 template (prefill.cuh), with warp-specialized roles:
 //
-//   warpgroup 0 (producer): one thread issues every load as a bulk tensor
-//     copy (TMA, cp.async.bulk.tensor) through host-built tensor maps: the
+//   warpgroup 0 (producer): one thread (paged: one warp) issues every
+//     load as a bulk tensor copy (TMA, cp.async.bulk.tensor) through
+//     host-built tensor maps: the
 //     Q tile once, then K and V tiles of blockN keys into a ring of kStages
 //     shared-memory stages. Each stage has a `full` mbarrier (completed by
 //     the copies' byte count) and an `empty` mbarrier (every consumer thread
@@ -32,14 +33,15 @@
 //
 // Paged K/V (Config::kPaged; attn.paged_prefill over a 16-bit cache of q's
 // type): the tensor maps view the cache as [pages, page tokens, heads, dim]
-// (NHD) or [pages, heads, page tokens, dim] (HND), and the producer reads
-// the request's block-table row and issues one box of kBoxRows =
-// gcd(page size, blockN) tokens per page piece of a tile (8 boxes of 16
-// tokens for a 128-key tile over 16-token pages), all completing on the
-// stage's barrier; boxes past the request's last page read page -1, which
-// TMA fills with zeros. Rows of the last page past the request's end hold
-// whatever the cache holds (NaN, say): the consumers zero those V rows in
-// shared memory before P V, since P = 0 does not cancel NaN. The consumers
+// (NHD) or [pages, heads, page tokens, dim] (HND), and the producer warp
+// issues one box of kBoxRows = gcd(page size, blockN) tokens per page piece
+// of a tile and column block (8 boxes of 16 tokens per column block for a
+// 128-key tile over 16-token pages), one box and one block-table read per
+// lane, all completing on the stage's barrier; boxes past the request's
+// last page read page -1, which TMA fills with zeros. Rows of the last
+// page past the request's end hold whatever the cache holds (NaN, say):
+// the consumers zero those V rows in shared memory before P V, since
+// P = 0 does not cancel NaN. The consumers
 // are otherwise the ragged ones.
 //
 // Supported: 16-bit q/k/v, head dims 64 and 128, every mask and score
@@ -224,6 +226,12 @@ enum : int {
 #ifndef ATTN_SM90_PINGPONG
 #define ATTN_SM90_PINGPONG -1
 #endif
+// Paged K/V: ATTN_SM90_PAGED_LANES 1 (default) spreads the page boxes of a
+// tile over the producer warp's lanes, one box and one block-table read
+// per lane; 0 issues them all from one thread.
+#ifndef ATTN_SM90_PAGED_LANES
+#define ATTN_SM90_PAGED_LANES 1
+#endif
 
 //===----------------------------------------------------------------------===//
 // The kernel
@@ -291,18 +299,23 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
   __syncthreads();
 
   if (warpGroup == 0) {
-    // Producer. Every thread gives registers back; one issues the copies.
+    // Producer. Every thread gives registers back; one (ragged) or the
+    // first warp (paged, ATTN_SM90_PAGED_LANES) issues the copies.
     setMaxRegsDec<24>();
-    if (threadIdx.x != 0)
+    constexpr bool kLanes = Config::kPaged && ATTN_SM90_PAGED_LANES;
+    if (threadIdx.x >= (kLanes ? 32u : 1u))
       return;
+    const int lane = threadIdx.x;
     const int qToken = work.qStart + work.tileBegin;
-    mbarArriveExpectTx(qBar, Tr::kConsumers * Tr::kQWGBytes);
+    if (lane == 0) {
+      mbarArriveExpectTx(qBar, Tr::kConsumers * Tr::kQWGBytes);
 #pragma unroll
-    for (int g = 0; g < Tr::kConsumers; ++g)
+      for (int g = 0; g < Tr::kConsumers; ++g)
 #pragma unroll
-      for (int c = 0; c < Tr::kColBlocks; ++c)
-        tmaLoad3d(qSmem + g * Tr::kQWGBytes + c * 64 * 128, &sp.qMap, qBar, c * 64,
-                  qHead, qToken + g * 64);
+        for (int c = 0; c < Tr::kColBlocks; ++c)
+          tmaLoad3d(qSmem + g * Tr::kQWGBytes + c * 64 * 128, &sp.qMap, qBar, c * 64,
+                    qHead, qToken + g * 64);
+    }
     // Paged: the request's block-table row and its pages in use.
     constexpr int kBoxes = kBlockN / Tr::kBoxRows;
     const int32_t *pageRow = nullptr;
@@ -310,6 +323,58 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
     if constexpr (Config::kPaged) {
       pageRow = p.blockTables + int64_t(work.request) * p.blockTableStride;
       pagesUsed = (work.kvLen + Config::kPageSize - 1) / Config::kPageSize;
+    }
+    if constexpr (kLanes) {
+      // One box per lane: lane = c * kBoxes + b issues box b of column
+      // block c of K and of V. Each lane reads its box's block-table entry
+      // (one load; the next tile's is read while this tile's boxes fly);
+      // lane 0 sets the expected bytes before any box is issued.
+      constexpr int kIssuers = kBoxes * Tr::kColBlocks;
+      static_assert(kIssuers <= 32, "one box per lane");
+      const int b = lane % kBoxes, c = lane / kBoxes;
+      const bool issuer = lane < kIssuers;
+      auto pageOf = [&](int t) {
+        const int index = (kvBegin + t * kBlockN + b * Tr::kBoxRows) / Config::kPageSize;
+        const bool load = !(kAblate & kAblateLoads) || t < kStages;
+        return issuer && load && t < numTiles && index < pagesUsed ? pageRow[index] : -1;
+      };
+      int nextPage = pageOf(0);
+      for (int t = 0; t < numTiles; ++t) {
+        const int s = t % kStages;
+        const uint32_t parity = ((t / kStages) & 1) ^ 1;
+        const bool load = !(kAblate & kAblateLoads) || t < kStages;
+        const int page = nextPage;
+        nextPage = pageOf(t + 1);
+        const int offset = (kvBegin + t * kBlockN + b * Tr::kBoxRows) % Config::kPageSize;
+        const uint32_t boxDst = c * kBlockN * 128 + b * Tr::kBoxRows * 128;
+        auto issue = [&](const TmaDescriptor *map, uint32_t dst, uint32_t bar) {
+          if (Config::kLayoutHND)
+            tmaLoad4d(dst, map, bar, c * 64, offset, kvHead, page);
+          else
+            tmaLoad4d(dst, map, bar, c * 64, kvHead, offset, page);
+        };
+        mbarWait(kEmptyBar(s), parity);
+        if (load) {
+          if (lane == 0)
+            mbarArriveExpectTx(kFullBar(s), Tr::kKVTileBytes);
+          __syncwarp();
+          if (issuer)
+            issue(&sp.kMap, kSmem + s * Tr::kKVTileBytes + boxDst, kFullBar(s));
+        } else if (lane == 0) {
+          mbarArrive(kFullBar(s));
+        }
+        mbarWait(vEmptyBar(s), parity);
+        if (load) {
+          if (lane == 0)
+            mbarArriveExpectTx(vFullBar(s), Tr::kKVTileBytes);
+          __syncwarp();
+          if (issuer)
+            issue(&sp.vMap, vSmem + s * Tr::kKVTileBytes + boxDst, vFullBar(s));
+        } else if (lane == 0) {
+          mbarArrive(vFullBar(s));
+        }
+      }
+      return;
     }
     // One tile of `map` into `tile`: per 64-dim column block, one box of
     // blockN rows (ragged) or kBoxes boxes of kBoxRows rows (paged).

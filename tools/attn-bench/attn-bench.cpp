@@ -416,6 +416,11 @@ std::optional<PrefillSchedule> pinnedPrefillSchedule;
 std::vector<std::string> benchDefines;
 /// --ragged-only: skip the paged columns of `prefill`.
 bool raggedOnly = false;
+/// --no-e4m3: skip the e4m3 paged column of `prefill` (reported as 0).
+bool noE4M3 = false;
+/// --identity-pages: paged prefill over block tables in page order (each
+/// request's pages consecutive) instead of shuffled: page locality alone.
+bool identityPages = false;
 
 /// The JIT prefill kernels come from: the global one, or one whose NVRTC
 /// options carry --define's definitions (they are part of the cache key).
@@ -491,7 +496,8 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   // Block tables over all pages in a fixed random order.
   std::vector<int32_t> pages(numPages);
   std::iota(pages.begin(), pages.end(), 0);
-  std::shuffle(pages.begin(), pages.end(), std::mt19937(7));
+  if (!identityPages)
+    std::shuffle(pages.begin(), pages.end(), std::mt19937(7));
   DeviceBuffer blockTables = unwrap(DeviceBuffer::allocate(pages.size() * 4));
   BENCH_CHECK(checkCu(cuMemcpyHtoD(blockTables.get(), pages.data(), pages.size() * 4),
                       "cuMemcpyHtoD"));
@@ -590,7 +596,8 @@ int runPrefill(bool json, bool quick) {
     Row r{benchPrefill(cfg, arch, stream.get()), {}, {}};
     if (!raggedOnly) {
       r.paged = benchPrefill(cfg, arch, stream.get(), pagedBF16);
-      r.pagedFP8 = benchPrefill(cfg, arch, stream.get(), pagedE4M3);
+      if (!noE4M3)
+        r.pagedFP8 = benchPrefill(cfg, arch, stream.get(), pagedE4M3);
     }
     results.push_back(r);
     if (!json)
@@ -747,7 +754,8 @@ int main(int argc, char **argv) {
            "       attn-bench decode --only bf16|e4m3,KV_HEADS,BATCH,CONTEXT\n"
            "         [--page N] [--hnd]   cache geometry (default: 16, NHD)\n"
            "       attn-bench prefill [--json] [--quick] [--prefill-schedule W,M,N,S]\n"
-           "         [--ragged-only] [--define NAME[=VALUE]]...   template experiments\n"
+           "         [--ragged-only] [--no-e4m3] [--identity-pages]\n"
+           "         [--define NAME[=VALUE]]...   template experiments\n"
            "       attn-bench jit [--json]\n"
            "  --schedule pins warps, stages, row tiles, CTAs per SM and the\n"
            "  minimum chunk instead of the schedule attn-select-schedule picks\n";
@@ -812,6 +820,8 @@ int main(int argc, char **argv) {
     if (args[i] == "--define")
       benchDefines.push_back(args[i + 1]);
   raggedOnly = has("--ragged-only");
+  noE4M3 = has("--no-e4m3");
+  identityPages = has("--identity-pages");
   if (args[0] == "prefill")
     return runPrefill(has("--json"), has("--quick"));
   if (args[0] == "jit")
