@@ -63,7 +63,7 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
 }
 
 /// True where the sm_90a wgmma template (templates/attn/prefill_sm90.cuh)
-/// runs the variant: prefill of 16-bit q/k/v at head dim 64 or 128 (TMA
+/// runs the variant: prefill of 16-bit q/k/v at head dim 64, 128 or 256 (TMA
 /// boxes of 64 dims), ragged, or paged over a cache of q's type whose pages
 /// are a multiple of 16 tokens (at most 8 TMA boxes per 128-key tile; FP8
 /// caches and smaller pages keep the mma.sync template, which gathers rows
@@ -73,7 +73,7 @@ static bool wgmmaPrefillApplies(const ::attn::KernelSpec &spec) {
                      spec.kvType == spec.qType && spec.pageSize % 16 == 0;
   return spec.arch == ::attn::Arch::SM90a &&
          (spec.kind == ::attn::KernelKind::Prefill || paged) &&
-         (spec.headDim == 64 || spec.headDim == 128);
+         (spec.headDim == 64 || spec.headDim == 128 || spec.headDim == 256);
 }
 
 ::attn::PrefillSchedule choosePrefillSchedule(const ::attn::KernelSpec &spec) {
@@ -89,6 +89,12 @@ static bool wgmmaPrefillApplies(const ::attn::KernelSpec &spec) {
     schedule.blockM = 128;
     schedule.blockN = 128;
     schedule.stages = 2;
+    // Head dim 256: O takes 128 of a consumer's 240 registers, so 64-key
+    // tiles (S 32 registers); 192 KiB of shared memory. On an H200
+    // 0.97-1.08x cuDNN at seq >= 4k, 2.1-2.8x mma.sync (docs/performance.md,
+    // "Head dim 256 on the wgmma path").
+    if (spec.headDim == 256)
+      schedule.blockN = 64;
     return schedule;
   }
   // Four warps, each with two 16-row MMA tiles up to head dim 128: every K/V

@@ -423,10 +423,16 @@ LogicalResult KernelSpecAttr::verify(
                             "paged cache of q's type with pages of a multiple "
                             "of 8 tokens, got kv_type "
                          << kvType << " and page_size " << pageSize;
-    if (headDim != 64 && headDim != 128)
+    if (headDim != 64 && headDim != 128 && headDim != 256)
       return emitError() << "kernel_spec prefill_schedule mma = wgmma needs "
-                            "head_dim 64 or 128, got "
+                            "head_dim 64, 128 or 256, got "
                          << headDim;
+    // At head dim 256 the O accumulator takes 128 of a consumer's 240
+    // registers: S of a 128-key tile no longer fits beside it.
+    if (headDim == 256 && prefillSchedule.getBlockN() != 64)
+      return emitError() << "kernel_spec prefill_schedule mma = wgmma needs "
+                            "block_n 64 at head_dim 256, got "
+                         << prefillSchedule.getBlockN();
   }
   if (kind == KernelKind::append_kv &&
       (schedule || numQHeads != numKvHeads || queryLen != 1 || causal ||

@@ -44,7 +44,9 @@
 // P = 0 does not cancel NaN. The consumers
 // are otherwise the ragged ones.
 //
-// Supported: 16-bit q/k/v, head dims 64 and 128, every mask and score
+// Supported: 16-bit q/k/v, head dims 64, 128 and 256 (256: 64-key tiles,
+// O += P V as one N = 256 wgmma per 16 keys over the 4 column blocks of
+// V), every mask and score
 // modifier of the sm_80 template, LSE; contiguous (ragged) k/v, or a paged
 // cache of q's type with pages of a multiple of 8 tokens, NHD or HND.
 //
@@ -72,7 +74,13 @@ template <class Config> struct PrefillSm90Traits {
   static constexpr int kKVTileBytes = kBlockN * kHeadDim * 2;
   static constexpr int kSmemBytes =
       prefillSm90SmemBytes(kHeadDim, kBlockM, kBlockN, Config::kStages);
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim 64 or 128");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
+                "head dim 64, 128 or 256");
+  // Head dim 256: O is 128 fp32 registers per thread, so S of a 128-key
+  // tile (64 more, plus the in-flight P) would not fit the consumers'
+  // 240; 64-key tiles (32 + 16) do.
+  static_assert(kHeadDim < 256 || kBlockN == 64,
+                "64-key tiles at head dim 256 (registers)");
   static_assert(kBlockM == 64 * kConsumers && (kConsumers == 1 || kConsumers == 2),
                 "one or two consumer warpgroups of 64 query rows (their "
                 "setmaxnreg share, 240, fits two)");
@@ -217,8 +225,9 @@ enum : int {
 // tile t while P V runs (FA3's intra-warpgroup overlap); 0 runs each
 // tile's S, softmax and P V in turn. ATTN_SM90_PINGPONG 1 orders the two
 // consumers' wgmma issue with named barriers so that one's softmax runs
-// under the other's wgmma; -1 (default) does so at head dim 128, where it
-// measured 1-5% faster on the H200, and not at 64, where it was -2..+5%
+// under the other's wgmma; -1 (default) does so at head dims 128 and 256
+// (at 128 it measured 1-5% faster on the H200, at 256 within noise), and
+// not at 64, where it was -2..+5%
 // (docs/performance.md, "Hopper prefill"). The tests cover the defaults.
 #ifndef ATTN_SM90_OVERLAP
 #define ATTN_SM90_OVERLAP 1

@@ -9,11 +9,11 @@
 //   warps = 8 and stages = 2 when such a CTA (templates/attn/decode_layout.h)
 //           fits an SM's shared memory (228/164/100 KiB), else warps = 4
 //   ctas_per_sm = how many of those CTAs the SM's shared memory holds
-// and choosePrefillSchedule: on sm_90a, ragged attn.prefill at head dim 64
-// or 128, and attn.paged_prefill there over a cache of q's type with pages
-// of a multiple of 16 tokens, take the wgmma template (mma = wgmma: warps =
-// 12, block_m = 128, block_n = 128, stages = 2); every other prefill, the
-// mma.sync template:
+// and choosePrefillSchedule: on sm_90a, ragged attn.prefill at head dim 64,
+// 128 or 256, and attn.paged_prefill there over a cache of q's type with
+// pages of a multiple of 16 tokens, take the wgmma template (mma = wgmma:
+// warps = 12, block_m = 128, block_n = 128, 64 at head dim 256, stages = 2);
+// every other prefill, the mma.sync template:
 //   warps = 4; block_n = 64 up to head dim 128, 32 above; stages = 2
 //   block_m = 32 * warps = 128 (two 16-row tiles per warp) up to head dim 128
 //             when the CTA (templates/attn/prefill_layout.h: Q tile, K/V
@@ -205,9 +205,13 @@ func.func @prefill_encoder_f16_d64(%q: tensor<?x12x64xf16>, %cu: tensor<?xi32>) 
 // CHECK-LABEL: func.func @prefill_bf16_d256
 func.func @prefill_bf16_d256(%q: tensor<?x16x256xbf16>, %k: tensor<?x8x256xbf16>,
     %cu: tensor<?xi32>) -> tensor<?x16x256xbf16> {
-  // Head dim 256 (Gemma 2): 32 keys per tile keep the accumulators in
-  // registers and the K/V ring at 64 KiB.
-  // CHECK: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
+  // Head dim 256 (Gemma 2): on sm_90a the wgmma template with 64-key tiles
+  // (O takes 128 of a consumer's 240 registers; Q 64 KiB + ring 128 KiB);
+  // elsewhere 32 keys per tile keep the mma.sync accumulators in registers
+  // and the K/V ring at 64 KiB.
+  // SM90: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 64, stages = 2, mma = wgmma>
+  // SM80: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
+  // SM89: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
   %o = attn.prefill %q, %k, %k, %cu, %cu {mask = #attn.mask<causal, window = 4096>, softcap = 50.0 : f32}
       : tensor<?x16x256xbf16>, tensor<?x8x256xbf16>, tensor<?x8x256xbf16>,
         tensor<?xi32>, tensor<?xi32> -> tensor<?x16x256xbf16>
@@ -315,8 +319,10 @@ func.func @paged_prefill_fp8_d128(%q: tensor<?x32x128xbf16>,
 func.func @paged_prefill_bf16_d256(%q: tensor<?x16x256xbf16>,
     %c: !attn.paged_kv<8x256xbf16, page_size = 16, layout = nhd>,
     %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x16x256xbf16> {
-  // Head dim 256: Q 33 KiB + ring 66 KiB = 99 KiB, which just fits sm_89.
-  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
+  // Head dim 256: Q 33 KiB + ring 66 KiB = 99 KiB, which just fits sm_89;
+  // sm_90a takes the wgmma template with 64-key tiles (4 TMA boxes of
+  // 16-token pages per column block).
+  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 64, stages = 2, mma = wgmma>
   // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
   // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
   %o = attn.paged_prefill %q, %c, %cu, %bt, %lens {mask = #attn.mask<causal, window = 4096>, softcap = 50.0 : f32}
@@ -358,3 +364,4 @@ func.func @paged_prefill_pinned(%q: tensor<?x32x128xbf16>,
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
   return %o : tensor<?x32x128xbf16>
 }
+

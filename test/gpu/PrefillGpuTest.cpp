@@ -92,6 +92,14 @@ std::vector<PrefillCase> cases() {
   }
   add("f16_mqa8x1_causal", base(S::F16, 8, 1, 128), {300, 64});
   add("bf16_mqa8x1_d256_causal", base(S::BF16, 8, 1, 256), {17, 200});
+  {
+    // Head dim 256 over long prefixes (many 64-key tiles of the sm_90a
+    // template), with LSE, and unmasked.
+    auto v = base(S::BF16, 16, 4, 256);
+    v.writeLse = true;
+    add("bf16_d256_chunk_continuation_lse", v, {17, 300, 1}, {1000, 2000, 1});
+    add("f16_d256_encoder", encoder(base(S::F16, 8, 2, 256)), {500, 64});
+  }
 
   // Chunk continuation: new queries over a longer prefix, bottom-right.
   for (S dtype : {S::BF16, S::F16}) {
@@ -198,6 +206,12 @@ std::vector<PrefillCase> cases() {
   add("paged_bf16_p128_d256_mqa", paged(base(S::BF16, 8, 1, 256), S::BF16, 128),
       {200, 17}, {1000, 300});
   {
+    auto v = paged(base(S::BF16, 16, 4, 256), S::BF16, 16);
+    v.windowLeft = 100;
+    v.writeLse = true;
+    add("paged_bf16_p16_d256_window_lse", v, {200, 17}, {1000, 300});
+  }
+  {
     // No mask over the cache (a decoder's bidirectional prefix).
     auto v = paged(base(S::F16, 16, 4, 96), S::F16, 32, L::HND);
     v.causal = false;
@@ -294,7 +308,7 @@ PrefillSchedule wgmmaSchedule(int consumers, int blockN) {
   return s;
 }
 
-/// Every case the sm_90a template supports (16-bit, head dim 64 or 128;
+/// Every case the sm_90a template supports (16-bit, head dim 64, 128 or 256;
 /// ragged, or paged over a cache of q's type with pages of a multiple of 8
 /// tokens), pinned to it, so that it stays tested whichever template the
 /// schedule picks by default; the default shape on all of them, and one
@@ -303,18 +317,20 @@ std::vector<PrefillCase> wgmmaCases() {
   std::vector<PrefillCase> out;
   for (PrefillCase c : cases()) {
     const PrefillVariant &v = c.variant;
-    if (v.headDim != 64 && v.headDim != 128)
+    if (v.headDim != 64 && v.headDim != 128 && v.headDim != 256)
       continue;
     if (v.paged && (v.paged->kvType != v.qType || v.paged->pageSize % 8))
       continue;
     PrefillCase pinned = c;
-    pinned.variant.schedule = wgmmaSchedule(2, 128);
+    // Head dim 256 takes 64-key tiles (registers).
+    pinned.variant.schedule = wgmmaSchedule(2, v.headDim == 256 ? 64 : 128);
     pinned.name += "_wgmma";
     out.push_back(pinned);
     if (c.name == "bf16_ragged_mix_lse" || c.name == "f16_kitchen_sink" ||
         c.name == "bf16_window100" || c.name == "bf16_cross_lse" ||
         c.name == "paged_bf16_p16_chunk_continuation_lse" ||
-        c.name == "paged_bf16_p256_hnd_d128_lse") {
+        c.name == "paged_bf16_p256_hnd_d128_lse" ||
+        c.name == "bf16_d256_chunk_continuation_lse") {
       pinned.variant.schedule = wgmmaSchedule(1, 64);
       pinned.name = c.name + "_wgmma_m64n64";
       out.push_back(pinned);

@@ -235,8 +235,9 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 /// The sm_90a wgmma prefill (templates/attn/prefill_sm90.cuh) pinned on
-/// each variant class it supports: both dtypes, head dims 64 and 128, one and
-/// two consumer warpgroups, 64- and 128-key tiles, masks and every flag.
+/// each variant class it supports: both dtypes, head dims 64, 128 and 256,
+/// one and two consumer warpgroups, 64- and 128-key tiles (64 only at head
+/// dim 256), masks and every flag.
 std::vector<MatrixCase> wgmmaCases() {
   using S = ScalarType;
   std::vector<MatrixCase> cases;
@@ -262,6 +263,18 @@ std::vector<MatrixCase> wgmmaCases() {
                 std::to_string(d) + (causal ? "_causal" : "_encoder"),
             v, 2, 128);
       }
+  // Head dim 256: 64-key tiles (O takes 128 registers per thread).
+  for (S dtype : {S::BF16, S::F16})
+    for (bool causal : {true, false}) {
+      PrefillVariant v;
+      v.qType = dtype;
+      v.headDim = 256;
+      v.causal = causal;
+      v.encoder = !causal;
+      add(std::string("wgmma_") + std::string(toString(dtype)) + "_d256" +
+              (causal ? "_causal" : "_encoder"),
+          v, 2, 64);
+    }
   PrefillVariant v;
   v.windowLeft = 4096;
   v.alibi = true;
@@ -284,7 +297,9 @@ std::vector<MatrixCase> wgmmaCases() {
                   Paged{"p16_hnd_f16_d64", S::F16, 64, 16, KVLayout::HND, 2, 128},
                   Paged{"p48_nhd", S::BF16, 64, 48, KVLayout::NHD, 2, 128},
                   Paged{"p256_hnd", S::BF16, 128, 256, KVLayout::HND, 2, 128},
-                  Paged{"p8_nhd_m64n64", S::F16, 128, 8, KVLayout::NHD, 1, 64}}) {
+                  Paged{"p8_nhd_m64n64", S::F16, 128, 8, KVLayout::NHD, 1, 64},
+                  Paged{"p16_nhd_d256", S::BF16, 256, 16, KVLayout::NHD, 2, 64},
+                  Paged{"p128_hnd_f16_d256", S::F16, 256, 128, KVLayout::HND, 2, 64}}) {
     PrefillVariant p;
     p.qType = c.dtype;
     p.headDim = c.headDim;

@@ -421,6 +421,8 @@ bool noE4M3 = false;
 /// --identity-pages: paged prefill over block tables in page order (each
 /// request's pages consecutive) instead of shuffled: page locality alone.
 bool identityPages = false;
+/// attn-bench prefill --head-dim N: only the shapes of head dim N.
+int onlyHeadDim = 0;
 
 /// The JIT prefill kernels come from: the global one, or one whose NVRTC
 /// options carry --define's definitions (they are part of the cache key).
@@ -571,6 +573,8 @@ int runPrefill(bool json, bool quick) {
       quick ? std::vector<int>{8} : std::vector<int>{32, 8};
   std::vector<int> dims =
       quick ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256};
+  if (onlyHeadDim)
+    dims = {onlyHeadDim};
   std::vector<PrefillConfig> configs;
   for (int hkv : kvHeads)
     for (int d : dims)
@@ -754,7 +758,7 @@ int main(int argc, char **argv) {
            "       attn-bench decode --only bf16|e4m3,KV_HEADS,BATCH,CONTEXT\n"
            "         [--page N] [--hnd]   cache geometry (default: 16, NHD)\n"
            "       attn-bench prefill [--json] [--quick] [--prefill-schedule W,M,N,S]\n"
-           "         [--ragged-only] [--no-e4m3] [--identity-pages]\n"
+           "         [--ragged-only] [--no-e4m3] [--identity-pages] [--head-dim N]\n"
            "         [--define NAME[=VALUE]]...   template experiments\n"
            "       attn-bench jit [--json]\n"
            "  --schedule pins warps, stages, row tiles, CTAs per SM and the\n"
@@ -822,6 +826,13 @@ int main(int argc, char **argv) {
   raggedOnly = has("--ragged-only");
   noE4M3 = has("--no-e4m3");
   identityPages = has("--identity-pages");
+  auto headDim = std::find(args.begin(), args.end(), "--head-dim");
+  if (headDim != args.end() &&
+      (headDim + 1 == args.end() ||
+       std::sscanf((headDim + 1)->c_str(), "%d", &onlyHeadDim) != 1)) {
+    llvm::errs() << "attn-bench: --head-dim takes a head dim\n";
+    return 1;
+  }
   if (args[0] == "prefill")
     return runPrefill(has("--json"), has("--quick"));
   if (args[0] == "jit")

@@ -1035,10 +1035,16 @@ TEST(ScheduleTest, RaggedPrefillTakesWgmmaOnSm90a) {
     f16.qType = f16.kvType = ScalarType::F16;
     EXPECT_EQ(choosePrefillSchedule(f16), wgmma);
   }
+  // Head dim 256: 64-key tiles (registers), 192 KiB of shared memory.
+  PrefillSchedule wgmma256 = prefillSchedule(12, 128, 64, 2);
+  wgmma256.mma = ::attn::PrefillMma::Wgmma;
+  EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM90a, 256)), wgmma256);
+  EXPECT_LE(::attn::prefillSm90SmemBytes(256, 128, 64, 2),
+            sharedMemoryPerSM(Arch::SM90a) - 1024);
   // Other head dims on sm_90a, and every head dim elsewhere: mma.sync.
   EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM90a, 96)).mma,
             ::attn::PrefillMma::Sync);
-  EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM90a, 256)).mma,
+  EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM80, 256)).mma,
             ::attn::PrefillMma::Sync);
   EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM80, 128)),
             prefillSchedule(4, 128, 64, 2));
@@ -1067,8 +1073,13 @@ TEST(ScheduleTest, PagedPrefillChoicesPerShape) {
               prefillSchedule(4, 128, 64, 2));
     EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM89, 128, kvType)),
               prefillSchedule(4, 64, 64, 2));
-    // Head dim 256 fits every arch, sm_89 included.
-    for (Arch arch : {Arch::SM80, Arch::SM89, Arch::SM90a}) {
+    // Head dim 256 fits every arch, sm_89 included; on sm_90a a cache of
+    // q's type takes the wgmma template with 64-key tiles.
+    PrefillSchedule wgmma256 = prefillSchedule(12, 128, 64, 2);
+    wgmma256.mma = ::attn::PrefillMma::Wgmma;
+    EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM90a, 256, kvType)),
+              kvType == ScalarType::BF16 ? wgmma256 : prefillSchedule(4, 64, 32, 2));
+    for (Arch arch : {Arch::SM80, Arch::SM89}) {
       ::attn::PrefillSchedule s =
           choosePrefillSchedule(paged(arch, 256, kvType));
       EXPECT_EQ(s, prefillSchedule(4, 64, 32, 2));
