@@ -114,7 +114,7 @@ def Attn_PrefillScheduleAttr : Attn_Attr<"PrefillSchedule", "prefill_schedule"> 
       16 * (`warps` - 4).
     - `block_m`: query rows of one q head per CTA (one query tile).
     - `block_n`: keys per K/V tile, a multiple of 16 (one MMA k-step of
-      P * V); 64 or 128 with wgmma.
+      P * V); 64 or 128 with wgmma (64 at head dim 256).
     - `stages`: K/V tiles in flight in the shared-memory ring.
     - `mma`: `sync` (mma.sync, templates/attn/prefill.cuh; the default,
       left out when printed) or `wgmma` (sm_90a only,
