@@ -9,8 +9,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
+
+// The sm_90a prefill grid's default (sm90Persistent below).
+#ifndef ATTN_SM90_PERSISTENT_DEFAULT
+#define ATTN_SM90_PERSISTENT_DEFAULT 1
+#endif
+#ifndef ATTN_SM90_PERSISTENT_MAX_QLEN
+#define ATTN_SM90_PERSISTENT_MAX_QLEN 2048
+#endif
 
 namespace attn::runtime {
 
@@ -388,13 +397,48 @@ llvm::Error encodePagesMap(TmaDescriptor &map, const void *base,
 
 } // namespace
 
+/// The sm_90a grid: persistent (one row of at most as many CTAs as fit on
+/// the device at once, each looping over (work item, q head) pairs with the
+/// grid's stride; templates/attn/prefill_sm90.cuh) or one CTA per pair.
+/// By default persistent for short requests (on average at most
+/// ATTN_SM90_PERSISTENT_MAX_QLEN query tokens; docs/performance.md,
+/// "Persistent grid"); ATTN_SM90_PERSISTENT=0/1 forces it off/on.
+static bool sm90Persistent(const PrefillPlan &plan) {
+  static const int forced = [] {
+    const char *env = std::getenv("ATTN_SM90_PERSISTENT");
+    if (env && *env)
+      return std::strcmp(env, "0") != 0 ? 1 : 0;
+    return -1;
+  }();
+  if (forced >= 0)
+    return forced != 0;
+  return ATTN_SM90_PERSISTENT_DEFAULT != 0 &&
+         plan.numQTokens <= int64_t(ATTN_SM90_PERSISTENT_MAX_QLEN) * plan.batch;
+}
+
 llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
                                       PrefillSm90Params &params,
                                       CUstream stream) const {
   const KernelSpec &s = kernelSpec;
   void *args[] = {&params};
-  ATTN_CU_CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(entry), plan.gridX,
-                               s.numQHeads, 1, threadsPerBlock(s), 1, 1,
+  CUfunction fn = reinterpret_cast<CUfunction>(entry);
+  unsigned gridX = unsigned(plan.gridX), gridY = unsigned(s.numQHeads);
+  if (sm90Persistent(plan)) {
+    // Host-side queries only (no stream work): graph capture is unaffected,
+    // and the kernel reads the item count on the device.
+    CUdevice device;
+    int sms = 0, perSm = 0;
+    ATTN_CU_CHECK(cuCtxGetDevice(&device));
+    ATTN_CU_CHECK(cuDeviceGetAttribute(
+        &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device));
+    ATTN_CU_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(
+        &perSm, fn, threadsPerBlock(s), smemBytes));
+    int64_t pairs = int64_t(plan.gridX) * s.numQHeads;
+    int64_t resident = int64_t(std::max(1, sms)) * std::max(1, perSm);
+    gridX = unsigned(std::min(pairs, resident));
+    gridY = 1;
+  }
+  ATTN_CU_CHECK(cuLaunchKernel(fn, gridX, gridY, 1, threadsPerBlock(s), 1, 1,
                                smemBytes, stream, args, nullptr));
   return llvm::Error::success();
 }

@@ -37,12 +37,12 @@ constexpr int prefillSmemBytes(int headDim, int kvBytes, int blockM, int blockN,
 /// Dynamic shared memory of one sm_90a prefill CTA
 /// (templates/attn/prefill_sm90.cuh): 1 KiB of slack to align the tiles to
 /// the 128-byte swizzle's 1024-byte period, the Q tile, `stages` K and V
-/// tiles, and 4 * stages + 1 mbarriers (full and empty per K and V stage,
-/// one for Q).
+/// tiles, and 4 * stages + 2 mbarriers (full and empty per K and V stage,
+/// full and empty for Q).
 constexpr int prefillSm90SmemBytes(int headDim, int blockM, int blockN,
                                    int stages) {
   return 1024 + (blockM + 2 * stages * blockN) * headDim * 2 +
-         (4 * stages + 1) * 8;
+         (4 * stages + 2) * 8;
 }
 
 } // namespace attn

@@ -238,6 +238,12 @@ enum : int {
 // Paged K/V: ATTN_SM90_PAGED_LANES 1 (default) spreads the page boxes of a
 // tile over the producer warp's lanes, one box and one block-table read
 // per lane; 0 issues them all from one thread.
+// Persistent grids (runtime/Prefill.cpp): ATTN_SM90_SNAKE 1 reverses the
+// CTAs' order in odd rounds; 0 (default; measured no worse, often better:
+// docs/performance.md, "Persistent grid") keeps a plain grid stride.
+#ifndef ATTN_SM90_SNAKE
+#define ATTN_SM90_SNAKE 0
+#endif
 #ifndef ATTN_SM90_PAGED_LANES
 #define ATTN_SM90_PAGED_LANES 1
 #endif
@@ -259,23 +265,58 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
   constexpr int D = Tr::kHeadDim;
   constexpr int kAblate = ATTN_SM90_ABLATE;
 
-  if (int(blockIdx.x) >= *p.numWorkItems)
+  // Work: a grid of (work items, q heads) gives each CTA one (item, head)
+  // pair; a grid of one row (persistent, runtime/Prefill.cpp) makes each
+  // CTA loop over the pairs w = item * heads + head, heaviest items first:
+  // in round n CTA b takes pair n * grid + b (or n * grid + grid - 1 - b in
+  // odd rounds with ATTN_SM90_SNAKE). The K/V rings and their barriers run on
+  // across a CTA's pairs (`base` counts the tiles of the earlier ones);
+  // Q is reloaded per pair once the consumers release it (qEmpty).
+  constexpr int kHeads = Config::kNumQHeads;
+  const int numItems = *p.numWorkItems;
+  const bool persistent = gridDim.y == 1;
+  const int total = persistent ? numItems * kHeads : (int(blockIdx.x) < numItems ? 1 : 0);
+  auto pairOf = [&](int n) {
+    if (!persistent)
+      return n == 0 ? 0 : total;
+    const int b = (ATTN_SM90_SNAKE && (n & 1)) ? int(gridDim.x) - 1 - int(blockIdx.x)
+                                               : int(blockIdx.x);
+    return n * int(gridDim.x) + b;
+  };
+  if (pairOf(0) >= total)
     return;
-  const PrefillWorkItem work = p.workItems[blockIdx.x];
-  const int qHead = blockIdx.y;
-  const int kvHead = qHead / Config::kGroupSize;
-
-  // Positions: query row i of the request sits at kvLen - qLen + i.
-  const int shift = work.kvLen - work.qLen;
-  const int tileRows = min(kBlockM, work.qLen - work.tileBegin);
-  const int firstPos = shift + work.tileBegin;
-  const int lastPos = firstPos + tileRows - 1;
-  int kvEnd = work.kvLen, kvBegin = 0;
-  if constexpr (Config::kCausal)
-    kvEnd = max(0, min(kvEnd, lastPos + 1));
-  if constexpr (Config::kSlidingWindow)
-    kvBegin = max(0, firstPos - p.windowLeft) / kBlockN * kBlockN;
-  const int numTiles = kvEnd > kvBegin ? (kvEnd - kvBegin + kBlockN - 1) / kBlockN : 0;
+  struct Item {
+    PrefillWorkItem work;
+    int qHead, kvHead, tileRows, firstPos, kvBegin, numTiles;
+  };
+  auto itemAt = [&](int w) {
+    Item it;
+    it.work = p.workItems[persistent ? w / kHeads : int(blockIdx.x)];
+    it.qHead = persistent ? w % kHeads : int(blockIdx.y);
+    it.kvHead = it.qHead / Config::kGroupSize;
+    // Positions: query row i of the request sits at kvLen - qLen + i.
+    const int shift = it.work.kvLen - it.work.qLen;
+    it.tileRows = min(kBlockM, it.work.qLen - it.work.tileBegin);
+    it.firstPos = shift + it.work.tileBegin;
+    const int lastPos = it.firstPos + it.tileRows - 1;
+    int kvEnd = it.work.kvLen, kvBegin = 0;
+    if constexpr (Config::kCausal)
+      kvEnd = max(0, min(kvEnd, lastPos + 1));
+    if constexpr (Config::kSlidingWindow)
+      kvBegin = max(0, it.firstPos - p.windowLeft) / kBlockN * kBlockN;
+    it.kvBegin = kvBegin;
+    it.numTiles = kvEnd > kvBegin ? (kvEnd - kvBegin + kBlockN - 1) / kBlockN : 0;
+    return it;
+  };
+#define ATTN_SM90_ITEM_LOCALS                                                  \
+  const Item item = itemAt(w);                                                 \
+  const PrefillWorkItem work = item.work;                                      \
+  const int qHead = item.qHead, kvHead = item.kvHead;                          \
+  const int tileRows = item.tileRows, firstPos = item.firstPos;                \
+  const int kvBegin = item.kvBegin, numTiles = item.numTiles;                  \
+  (void)qHead;                                                                 \
+  (void)kvHead;                                                                \
+  (void)tileRows;
 
   // Shared memory: Q (one 64-row tile per consumer), the K ring, the V
   // ring, then the barriers; tiles 1024-byte aligned for the swizzle. K and
@@ -293,6 +334,7 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
   auto kEmptyBar = [&](int s) { return bars + 8 * (2 * kStages + s); };
   auto vEmptyBar = [&](int s) { return bars + 8 * (3 * kStages + s); };
   const uint32_t qBar = bars + 32 * kStages;
+  const uint32_t qEmptyBar = qBar + 8;
 
   const int warpGroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
@@ -303,6 +345,7 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
       mbarInit(vEmptyBar(s), Tr::kConsumers * 128);
     }
     mbarInit(qBar, 1);
+    mbarInit(qEmptyBar, Tr::kConsumers * 128);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -315,8 +358,15 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
     if (threadIdx.x >= (kLanes ? 32u : 1u))
       return;
     const int lane = threadIdx.x;
+    int base = 0; // tiles of the earlier pairs: the rings' running index
+    for (int n = 0, w = pairOf(0); w < total; w = pairOf(++n)) {
+    ATTN_SM90_ITEM_LOCALS
     const int qToken = work.qStart + work.tileBegin;
-    if (lane == 0) {
+    // Q of pair n (lane 0), once the consumers have released pair n - 1's;
+    // issued after K of the first tile so that one flies meanwhile.
+    auto loadQ = [&] {
+      if (n > 0)
+        mbarWait(qEmptyBar, (n - 1) & 1);
       mbarArriveExpectTx(qBar, Tr::kConsumers * Tr::kQWGBytes);
 #pragma unroll
       for (int g = 0; g < Tr::kConsumers; ++g)
@@ -324,7 +374,9 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
         for (int c = 0; c < Tr::kColBlocks; ++c)
           tmaLoad3d(qSmem + g * Tr::kQWGBytes + c * 64 * 128, &sp.qMap, qBar, c * 64,
                     qHead, qToken + g * 64);
-    }
+    };
+    if (lane == 0 && numTiles == 0)
+      loadQ();
     // Paged: the request's block-table row and its pages in use.
     constexpr int kBoxes = kBlockN / Tr::kBoxRows;
     const int32_t *pageRow = nullptr;
@@ -349,8 +401,8 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
       };
       int nextPage = pageOf(0);
       for (int t = 0; t < numTiles; ++t) {
-        const int s = t % kStages;
-        const uint32_t parity = ((t / kStages) & 1) ^ 1;
+        const int s = (base + t) % kStages;
+        const uint32_t parity = (((base + t) / kStages) & 1) ^ 1;
         const bool load = !(kAblate & kAblateLoads) || t < kStages;
         const int page = nextPage;
         nextPage = pageOf(t + 1);
@@ -372,6 +424,8 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
         } else if (lane == 0) {
           mbarArrive(kFullBar(s));
         }
+        if (t == 0 && lane == 0)
+          loadQ();
         mbarWait(vEmptyBar(s), parity);
         if (load) {
           if (lane == 0)
@@ -383,7 +437,8 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
           mbarArrive(vFullBar(s));
         }
       }
-      return;
+      base += numTiles;
+      continue;
     }
     // One tile of `map` into `tile`: per 64-dim column block, one box of
     // blockN rows (ragged) or kBoxes boxes of kBoxRows rows (paged).
@@ -408,8 +463,8 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
       }
     };
     for (int t = 0; t < numTiles; ++t) {
-      const int s = t % kStages;
-      const uint32_t parity = ((t / kStages) & 1) ^ 1;
+      const int s = (base + t) % kStages;
+      const uint32_t parity = (((base + t) / kStages) & 1) ^ 1;
       const int token = work.kvStart + kvBegin + t * kBlockN;
       const bool load = !(kAblate & kAblateLoads) || t < kStages;
       // Paged: each box's page (-1, read as zeros, past the last page)
@@ -435,6 +490,8 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
       } else {
         mbarArrive(kFullBar(s));
       }
+      if (t == 0)
+        loadQ();
       mbarWait(vEmptyBar(s), parity);
       if (load) {
         mbarArriveExpectTx(vFullBar(s), Tr::kKVTileBytes);
@@ -443,6 +500,8 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
       } else {
         mbarArrive(vFullBar(s));
       }
+    }
+    base += numTiles;
     }
     return;
   }
@@ -457,6 +516,9 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
   constexpr int kORegs = D / 2;       // O accumulator floats per thread
   constexpr int kNTiles = kBlockN / 8;
   constexpr int kOTiles = D / 8;
+  int base = 0; // tiles of the earlier pairs: the rings' running index
+  for (int n = 0, w = pairOf(0); w < total; w = pairOf(++n)) {
+  ATTN_SM90_ITEM_LOCALS
 
   const int warpRow0 = g * 64 + warp * 16; // first row of this warp
   int rowPos[2];
@@ -504,7 +566,7 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
   // S = Q K^T of tile t: head-dim steps of 16 (32 bytes) inside each
   // 128-byte swizzled column block; one commit group.
   auto issueQK = [&](int t) {
-    const uint32_t kTile = kSmem + (t % kStages) * Tr::kKVTileBytes;
+    const uint32_t kTile = kSmem + ((base + t) % kStages) * Tr::kKVTileBytes;
     fenceRegs(sAcc);
     wgmmaFence();
     if constexpr (!(kAblate & kAblateQK)) {
@@ -521,7 +583,7 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
   // O += P V of tile t: key steps of 16 rows (2048 bytes of every column
   // block); one commit group.
   auto issuePV = [&](int t) {
-    const uint32_t vTile = vSmem + (t % kStages) * Tr::kKVTileBytes;
+    const uint32_t vTile = vSmem + ((base + t) % kStages) * Tr::kKVTileBytes;
     fenceRegs(o);
     wgmmaFence();
     if constexpr (!(kAblate & kAblatePV)) {
@@ -622,7 +684,8 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
       for (int h = 0; h < 2; ++h)
         pa[n / 2][(n % 2) * 2 + h] = pack2<QT>(sAcc[4 * n + 2 * h], sAcc[4 * n + 2 * h + 1]);
   };
-  auto waitFull = [&](uint32_t bar, int t) { mbarWait(bar, (t / kStages) & 1); };
+  auto waitFull = [&](uint32_t bar, int t) { mbarWait(bar, ((base + t) / kStages) & 1); };
+  auto stage = [&](int t) { return (base + t) % kStages; };
   // Paged: zeroes the V rows of tile t past the request's end (only the
   // last tile has any), whole 128-byte rows so the swizzle does not
   // matter; each consumer zeroes all of them (the other writes the same
@@ -634,7 +697,7 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
       if (first >= kBlockN)
         return;
       const int rows = kBlockN - max(first, 0);
-      const uint32_t vTile = vSmem + (t % kStages) * Tr::kKVTileBytes;
+      const uint32_t vTile = vSmem + ((base + t) % kStages) * Tr::kKVTileBytes;
       for (int i = tid; i < rows * 8 * Tr::kColBlocks; i += 128) {
         const int chunk = i % 8, row = kBlockN - rows + (i / 8) % rows,
                   block = i / 8 / rows;
@@ -648,42 +711,42 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
     }
   };
 
-  mbarWait(qBar, 0);
+  mbarWait(qBar, n & 1);
   if (numTiles > 0) {
 #if ATTN_SM90_OVERLAP
     // Prologue: S and P of tile 0.
-    waitFull(kFullBar(0), 0);
+    waitFull(kFullBar(stage(0)), 0);
     issueBegin();
     issueQK(0);
     issueEnd(false);
     wgmmaWait<0>();
     fenceRegs(sAcc);
-    mbarArrive(kEmptyBar(0));
+    mbarArrive(kEmptyBar(stage(0)));
     softmaxStage(0);
     packP();
     // Steady state: S of tile t runs while P V of tile t - 1 is issued;
     // the softmax of tile t waits for S only, then O is rescaled once P V
     // of tile t - 1 has completed.
     for (int t = 1; t < numTiles; ++t) {
-      waitFull(kFullBar(t % kStages), t);
+      waitFull(kFullBar(stage(t)), t);
       issueBegin();
       issueQK(t);
-      waitFull(vFullBar((t - 1) % kStages), t - 1);
+      waitFull(vFullBar(stage(t - 1)), t - 1);
       issuePV(t - 1);
       issueEnd(false);
       wgmmaWait<1>();
       fenceRegs(sAcc);
-      mbarArrive(kEmptyBar(t % kStages));
+      mbarArrive(kEmptyBar(stage(t)));
       softmaxStage(t);
       wgmmaWait<0>();
       fenceRegs(o);
       fenceRegs(pa);
-      mbarArrive(vEmptyBar((t - 1) % kStages));
+      mbarArrive(vEmptyBar(stage(t - 1)));
       rescaleO();
       packP();
     }
     // Epilogue: P V of the last tile.
-    waitFull(vFullBar((numTiles - 1) % kStages), numTiles - 1);
+    waitFull(vFullBar(stage(numTiles - 1)), numTiles - 1);
     zeroVTail(numTiles - 1);
     issueBegin();
     issuePV(numTiles - 1);
@@ -691,10 +754,10 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
     wgmmaWait<0>();
     fenceRegs(o);
     fenceRegs(pa);
-    mbarArrive(vEmptyBar((numTiles - 1) % kStages));
+    mbarArrive(vEmptyBar(stage(numTiles - 1)));
 #else
     for (int t = 0; t < numTiles; ++t) {
-      const int s = t % kStages;
+      const int s = stage(t);
       waitFull(kFullBar(s), t);
       issueBegin();
       issueQK(t);
@@ -717,6 +780,8 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
     }
 #endif
   }
+  // Q of this pair is no longer read: the producer may load the next.
+  mbarArrive(qEmptyBar);
 
   // Normalize and store rows r and r + 8 of this warp.
 #pragma unroll
@@ -740,6 +805,9 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
         p.lse[token * Config::kNumQHeads + qHead] =
             l > 0.f ? (mRun[h] * expScale + log2f(l)) * kLn2 : negInf();
   }
+  base += numTiles;
+  }
+#undef ATTN_SM90_ITEM_LOCALS
 #endif
 }
 
