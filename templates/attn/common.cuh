@@ -217,6 +217,43 @@ __device__ __forceinline__ float negInf() { return __int_as_float(0xff800000u); 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
+//===----------------------------------------------------------------------===//
+// Prefill scores (both prefill templates)
+//===----------------------------------------------------------------------===//
+
+/// Plain scores (no soft-cap, no ALiBi) keep the raw q.k scale, which the
+/// kernels fold into exp2's argument; modified scores are in log2 units.
+template <class Config>
+constexpr bool kPrefillPlainScores = !Config::kSoftcap && !Config::kAlibi;
+
+/// \brief Prefill score x = q.k of the query at position `rowPos` and key
+/// `key`: scaled, soft-capped and ALiBi-biased into log2 units unless plain;
+/// with kMask, -inf where the key is past `kvLen`, after the query (causal)
+/// or left of its window.
+template <class Config, bool kMask>
+__device__ __forceinline__ float prefillScore(float x, int key, int rowPos,
+                                              int kvLen, float qkScale,
+                                              float slope,
+                                              const PrefillParams &p) {
+  if constexpr (!kPrefillPlainScores<Config>) {
+    x *= qkScale;
+    if constexpr (Config::kSoftcap)
+      x = p.softcap * tanhf(x / p.softcap);
+    if constexpr (Config::kAlibi)
+      x += slope * float(key - rowPos);
+    x *= kLog2e;
+  }
+  if constexpr (kMask) {
+    bool visible = key < kvLen;
+    if constexpr (Config::kCausal)
+      visible = visible && key <= rowPos;
+    if constexpr (Config::kSlidingWindow)
+      visible = visible && key >= rowPos - p.windowLeft;
+    x = visible ? x : negInf();
+  }
+  return x;
+}
+
 } // namespace attn
 
 #endif // ATTN_TEMPLATES_COMMON_CUH

@@ -296,7 +296,7 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   }
   // Plain scores keep the raw q.k scale in mRun and fold scale * log2(e)
   // into exp2's argument; modified scores are already in log2 units.
-  constexpr bool kPlainScores = !Config::kSoftcap && !Config::kAlibi;
+  constexpr bool kPlainScores = kPrefillPlainScores<Config>;
   const float expScale = kPlainScores ? qkScale * kLog2e : 1.f;
 
   // ldmatrix row addresses of this lane (see prefill.cuh header).
@@ -381,23 +381,8 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             int key = tileStart + n * 8 + 2 * c + e;
-            float x = s[m][n][2 * h + e];
-            if constexpr (!kPlainScores) {
-              x *= qkScale;
-              if constexpr (Config::kSoftcap)
-                x = p.softcap * tanhf(x / p.softcap);
-              if constexpr (Config::kAlibi)
-                x += slope * float(key - rowPos[m][h]);
-              x *= kLog2e;
-            }
-            if constexpr (decltype(maskTag)::value) {
-              bool visible = key < work.kvLen;
-              if constexpr (Config::kCausal)
-                visible = visible && key <= rowPos[m][h];
-              if constexpr (Config::kSlidingWindow)
-                visible = visible && key >= rowPos[m][h] - p.windowLeft;
-              x = visible ? x : negInf();
-            }
+            float x = prefillScore<Config, decltype(maskTag)::value>(
+                s[m][n][2 * h + e], key, rowPos[m][h], work.kvLen, qkScale, slope, p);
             v[n][e] = x;
             tmax = fmaxf(tmax, x);
           }

@@ -528,7 +528,7 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
   if constexpr (Config::kAlibi)
     slope = p.alibiSlopes[qHead];
   const float qkScale = p.smScale;
-  constexpr bool kPlainScores = !Config::kSoftcap && !Config::kAlibi;
+  constexpr bool kPlainScores = kPrefillPlainScores<Config>;
   const float expScale = kPlainScores ? qkScale * kLog2e : 1.f;
 
   float o[kORegs];
@@ -616,23 +616,8 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             int key = tileStart + n * 8 + 2 * c + e;
-            float x = sAcc[4 * n + 2 * h + e];
-            if constexpr (!kPlainScores) {
-              x *= qkScale;
-              if constexpr (Config::kSoftcap)
-                x = p.softcap * tanhf(x / p.softcap);
-              if constexpr (Config::kAlibi)
-                x += slope * float(key - rowPos[h]);
-              x *= kLog2e;
-            }
-            if constexpr (decltype(maskTag)::value) {
-              bool visible = key < work.kvLen;
-              if constexpr (Config::kCausal)
-                visible = visible && key <= rowPos[h];
-              if constexpr (Config::kSlidingWindow)
-                visible = visible && key >= rowPos[h] - p.windowLeft;
-              x = visible ? x : negInf();
-            }
+            float x = prefillScore<Config, decltype(maskTag)::value>(
+                sAcc[4 * n + 2 * h + e], key, rowPos[h], work.kvLen, qkScale, slope, p);
             sAcc[4 * n + 2 * h + e] = x;
             tmax = fmaxf(tmax, x);
           }

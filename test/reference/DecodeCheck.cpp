@@ -210,14 +210,7 @@ llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kerne
   prob.blockTables = cache.blockTables;
   prob.blockTableStride = cache.blockTableStride;
   prob.pageStride = cache.pageStride;
-  prob.scale = v.scale ? *v.scale : 1.0 / std::sqrt(double(v.headDim));
-  prob.causal = v.causal;
-  prob.windowLeft = v.windowLeft;
-  if (v.softcap)
-    prob.softcap = *v.softcap;
-  if (v.alibi)
-    for (int h = 0; h < v.numQHeads; ++h)
-      prob.alibiSlopes.push_back(std::pow(2.0, -8.0 * (h + 1) / v.numQHeads));
+  setScoreMods(prob, v);
 
   Quantized q = randomValues(rng, v.qType, tokens * v.numQHeads * v.headDim, 1.0);
   prob.q = q.values;

@@ -16,6 +16,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -80,6 +81,21 @@ llvm::Error replayInGraph(const Kernel &kernel, const Plan &plan,
   ATTN_CU_CHECK(cuGraphExecDestroy(exec));
   ATTN_CU_CHECK(cuGraphDestroy(graph));
   return llvm::Error::success();
+}
+
+/// The score fields of a reference problem (Decode- or PrefillProblem) from
+/// a variant: its scale (default 1/sqrt(headDim)), mask and modifiers, with
+/// ALiBi slopes as ALiBi defines them for a power-of-two head count.
+template <class Problem, class Variant>
+void setScoreMods(Problem &prob, const Variant &v) {
+  prob.scale = v.scale ? *v.scale : 1.0 / std::sqrt(double(v.headDim));
+  prob.causal = v.causal;
+  prob.windowLeft = v.windowLeft;
+  if (v.softcap)
+    prob.softcap = *v.softcap;
+  if (v.alibi)
+    for (int h = 0; h < v.numQHeads; ++h)
+      prob.alibiSlopes.push_back(std::pow(2.0, -8.0 * (h + 1) / v.numQHeads));
 }
 
 /// A random paged KV cache holding `seqLens` tokens per request on

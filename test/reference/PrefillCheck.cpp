@@ -128,15 +128,7 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
   prob.headDim = v.headDim;
   prob.cuSeqlensQ.assign(d.cuQ.begin(), d.cuQ.end());
   prob.cuSeqlensKV.assign(d.cuKV.begin(), d.cuKV.end());
-  prob.scale = v.scale ? *v.scale : 1.0 / std::sqrt(double(v.headDim));
-  prob.causal = v.causal;
-  prob.windowLeft = v.windowLeft;
-  if (v.softcap)
-    prob.softcap = *v.softcap;
-  // Slopes as ALiBi defines them for a power-of-two head count.
-  if (v.alibi)
-    for (int h = 0; h < v.numQHeads; ++h)
-      prob.alibiSlopes.push_back(std::pow(2.0, -8.0 * (h + 1) / v.numQHeads));
+  setScoreMods(prob, v);
 
   // N(0, 1) entries: with the 1/sqrt(d) scale, logits are O(1) and the
   // softmax is neither uniform nor one-hot, so both P and V errors show.
