@@ -362,9 +362,14 @@ llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base,
 }
 
 /// The tensor map of one paged 16-bit cache (K or V) as the sm_90a template
-/// reads it: 4-d (dim, heads, page tokens, pages) for NHD, (dim, page
-/// tokens, heads, pages) for HND, boxes of 64 dims x 1 head x `boxRows`
-/// tokens of one page, 128-byte swizzled; page -1 reads as zeros.
+/// reads it (PrefillSm90Traits::kKVRowGroupBytes): 5-d (64 dims, 8 tokens,
+/// column block, 8-token group, page), so that one box of 64 dims x 8
+/// tokens x every column block x `boxRows` / 8 groups of one page lands as
+/// [8-row group][column block][8 rows][128 bytes], 128-byte swizzled, and
+/// covers every column block (one box per page piece, not one per piece
+/// and column block). NHD folds the head into the column-block index
+/// (heads x column blocks, 128 bytes apart), HND into the group index
+/// (heads x groups per page). Page -1 reads as zeros.
 llvm::Error encodePagesMap(TmaDescriptor &map, const void *base,
                            const KernelSpec &s, int64_t numPages,
                            int64_t pageStride, int boxRows) {
@@ -372,24 +377,22 @@ llvm::Error encodePagesMap(TmaDescriptor &map, const void *base,
     return argError("cache.k and cache.v must be 16-byte aligned for the "
                     "sm_90a (TMA) prefill");
   const bool hnd = s.layout == KVLayout::HND;
-  const cuuint64_t d = cuuint64_t(s.headDim), heads = cuuint64_t(s.numKVHeads),
-                   tokens = cuuint64_t(s.pageSize);
-  cuuint64_t dims[4] = {d, hnd ? tokens : heads, hnd ? heads : tokens,
-                        cuuint64_t(numPages)};
-  // Bytes between consecutive indices of dims 1..3.
-  cuuint64_t tokenStride = (hnd ? 1 : heads) * d * 2;
-  cuuint64_t headStride = (hnd ? tokens : 1) * d * 2;
-  cuuint64_t strides[3] = {hnd ? tokenStride : headStride,
-                           hnd ? headStride : tokenStride,
+  const cuuint64_t heads = cuuint64_t(s.numKVHeads),
+                   colBlocks = cuuint64_t(s.headDim / 64),
+                   groups = cuuint64_t(s.pageSize / 8);
+  // Bytes between consecutive tokens of a page.
+  const cuuint64_t tokenStride = (hnd ? 1 : heads) * s.headDim * 2;
+  cuuint64_t dims[5] = {64, 8, hnd ? colBlocks : heads * colBlocks,
+                        hnd ? heads * groups : groups, cuuint64_t(numPages)};
+  cuuint64_t strides[4] = {tokenStride, 128, 8 * tokenStride,
                            cuuint64_t(pageStride) * 2};
-  cuuint32_t box[4] = {64, hnd ? cuuint32_t(boxRows) : 1u,
-                       hnd ? 1u : cuuint32_t(boxRows), 1};
-  cuuint32_t elementStrides[4] = {1, 1, 1, 1};
+  cuuint32_t box[5] = {64, 8, cuuint32_t(colBlocks), cuuint32_t(boxRows / 8), 1};
+  cuuint32_t elementStrides[5] = {1, 1, 1, 1, 1};
   ATTN_CU_CHECK(cuTensorMapEncodeTiled(
       reinterpret_cast<CUtensorMap *>(&map),
       s.qType == ScalarType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                   : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-      4, const_cast<void *>(base), dims, strides, box, elementStrides,
+      5, const_cast<void *>(base), dims, strides, box, elementStrides,
       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return llvm::Error::success();

@@ -4,9 +4,8 @@
 // rows of one request and one q head (a plan work item x grid.y), like the
 // sm_80 template (prefill.cuh), with warp-specialized roles:
 //
-//   warpgroup 0 (producer): one thread (paged: one warp) issues every
-//     load as a bulk tensor copy (TMA, cp.async.bulk.tensor) through
-//     host-built tensor maps: the
+//   warpgroup 0 (producer): one thread issues every load as a bulk tensor
+//     copy (TMA, cp.async.bulk.tensor) through host-built tensor maps: the
 //     Q tile once, then K and V tiles of blockN keys into a ring of kStages
 //     shared-memory stages. Each stage has a `full` mbarrier (completed by
 //     the copies' byte count) and an `empty` mbarrier (every consumer thread
@@ -32,17 +31,19 @@
 // see (causal, sliding window) are never loaded.
 //
 // Paged K/V (Config::kPaged; attn.paged_prefill over a 16-bit cache of q's
-// type): the tensor maps view the cache as [pages, page tokens, heads, dim]
-// (NHD) or [pages, heads, page tokens, dim] (HND), and the producer warp
-// issues one box of kBoxRows = gcd(page size, blockN) tokens per page piece
-// of a tile and column block (8 boxes of 16 tokens per column block for a
-// 128-key tile over 16-token pages), one box and one block-table read per
-// lane, all completing on the stage's barrier; boxes past the request's
-// last page read page -1, which TMA fills with zeros. Rows of the last
-// page past the request's end hold whatever the cache holds (NaN, say):
-// the consumers zero those V rows in shared memory before P V, since
-// P = 0 does not cancel NaN. The consumers
-// are otherwise the ragged ones.
+// type): the producer reads the request's block-table entries and issues
+// one box of kBoxRows = gcd(page size, blockN) tokens per page piece of a
+// tile (8 boxes of 16 tokens for a 128-key tile over 16-token pages), each
+// covering every column block, all completing on the stage's barrier;
+// boxes past the request's last page read page -1, which TMA fills with
+// zeros. A box is dense in shared memory, so paged K/V tiles are laid out
+// as [8-row group][column block][8 rows][128 bytes] (the 5-d tensor maps
+// of runtime/Prefill.cpp, encodePagesMap, walk the cache in that order)
+// and the wgmma descriptors step 8-row groups by kKVRowGroupBytes instead
+// of 1024. Rows of the last page past the request's end hold whatever the
+// cache holds (NaN, say): the consumers zero those V rows in shared memory
+// before P V, since P = 0 does not cancel NaN. The consumers are otherwise
+// the ragged ones.
 //
 // Supported: 16-bit q/k/v, head dims 64, 128 and 256 (256: 64-key tiles,
 // O += P V as one N = 256 wgmma per 16 keys over the 4 column blocks of
@@ -95,6 +96,18 @@ template <class Config> struct PrefillSm90Traits {
                 "the sm_90a template reads a cache of q's type");
   static_assert(!Config::kPaged || kBoxRows % 8 == 0,
                 "pages of a multiple of 8 tokens");
+  /// K/V tiles in shared memory: ragged, kColBlocks blocks of blockN rows
+  /// x 128 bytes (a box each); paged, [8-row group][column block][8 rows]
+  /// [128 bytes] (a box per page piece covers every column block). Both
+  /// are 1024-byte swizzle atoms of 8 rows; these are the atoms' strides.
+  static constexpr uint32_t kKVColBlockBytes = Config::kPaged ? 1024 : kBlockN * 128;
+  static constexpr uint32_t kKVRowGroupBytes = Config::kPaged ? kColBlocks * 1024 : 1024;
+  /// Shared-memory offset of 16-byte chunk `chunk` (before the swizzle) of
+  /// row `row` and column block `block` of a K/V tile.
+  static __device__ __forceinline__ uint32_t kvOffset(int row, int block, int chunk) {
+    return (row / 8) * kKVRowGroupBytes + block * kKVColBlockBytes + (row % 8) * 128 +
+           chunk * 16;
+  }
 };
 
 //===----------------------------------------------------------------------===//
@@ -139,15 +152,17 @@ __device__ __forceinline__ void tmaLoad3d(uint32_t dst, const TmaDescriptor *map
       : "memory");
 }
 
-/// \brief A 4-d tile (dim, x, y, page) of a paged cache's tensor map.
-__device__ __forceinline__ void tmaLoad4d(uint32_t dst, const TmaDescriptor *map,
-                                          uint32_t bar, int dim, int x, int y,
-                                          int page) {
+/// \brief A box of a paged cache's 5-d tensor map (dim, 8 tokens, column
+/// block, 8-token group, page) from column block `block`, group `group`
+/// and page `page` (runtime/Prefill.cpp, encodePagesMap).
+__device__ __forceinline__ void tmaLoadPaged(uint32_t dst, const TmaDescriptor *map,
+                                             uint32_t bar, int block, int group,
+                                             int page) {
   asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(dim), "r"(x), "r"(y), "r"(page),
-      "r"(bar)
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(0), "r"(block), "r"(group),
+      "r"(page), "r"(bar)
       : "memory");
 }
 
@@ -170,10 +185,11 @@ template <int N> __device__ __forceinline__ void fenceRegs(float (&r)[N]) {
 
 /// \brief A wgmma shared-memory descriptor of a 128-byte-swizzled operand at
 /// shared address `addr`: `lbo` bytes between 64-column blocks (used by the
-/// MN-major V only), 1024 bytes between 8-row groups.
-__device__ __forceinline__ uint64_t smemDesc(uint32_t addr, uint32_t lbo) {
+/// MN-major V only), `sbo` bytes between 8-row groups.
+__device__ __forceinline__ uint64_t smemDesc(uint32_t addr, uint32_t lbo,
+                                             uint32_t sbo = 1024) {
   return uint64_t((addr & 0x3FFFF) >> 4) | uint64_t(lbo >> 4) << 16 |
-         uint64_t(1024 >> 4) << 32 | uint64_t(1) << 62;
+         uint64_t(sbo >> 4) << 32 | uint64_t(1) << 62;
 }
 
 /// \brief setmaxnreg: moves registers between warpgroups (sm_90a).
@@ -235,17 +251,11 @@ enum : int {
 #ifndef ATTN_SM90_PINGPONG
 #define ATTN_SM90_PINGPONG -1
 #endif
-// Paged K/V: ATTN_SM90_PAGED_LANES 1 (default) spreads the page boxes of a
-// tile over the producer warp's lanes, one box and one block-table read
-// per lane; 0 issues them all from one thread.
 // Persistent grids (runtime/Prefill.cpp): ATTN_SM90_SNAKE 1 reverses the
 // CTAs' order in odd rounds; 0 (default; measured no worse, often better:
 // docs/performance.md, "Persistent grid") keeps a plain grid stride.
 #ifndef ATTN_SM90_SNAKE
 #define ATTN_SM90_SNAKE 0
-#endif
-#ifndef ATTN_SM90_PAGED_LANES
-#define ATTN_SM90_PAGED_LANES 1
 #endif
 
 //===----------------------------------------------------------------------===//
@@ -351,18 +361,17 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
   __syncthreads();
 
   if (warpGroup == 0) {
-    // Producer. Every thread gives registers back; one (ragged) or the
-    // first warp (paged, ATTN_SM90_PAGED_LANES) issues the copies.
+    // Producer. Every thread gives registers back; one issues the copies
+    // (spreading a paged tile's boxes over a warp's lanes measured up to
+    // 25% slower at head dim 64 and no faster elsewhere).
     setMaxRegsDec<24>();
-    constexpr bool kLanes = Config::kPaged && ATTN_SM90_PAGED_LANES;
-    if (threadIdx.x >= (kLanes ? 32u : 1u))
+    if (threadIdx.x != 0)
       return;
-    const int lane = threadIdx.x;
     int base = 0; // tiles of the earlier pairs: the rings' running index
     for (int n = 0, w = pairOf(0); w < total; w = pairOf(++n)) {
     ATTN_SM90_ITEM_LOCALS
     const int qToken = work.qStart + work.tileBegin;
-    // Q of pair n (lane 0), once the consumers have released pair n - 1's;
+    // Q of pair n, once the consumers have released pair n - 1's;
     // issued after K of the first tile so that one flies meanwhile.
     auto loadQ = [&] {
       if (n > 0)
@@ -375,7 +384,7 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
           tmaLoad3d(qSmem + g * Tr::kQWGBytes + c * 64 * 128, &sp.qMap, qBar, c * 64,
                     qHead, qToken + g * 64);
     };
-    if (lane == 0 && numTiles == 0)
+    if (numTiles == 0)
       loadQ();
     // Paged: the request's block-table row and its pages in use.
     constexpr int kBoxes = kBlockN / Tr::kBoxRows;
@@ -385,81 +394,30 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
       pageRow = p.blockTables + int64_t(work.request) * p.blockTableStride;
       pagesUsed = (work.kvLen + Config::kPageSize - 1) / Config::kPageSize;
     }
-    if constexpr (kLanes) {
-      // One box per lane: lane = c * kBoxes + b issues box b of column
-      // block c of K and of V. Each lane reads its box's block-table entry
-      // (one load; the next tile's is read while this tile's boxes fly);
-      // lane 0 sets the expected bytes before any box is issued.
-      constexpr int kIssuers = kBoxes * Tr::kColBlocks;
-      static_assert(kIssuers <= 32, "one box per lane");
-      const int b = lane % kBoxes, c = lane / kBoxes;
-      const bool issuer = lane < kIssuers;
-      auto pageOf = [&](int t) {
-        const int index = (kvBegin + t * kBlockN + b * Tr::kBoxRows) / Config::kPageSize;
-        const bool load = !(kAblate & kAblateLoads) || t < kStages;
-        return issuer && load && t < numTiles && index < pagesUsed ? pageRow[index] : -1;
-      };
-      int nextPage = pageOf(0);
-      for (int t = 0; t < numTiles; ++t) {
-        const int s = (base + t) % kStages;
-        const uint32_t parity = (((base + t) / kStages) & 1) ^ 1;
-        const bool load = !(kAblate & kAblateLoads) || t < kStages;
-        const int page = nextPage;
-        nextPage = pageOf(t + 1);
-        const int offset = (kvBegin + t * kBlockN + b * Tr::kBoxRows) % Config::kPageSize;
-        const uint32_t boxDst = c * kBlockN * 128 + b * Tr::kBoxRows * 128;
-        auto issue = [&](const TmaDescriptor *map, uint32_t dst, uint32_t bar) {
-          if (Config::kLayoutHND)
-            tmaLoad4d(dst, map, bar, c * 64, offset, kvHead, page);
-          else
-            tmaLoad4d(dst, map, bar, c * 64, kvHead, offset, page);
-        };
-        mbarWait(kEmptyBar(s), parity);
-        if (load) {
-          if (lane == 0)
-            mbarArriveExpectTx(kFullBar(s), Tr::kKVTileBytes);
-          __syncwarp();
-          if (issuer)
-            issue(&sp.kMap, kSmem + s * Tr::kKVTileBytes + boxDst, kFullBar(s));
-        } else if (lane == 0) {
-          mbarArrive(kFullBar(s));
-        }
-        if (t == 0 && lane == 0)
-          loadQ();
-        mbarWait(vEmptyBar(s), parity);
-        if (load) {
-          if (lane == 0)
-            mbarArriveExpectTx(vFullBar(s), Tr::kKVTileBytes);
-          __syncwarp();
-          if (issuer)
-            issue(&sp.vMap, vSmem + s * Tr::kKVTileBytes + boxDst, vFullBar(s));
-        } else if (lane == 0) {
-          mbarArrive(vFullBar(s));
-        }
-      }
-      base += numTiles;
-      continue;
-    }
-    // One tile of `map` into `tile`: per 64-dim column block, one box of
-    // blockN rows (ragged) or kBoxes boxes of kBoxRows rows (paged).
+    // Paged: box of the page piece at token `offset` of page `page` into
+    // `dst` (every column block). NHD's maps index (head, column block) as
+    // one dim, HND's (head, token group).
+    auto loadBox = [&](const TmaDescriptor *map, uint32_t dst, uint32_t bar, int offset,
+                       int page) {
+      if constexpr (Config::kLayoutHND)
+        tmaLoadPaged(dst, map, bar, 0, kvHead * (Config::kPageSize / 8) + offset / 8, page);
+      else
+        tmaLoadPaged(dst, map, bar, kvHead * Tr::kColBlocks, offset / 8, page);
+    };
+    constexpr uint32_t kBoxBytes = Tr::kBoxRows * Tr::kColBlocks * 128;
+    // One tile of `map` into `tile`: kBoxes boxes of kBoxRows rows
+    // (paged), or one box of blockN rows per 64-dim column block (ragged).
     auto loadTile = [&](const TmaDescriptor *map, uint32_t tile, uint32_t bar,
                         int token, const int (&pages)[kBoxes],
                         const int (&offsets)[kBoxes]) {
+      if constexpr (Config::kPaged) {
 #pragma unroll
-      for (int c = 0; c < Tr::kColBlocks; ++c) {
-        const uint32_t block = tile + c * kBlockN * 128;
-        if constexpr (Config::kPaged) {
+        for (int b = 0; b < kBoxes; ++b)
+          loadBox(map, tile + b * kBoxBytes, bar, offsets[b], pages[b]);
+      } else {
 #pragma unroll
-          for (int b = 0; b < kBoxes; ++b) {
-            const uint32_t dst = block + b * Tr::kBoxRows * 128;
-            if constexpr (Config::kLayoutHND)
-              tmaLoad4d(dst, map, bar, c * 64, offsets[b], kvHead, pages[b]);
-            else
-              tmaLoad4d(dst, map, bar, c * 64, kvHead, offsets[b], pages[b]);
-          }
-        } else {
-          tmaLoad3d(block, map, bar, c * 64, kvHead, token);
-        }
+        for (int c = 0; c < Tr::kColBlocks; ++c)
+          tmaLoad3d(tile + c * Tr::kKVColBlockBytes, map, bar, c * 64, kvHead, token);
       }
     };
     for (int t = 0; t < numTiles; ++t) {
@@ -573,15 +531,16 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
 #pragma unroll
       for (int k = 0; k < D / 16; ++k) {
         const uint32_t colOffset = (k / 4) * 128, inRow = (k % 4) * 32;
-        Wgmma<QT, kBlockN>::ss(sAcc, smemDesc(qTile + colOffset * 64 + inRow, 16),
-                               smemDesc(kTile + colOffset * kBlockN + inRow, 16),
-                               k > 0);
+        Wgmma<QT, kBlockN>::ss(
+            sAcc, smemDesc(qTile + colOffset * 64 + inRow, 16),
+            smemDesc(kTile + (k / 4) * Tr::kKVColBlockBytes + inRow, 16, Tr::kKVRowGroupBytes),
+            k > 0);
       }
     }
     wgmmaCommit();
   };
-  // O += P V of tile t: key steps of 16 rows (2048 bytes of every column
-  // block); one commit group.
+  // O += P V of tile t: key steps of 16 rows (two 8-row groups of every
+  // column block); one commit group.
   auto issuePV = [&](int t) {
     const uint32_t vTile = vSmem + ((base + t) % kStages) * Tr::kKVTileBytes;
     fenceRegs(o);
@@ -589,7 +548,10 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
     if constexpr (!(kAblate & kAblatePV)) {
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk)
-        Wgmma<QT, D>::rs(o, pa[kk], smemDesc(vTile + kk * 2048, kBlockN * 128), 1);
+        Wgmma<QT, D>::rs(o, pa[kk],
+                         smemDesc(vTile + kk * 2 * Tr::kKVRowGroupBytes, Tr::kKVColBlockBytes,
+                                  Tr::kKVRowGroupBytes),
+                         1);
     }
     wgmmaCommit();
   };
@@ -687,7 +649,7 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
         const int chunk = i % 8, row = kBlockN - rows + (i / 8) % rows,
                   block = i / 8 / rows;
         asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(
-                         vTile + block * kBlockN * 128 + row * 128 + chunk * 16),
+                         vTile + Tr::kvOffset(row, block, chunk)),
                      "r"(0)
                      : "memory");
       }
