@@ -269,11 +269,11 @@ PrefillScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << stages;
   if (mma == PrefillMma::wgmma) {
     // Warpgroup 0 loads (TMA), each further one owns 64 query rows. The
-    // template moves registers to one or two consumers (setmaxnreg 240);
-    // a third would need a smaller share than head dim 128's accumulators.
-    if (warps != 8 && warps != 12)
+    // template moves registers to the consumers (setmaxnreg): 240 each for
+    // one or two, 160 each for three (head dim 64 only; kernel_spec checks).
+    if (warps != 8 && warps != 12 && warps != 16)
       return emitError() << "prefill_schedule with mma = wgmma needs warps = "
-                            "8 or 12 (a producer warpgroup and 1 or 2 "
+                            "8, 12 or 16 (a producer warpgroup and 1 to 3 "
                             "consumer warpgroups), got "
                          << warps;
     if (blockM != 16 * (warps - 4))
@@ -433,6 +433,12 @@ LogicalResult KernelSpecAttr::verify(
       return emitError() << "kernel_spec prefill_schedule mma = wgmma needs "
                             "block_n 64 at head_dim 256, got "
                          << prefillSchedule.getBlockN();
+    // Three consumers get 160 registers each: room for head dim 64's O
+    // accumulator and S tile only.
+    if (prefillSchedule.getWarps() == 16 && headDim != 64)
+      return emitError() << "kernel_spec prefill_schedule mma = wgmma with "
+                            "warps = 16 needs head_dim 64, got "
+                         << headDim;
   }
   if (kind == KernelKind::append_kv &&
       (schedule || numQHeads != numKvHeads || queryLen != 1 || causal ||

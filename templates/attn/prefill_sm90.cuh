@@ -82,9 +82,15 @@ template <class Config> struct PrefillSm90Traits {
   // 240; 64-key tiles (32 + 16) do.
   static_assert(kHeadDim < 256 || kBlockN == 64,
                 "64-key tiles at head dim 256 (registers)");
-  static_assert(kBlockM == 64 * kConsumers && (kConsumers == 1 || kConsumers == 2),
-                "one or two consumer warpgroups of 64 query rows (their "
-                "setmaxnreg share, 240, fits two)");
+  static_assert(kBlockM == 64 * kConsumers && kConsumers >= 1 && kConsumers <= 3,
+                "one to three consumer warpgroups of 64 query rows");
+  /// Registers per consumer thread after setmaxnreg (the producer keeps
+  /// 24): 240 for one or two consumers, 160 for three (64K per SM).
+  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 240;
+  // Three consumers: O (32 registers) and S of a 128-key tile (64) fit 160
+  // at head dim 64 only.
+  static_assert(kConsumers < 3 || kHeadDim == 64,
+                "three consumer warpgroups at head dim 64 only (registers)");
   static_assert(kBlockN == 64 || kBlockN == 128, "wgmma N of S");
   /// Paged: tokens per TMA box, the largest piece of a page that tiles both
   /// pages and K/V tiles; a multiple of 8 rows (1024 bytes, one swizzle
@@ -465,7 +471,7 @@ __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
   }
 
   // Consumers.
-  setMaxRegsInc<240>();
+  setMaxRegsInc<Tr::kConsumerRegs>();
   const int g = warpGroup - 1;
   const int tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;

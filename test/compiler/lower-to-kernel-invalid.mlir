@@ -145,3 +145,17 @@ func.func @wgmma_prefill_d256_n128(%q: tensor<?x32x256xbf16>, %k: tensor<?x8x256
   return %o : tensor<?x32x256xbf16>
 }
 }
+
+// -----
+
+// Three consumer warpgroups (160 registers each) are for head dim 64 only.
+module attributes {attn.arch = "sm_90a"} {
+func.func @wgmma_prefill_d128_three_consumers(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>, %cu: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{kernel_spec prefill_schedule mma = wgmma with warps = 16 needs head_dim 64, got 128}}
+  %o = attn.prefill %q, %k, %k, %cu, %cu
+      {schedule = #attn.prefill_schedule<warps = 16, block_m = 192, block_n = 128, stages = 2, mma = wgmma>}
+      : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+}

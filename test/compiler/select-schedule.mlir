@@ -12,7 +12,8 @@
 // and choosePrefillSchedule: on sm_90a, ragged attn.prefill at head dim 64,
 // 128 or 256, and attn.paged_prefill there over a cache of q's type with
 // pages of a multiple of 16 tokens, take the wgmma template (mma = wgmma:
-// warps = 12, block_m = 128, block_n = 128, 64 at head dim 256, stages = 2);
+// warps = 12, block_m = 128, block_n = 128, 64 at head dim 256, stages = 2;
+// at head dim 64 without a causal mask warps = 16, block_m = 192);
 // every other prefill, the mma.sync template:
 //   warps = 4; block_n = 64 up to head dim 128, 32 above; stages = 2
 //   block_m = 32 * warps = 128 (two 16-row tiles per warp) up to head dim 128
@@ -190,14 +191,32 @@ func.func @prefill_gqa_bf16_d128(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xb
 
 // CHECK-LABEL: func.func @prefill_encoder_f16_d64
 func.func @prefill_encoder_f16_d64(%q: tensor<?x12x64xf16>, %cu: tensor<?xi32>) -> tensor<?x12x64xf16> {
-  // Small heads: the same tiles; the kind does not change the schedule.
-  // SM90: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>
+  // Small heads without a causal mask: on sm_90a three 64-row consumer
+  // warpgroups (160 registers each fit head dim 64); elsewhere the same
+  // tiles as at head dim 128.
+  // SM90: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 16, block_m = 192, block_n = 128, stages = 2, mma = wgmma>
   // SM80: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
   // SM89: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
   %o = attn.prefill %q, %q, %q, %cu, %cu {kind = #attn.kind<encoder>}
       : tensor<?x12x64xf16>, tensor<?x12x64xf16>, tensor<?x12x64xf16>,
         tensor<?xi32>, tensor<?xi32> -> tensor<?x12x64xf16>
   return %o : tensor<?x12x64xf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @prefill_causal_bf16_d64
+func.func @prefill_causal_bf16_d64(%q: tensor<?x32x64xbf16>, %k: tensor<?x8x64xbf16>,
+    %cu: tensor<?xi32>) -> tensor<?x32x64xbf16> {
+  // Causal at head dim 64: two consumers (192-row tiles waste more of the
+  // diagonal on short prompts).
+  // SM90: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>
+  // SM80: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  // SM89: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  %o = attn.prefill %q, %k, %k, %cu, %cu {mask = #attn.mask<causal>}
+      : tensor<?x32x64xbf16>, tensor<?x8x64xbf16>, tensor<?x8x64xbf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x32x64xbf16>
+  return %o : tensor<?x32x64xbf16>
 }
 
 // -----

@@ -501,7 +501,7 @@ func.func @prefill_schedule_stages() attributes {s = #attn.prefill_schedule<warp
 
 // -----
 
-// expected-error @+1 {{prefill_schedule with mma = wgmma needs warps = 8 or 12 (a producer warpgroup and 1 or 2 consumer warpgroups), got 4}}
+// expected-error @+1 {{prefill_schedule with mma = wgmma needs warps = 8, 12 or 16 (a producer warpgroup and 1 to 3 consumer warpgroups), got 4}}
 func.func @prefill_schedule_wgmma_warps() attributes {s = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2, mma = wgmma>}
 
 // -----

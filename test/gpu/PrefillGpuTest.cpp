@@ -230,6 +230,15 @@ std::vector<PrefillCase> cases() {
     l.writeLse = true;
     add("paged_bf16_p256_hnd_d128_lse", l, {64, 130, 1}, {1000, 130, 700});
   }
+  {
+    // Head dim 64 over 16-token pages (the sm_90a template with three
+    // consumer warpgroups among its pinned shapes): a window over
+    // continued chunks, with LSE.
+    auto v = paged(base(S::BF16, 32, 8, 64), S::BF16, 16);
+    v.windowLeft = 300;
+    v.writeLse = true;
+    add("paged_bf16_p16_d64_window_lse", v, {17, 400, 1}, {1000, 400, 2000});
+  }
   add("paged_bf16_p16_cross", paged(cross(base(S::BF16, 16, 4, 128)), S::BF16, 16),
       {17, 200}, {1500, 64});
   {
@@ -311,8 +320,8 @@ PrefillSchedule wgmmaSchedule(int consumers, int blockN) {
 /// Every case the sm_90a template supports (16-bit, head dim 64, 128 or 256;
 /// ragged, or paged over a cache of q's type with pages of a multiple of 8
 /// tokens), pinned to it, so that it stays tested whichever template the
-/// schedule picks by default; the default shape on all of them, and one
-/// consumer warpgroup with 64-key tiles on a few.
+/// schedule picks by default; the default shape on all of them, one
+/// consumer warpgroup with 64-key tiles on a few, three on head dim 64.
 std::vector<PrefillCase> wgmmaCases() {
   std::vector<PrefillCase> out;
   for (PrefillCase c : cases()) {
@@ -333,6 +342,12 @@ std::vector<PrefillCase> wgmmaCases() {
         c.name == "bf16_d256_chunk_continuation_lse") {
       pinned.variant.schedule = wgmmaSchedule(1, 64);
       pinned.name = c.name + "_wgmma_m64n64";
+      out.push_back(pinned);
+    }
+    // Head dim 64 also with three consumer warpgroups (192 query rows).
+    if (v.headDim == 64) {
+      pinned.variant.schedule = wgmmaSchedule(3, 128);
+      pinned.name = c.name + "_wgmma_m192";
       out.push_back(pinned);
     }
   }

@@ -284,6 +284,7 @@ std::vector<MatrixCase> wgmmaCases() {
   v.headDim = 64;
   v.numKVHeads = 1;
   add("wgmma_all_features_d64_mqa_m64n64", v, 1, 64);
+  add("wgmma_all_features_d64_mqa_m192", v, 3, 128);
   // Paged over a cache of q's type: NHD and HND, pages smaller than, equal
   // to and larger than the K/V tile, and pages that are no power of two.
   struct Paged {
@@ -309,6 +310,7 @@ std::vector<MatrixCase> wgmmaCases() {
   PrefillVariant all = v;
   all.paged = PagedKVFormat{all.qType, 32, KVLayout::NHD, false};
   add("wgmma_paged_all_features_d64_mqa_m64n64", all, 1, 64);
+  add("wgmma_paged_all_features_d64_mqa_m192", all, 3, 128);
   return cases;
 }
 

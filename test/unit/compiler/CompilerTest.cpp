@@ -1028,13 +1028,23 @@ TEST(ScheduleTest, RaggedPrefillTakesWgmmaOnSm90a) {
   };
   PrefillSchedule wgmma = prefillSchedule(12, 128, 128, 2);
   wgmma.mma = ::attn::PrefillMma::Wgmma;
-  // sm_90a, head dims 64 and 128, either dtype: the wgmma template.
+  // sm_90a, head dims 64 and 128, either dtype, causal: the wgmma template
+  // with two consumer warpgroups.
   for (int headDim : {64, 128}) {
-    EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM90a, headDim)), wgmma);
-    KernelSpec f16 = ragged(Arch::SM90a, headDim);
-    f16.qType = f16.kvType = ScalarType::F16;
-    EXPECT_EQ(choosePrefillSchedule(f16), wgmma);
+    KernelSpec causal = ragged(Arch::SM90a, headDim);
+    causal.causal = true;
+    EXPECT_EQ(choosePrefillSchedule(causal), wgmma);
+    causal.qType = causal.kvType = ScalarType::F16;
+    EXPECT_EQ(choosePrefillSchedule(causal), wgmma);
   }
+  // Without a causal mask head dim 128 keeps them, head dim 64 takes three
+  // (192 rows), whose shared memory fits too.
+  EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM90a, 128)), wgmma);
+  PrefillSchedule wgmma64 = prefillSchedule(16, 192, 128, 2);
+  wgmma64.mma = ::attn::PrefillMma::Wgmma;
+  EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM90a, 64)), wgmma64);
+  EXPECT_LE(::attn::prefillSm90SmemBytes(64, 192, 128, 2),
+            sharedMemoryPerSM(Arch::SM90a) - 1024);
   // Head dim 256: 64-key tiles (registers), 192 KiB of shared memory.
   PrefillSchedule wgmma256 = prefillSchedule(12, 128, 64, 2);
   wgmma256.mma = ::attn::PrefillMma::Wgmma;
