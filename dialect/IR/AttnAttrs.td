@@ -111,7 +111,8 @@ def Attn_PrefillScheduleAttr : Attn_Attr<"PrefillSchedule", "prefill_schedule"> 
     - `warps`: warps per CTA; with mma.sync each owns 16 or 32 query rows,
       so `block_m` is 16 * `warps` or 32 * `warps`; with wgmma warpgroup 0
       loads and every further warpgroup owns 64 rows, so `block_m` is
-      16 * (`warps` - 4).
+      16 * (`warps` - 4), with 8, 12 or 16 warps (16, three consumers with
+      160 registers each, at head dim 64 only).
     - `block_m`: query rows of one q head per CTA (one query tile).
     - `block_n`: keys per K/V tile, a multiple of 16 (one MMA k-step of
       P * V); 64 or 128 with wgmma (64 at head dim 256).
