@@ -97,7 +97,7 @@ static bool wgmmaPrefillApplies(const ::attn::KernelSpec &spec) {
       schedule.blockN = 64;
     // Head dim 64 without a causal mask: three consumer warpgroups (192
     // rows, 160 registers each) keep more wgmma in flight per SM; on an
-    // H200 +6-9% at seq >= 4k and even at 16 x 1k. Causal keeps two: 192-row
+    // H200 +6-9% at seq >= 4k, the same at 16 x 1k. Causal keeps two: 192-row
     // tiles lost 10% on 16 x 1k prompts (docs/performance.md, "Three
     // consumer warpgroups at head dim 64").
     if (spec.headDim == 64 && !spec.causal) {
