@@ -335,7 +335,8 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   const int kvBegin = item.kvBegin, numTiles = item.numTiles;                  \
   (void)qHead;                                                                 \
   (void)kvHead;                                                                \
-  (void)tileRows;
+  (void)tileRows;                                                              \
+  (void)firstPos;
 
   // Shared memory: Q (one 64-row tile per consumer), the K ring, the V
   // ring, then the barriers; tiles 1024-byte aligned for the swizzle. K and
