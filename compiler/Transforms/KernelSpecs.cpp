@@ -1,6 +1,7 @@
 //===- KernelSpecs.cpp - attn ops <-> kernel specs ------------------------===//
 #include "compiler/Transforms/KernelSpecs.h"
 #include "compiler/Transforms/Schedule.h"
+#include "codegen/KernelLimits.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -143,6 +144,14 @@ FailureOr<::attn::KernelSpec> getAppendKVKernelSpec(AppendKVOp op,
     return failure();
   spec.perHeadKVScale = *perHead;
   return spec;
+}
+
+LogicalResult verifyKernelSpecAt(Operation *op,
+                                 const ::attn::KernelSpec &spec) {
+  std::string problem = ::attn::checkKernelSpec(spec);
+  if (problem.empty())
+    return success();
+  return op->emitOpError() << problem;
 }
 
 FailureOr<::attn::KernelSpec> getKernelSpec(KernelLaunchOp op) {

@@ -54,6 +54,13 @@ FailureOr<::attn::KernelSpec> getPagedPrefillKernelSpec(PagedPrefillOp op,
 FailureOr<::attn::KernelSpec> getAppendKVKernelSpec(AppendKVOp op,
                                                     ::attn::Arch arch);
 
+/// Checks `spec`, derived from `op`, against what its template and arch can
+/// run (attn::checkKernelSpec: schedule ranges, registers, shared memory per
+/// CTA, ...); the error, at `op`, names the field and the limit. Every
+/// schedule passes through it, whether the pass chose it or a person wrote
+/// it.
+LogicalResult verifyKernelSpecAt(Operation *op, const ::attn::KernelSpec &spec);
+
 /// The spec of a lowered launch: exactly the spec its #attn.kernel_spec was
 /// built from. Fails, with an error at `op`, if the launch does not verify.
 FailureOr<::attn::KernelSpec> getKernelSpec(KernelLaunchOp op);

@@ -112,7 +112,10 @@ struct AttnLowerToKernelPass final
         spec = getScheduledSpec(paged, *arch, getPagedPrefillKernelSpec);
       else
         spec = getAppendKVKernelSpec(cast<AppendKVOp>(op), *arch);
-      if (failed(spec)) {
+      // The spec (a hand-written schedule included) must be one its template
+      // and arch run before anything is derived from it (the grid rule
+      // divides by its tiles).
+      if (failed(spec) || failed(verifyKernelSpecAt(op, *spec))) {
         ok = false;
         return;
       }

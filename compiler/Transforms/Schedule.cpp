@@ -43,17 +43,23 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
   // 4 warps x 2-4 stages at 2-4 CTAs per SM, 8 warps x 3 stages. Per-warp
   // latency, not bytes in flight, bounds the loop, so more warps per chunk
   // beat deeper rings, most of all for small batches. Where 8 warps do not
-  // fit an SM's shared memory (head dim 256 in 16-bit, smaller SMs), 4.
-  const int64_t smemPerSM = sharedMemoryPerSM(spec.arch) - 1024;
+  // fit a CTA's shared memory (head dim 256 in 16-bit, smaller SMs), the
+  // most of 4, 2 or 1 that does (sm_89's 99 KiB holds two at head dim 192).
+  const int64_t smemPerCta = ::attn::maxSharedMemoryPerBlock(spec.arch);
   schedule.stages = 2;
   schedule.warps = 8;
-  if (::attn::decodeSmemBytes(headDim, kvBytes, schedule.rowTiles, 8, 2) > smemPerSM)
-    schedule.warps = 4;
-  // How many such CTAs share an SM by shared memory (the runtime measures
-  // the real occupancy; this records the intent in the IR).
-  schedule.ctasPerSM = int(std::max<int64_t>(
-      1, smemPerSM / (::attn::decodeSmemBytes(headDim, kvBytes, schedule.rowTiles,
-                                              schedule.warps, 2) + 1024)));
+  while (schedule.warps > 1 &&
+         ::attn::decodeSmemBytes(headDim, kvBytes, schedule.rowTiles,
+                                 schedule.warps, 2) > smemPerCta)
+    schedule.warps /= 2;
+  // How many such CTAs share an SM by shared memory, 1 KiB of each reserved
+  // by the system (the runtime measures the real occupancy; this records
+  // the intent in the IR).
+  schedule.ctasPerSM = int(std::clamp<int64_t>(
+      (sharedMemoryPerSM(spec.arch) - 1024) /
+          (::attn::decodeSmemBytes(headDim, kvBytes, schedule.rowTiles,
+                                   schedule.warps, 2) + 1024),
+      1, ::attn::kMaxCtasPerSM));
 
   // Split-KV: a request is split only into chunks of at least 256 tokens
   // (shorter chunks cost more in the merge than they gain); the planner
@@ -126,7 +132,7 @@ static bool wgmmaPrefillApplies(const ::attn::KernelSpec &spec) {
   if (spec.headDim > 128 ||
       ::attn::prefillSmemBytes(spec.headDim, kvBytes, schedule.blockM,
                                schedule.blockN, schedule.stages) >
-          sharedMemoryPerSM(spec.arch) - 1024)
+          ::attn::maxSharedMemoryPerBlock(spec.arch))
     schedule.blockM = 16 * schedule.warps;
   return schedule;
 }

@@ -3,7 +3,9 @@
 // Records the target on the module, a #attn.decode_schedule on every
 // attn.decode and a #attn.prefill_schedule on every attn.prefill and
 // attn.paged_prefill that has none; the heuristics themselves are
-// chooseDecodeSchedule and choosePrefillSchedule (Schedule.h).
+// chooseDecodeSchedule and choosePrefillSchedule (Schedule.h). Every
+// schedule, chosen or pinned, is then checked against what its template and
+// the target can run, with an error at the op naming the field and limit.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Transforms/KernelSpecs.h"
@@ -61,17 +63,18 @@ struct AttnSelectSchedulePass final
   }
 
   WalkResult schedule(DecodeOp op) {
-    if (op.getScheduleAttr()) {
-      ++numPinned;
-      return WalkResult::advance();
-    }
     FailureOr<::attn::KernelSpec> spec = getDecodeKernelSpec(op, *target);
     if (failed(spec))
       return WalkResult::interrupt();
-    op.setScheduleAttr(
-        DecodeScheduleAttr::get(&getContext(), chooseDecodeSchedule(*spec)));
-    ++numScheduled;
-    return WalkResult::advance();
+    if (op.getScheduleAttr()) {
+      ++numPinned;
+    } else {
+      spec->schedule = chooseDecodeSchedule(*spec);
+      op.setScheduleAttr(DecodeScheduleAttr::get(&getContext(), spec->schedule));
+      ++numScheduled;
+    }
+    return failed(verifyKernelSpecAt(op, *spec)) ? WalkResult::interrupt()
+                                                 : WalkResult::advance();
   }
 
   /// Ragged and paged prefill: one template, one heuristic.
@@ -79,17 +82,19 @@ struct AttnSelectSchedulePass final
   WalkResult schedulePrefill(
       PrefillLikeOp op,
       FailureOr<::attn::KernelSpec> (*specOf)(PrefillLikeOp, ::attn::Arch)) {
-    if (op.getScheduleAttr()) {
-      ++numPinned;
-      return WalkResult::advance();
-    }
     FailureOr<::attn::KernelSpec> spec = specOf(op, *target);
     if (failed(spec))
       return WalkResult::interrupt();
-    op.setScheduleAttr(PrefillScheduleAttr::get(&getContext(),
-                                                choosePrefillSchedule(*spec)));
-    ++numScheduled;
-    return WalkResult::advance();
+    if (op.getScheduleAttr()) {
+      ++numPinned;
+    } else {
+      spec->prefillSchedule = choosePrefillSchedule(*spec);
+      op.setScheduleAttr(
+          PrefillScheduleAttr::get(&getContext(), spec->prefillSchedule));
+      ++numScheduled;
+    }
+    return failed(verifyKernelSpecAt(op, *spec)) ? WalkResult::interrupt()
+                                                 : WalkResult::advance();
   }
 
   /// The parsed `arch` option.

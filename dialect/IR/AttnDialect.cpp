@@ -228,17 +228,12 @@ LogicalResult
 DecodeScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                            int warps, int stages, int rowTiles,
                            int minChunkTokens, int ctasPerSm) {
-  // A CTA has at most 1024 threads.
-  if (warps < 1 || warps > 32)
-    return emitError() << "decode_schedule warps must be from 1 to 32, got "
-                       << warps;
-  for (auto [name, value] : {std::pair<StringRef, int>{"stages", stages},
-                             {"row_tiles", rowTiles},
-                             {"min_chunk_tokens", minChunkTokens},
-                             {"ctas_per_sm", ctasPerSm}})
-    if (value < 1)
-      return emitError() << "decode_schedule " << name
-                         << " must be at least 1, got " << value;
+  // The context-free rules; what the schedule needs of its variant and arch
+  // is checked where both are known (kernel_spec, attn-select-schedule).
+  std::string problem = ::attn::checkDecodeSchedule(
+      ::attn::DecodeSchedule{warps, stages, rowTiles, minChunkTokens, ctasPerSm});
+  if (!problem.empty())
+    return emitError() << problem;
   return success();
 }
 
@@ -260,44 +255,10 @@ LogicalResult
 PrefillScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                             int warps, int blockM, int blockN, int stages,
                             PrefillMma mma) {
-  // A CTA has at most 1024 threads.
-  if (warps < 1 || warps > 32)
-    return emitError() << "prefill_schedule warps must be from 1 to 32, got "
-                       << warps;
-  if (stages < 1)
-    return emitError() << "prefill_schedule stages must be at least 1, got "
-                       << stages;
-  if (mma == PrefillMma::wgmma) {
-    // Warpgroup 0 loads (TMA), each further one owns 64 query rows. The
-    // template moves registers to the consumers (setmaxnreg): 240 each for
-    // one or two, 160 each for three (head dim 64 only; kernel_spec checks).
-    if (warps != 8 && warps != 12 && warps != 16)
-      return emitError() << "prefill_schedule with mma = wgmma needs warps = "
-                            "8, 12 or 16 (a producer warpgroup and 1 to 3 "
-                            "consumer warpgroups), got "
-                         << warps;
-    if (blockM != 16 * (warps - 4))
-      return emitError() << "prefill_schedule with mma = wgmma needs block_m "
-                            "= 16 * (warps - 4) = "
-                         << 16 * (warps - 4)
-                         << " (64 rows per consumer warpgroup), got " << blockM;
-    // The wgmma N of S = Q K^T.
-    if (blockN != 64 && blockN != 128)
-      return emitError() << "prefill_schedule with mma = wgmma needs block_n "
-                            "64 or 128, got "
-                         << blockN;
-    return success();
-  }
-  if (blockM != 16 * warps && blockM != 32 * warps)
-    return emitError() << "prefill_schedule block_m must be 16 * warps = "
-                       << 16 * warps << " or 32 * warps = " << 32 * warps
-                       << " (each warp owns 16 or 32 query rows), got "
-                       << blockM;
-  // P * V consumes keys 16 at a time (the k-extent of one MMA).
-  if (blockN < 16 || blockN % 16 != 0)
-    return emitError()
-           << "prefill_schedule block_n must be a positive multiple of 16, got "
-           << blockN;
+  std::string problem = ::attn::checkPrefillSchedule(
+      ::attn::PrefillSchedule{warps, blockM, blockN, stages, toSpecMma(mma)});
+  if (!problem.empty())
+    return emitError() << problem;
   return success();
 }
 
@@ -315,6 +276,40 @@ PrefillScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 // KernelSpecAttr
 //===----------------------------------------------------------------------===//
 
+/// The plain-C++ spec of kernel_spec parameters. The verifier admits only
+/// known archs and types; the fallbacks keep an unverified attribute from
+/// reading garbage. A spec keeps the default of the schedule its kernel does
+/// not have, as a KernelSpec built by hand does.
+static ::attn::KernelSpec
+toKernelSpec(KernelKind kind, StringRef arch, Type qType, Type kvType,
+             int numQHeads, int numKvHeads, int headDim, int pageSize,
+             KVLayout layout, int queryLen, bool causal, bool slidingWindow,
+             bool alibi, bool softcap, bool perHeadKvScale, bool writeLse,
+             DecodeScheduleAttr schedule, PrefillScheduleAttr prefillSchedule) {
+  ::attn::KernelSpec spec;
+  spec.kind = toSpecKind(kind);
+  spec.arch = ::attn::parseArch(arch.str()).value_or(spec.arch);
+  spec.qType = toScalarType(qType).value_or(spec.qType);
+  spec.kvType = toScalarType(kvType).value_or(spec.kvType);
+  spec.numQHeads = numQHeads;
+  spec.numKVHeads = numKvHeads;
+  spec.headDim = headDim;
+  spec.pageSize = pageSize;
+  spec.layout = toSpecLayout(layout);
+  spec.queryLen = queryLen;
+  spec.causal = causal;
+  spec.slidingWindow = slidingWindow;
+  spec.alibi = alibi;
+  spec.softcap = softcap;
+  spec.perHeadKVScale = perHeadKvScale;
+  spec.writeLse = writeLse;
+  if (schedule)
+    spec.schedule = schedule.getSchedule();
+  if (prefillSchedule)
+    spec.prefillSchedule = prefillSchedule.getSchedule();
+  return spec;
+}
+
 LogicalResult KernelSpecAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, KernelKind kind,
     StringRef arch, Type qType, Type kvType, int numQHeads, int numKvHeads,
@@ -323,19 +318,16 @@ LogicalResult KernelSpecAttr::verify(
     bool writeLse, DecodeScheduleAttr schedule,
     PrefillScheduleAttr prefillSchedule) {
   bool decode = kind == KernelKind::decode;
-  bool raggedPrefill = kind == KernelKind::prefill;
-  bool pagedPrefill = kind == KernelKind::paged_prefill;
-  // Both prefill kernels instantiate the prefill template: many query rows
-  // per request from cu_seqlens, laid out by a prefill_schedule.
-  bool prefill = raggedPrefill || pagedPrefill;
+  bool prefill = kind == KernelKind::prefill || kind == KernelKind::paged_prefill;
   StringRef kindName = stringifyKernelKind(kind);
   // The runtime builds the cache ops' specs itself (runtime/CacheOps.h);
-  // IR never describes them, so every field check below can assume an
-  // attention or append_kv kernel.
+  // IR never describes them.
   if (kind == KernelKind::copy_blocks || kind == KernelKind::advance_step)
     return emitError() << "kernel_spec kind " << kindName
                        << " is a runtime utility kernel; the compiler does "
                           "not lower to it";
+  // What the IR spells that attn::KernelSpec cannot hold; every other rule
+  // is checkKernelSpec's (codegen/KernelLimits.h), shared with the runtime.
   if (!::attn::parseArch(arch.str()))
     return emitError() << "kernel_spec arch \"" << arch
                        << "\" is not a target; expected " << describeArchs();
@@ -345,45 +337,6 @@ LogicalResult KernelSpecAttr::verify(
   if (!isCacheElementType(kvType) || (kvType != qType && !isFP8Type(kvType)))
     return emitError() << "kernel_spec kv_type must be q_type (" << qType
                        << ") or FP8 (f8E4M3FN, f8E5M2), got " << kvType;
-  if (numKvHeads < 1 || numQHeads < 1 || numQHeads % numKvHeads != 0 ||
-      numQHeads / numKvHeads > ::attn::kMaxGroupSize)
-    return emitError() << "kernel_spec num_q_heads (" << numQHeads
-                       << ") must be a multiple of num_kv_heads ("
-                       << numKvHeads << ") by at most "
-                       << ::attn::kMaxGroupSize;
-  if (!::attn::isSupportedHeadDim(headDim))
-    return emitError() << "kernel_spec head_dim " << headDim
-                       << " is not supported";
-  // Ragged prefill reads contiguous k/v and takes its query rows from
-  // cu_seqlens: the cache and decode fields have one value, so equal prefill
-  // kernels are one attribute.
-  if (raggedPrefill &&
-      (kvType != qType || pageSize != 0 || layout != KVLayout::nhd ||
-       queryLen != 1 || perHeadKvScale))
-    return emitError()
-           << "kernel_spec of a prefill kernel reads no KV cache: it has "
-              "kv_type == q_type, layout = nhd and no page_size, query_len or "
-              "per_head_kv_scale";
-  // A paged prefill reads the cache like decode, but its query rows come
-  // from cu_seqlens like ragged prefill: no query_len.
-  if (pagedPrefill && queryLen != 1)
-    return emitError() << "kernel_spec of a paged_prefill kernel takes its "
-                          "query rows from cu_seqlens: it has no query_len";
-  if (!raggedPrefill && !::attn::isSupportedPageSize(pageSize))
-    return emitError() << "kernel_spec page_size " << pageSize
-                       << " is not supported";
-  if (queryLen < 1 || queryLen > ::attn::kMaxDecodeQueryLen)
-    return emitError() << "kernel_spec query_len must be from 1 to "
-                       << ::attn::kMaxDecodeQueryLen << ", got " << queryLen;
-  // A single decode query is the last key, so its kernels carry no causal
-  // flag; a window then needs none either. Prefill queries are many.
-  if (slidingWindow && !causal && (prefill || queryLen > 1))
-    return emitError() << "kernel_spec sliding_window needs causal";
-  if (causal && decode && queryLen == 1)
-    return emitError() << "kernel_spec causal needs query_len > 1 (one query "
-                          "sees every cached key anyway)";
-  if (perHeadKvScale && !isFP8Type(kvType))
-    return emitError() << "kernel_spec per_head_kv_scale needs an FP8 kv_type";
   if (decode && !schedule)
     return emitError() << "kernel_spec of a decode kernel needs a schedule";
   if (prefill && !prefillSchedule)
@@ -395,58 +348,16 @@ LogicalResult KernelSpecAttr::verify(
   if (!prefill && prefillSchedule)
     return emitError()
            << "kernel_spec prefill_schedule is for prefill kernels only";
-  if (schedule && failed(DecodeScheduleAttr::verify(
-                      emitError, schedule.getWarps(), schedule.getStages(),
-                      schedule.getRowTiles(), schedule.getMinChunkTokens(),
-                      schedule.getCtasPerSm())))
-    return failure();
-  if (prefillSchedule &&
-      failed(PrefillScheduleAttr::verify(
-          emitError, prefillSchedule.getWarps(), prefillSchedule.getBlockM(),
-          prefillSchedule.getBlockN(), prefillSchedule.getStages(),
-          prefillSchedule.getMma())))
-    return failure();
-  // The wgmma template (templates/attn/prefill_sm90.cuh) loads 16-bit k/v
-  // with TMA in 64-dim column blocks: contiguous, or a cache of q's type in
-  // boxes of at least 8 tokens of a page.
-  if (prefillSchedule && prefillSchedule.getMma() == PrefillMma::wgmma) {
-    if (arch != "sm_90a")
-      return emitError() << "kernel_spec prefill_schedule mma = wgmma needs "
-                            "arch sm_90a, got \""
-                         << arch << "\"";
-    if (!raggedPrefill && !pagedPrefill)
-      return emitError() << "kernel_spec prefill_schedule mma = wgmma is for "
-                            "prefill kernels only, got "
-                         << kindName;
-    if (pagedPrefill && (kvType != qType || pageSize % 8 != 0))
-      return emitError() << "kernel_spec prefill_schedule mma = wgmma reads a "
-                            "paged cache of q's type with pages of a multiple "
-                            "of 8 tokens, got kv_type "
-                         << kvType << " and page_size " << pageSize;
-    if (headDim != 64 && headDim != 128 && headDim != 256)
-      return emitError() << "kernel_spec prefill_schedule mma = wgmma needs "
-                            "head_dim 64, 128 or 256, got "
-                         << headDim;
-    // At head dim 256 the O accumulator takes 128 of a consumer's 240
-    // registers: S of a 128-key tile no longer fits beside it.
-    if (headDim == 256 && prefillSchedule.getBlockN() != 64)
-      return emitError() << "kernel_spec prefill_schedule mma = wgmma needs "
-                            "block_n 64 at head_dim 256, got "
-                         << prefillSchedule.getBlockN();
-    // Three consumers get 160 registers each: room for head dim 64's O
-    // accumulator and S tile only.
-    if (prefillSchedule.getWarps() == 16 && headDim != 64)
-      return emitError() << "kernel_spec prefill_schedule mma = wgmma with "
-                            "warps = 16 needs head_dim 64, got "
-                         << headDim;
-  }
-  if (kind == KernelKind::append_kv &&
-      (schedule || numQHeads != numKvHeads || queryLen != 1 || causal ||
-       alibi || softcap || writeLse))
-    return emitError()
-           << "kernel_spec of an append_kv kernel has num_q_heads == "
-              "num_kv_heads and no query_len, causal, sliding_window, alibi, "
-              "softcap, write_lse or schedule";
+  if (kind == KernelKind::append_kv && schedule)
+    return emitError() << "kernel_spec of an append_kv kernel has no schedule";
+
+  ::attn::KernelSpec spec = toKernelSpec(
+      kind, arch, qType, kvType, numQHeads, numKvHeads, headDim, pageSize,
+      layout, queryLen, causal, slidingWindow, alibi, softcap, perHeadKvScale,
+      writeLse, schedule, prefillSchedule);
+  std::string problem = ::attn::checkKernelSpec(spec);
+  if (!problem.empty())
+    return emitError() << "kernel_spec " << problem;
   return success();
 }
 
@@ -460,32 +371,12 @@ LogicalResult KernelSpecAttr::verifyParameters(
 }
 
 ::attn::KernelSpec KernelSpecAttr::getSpec() const {
-  ::attn::KernelSpec spec;
-  spec.kind = toSpecKind(getKind());
-  // The verifier admits only known archs and types; the fallbacks keep an
-  // unverified attribute from reading garbage.
-  spec.arch = ::attn::parseArch(getArch().str()).value_or(spec.arch);
-  spec.qType = toScalarType(getQType()).value_or(spec.qType);
-  spec.kvType = toScalarType(getKvType()).value_or(spec.kvType);
-  spec.numQHeads = getNumQHeads();
-  spec.numKVHeads = getNumKvHeads();
-  spec.headDim = getHeadDim();
-  spec.pageSize = getPageSize();
-  spec.layout = toSpecLayout(getLayout());
-  spec.queryLen = getQueryLen();
-  spec.causal = getCausal();
-  spec.slidingWindow = getSlidingWindow();
-  spec.alibi = getAlibi();
-  spec.softcap = getSoftcap();
-  spec.perHeadKVScale = getPerHeadKvScale();
-  spec.writeLse = getWriteLse();
-  // A spec keeps the default of the schedule its kernel does not have, as a
-  // KernelSpec built by hand does.
-  if (DecodeScheduleAttr schedule = getSchedule())
-    spec.schedule = schedule.getSchedule();
-  if (PrefillScheduleAttr schedule = getPrefillSchedule())
-    spec.prefillSchedule = schedule.getSchedule();
-  return spec;
+  return toKernelSpec(getKind(), getArch(), getQType(), getKvType(),
+                      getNumQHeads(), getNumKvHeads(), getHeadDim(),
+                      getPageSize(), getLayout(), getQueryLen(), getCausal(),
+                      getSlidingWindow(), getAlibi(), getSoftcap(),
+                      getPerHeadKvScale(), getWriteLse(), getSchedule(),
+                      getPrefillSchedule());
 }
 
 //===----------------------------------------------------------------------===//

@@ -109,7 +109,7 @@ func.func @mixed_scales(%k: tensor<?x8x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M
 // The wgmma prefill template is sm_90a-only.
 module attributes {attn.arch = "sm_80"} {
 func.func @wgmma_prefill_on_sm80(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>, %cu: tensor<?xi32>) -> tensor<?x32x128xbf16> {
-  // expected-error @+1 {{kernel_spec prefill_schedule mma = wgmma needs arch sm_90a, got "sm_80"}}
+  // expected-error @+1 {{'attn.prefill' op prefill_schedule mma = wgmma needs arch sm_90a, got "sm_80"}}
   %o = attn.prefill %q, %k, %k, %cu, %cu
       {schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>}
       : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
@@ -123,7 +123,7 @@ func.func @wgmma_prefill_on_sm80(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xb
 // ... and reads contiguous 16-bit k/v at head dim 64, 128 or 256 only.
 module attributes {attn.arch = "sm_90a"} {
 func.func @wgmma_prefill_d96(%q: tensor<?x32x96xbf16>, %k: tensor<?x8x96xbf16>, %cu: tensor<?xi32>) -> tensor<?x32x96xbf16> {
-  // expected-error @+1 {{kernel_spec prefill_schedule mma = wgmma needs head_dim 64, 128 or 256, got 96}}
+  // expected-error @+1 {{'attn.prefill' op prefill_schedule mma = wgmma needs head_dim 64, 128 or 256, got 96}}
   %o = attn.prefill %q, %k, %k, %cu, %cu
       {schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>}
       : tensor<?x32x96xbf16>, tensor<?x8x96xbf16>, tensor<?x8x96xbf16>,
@@ -137,7 +137,7 @@ func.func @wgmma_prefill_d96(%q: tensor<?x32x96xbf16>, %k: tensor<?x8x96xbf16>, 
 // At head dim 256 the wgmma template takes 64-key tiles (registers).
 module attributes {attn.arch = "sm_90a"} {
 func.func @wgmma_prefill_d256_n128(%q: tensor<?x32x256xbf16>, %k: tensor<?x8x256xbf16>, %cu: tensor<?xi32>) -> tensor<?x32x256xbf16> {
-  // expected-error @+1 {{kernel_spec prefill_schedule mma = wgmma needs block_n 64 at head_dim 256, got 128}}
+  // expected-error @+1 {{'attn.prefill' op prefill_schedule mma = wgmma needs block_n 64 at head_dim 256, got 128}}
   %o = attn.prefill %q, %k, %k, %cu, %cu
       {schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>}
       : tensor<?x32x256xbf16>, tensor<?x8x256xbf16>, tensor<?x8x256xbf16>,
@@ -151,7 +151,7 @@ func.func @wgmma_prefill_d256_n128(%q: tensor<?x32x256xbf16>, %k: tensor<?x8x256
 // Three consumer warpgroups (160 registers each) are for head dim 64 only.
 module attributes {attn.arch = "sm_90a"} {
 func.func @wgmma_prefill_d128_three_consumers(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>, %cu: tensor<?xi32>) -> tensor<?x32x128xbf16> {
-  // expected-error @+1 {{kernel_spec prefill_schedule mma = wgmma with warps = 16 needs head_dim 64, got 128}}
+  // expected-error @+1 {{'attn.prefill' op prefill_schedule mma = wgmma with warps = 16 needs head_dim 64, got 128}}
   %o = attn.prefill %q, %k, %k, %cu, %cu
       {schedule = #attn.prefill_schedule<warps = 16, block_m = 192, block_n = 128, stages = 2, mma = wgmma>}
       : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,

@@ -153,8 +153,8 @@ func.func @prefill_every_flag(%q: tensor<?x16x256xf16>, %k: tensor<?x2x256xf16>,
     %cu_q: tensor<?xi32>, %cu_kv: tensor<?xi32>, %slopes: tensor<16xf32>)
     -> (tensor<?x16x256xf16>, tensor<?x16xf32>) {
   // Window, ALiBi, soft-cap and LSE; a pinned schedule of 8 warps.
-  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_prefill_qf16_kvf16_h16x2_d256_causal_swa_alibi_softcap_lse_m128n32w8s3({{.*}}, %[[SLOPES]])
-  // CHECK-SAME: spec #attn.kernel_spec<kind = prefill, arch = "sm_80", q_type = f16, kv_type = f16, num_q_heads = 16, num_kv_heads = 2, head_dim = 256, layout = nhd, causal = true, sliding_window = true, alibi = true, softcap = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 3>>
+  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_prefill_qf16_kvf16_h16x2_d256_causal_swa_alibi_softcap_lse_m128n32w8s2({{.*}}, %[[SLOPES]])
+  // CHECK-SAME: spec #attn.kernel_spec<kind = prefill, arch = "sm_80", q_type = f16, kv_type = f16, num_q_heads = 16, num_kv_heads = 2, head_dim = 256, layout = nhd, causal = true, sliding_window = true, alibi = true, softcap = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 2>>
   // CHECK-SAME: grid "grid.x = query tiles of the plan (block_m = 128 rows each), grid.y = num_q_heads = 16; block = 32*warps = 256"
   // Runtime values: the given scale, the cap and the window size.
   // CHECK-SAME: {scale = 6.250000e-02 : f32, softcap = 5.000000e+01 : f32, window = 4096 : i64}
@@ -162,7 +162,7 @@ func.func @prefill_every_flag(%q: tensor<?x16x256xf16>, %k: tensor<?x2x256xf16>,
   // CHECK: return %[[OUT]]#0, %[[OUT]]#1
   %o, %lse = attn.prefill %q, %k, %k, %cu_q, %cu_kv alibi(%slopes : tensor<16xf32>)
       {mask = #attn.mask<causal, window = 4096>, scale = 0.0625 : f32, softcap = 50.0 : f32,
-       schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 3>}
+       schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 2>}
       : tensor<?x16x256xf16>, tensor<?x2x256xf16>, tensor<?x2x256xf16>,
         tensor<?xi32>, tensor<?xi32> -> tensor<?x16x256xf16>, tensor<?x16xf32>
   return %o, %lse : tensor<?x16x256xf16>, tensor<?x16xf32>

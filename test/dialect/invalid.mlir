@@ -386,7 +386,7 @@ func.func @paged_prefill_cross_causal(%q: tensor<?x32x128xbf16>, %c: !attn.paged
 
 func.func @paged_prefill_schedule(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
                                   %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
-  // expected-error @+1 {{prefill_schedule block_n must be a positive multiple of 16, got 24}}
+  // expected-error @+1 {{prefill_schedule block_n must be a multiple of 16 from 16 to 256, got 24}}
   %o = attn.paged_prefill %q, %c, %cu, %bt, %lens {schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 24, stages = 2>} : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
   return
 }
@@ -472,8 +472,30 @@ func.func @schedule_warps() attributes {s = #attn.decode_schedule<warps = 0, sta
 
 // -----
 
-// expected-error @+1 {{decode_schedule stages must be at least 1, got 0}}
-func.func @schedule_stages() attributes {s = #attn.decode_schedule<warps = 4, stages = 0, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>}
+// expected-error @+1 {{decode_schedule stages must be from 2 to 16, got 1 (the cp.async ring)}}
+func.func @schedule_stages() attributes {s = #attn.decode_schedule<warps = 4, stages = 1, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>}
+
+// -----
+
+// Every field is bounded from above too, so nothing computed from a
+// hand-written schedule overflows or takes NVRTC minutes.
+// expected-error @+1 {{decode_schedule stages must be from 2 to 16, got 1000 (the cp.async ring)}}
+func.func @schedule_stages_huge() attributes {s = #attn.decode_schedule<warps = 4, stages = 1000, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>}
+
+// -----
+
+// expected-error @+1 {{decode_schedule row_tiles must be from 1 to 8, got 268435456 (fp32 accumulators in registers)}}
+func.func @schedule_row_tiles_huge() attributes {s = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 268435456, min_chunk_tokens = 256, ctas_per_sm = 2>}
+
+// -----
+
+// expected-error @+1 {{decode_schedule min_chunk_tokens must be from 1 to 16777216, got 2147483647 (tokens)}}
+func.func @schedule_min_chunk() attributes {s = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 2147483647, ctas_per_sm = 2>}
+
+// -----
+
+// expected-error @+1 {{decode_schedule ctas_per_sm must be from 1 to 32, got 64 (resident CTAs per SM)}}
+func.func @schedule_ctas_per_sm() attributes {s = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 64>}
 
 // -----
 
@@ -491,13 +513,23 @@ func.func @prefill_schedule_block_m() attributes {s = #attn.prefill_schedule<war
 
 // -----
 
-// expected-error @+1 {{prefill_schedule block_n must be a positive multiple of 16, got 24}}
+// expected-error @+1 {{prefill_schedule block_n must be a multiple of 16 from 16 to 256, got 24}}
 func.func @prefill_schedule_block_n() attributes {s = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 24, stages = 2>}
 
 // -----
 
-// expected-error @+1 {{prefill_schedule stages must be at least 1, got 0}}
+// expected-error @+1 {{prefill_schedule stages must be from 2 to 16, got 0 (the cp.async ring)}}
 func.func @prefill_schedule_stages() attributes {s = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 0>}
+
+// -----
+
+// expected-error @+1 {{prefill_schedule block_n must be a multiple of 16 from 16 to 256, got 4096}}
+func.func @prefill_schedule_block_n_huge() attributes {s = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 4096, stages = 2>}
+
+// -----
+
+// expected-error @+1 {{prefill_schedule stages must be from 1 to 16, got 17 (K/V tiles in flight)}}
+func.func @prefill_schedule_wgmma_stages() attributes {s = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 17, mma = wgmma>}
 
 // -----
 
@@ -698,6 +730,28 @@ func.func @launch_softcap(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf
       : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32>) -> tensor<?x32x128xbf16>
   return
 }
+
+// -----
+
+// A kernel_spec's schedule must fit its variant and arch: registers ...
+// expected-error @+1 {{kernel_spec decode_schedule row_tiles = 4 at head_dim 128 needs 256 fp32 accumulator registers per thread; at most 128 (row_tiles <= 2)}}
+func.func @spec_decode_registers() attributes {s = #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 4, min_chunk_tokens = 256, ctas_per_sm = 2>>}
+
+// -----
+
+// ... and shared memory per CTA.
+// expected-error @+1 {{kernel_spec decode_schedule (warps = 32, stages = 16, row_tiles = 1) at head_dim 128 with a 2-byte cache needs 4460544 bytes of shared memory per CTA; sm_89 allows 101376}}
+func.func @spec_decode_shared_memory() attributes {s = #attn.kernel_spec<kind = decode, arch = "sm_89", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, schedule = #attn.decode_schedule<warps = 32, stages = 16, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec prefill_schedule (block_m = 128, warps = 4, block_n = 256) at head_dim 128 needs 384 fp32 accumulator registers per thread; at most 192}}
+func.func @spec_prefill_registers() attributes {s = #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 256, stages = 2>>}
+
+// -----
+
+// expected-error @+1 {{kernel_spec prefill_schedule (mma = wgmma, block_m = 128, block_n = 128, stages = 4) at head_dim 128 needs 296080 bytes of shared memory per CTA; sm_90a allows 232448}}
+func.func @spec_wgmma_shared_memory() attributes {s = #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, prefill_schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 4, mma = wgmma>>}
 
 // -----
 

@@ -186,16 +186,16 @@ func.func @kernel_launches(
       abi ["k", "v"] grid "one CTA per token"
       : (tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
          tensor<?xi64>, tensor<8xf32>, tensor<8xf32>) -> !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>
-  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_swa_softcap_lse_w4s6r1_headscale(%{{.*}}, %[[C]],
-  // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, query_len = 4, causal = true, sliding_window = true, softcap = true, per_head_kv_scale = true, write_lse = true, schedule = #attn.decode_schedule<warps = 4, stages = 6, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>
+  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_swa_softcap_lse_w4s4r1_headscale(%{{.*}}, %[[C]],
+  // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, query_len = 4, causal = true, sliding_window = true, softcap = true, per_head_kv_scale = true, write_lse = true, schedule = #attn.decode_schedule<warps = 4, stages = 4, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>
   // CHECK-SAME: {scale = 1.250000e-01 : f32, softcap = 5.000000e+01 : f32, window = 256 : i64}
-  %o, %lse = attn.kernel_launch @attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_swa_softcap_lse_w4s6r1_headscale(%q, %c, %bt, %lens, %s, %s)
+  %o, %lse = attn.kernel_launch @attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_swa_softcap_lse_w4s4r1_headscale(%q, %c, %bt, %lens, %s, %s)
       template "attn/decode.cuh:attn::decodeKernel"
       spec #attn.kernel_spec<kind = decode, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN,
                              num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16,
                              layout = nhd, query_len = 4, causal = true, sliding_window = true,
                              softcap = true, per_head_kv_scale = true, write_lse = true,
-                             schedule = #attn.decode_schedule<warps = 4, stages = 6, row_tiles = 1,
+                             schedule = #attn.decode_schedule<warps = 4, stages = 4, row_tiles = 1,
                                                               min_chunk_tokens = 256, ctas_per_sm = 2>>
       abi ["q", "out"] grid "per work item"
       {scale = 0.125 : f32, softcap = 50.0 : f32, window = 256 : i64}

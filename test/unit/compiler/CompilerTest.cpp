@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitCuda.h"
+#include "codegen/KernelLimits.h"
 #include "compiler/Frontend/Frontend.h"
 #include "compiler/Transforms/KernelSpecs.h"
 #include "compiler/Transforms/Schedule.h"
@@ -148,7 +149,7 @@ TEST(FrontendTest, CrossAttentionMQAWithPerTensorE5M2) {
 
 TEST(FrontendTest, PinnedScheduleIsKept) {
   DecodeVariant variant;
-  variant.schedule = schedule(8, 5, 2);
+  variant.schedule = schedule(2, 5, 2);
   variant.schedule->minChunkTokens = 512;
   variant.schedule->ctasPerSM = 1;
   llvm::Expected<KernelSpec> spec = compileDecodeVariant(variant, Arch::SM89);
@@ -158,6 +159,21 @@ TEST(FrontendTest, PinnedScheduleIsKept) {
   variant.schedule->warps = 0;
   std::string error = errorText(compileDecodeVariant(variant, Arch::SM89));
   EXPECT_NE(error.find("decode_schedule warps must be from 1 to 32, got 0"),
+            std::string::npos)
+      << error;
+
+  // A pinned schedule is checked against the template and the arch like a
+  // chosen one: an error naming the limit, never a kernel that cannot run.
+  variant.schedule->warps = 8;
+  error = errorText(compileDecodeVariant(variant, Arch::SM89));
+  EXPECT_NE(error.find("bytes of shared memory per CTA; sm_89 allows 101376"),
+            std::string::npos)
+      << error;
+  variant.schedule->warps = 2;
+  variant.schedule->rowTiles = 1 << 28;
+  error = errorText(compileDecodeVariant(variant, Arch::SM90a));
+  EXPECT_NE(error.find("decode_schedule row_tiles must be from 1 to 8, got "
+                       "268435456"),
             std::string::npos)
       << error;
 }
@@ -738,13 +754,14 @@ TEST_F(ModuleTest, KernelSpecAttrRoundTripsThroughText) {
   specs[1].queryLen = 3;
   specs[1].causal = specs[1].slidingWindow = specs[1].alibi = true;
   specs[1].softcap = specs[1].writeLse = true;
-  specs[1].schedule = schedule(8, 7, 2);
+  specs[1].schedule = schedule(4, 7, 2);
   specs[1].schedule.minChunkTokens = 64;
   specs[1].schedule.ctasPerSM = 3;
   specs[2].arch = Arch::SM89;
   specs[2].qType = ScalarType::F16;
   specs[2].kvType = ScalarType::F16;
   specs[2].layout = ::attn::KVLayout::HND;
+  specs[2].schedule.stages = 2; // sm_89's 99 KiB per CTA
   specs[3].kind = SpecKind::AppendKV;
   specs[3].numQHeads = specs[3].numKVHeads;
   // Prefill specs: canonical cache fields, a prefill schedule.
@@ -969,9 +986,43 @@ TEST(ScheduleTest, ChoicesPerShape) {
   // sm_89's 100 KiB take four warps at head dim 128 in bf16.
   EXPECT_EQ(chooseDecodeSchedule(decodeSpec(Arch::SM89, 32, 8, 128)),
             schedule(4, 2, 1, 1));
+  // Head dim 256 in bf16 on sm_89: four warps need 140 KiB, two fit.
+  EXPECT_EQ(chooseDecodeSchedule(decodeSpec(Arch::SM89, 32, 8, 256)),
+            schedule(2, 2, 1, 1));
   // The minimum split chunk is fixed; the planner picks the rest.
   DecodeSchedule s = chooseDecodeSchedule(decodeSpec(Arch::SM80, 32, 8, 64));
   EXPECT_EQ(s.minChunkTokens, 256);
+}
+
+TEST(ScheduleTest, EveryChosenScheduleFitsItsTemplateAndArch) {
+  // The heuristics answer to the same rules as hand-written schedules
+  // (checkKernelSpec): registers and shared memory per CTA on every arch,
+  // for every head dim, cache type, group size and query length.
+  for (Arch arch : {Arch::SM80, Arch::SM89, Arch::SM90a})
+    for (int headDim = 32; headDim <= 256; headDim += 8)
+      for (ScalarType kvType :
+           {ScalarType::BF16, ScalarType::F8E4M3, ScalarType::F8E5M2})
+        for (int group : {1, 4, 8, 128})
+          for (int queryLen : {1, 4, 16}) {
+            KernelSpec spec = decodeSpec(arch, 8 * group, 8, headDim, kvType,
+                                         queryLen);
+            spec.causal = queryLen > 1;
+            spec.schedule = chooseDecodeSchedule(spec);
+            EXPECT_EQ(checkKernelSpec(spec), "") << spec.uri();
+            KernelSpec paged = spec;
+            paged.kind = SpecKind::PagedPrefill;
+            paged.queryLen = 1;
+            paged.causal = true;
+            paged.prefillSchedule = choosePrefillSchedule(paged);
+            EXPECT_EQ(checkKernelSpec(paged), "") << paged.uri();
+            if (kvType != ScalarType::BF16)
+              continue;
+            KernelSpec ragged = paged;
+            ragged.kind = SpecKind::Prefill;
+            ragged.pageSize = 0;
+            ragged.prefillSchedule = choosePrefillSchedule(ragged);
+            EXPECT_EQ(checkKernelSpec(ragged), "") << ragged.uri();
+          }
 }
 
 TEST(ScheduleTest, PrefillChoicesPerShape) {

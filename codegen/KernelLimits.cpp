@@ -1,0 +1,281 @@
+//===- KernelLimits.cpp - the rules every kernel spec obeys ---------------===//
+//
+// One implementation of the rules #attn.kernel_spec, the schedule attributes,
+// attn-select-schedule, attn-lower-to-kernel and the AOT manifest reader
+// apply. Each rule returns one sentence naming the field (as kernel_spec
+// spells it), its value and the limit; the callers add where it came from.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/KernelLimits.h"
+#include "templates/attn/decode_layout.h"
+#include "templates/attn/prefill_layout.h"
+
+#include <fmt/format.h>
+
+namespace attn {
+
+int64_t maxSharedMemoryPerBlock(Arch arch) {
+  switch (arch) {
+  case Arch::SM90a:
+    return 227 * 1024;
+  case Arch::SM80:
+    return 163 * 1024;
+  case Arch::SM89:
+    return 99 * 1024;
+  }
+  return 99 * 1024;
+}
+
+namespace {
+
+/// "" when `value` is in [lo, hi], else the range rule.
+std::string checkRange(const char *field, int value, int lo, int hi,
+                       const char *why) {
+  if (value >= lo && value <= hi)
+    return "";
+  return fmt::format("{} must be from {} to {}, got {} ({})", field, lo, hi,
+                     value, why);
+}
+
+/// The first non-empty problem.
+template <class... Problems> std::string firstOf(Problems &&...problems) {
+  std::string result;
+  ((result.empty() ? (void)(result = std::forward<Problems>(problems))
+                   : (void)0),
+   ...);
+  return result;
+}
+
+std::string checkSharedMemory(const char *what, int64_t bytes, Arch arch) {
+  if (bytes <= maxSharedMemoryPerBlock(arch))
+    return "";
+  return fmt::format("{} needs {} bytes of shared memory per CTA; {} allows {}",
+                     what, bytes, toString(arch),
+                     maxSharedMemoryPerBlock(arch));
+}
+
+/// What a decode schedule needs of its variant and arch.
+std::string checkDecodeFit(const KernelSpec &spec) {
+  const DecodeSchedule &s = spec.schedule;
+  const int dimPad = decodeDimPad(spec.headDim);
+  if (s.rowTiles * dimPad / 2 > kMaxDecodeAccumulators)
+    return fmt::format(
+        "decode_schedule row_tiles = {} at head_dim {} needs {} fp32 "
+        "accumulator registers per thread; at most {} (row_tiles <= {})",
+        s.rowTiles, spec.headDim, s.rowTiles * dimPad / 2,
+        kMaxDecodeAccumulators, 2 * kMaxDecodeAccumulators / dimPad);
+  std::string what = fmt::format(
+      "decode_schedule (warps = {}, stages = {}, row_tiles = {}) at head_dim "
+      "{} with a {}-byte cache",
+      s.warps, s.stages, s.rowTiles, spec.headDim, sizeOf(spec.kvType));
+  return checkSharedMemory(
+      what.c_str(),
+      decodeSmemBytes(spec.headDim, sizeOf(spec.kvType), s.rowTiles, s.warps,
+                      s.stages),
+      spec.arch);
+}
+
+/// What the sm_90a wgmma template needs of its variant (templates/attn/
+/// prefill_sm90.cuh): 16-bit k/v in TMA boxes of 64 dims, contiguous or in
+/// pages of a multiple of 8 tokens; registers per consumer (setmaxnreg).
+std::string checkWgmmaFit(const KernelSpec &spec) {
+  const PrefillSchedule &s = spec.prefillSchedule;
+  if (spec.arch != Arch::SM90a)
+    return fmt::format(
+        "prefill_schedule mma = wgmma needs arch sm_90a, got \"{}\"",
+        toString(spec.arch));
+  if (spec.kind == KernelKind::PagedPrefill &&
+      (spec.kvType != spec.qType || spec.pageSize % 8 != 0))
+    return fmt::format("prefill_schedule mma = wgmma reads a paged cache of "
+                       "q's type with pages of a multiple of 8 tokens, got "
+                       "kv_type {} and page_size {}",
+                       toString(spec.kvType), spec.pageSize);
+  if (spec.headDim != 64 && spec.headDim != 128 && spec.headDim != 256)
+    return fmt::format(
+        "prefill_schedule mma = wgmma needs head_dim 64, 128 or 256, got {}",
+        spec.headDim);
+  // At head dim 256 the O accumulator takes 128 of a consumer's 240
+  // registers: S of a 128-key tile no longer fits beside it.
+  if (spec.headDim == 256 && s.blockN != 64)
+    return fmt::format("prefill_schedule mma = wgmma needs block_n 64 at "
+                       "head_dim 256, got {}",
+                       s.blockN);
+  // Three consumers get 160 registers each: room for head dim 64's O
+  // accumulator and S tile only.
+  if (s.warps == 16 && spec.headDim != 64)
+    return fmt::format("prefill_schedule mma = wgmma with warps = 16 needs "
+                       "head_dim 64, got {}",
+                       spec.headDim);
+  std::string what = fmt::format(
+      "prefill_schedule (mma = wgmma, block_m = {}, block_n = {}, stages = "
+      "{}) at head_dim {}",
+      s.blockM, s.blockN, s.stages, spec.headDim);
+  return checkSharedMemory(
+      what.c_str(),
+      prefillSm90SmemBytes(spec.headDim, s.blockM, s.blockN, s.stages),
+      spec.arch);
+}
+
+/// What an mma.sync prefill schedule needs of its variant and arch
+/// (templates/attn/prefill.cuh).
+std::string checkSyncPrefillFit(const KernelSpec &spec) {
+  const PrefillSchedule &s = spec.prefillSchedule;
+  const int mTiles = s.blockM / (16 * s.warps);
+  const int accumulators =
+      mTiles * (prefillDimPad(spec.headDim) + s.blockN) / 2;
+  if (accumulators > kMaxPrefillAccumulators)
+    return fmt::format(
+        "prefill_schedule (block_m = {}, warps = {}, block_n = {}) at "
+        "head_dim {} needs {} fp32 accumulator registers per thread; at most "
+        "{}",
+        s.blockM, s.warps, s.blockN, spec.headDim, accumulators,
+        kMaxPrefillAccumulators);
+  std::string what = fmt::format(
+      "prefill_schedule (block_m = {}, block_n = {}, stages = {}) at "
+      "head_dim {} with a {}-byte cache",
+      s.blockM, s.blockN, s.stages, spec.headDim, sizeOf(spec.kvType));
+  return checkSharedMemory(what.c_str(),
+                           prefillSmemBytes(spec.headDim, sizeOf(spec.kvType),
+                                            s.blockM, s.blockN, s.stages),
+                           spec.arch);
+}
+
+} // namespace
+
+std::string checkDecodeSchedule(const DecodeSchedule &s) {
+  return firstOf(
+      checkRange("decode_schedule warps", s.warps, 1, kMaxWarps,
+                 "a CTA has at most 1024 threads"),
+      checkRange("decode_schedule stages", s.stages, kMinSyncStages,
+                 kMaxStages, "the cp.async ring"),
+      checkRange("decode_schedule row_tiles", s.rowTiles, 1, kMaxRowTiles,
+                 "fp32 accumulators in registers"),
+      checkRange("decode_schedule min_chunk_tokens", s.minChunkTokens, 1,
+                 kMaxMinChunkTokens, "tokens"),
+      checkRange("decode_schedule ctas_per_sm", s.ctasPerSM, 1, kMaxCtasPerSM,
+                 "resident CTAs per SM"));
+}
+
+std::string checkPrefillSchedule(const PrefillSchedule &s) {
+  if (std::string problem = checkRange("prefill_schedule warps", s.warps, 1,
+                                       kMaxWarps,
+                                       "a CTA has at most 1024 threads");
+      !problem.empty())
+    return problem;
+  if (s.mma == PrefillMma::Wgmma) {
+    // Warpgroup 0 loads (TMA), each further one owns 64 query rows. The
+    // template moves registers to the consumers (setmaxnreg): 240 each for
+    // one or two, 160 each for three (head dim 64 only: checkKernelSpec).
+    if (s.warps != 8 && s.warps != 12 && s.warps != 16)
+      return fmt::format(
+          "prefill_schedule with mma = wgmma needs warps = 8, 12 or 16 (a "
+          "producer warpgroup and 1 to 3 consumer warpgroups), got {}",
+          s.warps);
+    if (s.blockM != 16 * (s.warps - 4))
+      return fmt::format("prefill_schedule with mma = wgmma needs block_m = "
+                         "16 * (warps - 4) = {} (64 rows per consumer "
+                         "warpgroup), got {}",
+                         16 * (s.warps - 4), s.blockM);
+    // The wgmma N of S = Q K^T.
+    if (s.blockN != 64 && s.blockN != 128)
+      return fmt::format(
+          "prefill_schedule with mma = wgmma needs block_n 64 or 128, got {}",
+          s.blockN);
+    // The producer and consumers hand stages over by mbarrier: one is a
+    // valid, if serial, ring.
+    return checkRange("prefill_schedule stages", s.stages, 1, kMaxStages,
+                      "K/V tiles in flight");
+  }
+  if (s.blockM != 16 * s.warps && s.blockM != 32 * s.warps)
+    return fmt::format("prefill_schedule block_m must be 16 * warps = {} or "
+                       "32 * warps = {} (each warp owns 16 or 32 query rows), "
+                       "got {}",
+                       16 * s.warps, 32 * s.warps, s.blockM);
+  // P * V consumes keys 16 at a time (the k-extent of one MMA).
+  if (s.blockN < 16 || s.blockN > kMaxPrefillBlockN || s.blockN % 16 != 0)
+    return fmt::format("prefill_schedule block_n must be a multiple of 16 "
+                       "from 16 to {}, got {}",
+                       kMaxPrefillBlockN, s.blockN);
+  return checkRange("prefill_schedule stages", s.stages, kMinSyncStages,
+                    kMaxStages, "the cp.async ring");
+}
+
+std::string checkKernelSpec(const KernelSpec &spec) {
+  const bool decode = spec.kind == KernelKind::Decode;
+  const bool raggedPrefill = spec.kind == KernelKind::Prefill;
+  const bool pagedPrefill = spec.kind == KernelKind::PagedPrefill;
+  const bool prefill = raggedPrefill || pagedPrefill;
+  // The cache ops take everything at run time: only the arch matters.
+  if (spec.isCacheOp())
+    return "";
+  if (spec.qType != ScalarType::F16 && spec.qType != ScalarType::BF16)
+    return fmt::format("q_type must be f16 or bf16, got {}",
+                       toString(spec.qType));
+  if (spec.kvType != spec.qType && !spec.isFP8KV())
+    return fmt::format("kv_type must be q_type ({}) or FP8 (e4m3, e5m2), got {}",
+                       toString(spec.qType), toString(spec.kvType));
+  if (spec.numKVHeads < 1 || spec.numQHeads < 1 ||
+      spec.numQHeads % spec.numKVHeads != 0 ||
+      spec.numQHeads / spec.numKVHeads > kMaxGroupSize)
+    return fmt::format("num_q_heads ({}) must be a multiple of num_kv_heads "
+                       "({}) by at most {}",
+                       spec.numQHeads, spec.numKVHeads, kMaxGroupSize);
+  if (!isSupportedHeadDim(spec.headDim))
+    return fmt::format("head_dim {} is not supported; expected a multiple of "
+                       "{} from {} to {}",
+                       spec.headDim, kHeadDimMultiple, kMinHeadDim,
+                       kMaxHeadDim);
+  // Ragged prefill reads contiguous k/v and takes its query rows from
+  // cu_seqlens: the cache and decode fields have one value, so equal prefill
+  // kernels are one spec.
+  if (raggedPrefill &&
+      (spec.kvType != spec.qType || spec.pageSize != 0 ||
+       spec.layout != KVLayout::NHD || spec.queryLen != 1 ||
+       spec.perHeadKVScale))
+    return "of a prefill kernel reads no KV cache: it has kv_type == q_type, "
+           "layout = nhd and no page_size, query_len or per_head_kv_scale";
+  // A paged prefill reads the cache like decode, but its query rows come
+  // from cu_seqlens like ragged prefill: no query_len.
+  if (pagedPrefill && spec.queryLen != 1)
+    return "of a paged_prefill kernel takes its query rows from cu_seqlens: "
+           "it has no query_len";
+  if (!raggedPrefill && !isSupportedPageSize(spec.pageSize))
+    return fmt::format("page_size {} is not supported; expected {} to {}",
+                       spec.pageSize, kMinPageSize, kMaxPageSize);
+  if (spec.queryLen < 1 || spec.queryLen > kMaxDecodeQueryLen)
+    return fmt::format("query_len must be from 1 to {}, got {}",
+                       kMaxDecodeQueryLen, spec.queryLen);
+  // A single decode query is the last key, so its kernels carry no causal
+  // flag; a window then needs none either. Prefill queries are many.
+  if (spec.slidingWindow && !spec.causal && (prefill || spec.queryLen > 1))
+    return "sliding_window needs causal";
+  if (spec.causal && decode && spec.queryLen == 1)
+    return "causal needs query_len > 1 (one query sees every cached key "
+           "anyway)";
+  if (spec.perHeadKVScale && !spec.isFP8KV())
+    return "per_head_kv_scale needs an FP8 kv_type";
+  if (spec.kind == KernelKind::AppendKV &&
+      (spec.numQHeads != spec.numKVHeads || spec.queryLen != 1 ||
+       spec.causal || spec.slidingWindow || spec.alibi || spec.softcap ||
+       spec.writeLse))
+    return "of an append_kv kernel has num_q_heads == num_kv_heads and no "
+           "query_len, causal, sliding_window, alibi, softcap, write_lse or "
+           "schedule";
+  if (decode) {
+    if (std::string problem = checkDecodeSchedule(spec.schedule);
+        !problem.empty())
+      return problem;
+    return checkDecodeFit(spec);
+  }
+  if (prefill) {
+    if (std::string problem = checkPrefillSchedule(spec.prefillSchedule);
+        !problem.empty())
+      return problem;
+    return spec.prefillSchedule.mma == PrefillMma::Wgmma
+               ? checkWgmmaFit(spec)
+               : checkSyncPrefillFit(spec);
+  }
+  return "";
+}
+
+} // namespace attn
