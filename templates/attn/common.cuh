@@ -226,6 +226,15 @@ constexpr float kLn2 = 0.6931471805599453f;
 template <class Config>
 constexpr bool kPrefillPlainScores = !Config::kSoftcap && !Config::kAlibi;
 
+/// \brief ALiBi bias of key `key` seen from the query at position `rowPos`
+/// (both counted from the first key, queries aligned to the end of the
+/// keys): -slope * |key - rowPos|, FlashAttention's definition. Causal
+/// attention sees only keys <= rowPos, where it is slope * (key - rowPos);
+/// bidirectional and cross attention penalize later keys alike.
+__device__ __forceinline__ float alibiBias(float slope, int key, int rowPos) {
+  return -slope * float(abs(key - rowPos));
+}
+
 /// \brief Prefill score x = q.k of the query at position `rowPos` and key
 /// `key`: scaled, soft-capped and ALiBi-biased into log2 units unless plain;
 /// with kMask, -inf where the key is past `kvLen`, after the query (causal)
@@ -240,7 +249,7 @@ __device__ __forceinline__ float prefillScore(float x, int key, int rowPos,
     if constexpr (Config::kSoftcap)
       x = p.softcap * tanhf(x / p.softcap);
     if constexpr (Config::kAlibi)
-      x += slope * float(key - rowPos);
+      x += alibiBias(slope, key, rowPos);
     x *= kLog2e;
   }
   if constexpr (kMask) {

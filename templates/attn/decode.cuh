@@ -507,7 +507,7 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
             if constexpr (Config::kSoftcap)
               x = p.softcap * tanhf(x / p.softcap);
             if constexpr (Config::kAlibi)
-              x += slope[m][h] * float(pos - qpos[m][h]);
+              x += alibiBias(slope[m][h], pos, qpos[m][h]);
             x *= kLog2e;
           }
           bool visible = pos < work.kvEnd;

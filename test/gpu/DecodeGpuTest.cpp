@@ -82,6 +82,10 @@ std::vector<DecodeCase> cases() {
     auto v = base(S::BF16, S::BF16, 16, 16, 128, 16);
     v.alibi = true;
     add("bf16_mha_alibi", v, {1500, 2});
+    // Query tokens that see the keys after them: ALiBi's |key - query|.
+    v.queryLen = 3;
+    v.causal = false;
+    add("bf16_mha_alibi_querylen3_unmasked", v, {700, 3});
   }
   {
     auto v = base(S::BF16, S::BF16, 32, 8, 128, 16);

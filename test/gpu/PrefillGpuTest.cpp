@@ -142,7 +142,9 @@ std::vector<PrefillCase> cases() {
     add("bf16_window255_continuation_lse", v, {64, 300}, {3000, 300});
   }
 
-  // ALiBi, causal and bidirectional.
+  // ALiBi, causal, bidirectional and cross: FlashAttention's
+  // -slope * |key - query position| penalizes keys after the query (encoder,
+  // cross) as much as those before it.
   {
     auto v = base(S::BF16, 16, 16, 128);
     v.alibi = true;
@@ -150,6 +152,9 @@ std::vector<PrefillCase> cases() {
     v = encoder(base(S::F16, 8, 2, 64));
     v.alibi = true;
     add("f16_alibi_encoder", v, {200, 64});
+    v = cross(base(S::BF16, 16, 4, 128));
+    v.alibi = true;
+    add("bf16_alibi_cross", v, {17, 300}, {1000, 64});
   }
 
   // Soft-cap: a small cap bends most logits, a typical one (Gemma 2) few.
@@ -241,6 +246,11 @@ std::vector<PrefillCase> cases() {
   }
   add("paged_bf16_p16_cross", paged(cross(base(S::BF16, 16, 4, 128)), S::BF16, 16),
       {17, 200}, {1500, 64});
+  {
+    auto v = paged(cross(base(S::F16, 16, 4, 128)), S::F16, 16);
+    v.alibi = true;
+    add("paged_f16_p16_alibi_cross", v, {200, 17}, {64, 1500});
+  }
   {
     auto v = paged(base(S::BF16, 16, 4, 128), S::BF16, 16);
     add("paged_bf16_p16_interleaved", v, {100, 5}, {700, 900});

@@ -138,7 +138,7 @@ void decodeReference(const DecodeProblem &p, std::vector<double> &out,
           if (p.softcap)
             s = *p.softcap * std::tanh(s / *p.softcap);
           if (!p.alibiSlopes.empty())
-            s += p.alibiSlopes[h] * double(pos - qpos);
+            s -= p.alibiSlopes[h] * std::abs(double(pos - qpos));
           scores[pos] = s;
           maxScore = std::max(maxScore, s);
         }
@@ -188,7 +188,7 @@ static double attendRow(const double *qrow, int numKeys, int headDim,
     double s = dot * scale;
     if (softcap)
       s = *softcap * std::tanh(s / *softcap);
-    s += slope * double(pos - qpos);
+    s -= slope * std::abs(double(pos - qpos)); // ALiBi, FlashAttention's sign
     scores[pos] = s;
     maxScore = std::max(maxScore, s);
   }

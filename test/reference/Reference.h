@@ -51,9 +51,10 @@ struct DecodeProblem {
 
 /// Attention of `problem`: out [batch*queryLen, numQHeads, headDim] and the
 /// natural-log LSE [batch*queryLen, numQHeads]. Scores are
-/// s = scale * q.k, then softcap * tanh(s / softcap), then + slope * (key_pos -
-/// query_pos); query i of a request sits at position seq_len - queryLen + i
-/// and sees keys <= its position (causal) and >= position - windowLeft.
+/// s = scale * q.k, then softcap * tanh(s / softcap), then - slope *
+/// |key_pos - query_pos| (ALiBi as FlashAttention defines it); query i of a
+/// request sits at position seq_len - queryLen + i and sees keys <= its
+/// position (causal) and >= position - windowLeft.
 void decodeReference(const DecodeProblem &problem, std::vector<double> &out,
                      std::vector<double> &lse);
 
@@ -80,8 +81,8 @@ struct PrefillProblem {
 /// query i of a request with qLen queries and kvLen keys sits at position
 /// kvLen - qLen + i (bottom-right alignment, as FlashAttention's varlen
 /// causal mask), sees keys <= its position (causal) and >= position -
-/// windowLeft; s = scale * q.k, then softcap * tanh(s / softcap), then +
-/// slope * (key_pos - query_pos). A row that sees no key (causal with kvLen
+/// windowLeft; s = scale * q.k, then softcap * tanh(s / softcap), then -
+/// slope * |key_pos - query_pos|. A row that sees no key (causal with kvLen
 /// < qLen, or an empty request) is 0 with LSE -inf.
 void prefillReference(const PrefillProblem &problem, std::vector<double> &out,
                       std::vector<double> &lse);

@@ -321,6 +321,39 @@ TEST(ReferencePrefill, EncoderIsKeyPermutationInvariant) {
   EXPECT_GT(relativeError(out2, out), 1e-3);
 }
 
+// ALiBi is FlashAttention's -slope * |i + kvLen - qLen - j|: with q = 0
+// every score is the bias alone, so row i's softmax weights are
+// 2^-|pos_i - j| for slope ln 2. Bidirectional (encoder) and cross attention
+// penalize later keys as much as earlier ones; causal attention sees only
+// earlier keys, where the bias is slope * (j - pos_i).
+TEST(ReferencePrefill, AlibiIsFlashAttentionsSymmetricBias) {
+  for (bool causal : {false, true}) {
+    // Two queries over four keys: bottom-right positions 2 and 3.
+    PrefillProblem p = randomPrefill({2}, {4}, 1, 1, 8);
+    std::fill(p.q.begin(), p.q.end(), 0.0);
+    p.causal = causal;
+    p.alibiSlopes = {std::log(2.0)};
+    std::vector<double> out, lse;
+    prefillReference(p, out, lse);
+    for (int i = 0; i < 2; ++i) {
+      const int pos = 2 + i;
+      double sum = 0;
+      std::vector<double> expected(8, 0.0);
+      for (int j = 0; j < 4; ++j) {
+        if (causal && j > pos)
+          continue;
+        double w = std::pow(2.0, -std::abs(pos - j));
+        sum += w;
+        for (int d = 0; d < 8; ++d)
+          expected[d] += w * p.v[j * 8 + d];
+      }
+      EXPECT_NEAR(lse[i], std::log(sum), 1e-12) << i << " causal " << causal;
+      for (int d = 0; d < 8; ++d)
+        EXPECT_NEAR(out[i * 8 + d], expected[d] / sum, 1e-12) << i;
+    }
+  }
+}
+
 // Requests of a ragged batch do not see each other: the batch's answer is
 // each request's answer alone, concatenated.
 TEST(ReferencePrefill, RequestsAreIndependent) {

@@ -30,7 +30,9 @@ struct DecodeVariant {
   std::optional<int> windowLeft; ///< sliding window: keys >= pos - windowLeft
   std::optional<float> softcap;  ///< logits soft-cap c: c * tanh(s / c)
   std::optional<float> scale;    ///< softmax scale; default 1/sqrt(headDim)
-  bool alibi = false;            ///< add slope[h] * (key_pos - query_pos)
+  /// ALiBi: add -slope[h] * |key_pos - query_pos| (FlashAttention's
+  /// definition; docs/semantics.md).
+  bool alibi = false;
   bool perHeadKVScale = false;   ///< FP8 scales per KV head, else one
   bool writeLse = false;         ///< also write log-sum-exp per row
   /// Pins the GPU schedule instead of letting attn-select-schedule choose

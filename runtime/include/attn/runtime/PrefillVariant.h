@@ -39,7 +39,9 @@ struct PrefillVariant {
   std::optional<int> windowLeft; ///< keys >= query position - windowLeft
   std::optional<float> softcap;  ///< logits soft-cap c: c * tanh(s / c)
   std::optional<float> scale;    ///< softmax scale; default 1/sqrt(headDim)
-  bool alibi = false;            ///< add slope[h] * (key_pos - query_pos)
+  /// ALiBi: add -slope[h] * |key_pos - query_pos| (FlashAttention's
+  /// definition; docs/semantics.md).
+  bool alibi = false;
   bool writeLse = false;         ///< also write log-sum-exp per row
   /// Pins the GPU schedule instead of letting the compiler choose.
   std::optional<PrefillSchedule> schedule;
