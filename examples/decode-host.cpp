@@ -49,8 +49,8 @@ DecodeVariant variantOf(mlir::attn::DecodeOp op) {
   v.queryLen = int(op.getQueryLen());
   mlir::attn::MaskAttr mask = op.getMaskAttr();
   v.causal = mask && mask.isCausal();
-  if (mask && mask.getWindow())
-    v.windowLeft = int(*mask.getWindow());
+  if (mask && mask.getWindowLeft())
+    v.windowLeft = int(*mask.getWindowLeft());
   if (auto softcap = op.getSoftcapAttr())
     v.softcap = float(softcap.getValueAsDouble());
   if (auto scale = op.getScaleAttr())

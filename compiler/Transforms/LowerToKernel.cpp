@@ -44,7 +44,8 @@ void setRuntimeValues(KernelLaunchOp launch, AttentionOp op,
   if (FloatAttr softcap = op.getSoftcapAttr())
     launch.setSoftcapAttr(softcap);
   if (spec.slidingWindow)
-    launch.setWindowAttr(builder.getI64IntegerAttr(*op.getMask()->getWindow()));
+    launch.setWindowLeftAttr(
+        builder.getI64IntegerAttr(*op.getMask()->getWindowLeft()));
 }
 
 /// The spec of an attention op that must carry a schedule (attn.decode,
@@ -72,7 +73,7 @@ KernelLaunchOp buildLaunch(OpBuilder &builder, Operation *op,
       KernelSpecAttr::get(builder.getContext(), spec),
       builder.getArrayAttr(abi), builder.getStringAttr(getGridRule(spec)),
       op->getOperands(), /*scale=*/FloatAttr(), /*softcap=*/FloatAttr(),
-      /*window=*/IntegerAttr());
+      /*windowLeft=*/IntegerAttr());
 }
 
 struct AttnLowerToKernelPass final

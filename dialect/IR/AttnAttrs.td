@@ -20,24 +20,28 @@ def Attn_MaskAttr : Attn_Attr<"Mask", "mask"> {
   let description = [{
     `none` lets every query see every key of its request. `causal` lets query
     `i` see keys `j <= i + (kv_len - q_len)`: queries are aligned to the end of
-    the keys, so a chunk of new tokens sees the whole cached prefix. `window`
-    (causal only) additionally limits query `i` to the `window` keys before
-    its diagonal position, as Mistral-style sliding-window attention does.
+    the keys, so a chunk of new tokens sees the whole cached prefix.
+    `window_left = W` (causal only) additionally limits query `i` to keys
+    `j >= i + (kv_len - q_len) - W`: the W keys before its diagonal position
+    and that position itself, W + 1 keys in all (FlashAttention's and
+    FlashInfer's `window_left`). A model config's `sliding_window = N`
+    (N keys in all, as Mistral and vLLM count it) is `window_left = N - 1`
+    (docs/semantics.md).
 
     ```mlir
     #attn.mask<none>
     #attn.mask<causal>
-    #attn.mask<causal, window = 4096>
+    #attn.mask<causal, window_left = 4095>
     ```
   }];
   let parameters = (ins
     EnumParameter<Attn_MaskKind>:$kind,
-    OptionalParameter<"std::optional<int64_t>">:$window);
-  let assemblyFormat = "`<` $kind (`,` `window` `=` $window^)? `>`";
+    OptionalParameter<"std::optional<int64_t>">:$window_left);
+  let assemblyFormat = "`<` $kind (`,` `window_left` `=` $window_left^)? `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     bool isCausal() const { return getKind() == MaskKind::causal; }
-    bool hasWindow() const { return getWindow().has_value(); }
+    bool hasWindow() const { return getWindowLeft().has_value(); }
   }];
 }
 

@@ -387,8 +387,10 @@ LogicalResult MaskAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                MaskKind kind, std::optional<int64_t> window) {
   if (!window)
     return success();
-  if (*window < 0)
-    return emitError() << "sliding window must be non-negative, got "
+  // The kernels take the window as a 32-bit launch parameter.
+  if (*window < 0 || *window > std::numeric_limits<int32_t>::max())
+    return emitError() << "window_left must be from 0 to "
+                       << std::numeric_limits<int32_t>::max() << ", got "
                        << *window;
   if (kind != MaskKind::causal)
     return emitError() << "a sliding window needs a causal mask";

@@ -383,8 +383,8 @@ LogicalResult KernelLaunchOp::verify() {
   if (spec.softcap != static_cast<bool>(getSoftcap()))
     return emitOpError() << "softcap must be given exactly when the spec has "
                             "softcap";
-  if (spec.slidingWindow != static_cast<bool>(getWindow()))
-    return emitOpError() << "window must be given exactly when the spec has "
-                            "sliding_window";
+  if (spec.slidingWindow != static_cast<bool>(getWindowLeft()))
+    return emitOpError() << "window_left must be given exactly when the spec "
+                            "has sliding_window";
   return success();
 }

@@ -248,7 +248,7 @@ def Attn_KernelLaunchOp : Attn_Op<"kernel_launch", [Pure]> {
       prefill kinds, `attn::AppendKVParams`), in order.
     - `grid`: how the launch grid and block follow from the spec and the
       batch.
-    - `scale`, `softcap`, `window`: runtime values the binary does not
+    - `scale`, `softcap`, `window_left`: runtime values the binary does not
       depend on (the spec only says whether soft-cap and the window are on);
       `scale` is set exactly for attention kernels (decode, prefill,
       paged_prefill), to 1/sqrt(head_dim) unless the op gave one.
@@ -288,7 +288,7 @@ def Attn_KernelLaunchOp : Attn_Op<"kernel_launch", [Pure]> {
     Variadic<AnyType>:$args,
     OptionalAttr<F32Attr>:$scale,
     OptionalAttr<F32Attr>:$softcap,
-    OptionalAttr<I64Attr>:$window);
+    OptionalAttr<I64Attr>:$window_left);
   let results = (outs Variadic<AnyType>:$outs);
   let assemblyFormat = [{
     $kernel `(` $args `)` `template` $kernel_template `spec` qualified($spec)

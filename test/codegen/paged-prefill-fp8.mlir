@@ -29,7 +29,7 @@ func.func @fp8_e4m3_every_modifier(%q: tensor<?x32x128xbf16>,
     -> (tensor<?x32x128xbf16>, tensor<?x32xf32>) {
   %out, %lse = attn.paged_prefill %q, %cache, %cu_seqlens_q, %block_tables, %seq_lens
       kv_scales(%k_scale, %v_scale : tensor<8xf32>, tensor<8xf32>) alibi(%slopes : tensor<32xf32>)
-      {mask = #attn.mask<causal, window = 4096>, softcap = 30.0 : f32}
+      {mask = #attn.mask<causal, window_left = 4096>, softcap = 30.0 : f32}
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = hnd>,
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>, tensor<?x32xf32>
   return %out, %lse : tensor<?x32x128xbf16>, tensor<?x32xf32>

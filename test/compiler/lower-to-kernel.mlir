@@ -51,12 +51,12 @@ func.func @decode_every_flag(%q: tensor<?x64x96xf16>,
   // 8 heads x 2 tokens = 16 rows: exactly one tile.
   // CHECK-SAME: grid "{{.*}}grid.y = num_kv_heads = 8, {{.*}} = ceil(16 / 16) = 1; block = 32*warps = 128"
   // Runtime values: the given scale, the cap and the window size.
-  // CHECK-SAME: {scale = 1.250000e-01 : f32, softcap = 3.000000e+01 : f32, window = 1024 : i64}
+  // CHECK-SAME: {scale = 1.250000e-01 : f32, softcap = 3.000000e+01 : f32, window_left = 1024 : i64}
   // CHECK-SAME: -> (tensor<?x64x96xf16>, tensor<?x64xf32>)
   // CHECK: return %[[OUT]]#0, %[[OUT]]#1
   %o, %lse = attn.decode %q, %c, %bt, %lens kv_scales(%ks, %vs : tensor<8xf32>, tensor<8xf32>)
       alibi(%slopes : tensor<64xf32>)
-      {mask = #attn.mask<causal, window = 1024>, query_len = 2, scale = 0.125 : f32, softcap = 30.0 : f32,
+      {mask = #attn.mask<causal, window_left = 1024>, query_len = 2, scale = 0.125 : f32, softcap = 30.0 : f32,
        schedule = #attn.decode_schedule<warps = 4, stages = 5, row_tiles = 1, min_chunk_tokens = 128, ctas_per_sm = 2>}
       : tensor<?x64x96xf16>, !attn.paged_kv<8x96xf8E4M3FN, page_size = 32, layout = hnd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x64x96xf16>, tensor<?x64xf32>
@@ -157,11 +157,11 @@ func.func @prefill_every_flag(%q: tensor<?x16x256xf16>, %k: tensor<?x2x256xf16>,
   // CHECK-SAME: spec #attn.kernel_spec<kind = prefill, arch = "sm_80", q_type = f16, kv_type = f16, num_q_heads = 16, num_kv_heads = 2, head_dim = 256, layout = nhd, causal = true, sliding_window = true, alibi = true, softcap = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 2>>
   // CHECK-SAME: grid "grid.x = query tiles of the plan (block_m = 128 rows each), grid.y = num_q_heads = 16; block = 32*warps = 256"
   // Runtime values: the given scale, the cap and the window size.
-  // CHECK-SAME: {scale = 6.250000e-02 : f32, softcap = 5.000000e+01 : f32, window = 4096 : i64}
+  // CHECK-SAME: {scale = 6.250000e-02 : f32, softcap = 5.000000e+01 : f32, window_left = 4096 : i64}
   // CHECK-SAME: -> (tensor<?x16x256xf16>, tensor<?x16xf32>)
   // CHECK: return %[[OUT]]#0, %[[OUT]]#1
   %o, %lse = attn.prefill %q, %k, %k, %cu_q, %cu_kv alibi(%slopes : tensor<16xf32>)
-      {mask = #attn.mask<causal, window = 4096>, scale = 0.0625 : f32, softcap = 50.0 : f32,
+      {mask = #attn.mask<causal, window_left = 4096>, scale = 0.0625 : f32, softcap = 50.0 : f32,
        schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 2>}
       : tensor<?x16x256xf16>, tensor<?x2x256xf16>, tensor<?x2x256xf16>,
         tensor<?xi32>, tensor<?xi32> -> tensor<?x16x256xf16>, tensor<?x16xf32>
@@ -212,12 +212,12 @@ func.func @paged_prefill_fp8_every_flag(%q: tensor<?x32x128xf16>,
   // seq_lens, k_scale, v_scale, slopes).
   // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_paged_prefill_qf16_kve4m3_h32x8_d128_p32hnd_causal_swa_alibi_softcap_lse_m64n64w4s2_headscale({{.*}}, %[[KS]], %[[VS]], %[[SLOPES]])
   // CHECK-SAME: spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_89", q_type = f16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 32, layout = hnd, causal = true, sliding_window = true, alibi = true, softcap = true, per_head_kv_scale = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
-  // CHECK-SAME: {scale = 1.250000e-01 : f32, softcap = 3.000000e+01 : f32, window = 1024 : i64}
+  // CHECK-SAME: {scale = 1.250000e-01 : f32, softcap = 3.000000e+01 : f32, window_left = 1024 : i64}
   // CHECK-SAME: -> (tensor<?x32x128xf16>, tensor<?x32xf32>)
   // CHECK: return %[[OUT]]#0, %[[OUT]]#1
   %o, %lse = attn.paged_prefill %q, %c, %cu_q, %bt, %lens
       kv_scales(%ks, %vs : tensor<8xf32>, tensor<8xf32>) alibi(%slopes : tensor<32xf32>)
-      {mask = #attn.mask<causal, window = 1024>, scale = 0.125 : f32, softcap = 30.0 : f32,
+      {mask = #attn.mask<causal, window_left = 1024>, scale = 0.125 : f32, softcap = 30.0 : f32,
        schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>}
       : tensor<?x32x128xf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 32, layout = hnd>,
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xf16>, tensor<?x32xf32>

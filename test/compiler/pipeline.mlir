@@ -23,9 +23,9 @@ func.func @gemma2_decode(%q: tensor<?x16x256xbf16>,
   // SM89-SAME: arch = "sm_89"
   // SM80: attn.kernel_launch @attn_decode_qbf16_kvbf16_h16x8_d256_p16nhd_swa_softcap_w4s2r1(
   // SM80-SAME: arch = "sm_80"
-  // CHECK-SAME: {scale = 6.250000e-02 : f32, softcap = 5.000000e+01 : f32, window = 4096 : i64}
+  // CHECK-SAME: {scale = 6.250000e-02 : f32, softcap = 5.000000e+01 : f32, window_left = 4096 : i64}
   %o = attn.decode %q, %cache, %bt, %lens
-      {mask = #attn.mask<causal, window = 4096>, softcap = 50.0 : f32}
+      {mask = #attn.mask<causal, window_left = 4096>, softcap = 50.0 : f32}
       : tensor<?x16x256xbf16>, !attn.paged_kv<8x256xbf16, page_size = 16, layout = nhd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x16x256xbf16>
   return %o : tensor<?x16x256xbf16>

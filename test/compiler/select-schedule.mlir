@@ -232,7 +232,7 @@ func.func @prefill_bf16_d256(%q: tensor<?x16x256xbf16>, %k: tensor<?x8x256xbf16>
   // SM90: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 64, stages = 2, mma = wgmma>
   // SM80: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
   // SM89: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
-  %o = attn.prefill %q, %k, %k, %cu, %cu {mask = #attn.mask<causal, window = 4096>, softcap = 50.0 : f32}
+  %o = attn.prefill %q, %k, %k, %cu, %cu {mask = #attn.mask<causal, window_left = 4096>, softcap = 50.0 : f32}
       : tensor<?x16x256xbf16>, tensor<?x8x256xbf16>, tensor<?x8x256xbf16>,
         tensor<?xi32>, tensor<?xi32> -> tensor<?x16x256xbf16>
   return %o : tensor<?x16x256xbf16>
@@ -330,7 +330,7 @@ func.func @paged_prefill_bf16_d256(%q: tensor<?x16x256xbf16>,
   // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 64, stages = 2, mma = wgmma>
   // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
   // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
-  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens {mask = #attn.mask<causal, window = 4096>, softcap = 50.0 : f32}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens {mask = #attn.mask<causal, window_left = 4096>, softcap = 50.0 : f32}
       : tensor<?x16x256xbf16>, !attn.paged_kv<8x256xbf16, page_size = 16, layout = nhd>,
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x16x256xbf16>
   return %o : tensor<?x16x256xbf16>

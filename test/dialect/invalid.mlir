@@ -36,13 +36,26 @@ func.func @kv_rank(%c: !attn.paged_kv<2x8x128xbf16, page_size = 16, layout = nhd
 // #attn.mask
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{sliding window must be non-negative, got -1}}
-func.func @mask_negative_window() attributes {m = #attn.mask<causal, window = -1>}
+// expected-error @+1 {{window_left must be from 0 to 2147483647, got -1}}
+func.func @mask_negative_window() attributes {m = #attn.mask<causal, window_left = -1>}
+
+// -----
+
+// The kernels take the window as a 32-bit launch parameter: no silent
+// truncation.
+// expected-error @+1 {{window_left must be from 0 to 2147483647, got 4294967296}}
+func.func @mask_huge_window() attributes {m = #attn.mask<causal, window_left = 4294967296>}
 
 // -----
 
 // expected-error @+1 {{a sliding window needs a causal mask}}
-func.func @mask_window_not_causal() attributes {m = #attn.mask<none, window = 128>}
+func.func @mask_window_not_causal() attributes {m = #attn.mask<none, window_left = 128>}
+
+// -----
+
+// The parameter is named for what it counts: the keys left of the diagonal.
+// expected-error @+1 {{expected 'window_left'}}
+func.func @mask_old_window_spelling() attributes {m = #attn.mask<causal, window = 128>}
 
 // -----
 

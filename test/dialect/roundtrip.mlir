@@ -55,11 +55,11 @@ func.func @paged_prefill_window_fp8(
     %ks: tensor<8xf32>, %vs: tensor<8xf32>) -> (tensor<?x32x128xbf16>, tensor<?x32xf32>) {
   // Chunked prefill over an FP8 cache with per-head scales and a window.
   // CHECK: attn.paged_prefill {{.*}} kv_scales(%{{.*}}, %{{.*}} : tensor<8xf32>, tensor<8xf32>)
-  // CHECK-SAME: mask = #attn.mask<causal, window = 4096>
+  // CHECK-SAME: mask = #attn.mask<causal, window_left = 4096>
   // CHECK-SAME: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>
   %o, %lse = attn.paged_prefill %q, %cache, %cu_q, %bt, %lens
       kv_scales(%ks, %vs : tensor<8xf32>, tensor<8xf32>)
-      {mask = #attn.mask<causal, window = 4096>}
+      {mask = #attn.mask<causal, window_left = 4096>}
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>, tensor<?x32xf32>
   return %o, %lse : tensor<?x32x128xbf16>, tensor<?x32xf32>
@@ -188,7 +188,7 @@ func.func @kernel_launches(
          tensor<?xi64>, tensor<8xf32>, tensor<8xf32>) -> !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>
   // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_swa_softcap_lse_w4s4r1_headscale(%{{.*}}, %[[C]],
   // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, query_len = 4, causal = true, sliding_window = true, softcap = true, per_head_kv_scale = true, write_lse = true, schedule = #attn.decode_schedule<warps = 4, stages = 4, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>
-  // CHECK-SAME: {scale = 1.250000e-01 : f32, softcap = 5.000000e+01 : f32, window = 256 : i64}
+  // CHECK-SAME: {scale = 1.250000e-01 : f32, softcap = 5.000000e+01 : f32, window_left = 256 : i64}
   %o, %lse = attn.kernel_launch @attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_swa_softcap_lse_w4s4r1_headscale(%q, %c, %bt, %lens, %s, %s)
       template "attn/decode.cuh:attn::decodeKernel"
       spec #attn.kernel_spec<kind = decode, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN,
@@ -198,7 +198,7 @@ func.func @kernel_launches(
                              schedule = #attn.decode_schedule<warps = 4, stages = 4, row_tiles = 1,
                                                               min_chunk_tokens = 256, ctas_per_sm = 2>>
       abi ["q", "out"] grid "per work item"
-      {scale = 0.125 : f32, softcap = 50.0 : f32, window = 256 : i64}
+      {scale = 0.125 : f32, softcap = 50.0 : f32, window_left = 256 : i64}
       : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
          tensor<?x?xi32>, tensor<?xi32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x32x128xbf16>, tensor<?x32xf32>)
   return %o, %lse : tensor<?x32x128xbf16>, tensor<?x32xf32>
@@ -226,7 +226,7 @@ func.func @prefill_kernel_launch(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xb
   // q_type; the schedule is a prefill_schedule.
   // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_causal_swa_alibi_lse_m64n64w4s2(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) template "attn/prefill.cuh:attn::prefillKernel"
   // CHECK-SAME: spec #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, causal = true, sliding_window = true, alibi = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
-  // CHECK-SAME: {scale = 1.250000e-01 : f32, window = 128 : i64}
+  // CHECK-SAME: {scale = 1.250000e-01 : f32, window_left = 128 : i64}
   %o, %lse = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_causal_swa_alibi_lse_m64n64w4s2(%q, %k, %k, %cu, %cu, %slopes)
       template "attn/prefill.cuh:attn::prefillKernel"
       spec #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16,
@@ -234,7 +234,7 @@ func.func @prefill_kernel_launch(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xb
                              causal = true, sliding_window = true, alibi = true, write_lse = true,
                              prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
       abi ["q", "k"] grid "per query tile"
-      {scale = 0.125 : f32, window = 128 : i64}
+      {scale = 0.125 : f32, window_left = 128 : i64}
       : (tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?xi32>, tensor<?xi32>,
          tensor<32xf32>) -> (tensor<?x32x128xbf16>, tensor<?x32xf32>)
   return %o, %lse : tensor<?x32x128xbf16>, tensor<?x32xf32>

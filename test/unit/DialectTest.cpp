@@ -49,7 +49,7 @@ func.func @decode(%q: tensor<?x32x128xbf16>,
                   %bt: tensor<?x?xi32>, %lens: tensor<?xi32>,
                   %ks: tensor<1xf32>, %vs: tensor<1xf32>) -> tensor<?x32x128xbf16> {
   %o = attn.decode %q, %cache, %bt, %lens kv_scales(%ks, %vs : tensor<1xf32>, tensor<1xf32>)
-      {mask = #attn.mask<causal, window = 1024>, softcap = 30.0 : f32}
+      {mask = #attn.mask<causal, window_left = 1024>, softcap = 30.0 : f32}
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = hnd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
   return %o : tensor<?x32x128xbf16>
@@ -72,7 +72,7 @@ TEST_F(DialectTest, ParsesDecodeAndExposesVariantKnobs) {
 
   ASSERT_TRUE(decode.getMask());
   EXPECT_TRUE(decode.getMask()->isCausal());
-  EXPECT_EQ(decode.getMask()->getWindow(), std::optional<int64_t>(1024));
+  EXPECT_EQ(decode.getMask()->getWindowLeft(), std::optional<int64_t>(1024));
   EXPECT_FLOAT_EQ(decode.getSoftcap()->convertToFloat(), 30.0f);
   // Defaults a host relies on: one query per request, decoder attention,
   // scale left to the kernel (1/sqrt(head_dim)), no LSE output.

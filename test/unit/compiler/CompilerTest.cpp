@@ -633,7 +633,7 @@ TEST_F(ModuleTest, BuiltModuleReadsAsAttnIR) {
   llvm::raw_string_ostream os(text);
   module->print(os);
   EXPECT_NE(text.find("attn.decode %arg0, %arg1, %arg2, %arg3 alibi(%arg4 : "
-                      "tensor<32xf32>) {mask = #attn.mask<causal, window = "
+                      "tensor<32xf32>) {mask = #attn.mask<causal, window_left = "
                       "4096>}"),
             std::string::npos)
       << text;
@@ -706,7 +706,7 @@ TEST_F(ModuleTest, GetKernelSpecOfAPrefillLaunch) {
   EXPECT_EQ(launch.getOuts().size(), 2u);
   EXPECT_FLOAT_EQ(launch.getScale()->convertToFloat(), 0.08838834764f);
   EXPECT_FLOAT_EQ(launch.getSoftcap()->convertToFloat(), 30.0f);
-  EXPECT_EQ(launch.getWindow(), 512u);
+  EXPECT_EQ(launch.getWindowLeft(), 512u);
   EXPECT_EQ(launch.getGrid(),
             "grid.x = query tiles of the plan (block_m = 128 rows each), "
             "grid.y = num_q_heads = 32; block = 32*warps = 384");
