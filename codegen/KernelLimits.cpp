@@ -215,11 +215,12 @@ std::string checkKernelSpec(const KernelSpec &spec) {
     return fmt::format("kv_type must be q_type ({}) or FP8 (e4m3, e5m2), got {}",
                        toString(spec.qType), toString(spec.kvType));
   if (spec.numKVHeads < 1 || spec.numQHeads < 1 ||
-      spec.numQHeads % spec.numKVHeads != 0 ||
+      spec.numQHeads > kMaxHeads || spec.numQHeads % spec.numKVHeads != 0 ||
       spec.numQHeads / spec.numKVHeads > kMaxGroupSize)
     return fmt::format("num_q_heads ({}) must be a multiple of num_kv_heads "
-                       "({}) by at most {}",
-                       spec.numQHeads, spec.numKVHeads, kMaxGroupSize);
+                       "({}) by at most {}, with 1 to {} heads",
+                       spec.numQHeads, spec.numKVHeads, kMaxGroupSize,
+                       kMaxHeads);
   if (!isSupportedHeadDim(spec.headDim))
     return fmt::format("head_dim {} is not supported; expected a multiple of "
                        "{} from {} to {}",

@@ -42,6 +42,10 @@ constexpr int64_t kMaxDecodeQueryLen = 16;
 /// heads is the largest ratio in use.
 constexpr int64_t kMaxGroupSize = 128;
 
+/// Heads of one q, k, v or cache tensor. Models use at most 128; the bound
+/// keeps every head count (and heads x head_dim) a small int.
+constexpr int64_t kMaxHeads = 1024;
+
 /// Dynamic shared memory one CTA may opt in to on each target: 227 KiB on
 /// sm_90a (H100, H200), 163 KiB on sm_80 (A100), 99 KiB on sm_89 (L40,
 /// RTX 4090).

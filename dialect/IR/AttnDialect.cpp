@@ -405,9 +405,9 @@ LogicalResult PagedKVType::verify(function_ref<InFlightDiagnostic()> emitError,
                                   int64_t numKvHeads, int64_t headDim,
                                   Type elementType, int64_t pageSize,
                                   KVLayout layout) {
-  if (numKvHeads < 1)
-    return emitError() << "paged_kv needs at least one kv head, got "
-                       << numKvHeads;
+  if (numKvHeads < 1 || numKvHeads > ::attn::kMaxHeads)
+    return emitError() << "paged_kv must have 1 to " << ::attn::kMaxHeads
+                       << " kv heads, got " << numKvHeads;
   if (!::attn::isSupportedHeadDim(headDim))
     return emitError() << "paged_kv head_dim " << headDim
                        << " is not supported; expected a multiple of "

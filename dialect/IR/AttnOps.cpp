@@ -52,8 +52,9 @@ LogicalResult verifyRows(Operation *op, StringRef name, Rows rows) {
                              << " must have static head and head_dim sizes, "
                                 "got "
                              << rows.type;
-  if (rows.heads() < 1)
-    return op->emitOpError() << name << " must have at least one head";
+  if (rows.heads() < 1 || rows.heads() > ::attn::kMaxHeads)
+    return op->emitOpError() << name << " must have 1 to " << ::attn::kMaxHeads
+                             << " heads, got " << rows.heads();
   if (!::attn::isSupportedHeadDim(rows.headDim()))
     return op->emitOpError()
            << name << " head_dim " << rows.headDim()

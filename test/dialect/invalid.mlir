@@ -22,8 +22,14 @@ func.func @kv_page_size(%c: !attn.paged_kv<8x128xbf16, page_size = 512, layout =
 
 // -----
 
-// expected-error @+1 {{paged_kv needs at least one kv head, got 0}}
+// expected-error @+1 {{paged_kv must have 1 to 1024 kv heads, got 0}}
 func.func @kv_no_heads(%c: !attn.paged_kv<0x128xbf16, page_size = 16, layout = nhd>)
+
+// -----
+
+// Head counts stay small ints: 2^32 heads would truncate to 0 downstream.
+// expected-error @+1 {{paged_kv must have 1 to 1024 kv heads, got 4294967296}}
+func.func @kv_huge_heads(%c: !attn.paged_kv<4294967296x128xbf16, page_size = 16, layout = nhd>)
 
 // -----
 
@@ -102,6 +108,15 @@ func.func @heads_not_multiple(%q: tensor<?x12x128xbf16>, %c: !attn.paged_kv<8x12
                               %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
   // expected-error @+1 {{'attn.decode' op q heads (12) must be a multiple of cache heads (8)}}
   %o = attn.decode %q, %c, %bt, %lens : tensor<?x12x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x12x128xbf16>
+  return
+}
+
+// -----
+
+func.func @decode_huge_q_heads(%q: tensor<?x4096x128xbf16>, %c: !attn.paged_kv<32x128xbf16, page_size = 16, layout = nhd>,
+                               %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
+  // expected-error @+1 {{'attn.decode' op q must have 1 to 1024 heads, got 4096}}
+  %o = attn.decode %q, %c, %bt, %lens : tensor<?x4096x128xbf16>, !attn.paged_kv<32x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x4096x128xbf16>
   return
 }
 
