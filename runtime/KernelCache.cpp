@@ -15,12 +15,12 @@
 
 #include "attn/runtime/AotLibrary.h"
 #include "attn/runtime/Error.h"
+#include "attn/runtime/InputFiles.h"
 #include "templates/EmbeddedTemplates.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SHA256.h"
@@ -76,14 +76,21 @@ enum class DiskLookup { Missing, Corrupt, Found };
 
 DiskLookup readCacheFile(const std::string &path, llvm::StringRef keyHash,
                          std::string &cubin) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
-  // An unreadable file is as good as none; the recompile will replace it.
-  if (!buffer)
+  // Nothing there at all (lstat: a dangling link is something).
+  llvm::sys::fs::file_status status;
+  if (llvm::sys::fs::status(path, status, /*follow=*/false))
     return DiskLookup::Missing;
-  std::optional<llvm::StringRef> payload =
-      checkedPayload((*buffer)->getBuffer(), keyHash);
+  // Anything else that is not an intact entry (a FIFO, a device, a
+  // directory, an unreadable or oversized file) is corrupt: never blocked on
+  // or read unbounded, and replaced by the recompiled cubin where a rename
+  // can replace it.
+  llvm::Expected<std::string> bytes =
+      readRegularFile(path, kHeaderSize + kMaxCubinBytes);
+  if (!bytes) {
+    llvm::consumeError(bytes.takeError());
+    return DiskLookup::Corrupt;
+  }
+  std::optional<llvm::StringRef> payload = checkedPayload(*bytes, keyHash);
   if (!payload)
     return DiskLookup::Corrupt;
   cubin = payload->str();

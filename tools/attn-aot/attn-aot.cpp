@@ -30,6 +30,7 @@
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/AotLibrary.h"
 #include "attn/runtime/CacheOps.h"
+#include "attn/runtime/InputFiles.h"
 #include "attn/runtime/KernelCache.h"
 #include "attn/runtime/Nvrtc.h"
 #include "attn/runtime/VariantKey.h"
@@ -263,10 +264,9 @@ AppendKVVariant readAppendKV(ComboReader &r) {
 std::vector<Job> jsonJobs(llvm::StringRef text, llvm::ArrayRef<Arch> archs,
                           std::vector<std::string> &errors) {
   std::vector<Job> jobs;
-  llvm::Expected<json::Value> root = json::parse(text);
+  llvm::Expected<json::Value> root = runtime::parseJson(text, configPath);
   if (!root) {
-    errors.push_back(configPath + ": not valid JSON: " +
-                     llvm::toString(root.takeError()));
+    errors.push_back(llvm::toString(root.takeError()));
     return jobs;
   }
   const json::Object *object = root->getAsObject();
@@ -411,17 +411,18 @@ int run() {
     }
     archs.push_back(*arch);
   }
-  auto buffer = llvm::MemoryBuffer::getFile(configPath);
-  if (!buffer) {
-    llvm::errs() << "attn-aot: cannot read " << configPath << ": "
-                 << buffer.getError().message() << "\n";
+  // A config is written by hand or a script: tens of KiB at most.
+  constexpr uint64_t kMaxConfigBytes = uint64_t(16) << 20;
+  llvm::Expected<std::string> text = runtime::readRegularFile(configPath, kMaxConfigBytes);
+  if (!text) {
+    llvm::errs() << "attn-aot: cannot read the config: "
+                 << llvm::toString(text.takeError()) << "\n";
     return 2;
   }
   std::vector<std::string> errors;
-  std::vector<Job> all =
-      llvm::StringRef(configPath).ends_with(".mlir")
-          ? mlirJobs((*buffer)->getBuffer(), archs, errors)
-          : jsonJobs((*buffer)->getBuffer(), archs, errors);
+  std::vector<Job> all = llvm::StringRef(configPath).ends_with(".mlir")
+                             ? mlirJobs(*text, archs, errors)
+                             : jsonJobs(*text, archs, errors);
 
   // One job per AOT key: equal specs make equal sources.
   // Variants that make the same kernel share it, under all their keys.

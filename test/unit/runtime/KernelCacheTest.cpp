@@ -22,6 +22,9 @@
 #include <cstdlib>
 #include <thread>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 using namespace attn;
 using namespace attn::runtime;
 using namespace attn::test;
@@ -224,6 +227,66 @@ TEST_F(KernelCacheTest, FileOfAnotherKeyIsNotTrusted) {
   expectDamageIsRepaired(
       options(), [&](std::string &bytes) { bytes = other; },
       fakeCubin(request()));
+}
+
+/// Plants `plant` at the entry's path, then checks that a cache counts it
+/// corrupt and compiles without blocking or reading it, and returns the
+/// kernel.
+void expectPlantedEntryIsRecompiled(const KernelCache::Options &opts,
+                                    const std::function<void(const std::string &)> &plant,
+                                    const std::string &expected) {
+  std::string path = *KernelCache(opts).diskPath(request());
+  ASSERT_FALSE(llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path)));
+  plant(path);
+  alarm(20); // a FIFO read with a blocking open hangs: fail, not hang
+  KernelCache cache(opts);
+  auto cubin = cache.getCubin(request());
+  alarm(0);
+  ASSERT_TRUE(bool(cubin)) << llvm::toString(cubin.takeError());
+  EXPECT_EQ(**cubin, expected);
+  EXPECT_EQ(cache.stats().corruptEntries, 1u);
+  EXPECT_EQ(cache.stats().compiles, 1u);
+}
+
+TEST_F(KernelCacheTest, FifoAtTheEntryIsReplaced) {
+  expectPlantedEntryIsRecompiled(
+      options(),
+      [](const std::string &path) { ASSERT_EQ(mkfifo(path.c_str(), 0600), 0); },
+      fakeCubin(request()));
+  // The rename replaced the FIFO with a real entry.
+  KernelCache fresh(options());
+  ASSERT_TRUE(bool(fresh.getCubin(request())));
+  EXPECT_EQ(fresh.stats().diskHits, 1u);
+}
+
+TEST_F(KernelCacheTest, SymlinkToADeviceAtTheEntryIsReplaced) {
+  expectPlantedEntryIsRecompiled(
+      options(),
+      [](const std::string &path) {
+        ASSERT_EQ(symlink("/dev/zero", path.c_str()), 0);
+      },
+      fakeCubin(request()));
+  std::string path = *KernelCache(options()).diskPath(request());
+  llvm::sys::fs::file_status status;
+  ASSERT_FALSE(llvm::sys::fs::status(path, status, /*follow=*/false));
+  EXPECT_EQ(status.type(), llvm::sys::fs::file_type::regular_file);
+  KernelCache fresh(options());
+  ASSERT_TRUE(bool(fresh.getCubin(request())));
+  EXPECT_EQ(fresh.stats().diskHits, 1u);
+}
+
+TEST_F(KernelCacheTest, DirectoryAtTheEntryStillGivesTheKernel) {
+  // A rename cannot replace a directory: the kernel is served uncached.
+  testing::internal::CaptureStderr();
+  expectPlantedEntryIsRecompiled(
+      options(),
+      [](const std::string &path) {
+        ASSERT_FALSE(llvm::sys::fs::create_directory(path));
+      },
+      fakeCubin(request()));
+  std::string warning = testing::internal::GetCapturedStderr();
+  EXPECT_NE(warning.find("kernels are not cached on disk"), std::string::npos)
+      << warning;
 }
 
 TEST_F(KernelCacheTest, NoTemporaryFilesRemain) {
