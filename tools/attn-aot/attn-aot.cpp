@@ -89,6 +89,49 @@ std::string humanBytes(uint64_t bytes) {
   return llvm::formatv("{0:F1} KiB", bytes / 1024.0);
 }
 
+/// The attn-aot library already at `dir`, null if `dir` is new or empty; an
+/// error for anything else, so that attn-aot never overwrites or deletes
+/// files it did not write.
+llvm::Expected<std::shared_ptr<const runtime::AotLibrary>>
+previousLibrary(llvm::StringRef dir) {
+  const char *advice = "; attn-aot builds only into a new or empty directory "
+                       "or a library it wrote: remove it or pick another -o";
+  if (dir.empty())
+    return llvm::createStringError("-o is empty: name the library directory "
+                                   "to build");
+  llvm::sys::fs::file_status status;
+  if (std::error_code error = llvm::sys::fs::status(dir, status)) {
+    if (error == std::errc::no_such_file_or_directory)
+      return nullptr;
+    return llvm::createStringError("cannot examine -o '" + dir.str() +
+                                   "': " + error.message());
+  }
+  if (!llvm::sys::fs::is_directory(status))
+    return llvm::createStringError("-o '" + dir.str() +
+                                   "' exists and is not a directory");
+  llvm::SmallString<256> manifest(dir);
+  llvm::sys::path::append(manifest, "manifest.json");
+  if (!llvm::sys::fs::status(manifest, status, /*follow=*/false)) {
+    auto library = runtime::AotLibrary::open(dir);
+    if (!library)
+      return llvm::createStringError(
+          "'" + manifest.str().str() +
+          "' is not a valid attn-aot library manifest (" +
+          llvm::toString(library.takeError()) + ")" + advice);
+    return std::move(*library);
+  }
+  std::error_code error;
+  llvm::sys::fs::directory_iterator it(dir, error);
+  if (error)
+    return llvm::createStringError("cannot list -o '" + dir.str() +
+                                   "': " + error.message());
+  if (it != llvm::sys::fs::directory_iterator())
+    return llvm::createStringError("-o '" + dir.str() +
+                                   "' is not empty and holds no attn-aot "
+                                   "manifest" + std::string(advice));
+  return nullptr;
+}
+
 int run() {
   std::vector<Arch> archs;
   llvm::SmallVector<llvm::StringRef, 4> names;
@@ -102,7 +145,16 @@ int run() {
     }
     archs.push_back(*arch);
   }
-  // A config is written by hand or a script: tens of KiB at most.
+  // Checked before anything is read or built.
+  auto previous = previousLibrary(outDir);
+  if (!previous) {
+    llvm::errs() << "attn-aot: " << llvm::toString(previous.takeError()) << "\n";
+    return 2;
+  }
+  std::shared_ptr<const runtime::AotLibrary> old = std::move(*previous);
+
+  // Configs are a few KiB written by hand or a script; 16 MiB is room for
+  // any script and still a bound on memory.
   constexpr uint64_t kMaxConfigBytes = uint64_t(16) << 20;
   llvm::Expected<std::string> text = runtime::readRegularFile(configPath, kMaxConfigBytes);
   if (!text) {
@@ -143,22 +195,26 @@ int run() {
   }
 
   // What OUT already holds (incremental builds).
-  std::map<std::string, runtime::AotKernel> previous;
-  std::shared_ptr<const runtime::AotLibrary> old;
-  if (llvm::sys::fs::exists(outDir + "/manifest.json")) {
-    auto opened = runtime::AotLibrary::open(outDir);
-    if (opened) {
-      old = *opened;
-      for (const runtime::AotKernel &k : old->kernels())
-        previous.emplace(k.key, k);
-    } else {
-      llvm::consumeError(opened.takeError()); // rebuilt from scratch
-    }
-  }
+  std::map<std::string, runtime::AotKernel> previousKernels;
+  if (old)
+    for (const runtime::AotKernel &k : old->kernels())
+      previousKernels.emplace(k.key, k);
   for (Arch arch : archs)
     if (std::error_code error =
             llvm::sys::fs::create_directories(outDir + "/" + std::string(toString(arch)))) {
       llvm::errs() << "attn-aot: cannot create " << outDir << ": " << error.message() << "\n";
+      return 2;
+    }
+  // A new library is claimed with an empty manifest first, so a run cut
+  // short leaves a directory later runs accept as theirs.
+  if (!old)
+    if (llvm::Error error = runtime::writeManifest(outDir, {})) {
+      llvm::errs() << "attn-aot: " << llvm::toString(std::move(error)) << "\n";
+      return 2;
+    }
+  if (!packPath.empty())
+    if (llvm::Error error = runtime::checkPackTarget(outDir, packPath)) {
+      llvm::errs() << "attn-aot: " << llvm::toString(std::move(error)) << "\n";
       return 2;
     }
 
@@ -177,9 +233,9 @@ int run() {
       k.spec = u.job.spec;
       std::string arch(toString(u.job.spec.arch));
       // An unchanged kernel whose cubin is still intact is kept.
-      auto it = previous.find(u.key);
+      auto it = previousKernels.find(u.key);
       bool upToDate = false;
-      if (it != previous.end()) {
+      if (it != previousKernels.end()) {
         llvm::Expected<std::string> existing = old->readCubin(it->second);
         upToDate = bool(existing);
         if (!existing)
@@ -238,22 +294,19 @@ int run() {
     llvm::errs() << "attn-aot: " << llvm::toString(std::move(error)) << "\n";
     return 2;
   }
-  // Files of kernels no longer in the library go, so OUT is what it lists.
-  std::set<std::string> listed;
-  for (const auto &k : kernels) {
-    listed.insert(k.source);
-    listed.insert(k.cubin);
-  }
-  for (Arch arch : {Arch::SM80, Arch::SM89, Arch::SM90a}) {
-    std::string dir = outDir + "/" + std::string(toString(arch));
-    std::error_code error;
-    for (llvm::sys::fs::directory_iterator it(dir, error), end; it != end && !error;
-         it.increment(error)) {
-      llvm::StringRef file = llvm::sys::path::filename(it->path());
-      std::string relative = std::string(toString(arch)) + "/" + file.str();
-      if ((file.ends_with(".cu") || file.ends_with(".cubin")) && !listed.count(relative))
-        llvm::sys::fs::remove(it->path());
+  // Files the previous manifest listed and this one does not go, so OUT is
+  // what it lists; nothing else in OUT is touched (the manifest reader
+  // insists on the library's own file names, so these lie inside OUT).
+  if (old) {
+    std::set<std::string> listed;
+    for (const auto &k : kernels) {
+      listed.insert(k.source);
+      listed.insert(k.cubin);
     }
+    for (const runtime::AotKernel &k : old->kernels())
+      for (const std::string &file : {k.source, k.cubin})
+        if (!listed.count(file))
+          llvm::sys::fs::remove(outDir + "/" + file);
   }
 
   // The report: per arch, then totals.
