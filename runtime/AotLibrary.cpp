@@ -252,9 +252,11 @@ parseAotManifest(llvm::StringRef text, llvm::StringRef path, bool packed) {
     if (r.problem.empty() && k.name != k.spec.uri())
       r.fail("names \"" + k.name + "\", but its spec is \"" + k.spec.uri() + "\"");
     if (r.problem.empty() && !packed && k.source != sourcePath(k))
-      r.fail("has source \"" + k.source + "\"; expected \"" + sourcePath(k) + "\"");
+      r.fail("has source \"" + k.source + "\"; expected \"" + sourcePath(k) +
+             "\"");
     if (r.problem.empty() && !packed && k.cubin != cubinPath(k))
-      r.fail("has cubin \"" + k.cubin + "\"; expected \"" + cubinPath(k) + "\"");
+      r.fail("has cubin \"" + k.cubin + "\"; expected \"" + cubinPath(k) +
+             "\"");
     if (!r.problem.empty())
       return libraryError(path, r.problem);
     kernels.push_back(std::move(k));
@@ -300,8 +302,8 @@ static llvm::Error writeAtomically(llvm::StringRef path, llvm::StringRef bytes) 
   llvm::SmallString<256> temp;
   if (std::error_code error =
           llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%%%", fd, temp))
-    return llvm::createStringError("cannot create a file next to " + path.str() +
-                                   ": " + error.message());
+    return llvm::createStringError("cannot create a file next to " +
+                                   path.str() + ": " + error.message());
   {
     llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
     os << bytes;
@@ -316,7 +318,8 @@ static llvm::Error writeAtomically(llvm::StringRef path, llvm::StringRef bytes) 
   if (std::error_code error = llvm::sys::fs::rename(temp, path)) {
     llvm::sys::fs::remove(temp);
     return llvm::createStringError("cannot rename " + temp.str().str() +
-                                   " to " + path.str() + ": " + error.message());
+                                   " to " + path.str() + ": " +
+                                   error.message());
   }
   return llvm::Error::success();
 }
@@ -367,8 +370,8 @@ llvm::Error checkPackTarget(llvm::StringRef dir, llvm::StringRef file) {
   if (!existing)
     return refuse("something other than a packed attn library is there (" +
                   llvm::toString(existing.takeError()) + ")");
-  auto magic = existing->read(0, std::min<uint64_t>(existing->size(),
-                                                    sizeof(kPackMagic)));
+  auto magic = existing->read(
+      0, std::min<uint64_t>(existing->size(), sizeof(kPackMagic)));
   if (!magic)
     return refuse(llvm::toString(magic.takeError()));
   if (*magic != llvm::StringRef(kPackMagic, sizeof(kPackMagic)))
@@ -423,7 +426,8 @@ AotLibrary::open(llvm::StringRef path) {
     auto file = RegularFile::open(path);
     if (!file)
       return libraryError(path, llvm::toString(file.takeError()));
-    auto header = file->read(0, std::min<uint64_t>(file->size(), kPackHeaderSize));
+    auto header =
+        file->read(0, std::min<uint64_t>(file->size(), kPackHeaderSize));
     if (!header)
       return libraryError(path, llvm::toString(header.takeError()));
     if (header->size() < kPackHeaderSize ||
@@ -431,7 +435,8 @@ AotLibrary::open(llvm::StringRef path) {
             llvm::StringRef(kPackMagic, sizeof(kPackMagic))))
       return libraryError(path, "neither a directory with manifest.json nor a "
                                 "packed .attnlib file");
-    uint64_t size = llvm::support::endian::read64le(header->data() + sizeof(kPackMagic));
+    uint64_t size =
+        llvm::support::endian::read64le(header->data() + sizeof(kPackMagic));
     if (size > kMaxManifestBytes)
       return libraryError(path, llvm::formatv("its header gives a manifest of "
                                               "{0} bytes, larger than the "

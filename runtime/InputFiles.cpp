@@ -89,8 +89,8 @@ std::string position(llvm::StringRef text, size_t offset) {
   llvm::StringRef before = text.take_front(offset);
   size_t line = before.count('\n') + 1;
   size_t lineStart = before.rfind('\n');
-  size_t column = lineStart == llvm::StringRef::npos ? offset + 1
-                                                     : offset - lineStart;
+  size_t column =
+      lineStart == llvm::StringRef::npos ? offset + 1 : offset - lineStart;
   return llvm::formatv("line {0}, column {1}", line, column);
 }
 
@@ -170,8 +170,8 @@ llvm::Error checkJsonShape(llvm::StringRef text, llvm::StringRef what,
     if (c == '{' || c == '[') {
       if (levels.size() >= maxDepth)
         return llvm::createStringError(llvm::formatv(
-            "{0}: JSON nests deeper than the limit of {1} levels at {2}",
-            what, maxDepth, position(text, i)));
+            "{0}: JSON nests deeper than the limit of {1} levels at {2}", what,
+            maxDepth, position(text, i)));
       levels.push_back({c == '{', c == '{', {}});
     } else if (c == '}' || c == ']') {
       if (!levels.empty())
@@ -212,8 +212,8 @@ llvm::Expected<llvm::json::Value> parseJson(llvm::StringRef text,
     return std::move(error);
   llvm::Expected<llvm::json::Value> value = llvm::json::parse(text);
   if (!value)
-    return llvm::createStringError(what + ": not valid JSON: " +
-                                   llvm::toString(value.takeError()));
+    return llvm::createStringError(
+        what + ": not valid JSON: " + llvm::toString(value.takeError()));
   return value;
 }
 

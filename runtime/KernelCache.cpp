@@ -113,7 +113,8 @@ DiskLookup readCacheFile(const std::string &path, llvm::StringRef keyHash,
     llvm::consumeError(bytes.takeError());
     return DiskLookup::Corrupt;
   }
-  std::optional<llvm::StringRef> payload = parseCacheEntry(*bytes, keyHash, arch);
+  std::optional<llvm::StringRef> payload =
+      parseCacheEntry(*bytes, keyHash, arch);
   if (!payload)
     return DiskLookup::Corrupt;
   cubin = payload->str();
@@ -202,8 +203,8 @@ public:
         ::close(fd);
         return lock;
       }
-      std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(
-          pause, timeout - waited));
+      std::this_thread::sleep_for(
+          std::min<std::chrono::nanoseconds>(pause, timeout - waited));
       pause = std::min(pause * 2, std::chrono::milliseconds(50));
     }
     lock.fd = fd;
@@ -345,9 +346,8 @@ std::string cacheEntryBytes(llvm::StringRef keyHash, Arch arch,
   return fileHeader(keyHash, arch, cubin) + cubin.str();
 }
 
-std::optional<llvm::StringRef> parseCacheEntry(llvm::StringRef bytes,
-                                               llvm::StringRef keyHash,
-                                               Arch arch) {
+std::optional<llvm::StringRef>
+parseCacheEntry(llvm::StringRef bytes, llvm::StringRef keyHash, Arch arch) {
   if (keyHash.size() != kKeyHashSize || bytes.size() < kHeaderSize)
     return std::nullopt;
   llvm::StringRef payload = bytes.drop_front(kHeaderSize);

@@ -102,10 +102,9 @@ public:
             std::optional<ScalarType> q = {}) {
     if (const json::Value *v = take(name)) {
       auto text = v->getAsString();
-      std::optional<ScalarType> parsed =
-          text && *text == "q" && q ? q
-          : text                    ? parseScalarType(*text)
-                                    : std::nullopt;
+      std::optional<ScalarType> parsed = text && *text == "q" && q ? q
+                                         : text ? parseScalarType(*text)
+                                                : std::nullopt;
       if (parsed)
         out = *parsed;
       else
@@ -251,7 +250,8 @@ std::optional<Entry> checkEntry(llvm::StringRef kind, std::string where,
                        "variant; give at least one value");
       continue;
     }
-    combinations = llvm::SaturatingMultiply(combinations, uint64_t(list->size()));
+    combinations =
+        llvm::SaturatingMultiply(combinations, uint64_t(list->size()));
     lists += (lists.empty() ? "" : ", ") + name + ": " +
              std::to_string(list->size());
   }
@@ -260,12 +260,11 @@ std::optional<Entry> checkEntry(llvm::StringRef kind, std::string where,
     bool alwaysPaged = paged && paged->getAsBoolean() == true;
     for (const char *name : kPagedOnlyFields)
       if (object.get(name) && !alwaysPaged)
-        errors.push_back(
-            where + ": \"" + name +
-            "\" applies to paged prefill only, and this entry " +
-            (paged ? "has \"paged\": " + printed(*paged)
-                   : std::string("is not paged")) +
-            "; give it only to entries with \"paged\": true");
+        errors.push_back(where + ": \"" + name +
+                         "\" applies to paged prefill only, and this entry " +
+                         (paged ? "has \"paged\": " + printed(*paged)
+                                : std::string("is not paged")) +
+                         "; give it only to entries with \"paged\": true");
   }
   if (errors.size() != errorsBefore)
     return std::nullopt;
@@ -313,7 +312,8 @@ std::optional<std::string> overLimit(llvm::StringRef name,
       limit);
   uint64_t total = 0;
   for (const Entry &e : entries) {
-    uint64_t variants = llvm::SaturatingMultiply(e.combinations, uint64_t(archs));
+    uint64_t variants =
+        llvm::SaturatingMultiply(e.combinations, uint64_t(archs));
     if (variants > limit)
       return llvm::formatv("{0} stands for {1} variants ({2} combinations of "
                            "{3}; times {4}){5}",
@@ -501,11 +501,10 @@ ConfigJobs mlirJobs(llvm::StringRef text, llvm::StringRef name,
       continue;
     }
     for (size_t i = 0; i < specs->size(); ++i)
-      result.jobs.push_back({(*specs)[i], "",
-                             i < origins.size() &&
-                                     origins.size() == specs->size()
-                                 ? origins[i]
-                                 : name.str()});
+      result.jobs.push_back(
+          {(*specs)[i], "",
+           i < origins.size() && origins.size() == specs->size() ? origins[i]
+                                                                 : name.str()});
   }
   return result;
 }

@@ -128,7 +128,8 @@ previousLibrary(llvm::StringRef dir) {
   if (it != llvm::sys::fs::directory_iterator())
     return llvm::createStringError("-o '" + dir.str() +
                                    "' is not empty and holds no attn-aot "
-                                   "manifest" + std::string(advice));
+                                   "manifest" +
+                                   std::string(advice));
   return nullptr;
 }
 
@@ -148,7 +149,8 @@ int run() {
   // Checked before anything is read or built.
   auto previous = previousLibrary(outDir);
   if (!previous) {
-    llvm::errs() << "attn-aot: " << llvm::toString(previous.takeError()) << "\n";
+    llvm::errs() << "attn-aot: " << llvm::toString(previous.takeError())
+                 << "\n";
     return 2;
   }
   std::shared_ptr<const runtime::AotLibrary> old = std::move(*previous);
@@ -156,7 +158,8 @@ int run() {
   // Configs are a few KiB written by hand or a script; 16 MiB is room for
   // any script and still a bound on memory.
   constexpr uint64_t kMaxConfigBytes = uint64_t(16) << 20;
-  llvm::Expected<std::string> text = runtime::readRegularFile(configPath, kMaxConfigBytes);
+  llvm::Expected<std::string> text =
+      runtime::readRegularFile(configPath, kMaxConfigBytes);
   if (!text) {
     llvm::errs() << "attn-aot: cannot read the config: "
                  << llvm::toString(text.takeError()) << "\n";

@@ -212,19 +212,22 @@ TEST(AotLibraryTest, ManifestThatIsNotARegularFileIsRefusedWithoutBlocking) {
   ASSERT_EQ(mkfifo(fifoManifest.c_str(), 0600), 0);
   auto opened = AotLibrary::open(fifo.dir.str());
   ASSERT_FALSE(bool(opened));
-  EXPECT_NE(llvm::toString(opened.takeError()).find("is not a regular file (it is a FIFO)"),
+  EXPECT_NE(llvm::toString(opened.takeError())
+                .find("is not a regular file (it is a FIFO)"),
             std::string::npos);
   std::string zeroManifest = zero.dir.str("manifest.json");
   ASSERT_EQ(unlink(zeroManifest.c_str()), 0);
   ASSERT_EQ(symlink("/dev/zero", zeroManifest.c_str()), 0);
   opened = AotLibrary::open(zero.dir.str());
   ASSERT_FALSE(bool(opened));
-  EXPECT_NE(llvm::toString(opened.takeError()).find("is not a regular file (it is a device)"),
+  EXPECT_NE(llvm::toString(opened.takeError())
+                .find("is not a regular file (it is a device)"),
             std::string::npos);
   // A packed library that is /dev/zero, and a cubin that is a FIFO.
   opened = AotLibrary::open("/dev/zero");
   ASSERT_FALSE(bool(opened));
-  EXPECT_NE(llvm::toString(opened.takeError()).find("'/dev/zero' is not a regular file"),
+  EXPECT_NE(llvm::toString(opened.takeError())
+                .find("'/dev/zero' is not a regular file"),
             std::string::npos);
   OneKernelLibrary fifoCubin;
   auto library = AotLibrary::open(fifoCubin.dir.str());
@@ -246,13 +249,13 @@ TEST(AotLibraryTest, EnvironmentLibrariesThatCannotBeReadAreSkipped) {
   ASSERT_TRUE(!llvm::sys::fs::create_directory(dir.str("deep")));
   writeFile(dir.str("deep/manifest.json"),
             std::string(200000, '[') + std::string(200000, ']'));
-  std::string paths =
-      dir.str("fifo") + ":/dev/zero:" + dir.str("deep");
+  std::string paths = dir.str("fifo") + ":/dev/zero:" + dir.str("deep");
   ASSERT_EQ(setenv("ATTN_AOT_LIBRARY", paths.c_str(), 1), 0);
   testing::internal::CaptureStderr();
   KernelCache::Options options;
   options.useDisk = false;
-  options.compiler = [](const CompileRequest &request) -> llvm::Expected<std::string> {
+  options.compiler =
+      [](const CompileRequest &request) -> llvm::Expected<std::string> {
     return "cubin of " + request.uri;
   };
   KernelCache cache(options);
@@ -263,7 +266,8 @@ TEST(AotLibraryTest, EnvironmentLibrariesThatCannotBeReadAreSkipped) {
         "'/dev/zero' is not a regular file (it is a device)",
         "nests deeper than the limit of 64 levels"})
     EXPECT_NE(warnings.find(fragment), std::string::npos) << warnings;
-  EXPECT_EQ(llvm::StringRef(warnings).count("attn: warning: ATTN_AOT_LIBRARY: "), 3u)
+  EXPECT_EQ(
+      llvm::StringRef(warnings).count("attn: warning: ATTN_AOT_LIBRARY: "), 3u)
       << warnings;
   auto cubin = cache.getCubin(CompileRequest{"k", "// k", Arch::SM90a});
   ASSERT_TRUE(bool(cubin)) << llvm::toString(cubin.takeError());
@@ -289,7 +293,8 @@ TEST(AotLibraryTest, PackedLibraryReadsOnlyTheKernelsBytes) {
   outside.offset = ~uint64_t(0) - 2;
   auto past = (*opened)->readCubin(outside);
   ASSERT_FALSE(bool(past));
-  EXPECT_NE(llvm::toString(past.takeError()).find("past the end"), std::string::npos);
+  EXPECT_NE(llvm::toString(past.takeError()).find("past the end"),
+            std::string::npos);
 }
 
 TEST(AotLibraryTest, PackedHeaderClaimingAHugeManifestIsRefused) {
@@ -310,14 +315,16 @@ TEST(AotLibraryTest, PackingNeverOverwritesWhatItDidNotWrite) {
     llvm::Error error = packLibrary(lib.dir.str(), file);
     ASSERT_TRUE(bool(error)) << file;
     std::string message = llvm::toString(std::move(error));
-    EXPECT_NE(message.find("will not pack into '" + file + "'"), std::string::npos)
+    EXPECT_NE(message.find("will not pack into '" + file + "'"),
+              std::string::npos)
         << message;
     EXPECT_NE(message.find(fragment), std::string::npos) << message;
   };
   // Inside the library: the manifest itself, a subdirectory, and the
   // library reached through a symlink.
   expectRefused(lib.dir.str("manifest.json"), "inside the library directory");
-  expectRefused(lib.dir.str("sm_90a/lib.attnlib"), "inside the library directory");
+  expectRefused(lib.dir.str("sm_90a/lib.attnlib"),
+                "inside the library directory");
   TempDir out;
   ASSERT_EQ(symlink(lib.dir.str().c_str(), out.str("alias").c_str()), 0);
   expectRefused(out.str("alias/lib.attnlib"), "inside the library directory");

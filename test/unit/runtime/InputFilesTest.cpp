@@ -67,10 +67,9 @@ TEST(InputFilesTest, DevicesDirectoriesAndFifosAreRefusedWithoutBlocking) {
   struct Case {
     std::string path, kind;
   };
-  for (const Case &c : {Case{"/dev/zero", "a device"},
-                        Case{dir.str("zero"), "a device"},
-                        Case{dir.str("fifo"), "a FIFO"},
-                        Case{dir.str(), "a directory"}}) {
+  for (const Case &c :
+       {Case{"/dev/zero", "a device"}, Case{dir.str("zero"), "a device"},
+        Case{dir.str("fifo"), "a FIFO"}, Case{dir.str(), "a directory"}}) {
     std::string message = failure(readRegularFile(c.path, 1 << 20));
     EXPECT_NE(message.find("'" + c.path + "' is not a regular file (it is " +
                            c.kind + ")"),
@@ -133,8 +132,8 @@ TEST(InputFilesTest, DeepNestingIsRefusedBeforeParsing) {
             std::string::npos)
       << message;
   // Exactly the limit is fine; objects count as levels too.
-  std::string limit = std::string(kMaxJsonDepth, '[') +
-                      std::string(kMaxJsonDepth, ']');
+  std::string limit =
+      std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
   EXPECT_TRUE(bool(parseJson(limit, "t")));
   std::string objects;
   for (unsigned i = 0; i <= kMaxJsonDepth; ++i)
@@ -143,8 +142,8 @@ TEST(InputFilesTest, DeepNestingIsRefusedBeforeParsing) {
   EXPECT_NE(failure(parseJson(objects, "t")).find("deeper than the limit"),
             std::string::npos);
   // Brackets inside strings do not count, escaped quotes included.
-  std::string quoted = "[\"" + std::string(1000, '[') + "\\\"" +
-                       std::string(1000, '{') + "\"]";
+  std::string quoted =
+      "[\"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\"]";
   EXPECT_TRUE(bool(parseJson(quoted, "t"))) << failure(parseJson(quoted, "t"));
 }
 
@@ -159,8 +158,8 @@ TEST(InputFilesTest, DuplicateKeysAreRefusedAndNamed) {
                 .find("duplicate key \"a\""),
             std::string::npos);
   // Equal keys in different objects, and strings that are values, are fine.
-  EXPECT_TRUE(bool(parseJson(R"({"a": {"a": "a"}, "b": [{"a": 1}, {"a": 2}]})",
-                             "t")));
+  EXPECT_TRUE(
+      bool(parseJson(R"({"a": {"a": "a"}, "b": [{"a": 1}, {"a": 2}]})", "t")));
   EXPECT_TRUE(bool(parseJson(R"({"a": "b", "b": "a"})", "t")));
 }
 

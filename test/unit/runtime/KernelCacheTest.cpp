@@ -239,11 +239,13 @@ TEST_F(KernelCacheTest, FileOfAnotherKeyIsNotTrusted) {
 /// Plants `plant` at the entry's path, then checks that a cache counts it
 /// corrupt and compiles without blocking or reading it, and returns the
 /// kernel.
-void expectPlantedEntryIsRecompiled(const KernelCache::Options &opts,
-                                    const std::function<void(const std::string &)> &plant,
-                                    const std::string &expected) {
+void expectPlantedEntryIsRecompiled(
+    const KernelCache::Options &opts,
+    const std::function<void(const std::string &)> &plant,
+    const std::string &expected) {
   std::string path = *KernelCache(opts).diskPath(request());
-  ASSERT_FALSE(llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path)));
+  ASSERT_FALSE(
+      llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path)));
   plant(path);
   alarm(20); // a FIFO read with a blocking open hangs: fail, not hang
   KernelCache cache(opts);

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "tools/attn-aot/AotConfig.h"
 
+#include "attn/runtime/InputFiles.h"
 #include "attn/runtime/VariantKey.h"
 
 #include <gtest/gtest.h>
@@ -82,6 +83,22 @@ TEST(AotConfigTest, CacheOpsAndMlirConfigs) {
             std::string::npos);
 }
 
+TEST(AotConfigTest, ExampleConfigsAreValid) {
+  for (const char *example : {"serving.json", "serving-full.json"}) {
+    std::string path = std::string(ATTN_SOURCE_DIR "/examples/aot/") + example;
+    llvm::Expected<std::string> text = runtime::readRegularFile(path, 1 << 20);
+    ASSERT_TRUE(bool(text)) << llvm::toString(text.takeError());
+    ConfigJobs config = readConfig(*text, path, kTwoArchs);
+    EXPECT_TRUE(config.errors.empty()) << errorsOf(config);
+    EXPECT_FALSE(config.jobs.empty()) << example;
+    // serving.json: decode 8, prefill 5, append_kv 4, on two archs, plus
+    // two cache ops per arch (attn-aot builds these 38 kernels).
+    if (std::string(example) == "serving.json") {
+      EXPECT_EQ(config.jobs.size(), 38u);
+    }
+  }
+}
+
 //===- Counting before expanding ------------------------------------------===//
 
 TEST(AotConfigTest, TenMillionCombinationsAreRefusedBeforeExpanding) {
@@ -90,13 +107,12 @@ TEST(AotConfigTest, TenMillionCombinationsAreRefusedBeforeExpanding) {
   std::string ten = "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]";
   std::string both = "[false, true]";
   std::string text = R"({"decode": [{"num_q_heads": )" + ten +
-                     R"(, "num_kv_heads": )" + ten + R"(, "head_dim": )" +
-                     ten + R"(, "page_size": )" + ten +
-                     R"(, "query_len": )" + ten + R"(, "causal": )" + both +
-                     R"(, "cross": )" + both + R"(, "alibi": )" + both +
-                     R"(, "lse": )" + both + R"(, "per_head_scale": )" +
-                     both + R"(, "softcap": )" + both +
-                     R"(, "window_left": )" + both + "}]}";
+                     R"(, "num_kv_heads": )" + ten + R"(, "head_dim": )" + ten +
+                     R"(, "page_size": )" + ten + R"(, "query_len": )" + ten +
+                     R"(, "causal": )" + both + R"(, "cross": )" + both +
+                     R"(, "alibi": )" + both + R"(, "lse": )" + both +
+                     R"(, "per_head_scale": )" + both + R"(, "softcap": )" +
+                     both + R"(, "window_left": )" + both + "}]}";
   EXPECT_LT(text.size(), 450u);
   auto start = std::chrono::steady_clock::now();
   expectRefused(text,
@@ -117,11 +133,10 @@ TEST(AotConfigTest, CountsSaturateInsteadOfWrapping) {
     twenty += (i ? ", " : "") + std::to_string(i + 1);
   twenty += "]";
   std::string text = R"({"decode": [{)";
-  const char *fields[] = {"q_type",   "kv_type",     "num_q_heads",
-                          "num_kv_heads", "head_dim", "page_size",
-                          "layout",   "query_len",   "causal",
-                          "cross",    "window_left", "softcap",
-                          "alibi",    "per_head_scale", "lse"};
+  const char *fields[] = {
+      "q_type",      "kv_type", "num_q_heads", "num_kv_heads",   "head_dim",
+      "page_size",   "layout",  "query_len",   "causal",         "cross",
+      "window_left", "softcap", "alibi",       "per_head_scale", "lse"};
   for (const char *field : fields)
     text += std::string(field == fields[0] ? "" : ", ") + "\"" + field +
             "\": " + twenty;
@@ -175,11 +190,10 @@ TEST(AotConfigTest, MlirConfigsAreLimitedToo) {
 
 TEST(AotConfigTest, IntegersOutOfRangeAreErrorsNamingFieldAndValue) {
   // 4294967328 is 32 once cut to an int: it used to build a 32-head kernel.
-  for (const char *value :
-       {"4294967328", "-8", "0", "1.5", "1e300", "9223372036854775808.0",
-        "\"32\""}) {
-    std::string text = std::string(R"({"decode": [{"num_q_heads": )") +
-                       value + "}]}";
+  for (const char *value : {"4294967328", "-8", "0", "1.5", "1e300",
+                            "9223372036854775808.0", "\"32\""}) {
+    std::string text =
+        std::string(R"({"decode": [{"num_q_heads": )") + value + "}]}";
     std::string printed = value;
     if (printed == "1e300")
       printed = "1.0000000000000001e+300";
@@ -187,15 +201,15 @@ TEST(AotConfigTest, IntegersOutOfRangeAreErrorsNamingFieldAndValue) {
       printed = "9.2233720368547758e+18";
     expectRefused(text, {"c.json: decode[0] {num_q_heads=" + printed +
                          "}: \"num_q_heads\" must be an integer from 1 to "
-                         "2147483647, not " + printed});
+                         "2147483647, not " +
+                         printed});
   }
 }
 
 TEST(AotConfigTest, EmptyListsAreErrors) {
   expectRefused(R"({"decode": [{"head_dim": []}]})",
                 {"c.json: decode[0]: \"head_dim\" is an empty list"});
-  expectRefused(R"({"decode": []})",
-                {"c.json: \"decode\" is an empty list"});
+  expectRefused(R"({"decode": []})", {"c.json: \"decode\" is an empty list"});
   expectRefused(R"({})", {"c.json: the config yields no kernel"});
   // An empty list elsewhere does not stop the good entries.
   ConfigJobs config = readConfig(
@@ -217,15 +231,18 @@ TEST(AotConfigTest, DuplicateKeysAndDeepNestingAreErrors) {
 TEST(AotConfigTest, UnknownAndInapplicableFieldsAreErrors) {
   expectRefused(R"({"decode": [{"head_dmi": 64}]})",
                 {"c.json: decode[0]: unknown field \"head_dmi\""});
-  expectRefused(R"({"decode": [{"window": true}]})",
-                {"decode[0]: unknown field \"window\" (renamed \"window_left\")"});
-  expectRefused(R"({"prefill": [{"window": [false, true]}]})",
-                {"prefill[0]: unknown field \"window\" (renamed \"window_left\")"});
+  expectRefused(
+      R"({"decode": [{"window": true}]})",
+      {"decode[0]: unknown field \"window\" (renamed \"window_left\")"});
+  expectRefused(
+      R"({"prefill": [{"window": [false, true]}]})",
+      {"prefill[0]: unknown field \"window\" (renamed \"window_left\")"});
   expectRefused(R"({"append_kv": [{"causal": true}]})",
                 {"append_kv[0]: unknown field \"causal\""});
   // Fields of the paged cache on a prefill entry that is not always paged.
   for (const char *field : {"kv_type", "page_size", "layout", "per_head_scale"})
-    for (const char *paged : {"", ", \"paged\": false", ", \"paged\": [false, true]"}) {
+    for (const char *paged :
+         {"", ", \"paged\": false", ", \"paged\": [false, true]"}) {
       std::string value = std::string(field) == "kv_type"     ? "\"q\""
                           : std::string(field) == "page_size" ? "16"
                           : std::string(field) == "layout"    ? "\"nhd\""

@@ -95,9 +95,8 @@ std::string cacheEntryBytes(llvm::StringRef keyHash, Arch arch,
 /// The cubin in disk cache entry `bytes`, if they are a whole, intact entry
 /// written by cacheEntryBytes for `keyHash` on `arch`; none for anything
 /// else. Reads no files: the entry point for fuzzing cache entries.
-std::optional<llvm::StringRef> parseCacheEntry(llvm::StringRef bytes,
-                                               llvm::StringRef keyHash,
-                                               Arch arch);
+std::optional<llvm::StringRef>
+parseCacheEntry(llvm::StringRef bytes, llvm::StringRef keyHash, Arch arch);
 
 class AotLibrary;
 
