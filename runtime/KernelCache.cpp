@@ -78,7 +78,8 @@ uint64_t entryChecksum(llvm::StringRef keyHash, Arch arch,
   return llvm::xxh3_64bits(bound);
 }
 
-/// The header of an entry; `keyHash` must be kKeyHashSize long.
+/// The header of an entry; `keyHash` is kKeyHashSize long (anything longer
+/// is cut, shorter padded with zeros, so no input writes out of bounds).
 std::string fileHeader(llvm::StringRef keyHash, Arch arch,
                        llvm::StringRef payload) {
   std::string header(kHeaderSize, '\0');
@@ -87,7 +88,8 @@ std::string fileHeader(llvm::StringRef keyHash, Arch arch,
   out += sizeof(kMagic);
   llvm::support::endian::write32le(out, kFormatVersion);
   out += 4;
-  std::copy(keyHash.begin(), keyHash.end(), out);
+  llvm::StringRef key = keyHash.take_front(kKeyHashSize);
+  std::copy(key.begin(), key.end(), out);
   out += kKeyHashSize;
   llvm::support::endian::write64le(out, payload.size());
   out += 8;
