@@ -1,5 +1,6 @@
 //===- AotLibrary.cpp - ahead-of-time kernel libraries --------------------===//
 #include "attn/runtime/AotLibrary.h"
+#include "attn/runtime/InputFiles.h"
 #include "attn/runtime/VariantKey.h"
 
 #include "codegen/EmitCuda.h"
@@ -10,10 +11,11 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/xxhash.h"
+
+#include <climits>
 
 namespace attn::runtime {
 
@@ -77,13 +79,22 @@ public:
       fail("lacks \"" + name + "\"");
     return value;
   }
-  int64_t integer(llvm::StringRef name) {
+  /// An integer in [min, max]; anything else is a problem naming the value.
+  int64_t integer(llvm::StringRef name, int64_t min, int64_t max) {
     const json::Value *v = get(name);
-    std::optional<int64_t> i = v ? v->getAsInteger() : std::nullopt;
-    if (v && !i)
-      fail("\"" + name + "\" is not an integer");
-    return i.value_or(0);
+    if (!v)
+      return 0;
+    std::optional<int64_t> i = getJsonInteger(*v);
+    if (i && *i >= min && *i <= max)
+      return *i;
+    std::string text;
+    llvm::raw_string_ostream(text) << *v;
+    fail(llvm::formatv("\"{0}\" is {1}; expected an integer from {2} to {3}",
+                       name, text, min, max));
+    return 0;
   }
+  /// Counts and sizes of the kernel spec: a non-negative int.
+  int count(llvm::StringRef name) { return int(integer(name, 0, INT_MAX)); }
   uint64_t hex(llvm::StringRef name) {
     std::string text = string(name);
     uint64_t value = 0;
@@ -132,12 +143,12 @@ void readSpec(FieldReader &r, KernelSpec &s) {
   s.arch = r.parsed<Arch>("arch", parseArch);
   s.qType = r.parsed<ScalarType>("q_type", parseScalarType);
   s.kvType = r.parsed<ScalarType>("kv_type", parseScalarType);
-  s.numQHeads = int(r.integer("num_q_heads"));
-  s.numKVHeads = int(r.integer("num_kv_heads"));
-  s.headDim = int(r.integer("head_dim"));
-  s.pageSize = int(r.integer("page_size"));
+  s.numQHeads = r.count("num_q_heads");
+  s.numKVHeads = r.count("num_kv_heads");
+  s.headDim = r.count("head_dim");
+  s.pageSize = r.count("page_size");
   s.layout = r.parsed<KVLayout>("layout", parseKVLayout);
-  s.queryLen = int(r.integer("query_len"));
+  s.queryLen = r.count("query_len");
   s.causal = r.boolean("causal");
   s.slidingWindow = r.boolean("sliding_window");
   s.alibi = r.boolean("alibi");
@@ -146,17 +157,17 @@ void readSpec(FieldReader &r, KernelSpec &s) {
   s.writeLse = r.boolean("write_lse");
   const json::Value *decode = r.get("decode_schedule");
   FieldReader d(decode ? decode->getAsObject() : nullptr, r.where + " decode_schedule");
-  s.schedule.warps = int(d.integer("warps"));
-  s.schedule.stages = int(d.integer("stages"));
-  s.schedule.rowTiles = int(d.integer("row_tiles"));
-  s.schedule.minChunkTokens = int(d.integer("min_chunk_tokens"));
-  s.schedule.ctasPerSM = int(d.integer("ctas_per_sm"));
+  s.schedule.warps = d.count("warps");
+  s.schedule.stages = d.count("stages");
+  s.schedule.rowTiles = d.count("row_tiles");
+  s.schedule.minChunkTokens = d.count("min_chunk_tokens");
+  s.schedule.ctasPerSM = d.count("ctas_per_sm");
   const json::Value *prefill = r.get("prefill_schedule");
   FieldReader p(prefill ? prefill->getAsObject() : nullptr, r.where + " prefill_schedule");
-  s.prefillSchedule.warps = int(p.integer("warps"));
-  s.prefillSchedule.blockM = int(p.integer("block_m"));
-  s.prefillSchedule.blockN = int(p.integer("block_n"));
-  s.prefillSchedule.stages = int(p.integer("stages"));
+  s.prefillSchedule.warps = p.count("warps");
+  s.prefillSchedule.blockM = p.count("block_m");
+  s.prefillSchedule.blockN = p.count("block_n");
+  s.prefillSchedule.stages = p.count("stages");
   // Manifests written before the wgmma path have no "mma": mma.sync.
   if (prefill && prefill->getAsObject() && prefill->getAsObject()->get("mma"))
     s.prefillSchedule.mma = p.parsed<PrefillMma>("mma", parsePrefillMma);
@@ -165,14 +176,33 @@ void readSpec(FieldReader &r, KernelSpec &s) {
       r.fail(sub->problem);
 }
 
-/// Parses manifest text into kernels.
-llvm::Expected<std::vector<AotKernel>> parseManifest(llvm::StringRef path,
-                                                     llvm::StringRef text,
-                                                     bool packed) {
-  llvm::Expected<json::Value> root = json::parse(text);
+constexpr size_t kPackHeaderSize = sizeof(kPackMagic) + 8;
+
+/// Where a directory library keeps a kernel's files. A manifest must name
+/// exactly these, so a damaged or hostile one cannot point a reader, or
+/// attn-aot's removal of dropped kernels, outside the library.
+std::string sourcePath(const AotKernel &k) {
+  return std::string(toString(k.spec.arch)) + "/" + k.name + ".cu";
+}
+std::string cubinPath(const AotKernel &k) {
+  return std::string(toString(k.spec.arch)) + "/" + k.name + "-" +
+         k.key.substr(0, 16) + ".cubin";
+}
+
+bool isKeyHash(llvm::StringRef key) {
+  return key.size() == 64 && llvm::all_of(key, [](char c) {
+           return llvm::isDigit(c) || (c >= 'a' && c <= 'f');
+         });
+}
+
+} // namespace
+
+llvm::Expected<std::vector<AotKernel>>
+parseAotManifest(llvm::StringRef text, llvm::StringRef path, bool packed) {
+  llvm::Expected<json::Value> root =
+      parseJson(text, "AOT library '" + path.str() + "': manifest");
   if (!root)
-    return libraryError(path, "manifest is not JSON: " +
-                                  llvm::toString(root.takeError()));
+    return root.takeError();
   const json::Object *object = root->getAsObject();
   FieldReader top(object, "manifest");
   std::string format = top.string("format");
@@ -190,6 +220,8 @@ llvm::Expected<std::vector<AotKernel>> parseManifest(llvm::StringRef path,
     FieldReader r((*array)[i].getAsObject(), llvm::formatv("kernels[{0}]", i));
     AotKernel k;
     k.key = r.string("key");
+    if (r.problem.empty() && !isKeyHash(k.key))
+      r.fail("has key \"" + k.key + "\"; expected 64 lowercase hex digits");
     k.name = r.string("name");
     if (const json::Value *keys = r.get("kernel_keys")) {
       const json::Array *list = keys->getAsArray();
@@ -208,35 +240,29 @@ llvm::Expected<std::vector<AotKernel>> parseManifest(llvm::StringRef path,
     readSpec(s, k.spec);
     if (!s.problem.empty())
       r.fail(s.problem);
-    k.size = uint64_t(r.integer("size"));
+    k.size = uint64_t(r.integer("size", 0, int64_t(kMaxCubinBytes)));
     k.checksum = r.hex("checksum");
     k.compileSeconds = r.number("compile_seconds");
     if (packed) {
-      k.offset = uint64_t(r.integer("offset"));
+      k.offset = uint64_t(r.integer("offset", 0, INT64_MAX));
     } else {
       k.source = r.string("source");
       k.cubin = r.string("cubin");
     }
     if (r.problem.empty() && k.name != k.spec.uri())
       r.fail("names \"" + k.name + "\", but its spec is \"" + k.spec.uri() + "\"");
+    if (r.problem.empty() && !packed && k.source != sourcePath(k))
+      r.fail("has source \"" + k.source + "\"; expected \"" + sourcePath(k) +
+             "\"");
+    if (r.problem.empty() && !packed && k.cubin != cubinPath(k))
+      r.fail("has cubin \"" + k.cubin + "\"; expected \"" + cubinPath(k) +
+             "\"");
     if (!r.problem.empty())
       return libraryError(path, r.problem);
     kernels.push_back(std::move(k));
   }
   return kernels;
 }
-
-llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> readFile(llvm::StringRef path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return libraryError(path, "cannot read: " + buffer.getError().message());
-  return std::move(*buffer);
-}
-
-constexpr size_t kPackHeaderSize = sizeof(kPackMagic) + 8;
-
-} // namespace
 
 uint64_t cubinChecksum(llvm::StringRef cubin) { return llvm::xxh3_64bits(cubin); }
 
@@ -268,24 +294,33 @@ std::string manifestJson(llvm::ArrayRef<AotKernel> kernels) {
   return text;
 }
 
-/// Writes `bytes` to a temporary name next to `path` and renames it into
+/// Writes `bytes` to a new, unique temporary file next to `path` (created
+/// exclusively, so never through a link someone planted) and renames it into
 /// place, so readers see the old file or the whole new one.
 static llvm::Error writeAtomically(llvm::StringRef path, llvm::StringRef bytes) {
-  std::string temp = (path + ".tmp").str();
+  int fd = -1;
+  llvm::SmallString<256> temp;
+  if (std::error_code error =
+          llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%%%", fd, temp))
+    return llvm::createStringError("cannot create a file next to " +
+                                   path.str() + ": " + error.message());
   {
-    std::error_code error;
-    llvm::raw_fd_ostream os(temp, error);
-    if (error)
-      return llvm::createStringError("cannot write " + temp + ": " + error.message());
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
     os << bytes;
     os.close();
-    if (os.has_error())
-      return llvm::createStringError("cannot write " + temp + ": " +
-                                     os.error().message());
+    if (std::error_code error = os.error()) {
+      os.clear_error(); // or the stream's destructor aborts the process
+      llvm::sys::fs::remove(temp);
+      return llvm::createStringError("cannot write " + temp.str().str() + ": " +
+                                     error.message());
+    }
   }
-  if (std::error_code error = llvm::sys::fs::rename(temp, path))
-    return llvm::createStringError("cannot rename " + temp + " into place: " +
+  if (std::error_code error = llvm::sys::fs::rename(temp, path)) {
+    llvm::sys::fs::remove(temp);
+    return llvm::createStringError("cannot rename " + temp.str().str() +
+                                   " to " + path.str() + ": " +
                                    error.message());
+  }
   return llvm::Error::success();
 }
 
@@ -296,8 +331,8 @@ llvm::Error writeKernelFiles(llvm::StringRef dir, AotKernel &kernel,
   llvm::sys::path::append(archDir, arch);
   if (std::error_code error = llvm::sys::fs::create_directories(archDir))
     return libraryError(dir, "cannot create " + archDir.str() + ": " + error.message());
-  kernel.source = arch + "/" + kernel.name + ".cu";
-  kernel.cubin = arch + "/" + kernel.name + "-" + kernel.key.substr(0, 16) + ".cubin";
+  kernel.source = sourcePath(kernel);
+  kernel.cubin = cubinPath(kernel);
   kernel.size = cubin.size();
   kernel.checksum = cubinChecksum(cubin);
   if (llvm::Error error = writeAtomically((dir + "/" + kernel.source).str(), source))
@@ -309,7 +344,45 @@ llvm::Error writeManifest(llvm::StringRef dir, llvm::ArrayRef<AotKernel> kernels
   return writeAtomically((dir + "/manifest.json").str(), manifestJson(kernels));
 }
 
+llvm::Error checkPackTarget(llvm::StringRef dir, llvm::StringRef file) {
+  auto refuse = [&](const llvm::Twine &why) {
+    return llvm::createStringError("will not pack into '" + file.str() +
+                                   "': " + why.str());
+  };
+  // Inside the directory library it would overwrite or mix with the
+  // library's own files (--pack OUT/manifest.json replaced the manifest).
+  llvm::SmallString<256> realDir, realParent;
+  if (std::error_code error = llvm::sys::fs::real_path(dir, realDir))
+    return refuse("cannot resolve '" + dir + "': " + error.message());
+  llvm::StringRef parent = llvm::sys::path::parent_path(file);
+  if (std::error_code error =
+          llvm::sys::fs::real_path(parent.empty() ? "." : parent, realParent))
+    return refuse("cannot resolve its directory: " + error.message());
+  if (realParent == realDir ||
+      realParent.str().starts_with((realDir + "/").str()))
+    return refuse("it lies inside the library directory '" + dir +
+                  "'; pack to a path outside it");
+  // Only a packed library is replaced; anything else there is not ours.
+  llvm::sys::fs::file_status status;
+  if (llvm::sys::fs::status(file, status, /*follow=*/false))
+    return llvm::Error::success(); // nothing there
+  auto existing = RegularFile::open(file);
+  if (!existing)
+    return refuse("something other than a packed attn library is there (" +
+                  llvm::toString(existing.takeError()) + ")");
+  auto magic = existing->read(
+      0, std::min<uint64_t>(existing->size(), sizeof(kPackMagic)));
+  if (!magic)
+    return refuse(llvm::toString(magic.takeError()));
+  if (*magic != llvm::StringRef(kPackMagic, sizeof(kPackMagic)))
+    return refuse("the existing file is not a packed attn library; remove it "
+                  "or pick another path");
+  return llvm::Error::success();
+}
+
 llvm::Error packLibrary(llvm::StringRef dir, llvm::StringRef file) {
+  if (llvm::Error error = checkPackTarget(dir, file))
+    return error;
   auto library = AotLibrary::open(dir);
   if (!library)
     return library.takeError();
@@ -343,27 +416,43 @@ AotLibrary::open(llvm::StringRef path) {
   if (llvm::sys::fs::is_directory(path)) {
     llvm::SmallString<256> file(path);
     llvm::sys::path::append(file, "manifest.json");
-    auto buffer = readFile(file);
-    if (!buffer)
-      return buffer.takeError();
-    manifest = (*buffer)->getBuffer().str();
+    auto text = readRegularFile(file, kMaxManifestBytes);
+    if (!text)
+      return libraryError(path, llvm::toString(text.takeError()));
+    manifest = std::move(*text);
   } else {
-    auto buffer = readFile(path);
-    if (!buffer)
-      return buffer.takeError();
-    llvm::StringRef bytes = (*buffer)->getBuffer();
-    if (bytes.size() < kPackHeaderSize ||
-        !bytes.starts_with(llvm::StringRef(kPackMagic, sizeof(kPackMagic))))
+    // Packed: only the header and the manifest are read now; each cubin is
+    // read from this descriptor when used.
+    auto file = RegularFile::open(path);
+    if (!file)
+      return libraryError(path, llvm::toString(file.takeError()));
+    auto header =
+        file->read(0, std::min<uint64_t>(file->size(), kPackHeaderSize));
+    if (!header)
+      return libraryError(path, llvm::toString(header.takeError()));
+    if (header->size() < kPackHeaderSize ||
+        !llvm::StringRef(*header).starts_with(
+            llvm::StringRef(kPackMagic, sizeof(kPackMagic))))
       return libraryError(path, "neither a directory with manifest.json nor a "
                                 "packed .attnlib file");
-    uint64_t size = llvm::support::endian::read64le(bytes.data() + sizeof(kPackMagic));
-    if (size > bytes.size() - kPackHeaderSize)
+    uint64_t size =
+        llvm::support::endian::read64le(header->data() + sizeof(kPackMagic));
+    if (size > kMaxManifestBytes)
+      return libraryError(path, llvm::formatv("its header gives a manifest of "
+                                              "{0} bytes, larger than the "
+                                              "limit of {1} bytes",
+                                              size, kMaxManifestBytes));
+    if (size > file->size() - kPackHeaderSize)
       return libraryError(path, "truncated manifest");
-    manifest = bytes.substr(kPackHeaderSize, size).str();
+    auto text = file->read(kPackHeaderSize, size);
+    if (!text)
+      return libraryError(path, llvm::toString(text.takeError()));
+    manifest = std::move(*text);
     library->packed = true;
     library->blobOffset = kPackHeaderSize + size;
+    library->packedFile = std::move(*file);
   }
-  auto kernels = parseManifest(path, manifest, library->packed);
+  auto kernels = parseAotManifest(manifest, path, library->packed);
   if (!kernels)
     return kernels.takeError();
   library->entries = std::move(*kernels);
@@ -387,21 +476,22 @@ const AotKernel *AotLibrary::find(llvm::StringRef kernelKey, Arch arch) const {
 llvm::Expected<std::string> AotLibrary::readCubin(const AotKernel &k) const {
   std::string cubin;
   if (packed) {
-    auto buffer = readFile(libraryPath);
-    if (!buffer)
-      return buffer.takeError();
-    llvm::StringRef bytes = (*buffer)->getBuffer();
-    if (blobOffset + k.offset + k.size > bytes.size())
+    // Only this kernel's bytes; the blob follows the manifest.
+    uint64_t blobSize = packedFile->size() - blobOffset;
+    if (k.offset > blobSize || k.size > blobSize - k.offset)
       return libraryError(libraryPath, "the cubin of " + k.name +
                                            " lies past the end of the file");
-    cubin = bytes.substr(blobOffset + k.offset, k.size).str();
+    auto bytes = packedFile->read(blobOffset + k.offset, k.size);
+    if (!bytes)
+      return libraryError(libraryPath, llvm::toString(bytes.takeError()));
+    cubin = std::move(*bytes);
   } else {
     llvm::SmallString<256> file(libraryPath);
     llvm::sys::path::append(file, k.cubin);
-    auto buffer = readFile(file);
-    if (!buffer)
-      return buffer.takeError();
-    cubin = (*buffer)->getBuffer().str();
+    auto bytes = readRegularFile(file, kMaxCubinBytes);
+    if (!bytes)
+      return libraryError(libraryPath, llvm::toString(bytes.takeError()));
+    cubin = std::move(*bytes);
   }
   if (cubin.size() != k.size || cubinChecksum(cubin) != k.checksum)
     return libraryError(libraryPath,

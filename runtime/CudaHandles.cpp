@@ -144,6 +144,16 @@ llvm::Expected<CUkernel> CudaLibrary::getKernel(llvm::StringRef name) const {
 
 //===- DeviceBuffer -------------------------------------------------------===//
 
+llvm::Error copyHostToDevice(CUdeviceptr dst, const void *src, size_t bytes) {
+  if (bytes == 0)
+    return llvm::Error::success();
+  ATTN_CU_CHECK(cuMemcpyHtoD(dst, src, bytes));
+  // The copy was queued on the legacy default stream; once that stream is
+  // idle, the DMA of a pageable source has landed too.
+  ATTN_CU_CHECK(cuStreamSynchronize(CU_STREAM_LEGACY));
+  return llvm::Error::success();
+}
+
 llvm::Expected<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
   if (bytes == 0)
     return DeviceBuffer();
@@ -168,9 +178,7 @@ llvm::Error DeviceBuffer::copyFromHost(const void *data, size_t count,
                                        size_t offset) {
   if (llvm::Error error = checkRange(offset, count, bytes))
     return error;
-  if (count)
-    ATTN_CU_CHECK(cuMemcpyHtoD(address + offset, data, count));
-  return llvm::Error::success();
+  return copyHostToDevice(address + offset, data, count);
 }
 
 llvm::Error DeviceBuffer::copyToHost(void *data, size_t count, size_t offset) const {

@@ -159,8 +159,9 @@ llvm::Expected<KVCache> KVCache::allocate(const KVCacheConfig &config) {
     auto scales = DeviceBuffer::allocate(ones.size() * sizeof(float));
     if (!scales)
       return scales.takeError();
-    ATTN_CU_CHECK(cuMemcpyHtoD(scales->get(), ones.data(),
-                               ones.size() * sizeof(float)));
+    if (llvm::Error error =
+            scales->copyFromHost(ones.data(), ones.size() * sizeof(float)))
+      return std::move(error);
     cache.scales = std::move(*scales);
   }
   return std::move(cache);
@@ -207,9 +208,8 @@ llvm::Error KVCache::setScales(int layer, llvm::ArrayRef<float> k,
         k.size(), v.size(), n));
   std::vector<float> both(k.begin(), k.end());
   both.insert(both.end(), v.begin(), v.end());
-  ATTN_CU_CHECK(cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(kScale(layer)),
-                             both.data(), both.size() * sizeof(float)));
-  return llvm::Error::success();
+  return copyHostToDevice(reinterpret_cast<CUdeviceptr>(kScale(layer)),
+                          both.data(), both.size() * sizeof(float));
 }
 
 size_t KVCache::deviceBytes() const {

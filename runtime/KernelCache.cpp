@@ -1,26 +1,34 @@
 //===- KernelCache.cpp - compiled kernels, in memory and on disk ----------===//
 //
-// Single flight: the first thread to miss a key becomes its leader and loads
-// or compiles it outside the lock; later threads for the same key wait on the
-// leader's Flight and share its result, error included.
+// Single flight in the process: the first thread to miss a key becomes its
+// leader and loads or compiles it outside the lock; later threads for the
+// same key wait on the leader's Flight and share its result, error included.
+//
+// Single flight across processes: a leader that misses the disk takes an
+// flock on "<entry>.lock" before compiling, and looks at the disk again once
+// it has it, so processes that start cold together compile each kernel
+// once. The kernel drops the flock of a process that dies; a holder that
+// hangs only delays the others by the lock timeout, after which they compile
+// anyway. Without a lock file (read-only cache) the leader just compiles.
 //
 // Disk files are written to a unique temporary name in the target directory
 // and renamed into place, so readers see either no file or a whole one. Each
 // file starts with a header (magic, format version, full key hash, payload
-// size, payload checksum); a file that disagrees with its header or its key
-// is counted corrupt and replaced by the recompiled cubin.
+// size, checksum over key hash, arch and payload); a file that disagrees with
+// its header, its key or its arch, or is no regular file at all, is counted
+// corrupt and replaced by the recompiled cubin.
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/KernelCache.h"
 
 #include "attn/runtime/AotLibrary.h"
 #include "attn/runtime/Error.h"
+#include "attn/runtime/InputFiles.h"
 #include "templates/EmbeddedTemplates.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SHA256.h"
@@ -28,10 +36,19 @@
 #include "llvm/Support/xxhash.h"
 
 #include <atomic>
+#include <cassert>
+#include <cerrno>
 #include <condition_variable>
 #include <list>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace attn::runtime {
 namespace {
@@ -39,51 +56,67 @@ namespace {
 //===- Disk format --------------------------------------------------------===//
 
 constexpr char kMagic[8] = {'A', 'T', 'T', 'N', 'C', 'U', 'B', 'N'};
-constexpr uint32_t kFormatVersion = 1;
+// 2: the checksum covers the key hash and the arch, not the payload alone.
+constexpr uint32_t kFormatVersion = 2;
 constexpr size_t kKeyHashSize = 64; // SHA-256 in hex
 // magic | u32 format version | key hash | u64 payload size | u64 checksum,
 // integers little-endian.
 constexpr size_t kHeaderSize = sizeof(kMagic) + 4 + kKeyHashSize + 8 + 8;
 
-std::string fileHeader(llvm::StringRef keyHash, llvm::StringRef payload) {
+/// Binds the payload to its key and arch: an entry copied or renamed under
+/// another kernel's name, even with the key in its header rewritten, fails
+/// the check. Hashing the payload's hash keeps the payload from being copied.
+uint64_t entryChecksum(llvm::StringRef keyHash, Arch arch,
+                       llvm::StringRef payload) {
+  std::string bound = keyHash.str();
+  bound += '\0';
+  bound += toString(arch);
+  bound += '\0';
+  uint8_t payloadHash[8];
+  llvm::support::endian::write64le(payloadHash, llvm::xxh3_64bits(payload));
+  bound.append(reinterpret_cast<const char *>(payloadHash), 8);
+  return llvm::xxh3_64bits(bound);
+}
+
+/// The header of an entry; `keyHash` is kKeyHashSize long (anything longer
+/// is cut, shorter padded with zeros, so no input writes out of bounds).
+std::string fileHeader(llvm::StringRef keyHash, Arch arch,
+                       llvm::StringRef payload) {
   std::string header(kHeaderSize, '\0');
   char *out = header.data();
   std::copy(std::begin(kMagic), std::end(kMagic), out);
   out += sizeof(kMagic);
   llvm::support::endian::write32le(out, kFormatVersion);
   out += 4;
-  std::copy(keyHash.begin(), keyHash.end(), out);
+  llvm::StringRef key = keyHash.take_front(kKeyHashSize);
+  std::copy(key.begin(), key.end(), out);
   out += kKeyHashSize;
   llvm::support::endian::write64le(out, payload.size());
   out += 8;
-  llvm::support::endian::write64le(out, llvm::xxh3_64bits(payload));
+  llvm::support::endian::write64le(out, entryChecksum(keyHash, arch, payload));
   return header;
-}
-
-/// The payload of a cache file's bytes, if they are a whole, intact entry
-/// for `keyHash`.
-std::optional<llvm::StringRef> checkedPayload(llvm::StringRef file,
-                                              llvm::StringRef keyHash) {
-  if (file.size() < kHeaderSize)
-    return std::nullopt;
-  llvm::StringRef payload = file.drop_front(kHeaderSize);
-  if (file.take_front(kHeaderSize) != fileHeader(keyHash, payload))
-    return std::nullopt;
-  return payload;
 }
 
 enum class DiskLookup { Missing, Corrupt, Found };
 
 DiskLookup readCacheFile(const std::string &path, llvm::StringRef keyHash,
-                         std::string &cubin) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
-  // An unreadable file is as good as none; the recompile will replace it.
-  if (!buffer)
+                         Arch arch, std::string &cubin) {
+  // Nothing there at all (lstat: a dangling link is something).
+  llvm::sys::fs::file_status status;
+  if (llvm::sys::fs::status(path, status, /*follow=*/false))
     return DiskLookup::Missing;
+  // Anything else that is not an intact entry (a FIFO, a device, a
+  // directory, an unreadable or oversized file) is corrupt: never blocked on
+  // or read unbounded, and replaced by the recompiled cubin where a rename
+  // can replace it.
+  llvm::Expected<std::string> bytes =
+      readRegularFile(path, kHeaderSize + kMaxCubinBytes);
+  if (!bytes) {
+    llvm::consumeError(bytes.takeError());
+    return DiskLookup::Corrupt;
+  }
   std::optional<llvm::StringRef> payload =
-      checkedPayload((*buffer)->getBuffer(), keyHash);
+      parseCacheEntry(*bytes, keyHash, arch);
   if (!payload)
     return DiskLookup::Corrupt;
   cubin = payload->str();
@@ -91,7 +124,7 @@ DiskLookup readCacheFile(const std::string &path, llvm::StringRef keyHash,
 }
 
 llvm::Error writeCacheFile(const std::string &path, llvm::StringRef keyHash,
-                           llvm::StringRef cubin) {
+                           Arch arch, llvm::StringRef cubin) {
   llvm::StringRef dir = llvm::sys::path::parent_path(path);
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return llvm::createStringError(ec, "cannot create %s: %s",
@@ -106,7 +139,7 @@ llvm::Error writeCacheFile(const std::string &path, llvm::StringRef keyHash,
                                    dir.str().c_str(), ec.message().c_str());
   {
     llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << fileHeader(keyHash, cubin) << cubin;
+    os << cacheEntryBytes(keyHash, arch, cubin);
     os.close();
     if (std::error_code ec = os.error()) {
       // Cleared, or the stream's destructor would abort the process.
@@ -124,6 +157,94 @@ llvm::Error writeCacheFile(const std::string &path, llvm::StringRef keyHash,
   }
   return llvm::Error::success();
 }
+
+//===- Cross-process single flight ----------------------------------------===//
+
+/// An exclusive flock on "<entry>.lock", held until destruction. The kernel
+/// drops it when the holding process exits or dies, so nobody waits on a
+/// dead holder. Empty (not held) when there is no lock to be had.
+class EntryLock {
+public:
+  /// Waits up to `timeout` for the lock of `entryPath`, polling, so that a
+  /// hung holder delays the caller but never blocks it for good. Not held
+  /// when the lock file cannot be created (a read-only cache) or is not a
+  /// regular file, or the wait timed out; the caller compiles without it.
+  static EntryLock acquire(const std::string &entryPath,
+                           std::chrono::milliseconds timeout,
+                           llvm::StringRef uri) {
+    EntryLock lock;
+    std::string path = entryPath + ".lock";
+    if (llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path)))
+      return lock;
+    int fd;
+    do
+      fd = ::open(path.c_str(),
+                  O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+      return lock;
+    struct stat status;
+    if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
+      ::close(fd);
+      return lock;
+    }
+    auto start = std::chrono::steady_clock::now();
+    auto pause = std::chrono::milliseconds(1);
+    while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EINTR)
+        continue;
+      auto waited = std::chrono::steady_clock::now() - start;
+      if (errno != EWOULDBLOCK || waited >= timeout) {
+        if (errno == EWOULDBLOCK)
+          llvm::errs() << "attn: warning: waited "
+                       << std::chrono::duration_cast<std::chrono::seconds>(
+                              waited)
+                              .count()
+                       << " s for another process to compile " << uri << " ("
+                       << path << "); compiling it here\n";
+        ::close(fd);
+        return lock;
+      }
+      std::this_thread::sleep_for(
+          std::min<std::chrono::nanoseconds>(pause, timeout - waited));
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    }
+    lock.fd = fd;
+    lock.path = std::move(path);
+    return lock;
+  }
+
+  EntryLock() = default;
+  EntryLock(EntryLock &&other) noexcept
+      : fd(std::exchange(other.fd, -1)), path(std::move(other.path)) {}
+  EntryLock &operator=(EntryLock &&other) noexcept {
+    std::swap(fd, other.fd);
+    std::swap(path, other.path);
+    return *this;
+  }
+  ~EntryLock() {
+    if (fd >= 0)
+      ::close(fd); // drops the flock
+  }
+
+  bool held() const { return fd >= 0; }
+
+  /// Removes the lock file, still holding the lock, once the entry is on
+  /// disk. Safe because only processes that missed the entry take locks,
+  /// and each looks at the disk again once it holds one: a waiter on this
+  /// (now unlinked) file and a newcomer that creates a fresh one both find
+  /// the entry. Two compiles at once need the entry gone again (deleted by
+  /// hand), and then cost only time. Keeps the cache directory free of one
+  /// lock file per kernel.
+  void removeFile() {
+    if (fd >= 0)
+      ::unlink(path.c_str());
+  }
+
+private:
+  int fd = -1;
+  std::string path;
+};
 
 //===- Sharing a failure --------------------------------------------------===//
 
@@ -219,6 +340,22 @@ CacheKey hashRequest(const CompileRequest &request, const NvrtcOptions &nvrtc,
 
 CacheKey aotKey(const CompileRequest &request, const NvrtcOptions &nvrtc) {
   return hashRequest(request, nvrtc, /*withNvrtcVersion=*/false);
+}
+
+std::string cacheEntryBytes(llvm::StringRef keyHash, Arch arch,
+                            llvm::StringRef cubin) {
+  assert(keyHash.size() == kKeyHashSize && "a cache key hash is 64 hex digits");
+  return fileHeader(keyHash, arch, cubin) + cubin.str();
+}
+
+std::optional<llvm::StringRef>
+parseCacheEntry(llvm::StringRef bytes, llvm::StringRef keyHash, Arch arch) {
+  if (keyHash.size() != kKeyHashSize || bytes.size() < kHeaderSize)
+    return std::nullopt;
+  llvm::StringRef payload = bytes.drop_front(kHeaderSize);
+  if (bytes.take_front(kHeaderSize) != fileHeader(keyHash, arch, payload))
+    return std::nullopt;
+  return payload;
 }
 
 std::string CacheKey::fileName() const {
@@ -357,7 +494,8 @@ struct KernelCache::Impl {
     return flight->cubin;
   }
 
-  /// Disk, then the compiler; runs in the leader, without `mutex`.
+  /// AOT libraries, disk, then the compiler; runs in the leader, without
+  /// `mutex`.
   llvm::Expected<std::string>
   loadOrCompile(const CompileRequest &request, const CacheKey &key,
                 const std::optional<std::string> &path) {
@@ -366,8 +504,9 @@ struct KernelCache::Impl {
       return std::move(*cubin);
     }
     std::string cubin;
+    EntryLock lock;
     if (path) {
-      switch (readCacheFile(*path, key.hash, cubin)) {
+      switch (readCacheFile(*path, key.hash, request.arch, cubin)) {
       case DiskLookup::Found:
         ++diskHits;
         return cubin;
@@ -377,13 +516,22 @@ struct KernelCache::Impl {
       case DiskLookup::Missing:
         break;
       }
+      // Another process may be compiling it: wait for it, then look again.
+      lock = EntryLock::acquire(*path, options.diskLockTimeout, request.uri);
+      if (lock.held() && readCacheFile(*path, key.hash, request.arch, cubin) ==
+                             DiskLookup::Found) {
+        ++diskHits;
+        lock.removeFile();
+        return cubin;
+      }
     }
     ++compiles;
     llvm::Expected<std::string> compiled = options.compiler(request);
     if (!compiled)
       return compiled.takeError();
-    if (path)
-      if (llvm::Error error = writeCacheFile(*path, key.hash, *compiled)) {
+    if (path) {
+      if (llvm::Error error =
+              writeCacheFile(*path, key.hash, request.arch, *compiled)) {
         // Disk caching is an optimization: compile on without it, and say so
         // once rather than for every kernel.
         std::string message = llvm::toString(std::move(error));
@@ -391,7 +539,10 @@ struct KernelCache::Impl {
           llvm::errs() << "attn: warning: kernels are not cached on disk: "
                        << message << "\n";
         });
+      } else {
+        lock.removeFile();
       }
+    }
     return compiled;
   }
 

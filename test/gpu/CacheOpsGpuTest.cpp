@@ -50,8 +50,7 @@ llvm::Expected<std::vector<uint8_t>> downloadLayer(const KVCache &cache,
 
 llvm::Error uploadLayer(KVCache &cache, int layer,
                         const std::vector<uint8_t> &bytes) {
-  ATTN_CU_CHECK(cuMemcpyHtoD(cache.layerData(layer), bytes.data(), bytes.size()));
-  return llvm::Error::success();
+  return copyHostToDevice(cache.layerData(layer), bytes.data(), bytes.size());
 }
 
 /// `pairs` applied to a host image of a layer: K and V blocks.

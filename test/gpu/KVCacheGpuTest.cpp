@@ -73,11 +73,8 @@ TEST_P(KVCacheSwapTest, SwapOutAndInMoveExactlyTheListedBlocks) {
   std::vector<std::vector<uint8_t>> device(c.numLayers), hostBefore(c.numLayers);
   for (int l = 0; l < c.numLayers; ++l) {
     device[l] = randomBytes(rng, c.layerBytes());
-    ATTN_ASSERT_OK([&]() -> llvm::Error {
-      ATTN_CU_CHECK(cuMemcpyHtoD(cache.layerData(l), device[l].data(),
-                                 device[l].size()));
-      return llvm::Error::success();
-    }());
+    ATTN_ASSERT_OK(copyHostToDevice(cache.layerData(l), device[l].data(),
+                                    device[l].size()));
     hostBefore[l] = randomBytes(rng, hostConfig.layerBytes());
     std::memcpy(host.layerData(l), hostBefore[l].data(), hostBefore[l].size());
   }

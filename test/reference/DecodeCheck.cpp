@@ -40,8 +40,8 @@ llvm::Expected<runtime::DeviceBuffer> upload(const void *bytes, size_t size) {
   auto buffer = runtime::DeviceBuffer::allocate(size);
   if (!buffer)
     return buffer.takeError();
-  if (size)
-    ATTN_CU_CHECK(cuMemcpyHtoD(buffer->get(), bytes, size));
+  if (llvm::Error error = buffer->copyFromHost(bytes, size))
+    return std::move(error);
   return std::move(*buffer);
 }
 

@@ -1,46 +1,46 @@
 //===- attn-aot.cpp - ahead-of-time kernel libraries ----------------------===//
 //
 //   attn-aot CONFIG --arch sm_80,sm_90a -o OUT [-j N] [--pack FILE]
+//            [--max-variants N]
 //
 // Builds the kernel library OUT (runtime/include/attn/runtime/AotLibrary.h)
 // for every variant CONFIG lists on every arch: generated CUDA, cubin and a
 // manifest. CONFIG is JSON (ranges of variants, below) or .mlir (attn ops,
-// lowered by attn-pipeline for each arch). Variants are deduplicated by AOT
-// key, compiled in parallel, and an unchanged kernel already in OUT is not
-// recompiled. A kernel that fails is reported with where it came from and
-// NVRTC's log; the others still finish and the exit code is 1.
+// lowered by attn-pipeline for each arch), read by AotConfig.h. Variants are
+// deduplicated by AOT key, compiled in parallel, and an unchanged kernel
+// already in OUT is not recompiled. A kernel that fails is reported with
+// where it came from and NVRTC's log; the others still finish and the exit
+// code is 1. A config that yields no kernel at all builds nothing.
 //
 // JSON: {"decode": [ENTRY...], "prefill": [...], "append_kv": [...],
 // "cache_ops": true}. "cache_ops" adds the copy_blocks and advance_step
 // kernels (runtime::CacheOps), which a host without NVRTC needs. Each
-// ENTRY maps field names to a value or a list of alternatives; an entry
-// stands for every combination. Fields (defaults as in the variant structs):
+// ENTRY maps field names to a value or a non-empty list of alternatives; an
+// entry stands for every combination, and the config for at most
+// --max-variants of them (10000 by default) on all archs together, counted
+// before any is built. Fields (defaults as in the variant structs):
 //   decode:    q_type kv_type num_q_heads num_kv_heads head_dim page_size
-//              layout query_len causal cross window softcap alibi
+//              layout query_len causal cross window_left softcap alibi
 //              per_head_scale lse
 //   prefill:   q_type num_q_heads num_kv_heads head_dim causal cross encoder
-//              window softcap alibi lse paged kv_type page_size layout
-//              per_head_scale
+//              window_left softcap alibi lse paged, and with "paged": true
+//              only: kv_type page_size layout per_head_scale
 //   append_kv: in_type kv_type num_kv_heads head_dim page_size layout
 //              per_head_scale
-// Types are f16, bf16, e4m3, e5m2, or "q" for the query type; window and
-// softcap are booleans (their values are launch parameters, so one kernel
-// serves all of them).
+// Types are f16, bf16, e4m3, e5m2, or "q" for the query type; counts are
+// integers from 1 to 2^31 - 1; window_left and softcap are booleans (their
+// values are launch parameters, so one kernel serves all of them). Unknown
+// fields, fields a section does not use, empty lists and duplicate keys are
+// errors.
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/AotLibrary.h"
-#include "attn/runtime/CacheOps.h"
+#include "attn/runtime/InputFiles.h"
 #include "attn/runtime/KernelCache.h"
 #include "attn/runtime/Nvrtc.h"
 #include "attn/runtime/VariantKey.h"
 #include "codegen/EmitCuda.h"
-#include "compiler/Frontend/Frontend.h"
-#include "dialect/IR/AttnOps.h"
-#include "tools/RegisterAttn.h"
-
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
+#include "tools/attn-aot/AotConfig.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -48,11 +48,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
-#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <atomic>
@@ -63,7 +60,6 @@
 #include <thread>
 
 using namespace attn;
-namespace json = llvm::json;
 
 namespace {
 
@@ -77,318 +73,13 @@ llvm::cl::opt<unsigned> jobs("j", llvm::cl::desc("parallel compiles (default: co
                              llvm::cl::init(0));
 llvm::cl::opt<std::string> packPath("pack",
                                     llvm::cl::desc("also pack the library into this file"));
+llvm::cl::opt<uint64_t> maxVariants(
+    "max-variants",
+    llvm::cl::desc("most variants CONFIG may stand for, all archs together "
+                   "(default 10000)"),
+    llvm::cl::init(aot::kDefaultMaxVariants));
 
-/// One kernel to build: its spec and where in CONFIG it came from.
-struct Job {
-  KernelSpec spec;
-  std::string kernelKey; ///< empty for .mlir configs
-  std::string origin;    ///< for messages: "CONFIG: decode[0] {...}" or a location
-};
-
-//===- JSON configs --------------------------------------------------------===//
-
-/// The combinations of an entry: one map of field -> value per combination.
-std::vector<std::map<std::string, json::Value>> expand(const json::Object &entry) {
-  std::vector<std::map<std::string, json::Value>> combos(1);
-  std::vector<std::string> names;
-  for (const auto &kv : entry)
-    names.push_back(kv.first.str());
-  std::sort(names.begin(), names.end()); // a stable order for messages
-  for (const std::string &name : names) {
-    const json::Value &value = *entry.get(name);
-    std::vector<json::Value> options;
-    if (const json::Array *list = value.getAsArray())
-      options.assign(list->begin(), list->end());
-    else
-      options.push_back(value);
-    std::vector<std::map<std::string, json::Value>> next;
-    for (const auto &combo : combos)
-      for (const json::Value &option : options) {
-        auto extended = combo;
-        extended.emplace(name, option);
-        next.push_back(std::move(extended));
-      }
-    combos = std::move(next);
-  }
-  return combos;
-}
-
-std::string describe(const std::map<std::string, json::Value> &combo) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "{";
-  bool first = true;
-  for (const auto &[name, value] : combo) {
-    os << (first ? "" : ", ") << name << "=" << value;
-    first = false;
-  }
-  os << "}";
-  return text;
-}
-
-/// Reads the fields of one combination into a variant; the first problem
-/// wins.
-class ComboReader {
-public:
-  explicit ComboReader(const std::map<std::string, json::Value> &combo)
-      : combo(combo) {}
-  std::string problem;
-
-  template <class T> void integer(const char *name, T &out) {
-    if (const json::Value *v = take(name)) {
-      if (auto i = v->getAsInteger())
-        out = T(*i);
-      else
-        fail(std::string("\"") + name + "\" must be an integer");
-    }
-  }
-  void boolean(const char *name, bool &out) {
-    if (const json::Value *v = take(name)) {
-      if (auto b = v->getAsBoolean())
-        out = *b;
-      else
-        fail(std::string("\"") + name + "\" must be true or false");
-    }
-  }
-  /// A flag whose value is a launch parameter: any placeholder selects the
-  /// kernel with the feature.
-  template <class T> void present(const char *name, std::optional<T> &out, T placeholder) {
-    bool on = false;
-    boolean(name, on);
-    if (on)
-      out = placeholder;
-  }
-  void type(const char *name, ScalarType &out, std::optional<ScalarType> q = {}) {
-    if (const json::Value *v = take(name)) {
-      auto text = v->getAsString();
-      std::optional<ScalarType> parsed =
-          text && *text == "q" && q ? q : text ? parseScalarType(*text) : std::nullopt;
-      if (parsed)
-        out = *parsed;
-      else
-        fail(std::string("\"") + name + "\" must be f16, bf16, e4m3, e5m2" +
-             (q ? " or q" : ""));
-    }
-  }
-  void layout(const char *name, KVLayout &out) {
-    if (const json::Value *v = take(name)) {
-      auto text = v->getAsString();
-      std::optional<KVLayout> parsed = text ? parseKVLayout(*text) : std::nullopt;
-      if (parsed)
-        out = *parsed;
-      else
-        fail(std::string("\"") + name + "\" must be nhd or hnd");
-    }
-  }
-  /// Fields nobody read are typos: an error, not silently ignored.
-  void finish() {
-    for (const auto &[name, value] : combo)
-      if (!used.count(name))
-        fail("unknown field \"" + name + "\"");
-  }
-
-private:
-  const json::Value *take(const char *name) {
-    used.insert(name);
-    auto it = combo.find(name);
-    return it == combo.end() ? nullptr : &it->second;
-  }
-  void fail(const std::string &message) {
-    if (problem.empty())
-      problem = message;
-  }
-  const std::map<std::string, json::Value> &combo;
-  std::set<std::string> used;
-};
-
-DecodeVariant readDecode(ComboReader &r) {
-  DecodeVariant v;
-  r.type("q_type", v.qType);
-  r.type("kv_type", v.kvType, v.qType);
-  r.integer("num_q_heads", v.numQHeads);
-  r.integer("num_kv_heads", v.numKVHeads);
-  r.integer("head_dim", v.headDim);
-  r.integer("page_size", v.pageSize);
-  r.layout("layout", v.layout);
-  r.integer("query_len", v.queryLen);
-  r.boolean("causal", v.causal);
-  r.boolean("cross", v.crossAttention);
-  r.present("window", v.windowLeft, 1);
-  r.present("softcap", v.softcap, 1.f);
-  r.boolean("alibi", v.alibi);
-  r.boolean("per_head_scale", v.perHeadKVScale);
-  r.boolean("lse", v.writeLse);
-  return v;
-}
-
-PrefillVariant readPrefill(ComboReader &r) {
-  PrefillVariant v;
-  r.type("q_type", v.qType);
-  r.integer("num_q_heads", v.numQHeads);
-  r.integer("num_kv_heads", v.numKVHeads);
-  r.integer("head_dim", v.headDim);
-  r.boolean("causal", v.causal);
-  r.boolean("cross", v.crossAttention);
-  r.boolean("encoder", v.encoder);
-  r.present("window", v.windowLeft, 1);
-  r.present("softcap", v.softcap, 1.f);
-  r.boolean("alibi", v.alibi);
-  r.boolean("lse", v.writeLse);
-  bool paged = false;
-  r.boolean("paged", paged);
-  PagedKVFormat format;
-  format.kvType = v.qType;
-  r.type("kv_type", format.kvType, v.qType);
-  r.integer("page_size", format.pageSize);
-  r.layout("layout", format.layout);
-  r.boolean("per_head_scale", format.perHeadKVScale);
-  if (paged)
-    v.paged = format;
-  return v;
-}
-
-AppendKVVariant readAppendKV(ComboReader &r) {
-  AppendKVVariant v;
-  r.type("in_type", v.inType);
-  r.type("kv_type", v.kvType, v.inType);
-  r.integer("num_kv_heads", v.numKVHeads);
-  r.integer("head_dim", v.headDim);
-  r.integer("page_size", v.pageSize);
-  r.layout("layout", v.layout);
-  r.boolean("per_head_scale", v.perHeadKVScale);
-  return v;
-}
-
-/// The jobs of a JSON config; every problem goes to `errors`.
-std::vector<Job> jsonJobs(llvm::StringRef text, llvm::ArrayRef<Arch> archs,
-                          std::vector<std::string> &errors) {
-  std::vector<Job> jobs;
-  llvm::Expected<json::Value> root = json::parse(text);
-  if (!root) {
-    errors.push_back(configPath + ": not valid JSON: " +
-                     llvm::toString(root.takeError()));
-    return jobs;
-  }
-  const json::Object *object = root->getAsObject();
-  if (!object) {
-    errors.push_back(configPath + ": the config must be a JSON object");
-    return jobs;
-  }
-  for (const auto &kv : *object) {
-    llvm::StringRef kind = kv.first;
-    if (kind == "cache_ops") {
-      std::optional<bool> wanted = kv.second.getAsBoolean();
-      if (!wanted)
-        errors.push_back(configPath + ": \"cache_ops\" must be true or false");
-      else if (*wanted)
-        for (Arch arch : archs)
-          for (const KernelSpec &spec : runtime::CacheOps::specs(arch))
-            jobs.push_back({spec, "", configPath + ": cache_ops"});
-      continue;
-    }
-    if (kind != "decode" && kind != "prefill" && kind != "append_kv") {
-      errors.push_back(configPath + ": unknown section \"" + kind.str() +
-                       "\" (expected decode, prefill, append_kv, cache_ops)");
-      continue;
-    }
-    const json::Array *entries = kv.second.getAsArray();
-    if (!entries) {
-      errors.push_back(configPath + ": \"" + kind.str() + "\" must be a list");
-      continue;
-    }
-    for (size_t i = 0; i < entries->size(); ++i) {
-      std::string where = llvm::formatv("{0}: {1}[{2}]", configPath, kind, i);
-      const json::Object *entry = (*entries)[i].getAsObject();
-      if (!entry) {
-        errors.push_back(where + ": must be an object");
-        continue;
-      }
-      for (const auto &combo : expand(*entry)) {
-        std::string origin = where + " " + describe(combo);
-        ComboReader reader(combo);
-        for (Arch arch : archs) {
-          llvm::Expected<KernelSpec> spec = llvm::createStringError("unset");
-          std::string key;
-          if (kind == "decode") {
-            DecodeVariant v = readDecode(reader);
-            key = runtime::kernelKey(v);
-            reader.finish();
-            spec = mlir::attn::compileDecodeVariant(v, arch);
-          } else if (kind == "prefill") {
-            PrefillVariant v = readPrefill(reader);
-            key = runtime::kernelKey(v);
-            reader.finish();
-            spec = mlir::attn::compilePrefillVariant(v, arch);
-          } else {
-            AppendKVVariant v = readAppendKV(reader);
-            key = runtime::kernelKey(v);
-            reader.finish();
-            spec = mlir::attn::compileAppendKVVariant(v, arch);
-          }
-          if (!reader.problem.empty()) {
-            llvm::consumeError(spec.takeError());
-            errors.push_back(origin + ": " + reader.problem);
-            break; // the same problem on every arch
-          }
-          if (!spec) {
-            errors.push_back(origin + " on " + std::string(toString(arch)) +
-                             ": " + llvm::toString(spec.takeError()));
-            continue;
-          }
-          jobs.push_back({*spec, key, origin});
-        }
-      }
-    }
-  }
-  return jobs;
-}
-
-//===- .mlir configs -------------------------------------------------------===//
-
-std::vector<Job> mlirJobs(llvm::StringRef text, llvm::ArrayRef<Arch> archs,
-                          std::vector<std::string> &errors) {
-  std::vector<Job> jobs;
-  for (Arch arch : archs) {
-    mlir::DialectRegistry registry;
-    mlir::attn::registerAttnDialects(registry);
-    mlir::MLIRContext context(registry);
-    llvm::SourceMgr sourceMgr;
-    sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, configPath),
-                                 llvm::SMLoc());
-    std::string diagnostics;
-    llvm::raw_string_ostream diagOs(diagnostics);
-    mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, diagOs);
-    mlir::OwningOpRef<mlir::ModuleOp> module =
-        mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
-    if (!module) {
-      errors.push_back(diagnostics);
-      return jobs;
-    }
-    // The attn ops' locations, in IR order: each lowers to one launch.
-    std::vector<std::string> origins;
-    module->walk([&](mlir::Operation *op) {
-      if (mlir::isa<mlir::attn::DecodeOp, mlir::attn::PrefillOp,
-                    mlir::attn::PagedPrefillOp, mlir::attn::AppendKVOp>(op)) {
-        std::string loc;
-        llvm::raw_string_ostream os(loc);
-        op->getLoc().print(os);
-        origins.push_back(loc);
-      }
-    });
-    auto specs = mlir::attn::lowerToKernelSpecs(*module, arch);
-    if (!specs) {
-      errors.push_back(configPath + " on " + std::string(toString(arch)) + ": " +
-                       llvm::toString(specs.takeError()) + diagnostics);
-      continue;
-    }
-    for (size_t i = 0; i < specs->size(); ++i)
-      jobs.push_back({(*specs)[i], "",
-                      i < origins.size() && origins.size() == specs->size()
-                          ? origins[i]
-                          : configPath});
-  }
-  return jobs;
-}
+using aot::Job;
 
 //===- Building ------------------------------------------------------------===//
 
@@ -396,6 +87,50 @@ std::string humanBytes(uint64_t bytes) {
   if (bytes >= (1u << 20))
     return llvm::formatv("{0:F1} MiB", bytes / double(1 << 20));
   return llvm::formatv("{0:F1} KiB", bytes / 1024.0);
+}
+
+/// The attn-aot library already at `dir`, null if `dir` is new or empty; an
+/// error for anything else, so that attn-aot never overwrites or deletes
+/// files it did not write.
+llvm::Expected<std::shared_ptr<const runtime::AotLibrary>>
+previousLibrary(llvm::StringRef dir) {
+  const char *advice = "; attn-aot builds only into a new or empty directory "
+                       "or a library it wrote: remove it or pick another -o";
+  if (dir.empty())
+    return llvm::createStringError("-o is empty: name the library directory "
+                                   "to build");
+  llvm::sys::fs::file_status status;
+  if (std::error_code error = llvm::sys::fs::status(dir, status)) {
+    if (error == std::errc::no_such_file_or_directory)
+      return nullptr;
+    return llvm::createStringError("cannot examine -o '" + dir.str() +
+                                   "': " + error.message());
+  }
+  if (!llvm::sys::fs::is_directory(status))
+    return llvm::createStringError("-o '" + dir.str() +
+                                   "' exists and is not a directory");
+  llvm::SmallString<256> manifest(dir);
+  llvm::sys::path::append(manifest, "manifest.json");
+  if (!llvm::sys::fs::status(manifest, status, /*follow=*/false)) {
+    auto library = runtime::AotLibrary::open(dir);
+    if (!library)
+      return llvm::createStringError(
+          "'" + manifest.str().str() +
+          "' is not a valid attn-aot library manifest (" +
+          llvm::toString(library.takeError()) + ")" + advice);
+    return std::move(*library);
+  }
+  std::error_code error;
+  llvm::sys::fs::directory_iterator it(dir, error);
+  if (error)
+    return llvm::createStringError("cannot list -o '" + dir.str() +
+                                   "': " + error.message());
+  if (it != llvm::sys::fs::directory_iterator())
+    return llvm::createStringError("-o '" + dir.str() +
+                                   "' is not empty and holds no attn-aot "
+                                   "manifest" +
+                                   std::string(advice));
+  return nullptr;
 }
 
 int run() {
@@ -411,17 +146,35 @@ int run() {
     }
     archs.push_back(*arch);
   }
-  auto buffer = llvm::MemoryBuffer::getFile(configPath);
-  if (!buffer) {
-    llvm::errs() << "attn-aot: cannot read " << configPath << ": "
-                 << buffer.getError().message() << "\n";
+  // Checked before anything is read or built.
+  auto previous = previousLibrary(outDir);
+  if (!previous) {
+    llvm::errs() << "attn-aot: " << llvm::toString(previous.takeError())
+                 << "\n";
     return 2;
   }
-  std::vector<std::string> errors;
-  std::vector<Job> all =
-      llvm::StringRef(configPath).ends_with(".mlir")
-          ? mlirJobs((*buffer)->getBuffer(), archs, errors)
-          : jsonJobs((*buffer)->getBuffer(), archs, errors);
+  std::shared_ptr<const runtime::AotLibrary> old = std::move(*previous);
+
+  // Configs are a few KiB written by hand or a script; 16 MiB is room for
+  // any script and still a bound on memory.
+  constexpr uint64_t kMaxConfigBytes = uint64_t(16) << 20;
+  llvm::Expected<std::string> text =
+      runtime::readRegularFile(configPath, kMaxConfigBytes);
+  if (!text) {
+    llvm::errs() << "attn-aot: cannot read the config: "
+                 << llvm::toString(text.takeError()) << "\n";
+    return 2;
+  }
+  aot::ConfigJobs config =
+      aot::readConfig(*text, configPath, archs, aot::ConfigLimits{maxVariants});
+  std::vector<std::string> &errors = config.errors;
+  std::vector<Job> &all = config.jobs;
+  if (all.empty()) {
+    // Nothing to build: OUT is left as it was.
+    for (const std::string &error : errors)
+      llvm::errs() << "attn-aot: error: " << error << "\n";
+    return 1;
+  }
 
   // One job per AOT key: equal specs make equal sources.
   // Variants that make the same kernel share it, under all their keys.
@@ -445,22 +198,26 @@ int run() {
   }
 
   // What OUT already holds (incremental builds).
-  std::map<std::string, runtime::AotKernel> previous;
-  std::shared_ptr<const runtime::AotLibrary> old;
-  if (llvm::sys::fs::exists(outDir + "/manifest.json")) {
-    auto opened = runtime::AotLibrary::open(outDir);
-    if (opened) {
-      old = *opened;
-      for (const runtime::AotKernel &k : old->kernels())
-        previous.emplace(k.key, k);
-    } else {
-      llvm::consumeError(opened.takeError()); // rebuilt from scratch
-    }
-  }
+  std::map<std::string, runtime::AotKernel> previousKernels;
+  if (old)
+    for (const runtime::AotKernel &k : old->kernels())
+      previousKernels.emplace(k.key, k);
   for (Arch arch : archs)
     if (std::error_code error =
             llvm::sys::fs::create_directories(outDir + "/" + std::string(toString(arch)))) {
       llvm::errs() << "attn-aot: cannot create " << outDir << ": " << error.message() << "\n";
+      return 2;
+    }
+  // A new library is claimed with an empty manifest first, so a run cut
+  // short leaves a directory later runs accept as theirs.
+  if (!old)
+    if (llvm::Error error = runtime::writeManifest(outDir, {})) {
+      llvm::errs() << "attn-aot: " << llvm::toString(std::move(error)) << "\n";
+      return 2;
+    }
+  if (!packPath.empty())
+    if (llvm::Error error = runtime::checkPackTarget(outDir, packPath)) {
+      llvm::errs() << "attn-aot: " << llvm::toString(std::move(error)) << "\n";
       return 2;
     }
 
@@ -479,9 +236,9 @@ int run() {
       k.spec = u.job.spec;
       std::string arch(toString(u.job.spec.arch));
       // An unchanged kernel whose cubin is still intact is kept.
-      auto it = previous.find(u.key);
+      auto it = previousKernels.find(u.key);
       bool upToDate = false;
-      if (it != previous.end()) {
+      if (it != previousKernels.end()) {
         llvm::Expected<std::string> existing = old->readCubin(it->second);
         upToDate = bool(existing);
         if (!existing)
@@ -540,22 +297,19 @@ int run() {
     llvm::errs() << "attn-aot: " << llvm::toString(std::move(error)) << "\n";
     return 2;
   }
-  // Files of kernels no longer in the library go, so OUT is what it lists.
-  std::set<std::string> listed;
-  for (const auto &k : kernels) {
-    listed.insert(k.source);
-    listed.insert(k.cubin);
-  }
-  for (Arch arch : {Arch::SM80, Arch::SM89, Arch::SM90a}) {
-    std::string dir = outDir + "/" + std::string(toString(arch));
-    std::error_code error;
-    for (llvm::sys::fs::directory_iterator it(dir, error), end; it != end && !error;
-         it.increment(error)) {
-      llvm::StringRef file = llvm::sys::path::filename(it->path());
-      std::string relative = std::string(toString(arch)) + "/" + file.str();
-      if ((file.ends_with(".cu") || file.ends_with(".cubin")) && !listed.count(relative))
-        llvm::sys::fs::remove(it->path());
+  // Files the previous manifest listed and this one does not go, so OUT is
+  // what it lists; nothing else in OUT is touched (the manifest reader
+  // insists on the library's own file names, so these lie inside OUT).
+  if (old) {
+    std::set<std::string> listed;
+    for (const auto &k : kernels) {
+      listed.insert(k.source);
+      listed.insert(k.cubin);
     }
+    for (const runtime::AotKernel &k : old->kernels())
+      for (const std::string &file : {k.source, k.cubin})
+        if (!listed.count(file))
+          llvm::sys::fs::remove(outDir + "/" + file);
   }
 
   // The report: per arch, then totals.

@@ -263,13 +263,13 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   for (size_t i = 0; i < tables.size(); ++i)
     tables[i] = perm[i];
   DeviceBuffer dTables = unwrap(DeviceBuffer::allocate(tables.size() * 4));
-  BENCH_CHECK(checkCu(cuMemcpyHtoD(dTables.get(), tables.data(), tables.size() * 4), "copy"));
+  BENCH_CHECK(dTables.copyFromHost(tables.data(), tables.size() * 4));
   std::vector<int32_t> lens(cfg.batch, cfg.context);
   DeviceBuffer dLens = unwrap(DeviceBuffer::allocate(lens.size() * 4));
-  BENCH_CHECK(checkCu(cuMemcpyHtoD(dLens.get(), lens.data(), lens.size() * 4), "copy"));
+  BENCH_CHECK(dLens.copyFromHost(lens.data(), lens.size() * 4));
   std::vector<float> scales = {0.01f};
   DeviceBuffer dScale = unwrap(DeviceBuffer::allocate(4));
-  BENCH_CHECK(checkCu(cuMemcpyHtoD(dScale.get(), scales.data(), 4), "copy"));
+  BENCH_CHECK(dScale.copyFromHost(scales.data(), 4));
   const size_t qBytes = size_t(cfg.batch) * v.numQHeads * v.headDim * 2;
   DeviceBuffer q = unwrap(DeviceBuffer::allocate(qBytes));
   fillRandom(q, v.qType, arch, stream);
@@ -501,12 +501,10 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   if (!identityPages)
     std::shuffle(pages.begin(), pages.end(), std::mt19937(7));
   DeviceBuffer blockTables = unwrap(DeviceBuffer::allocate(pages.size() * 4));
-  BENCH_CHECK(checkCu(cuMemcpyHtoD(blockTables.get(), pages.data(), pages.size() * 4),
-                      "cuMemcpyHtoD"));
+  BENCH_CHECK(blockTables.copyFromHost(pages.data(), pages.size() * 4));
   std::vector<float> ones = {1.f};
   DeviceBuffer scale = unwrap(DeviceBuffer::allocate(sizeof(float)));
-  BENCH_CHECK(checkCu(cuMemcpyHtoD(scale.get(), ones.data(), sizeof(float)),
-                      "cuMemcpyHtoD"));
+  BENCH_CHECK(scale.copyFromHost(ones.data(), sizeof(float)));
 
   PrefillWorkspace ws = unwrap(kernel->createWorkspace(cfg.batch, tokens));
   PrefillPlan plan = unwrap(paged ? kernel->planPaged(cu, seqLens, ws, stream)
@@ -696,9 +694,9 @@ int runJit(bool json) {
     std::vector<int32_t> tables(pages);
     std::iota(tables.begin(), tables.end(), 0);
     DeviceBuffer dTables = unwrap(DeviceBuffer::allocate(pages * 4));
-    BENCH_CHECK(checkCu(cuMemcpyHtoD(dTables.get(), tables.data(), pages * 4), "copy"));
+    BENCH_CHECK(dTables.copyFromHost(tables.data(), pages * 4));
     DeviceBuffer dLens = unwrap(DeviceBuffer::allocate(64 * 4));
-    BENCH_CHECK(checkCu(cuMemcpyHtoD(dLens.get(), lens.data(), 64 * 4), "copy"));
+    BENCH_CHECK(dLens.copyFromHost(lens.data(), 64 * 4));
     DeviceBuffer q = unwrap(DeviceBuffer::allocate(64 * 32 * 128 * 2));
     BENCH_CHECK(checkCu(cuMemsetD8(q.get(), 0, q.size()), "memset"));
     DecodeArgs a;

@@ -4,8 +4,12 @@
 // (directory and packed), its kernels are found by AOT key and by kernel
 // key, and a kernel cache given the library serves its cubin with a
 // compiler that always fails, proving no NVRTC is involved. Damaged
-// libraries and manifests are errors that name the problem. The cubins here
-// are stand-in bytes: the library layer never looks inside them.
+// libraries and manifests are errors that name the problem; hostile ones
+// (FIFOs, devices, deep JSON, out-of-range integers, paths leaving the
+// library) are refused without blocking or crashing, also when
+// ATTN_AOT_LIBRARY names them. Packing never overwrites a file it did not
+// write. The cubins here are stand-in bytes: the library layer never looks
+// inside them.
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/AotLibrary.h"
@@ -15,6 +19,9 @@
 #include "test/unit/runtime/TestFiles.h"
 
 #include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace attn;
 using namespace attn::runtime;
@@ -82,7 +89,8 @@ TEST(AotLibraryTest, DirectoryRoundTrip) {
 
 TEST(AotLibraryTest, PackedRoundTrip) {
   OneKernelLibrary lib;
-  std::string packed = lib.dir.str("lib.attnlib");
+  TempDir out;
+  std::string packed = out.str("lib.attnlib");
   ASSERT_FALSE(bool(packLibrary(lib.dir.str(), packed)));
   auto opened = AotLibrary::open(packed);
   ASSERT_TRUE(bool(opened)) << llvm::toString(opened.takeError());
@@ -162,7 +170,7 @@ TEST(AotLibraryTest, BadManifestsNameTheProblem) {
     EXPECT_NE(at, std::string::npos) << from;
     return at == std::string::npos ? text : text.replace(at, from.size(), to);
   };
-  expectError("{", "not JSON");
+  expectError("{", "manifest: not valid JSON");
   expectError(replaced("attn-aot-1", "attn-aot-0"), "attn-aot-0");
   expectError(replaced("\"head_dim\"", "\"head_dims\""), "lacks \"head_dim\"");
   expectError(replaced("\"kind\": \"decode\"", "\"kind\": \"encode\""), "unknown kind");
@@ -170,6 +178,170 @@ TEST(AotLibraryTest, BadManifestsNameTheProblem) {
   auto missing = AotLibrary::open(lib.dir.str("nowhere"));
   ASSERT_FALSE(bool(missing));
   EXPECT_NE(llvm::toString(missing.takeError()).find("nowhere"), std::string::npos);
+
+  // Integers out of their range are errors naming the field and the value,
+  // not silently cast (4294967328 would be 32 as an int).
+  expectError(replaced("\"num_q_heads\": 32", "\"num_q_heads\": 4294967328"),
+              "\"num_q_heads\" is 4294967328; expected an integer from 0 to "
+              "2147483647");
+  expectError(replaced("\"head_dim\": 128", "\"head_dim\": -128"),
+              "\"head_dim\" is -128");
+  expectError(replaced("\"size\": ", "\"size\": -"), "\"size\" is -");
+  expectError(replaced("\"size\": ", "\"size\": 1e300, \"x\": "),
+              "\"size\" is 1.0000000000000001e+300");
+  // File names must be the library's own: never a path out of it.
+  expectError(replaced("\"cubin\": \"sm_90a/", "\"cubin\": \"../../sm_90a/"),
+              "has cubin \"../../sm_90a/");
+  expectError(replaced("\"source\": \"sm_90a/", "\"source\": \"/etc/"),
+              "has source \"/etc/");
+  expectError(replaced("\"key\": \"", "\"key\": \"../"),
+              "expected 64 lowercase hex digits");
+  // Duplicate keys (the parser would keep the last) and deep nesting (the
+  // parser would overflow the stack).
+  expectError(replaced("\"kernels\":", "\"kernels\": [], \"kernels\":"),
+              "duplicate key \"kernels\"");
+  expectError(std::string(100000, '[') + std::string(100000, ']'),
+              "nests deeper than the limit of 64 levels");
+}
+
+TEST(AotLibraryTest, ManifestThatIsNotARegularFileIsRefusedWithoutBlocking) {
+  alarm(20); // a FIFO opened without O_NONBLOCK blocks: fail, not hang
+  OneKernelLibrary fifo, zero;
+  std::string fifoManifest = fifo.dir.str("manifest.json");
+  ASSERT_EQ(unlink(fifoManifest.c_str()), 0);
+  ASSERT_EQ(mkfifo(fifoManifest.c_str(), 0600), 0);
+  auto opened = AotLibrary::open(fifo.dir.str());
+  ASSERT_FALSE(bool(opened));
+  EXPECT_NE(llvm::toString(opened.takeError())
+                .find("is not a regular file (it is a FIFO)"),
+            std::string::npos);
+  std::string zeroManifest = zero.dir.str("manifest.json");
+  ASSERT_EQ(unlink(zeroManifest.c_str()), 0);
+  ASSERT_EQ(symlink("/dev/zero", zeroManifest.c_str()), 0);
+  opened = AotLibrary::open(zero.dir.str());
+  ASSERT_FALSE(bool(opened));
+  EXPECT_NE(llvm::toString(opened.takeError())
+                .find("is not a regular file (it is a device)"),
+            std::string::npos);
+  // A packed library that is /dev/zero, and a cubin that is a FIFO.
+  opened = AotLibrary::open("/dev/zero");
+  ASSERT_FALSE(bool(opened));
+  EXPECT_NE(llvm::toString(opened.takeError())
+                .find("'/dev/zero' is not a regular file"),
+            std::string::npos);
+  OneKernelLibrary fifoCubin;
+  auto library = AotLibrary::open(fifoCubin.dir.str());
+  ASSERT_TRUE(bool(library)) << llvm::toString(library.takeError());
+  std::string cubin = fifoCubin.dir.str(fifoCubin.kernel.cubin);
+  ASSERT_EQ(unlink(cubin.c_str()), 0);
+  ASSERT_EQ(mkfifo(cubin.c_str(), 0600), 0);
+  auto read = (*library)->readCubin((*library)->kernels()[0]);
+  ASSERT_FALSE(bool(read));
+  EXPECT_NE(llvm::toString(read.takeError()).find("is not a regular file"),
+            std::string::npos);
+  alarm(0);
+}
+
+TEST(AotLibraryTest, EnvironmentLibrariesThatCannotBeReadAreSkipped) {
+  alarm(20);
+  TempDir dir;
+  ASSERT_EQ(mkfifo(dir.str("fifo").c_str(), 0600), 0);
+  ASSERT_TRUE(!llvm::sys::fs::create_directory(dir.str("deep")));
+  writeFile(dir.str("deep/manifest.json"),
+            std::string(200000, '[') + std::string(200000, ']'));
+  std::string paths = dir.str("fifo") + ":/dev/zero:" + dir.str("deep");
+  ASSERT_EQ(setenv("ATTN_AOT_LIBRARY", paths.c_str(), 1), 0);
+  testing::internal::CaptureStderr();
+  KernelCache::Options options;
+  options.useDisk = false;
+  options.compiler =
+      [](const CompileRequest &request) -> llvm::Expected<std::string> {
+    return "cubin of " + request.uri;
+  };
+  KernelCache cache(options);
+  std::string warnings = testing::internal::GetCapturedStderr();
+  unsetenv("ATTN_AOT_LIBRARY");
+  for (const char *fragment :
+       {"fifo' is not a regular file (it is a FIFO)",
+        "'/dev/zero' is not a regular file (it is a device)",
+        "nests deeper than the limit of 64 levels"})
+    EXPECT_NE(warnings.find(fragment), std::string::npos) << warnings;
+  EXPECT_EQ(
+      llvm::StringRef(warnings).count("attn: warning: ATTN_AOT_LIBRARY: "), 3u)
+      << warnings;
+  auto cubin = cache.getCubin(CompileRequest{"k", "// k", Arch::SM90a});
+  ASSERT_TRUE(bool(cubin)) << llvm::toString(cubin.takeError());
+  EXPECT_EQ(**cubin, "cubin of k");
+  alarm(0);
+}
+
+TEST(AotLibraryTest, PackedLibraryReadsOnlyTheKernelsBytes) {
+  OneKernelLibrary lib;
+  TempDir out;
+  std::string packed = out.str("lib.attnlib");
+  ASSERT_FALSE(bool(packLibrary(lib.dir.str(), packed)));
+  // Grown past any bound on a whole-file read (sparse, so cheap): the
+  // kernel's byte range is all that is read.
+  ASSERT_EQ(truncate(packed.c_str(), off_t(kMaxCubinBytes) * 2), 0);
+  auto opened = AotLibrary::open(packed);
+  ASSERT_TRUE(bool(opened)) << llvm::toString(opened.takeError());
+  auto cubin = (*opened)->readCubin((*opened)->kernels()[0]);
+  ASSERT_TRUE(bool(cubin)) << llvm::toString(cubin.takeError());
+  EXPECT_EQ(*cubin, lib.cubin);
+  // A kernel whose range lies past the end is an error, not a crash.
+  AotKernel outside = (*opened)->kernels()[0];
+  outside.offset = ~uint64_t(0) - 2;
+  auto past = (*opened)->readCubin(outside);
+  ASSERT_FALSE(bool(past));
+  EXPECT_NE(llvm::toString(past.takeError()).find("past the end"),
+            std::string::npos);
+}
+
+TEST(AotLibraryTest, PackedHeaderClaimingAHugeManifestIsRefused) {
+  TempDir out;
+  std::string bytes = "ATTNLIB1";
+  bytes += std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8);
+  writeFile(out.str("huge.attnlib"), bytes);
+  auto opened = AotLibrary::open(out.str("huge.attnlib"));
+  ASSERT_FALSE(bool(opened));
+  EXPECT_NE(llvm::toString(opened.takeError()).find("larger than the limit"),
+            std::string::npos);
+}
+
+TEST(AotLibraryTest, PackingNeverOverwritesWhatItDidNotWrite) {
+  OneKernelLibrary lib;
+  std::string manifest = readFile(lib.dir.str("manifest.json"));
+  auto expectRefused = [&](const std::string &file, const char *fragment) {
+    llvm::Error error = packLibrary(lib.dir.str(), file);
+    ASSERT_TRUE(bool(error)) << file;
+    std::string message = llvm::toString(std::move(error));
+    EXPECT_NE(message.find("will not pack into '" + file + "'"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find(fragment), std::string::npos) << message;
+  };
+  // Inside the library: the manifest itself, a subdirectory, and the
+  // library reached through a symlink.
+  expectRefused(lib.dir.str("manifest.json"), "inside the library directory");
+  expectRefused(lib.dir.str("sm_90a/lib.attnlib"),
+                "inside the library directory");
+  TempDir out;
+  ASSERT_EQ(symlink(lib.dir.str().c_str(), out.str("alias").c_str()), 0);
+  expectRefused(out.str("alias/lib.attnlib"), "inside the library directory");
+  EXPECT_EQ(readFile(lib.dir.str("manifest.json")), manifest);
+  // Over someone else's file, or a directory.
+  writeFile(out.str("notes.txt"), "precious");
+  expectRefused(out.str("notes.txt"), "not a packed attn library");
+  EXPECT_EQ(readFile(out.str("notes.txt")), "precious");
+  expectRefused(out.str(), "not a regular file");
+  // A directory that does not exist is named.
+  expectRefused(out.str("missing/lib.attnlib"), "cannot resolve its directory");
+  // Over a packed library: replaced.
+  std::string packed = out.str("lib.attnlib");
+  ASSERT_FALSE(bool(packLibrary(lib.dir.str(), packed)));
+  llvm::Error again = packLibrary(lib.dir.str(), packed);
+  EXPECT_FALSE(bool(again)) << llvm::toString(std::move(again));
+  EXPECT_TRUE(bool(AotLibrary::open(packed)));
 }
 
 } // namespace

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
 using namespace attn;
@@ -73,6 +74,41 @@ TEST(DeviceBuffer, ZeroBytesNeedsNoGpu) {
   ASSERT_TRUE(bool(buffer)) << llvm::toString(buffer.takeError());
   EXPECT_EQ(buffer->get(), 0u);
   EXPECT_EQ(buffer->size(), 0u);
+}
+
+TEST(DeviceBuffer, UploadsOfNothingNeedNoGpuAndOthersNameTheCall) {
+  EXPECT_FALSE(bool(copyHostToDevice(0, nullptr, 0)));
+  DeviceBuffer empty;
+  EXPECT_FALSE(bool(empty.copyFromHost(nullptr, 0)));
+  if (llvm::Error init = initCuda()) {
+    llvm::consumeError(std::move(init));
+    int value = 1;
+    llvm::Error error = copyHostToDevice(0x1000, &value, sizeof(value));
+    ASSERT_TRUE(bool(error));
+    EXPECT_TRUE(llvm::StringRef(llvm::toString(std::move(error)))
+                    .contains("cuMemcpyHtoD"));
+  }
+}
+
+TEST(CudaGpu, UploadIsCompleteForNonBlockingStreams) {
+  if (llvm::Expected<Arch> arch = currentDeviceArch(); !arch)
+    GTEST_SKIP() << "no usable GPU: " << llvm::toString(arch.takeError());
+  // Large and pageable: the case where cuMemcpyHtoD may return before the
+  // DMA lands. Read back at once on a stream that does not wait for the
+  // legacy default stream.
+  std::vector<uint32_t> values(16 << 20);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = uint32_t(i * 2654435761u);
+  auto device = DeviceBuffer::allocate(values.size() * sizeof(uint32_t));
+  auto host = PinnedBuffer::allocate(device ? device->size() : 0);
+  auto stream = Stream::create(CU_STREAM_NON_BLOCKING);
+  ASSERT_TRUE(device && host && stream);
+  ASSERT_FALSE(bool(device->copyFromHost(values.data(), device->size())));
+  ASSERT_EQ(cuMemcpyDtoHAsync(host->data(), device->get(), device->size(),
+                              stream->get()),
+            CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(stream->get()), CUDA_SUCCESS);
+  EXPECT_EQ(std::memcmp(host->data(), values.data(), device->size()), 0);
 }
 
 TEST(CudaGpu, JitCompiledKernelRuns) {

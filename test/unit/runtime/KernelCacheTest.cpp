@@ -1,8 +1,10 @@
 //===- KernelCacheTest.cpp - the kernel cache -----------------------------===//
 //
-// Keys, the memory and disk layers, single-flight compilation and failure
-// handling, with an injected compiler that counts its calls; plus one pass
-// through the real NVRTC.
+// Keys, the memory and disk layers, single-flight compilation (across
+// threads and, through fork(), across processes) and failure handling, with
+// an injected compiler that counts its calls; damaged, foreign and planted
+// (FIFO, device, directory) disk entries; plus one pass through the real
+// NVRTC.
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/KernelCache.h"
@@ -21,6 +23,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <thread>
+
+#include <csignal>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace attn;
 using namespace attn::runtime;
@@ -226,6 +236,105 @@ TEST_F(KernelCacheTest, FileOfAnotherKeyIsNotTrusted) {
       fakeCubin(request()));
 }
 
+/// Plants `plant` at the entry's path, then checks that a cache counts it
+/// corrupt and compiles without blocking or reading it, and returns the
+/// kernel.
+void expectPlantedEntryIsRecompiled(
+    const KernelCache::Options &opts,
+    const std::function<void(const std::string &)> &plant,
+    const std::string &expected) {
+  std::string path = *KernelCache(opts).diskPath(request());
+  ASSERT_FALSE(
+      llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path)));
+  plant(path);
+  alarm(20); // a FIFO read with a blocking open hangs: fail, not hang
+  KernelCache cache(opts);
+  auto cubin = cache.getCubin(request());
+  alarm(0);
+  ASSERT_TRUE(bool(cubin)) << llvm::toString(cubin.takeError());
+  EXPECT_EQ(**cubin, expected);
+  EXPECT_EQ(cache.stats().corruptEntries, 1u);
+  EXPECT_EQ(cache.stats().compiles, 1u);
+}
+
+TEST_F(KernelCacheTest, FifoAtTheEntryIsReplaced) {
+  expectPlantedEntryIsRecompiled(
+      options(),
+      [](const std::string &path) { ASSERT_EQ(mkfifo(path.c_str(), 0600), 0); },
+      fakeCubin(request()));
+  // The rename replaced the FIFO with a real entry.
+  KernelCache fresh(options());
+  ASSERT_TRUE(bool(fresh.getCubin(request())));
+  EXPECT_EQ(fresh.stats().diskHits, 1u);
+}
+
+TEST_F(KernelCacheTest, SymlinkToADeviceAtTheEntryIsReplaced) {
+  expectPlantedEntryIsRecompiled(
+      options(),
+      [](const std::string &path) {
+        ASSERT_EQ(symlink("/dev/zero", path.c_str()), 0);
+      },
+      fakeCubin(request()));
+  std::string path = *KernelCache(options()).diskPath(request());
+  llvm::sys::fs::file_status status;
+  ASSERT_FALSE(llvm::sys::fs::status(path, status, /*follow=*/false));
+  EXPECT_EQ(status.type(), llvm::sys::fs::file_type::regular_file);
+  KernelCache fresh(options());
+  ASSERT_TRUE(bool(fresh.getCubin(request())));
+  EXPECT_EQ(fresh.stats().diskHits, 1u);
+}
+
+TEST_F(KernelCacheTest, DirectoryAtTheEntryStillGivesTheKernel) {
+  // A rename cannot replace a directory: the kernel is served uncached.
+  testing::internal::CaptureStderr();
+  expectPlantedEntryIsRecompiled(
+      options(),
+      [](const std::string &path) {
+        ASSERT_FALSE(llvm::sys::fs::create_directory(path));
+      },
+      fakeCubin(request()));
+  std::string warning = testing::internal::GetCapturedStderr();
+  EXPECT_NE(warning.find("kernels are not cached on disk"), std::string::npos)
+      << warning;
+}
+
+TEST_F(KernelCacheTest, EntryUnderAnotherKeyWithItsHeaderRewrittenIsRejected) {
+  // An entry copied to another kernel's path and given that kernel's key in
+  // its header: the checksum binds the key, so it is still corrupt.
+  KernelCache cache(options());
+  ASSERT_TRUE(bool(cache.getCubin(request())));
+  ASSERT_TRUE(bool(cache.getCubin(request("decode_test", "// other"))));
+  std::string other =
+      readFile(*cache.diskPath(request("decode_test", "// other")));
+  std::string key = cache.keyFor(request()).hash;
+  constexpr size_t kKeyOffset = 8 + 4; // magic, format version
+  ASSERT_EQ(other.substr(kKeyOffset, 64),
+            cache.keyFor(request("decode_test", "// other")).hash);
+  expectDamageIsRepaired(
+      options(),
+      [&](std::string &bytes) { bytes = other.replace(kKeyOffset, 64, key); },
+      fakeCubin(request()));
+}
+
+TEST(CacheEntryTest, TheChecksumBindsKeyAndArch) {
+  std::string key(64, 'a'), otherKey(64, 'b');
+  std::string bytes = cacheEntryBytes(key, Arch::SM90a, "cubin bytes");
+  EXPECT_EQ(parseCacheEntry(bytes, key, Arch::SM90a),
+            std::optional<llvm::StringRef>("cubin bytes"));
+  EXPECT_EQ(parseCacheEntry(bytes, key, Arch::SM80), std::nullopt);
+  EXPECT_EQ(parseCacheEntry(bytes, otherKey, Arch::SM90a), std::nullopt);
+  // The header's key rewritten to the other key: the checksum disagrees.
+  std::string rewritten = bytes;
+  rewritten.replace(12, 64, otherKey);
+  EXPECT_EQ(parseCacheEntry(rewritten, otherKey, Arch::SM90a), std::nullopt);
+  // Truncated, extended, a key hash of the wrong size: never out of bounds.
+  for (size_t size = 0; size < bytes.size(); ++size)
+    EXPECT_EQ(parseCacheEntry(bytes.substr(0, size), key, Arch::SM90a),
+              std::nullopt);
+  EXPECT_EQ(parseCacheEntry(bytes + "x", key, Arch::SM90a), std::nullopt);
+  EXPECT_EQ(parseCacheEntry(bytes, "short", Arch::SM90a), std::nullopt);
+}
+
 TEST_F(KernelCacheTest, NoTemporaryFilesRemain) {
   std::vector<std::thread> threads;
   for (int i = 0; i < 8; ++i)
@@ -391,7 +500,9 @@ TEST_F(KernelCacheTest, FailureReachesEveryWaiterAndIsNotCached) {
   for (std::thread &thread : threads)
     thread.join();
   EXPECT_EQ(compilerCalls, 1);
-  EXPECT_TRUE(filesUnder(dir.str()).empty());
+  // No entry (the lock file of the failed compile may stay).
+  for (const std::string &file : filesUnder(dir.str()))
+    EXPECT_TRUE(llvm::StringRef(file).ends_with(".lock")) << file;
 
   // Not cached: the next request compiles again.
   waiting = kWaiters;
@@ -399,6 +510,147 @@ TEST_F(KernelCacheTest, FailureReachesEveryWaiterAndIsNotCached) {
   ASSERT_FALSE(bool(retry));
   llvm::consumeError(retry.takeError());
   EXPECT_EQ(compilerCalls, 2);
+}
+
+//===- Single flight across processes -------------------------------------===//
+
+/// Forks a child that runs `body` and exits with its result; returns its pid.
+/// The child never returns to the test (no gtest teardown runs there).
+pid_t forkChild(const std::function<int()> &body) {
+  pid_t pid = fork();
+  if (pid == 0)
+    _exit(body());
+  return pid;
+}
+
+/// The exit status of `pid`, or -1 if it did not exit within `timeout` (it
+/// is then killed).
+int waitForChild(pid_t pid, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/// A compiler for several processes: sleeps, then appends one byte to
+/// `counter`, so the file's size counts compiles across processes.
+KernelCache::Options countingOptions(const std::string &diskDir,
+                                     const std::string &counter) {
+  KernelCache::Options result;
+  result.diskDir = diskDir;
+  result.compiler =
+      [counter](const CompileRequest &request) -> llvm::Expected<std::string> {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    int fd = ::open(counter.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0600);
+    if (fd < 0 || ::write(fd, "x", 1) != 1)
+      return llvm::createStringError("cannot count a compile");
+    ::close(fd);
+    return "cubin(" + request.uri + "," + request.source + ")";
+  };
+  return result;
+}
+
+uint64_t sizeOf(const std::string &path) {
+  uint64_t size = 0;
+  return llvm::sys::fs::file_size(path, size) ? 0 : size;
+}
+
+TEST_F(KernelCacheTest, ColdProcessesOnOneCacheCompileOnce) {
+  constexpr int kProcesses = 16;
+  std::string counter = dir.str("compiles");
+  KernelCache::Options opts = countingOptions(dir.str("cache"), counter);
+  int start[2];
+  ASSERT_EQ(pipe(start), 0);
+  std::vector<pid_t> children;
+  for (int i = 0; i < kProcesses; ++i)
+    children.push_back(forkChild([&] {
+      // Released together, when the parent closes the pipe.
+      ::close(start[1]);
+      char byte;
+      (void)::read(start[0], &byte, 1);
+      KernelCache cache(opts);
+      auto cubin = cache.getCubin(request());
+      return cubin && **cubin == fakeCubin(request()) ? 0 : 1;
+    }));
+  ::close(start[0]);
+  ::close(start[1]);
+  for (pid_t child : children)
+    EXPECT_EQ(waitForChild(child, std::chrono::seconds(60)), 0);
+  EXPECT_EQ(sizeOf(counter), 1u) << "compiles across processes";
+  // The entry is there, and no lock file is left behind.
+  std::vector<std::string> files = filesUnder(dir.str("cache"));
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_TRUE(llvm::StringRef(files[0]).ends_with(".cubin")) << files[0];
+}
+
+/// Forks a child that takes the lock of the entry for request() and holds
+/// it until killed; returns once it holds it.
+pid_t forkLockHolder(const std::string &entryPath) {
+  EXPECT_FALSE(llvm::sys::fs::create_directories(
+      llvm::sys::path::parent_path(entryPath)));
+  int ready[2];
+  EXPECT_EQ(pipe(ready), 0);
+  pid_t holder = forkChild([&] {
+    int fd = ::open((entryPath + ".lock").c_str(), O_RDWR | O_CREAT, 0600);
+    if (fd < 0 || flock(fd, LOCK_EX) != 0)
+      return 1;
+    (void)::write(ready[1], "x", 1);
+    for (;;)
+      pause();
+  });
+  ::close(ready[1]);
+  char byte = 0;
+  EXPECT_EQ(::read(ready[0], &byte, 1), 1) << "the holder did not lock";
+  ::close(ready[0]);
+  return holder;
+}
+
+TEST_F(KernelCacheTest, LockOfAKilledProcessIsReleased) {
+  std::string counter = dir.str("compiles");
+  KernelCache::Options opts = countingOptions(dir.str("cache"), counter);
+  opts.diskLockTimeout = std::chrono::seconds(60);
+  pid_t holder = forkLockHolder(*KernelCache(opts).diskPath(request()));
+  ASSERT_EQ(kill(holder, SIGKILL), 0);
+  ASSERT_EQ(waitForChild(holder, std::chrono::seconds(10)), -1); // killed
+  auto start = std::chrono::steady_clock::now();
+  KernelCache cache(opts);
+  auto cubin = cache.getCubin(request());
+  ASSERT_TRUE(bool(cubin)) << llvm::toString(cubin.takeError());
+  EXPECT_EQ(**cubin, fakeCubin(request()));
+  // Promptly: nowhere near the 60 s a live holder could cost.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(sizeOf(counter), 1u);
+}
+
+TEST_F(KernelCacheTest, LockOfAHungProcessOnlyDelays) {
+  std::string counter = dir.str("compiles");
+  KernelCache::Options opts = countingOptions(dir.str("cache"), counter);
+  opts.diskLockTimeout = std::chrono::milliseconds(300);
+  pid_t holder = forkLockHolder(*KernelCache(opts).diskPath(request()));
+  auto start = std::chrono::steady_clock::now();
+  KernelCache cache(opts);
+  testing::internal::CaptureStderr();
+  auto cubin = cache.getCubin(request());
+  std::string warning = testing::internal::GetCapturedStderr();
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  kill(holder, SIGKILL);
+  waitForChild(holder, std::chrono::seconds(10));
+  ASSERT_TRUE(bool(cubin)) << llvm::toString(cubin.takeError());
+  EXPECT_EQ(**cubin, fakeCubin(request()));
+  EXPECT_EQ(sizeOf(counter), 1u);
+  // It waited for the holder, up to the timeout, and said so.
+  EXPECT_GE(elapsed, std::chrono::milliseconds(300));
+  EXPECT_LT(elapsed, std::chrono::seconds(10));
+  EXPECT_NE(warning.find("for another process to compile decode_test"),
+            std::string::npos)
+      << warning;
 }
 
 //===- Real NVRTC ---------------------------------------------------------===//

@@ -15,7 +15,11 @@
 //    its variants.
 //
 // Every cubin is checked against the size and checksum in the manifest
-// before use.
+// before use. Libraries are input attn cannot trust (InputFiles.h): the
+// manifest and each cubin are read only from regular files and within size
+// bounds, a packed library's cubins by their byte range alone, and a
+// manifest must be well formed down to its integers' ranges and its file
+// names (exactly <arch>/<name>.cu and <arch>/<name>-<key16>.cubin).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_RUNTIME_AOTLIBRARY_H
@@ -23,6 +27,7 @@
 
 #include "attn/runtime/AppendKV.h"
 #include "attn/runtime/Decode.h"
+#include "attn/runtime/InputFiles.h"
 #include "attn/runtime/Prefill.h"
 #include "attn/runtime/VariantKey.h"
 #include "codegen/KernelSpec.h"
@@ -33,6 +38,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +62,12 @@ struct AotKernel {
 
 /// The manifest of `kernels` as JSON text.
 std::string manifestJson(llvm::ArrayRef<AotKernel> kernels);
+/// The kernels of manifest `text` (of a packed library's if `packed`, else
+/// of a directory library's manifest.json), fully checked; errors name
+/// `path`, the kernel and the field. Reads no files: the entry point for
+/// fuzzing manifests.
+llvm::Expected<std::vector<AotKernel>>
+parseAotManifest(llvm::StringRef text, llvm::StringRef path, bool packed);
 /// Writes one kernel's source and cubin into the directory library at `dir`
 /// (<arch>/<name>.cu, <arch>/<name>-<key16>.cubin) and sets `kernel`'s
 /// paths, size and checksum; `kernel.key`, `name` and `spec` must be set.
@@ -64,7 +76,13 @@ llvm::Error writeKernelFiles(llvm::StringRef dir, AotKernel &kernel,
                              llvm::StringRef source, llvm::StringRef cubin);
 /// Writes <dir>/manifest.json listing `kernels`.
 llvm::Error writeManifest(llvm::StringRef dir, llvm::ArrayRef<AotKernel> kernels);
-/// Packs the directory library at `dir` into one file at `file`.
+/// An error unless `file` may receive the packed form of the directory
+/// library `dir`: it must not lie inside `dir` (real paths compared) and
+/// must not exist unless it is a packed attn library (by its magic), so
+/// packing never overwrites a file it did not write.
+llvm::Error checkPackTarget(llvm::StringRef dir, llvm::StringRef file);
+/// Packs the directory library at `dir` into one file at `file`, after
+/// checkPackTarget.
 llvm::Error packLibrary(llvm::StringRef dir, llvm::StringRef file);
 /// xxh3-64 of a cubin, as manifests record it.
 uint64_t cubinChecksum(llvm::StringRef cubin);
@@ -72,7 +90,7 @@ uint64_t cubinChecksum(llvm::StringRef cubin);
 class AotLibrary {
 public:
   /// Opens a directory library or a packed file; the manifest is read and
-  /// checked, cubins are read on use.
+  /// checked, cubins are read on use (a packed file is held open).
   static llvm::Expected<std::shared_ptr<const AotLibrary>>
   open(llvm::StringRef path);
 
@@ -101,6 +119,7 @@ private:
   std::string libraryPath;
   bool packed = false;
   uint64_t blobOffset = 0; ///< packed: where the cubins start in the file
+  std::optional<RegularFile> packedFile; ///< packed: the file, held open
   std::vector<AotKernel> entries;
 };
 

@@ -34,6 +34,15 @@ llvm::Error initCuda();
 /// capability. Calls initCuda().
 llvm::Expected<Arch> currentDeviceArch();
 
+/// Copies `bytes` from host memory (pageable or pinned) to device address
+/// `dst` in the current context and returns once the bytes are in device
+/// memory, so any stream may read them, non-blocking ones included.
+/// cuMemcpyHtoD alone may return as soon as pageable source memory is
+/// staged, with the DMA still in flight on the legacy default stream, which
+/// non-blocking streams do not wait for. Every host-to-device upload that is
+/// not a stream-ordered async copy goes through here.
+llvm::Error copyHostToDevice(CUdeviceptr dst, const void *src, size_t bytes);
+
 /// A cubin loaded with cuLibraryLoadData. Context-independent: its kernels
 /// are valid on every device and context, so one load serves the process.
 class CudaLibrary {
@@ -77,7 +86,12 @@ public:
   /// Synchronous copies between the host and the buffer (setup and reading
   /// results; hosts need no driver calls of their own). Copies past the end
   /// are errors.
+  ///
+  /// copyFromHost returns once the bytes are in device memory; any stream
+  /// may read them (copyHostToDevice).
   llvm::Error copyFromHost(const void *data, size_t count, size_t offset = 0);
+  /// Returns once the bytes are in `data`. Work on other streams that writes
+  /// the buffer must be waited for first.
   llvm::Error copyToHost(void *data, size_t count, size_t offset = 0) const;
 
 private:

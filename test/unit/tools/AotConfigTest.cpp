@@ -1,0 +1,284 @@
+//===- AotConfigTest.cpp - attn-aot's config reader -----------------------===//
+//
+// Ordinary configs become one job per combination and arch; configs that
+// stand for too many variants are refused quickly, before expansion, naming
+// the entry, its count, its lists and the flag; out-of-range integers,
+// empty lists, duplicate keys, unknown fields and paged-only fields on a
+// ragged prefill are errors naming the entry and the field. No config,
+// however broken, yields neither a job nor an error.
+//
+//===----------------------------------------------------------------------===//
+#include "tools/attn-aot/AotConfig.h"
+
+#include "attn/runtime/InputFiles.h"
+#include "attn/runtime/VariantKey.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+using namespace attn;
+using namespace attn::aot;
+
+namespace {
+
+const std::vector<Arch> kOneArch = {Arch::SM90a};
+const std::vector<Arch> kTwoArchs = {Arch::SM80, Arch::SM90a};
+
+/// All errors of `config`, one per line.
+std::string errorsOf(const ConfigJobs &config) {
+  std::string text;
+  for (const std::string &error : config.errors)
+    text += error + "\n";
+  return text;
+}
+
+/// Reads `text` expecting no job and an error containing each fragment.
+void expectRefused(const std::string &text,
+                   std::initializer_list<std::string> fragments,
+                   const std::vector<Arch> &archs = kOneArch,
+                   ConfigLimits limits = {}) {
+  ConfigJobs config = readConfig(text, "c.json", archs, limits);
+  EXPECT_TRUE(config.jobs.empty()) << text;
+  std::string errors = errorsOf(config);
+  for (const std::string &fragment : fragments)
+    EXPECT_NE(errors.find(fragment), std::string::npos)
+        << "missing: " << fragment << "\nin: " << errors;
+}
+
+TEST(AotConfigTest, EveryCombinationOnEveryArch) {
+  ConfigJobs config = readConfig(
+      R"({"decode": [{"num_q_heads": 8, "num_kv_heads": 8,
+                      "head_dim": [64, 128], "window_left": [false, true]}]})",
+      "c.json", kTwoArchs);
+  EXPECT_TRUE(config.errors.empty()) << errorsOf(config);
+  ASSERT_EQ(config.jobs.size(), 8u);
+  int windowed = 0;
+  for (const Job &job : config.jobs) {
+    windowed += job.spec.slidingWindow;
+    EXPECT_NE(job.origin.find("c.json: decode[0] {head_dim="),
+              std::string::npos)
+        << job.origin;
+    DecodeVariant v;
+    v.numQHeads = v.numKVHeads = 8;
+    v.headDim = job.spec.headDim;
+    if (job.spec.slidingWindow)
+      v.windowLeft = 1;
+    EXPECT_EQ(job.kernelKey, runtime::kernelKey(v));
+  }
+  EXPECT_EQ(windowed, 4);
+}
+
+TEST(AotConfigTest, CacheOpsAndMlirConfigs) {
+  ConfigJobs ops = readConfig(R"({"cache_ops": true})", "c.json", kTwoArchs);
+  EXPECT_TRUE(ops.errors.empty()) << errorsOf(ops);
+  EXPECT_EQ(ops.jobs.size(), 4u); // copy_blocks and advance_step per arch
+  ConfigJobs none = readConfig(R"({"cache_ops": false})", "c.json", kOneArch);
+  EXPECT_TRUE(none.jobs.empty());
+  EXPECT_NE(errorsOf(none).find("c.json: the config yields no kernel"),
+            std::string::npos);
+  ConfigJobs empty = readConfig("module {}", "c.mlir", kOneArch);
+  EXPECT_TRUE(empty.jobs.empty());
+  EXPECT_NE(errorsOf(empty).find("c.mlir: the config yields no kernel"),
+            std::string::npos);
+}
+
+TEST(AotConfigTest, ExampleConfigsAreValid) {
+  for (const char *example : {"serving.json", "serving-full.json"}) {
+    std::string path = std::string(ATTN_SOURCE_DIR "/examples/aot/") + example;
+    llvm::Expected<std::string> text = runtime::readRegularFile(path, 1 << 20);
+    ASSERT_TRUE(bool(text)) << llvm::toString(text.takeError());
+    ConfigJobs config = readConfig(*text, path, kTwoArchs);
+    EXPECT_TRUE(config.errors.empty()) << errorsOf(config);
+    EXPECT_FALSE(config.jobs.empty()) << example;
+    // serving.json: decode 8, prefill 5, append_kv 4, on two archs, plus
+    // two cache ops per arch (attn-aot builds these 38 kernels).
+    if (std::string(example) == "serving.json") {
+      EXPECT_EQ(config.jobs.size(), 38u);
+    }
+  }
+}
+
+//===- Counting before expanding ------------------------------------------===//
+
+TEST(AotConfigTest, TenMillionCombinationsAreRefusedBeforeExpanding) {
+  // Under 450 bytes for 12.8 million combinations: expanded, this ran out
+  // of memory.
+  std::string ten = "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]";
+  std::string both = "[false, true]";
+  std::string text = R"({"decode": [{"num_q_heads": )" + ten +
+                     R"(, "num_kv_heads": )" + ten + R"(, "head_dim": )" + ten +
+                     R"(, "page_size": )" + ten + R"(, "query_len": )" + ten +
+                     R"(, "causal": )" + both + R"(, "cross": )" + both +
+                     R"(, "alibi": )" + both + R"(, "lse": )" + both +
+                     R"(, "per_head_scale": )" + both + R"(, "softcap": )" +
+                     both + R"(, "window_left": )" + both + "}]}";
+  EXPECT_LT(text.size(), 450u);
+  auto start = std::chrono::steady_clock::now();
+  expectRefused(text,
+                {"c.json: decode[0] stands for 25600000 variants (12800000 "
+                 "combinations of alibi: 2, causal: 2, cross: 2, head_dim: "
+                 "10, lse: 2, num_kv_heads: 10, num_q_heads: 10, page_size: "
+                 "10, per_head_scale: 2, query_len: 10, softcap: 2, "
+                 "window_left: 2; times 2 archs), more than the limit of "
+                 "10000 variants; --max-variants N raises it"},
+                kTwoArchs);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
+TEST(AotConfigTest, CountsSaturateInsteadOfWrapping) {
+  // 20^15 combinations overflow 64 bits; wrapped, the count could look small.
+  std::string twenty = "[";
+  for (int i = 0; i < 20; ++i)
+    twenty += (i ? ", " : "") + std::to_string(i + 1);
+  twenty += "]";
+  std::string text = R"({"decode": [{)";
+  const char *fields[] = {
+      "q_type",      "kv_type", "num_q_heads", "num_kv_heads",   "head_dim",
+      "page_size",   "layout",  "query_len",   "causal",         "cross",
+      "window_left", "softcap", "alibi",       "per_head_scale", "lse"};
+  for (const char *field : fields)
+    text += std::string(field == fields[0] ? "" : ", ") + "\"" + field +
+            "\": " + twenty;
+  text += "}]}";
+  expectRefused(text, {"decode[0] stands for 18446744073709551615 variants",
+                       "more than the limit of 10000 variants"});
+}
+
+TEST(AotConfigTest, TheTotalOfAllEntriesIsLimited) {
+  // Each entry is within the limit alone; together they are not.
+  std::string entry =
+      R"({"num_q_heads": [1, 2, 3, 4, 5, 6, 7, 8], "head_dim": [64, 128]})";
+  std::string text = R"({"decode": [)" + entry + ", " + entry +
+                     R"(], "append_kv": [{"head_dim": [64, 128]}]})";
+  expectRefused(text,
+                {"c.json: the config stands for 34 variants (decode[0]: 16, "
+                 "decode[1]: 16, append_kv[0]: 2 combinations; times 1 "
+                 "arch), more than the limit of 30 variants; --max-variants "
+                 "N raises it"},
+                kOneArch, ConfigLimits{30});
+  // The limit counts archs too, and an entry at the limit is fine.
+  expectRefused(R"({"append_kv": [{"head_dim": [64, 128]}]})",
+                {"append_kv[0] stands for 4 variants"}, kTwoArchs,
+                ConfigLimits{3});
+  ConfigJobs atLimit = readConfig(R"({"append_kv": [{"head_dim": [64, 128]}]})",
+                                  "c.json", kTwoArchs, ConfigLimits{4});
+  EXPECT_TRUE(atLimit.errors.empty()) << errorsOf(atLimit);
+  EXPECT_EQ(atLimit.jobs.size(), 4u);
+}
+
+TEST(AotConfigTest, MlirConfigsAreLimitedToo) {
+  const char *module = R"(
+    func.func @f(%k: tensor<?x8x128xbf16>, %v: tensor<?x8x128xbf16>,
+                 %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                 %s: tensor<?xi64>) {
+      %a = attn.append_kv %k, %v into %c at %s
+          : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+            !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi64>
+      return
+    })";
+  ConfigJobs config = readConfig(module, "c.mlir", kTwoArchs, ConfigLimits{1});
+  EXPECT_TRUE(config.jobs.empty());
+  EXPECT_NE(errorsOf(config).find("c.mlir: 1 attn ops times 2 archs stand for "
+                                  "2 variants, more than the limit of 1"),
+            std::string::npos)
+      << errorsOf(config);
+  EXPECT_EQ(readConfig(module, "c.mlir", kTwoArchs).jobs.size(), 2u);
+}
+
+//===- Values and fields --------------------------------------------------===//
+
+TEST(AotConfigTest, IntegersOutOfRangeAreErrorsNamingFieldAndValue) {
+  // 4294967328 is 32 once cut to an int: it used to build a 32-head kernel.
+  for (const char *value : {"4294967328", "-8", "0", "1.5", "1e300",
+                            "9223372036854775808.0", "\"32\""}) {
+    std::string text =
+        std::string(R"({"decode": [{"num_q_heads": )") + value + "}]}";
+    std::string printed = value;
+    if (printed == "1e300")
+      printed = "1.0000000000000001e+300";
+    if (printed == "9223372036854775808.0")
+      printed = "9.2233720368547758e+18";
+    expectRefused(text, {"c.json: decode[0] {num_q_heads=" + printed +
+                         "}: \"num_q_heads\" must be an integer from 1 to "
+                         "2147483647, not " +
+                         printed});
+  }
+}
+
+TEST(AotConfigTest, EmptyListsAreErrors) {
+  expectRefused(R"({"decode": [{"head_dim": []}]})",
+                {"c.json: decode[0]: \"head_dim\" is an empty list"});
+  expectRefused(R"({"decode": []})", {"c.json: \"decode\" is an empty list"});
+  expectRefused(R"({})", {"c.json: the config yields no kernel"});
+  // An empty list elsewhere does not stop the good entries.
+  ConfigJobs config = readConfig(
+      R"({"append_kv": [{"head_dim": 64}, {"head_dim": []}], "prefill": []})",
+      "c.json", kOneArch);
+  EXPECT_EQ(config.jobs.size(), 1u);
+  EXPECT_EQ(config.errors.size(), 2u) << errorsOf(config);
+}
+
+TEST(AotConfigTest, DuplicateKeysAndDeepNestingAreErrors) {
+  expectRefused(R"({"decode": [{"head_dim": 64, "head_dim": 128}]})",
+                {"c.json: duplicate key \"head_dim\" at line 1, column 30"});
+  expectRefused(R"({"decode": [], "decode": [{}]})",
+                {"duplicate key \"decode\""});
+  expectRefused(std::string(100000, '[') + std::string(100000, ']'),
+                {"c.json: JSON nests deeper than the limit of 64 levels"});
+}
+
+TEST(AotConfigTest, UnknownAndInapplicableFieldsAreErrors) {
+  expectRefused(R"({"decode": [{"head_dmi": 64}]})",
+                {"c.json: decode[0]: unknown field \"head_dmi\""});
+  expectRefused(
+      R"({"decode": [{"window": true}]})",
+      {"decode[0]: unknown field \"window\" (renamed \"window_left\")"});
+  expectRefused(
+      R"({"prefill": [{"window": [false, true]}]})",
+      {"prefill[0]: unknown field \"window\" (renamed \"window_left\")"});
+  expectRefused(R"({"append_kv": [{"causal": true}]})",
+                {"append_kv[0]: unknown field \"causal\""});
+  // Fields of the paged cache on a prefill entry that is not always paged.
+  for (const char *field : {"kv_type", "page_size", "layout", "per_head_scale"})
+    for (const char *paged :
+         {"", ", \"paged\": false", ", \"paged\": [false, true]"}) {
+      std::string value = std::string(field) == "kv_type"     ? "\"q\""
+                          : std::string(field) == "page_size" ? "16"
+                          : std::string(field) == "layout"    ? "\"nhd\""
+                                                              : "false";
+      std::string text = std::string(R"({"prefill": [{")") + field +
+                         "\": " + value + paged + "}]}";
+      expectRefused(text, {std::string("c.json: prefill[0]: \"") + field +
+                           "\" applies to paged prefill only"});
+    }
+  ConfigJobs paged = readConfig(
+      R"({"prefill": [{"paged": true, "kv_type": "e4m3", "page_size": 16}]})",
+      "c.json", kOneArch);
+  EXPECT_TRUE(paged.errors.empty()) << errorsOf(paged);
+  ASSERT_EQ(paged.jobs.size(), 1u);
+  EXPECT_EQ(paged.jobs[0].spec.kvType, ScalarType::F8E4M3);
+}
+
+TEST(AotConfigTest, StructureErrorsNameTheSection) {
+  expectRefused("[]", {"c.json: the config must be a JSON object"});
+  expectRefused(R"({"decode": {}})", {"c.json: \"decode\" must be a list"});
+  expectRefused(R"({"decode": [1]})", {"c.json: decode[0]: must be an object"});
+  expectRefused(R"({"encode": []})", {"c.json: unknown section \"encode\""});
+  expectRefused(R"({"cache_ops": 1})",
+                {"c.json: \"cache_ops\" must be true or false"});
+  expectRefused(R"({"cache_ops": true})", {"c.json: no arch to build for"}, {});
+}
+
+TEST(AotConfigTest, EveryPrefixOfAConfigGivesJobsOrErrors) {
+  // Truncated files are what a fuzzer tries first: none may give nothing.
+  std::string text =
+      R"({"decode": [{"head_dim": [64, 128], "window_left": true}], )"
+      R"("cache_ops": false})";
+  for (size_t size = 0; size <= text.size(); ++size) {
+    ConfigJobs config = readConfig(text.substr(0, size), "c.json", kOneArch);
+    EXPECT_FALSE(config.jobs.empty() && config.errors.empty()) << size;
+  }
+}
+
+} // namespace

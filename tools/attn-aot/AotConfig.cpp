@@ -1,0 +1,526 @@
+//===- AotConfig.cpp - attn-aot configs -> kernels to build ---------------===//
+//
+// JSON configs are read in two passes. The first checks each entry as a
+// whole (known fields, no empty list, paged-only fields only on paged
+// prefill) and counts its combinations; only when the count of the whole
+// config is within the limit does the second expand the entries and read
+// each combination into a variant and, per arch, a kernel spec.
+//
+//===----------------------------------------------------------------------===//
+#include "tools/attn-aot/AotConfig.h"
+
+#include "attn/runtime/CacheOps.h"
+#include "attn/runtime/InputFiles.h"
+#include "attn/runtime/VariantKey.h"
+#include "compiler/Frontend/Frontend.h"
+#include "dialect/IR/AttnOps.h"
+#include "tools/RegisterAttn.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <climits>
+#include <functional>
+#include <map>
+#include <set>
+
+namespace attn::aot {
+namespace {
+
+namespace json = llvm::json;
+
+/// One combination of an entry: field -> value.
+using Combo = std::map<std::string, json::Value>;
+
+std::string describe(const Combo &combo) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "{";
+  bool first = true;
+  for (const auto &[name, value] : combo) {
+    os << (first ? "" : ", ") << name << "=" << value;
+    first = false;
+  }
+  os << "}";
+  return text;
+}
+
+std::string printed(const json::Value &value) {
+  std::string text;
+  llvm::raw_string_ostream(text) << value;
+  return text;
+}
+
+/// Reads the fields of one combination into a variant; the first problem
+/// wins. Records every field name it asks for, so a reader run on an empty
+/// combination lists the fields of its section.
+class ComboReader {
+public:
+  explicit ComboReader(const Combo &combo) : combo(combo) {}
+  std::string problem;
+  std::set<std::string> asked;
+
+  /// Counts and sizes: 1 to INT_MAX (the variant fields are int; a larger
+  /// value would be cut to another, valid-looking one).
+  void integer(const char *name, int &out) {
+    if (const json::Value *v = take(name)) {
+      std::optional<int64_t> i = runtime::getJsonInteger(*v);
+      if (i && *i >= 1 && *i <= INT_MAX)
+        out = int(*i);
+      else
+        fail(llvm::formatv("\"{0}\" must be an integer from 1 to {1}, not {2}",
+                           name, INT_MAX, printed(*v)));
+    }
+  }
+  void boolean(const char *name, bool &out) {
+    if (const json::Value *v = take(name)) {
+      if (auto b = v->getAsBoolean())
+        out = *b;
+      else
+        fail(std::string("\"") + name + "\" must be true or false");
+    }
+  }
+  /// A flag whose value is a launch parameter: any placeholder selects the
+  /// kernel with the feature.
+  template <class T>
+  void present(const char *name, std::optional<T> &out, T placeholder) {
+    bool on = false;
+    boolean(name, on);
+    if (on)
+      out = placeholder;
+  }
+  void type(const char *name, ScalarType &out,
+            std::optional<ScalarType> q = {}) {
+    if (const json::Value *v = take(name)) {
+      auto text = v->getAsString();
+      std::optional<ScalarType> parsed = text && *text == "q" && q ? q
+                                         : text ? parseScalarType(*text)
+                                                : std::nullopt;
+      if (parsed)
+        out = *parsed;
+      else
+        fail(std::string("\"") + name + "\" must be f16, bf16, e4m3, e5m2" +
+             (q ? " or q" : ""));
+    }
+  }
+  void layout(const char *name, KVLayout &out) {
+    if (const json::Value *v = take(name)) {
+      auto text = v->getAsString();
+      std::optional<KVLayout> parsed =
+          text ? parseKVLayout(*text) : std::nullopt;
+      if (parsed)
+        out = *parsed;
+      else
+        fail(std::string("\"") + name + "\" must be nhd or hnd");
+    }
+  }
+
+private:
+  const json::Value *take(const char *name) {
+    asked.insert(name);
+    auto it = combo.find(name);
+    return it == combo.end() ? nullptr : &it->second;
+  }
+  void fail(const std::string &message) {
+    if (problem.empty())
+      problem = message;
+  }
+  const Combo &combo;
+};
+
+DecodeVariant readDecode(ComboReader &r) {
+  DecodeVariant v;
+  r.type("q_type", v.qType);
+  r.type("kv_type", v.kvType, v.qType);
+  r.integer("num_q_heads", v.numQHeads);
+  r.integer("num_kv_heads", v.numKVHeads);
+  r.integer("head_dim", v.headDim);
+  r.integer("page_size", v.pageSize);
+  r.layout("layout", v.layout);
+  r.integer("query_len", v.queryLen);
+  r.boolean("causal", v.causal);
+  r.boolean("cross", v.crossAttention);
+  r.present("window_left", v.windowLeft, 1);
+  r.present("softcap", v.softcap, 1.f);
+  r.boolean("alibi", v.alibi);
+  r.boolean("per_head_scale", v.perHeadKVScale);
+  r.boolean("lse", v.writeLse);
+  return v;
+}
+
+/// Prefill fields that describe the paged cache: an error on an entry that
+/// is not "paged": true, where they would be silently ignored.
+constexpr const char *kPagedOnlyFields[] = {"kv_type", "page_size", "layout",
+                                            "per_head_scale"};
+
+PrefillVariant readPrefill(ComboReader &r) {
+  PrefillVariant v;
+  r.type("q_type", v.qType);
+  r.integer("num_q_heads", v.numQHeads);
+  r.integer("num_kv_heads", v.numKVHeads);
+  r.integer("head_dim", v.headDim);
+  r.boolean("causal", v.causal);
+  r.boolean("cross", v.crossAttention);
+  r.boolean("encoder", v.encoder);
+  r.present("window_left", v.windowLeft, 1);
+  r.present("softcap", v.softcap, 1.f);
+  r.boolean("alibi", v.alibi);
+  r.boolean("lse", v.writeLse);
+  bool paged = false;
+  r.boolean("paged", paged);
+  PagedKVFormat format;
+  format.kvType = v.qType;
+  r.type("kv_type", format.kvType, v.qType);
+  r.integer("page_size", format.pageSize);
+  r.layout("layout", format.layout);
+  r.boolean("per_head_scale", format.perHeadKVScale);
+  if (paged)
+    v.paged = format;
+  return v;
+}
+
+AppendKVVariant readAppendKV(ComboReader &r) {
+  AppendKVVariant v;
+  r.type("in_type", v.inType);
+  r.type("kv_type", v.kvType, v.inType);
+  r.integer("num_kv_heads", v.numKVHeads);
+  r.integer("head_dim", v.headDim);
+  r.integer("page_size", v.pageSize);
+  r.layout("layout", v.layout);
+  r.boolean("per_head_scale", v.perHeadKVScale);
+  return v;
+}
+
+/// The fields a section reads: its reader run on nothing.
+std::set<std::string> fieldsOf(llvm::StringRef kind) {
+  Combo none;
+  ComboReader reader(none);
+  if (kind == "decode")
+    (void)readDecode(reader);
+  else if (kind == "prefill")
+    (void)readPrefill(reader);
+  else
+    (void)readAppendKV(reader);
+  return reader.asked;
+}
+
+/// A checked entry of a section, with its combination count.
+struct Entry {
+  std::string kind;
+  std::string where; ///< "CONFIG: decode[0]"
+  const json::Object *object;
+  uint64_t combinations;
+  std::string lists; ///< "head_dim: 7, q_type: 2" for messages
+};
+
+/// Checks `object` as a whole; on success returns its entry, else adds
+/// the problems to `errors`.
+std::optional<Entry> checkEntry(llvm::StringRef kind, std::string where,
+                                const json::Object &object,
+                                const std::set<std::string> &known,
+                                std::vector<std::string> &errors) {
+  size_t errorsBefore = errors.size();
+  std::vector<std::string> names;
+  for (const auto &kv : object)
+    names.push_back(kv.first.str());
+  llvm::sort(names); // a stable order for messages
+  uint64_t combinations = 1;
+  std::string lists;
+  for (const std::string &name : names) {
+    if (!known.count(name)) {
+      std::string hint = name == "window" ? " (renamed \"window_left\")" : "";
+      errors.push_back(where + ": unknown field \"" + name + "\"" + hint);
+      continue;
+    }
+    const json::Array *list = object.get(name)->getAsArray();
+    if (!list)
+      continue;
+    if (list->empty()) {
+      errors.push_back(where + ": \"" + name +
+                       "\" is an empty list, so the entry stands for no "
+                       "variant; give at least one value");
+      continue;
+    }
+    combinations =
+        llvm::SaturatingMultiply(combinations, uint64_t(list->size()));
+    lists += (lists.empty() ? "" : ", ") + name + ": " +
+             std::to_string(list->size());
+  }
+  if (kind == "prefill") {
+    const json::Value *paged = object.get("paged");
+    bool alwaysPaged = paged && paged->getAsBoolean() == true;
+    for (const char *name : kPagedOnlyFields)
+      if (object.get(name) && !alwaysPaged)
+        errors.push_back(where + ": \"" + name +
+                         "\" applies to paged prefill only, and this entry " +
+                         (paged ? "has \"paged\": " + printed(*paged)
+                                : std::string("is not paged")) +
+                         "; give it only to entries with \"paged\": true");
+  }
+  if (errors.size() != errorsBefore)
+    return std::nullopt;
+  return Entry{kind.str(), std::move(where), &object, combinations,
+               std::move(lists)};
+}
+
+/// The combinations of an entry: one map of field -> value per combination.
+std::vector<Combo> expand(const json::Object &entry) {
+  std::vector<Combo> combos(1);
+  std::vector<std::string> names;
+  for (const auto &kv : entry)
+    names.push_back(kv.first.str());
+  llvm::sort(names);
+  for (const std::string &name : names) {
+    const json::Value &value = *entry.get(name);
+    std::vector<json::Value> options;
+    if (const json::Array *list = value.getAsArray())
+      options.assign(list->begin(), list->end());
+    else
+      options.push_back(value);
+    std::vector<Combo> next;
+    for (const Combo &combo : combos)
+      for (const json::Value &option : options) {
+        Combo extended = combo;
+        extended.emplace(name, option);
+        next.push_back(std::move(extended));
+      }
+    combos = std::move(next);
+  }
+  return combos;
+}
+
+std::string archCount(size_t archs) {
+  return std::to_string(archs) + (archs == 1 ? " arch" : " archs");
+}
+
+/// An error unless the entries, times the archs, stand for at most
+/// `limit` variants; names the entry that is too large alone, else each.
+std::optional<std::string> overLimit(llvm::StringRef name,
+                                     llvm::ArrayRef<Entry> entries,
+                                     size_t archs, uint64_t limit) {
+  std::string tail = llvm::formatv(
+      ", more than the limit of {0} variants; --max-variants N raises it",
+      limit);
+  uint64_t total = 0;
+  for (const Entry &e : entries) {
+    uint64_t variants =
+        llvm::SaturatingMultiply(e.combinations, uint64_t(archs));
+    if (variants > limit)
+      return llvm::formatv("{0} stands for {1} variants ({2} combinations of "
+                           "{3}; times {4}){5}",
+                           e.where, variants, e.combinations,
+                           e.lists.empty() ? "no list" : e.lists,
+                           archCount(archs), tail)
+          .str();
+    total = llvm::SaturatingAdd(total, variants);
+  }
+  if (total <= limit)
+    return std::nullopt;
+  std::string each;
+  for (const Entry &e : entries)
+    each += (each.empty() ? "" : ", ") + e.where.substr(name.size() + 2) +
+            ": " + std::to_string(e.combinations);
+  return llvm::formatv("{0}: the config stands for {1} variants ({2} "
+                       "combinations; times {3}){4}",
+                       name, total, each, archCount(archs), tail)
+      .str();
+}
+
+ConfigJobs jsonJobs(llvm::StringRef text, llvm::StringRef name,
+                    llvm::ArrayRef<Arch> archs, const ConfigLimits &limits) {
+  ConfigJobs result;
+  std::vector<std::string> &errors = result.errors;
+  llvm::Expected<json::Value> root = runtime::parseJson(text, name);
+  if (!root) {
+    errors.push_back(llvm::toString(root.takeError()));
+    return result;
+  }
+  const json::Object *object = root->getAsObject();
+  if (!object) {
+    errors.push_back(name.str() + ": the config must be a JSON object");
+    return result;
+  }
+
+  // Pass 1: check and count every entry, in a fixed section order.
+  std::vector<Entry> entries;
+  bool cacheOps = false;
+  std::vector<std::string> sections;
+  for (const auto &kv : *object)
+    sections.push_back(kv.first.str());
+  llvm::sort(sections);
+  for (llvm::StringRef kind : {"decode", "prefill", "append_kv"}) {
+    const json::Value *section = object->get(kind);
+    if (!section)
+      continue;
+    const json::Array *list = section->getAsArray();
+    if (!list) {
+      errors.push_back(name.str() + ": \"" + kind.str() + "\" must be a list");
+      continue;
+    }
+    if (list->empty()) {
+      errors.push_back(name.str() + ": \"" + kind.str() +
+                       "\" is an empty list; give at least one entry or "
+                       "leave the section out");
+      continue;
+    }
+    std::set<std::string> known = fieldsOf(kind);
+    for (size_t i = 0; i < list->size(); ++i) {
+      std::string where = llvm::formatv("{0}: {1}[{2}]", name, kind, i);
+      const json::Object *entry = (*list)[i].getAsObject();
+      if (!entry) {
+        errors.push_back(where + ": must be an object");
+        continue;
+      }
+      if (std::optional<Entry> checked =
+              checkEntry(kind, where, *entry, known, errors))
+        entries.push_back(std::move(*checked));
+    }
+  }
+  for (const std::string &section : sections) {
+    if (section == "cache_ops") {
+      std::optional<bool> wanted = object->get(section)->getAsBoolean();
+      if (!wanted)
+        errors.push_back(name.str() + ": \"cache_ops\" must be true or false");
+      cacheOps = wanted.value_or(false);
+    } else if (section != "decode" && section != "prefill" &&
+               section != "append_kv") {
+      errors.push_back(name.str() + ": unknown section \"" + section +
+                       "\" (expected decode, prefill, append_kv, cache_ops)");
+    }
+  }
+
+  // Counted before anything is expanded: a short config can stand for
+  // more variants than memory holds.
+  if (std::optional<std::string> error =
+          overLimit(name, entries, archs.size(), limits.maxVariants)) {
+    errors.push_back(*error);
+    return result;
+  }
+
+  // Pass 2: every combination of every entry, on every arch.
+  if (cacheOps)
+    for (Arch arch : archs)
+      for (const KernelSpec &spec : runtime::CacheOps::specs(arch))
+        result.jobs.push_back({spec, "", name.str() + ": cache_ops"});
+  for (const Entry &entry : entries) {
+    for (const Combo &combo : expand(*entry.object)) {
+      std::string origin = entry.where + " " + describe(combo);
+      ComboReader reader(combo);
+      std::string key;
+      std::function<llvm::Expected<KernelSpec>(Arch)> compile;
+      if (entry.kind == "decode") {
+        DecodeVariant v = readDecode(reader);
+        key = runtime::kernelKey(v);
+        compile = [v](Arch arch) {
+          return mlir::attn::compileDecodeVariant(v, arch);
+        };
+      } else if (entry.kind == "prefill") {
+        PrefillVariant v = readPrefill(reader);
+        key = runtime::kernelKey(v);
+        compile = [v](Arch arch) {
+          return mlir::attn::compilePrefillVariant(v, arch);
+        };
+      } else {
+        AppendKVVariant v = readAppendKV(reader);
+        key = runtime::kernelKey(v);
+        compile = [v](Arch arch) {
+          return mlir::attn::compileAppendKVVariant(v, arch);
+        };
+      }
+      if (!reader.problem.empty()) {
+        errors.push_back(origin + ": " + reader.problem);
+        continue; // the same problem on every arch
+      }
+      for (Arch arch : archs) {
+        llvm::Expected<KernelSpec> spec = compile(arch);
+        if (!spec) {
+          errors.push_back(origin + " on " + std::string(toString(arch)) +
+                           ": " + llvm::toString(spec.takeError()));
+          continue;
+        }
+        result.jobs.push_back({*spec, key, origin});
+      }
+    }
+  }
+  return result;
+}
+
+ConfigJobs mlirJobs(llvm::StringRef text, llvm::StringRef name,
+                    llvm::ArrayRef<Arch> archs, const ConfigLimits &limits) {
+  ConfigJobs result;
+  for (Arch arch : archs) {
+    mlir::DialectRegistry registry;
+    mlir::attn::registerAttnDialects(registry);
+    mlir::MLIRContext context(registry);
+    llvm::SourceMgr sourceMgr;
+    sourceMgr.AddNewSourceBuffer(
+        llvm::MemoryBuffer::getMemBufferCopy(text, name), llvm::SMLoc());
+    std::string diagnostics;
+    llvm::raw_string_ostream diagOs(diagnostics);
+    mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, diagOs);
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
+    if (!module) {
+      result.errors.push_back(diagnostics);
+      return result;
+    }
+    // The attn ops' locations, in IR order: each lowers to one launch.
+    std::vector<std::string> origins;
+    module->walk([&](mlir::Operation *op) {
+      if (mlir::isa<mlir::attn::DecodeOp, mlir::attn::PrefillOp,
+                    mlir::attn::PagedPrefillOp, mlir::attn::AppendKVOp>(op)) {
+        std::string loc;
+        llvm::raw_string_ostream os(loc);
+        op->getLoc().print(os);
+        origins.push_back(loc);
+      }
+    });
+    uint64_t variants = uint64_t(origins.size()) * archs.size();
+    if (variants > limits.maxVariants) {
+      result.errors.push_back(llvm::formatv(
+          "{0}: {1} attn ops times {2} stand for {3} variants, more than the "
+          "limit of {4} variants; --max-variants N raises it",
+          name, origins.size(), archCount(archs.size()), variants,
+          limits.maxVariants));
+      return result;
+    }
+    auto specs = mlir::attn::lowerToKernelSpecs(*module, arch);
+    if (!specs) {
+      result.errors.push_back(name.str() + " on " +
+                              std::string(toString(arch)) + ": " +
+                              llvm::toString(specs.takeError()) + diagnostics);
+      continue;
+    }
+    for (size_t i = 0; i < specs->size(); ++i)
+      result.jobs.push_back(
+          {(*specs)[i], "",
+           i < origins.size() && origins.size() == specs->size() ? origins[i]
+                                                                 : name.str()});
+  }
+  return result;
+}
+
+} // namespace
+
+ConfigJobs readConfig(llvm::StringRef text, llvm::StringRef name,
+                      llvm::ArrayRef<Arch> archs, const ConfigLimits &limits) {
+  if (archs.empty())
+    return ConfigJobs{{}, {name.str() + ": no arch to build for"}};
+  ConfigJobs result = name.ends_with(".mlir")
+                          ? mlirJobs(text, name, archs, limits)
+                          : jsonJobs(text, name, archs, limits);
+  if (result.jobs.empty() && result.errors.empty())
+    result.errors.push_back(name.str() + ": the config yields no kernel");
+  return result;
+}
+
+} // namespace attn::aot
