@@ -4,6 +4,7 @@
 #include "attn/runtime/VariantKey.h"
 
 #include "codegen/EmitCuda.h"
+#include "codegen/KernelLimits.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -240,6 +241,12 @@ parseAotManifest(llvm::StringRef text, llvm::StringRef path, bool packed) {
     readSpec(s, k.spec);
     if (!s.problem.empty())
       r.fail(s.problem);
+    // A spec no template runs (a schedule past its bounds, zero heads, ...)
+    // would reach the planner's arithmetic and the launch: refused here, by
+    // the rules the compiler applies.
+    if (std::string problem = checkKernelSpec(k.spec);
+        r.problem.empty() && !problem.empty())
+      r.fail("spec " + problem);
     k.size = uint64_t(r.integer("size", 0, int64_t(kMaxCubinBytes)));
     k.checksum = r.hex("checksum");
     k.compileSeconds = r.number("compile_seconds");

@@ -189,6 +189,13 @@ TEST(AotLibraryTest, BadManifestsNameTheProblem) {
   expectError(replaced("\"size\": ", "\"size\": -"), "\"size\" is -");
   expectError(replaced("\"size\": ", "\"size\": 1e300, \"x\": "),
               "\"size\" is 1.0000000000000001e+300");
+  // A spec no template runs never reaches the planner or a launch: the
+  // compiler's own rules (checkKernelSpec) apply to manifests too.
+  expectError(replaced("\"row_tiles\": 1", "\"row_tiles\": 268435456"),
+              "spec decode_schedule row_tiles must be from 1 to 8, got "
+              "268435456");
+  expectError(replaced("\"num_kv_heads\": 8", "\"num_kv_heads\": 0"),
+              "spec num_q_heads (32) must be a multiple of num_kv_heads (0)");
   // File names must be the library's own: never a path out of it.
   expectError(replaced("\"cubin\": \"sm_90a/", "\"cubin\": \"../../sm_90a/"),
               "has cubin \"../../sm_90a/");
