@@ -94,7 +94,8 @@ if ((fuzz)); then
       grep -E 'ERROR:|SUMMARY:|Test unit written to|==[0-9]+==' "$log" | head -20 || true
       tail -40 "$log"
       echo "Minimize with: $build_dir/bin/attn-fuzz-$name -minimize_crash=1" \
-           "-runs=10000 <artifact>; save it in test/fuzz/regressions/$name/."
+           "-max_total_time=60 -exact_artifact_path=<out> <artifact>; file it" \
+           "under test/fuzz/known-crashes/$name/ (docs/fuzzing.md)."
     fi
   done
 fi
