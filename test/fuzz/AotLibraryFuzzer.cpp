@@ -1,0 +1,96 @@
+//===- AotLibraryFuzzer.cpp - AOT library reader, libFuzzer ---------------===//
+//
+// Arbitrary bytes as an attn-aot kernel library, through what a host does
+// with one (runtime/include/attn/runtime/AotLibrary.h): open it, read the
+// manifest, look every kernel up by AOT key and kernel key, read its cubin
+// (checked against the manifest's size and checksum). Bytes that start with
+// the packed magic are a packed .attnlib file; anything else is the
+// manifest.json of a directory library, whose cubin paths resolve inside a
+// scratch directory. A rejected library is fine; a crash, a sanitizer
+// report, a hang or a runaway allocation is a bug.
+//
+// Written against AotLibrary::open, which reads from a path, so each input
+// goes through a scratch file; the manifest parser is not a separate entry
+// point today.
+//
+//===----------------------------------------------------------------------===//
+#include "attn/runtime/AotLibrary.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+using namespace attn;
+using namespace attn::runtime;
+
+namespace {
+
+/// A scratch directory for this process, removed at exit.
+const std::string &scratchDir() {
+  // Never destroyed: the exit handler is registered before the static is
+  // constructed, so it runs after the static's destructor would have.
+  static const std::string &dir = *[] {
+    llvm::SmallString<256> path;
+    if (std::error_code ec =
+            llvm::sys::fs::createUniqueDirectory("attn-fuzz-aot", path)) {
+      llvm::errs() << "cannot create a scratch directory: " << ec.message() << "\n";
+      std::abort();
+    }
+    std::atexit([] { llvm::sys::fs::remove_directories(scratchDir()); });
+    return new std::string(path.str());
+  }();
+  return dir;
+}
+
+void writeFile(const std::string &path, llvm::StringRef bytes) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) {
+    llvm::errs() << "cannot write " << path << ": " << ec.message() << "\n";
+    std::abort();
+  }
+  os << bytes;
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  llvm::StringRef bytes(reinterpret_cast<const char *>(data), size);
+  // What AotLibrary::open recognizes as a packed file (AotLibrary.cpp).
+  bool packed = bytes.starts_with("ATTNLIB1");
+  std::string path = scratchDir() + (packed ? "/lib.attnlib" : "/dir");
+  if (packed) {
+    writeFile(path, bytes);
+  } else {
+    llvm::sys::fs::create_directories(path);
+    writeFile(path + "/manifest.json", bytes);
+  }
+
+  auto library = AotLibrary::open(path);
+  if (!library) {
+    llvm::consumeError(library.takeError());
+    return 0;
+  }
+  for (const AotKernel &kernel : (*library)->kernels()) {
+    // Every kernel is found under its own keys.
+    if (!(*library)->findByAotKey(kernel.key))
+      __builtin_trap();
+    for (const std::string &key : kernel.kernelKeys)
+      if (!(*library)->find(key, kernel.spec.arch))
+        __builtin_trap();
+    llvm::Expected<std::string> cubin = (*library)->readCubin(kernel);
+    if (!cubin) {
+      llvm::consumeError(cubin.takeError());
+      continue;
+    }
+    if (cubin->size() != kernel.size || cubinChecksum(*cubin) != kernel.checksum)
+      __builtin_trap();
+  }
+  return 0;
+}

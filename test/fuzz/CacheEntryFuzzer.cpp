@@ -1,0 +1,122 @@
+//===- CacheEntryFuzzer.cpp - kernel cache disk entries, libFuzzer --------===//
+//
+// Arbitrary bytes as a file in the kernel cache's disk layer
+// (runtime/include/attn/runtime/KernelCache.h), where any process sharing
+// $ATTN_CACHE_DIR, a full disk or a crash mid-write can leave anything. Per
+// input, with a stand-in compiler so no NVRTC is involved:
+//
+//  1. the bytes as the cubin: a cache compiles and writes the entry, and a
+//     second cache reads the same bytes back from disk (writer and reader
+//     agree on every payload);
+//  2. the bytes as the entry file itself: a cache either serves them as a
+//     disk hit (a payload the file really holds) or counts the file corrupt
+//     and recompiles; nothing else.
+//
+// Written against KernelCache's public API, so entries go through a scratch
+// cache directory; the entry reader is not a separate entry point today.
+//
+//===----------------------------------------------------------------------===//
+#include "attn/runtime/KernelCache.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+using namespace attn;
+using namespace attn::runtime;
+
+namespace {
+
+/// A scratch cache root for this process, removed at exit.
+const std::string &scratchDir() {
+  // Never destroyed: the exit handler is registered before the static is
+  // constructed, so it runs after the static's destructor would have.
+  static const std::string &dir = *[] {
+    llvm::SmallString<256> path;
+    if (std::error_code ec =
+            llvm::sys::fs::createUniqueDirectory("attn-fuzz-cache", path)) {
+      llvm::errs() << "cannot create a scratch directory: " << ec.message() << "\n";
+      std::abort();
+    }
+    std::atexit([] { llvm::sys::fs::remove_directories(scratchDir()); });
+    return new std::string(path.str());
+  }();
+  return dir;
+}
+
+/// A cache on the scratch directory whose compiler returns `cubin`, or
+/// fails when it is empty.
+KernelCache::Options options(std::string cubin) {
+  KernelCache::Options o;
+  o.diskDir = scratchDir();
+  o.compiler = [cubin](const CompileRequest &) -> llvm::Expected<std::string> {
+    if (cubin.empty())
+      return llvm::createStringError("no compiler in this step");
+    return cubin;
+  };
+  return o;
+}
+
+/// The cubin `cache` gives for `request`; traps on an error.
+std::string get(KernelCache &cache, const CompileRequest &request) {
+  auto cubin = cache.getCubin(request);
+  if (!cubin) {
+    llvm::errs() << llvm::toString(cubin.takeError()) << "\n";
+    __builtin_trap();
+  }
+  return **cubin;
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+  // The scratch directory is the only cache this harness may touch.
+  unsetenv("ATTN_CACHE_DISABLE");
+  unsetenv("ATTN_AOT_LIBRARY");
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  std::string bytes(reinterpret_cast<const char *>(data), size);
+  CompileRequest request{"decode_fuzz", "// fuzz source\n", Arch::SM90a};
+  std::string path = *KernelCache(options("")).diskPath(request);
+
+  // 1. Written by one cache, read back by another.
+  if (!bytes.empty()) {
+    llvm::sys::fs::remove(path);
+    KernelCache writer(options(bytes));
+    if (get(writer, request) != bytes || writer.stats().compiles != 1)
+      __builtin_trap();
+    KernelCache reader(options(""));
+    if (get(reader, request) != bytes || reader.stats().diskHits != 1)
+      __builtin_trap();
+  }
+
+  // 2. The bytes as the file.
+  {
+    llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path));
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec)
+      __builtin_trap();
+    os << bytes;
+  }
+  const std::string recompiled = "recompiled cubin";
+  KernelCache cache(options(recompiled));
+  std::string cubin = get(cache, request);
+  KernelCache::Stats stats = cache.stats();
+  if (stats.corruptEntries == 1) {
+    if (cubin != recompiled || stats.compiles != 1)
+      __builtin_trap();
+  } else if (stats.diskHits != 1 || stats.compiles != 0 ||
+             !llvm::StringRef(bytes).ends_with(cubin)) {
+    __builtin_trap();
+  }
+  return 0;
+}
