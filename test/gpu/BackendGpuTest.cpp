@@ -146,6 +146,10 @@ public:
     }
     std::vector<double> lse;
     ref::prefillReference(prob, expected, lse);
+    // The previous step's kernels may still read q/k/v on this engine's
+    // stream; an upload does not wait for other streams' work.
+    if (llvm::Error error = stream->synchronize())
+      return std::move(error);
     for (auto [buffer, bytes] : {std::pair{&q, &qBytes}, {&k, &kBytes}, {&v, &vBytes}})
       if (llvm::Error error = buffer->copyFromHost(bytes->data(), bytes->size() * 2))
         return std::move(error);

@@ -40,7 +40,9 @@ llvm::Expected<Arch> currentDeviceArch();
 /// cuMemcpyHtoD alone may return as soon as pageable source memory is
 /// staged, with the DMA still in flight on the legacy default stream, which
 /// non-blocking streams do not wait for. Every host-to-device upload that is
-/// not a stream-ordered async copy goes through here.
+/// not a stream-ordered async copy goes through here. It does not wait for
+/// work queued on non-blocking streams either: kernels still reading `dst`
+/// must be waited for (their stream synchronized) before it is overwritten.
 llvm::Error copyHostToDevice(CUdeviceptr dst, const void *src, size_t bytes);
 
 /// A cubin loaded with cuLibraryLoadData. Context-independent: its kernels
@@ -88,7 +90,8 @@ public:
   /// are errors.
   ///
   /// copyFromHost returns once the bytes are in device memory; any stream
-  /// may read them (copyHostToDevice).
+  /// may read them (copyHostToDevice). Kernels on other streams that still
+  /// read the buffer must be waited for first.
   llvm::Error copyFromHost(const void *data, size_t count, size_t offset = 0);
   /// Returns once the bytes are in `data`. Work on other streams that writes
   /// the buffer must be waited for first.
