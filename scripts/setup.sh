@@ -19,25 +19,7 @@ run_example=1
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
 # --- Debian packages --------------------------------------------------------
-packages=(cmake ninja-build llvm-19-dev libmlir-19-dev mlir-19-tools
-          llvm-19-tools libfmt-dev libgtest-dev zlib1g-dev python3)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
-    || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  say "installing ${missing[*]}"
-  sudo=""
-  if [[ $(id -u) != 0 ]]; then
-    command -v sudo >/dev/null || {
-      echo "error: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
-    sudo=sudo
-  fi
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}"
-fi
+"$root/scripts/install-packages.sh"
 
 # --- CUDA -------------------------------------------------------------------
 if [[ ! -x "$cuda_home/bin/nvcc" || ! -e "$cuda_home/include/nvrtc.h" ]]; then

@@ -9,14 +9,14 @@
 // scratch directory. A rejected library is fine; a crash, a sanitizer
 // report, a hang or a runaway allocation is a bug.
 //
-// Written against AotLibrary::open, which reads from a path, so each input
-// goes through a scratch file; the manifest parser is not a separate entry
-// point today.
+// Through AotLibrary::open, which reads from a path (so each input goes
+// through a scratch file), rather than parseAotManifest alone: the file
+// checks and the cubin reads are fuzzed with the parser.
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/AotLibrary.h"
+#include "test/fuzz/FuzzScratch.h"
 
-#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -29,47 +29,16 @@
 using namespace attn;
 using namespace attn::runtime;
 
-namespace {
-
-/// A scratch directory for this process, removed at exit.
-const std::string &scratchDir() {
-  // Never destroyed: the exit handler is registered before the static is
-  // constructed, so it runs after the static's destructor would have.
-  static const std::string &dir = *[] {
-    llvm::SmallString<256> path;
-    if (std::error_code ec =
-            llvm::sys::fs::createUniqueDirectory("attn-fuzz-aot", path)) {
-      llvm::errs() << "cannot create a scratch directory: " << ec.message() << "\n";
-      std::abort();
-    }
-    std::atexit([] { llvm::sys::fs::remove_directories(scratchDir()); });
-    return new std::string(path.str());
-  }();
-  return dir;
-}
-
-void writeFile(const std::string &path, llvm::StringRef bytes) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  if (ec) {
-    llvm::errs() << "cannot write " << path << ": " << ec.message() << "\n";
-    std::abort();
-  }
-  os << bytes;
-}
-
-} // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   llvm::StringRef bytes(reinterpret_cast<const char *>(data), size);
   // What AotLibrary::open recognizes as a packed file (AotLibrary.cpp).
   bool packed = bytes.starts_with("ATTNLIB1");
-  std::string path = scratchDir() + (packed ? "/lib.attnlib" : "/dir");
+  std::string path = fuzz::scratchDir("attn-fuzz-aot") + (packed ? "/lib.attnlib" : "/dir");
   if (packed) {
-    writeFile(path, bytes);
+    fuzz::writeFile(path, bytes);
   } else {
     llvm::sys::fs::create_directories(path);
-    writeFile(path + "/manifest.json", bytes);
+    fuzz::writeFile(path + "/manifest.json", bytes);
   }
 
   auto library = AotLibrary::open(path);

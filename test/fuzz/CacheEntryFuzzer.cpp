@@ -12,13 +12,14 @@
 //     disk hit (a payload the file really holds) or counts the file corrupt
 //     and recompiles; nothing else.
 //
-// Written against KernelCache's public API, so entries go through a scratch
-// cache directory; the entry reader is not a separate entry point today.
+// Through KernelCache's disk layer on a scratch cache directory rather than
+// parseCacheEntry alone: the file checks, the writer and the cross-process
+// lock are fuzzed with the entry format.
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/KernelCache.h"
+#include "test/fuzz/FuzzScratch.h"
 
-#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -33,28 +34,12 @@ using namespace attn::runtime;
 
 namespace {
 
-/// A scratch cache root for this process, removed at exit.
-const std::string &scratchDir() {
-  // Never destroyed: the exit handler is registered before the static is
-  // constructed, so it runs after the static's destructor would have.
-  static const std::string &dir = *[] {
-    llvm::SmallString<256> path;
-    if (std::error_code ec =
-            llvm::sys::fs::createUniqueDirectory("attn-fuzz-cache", path)) {
-      llvm::errs() << "cannot create a scratch directory: " << ec.message() << "\n";
-      std::abort();
-    }
-    std::atexit([] { llvm::sys::fs::remove_directories(scratchDir()); });
-    return new std::string(path.str());
-  }();
-  return dir;
-}
 
 /// A cache on the scratch directory whose compiler returns `cubin`, or
 /// fails when it is empty.
 KernelCache::Options options(std::string cubin) {
   KernelCache::Options o;
-  o.diskDir = scratchDir();
+  o.diskDir = fuzz::scratchDir("attn-fuzz-cache");
   o.compiler = [cubin](const CompileRequest &) -> llvm::Expected<std::string> {
     if (cubin.empty())
       return llvm::createStringError("no compiler in this step");

@@ -59,6 +59,7 @@ int main(int argc, char **argv) {
   KernelSpec append;
   append.kind = KernelKind::AppendKV;
   append.arch = Arch::SM80;
+  append.numQHeads = append.numKVHeads; // append_kv's canonical spec
   std::pair<KernelSpec, std::string> entries[] = {
       {decode, kernelKey(DecodeVariant{})},
       {append, kernelKey(AppendKVVariant{})}};
