@@ -32,6 +32,11 @@ echo "== GPU tests"
 "$bin/AttnGpuTests" --gtest_filter="$filter" 2>&1 | tee "$out/gpu-tests.log" | \
   grep -E '^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|error' | head -80
 status=${PIPESTATUS[0]}
+# The runtime unit tests that need a GPU (uploads, a JIT-compiled kernel).
+echo "== runtime GPU tests"
+"$bin/AttnRuntimeTests" --gtest_filter='CudaGpu.*' 2>&1 | tee "$out/runtime-gpu-tests.log" | \
+  grep -E '^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure' | head -20
+((PIPESTATUS[0] == 0)) || status=1
 
 # --- compute-sanitizer ------------------------------------------------------
 # memcheck runs the same tests as above (on an H200, kernels cached, all 212
