@@ -137,23 +137,28 @@ private:
   const Combo &combo;
 };
 
-DecodeVariant readDecode(ComboReader &r) {
-  DecodeVariant v;
+/// The fields decode and prefill variants share, under the same names.
+template <class Variant> void readAttentionFields(ComboReader &r, Variant &v) {
   r.type("q_type", v.qType);
-  r.type("kv_type", v.kvType, v.qType);
   r.integer("num_q_heads", v.numQHeads);
   r.integer("num_kv_heads", v.numKVHeads);
   r.integer("head_dim", v.headDim);
-  r.integer("page_size", v.pageSize);
-  r.layout("layout", v.layout);
-  r.integer("query_len", v.queryLen);
   r.boolean("causal", v.causal);
   r.boolean("cross", v.crossAttention);
   r.present("window_left", v.windowLeft, 1);
   r.present("softcap", v.softcap, 1.f);
   r.boolean("alibi", v.alibi);
-  r.boolean("per_head_scale", v.perHeadKVScale);
   r.boolean("lse", v.writeLse);
+}
+
+DecodeVariant readDecode(ComboReader &r) {
+  DecodeVariant v;
+  readAttentionFields(r, v);
+  r.type("kv_type", v.kvType, v.qType);
+  r.integer("page_size", v.pageSize);
+  r.layout("layout", v.layout);
+  r.integer("query_len", v.queryLen);
+  r.boolean("per_head_scale", v.perHeadKVScale);
   return v;
 }
 
@@ -164,17 +169,8 @@ constexpr const char *kPagedOnlyFields[] = {"kv_type", "page_size", "layout",
 
 PrefillVariant readPrefill(ComboReader &r) {
   PrefillVariant v;
-  r.type("q_type", v.qType);
-  r.integer("num_q_heads", v.numQHeads);
-  r.integer("num_kv_heads", v.numKVHeads);
-  r.integer("head_dim", v.headDim);
-  r.boolean("causal", v.causal);
-  r.boolean("cross", v.crossAttention);
+  readAttentionFields(r, v);
   r.boolean("encoder", v.encoder);
-  r.present("window_left", v.windowLeft, 1);
-  r.present("softcap", v.softcap, 1.f);
-  r.boolean("alibi", v.alibi);
-  r.boolean("lse", v.writeLse);
   bool paged = false;
   r.boolean("paged", paged);
   PagedKVFormat format;
@@ -457,43 +453,47 @@ ConfigJobs jsonJobs(llvm::StringRef text, llvm::StringRef name,
 ConfigJobs mlirJobs(llvm::StringRef text, llvm::StringRef name,
                     llvm::ArrayRef<Arch> archs, const ConfigLimits &limits) {
   ConfigJobs result;
+  mlir::DialectRegistry registry;
+  mlir::attn::registerAttnDialects(registry);
+  mlir::MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, name),
+                               llvm::SMLoc());
+  std::string diagnostics;
+  llvm::raw_string_ostream diagOs(diagnostics);
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, diagOs);
+  // Parsed and counted once; each arch lowers its own copy (the pipeline
+  // records the target on the module).
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
+  if (!module) {
+    result.errors.push_back(diagnostics);
+    return result;
+  }
+  // The attn ops' locations, in IR order: each lowers to one launch.
+  std::vector<std::string> origins;
+  module->walk([&](mlir::Operation *op) {
+    if (mlir::isa<mlir::attn::DecodeOp, mlir::attn::PrefillOp,
+                  mlir::attn::PagedPrefillOp, mlir::attn::AppendKVOp>(op)) {
+      std::string loc;
+      llvm::raw_string_ostream os(loc);
+      op->getLoc().print(os);
+      origins.push_back(loc);
+    }
+  });
+  uint64_t variants = uint64_t(origins.size()) * archs.size();
+  if (variants > limits.maxVariants) {
+    result.errors.push_back(llvm::formatv(
+        "{0}: {1} attn ops times {2} stand for {3} variants, more than the "
+        "limit of {4} variants; --max-variants N raises it",
+        name, origins.size(), archCount(archs.size()), variants,
+        limits.maxVariants));
+    return result;
+  }
   for (Arch arch : archs) {
-    mlir::DialectRegistry registry;
-    mlir::attn::registerAttnDialects(registry);
-    mlir::MLIRContext context(registry);
-    llvm::SourceMgr sourceMgr;
-    sourceMgr.AddNewSourceBuffer(
-        llvm::MemoryBuffer::getMemBufferCopy(text, name), llvm::SMLoc());
-    std::string diagnostics;
-    llvm::raw_string_ostream diagOs(diagnostics);
-    mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, diagOs);
-    mlir::OwningOpRef<mlir::ModuleOp> module =
-        mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
-    if (!module) {
-      result.errors.push_back(diagnostics);
-      return result;
-    }
-    // The attn ops' locations, in IR order: each lowers to one launch.
-    std::vector<std::string> origins;
-    module->walk([&](mlir::Operation *op) {
-      if (mlir::isa<mlir::attn::DecodeOp, mlir::attn::PrefillOp,
-                    mlir::attn::PagedPrefillOp, mlir::attn::AppendKVOp>(op)) {
-        std::string loc;
-        llvm::raw_string_ostream os(loc);
-        op->getLoc().print(os);
-        origins.push_back(loc);
-      }
-    });
-    uint64_t variants = uint64_t(origins.size()) * archs.size();
-    if (variants > limits.maxVariants) {
-      result.errors.push_back(llvm::formatv(
-          "{0}: {1} attn ops times {2} stand for {3} variants, more than the "
-          "limit of {4} variants; --max-variants N raises it",
-          name, origins.size(), archCount(archs.size()), variants,
-          limits.maxVariants));
-      return result;
-    }
-    auto specs = mlir::attn::lowerToKernelSpecs(*module, arch);
+    diagnostics.clear();
+    mlir::OwningOpRef<mlir::ModuleOp> copy = module->clone();
+    auto specs = mlir::attn::lowerToKernelSpecs(*copy, arch);
     if (!specs) {
       result.errors.push_back(name.str() + " on " +
                               std::string(toString(arch)) + ": " +
