@@ -8,7 +8,7 @@
 #ifndef ATTN_CODEGEN_EMITCUDA_H
 #define ATTN_CODEGEN_EMITCUDA_H
 
-#include "codegen/KernelSpec.h"
+#include "spec/KernelSpec.h"
 
 #include <string>
 
@@ -24,9 +24,6 @@ std::string kernelSymbol(const KernelSpec &spec);
 /// Name of the device global holding the entry's dynamic shared memory in
 /// bytes (decode and prefill TUs).
 std::string smemBytesSymbol(const KernelSpec &spec);
-
-/// Threads per CTA of the main entry.
-int threadsPerBlock(const KernelSpec &spec);
 
 /// CUDA spelling of a scalar type (`__nv_bfloat16`, `__nv_fp8_e4m3`, ...).
 std::string_view cudaTypeName(ScalarType type);

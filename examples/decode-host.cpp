@@ -55,7 +55,8 @@ DecodeVariant variantOf(mlir::attn::DecodeOp op) {
     v.softcap = float(softcap.getValueAsDouble());
   if (auto scale = op.getScaleAttr())
     v.scale = float(scale.getValueAsDouble());
-  v.crossAttention = op.getKind() == mlir::attn::AttentionKind::cross;
+  if (op.getKind() == mlir::attn::AttentionKind::cross)
+    v.kind = attn::AttentionKind::Cross;
   v.alibi = bool(op.getAlibiSlopes());
   v.writeLse = bool(op.getLse());
   if (op.getKScale())

@@ -4,7 +4,7 @@
 #include "attn/runtime/VariantKey.h"
 
 #include "codegen/EmitCuda.h"
-#include "codegen/KernelLimits.h"
+#include "spec/KernelLimits.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -25,40 +25,41 @@ namespace {
 namespace json = llvm::json;
 
 constexpr char kPackMagic[8] = {'A', 'T', 'T', 'N', 'L', 'I', 'B', '1'};
-constexpr llvm::StringLiteral kFormat = "attn-aot-1";
+/// The manifest format. 2: spec fields named as attn::forEachSpecField
+/// names them ("schedule", not "decode_schedule"); kernel names changed.
+constexpr llvm::StringLiteral kFormat = "attn-aot-2";
 
 llvm::Error libraryError(llvm::StringRef path, const llvm::Twine &message) {
   return llvm::createStringError("AOT library '" + path.str() +
                                  "': " + message.str());
 }
 
+/// A spec field as JSON: names for enums, numbers, booleans, objects for
+/// schedules; keyed by the names attn::forEach*Field gives.
+json::Value fieldToJson(int value) { return value; }
+json::Value fieldToJson(bool value) { return value; }
+template <class Enum> json::Value fieldToJson(Enum value) {
+  return std::string(toString(value));
+}
+json::Value fieldToJson(const DecodeSchedule &schedule) {
+  json::Object o;
+  forEachDecodeScheduleField(
+      [&](const char *name, const auto &f) { o[name] = fieldToJson(f); },
+      schedule);
+  return o;
+}
+json::Value fieldToJson(const PrefillSchedule &schedule) {
+  json::Object o;
+  forEachPrefillScheduleField(
+      [&](const char *name, const auto &f) { o[name] = fieldToJson(f); },
+      schedule);
+  return o;
+}
+
 json::Object specToJson(const KernelSpec &s) {
-  json::Object o{{"kind", std::string(toString(s.kind))},
-                 {"arch", std::string(toString(s.arch))},
-                 {"q_type", std::string(toString(s.qType))},
-                 {"kv_type", std::string(toString(s.kvType))},
-                 {"num_q_heads", s.numQHeads},
-                 {"num_kv_heads", s.numKVHeads},
-                 {"head_dim", s.headDim},
-                 {"page_size", s.pageSize},
-                 {"layout", std::string(toString(s.layout))},
-                 {"query_len", s.queryLen},
-                 {"causal", s.causal},
-                 {"sliding_window", s.slidingWindow},
-                 {"alibi", s.alibi},
-                 {"softcap", s.softcap},
-                 {"per_head_kv_scale", s.perHeadKVScale},
-                 {"write_lse", s.writeLse}};
-  o["decode_schedule"] = json::Object{{"warps", s.schedule.warps},
-                                      {"stages", s.schedule.stages},
-                                      {"row_tiles", s.schedule.rowTiles},
-                                      {"min_chunk_tokens", s.schedule.minChunkTokens},
-                                      {"ctas_per_sm", s.schedule.ctasPerSM}};
-  o["prefill_schedule"] = json::Object{{"warps", s.prefillSchedule.warps},
-                                       {"block_m", s.prefillSchedule.blockM},
-                                       {"block_n", s.prefillSchedule.blockN},
-                                       {"stages", s.prefillSchedule.stages},
-                                       {"mma", std::string(toString(s.prefillSchedule.mma))}};
+  json::Object o;
+  forEachSpecField(
+      [&](const char *name, const auto &f) { o[name] = fieldToJson(f); }, s);
   return o;
 }
 
@@ -139,42 +140,48 @@ public:
   std::string problem;
 };
 
+void readField(FieldReader &r, const char *name, KernelKind &v) {
+  v = r.parsed<KernelKind>(name, parseKernelKind);
+}
+void readField(FieldReader &r, const char *name, Arch &v) {
+  v = r.parsed<Arch>(name, parseArch);
+}
+void readField(FieldReader &r, const char *name, ScalarType &v) {
+  v = r.parsed<ScalarType>(name, parseScalarType);
+}
+void readField(FieldReader &r, const char *name, KVLayout &v) {
+  v = r.parsed<KVLayout>(name, parseKVLayout);
+}
+void readField(FieldReader &r, const char *name, PrefillMma &v) {
+  v = r.parsed<PrefillMma>(name, parsePrefillMma);
+}
+void readField(FieldReader &r, const char *name, int &v) { v = r.count(name); }
+void readField(FieldReader &r, const char *name, bool &v) { v = r.boolean(name); }
+/// A schedule: a nested object whose problems become the spec's.
+template <class Schedule, class ForEach>
+void readSchedule(FieldReader &r, const char *name, Schedule &s,
+                  ForEach forEach) {
+  const json::Value *value = r.get(name);
+  FieldReader sub(value ? value->getAsObject() : nullptr,
+                  r.where + " " + name);
+  forEach([&](const char *field, auto &f) { readField(sub, field, f); }, s);
+  if (!sub.problem.empty())
+    r.fail(sub.problem);
+}
+void readField(FieldReader &r, const char *name, DecodeSchedule &s) {
+  readSchedule(r, name, s, [](auto &&f, DecodeSchedule &d) {
+    forEachDecodeScheduleField(f, d);
+  });
+}
+void readField(FieldReader &r, const char *name, PrefillSchedule &s) {
+  readSchedule(r, name, s, [](auto &&f, PrefillSchedule &p) {
+    forEachPrefillScheduleField(f, p);
+  });
+}
+
 void readSpec(FieldReader &r, KernelSpec &s) {
-  s.kind = r.parsed<KernelKind>("kind", parseKernelKind);
-  s.arch = r.parsed<Arch>("arch", parseArch);
-  s.qType = r.parsed<ScalarType>("q_type", parseScalarType);
-  s.kvType = r.parsed<ScalarType>("kv_type", parseScalarType);
-  s.numQHeads = r.count("num_q_heads");
-  s.numKVHeads = r.count("num_kv_heads");
-  s.headDim = r.count("head_dim");
-  s.pageSize = r.count("page_size");
-  s.layout = r.parsed<KVLayout>("layout", parseKVLayout);
-  s.queryLen = r.count("query_len");
-  s.causal = r.boolean("causal");
-  s.slidingWindow = r.boolean("sliding_window");
-  s.alibi = r.boolean("alibi");
-  s.softcap = r.boolean("softcap");
-  s.perHeadKVScale = r.boolean("per_head_kv_scale");
-  s.writeLse = r.boolean("write_lse");
-  const json::Value *decode = r.get("decode_schedule");
-  FieldReader d(decode ? decode->getAsObject() : nullptr, r.where + " decode_schedule");
-  s.schedule.warps = d.count("warps");
-  s.schedule.stages = d.count("stages");
-  s.schedule.rowTiles = d.count("row_tiles");
-  s.schedule.minChunkTokens = d.count("min_chunk_tokens");
-  s.schedule.ctasPerSM = d.count("ctas_per_sm");
-  const json::Value *prefill = r.get("prefill_schedule");
-  FieldReader p(prefill ? prefill->getAsObject() : nullptr, r.where + " prefill_schedule");
-  s.prefillSchedule.warps = p.count("warps");
-  s.prefillSchedule.blockM = p.count("block_m");
-  s.prefillSchedule.blockN = p.count("block_n");
-  s.prefillSchedule.stages = p.count("stages");
-  // Manifests written before the wgmma path have no "mma": mma.sync.
-  if (prefill && prefill->getAsObject() && prefill->getAsObject()->get("mma"))
-    s.prefillSchedule.mma = p.parsed<PrefillMma>("mma", parsePrefillMma);
-  for (FieldReader *sub : {&d, &p})
-    if (!sub->problem.empty())
-      r.fail(sub->problem);
+  forEachSpecField([&](const char *name, auto &f) { readField(r, name, f); },
+                   s);
 }
 
 constexpr size_t kPackHeaderSize = sizeof(kPackMagic) + 8;

@@ -1,6 +1,6 @@
 //===- AttentionMetadata.cpp - one engine step's attention metadata -------===//
 #include "attn/runtime/AttentionMetadata.h"
-#include "codegen/KernelLimits.h"
+#include "spec/KernelLimits.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

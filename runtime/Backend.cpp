@@ -52,7 +52,7 @@ Backend::create(const BackendConfig &c, const KernelSource &kernels,
   if (c.qType != ScalarType::F16 && c.qType != ScalarType::BF16)
     return backendError(llvm::formatv("q type {0}: expected f16 or bf16",
                                       toString(c.qType)));
-  if (c.type != AttentionType::Decoder && c.windowLeft)
+  if (c.kind != AttentionKind::Decoder && c.windowLeft)
     return backendError("a sliding window applies to decoder self attention only");
   if (llvm::Error error = checkLimits(limits))
     return std::move(error);
@@ -67,13 +67,13 @@ Backend::create(const BackendConfig &c, const KernelSource &kernels,
   base.headDim = c.headDim;
   base.softcap = c.softcap;
   base.scale = c.scale;
-  base.alibi = c.alibi;
+#define ATTN_HEAD_TABLE(flag, ...) base.flag = c.flag;
+#include "templates/attn/variant_knobs.h"
   // The kernel without a cache: encoders always; decoders and cross
   // attention for the profiling run.
   PrefillVariant ragged = base;
-  ragged.causal = c.type == AttentionType::Decoder;
-  ragged.encoder = c.type == AttentionType::Encoder;
-  ragged.crossAttention = c.type == AttentionType::EncoderDecoder;
+  ragged.causal = c.kind == AttentionKind::Decoder;
+  ragged.kind = c.kind;
   ragged.windowLeft = c.windowLeft;
   auto raggedKernel = kernels.prefill(ragged);
   if (!raggedKernel)
@@ -83,12 +83,11 @@ Backend::create(const BackendConfig &c, const KernelSource &kernels,
   if (!raggedWs)
     return raggedWs.takeError();
   b->raggedWorkspace.emplace(std::move(*raggedWs));
-  if (c.type == AttentionType::Encoder)
+  if (c.kind == AttentionKind::Encoder)
     return std::move(b);
 
   // Paged prefill + decode over the (cross) cache, and append-KV into it.
   PrefillVariant paged = ragged;
-  paged.encoder = false;
   paged.paged = PagedKVFormat{c.kvType, c.blockSize, c.layout, c.perHeadKVScale};
   auto prefill = kernels.prefill(paged);
   if (!prefill)
@@ -123,7 +122,7 @@ llvm::Expected<StepPlan> Backend::plan(const AttentionMetadata &md,
                                        CUstream stream, bool forGraph) {
   StepPlan plan;
   plan.metadata = &md;
-  if (backendConfig.type == AttentionType::Encoder) {
+  if (backendConfig.kind == AttentionKind::Encoder) {
     auto ragged = this->ragged->plan(md.queryStartLoc, md.queryStartLoc,
                                      *raggedWorkspace, stream, forGraph);
     if (!ragged)
@@ -131,7 +130,7 @@ llvm::Expected<StepPlan> Backend::plan(const AttentionMetadata &md,
     plan.ragged = *ragged;
     return plan;
   }
-  bool cross = backendConfig.type == AttentionType::EncoderDecoder;
+  bool cross = backendConfig.kind == AttentionKind::Cross;
   auto mixedPlan = mixed->plan(md.queryStartLoc, md.kvLens(cross), md.numPrefills,
                                *mixedWorkspace, stream, forGraph);
   if (!mixedPlan)
@@ -146,11 +145,11 @@ llvm::Error Backend::forward(const StepPlan &plan, const LayerArgs &layer,
     return backendError("the step plan is empty");
   const AttentionMetadata &md = *plan.metadata;
   const BackendConfig &c = backendConfig;
-  if (c.type == AttentionType::Encoder)
+  if (c.kind == AttentionKind::Encoder)
     return forwardWithoutCache(plan, layer, stream);
   if (!plan.mixed)
     return backendError("the plan is not for a step over the cache (use forwardWithoutCache)");
-  bool cross = c.type == AttentionType::EncoderDecoder;
+  bool cross = c.kind == AttentionKind::Cross;
 
   // New K/V into the cache: the step's tokens, or (cross) the encoder
   // outputs of requests whose encoder runs now.
@@ -187,7 +186,7 @@ llvm::Error Backend::forward(const StepPlan &plan, const LayerArgs &layer,
   args.kScale = layer.kScale;
   args.vScale = layer.vScale;
   args.numKVScales = layer.numKVScales;
-  args.alibiSlopes = layer.alibiSlopes;
+  static_cast<HeadTables &>(args) = layer;
   bindMetadata(args, md, cross);
   return mixed->run(*plan.mixed, args, stream);
 }
@@ -198,7 +197,7 @@ llvm::Expected<StepPlan> Backend::planWithoutCache(const AttentionMetadata &md,
   plan.metadata = &md;
   // Cross attention reads every request's encoder rows; the others attend
   // within the step's rows.
-  bool cross = backendConfig.type == AttentionType::EncoderDecoder;
+  bool cross = backendConfig.kind == AttentionKind::Cross;
   auto ragged = this->ragged->plan(md.queryStartLoc,
                                    cross ? md.encoderSeqStartLoc : md.queryStartLoc,
                                    *raggedWorkspace, stream);
@@ -229,7 +228,7 @@ llvm::Error Backend::forwardWithoutCache(const StepPlan &plan,
   args.vStrideToken = layer.vStrideToken;
   args.out = layer.out;
   args.outStrideToken = layer.outStrideToken;
-  args.alibiSlopes = layer.alibiSlopes;
+  static_cast<HeadTables &>(args) = layer;
   return ragged->run(*plan.ragged, args, stream);
 }
 
@@ -237,7 +236,7 @@ llvm::Error Backend::captureGraph(
     const AttentionMetadata &padded,
     llvm::function_ref<llvm::Error(const StepPlan &, CUstream)> forward,
     CUstream stream) {
-  if (backendConfig.type == AttentionType::Encoder || padded.numPrefills > 0)
+  if (backendConfig.kind == AttentionKind::Encoder || padded.numPrefills > 0)
     return backendError("graphs capture decode-only steps of decoders and "
                         "encoder-decoders");
   auto plan = this->plan(padded, stream, /*forGraph=*/true);

@@ -4,7 +4,7 @@
 #include "runtime/SharedMemory.h"
 #include "attn/runtime/Error.h"
 #include "codegen/EmitCuda.h"
-#include "codegen/KernelLimits.h"
+#include "spec/KernelLimits.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -178,9 +178,8 @@ llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,
     return argError(*problem);
   if (auto problem = scaleMismatch(s, a.kScale, a.vScale, a.numKVScales))
     return argError(*problem);
-  if (s.alibi != (a.alibiSlopes != nullptr))
-    return argError(s.alibi ? "the variant uses ALiBi: alibiSlopes must be set"
-                            : "alibiSlopes given, but the variant has no ALiBi");
+  if (auto problem = headTablesProblem(s, a))
+    return argError(*problem);
   if (s.writeLse != (a.lse != nullptr))
     return argError(s.writeLse ? "the variant writes LSE: lse must be set"
                                : "lse given, but the variant does not write LSE");
@@ -234,7 +233,7 @@ llvm::Error DecodeKernel::run(const DecodePlan &plan, const DecodeArgs &a,
   p.blockTables = a.blockTables;
   p.kScale = a.kScale;
   p.vScale = a.vScale;
-  p.alibiSlopes = a.alibiSlopes;
+  setHeadTables(p, a);
   p.workItems = plan.workItems;
   p.numWorkItems = plan.numWorkItems;
   p.partialOut = plan.partialOut;

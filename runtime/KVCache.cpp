@@ -1,7 +1,7 @@
 //===- KVCache.cpp - paged KV cache memory, device and pinned host --------===//
 #include "attn/runtime/KVCache.h"
 #include "attn/runtime/Error.h"
-#include "codegen/KernelLimits.h"
+#include "spec/KernelLimits.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

@@ -17,33 +17,25 @@ llvm::Error mixedError(const llvm::Twine &message) {
 /// one the prefill variant implies, by name; nothing if they agree.
 std::optional<std::string> mismatch(const DecodeVariant &want,
                                     const DecodeVariant &got) {
-  auto same = [](const auto &a, const auto &b) { return a == b; };
-  struct Field {
-    const char *name;
-    bool equal;
+  std::optional<std::string> first;
+  auto compare = [&](const char *name, const auto &a, const auto &b) {
+    if (!first && !(a == b))
+      first = name;
   };
-  const Field fields[] = {
-      {"qType", same(want.qType, got.qType)},
-      {"kvType", same(want.kvType, got.kvType)},
-      {"numQHeads", same(want.numQHeads, got.numQHeads)},
-      {"numKVHeads", same(want.numKVHeads, got.numKVHeads)},
-      {"headDim", same(want.headDim, got.headDim)},
-      {"pageSize", same(want.pageSize, got.pageSize)},
-      {"layout", same(want.layout, got.layout)},
-      // With one query row per request a causal mask removes nothing.
-      {"causal", got.queryLen == 1 || same(want.causal, got.causal)},
-      {"crossAttention", same(want.crossAttention, got.crossAttention)},
-      {"windowLeft", same(want.windowLeft, got.windowLeft)},
-      {"softcap", same(want.softcap, got.softcap)},
-      {"scale", same(want.scale, got.scale)},
-      {"alibi", same(want.alibi, got.alibi)},
-      {"perHeadKVScale", same(want.perHeadKVScale, got.perHeadKVScale)},
-      {"writeLse", same(want.writeLse, got.writeLse)},
-  };
-  for (const Field &field : fields)
-    if (!field.equal)
-      return std::string(field.name);
-  return std::nullopt;
+  compare("qType", want.qType, got.qType);
+  compare("kvType", want.kvType, got.kvType);
+  compare("numQHeads", want.numQHeads, got.numQHeads);
+  compare("numKVHeads", want.numKVHeads, got.numKVHeads);
+  compare("headDim", want.headDim, got.headDim);
+  compare("pageSize", want.pageSize, got.pageSize);
+  compare("layout", want.layout, got.layout);
+  compare("perHeadKVScale", want.perHeadKVScale, got.perHeadKVScale);
+  // With one query row per request a causal mask removes nothing.
+  AttentionKnobs wantKnobs = want;
+  if (got.queryLen == 1)
+    wantKnobs.causal = got.causal;
+  forEachKnob(compare, wantKnobs, static_cast<const AttentionKnobs &>(got));
+  return first;
 }
 
 } // namespace
@@ -61,13 +53,7 @@ DecodeVariant decodeVariantFor(const PrefillVariant &p) {
     d.perHeadKVScale = p.paged->perHeadKVScale;
   }
   d.queryLen = 1;
-  d.causal = p.causal;
-  d.crossAttention = p.crossAttention;
-  d.windowLeft = p.windowLeft;
-  d.softcap = p.softcap;
-  d.scale = p.scale;
-  d.alibi = p.alibi;
-  d.writeLse = p.writeLse;
+  static_cast<AttentionKnobs &>(d) = p; // every knob, as the prefill has it
   return d;
 }
 
@@ -163,7 +149,7 @@ PagedPrefillArgs MixedBatchAttention::prefillArgs(const MixedBatchArgs &a) const
   p.kScale = a.kScale;
   p.vScale = a.vScale;
   p.numKVScales = a.numKVScales;
-  p.alibiSlopes = a.alibiSlopes;
+  static_cast<HeadTables &>(p) = a;
   return p;
 }
 
@@ -194,7 +180,7 @@ DecodeArgs MixedBatchAttention::decodeArgs(const MixedBatchPlan &plan,
   d.kScale = a.kScale;
   d.vScale = a.vScale;
   d.numKVScales = a.numKVScales;
-  d.alibiSlopes = a.alibiSlopes;
+  static_cast<HeadTables &>(d) = a;
   return d;
 }
 

@@ -210,7 +210,7 @@ PrefillKernel::planPaged(llvm::ArrayRef<int32_t> cuSeqlensQ,
     return llvm::createStringError(
         "prefill plan: the kernel reads contiguous k/v; use plan");
   auto plan = upload(partitionPagedPrefill(cuSeqlensQ, seqLens, kernelSpec,
-                                           !prefillVariant.crossAttention),
+                                           prefillVariant.kind != AttentionKind::Cross),
                      cuSeqlensQ, ws, stream, forGraph);
   if (plan)
     for (int32_t len : seqLens)
@@ -220,9 +220,10 @@ PrefillKernel::planPaged(llvm::ArrayRef<int32_t> cuSeqlensQ,
 
 namespace {
 
-/// The checks every prefill launch shares: q / out strides, ALiBi, LSE.
+/// The checks every prefill launch shares: q / out strides, per-head
+/// tables, LSE.
 llvm::Error checkCommonArgs(const KernelSpec &s, int64_t qStride,
-                            int64_t outStride, const float *alibiSlopes,
+                            int64_t outStride, const HeadTables &tables,
                             const float *lse) {
   int64_t qRow = int64_t(s.numQHeads) * s.headDim;
   for (auto [name, stride] : {std::pair{"q", qStride}, std::pair{"out", outStride}})
@@ -230,9 +231,8 @@ llvm::Error checkCommonArgs(const KernelSpec &s, int64_t qStride,
       return argError(llvm::formatv("{0} token stride {1} must be >= {2} and "
                                     "a multiple of 8",
                                     name, stride, qRow));
-  if (s.alibi != (alibiSlopes != nullptr))
-    return argError(s.alibi ? "the variant uses ALiBi: alibiSlopes must be set"
-                            : "alibiSlopes given, but the variant has no ALiBi");
+  if (auto problem = headTablesProblem(s, tables))
+    return argError(*problem);
   if (s.writeLse != (lse != nullptr))
     return argError(s.writeLse ? "the variant writes LSE: lse must be set"
                                : "lse given, but the variant does not write LSE");
@@ -267,7 +267,7 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
       return argError(llvm::formatv("{0} token stride {1} must be >= {2} and "
                                     "a multiple of 8",
                                     name, stride, kvRow));
-  return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a.alibiSlopes,
+  return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a,
                          a.lse);
 }
 
@@ -297,7 +297,7 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
                                   plan.maxKVLen, pagesNeeded, a.blockTableStride));
   if (auto problem = scaleMismatch(s, a.kScale, a.vScale, a.numKVScales))
     return argError(*problem);
-  return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a.alibiSlopes,
+  return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a,
                          a.lse);
 }
 
@@ -508,7 +508,7 @@ llvm::Error PrefillKernel::run(const PrefillPlan &plan, const PrefillArgs &a,
   p.v = a.v;
   p.out = a.out;
   p.lse = a.lse;
-  p.alibiSlopes = a.alibiSlopes;
+  setHeadTables(p, a);
   p.qStrideToken = a.qStrideToken ? a.qStrideToken : qRow;
   p.kStrideToken = a.kStrideToken ? a.kStrideToken : kvRow;
   p.vStrideToken = a.vStrideToken ? a.vStrideToken : kvRow;
@@ -531,7 +531,7 @@ llvm::Error PrefillKernel::run(const PrefillPlan &plan,
   p.v = a.cache.v;
   p.out = a.out;
   p.lse = a.lse;
-  p.alibiSlopes = a.alibiSlopes;
+  setHeadTables(p, a);
   p.blockTables = a.blockTables;
   p.kScale = a.kScale;
   p.vScale = a.vScale;

@@ -31,17 +31,39 @@ std::string scheduleOf(const std::optional<PrefillSchedule> &s) {
            : "";
 }
 
+/// The knobs that choose the kernel: the kind, flags, and whether each
+/// runtime value (window, soft-cap) is on; the scale never changes it.
+std::string knobsKey(const AttentionKnobs &knobs) {
+  std::string key;
+  forEachKnob(
+      [&](const char *name, const auto &knob) {
+        using T = std::decay_t<decltype(knob)>;
+        if constexpr (std::is_same_v<T, AttentionKind>)
+          key += fmt::format(" kind={}", toString(knob));
+        else if constexpr (std::is_same_v<T, bool>)
+          key += fmt::format(" {}={}", name, flag(knob));
+        else if (std::string_view(name) != "scale")
+          key += fmt::format(" {}={}", name, flag(knob.has_value()));
+      },
+      knobs);
+  return key;
+}
+
+/// The runtime values of the knobs, exactly.
+std::string valuesKey(const AttentionKnobs &knobs) {
+  return fmt::format(" | scale={} softcap={} window={}", valueOf(knobs.scale),
+                     valueOf(knobs.softcap), valueOf(knobs.windowLeft));
+}
+
 } // namespace
 
 std::string kernelKey(const DecodeVariant &v) {
-  return fmt::format(
-      "decode q={} kv={} heads={}/{} dim={} page={} layout={} qlen={} causal={} "
-      "cross={} window={} softcap={} alibi={} headscale={} lse={}{}",
-      toString(v.qType), toString(v.kvType), v.numQHeads, v.numKVHeads,
-      v.headDim, v.pageSize, toString(v.layout), v.queryLen, flag(v.causal),
-      flag(v.crossAttention), flag(v.windowLeft.has_value()),
-      flag(v.softcap.has_value()), flag(v.alibi), flag(v.perHeadKVScale),
-      flag(v.writeLse), scheduleOf(v.schedule));
+  return fmt::format("decode q={} kv={} heads={}/{} dim={} page={} layout={} "
+                     "qlen={} headscale={}{}{}",
+                     toString(v.qType), toString(v.kvType), v.numQHeads,
+                     v.numKVHeads, v.headDim, v.pageSize, toString(v.layout),
+                     v.queryLen, flag(v.perHeadKVScale), knobsKey(v),
+                     scheduleOf(v.schedule));
 }
 
 std::string kernelKey(const PrefillVariant &v) {
@@ -50,13 +72,9 @@ std::string kernelKey(const PrefillVariant &v) {
     paged = fmt::format("paged kv={} page={} layout={} headscale={}",
                         toString(v.paged->kvType), v.paged->pageSize,
                         toString(v.paged->layout), flag(v.paged->perHeadKVScale));
-  return fmt::format(
-      "prefill {} q={} heads={}/{} dim={} causal={} cross={} encoder={} "
-      "window={} softcap={} alibi={} lse={}{}",
-      paged, toString(v.qType), v.numQHeads, v.numKVHeads, v.headDim,
-      flag(v.causal), flag(v.crossAttention), flag(v.encoder),
-      flag(v.windowLeft.has_value()), flag(v.softcap.has_value()),
-      flag(v.alibi), flag(v.writeLse), scheduleOf(v.schedule));
+  return fmt::format("prefill {} q={} heads={}/{} dim={}{}{}", paged,
+                     toString(v.qType), v.numQHeads, v.numKVHeads, v.headDim,
+                     knobsKey(v), scheduleOf(v.schedule));
 }
 
 std::string kernelKey(const AppendKVVariant &v) {
@@ -68,13 +86,11 @@ std::string kernelKey(const AppendKVVariant &v) {
 }
 
 std::string variantKey(const DecodeVariant &v) {
-  return fmt::format("{} | scale={} softcap={} window={}", kernelKey(v),
-                     valueOf(v.scale), valueOf(v.softcap), valueOf(v.windowLeft));
+  return kernelKey(v) + valuesKey(v);
 }
 
 std::string variantKey(const PrefillVariant &v) {
-  return fmt::format("{} | scale={} softcap={} window={}", kernelKey(v),
-                     valueOf(v.scale), valueOf(v.softcap), valueOf(v.windowLeft));
+  return kernelKey(v) + valuesKey(v);
 }
 
 std::string variantKey(const AppendKVVariant &v) { return kernelKey(v); }

@@ -236,8 +236,7 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
     return nullptr;
   FloatAttr scale = optionalF32(builder, variant.scale);
   FloatAttr softcap = optionalF32(builder, variant.softcap);
-  AttentionKind kind =
-      variant.crossAttention ? AttentionKind::cross : AttentionKind::decoder;
+  AttentionKind kind = fromSpecAttentionKind(variant.kind);
   // A pinned schedule is written on the op, where attn-select-schedule
   // keeps it.
   DecodeScheduleAttr pinned;
@@ -268,11 +267,6 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
   loadDialects(context);
   Location loc = variantLoc(context, "attn::PrefillVariant");
   Builder builder(&context);
-  if (variant.encoder && variant.crossAttention) {
-    emitError(loc) << "a prefill variant is encoder or cross attention, not "
-                      "both";
-    return nullptr;
-  }
   Type element = getElementType(&context, variant.qType);
   RankedTensorType qType =
       rowsType(loc, variant.numQHeads, variant.headDim, element);
@@ -313,9 +307,7 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
     return nullptr;
   FloatAttr scale = optionalF32(builder, variant.scale);
   FloatAttr softcap = optionalF32(builder, variant.softcap);
-  AttentionKind kind = variant.encoder          ? AttentionKind::encoder
-                       : variant.crossAttention ? AttentionKind::cross
-                                                : AttentionKind::decoder;
+  AttentionKind kind = fromSpecAttentionKind(variant.kind);
   // A pinned schedule is written on the op, where attn-select-schedule
   // keeps it.
   PrefillScheduleAttr pinned;

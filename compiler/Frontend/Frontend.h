@@ -1,7 +1,7 @@
 //===- Frontend.h - host variants -> attn IR -> kernel specs ----*- C++ -*-===//
 //
 // The compiler's entry for the JIT and attn-aot: a variant a C++ host
-// describes (attn/runtime/DecodeVariant.h, PrefillVariant.h) becomes a module
+// describes (attn/runtime/Variant.h, PrefillVariant.h) becomes a module
 // with one attn op, is verified, runs through attn-pipeline, and comes back
 // as the attn::KernelSpec codegen and the runtime take. Errors are
 // llvm::Error values carrying the diagnostics (verifier messages included).
@@ -10,9 +10,8 @@
 #ifndef ATTN_COMPILER_FRONTEND_FRONTEND_H
 #define ATTN_COMPILER_FRONTEND_FRONTEND_H
 
-#include "attn/runtime/DecodeVariant.h"
-#include "attn/runtime/PrefillVariant.h"
-#include "codegen/KernelSpec.h"
+#include "attn/runtime/Variant.h"
+#include "spec/KernelSpec.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -28,7 +27,7 @@ namespace mlir::attn {
 /// seq_lens are i32; an FP8 cache adds kv_scales of 1 or numKVHeads elements
 /// (perHeadKVScale; ignored for a non-FP8 cache, which has no scales),
 /// `alibi` adds the slopes operand, `writeLse` the lse result. causal,
-/// windowLeft, crossAttention, softcap, scale and a pinned schedule become
+/// windowLeft, kind, softcap, scale and a pinned schedule become
 /// the op's mask, kind, softcap, scale and schedule. The module is not
 /// verified. Returns null, after
 /// emitting the error to `context`, when a type or attribute cannot be built
@@ -48,14 +47,14 @@ buildAppendKVModule(MLIRContext &context, const ::attn::AppendKVVariant &variant
 /// tensor<?xnumKVHeadsxheadDimxT>, cu_seqlens_q and cu_seqlens_kv
 /// tensor<?xi32>; `alibi` adds the slopes operand, `writeLse` the lse result.
 /// causal and windowLeft become the mask (#attn.mask<causal[, window]>),
-/// encoder / crossAttention the kind, and softcap, scale and a pinned
+/// kind the op's kind, and softcap, scale and a pinned
 /// schedule the op's attributes. With `variant.paged` set, the module holds
 /// func.func @paged_prefill with the attn.paged_prefill instead: k and v
 /// become the !attn.paged_kv cache of `paged`, cu_seqlens_kv becomes
 /// block_tables (tensor<?x?xi32>) and seq_lens (tensor<?xi32>), and an FP8
 /// cache adds kv_scales as for decode. Same contract as buildDecodeModule;
-/// setting both encoder and crossAttention is an error (an encoder variant
-/// with a paged cache fails verification: encoders have no KV cache).
+/// an encoder variant with a paged cache fails verification (encoders have
+/// no KV cache).
 OwningOpRef<ModuleOp>
 buildPrefillModule(MLIRContext &context, const ::attn::PrefillVariant &variant);
 

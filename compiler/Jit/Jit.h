@@ -13,9 +13,8 @@
 #include "attn/runtime/Backend.h"
 #include "attn/runtime/Decode.h"
 #include "attn/runtime/MixedBatch.h"
-#include "attn/runtime/DecodeVariant.h"
+#include "attn/runtime/Variant.h"
 #include "attn/runtime/Prefill.h"
-#include "attn/runtime/PrefillVariant.h"
 #include "attn/runtime/KernelCache.h"
 
 #include "llvm/Support/Error.h"

@@ -1,13 +1,12 @@
 //===- KernelSpecs.cpp - attn ops <-> kernel specs ------------------------===//
 #include "compiler/Transforms/KernelSpecs.h"
 #include "compiler/Transforms/Schedule.h"
-#include "codegen/KernelLimits.h"
+#include "spec/KernelLimits.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 
-#include "llvm/Support/FormatVariadic.h"
 
 namespace mlir::attn {
 
@@ -45,26 +44,33 @@ void setCacheFields(::attn::KernelSpec &spec, PagedKVType cache) {
   spec.layout = toSpecLayout(cache.getLayout());
 }
 
-/// What ragged and paged prefill take alike from their op: q's type, heads
-/// and head dim; causal and sliding window from the mask (many queries per
-/// request, so causal always stays); ALiBi from the slopes operand;
-/// soft-cap from the attribute; LSE from the second result; the schedule
-/// from the op (the default PrefillSchedule when the op has none yet).
-template <typename PrefillLikeOp>
-void setPrefillFields(::attn::KernelSpec &spec, PrefillLikeOp op) {
+/// What every attention op gives its spec, through AttentionOpInterface:
+/// q's type and heads, the mask flags, the per-head tables' flags
+/// (templates/attn/variant_knobs.h), soft-cap and LSE.
+void setAttentionFields(::attn::KernelSpec &spec, AttentionOpInterface op) {
   auto qType = cast<RankedTensorType>(op.getQ().getType());
   // The op verifiers admit only f16/bf16 q.
   spec.qType = *toScalarType(qType.getElementType());
   spec.numQHeads = int(qType.getDimSize(1));
   spec.headDim = int(qType.getDimSize(2));
+  MaskAttr mask = op.getMaskAttr();
+  spec.causal = mask && mask.isCausal();
+  spec.slidingWindow = mask && mask.hasWindow();
+#define ATTN_HEAD_TABLE(flag, pointer, operand, accessor)                      \
+  spec.flag = static_cast<bool>(op.getHeadTable(operand));
+#include "templates/attn/variant_knobs.h"
+  spec.softcap = static_cast<bool>(op.getSoftcapAttr());
+  spec.writeLse = static_cast<bool>(op.getLse());
+}
+
+/// What ragged and paged prefill take alike from their op: the attention
+/// fields (many queries per request, so causal always stays) and the
+/// schedule (the default PrefillSchedule when the op has none yet).
+template <typename PrefillLikeOp>
+void setPrefillFields(::attn::KernelSpec &spec, PrefillLikeOp op) {
+  setAttentionFields(spec, op);
   // Query rows come from cu_seqlens_q, not a fixed count per request.
   spec.queryLen = 1;
-  std::optional<MaskAttr> mask = op.getMask();
-  spec.causal = mask && mask->isCausal();
-  spec.slidingWindow = mask && mask->hasWindow();
-  spec.alibi = static_cast<bool>(op.getAlibiSlopes());
-  spec.softcap = op.getSoftcap().has_value();
-  spec.writeLse = static_cast<bool>(op.getLse());
   if (PrefillScheduleAttr schedule = op.getScheduleAttr())
     spec.prefillSchedule = schedule.getSchedule();
 }
@@ -76,23 +82,16 @@ FailureOr<::attn::KernelSpec> getDecodeKernelSpec(DecodeOp op,
   ::attn::KernelSpec spec;
   spec.kind = ::attn::KernelKind::Decode;
   spec.arch = arch;
-  auto qType = cast<RankedTensorType>(op.getQ().getType());
-  spec.qType = *toScalarType(qType.getElementType());
-  spec.numQHeads = int(qType.getDimSize(1));
+  setAttentionFields(spec, op);
   setCacheFields(spec, op.getCache().getType());
   spec.queryLen = int(op.getQueryLen());
-  std::optional<MaskAttr> mask = op.getMask();
   // With one query per request the query is the last key, so a causal mask
   // removes nothing: one kernel serves both.
-  spec.causal = mask && mask->isCausal() && spec.queryLen > 1;
-  spec.slidingWindow = mask && mask->hasWindow();
-  spec.alibi = static_cast<bool>(op.getAlibiSlopes());
-  spec.softcap = op.getSoftcap().has_value();
+  spec.causal = spec.causal && spec.queryLen > 1;
   FailureOr<bool> perHead = isPerHeadKVScale(op, op.getKScale(), op.getVScale());
   if (failed(perHead))
     return failure();
   spec.perHeadKVScale = *perHead;
-  spec.writeLse = static_cast<bool>(op.getLse());
   if (DecodeScheduleAttr schedule = op.getScheduleAttr())
     spec.schedule = schedule.getSchedule();
   return spec;
@@ -160,85 +159,6 @@ FailureOr<::attn::KernelSpec> getKernelSpec(KernelLaunchOp op) {
   if (failed(mlir::verify(op, /*verifyRecursively=*/false)))
     return failure();
   return op.getSpec().getSpec();
-}
-
-StringRef getKernelTemplate(const ::attn::KernelSpec &spec) {
-  // The sm_90a wgmma template takes the same parameters plus q/k/v's tensor
-  // maps (attn::PrefillSm90Params), which the runtime builds at launch.
-  if (spec.isPrefill() && spec.prefillSchedule.mma == ::attn::PrefillMma::Wgmma)
-    return "attn/prefill_sm90.cuh:attn::prefillSm90Kernel";
-  switch (spec.kind) {
-  case ::attn::KernelKind::Decode:
-    return "attn/decode.cuh:attn::decodeKernel";
-  case ::attn::KernelKind::AppendKV:
-    return "attn/append_kv.cuh:attn::appendKVKernel";
-  case ::attn::KernelKind::Prefill:
-  case ::attn::KernelKind::PagedPrefill: // the same template, kPaged = true
-    return "attn/prefill.cuh:attn::prefillKernel";
-  case ::attn::KernelKind::CopyBlocks:
-  case ::attn::KernelKind::AdvanceStep:
-    // Runtime-only (runtime/CacheOps.h): no op lowers to them, and the
-    // kernel_spec verifier rejects them in IR.
-    llvm_unreachable("the compiler never lowers to a runtime cache op");
-  }
-  llvm_unreachable("unknown attn::KernelKind");
-}
-
-ArrayRef<StringRef> getLaunchABI(::attn::KernelKind kind) {
-  // Keep in step with templates/attn/params.h; AttnCompilerTests checks
-  // every name against the struct with offsetof.
-  static const StringRef decode[] = {
-      "q",            "out",          "lse",            "kCache",
-      "vCache",       "blockTables",  "kScale",
-      "vScale",       "alibiSlopes",  "workItems",      "numWorkItems",
-      "partialOut",   "partialLse",   "mergeCounters",  "qStrideToken",
-      "outStrideToken",
-      "pageStride",   "blockTableStride", "smScale",    "softcap",
-      "windowLeft"};
-  // One struct for ragged and paged prefill: each kind leaves the other's
-  // fields unused (k / v are K / V pages when paged).
-  static const StringRef prefill[] = {
-      "q",            "k",            "v",              "out",
-      "lse",          "alibiSlopes",  "workItems",      "numWorkItems",
-      "blockTables",  "kScale",       "vScale",         "qStrideToken",
-      "kStrideToken", "vStrideToken", "outStrideToken", "pageStride",
-      "blockTableStride", "smScale",  "softcap",        "windowLeft"};
-  static const StringRef appendKV[] = {
-      "k",          "v",          "kCache",       "vCache",
-      "slotMapping", "kScale",    "vScale",       "kStrideToken",
-      "vStrideToken", "pageStride", "numTokens"};
-  switch (kind) {
-  case ::attn::KernelKind::Decode:
-    return decode;
-  case ::attn::KernelKind::AppendKV:
-    return appendKV;
-  case ::attn::KernelKind::Prefill:
-  case ::attn::KernelKind::PagedPrefill:
-    return prefill;
-  case ::attn::KernelKind::CopyBlocks:
-  case ::attn::KernelKind::AdvanceStep:
-    llvm_unreachable("the compiler never lowers to a runtime cache op");
-  }
-  llvm_unreachable("unknown attn::KernelKind");
-}
-
-std::string getGridRule(const ::attn::KernelSpec &spec) {
-  if (spec.kind == ::attn::KernelKind::AppendKV)
-    return "grid.x = num_tokens (one CTA per token); block = 128";
-  if (spec.isPrefill())
-    return llvm::formatv(
-        "grid.x = query tiles of the plan (block_m = {0} rows each), grid.y = "
-        "num_q_heads = {1}; block = 32*warps = {2}",
-        spec.prefillSchedule.blockM, spec.numQHeads,
-        32 * spec.prefillSchedule.warps);
-  int rows = spec.groupSize() * spec.queryLen;
-  int tileRows = kDecodeTileRows * spec.schedule.rowTiles;
-  return llvm::formatv(
-      "grid.x = work items of the split-KV plan, grid.y = num_kv_heads = {0}, "
-      "grid.z = ceil(group_size*query_len / (16*row_tiles)) = "
-      "ceil({1} / {2}) = {3}; block = 32*warps = {4}",
-      spec.numKVHeads, rows, tileRows, (rows + tileRows - 1) / tileRows,
-      32 * spec.schedule.warps);
 }
 
 std::optional<::attn::Arch> getTargetArch(Operation *op) {

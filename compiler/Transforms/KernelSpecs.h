@@ -9,7 +9,7 @@
 #ifndef ATTN_COMPILER_TRANSFORMS_KERNELSPECS_H
 #define ATTN_COMPILER_TRANSFORMS_KERNELSPECS_H
 
-#include "codegen/KernelSpec.h"
+#include "spec/KernelSpec.h"
 #include "dialect/IR/AttnOps.h"
 
 #include "mlir/Support/LogicalResult.h"
@@ -64,19 +64,6 @@ LogicalResult verifyKernelSpecAt(Operation *op, const ::attn::KernelSpec &spec);
 /// The spec of a lowered launch: exactly the spec its #attn.kernel_spec was
 /// built from. Fails, with an error at `op`, if the launch does not verify.
 FailureOr<::attn::KernelSpec> getKernelSpec(KernelLaunchOp op);
-
-/// The template a kernel instantiates, `<header>:<function>` relative to
-/// templates/, e.g. "attn/decode.cuh:attn::decodeKernel".
-StringRef getKernelTemplate(const ::attn::KernelSpec &spec);
-
-/// Names of the fields of the kernel's launch-parameter struct
-/// (attn::DecodeParams, attn::PrefillParams for both prefill kinds,
-/// attn::AppendKVParams in templates/attn/params.h), in declaration order.
-ArrayRef<StringRef> getLaunchABI(::attn::KernelKind kind);
-
-/// The launch-grid rule of `spec`'s kernel as readable text, with this
-/// spec's numbers filled in.
-std::string getGridRule(const ::attn::KernelSpec &spec);
 
 /// The target recorded by attn-select-schedule on `op` or its nearest
 /// enclosing op that has one (`attn.arch`); std::nullopt when none has.

@@ -10,12 +10,10 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Transforms/KernelSpecs.h"
 #include "compiler/Transforms/Passes.h"
-#include "codegen/EmitCuda.h"
 #include "dialect/IR/AttnOps.h"
 
 #include "mlir/IR/Builders.h"
 
-#include <cmath>
 
 namespace mlir::attn {
 #define GEN_PASS_DEF_ATTNLOWERTOKERNELPASS
@@ -28,25 +26,6 @@ struct Lowering {
   Operation *op;
   ::attn::KernelSpec spec;
 };
-
-/// Runtime values of an attention launch (decode, prefills): the scale
-/// (materialized, so the runtime need not know the default), and the
-/// soft-cap and window when the kernel is compiled with them.
-template <typename AttentionOp>
-void setRuntimeValues(KernelLaunchOp launch, AttentionOp op,
-                      const ::attn::KernelSpec &spec) {
-  Builder builder(op.getContext());
-  if (FloatAttr scale = op.getScaleAttr())
-    launch.setScaleAttr(scale);
-  else
-    launch.setScaleAttr(
-        builder.getF32FloatAttr(float(1.0 / std::sqrt(double(spec.headDim)))));
-  if (FloatAttr softcap = op.getSoftcapAttr())
-    launch.setSoftcapAttr(softcap);
-  if (spec.slidingWindow)
-    launch.setWindowLeftAttr(
-        builder.getI64IntegerAttr(*op.getMask()->getWindowLeft()));
-}
 
 /// The spec of an attention op that must carry a schedule (attn.decode,
 /// attn.prefill, attn.paged_prefill); fails with an error at `op` if it has
@@ -63,17 +42,10 @@ FailureOr<::attn::KernelSpec> getScheduledSpec(
 
 KernelLaunchOp buildLaunch(OpBuilder &builder, Operation *op,
                            const ::attn::KernelSpec &spec) {
-  SmallVector<Attribute> abi;
-  for (StringRef field : getLaunchABI(spec.kind))
-    abi.push_back(builder.getStringAttr(field));
   return builder.create<KernelLaunchOp>(
       op->getLoc(), op->getResultTypes(),
-      FlatSymbolRefAttr::get(builder.getContext(), ::attn::kernelSymbol(spec)),
-      builder.getStringAttr(getKernelTemplate(spec)),
-      KernelSpecAttr::get(builder.getContext(), spec),
-      builder.getArrayAttr(abi), builder.getStringAttr(getGridRule(spec)),
-      op->getOperands(), /*scale=*/FloatAttr(), /*softcap=*/FloatAttr(),
-      /*windowLeft=*/IntegerAttr());
+      FlatSymbolRefAttr::get(builder.getContext(), spec.symbol()),
+      KernelSpecAttr::get(builder.getContext(), spec), op->getOperands());
 }
 
 struct AttnLowerToKernelPass final
@@ -129,18 +101,14 @@ struct AttnLowerToKernelPass final
     for (const Lowering &lowering : lowerings) {
       builder.setInsertionPoint(lowering.op);
       KernelLaunchOp launch = buildLaunch(builder, lowering.op, lowering.spec);
-      if (auto decode = dyn_cast<DecodeOp>(lowering.op)) {
-        setRuntimeValues(launch, decode, lowering.spec);
+      if (isa<DecodeOp>(lowering.op))
         ++numDecodeLaunches;
-      } else if (auto prefill = dyn_cast<PrefillOp>(lowering.op)) {
-        setRuntimeValues(launch, prefill, lowering.spec);
+      else if (isa<PrefillOp>(lowering.op))
         ++numPrefillLaunches;
-      } else if (auto paged = dyn_cast<PagedPrefillOp>(lowering.op)) {
-        setRuntimeValues(launch, paged, lowering.spec);
+      else if (isa<PagedPrefillOp>(lowering.op))
         ++numPagedPrefillLaunches;
-      } else {
+      else
         ++numAppendKVLaunches;
-      }
       lowering.op->replaceAllUsesWith(launch.getOuts());
       lowering.op->erase();
     }

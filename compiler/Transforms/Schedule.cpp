@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Transforms/Schedule.h"
-#include "codegen/KernelLimits.h"
+#include "spec/KernelLimits.h"
 #include "templates/attn/prefill_layout.h"
 
 #include <algorithm>

@@ -9,7 +9,7 @@
 #ifndef ATTN_COMPILER_TRANSFORMS_SCHEDULE_H
 #define ATTN_COMPILER_TRANSFORMS_SCHEDULE_H
 
-#include "codegen/KernelSpec.h"
+#include "spec/KernelSpec.h"
 #include "templates/attn/decode_layout.h"
 
 #include <cstdint>
@@ -22,7 +22,7 @@ using ::attn::kDecodeTileRows;
 
 /// Bytes of one global->shared load. Fixed, not a schedule knob: 16 bytes
 /// (8 f16/bf16 or 16 FP8 elements) is the widest load, and every supported
-/// head dim is a multiple of 8 elements (codegen/KernelLimits.h).
+/// head dim is a multiple of 8 elements (spec/KernelLimits.h).
 constexpr int kDecodeVectorBytes = 16;
 
 /// Shared memory one SM of `arch` offers to CTAs, in bytes.

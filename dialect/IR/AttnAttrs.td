@@ -60,7 +60,7 @@ def Attn_DecodeScheduleAttr : Attn_Attr<"DecodeSchedule", "decode_schedule"> {
   let description = [{
     The schedule the attn-select-schedule pass picks for an `attn.decode`
     (or a user pins by writing it on the op); mirrors `attn::DecodeSchedule`
-    in codegen/KernelSpec.h field by field.
+    in spec/KernelSpec.h field by field.
 
     - `warps`: warps per CTA (each streams its own share of the KV chunk).
     - `stages`: cp.async pipeline depth per warp (stages - 1 tiles in flight).
@@ -110,7 +110,7 @@ def Attn_PrefillScheduleAttr : Attn_Attr<"PrefillSchedule", "prefill_schedule"> 
     The schedule the attn-select-schedule pass picks for an `attn.prefill`
     or `attn.paged_prefill` (or a user pins by writing it on the op); both
     instantiate the one prefill template. Mirrors `attn::PrefillSchedule`
-    in codegen/KernelSpec.h field by field.
+    in spec/KernelSpec.h field by field.
 
     - `warps`: warps per CTA; with mma.sync each owns 16 or 32 query rows,
       so `block_m` is 16 * `warps` or 32 * `warps`; with wgmma warpgroup 0
@@ -154,43 +154,19 @@ def Attn_PrefillScheduleAttr : Attn_Attr<"PrefillSchedule", "prefill_schedule"> 
   }];
 }
 
-/// A variant flag of #attn.kernel_spec: `true` or `false`, left out when
-/// false. Booleans have no FieldParser of their own (they would parse as
-/// integers), hence the explicit parser.
-def Attn_FlagParameter : AttrOrTypeParameter<"bool", "variant flag"> {
-  let parser = "::parseKernelSpecFlag($_parser)";
-  let printer = "$_printer << ($_self ? \"true\" : \"false\")";
-  let defaultValue = "false";
-}
-
-/// The decode schedule inside #attn.kernel_spec, printed with its
-/// `#attn.decode_schedule` prefix so it reads the same as on attn.decode.
-def Attn_OptionalScheduleParameter
-    : OptionalParameter<"::mlir::attn::DecodeScheduleAttr",
-                        "decode schedule (decode kernels only)"> {
-  let printer = "$_printer.printAttribute($_self)";
-}
-
-/// The prefill schedule inside #attn.kernel_spec, printed with its
-/// `#attn.prefill_schedule` prefix as on attn.prefill.
-def Attn_OptionalPrefillScheduleParameter
-    : OptionalParameter<"::mlir::attn::PrefillScheduleAttr",
-                        "prefill schedule (prefill and paged_prefill "
-                        "kernels only)"> {
-  let printer = "$_printer.printAttribute($_self)";
-}
-
 def Attn_KernelSpecAttr : Attn_Attr<"KernelSpec", "kernel_spec"> {
   let summary = "one kernel variant: everything that changes its binary";
   let description = [{
-    Mirrors `attn::KernelSpec` (codegen/KernelSpec.h) field by field, so
-    lowered IR converts to the struct codegen and the runtime take and back
-    without loss. Element types are builtin types (`f8E4M3FN` is
-    `attn::ScalarType::F8E4M3`); `arch` is `sm_80`, `sm_89` or `sm_90a`.
-    Flags, `query_len` and `page_size` are printed only when they differ
-    from their default (false, 1, 0); `schedule` is present exactly for
-    decode kernels, `prefill_schedule` exactly for prefill and paged_prefill
-    kernels.
+    Holds an `attn::KernelSpec` (spec/KernelSpec.h), so lowered IR converts
+    to the struct codegen and the runtime take and back without loss. Its
+    text lists the spec's fields by `attn::forEachSpecField`, the one list
+    of what a spec holds, in any order: element types are builtin types
+    (`f8E4M3FN` is `attn::ScalarType::F8E4M3`); `arch` is `"sm_80"`,
+    `"sm_89"` or `"sm_90a"`; the variant flags of
+    templates/attn/variant_knobs.h (`causal`, `alibi`, ...), `query_len`
+    and `page_size` are printed only when they differ from their default
+    (false, 1, 0); `schedule` is present exactly for decode kernels,
+    `prefill_schedule` exactly for prefill and paged_prefill kernels.
 
     The form is canonical, so two equal specs are one attribute: an
     append_kv spec has `num_q_heads == num_kv_heads`, `query_len = 1` and no
@@ -201,7 +177,8 @@ def Attn_KernelSpecAttr : Attn_Attr<"KernelSpec", "kernel_spec"> {
     `query_len = 1` (left out) and no `per_head_kv_scale`. A paged_prefill
     kernel reads a cache as decode does (kv_type, page_size, layout,
     per_head_kv_scale) and takes its query rows from cu_seqlens as prefill
-    does: `query_len = 1` (left out).
+    does: `query_len = 1` (left out). The rules are attn::checkKernelSpec's
+    (spec/KernelLimits.h), shared with the runtime.
 
     ```mlir
     #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16,
@@ -214,62 +191,19 @@ def Attn_KernelSpecAttr : Attn_Attr<"KernelSpec", "kernel_spec"> {
         layout = nhd, causal = true,
         prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64,
                                                   block_n = 64, stages = 2>>
-    #attn.kernel_spec<kind = paged_prefill, arch = "sm_89", q_type = bf16,
-        kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8,
-        head_dim = 128, page_size = 16, layout = hnd, causal = true,
-        prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64,
-                                                  block_n = 64, stages = 2>>
     ```
   }];
-  let parameters = (ins
-    EnumParameter<Attn_KernelKind>:$kind,
-    StringRefParameter<"target GPU: sm_80, sm_89 or sm_90a">:$arch,
-    "::mlir::Type":$q_type,
-    "::mlir::Type":$kv_type,
-    "int":$num_q_heads,
-    "int":$num_kv_heads,
-    "int":$head_dim,
-    DefaultValuedParameter<"int", "0">:$page_size,
-    EnumParameter<Attn_KVLayout>:$layout,
-    DefaultValuedParameter<"int", "1">:$query_len,
-    Attn_FlagParameter:$causal,
-    Attn_FlagParameter:$sliding_window,
-    Attn_FlagParameter:$alibi,
-    Attn_FlagParameter:$softcap,
-    Attn_FlagParameter:$per_head_kv_scale,
-    Attn_FlagParameter:$write_lse,
-    Attn_OptionalScheduleParameter:$schedule,
-    Attn_OptionalPrefillScheduleParameter:$prefill_schedule);
-  let assemblyFormat = "`<` struct(params) `>`";
+  let parameters = (ins "::attn::KernelSpec":$spec);
+  let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
-  let builders = [
-    AttrBuilder<(ins "const ::attn::KernelSpec &":$spec), [{
-      bool decode = spec.kind == ::attn::KernelKind::Decode;
-      bool prefill = spec.isPrefill();
-      return $_get($_ctxt, fromSpecKind(spec.kind),
-                   ::attn::toString(spec.arch),
-                   getElementType($_ctxt, spec.qType),
-                   getElementType($_ctxt, spec.kvType), spec.numQHeads,
-                   spec.numKVHeads, spec.headDim, spec.pageSize,
-                   fromSpecLayout(spec.layout), spec.queryLen, spec.causal,
-                   spec.slidingWindow, spec.alibi, spec.softcap,
-                   spec.perHeadKVScale, spec.writeLse,
-                   decode ? DecodeScheduleAttr::get($_ctxt, spec.schedule)
-                          : DecodeScheduleAttr(),
-                   prefill ? PrefillScheduleAttr::get($_ctxt,
-                                                      spec.prefillSchedule)
-                           : PrefillScheduleAttr());
-    }]>
-  ];
   let extraClassDeclaration = [{
-    /// The plain-C++ spec codegen and the runtime take. Exact inverse of the
-    /// KernelSpec builder for every attribute that verifies.
-    ::attn::KernelSpec getSpec() const;
-    /// Runs verify() on this attribute's parameters, for attributes built
-    /// with the unchecked get().
+    /// Runs verify() on this attribute's spec, for attributes built with
+    /// the unchecked get().
     ::llvm::LogicalResult
     verifyParameters(::llvm::function_ref<::mlir::InFlightDiagnostic()>
-                         emitError) const;
+                         emitError) const {
+      return verify(emitError, getSpec());
+    }
   }];
 }
 

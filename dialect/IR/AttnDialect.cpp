@@ -6,10 +6,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/IR/AttnDialect.h"
-#include "codegen/KernelLimits.h"
+#include "spec/KernelLimits.h"
 #include "dialect/IR/AttnOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/Hashing.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -42,21 +44,30 @@ static void printKVShape(AsmPrinter &printer, int64_t numKvHeads,
 }
 
 //===----------------------------------------------------------------------===//
-// Flags of #attn.kernel_spec: `true` / `false`
+// attn::KernelSpec as an attribute parameter
 //===----------------------------------------------------------------------===//
 
-static FailureOr<bool> parseKernelSpecFlag(AsmParser &parser) {
-  SMLoc loc = parser.getCurrentLocation();
-  StringRef keyword;
-  if (parser.parseKeyword(&keyword))
-    return failure();
-  if (keyword == "true")
-    return true;
-  if (keyword == "false")
-    return false;
-  return parser.emitError(loc, "expected 'true' or 'false', got '")
-         << keyword << "'";
+namespace attn {
+/// Storage uniquing of #attn.kernel_spec: every field forEachSpecField lists.
+llvm::hash_code hash_value(const KernelSpec &spec) {
+  llvm::hash_code hash = 0;
+  auto add = [&](const char *, const auto &field) {
+    using T = std::decay_t<decltype(field)>;
+    if constexpr (std::is_same_v<T, DecodeSchedule>)
+      forEachDecodeScheduleField(
+          [&](const char *, const auto &f) { hash = llvm::hash_combine(hash, f); },
+          field);
+    else if constexpr (std::is_same_v<T, PrefillSchedule>)
+      forEachPrefillScheduleField(
+          [&](const char *, const auto &f) { hash = llvm::hash_combine(hash, f); },
+          field);
+    else
+      hash = llvm::hash_combine(hash, field);
+  };
+  forEachSpecField(add, spec);
+  return hash;
 }
+} // namespace attn
 
 #define GET_ATTRDEF_CLASSES
 #include "dialect/IR/AttnAttrs.cpp.inc"
@@ -172,40 +183,16 @@ PrefillMma mlir::attn::fromSpecMma(::attn::PrefillMma mma) {
   return mma == ::attn::PrefillMma::Wgmma ? PrefillMma::wgmma : PrefillMma::sync;
 }
 
-::attn::KernelKind mlir::attn::toSpecKind(KernelKind kind) {
+AttentionKind mlir::attn::fromSpecAttentionKind(::attn::AttentionKind kind) {
   switch (kind) {
-  case KernelKind::decode:
-    return ::attn::KernelKind::Decode;
-  case KernelKind::append_kv:
-    return ::attn::KernelKind::AppendKV;
-  case KernelKind::prefill:
-    return ::attn::KernelKind::Prefill;
-  case KernelKind::paged_prefill:
-    return ::attn::KernelKind::PagedPrefill;
-  case KernelKind::copy_blocks:
-    return ::attn::KernelKind::CopyBlocks;
-  case KernelKind::advance_step:
-    return ::attn::KernelKind::AdvanceStep;
+  case ::attn::AttentionKind::Decoder:
+    return AttentionKind::decoder;
+  case ::attn::AttentionKind::Encoder:
+    return AttentionKind::encoder;
+  case ::attn::AttentionKind::Cross:
+    return AttentionKind::cross;
   }
-  llvm_unreachable("unknown mlir::attn::KernelKind");
-}
-
-KernelKind mlir::attn::fromSpecKind(::attn::KernelKind kind) {
-  switch (kind) {
-  case ::attn::KernelKind::Decode:
-    return KernelKind::decode;
-  case ::attn::KernelKind::AppendKV:
-    return KernelKind::append_kv;
-  case ::attn::KernelKind::Prefill:
-    return KernelKind::prefill;
-  case ::attn::KernelKind::PagedPrefill:
-    return KernelKind::paged_prefill;
-  case ::attn::KernelKind::CopyBlocks:
-    return KernelKind::copy_blocks;
-  case ::attn::KernelKind::AdvanceStep:
-    return KernelKind::advance_step;
-  }
-  llvm_unreachable("unknown attn::KernelKind");
+  llvm_unreachable("unknown attn::AttentionKind");
 }
 
 std::string mlir::attn::describeArchs() {
@@ -276,107 +263,228 @@ PrefillScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 // KernelSpecAttr
 //===----------------------------------------------------------------------===//
 
-/// The plain-C++ spec of kernel_spec parameters. The verifier admits only
-/// known archs and types; the fallbacks keep an unverified attribute from
-/// reading garbage. A spec keeps the default of the schedule its kernel does
-/// not have, as a KernelSpec built by hand does.
-static ::attn::KernelSpec
-toKernelSpec(KernelKind kind, StringRef arch, Type qType, Type kvType,
-             int numQHeads, int numKvHeads, int headDim, int pageSize,
-             KVLayout layout, int queryLen, bool causal, bool slidingWindow,
-             bool alibi, bool softcap, bool perHeadKvScale, bool writeLse,
-             DecodeScheduleAttr schedule, PrefillScheduleAttr prefillSchedule) {
-  ::attn::KernelSpec spec;
-  spec.kind = toSpecKind(kind);
-  spec.arch = ::attn::parseArch(arch.str()).value_or(spec.arch);
-  spec.qType = toScalarType(qType).value_or(spec.qType);
-  spec.kvType = toScalarType(kvType).value_or(spec.kvType);
-  spec.numQHeads = numQHeads;
-  spec.numKVHeads = numKvHeads;
-  spec.headDim = headDim;
-  spec.pageSize = pageSize;
-  spec.layout = toSpecLayout(layout);
-  spec.queryLen = queryLen;
-  spec.causal = causal;
-  spec.slidingWindow = slidingWindow;
-  spec.alibi = alibi;
-  spec.softcap = softcap;
-  spec.perHeadKVScale = perHeadKvScale;
-  spec.writeLse = writeLse;
-  if (schedule)
-    spec.schedule = schedule.getSchedule();
-  if (prefillSchedule)
-    spec.prefillSchedule = prefillSchedule.getSchedule();
-  return spec;
+namespace {
+
+/// Whether `spec`'s kernel has the decode / prefill schedule.
+bool hasDecodeSchedule(const ::attn::KernelSpec &spec) {
+  return spec.kind == ::attn::KernelKind::Decode;
 }
 
-LogicalResult KernelSpecAttr::verify(
-    function_ref<InFlightDiagnostic()> emitError, KernelKind kind,
-    StringRef arch, Type qType, Type kvType, int numQHeads, int numKvHeads,
-    int headDim, int pageSize, KVLayout layout, int queryLen, bool causal,
-    bool slidingWindow, bool alibi, bool softcap, bool perHeadKvScale,
-    bool writeLse, DecodeScheduleAttr schedule,
-    PrefillScheduleAttr prefillSchedule) {
-  bool decode = kind == KernelKind::decode;
-  bool prefill = kind == KernelKind::prefill || kind == KernelKind::paged_prefill;
-  StringRef kindName = stringifyKernelKind(kind);
-  // The runtime builds the cache ops' specs itself (runtime/CacheOps.h);
-  // IR never describes them.
-  if (kind == KernelKind::copy_blocks || kind == KernelKind::advance_step)
-    return emitError() << "kernel_spec kind " << kindName
+/// Parses one field value of #attn.kernel_spec, by the field's C++ type.
+struct SpecFieldParser {
+  AsmParser &parser;
+  MLIRContext *context;
+
+  ParseResult operator()(::attn::KernelKind &kind) {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef name;
+    if (parser.parseKeyword(&name))
+      return failure();
+    std::optional<::attn::KernelKind> parsed = ::attn::parseKernelKind(name);
+    if (!parsed)
+      return parser.emitError(loc, "unknown kernel kind '") << name << "'";
+    kind = *parsed;
+    return success();
+  }
+  ParseResult operator()(::attn::Arch &arch) {
+    SMLoc loc = parser.getCurrentLocation();
+    std::string name;
+    if (parser.parseString(&name))
+      return failure();
+    std::optional<::attn::Arch> parsed = ::attn::parseArch(name);
+    if (!parsed)
+      return parser.emitError(loc, "kernel_spec arch \"")
+             << name << "\" is not a target; expected " << describeArchs();
+    arch = *parsed;
+    return success();
+  }
+  ParseResult operator()(::attn::ScalarType &type) {
+    SMLoc loc = parser.getCurrentLocation();
+    Type parsed;
+    if (parser.parseType(parsed))
+      return failure();
+    std::optional<::attn::ScalarType> scalar = toScalarType(parsed);
+    if (!scalar || *scalar == ::attn::ScalarType::F32)
+      return parser.emitError(loc, "kernel_spec element type must be f16, "
+                                   "bf16, f8E4M3FN or f8E5M2, got ")
+             << parsed;
+    type = *scalar;
+    return success();
+  }
+  ParseResult operator()(::attn::KVLayout &layout) {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef name;
+    if (parser.parseKeyword(&name))
+      return failure();
+    std::optional<::attn::KVLayout> parsed = ::attn::parseKVLayout(name);
+    if (!parsed)
+      return parser.emitError(loc, "expected nhd or hnd, got '") << name << "'";
+    layout = *parsed;
+    return success();
+  }
+  ParseResult operator()(int &value) { return parser.parseInteger(value); }
+  ParseResult operator()(bool &flag) {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef keyword;
+    if (parser.parseKeyword(&keyword))
+      return failure();
+    if (keyword != "true" && keyword != "false")
+      return parser.emitError(loc, "expected 'true' or 'false', got '")
+             << keyword << "'";
+    flag = keyword == "true";
+    return success();
+  }
+  ParseResult operator()(::attn::DecodeSchedule &schedule) {
+    DecodeScheduleAttr attr;
+    if (parser.parseAttribute(attr))
+      return failure();
+    schedule = attr.getSchedule();
+    return success();
+  }
+  ParseResult operator()(::attn::PrefillSchedule &schedule) {
+    PrefillScheduleAttr attr;
+    if (parser.parseAttribute(attr))
+      return failure();
+    schedule = attr.getSchedule();
+    return success();
+  }
+};
+
+} // namespace
+
+Attribute KernelSpecAttr::parse(AsmParser &parser, Type) {
+  MLIRContext *context = parser.getContext();
+  // The IR's defaults: fields left out are false, 1 (query_len) or 0
+  // (page_size, for kernels that read no cache).
+  ::attn::KernelSpec spec;
+  spec.pageSize = 0;
+  llvm::StringSet<> seen;
+  bool decodeSchedule = false, prefillSchedule = false;
+  SMLoc start = parser.getCurrentLocation();
+  if (parser.parseLess())
+    return {};
+  SpecFieldParser parseValue{parser, context};
+  auto parseField = [&]() -> ParseResult {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef key;
+    if (parser.parseKeyword(&key) || parser.parseEqual())
+      return failure();
+    if (!seen.insert(key).second)
+      return parser.emitError(loc, "kernel_spec field '")
+             << key << "' given twice";
+    bool known = false;
+    ParseResult result = success();
+    ::attn::forEachSpecField(
+        [&](const char *name, auto &field) {
+          if (known || key != name)
+            return;
+          known = true;
+          result = parseValue(field);
+        },
+        spec);
+    if (!known)
+      return parser.emitError(loc, "unknown kernel_spec field '") << key << "'";
+    decodeSchedule |= key == "schedule";
+    prefillSchedule |= key == "prefill_schedule";
+    return result;
+  };
+  if (parser.parseCommaSeparatedList(parseField) || parser.parseGreater())
+    return {};
+  for (StringRef required : {"kind", "arch", "q_type", "kv_type",
+                             "num_q_heads", "num_kv_heads", "head_dim",
+                             "layout"})
+    if (!seen.contains(required)) {
+      parser.emitError(start, "kernel_spec needs '") << required << "'";
+      return {};
+    }
+  // What the text spells that the struct cannot hold: a missing or a
+  // foreign schedule.
+  StringRef kindName = ::attn::toString(spec.kind);
+  auto error = [&] { return parser.emitError(start); };
+  if (spec.isCacheOp()) {
+    error() << "kernel_spec kind " << kindName
+            << " is a runtime utility kernel; the compiler does not lower to it";
+    return {};
+  }
+  if (hasDecodeSchedule(spec) && !decodeSchedule) {
+    error() << "kernel_spec of a decode kernel needs a schedule";
+    return {};
+  }
+  if (spec.isPrefill() && !prefillSchedule) {
+    error() << "kernel_spec of a " << kindName
+            << " kernel needs a prefill_schedule";
+    return {};
+  }
+  if (!hasDecodeSchedule(spec) && decodeSchedule) {
+    error() << "kernel_spec schedule is for decode kernels; a " << kindName
+            << " kernel "
+            << (spec.isPrefill() ? "has a prefill_schedule" : "has none");
+    return {};
+  }
+  if (!spec.isPrefill() && prefillSchedule) {
+    error() << "kernel_spec prefill_schedule is for prefill kernels only";
+    return {};
+  }
+  return getChecked([&] { return parser.emitError(start); }, context, spec);
+}
+
+void KernelSpecAttr::print(AsmPrinter &printer) const {
+  ::attn::KernelSpec spec = getSpec();
+  MLIRContext *context = getContext();
+  bool first = true;
+  printer << '<';
+  auto print = [&](const char *name, const auto &field) {
+    using T = std::decay_t<decltype(field)>;
+    std::string key = name;
+    // Defaults are left out; each kernel shows only its own schedule.
+    if constexpr (std::is_same_v<T, bool>) {
+      if (!field)
+        return;
+    } else if constexpr (std::is_same_v<T, ::attn::DecodeSchedule>) {
+      if (!hasDecodeSchedule(spec))
+        return;
+    } else if constexpr (std::is_same_v<T, ::attn::PrefillSchedule>) {
+      if (!spec.isPrefill())
+        return;
+    } else if constexpr (std::is_same_v<T, int>) {
+      if ((key == "query_len" && field == 1) ||
+          (key == "page_size" && field == 0))
+        return;
+    }
+    printer << (first ? "" : ", ") << key << " = ";
+    first = false;
+    if constexpr (std::is_same_v<T, bool>)
+      printer << "true";
+    else if constexpr (std::is_same_v<T, int>)
+      printer << field;
+    else if constexpr (std::is_same_v<T, ::attn::Arch>)
+      printer << '"' << ::attn::toString(field) << '"';
+    else if constexpr (std::is_same_v<T, ::attn::ScalarType>)
+      printer << getElementType(context, field);
+    else if constexpr (std::is_same_v<T, ::attn::DecodeSchedule>)
+      printer.printAttribute(DecodeScheduleAttr::get(context, field));
+    else if constexpr (std::is_same_v<T, ::attn::PrefillSchedule>)
+      printer.printAttribute(PrefillScheduleAttr::get(context, field));
+    else
+      printer << ::attn::toString(field);
+  };
+  ::attn::forEachSpecField(print, spec);
+  printer << '>';
+}
+
+LogicalResult
+KernelSpecAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       ::attn::KernelSpec spec) {
+  if (spec.isCacheOp())
+    return emitError() << "kernel_spec kind " << ::attn::toString(spec.kind)
                        << " is a runtime utility kernel; the compiler does "
                           "not lower to it";
-  // What the IR spells that attn::KernelSpec cannot hold; every other rule
-  // is checkKernelSpec's (codegen/KernelLimits.h), shared with the runtime.
-  if (!::attn::parseArch(arch.str()))
-    return emitError() << "kernel_spec arch \"" << arch
-                       << "\" is not a target; expected " << describeArchs();
-  if (!qType.isF16() && !qType.isBF16())
-    return emitError() << "kernel_spec q_type must be f16 or bf16, got "
-                       << qType;
-  if (!isCacheElementType(kvType) || (kvType != qType && !isFP8Type(kvType)))
-    return emitError() << "kernel_spec kv_type must be q_type (" << qType
-                       << ") or FP8 (f8E4M3FN, f8E5M2), got " << kvType;
-  if (decode && !schedule)
-    return emitError() << "kernel_spec of a decode kernel needs a schedule";
-  if (prefill && !prefillSchedule)
-    return emitError() << "kernel_spec of a " << kindName
-                       << " kernel needs a prefill_schedule";
-  if (prefill && schedule)
-    return emitError() << "kernel_spec schedule is for decode kernels; a "
-                       << kindName << " kernel has a prefill_schedule";
-  if (!prefill && prefillSchedule)
-    return emitError()
-           << "kernel_spec prefill_schedule is for prefill kernels only";
-  if (kind == KernelKind::append_kv && schedule)
-    return emitError() << "kernel_spec of an append_kv kernel has no schedule";
-
-  ::attn::KernelSpec spec = toKernelSpec(
-      kind, arch, qType, kvType, numQHeads, numKvHeads, headDim, pageSize,
-      layout, queryLen, causal, slidingWindow, alibi, softcap, perHeadKvScale,
-      writeLse, schedule, prefillSchedule);
+  // Every rule is checkKernelSpec's (spec/KernelLimits.h), shared with the
+  // runtime and the AOT manifest reader.
   std::string problem = ::attn::checkKernelSpec(spec);
   if (!problem.empty())
     return emitError() << "kernel_spec " << problem;
   return success();
-}
-
-LogicalResult KernelSpecAttr::verifyParameters(
-    function_ref<InFlightDiagnostic()> emitError) const {
-  return verify(emitError, getKind(), getArch(), getQType(), getKvType(),
-                getNumQHeads(), getNumKvHeads(), getHeadDim(), getPageSize(),
-                getLayout(), getQueryLen(), getCausal(), getSlidingWindow(),
-                getAlibi(), getSoftcap(), getPerHeadKvScale(), getWriteLse(),
-                getSchedule(), getPrefillSchedule());
-}
-
-::attn::KernelSpec KernelSpecAttr::getSpec() const {
-  return toKernelSpec(getKind(), getArch(), getQType(), getKvType(),
-                      getNumQHeads(), getNumKvHeads(), getHeadDim(),
-                      getPageSize(), getLayout(), getQueryLen(), getCausal(),
-                      getSlidingWindow(), getAlibi(), getSoftcap(),
-                      getPerHeadKvScale(), getWriteLse(), getSchedule(),
-                      getPrefillSchedule());
 }
 
 //===----------------------------------------------------------------------===//

@@ -6,7 +6,7 @@
 #ifndef ATTN_DIALECT_IR_ATTNDIALECT_H
 #define ATTN_DIALECT_IR_ATTNDIALECT_H
 
-#include "codegen/KernelSpec.h"
+#include "spec/KernelSpec.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -15,6 +15,12 @@
 #include "mlir/IR/DialectImplementation.h"
 
 #include "dialect/IR/AttnEnums.h.inc"
+
+namespace attn {
+/// Uniquing of #attn.kernel_spec, which holds a KernelSpec (found by ADL).
+llvm::hash_code hash_value(const KernelSpec &spec);
+} // namespace attn
+
 #include "dialect/IR/AttnOpsDialect.h.inc"
 
 #define GET_ATTRDEF_CLASSES
@@ -33,7 +39,7 @@ bool isCacheElementType(Type type);
 
 //===----------------------------------------------------------------------===//
 // The one mapping between attn IR and the plain-C++ kernel spec
-// (codegen/KernelSpec.h), used by the attributes below, the lowering and the
+// (spec/KernelSpec.h), used by the attributes below, the lowering and the
 // front end.
 //===----------------------------------------------------------------------===//
 
@@ -48,9 +54,8 @@ Type getElementType(MLIRContext *context, ::attn::ScalarType type);
 ::attn::KVLayout toSpecLayout(KVLayout layout);
 KVLayout fromSpecLayout(::attn::KVLayout layout);
 
-/// Kernel template kind, dialect enum <-> spec enum.
-::attn::KernelKind toSpecKind(KernelKind kind);
-KernelKind fromSpecKind(::attn::KernelKind kind);
+/// Attention kind, spec enum -> dialect enum (#attn.kind).
+AttentionKind fromSpecAttentionKind(::attn::AttentionKind kind);
 
 /// Prefill tensor-core kind, dialect enum <-> spec enum.
 ::attn::PrefillMma toSpecMma(PrefillMma mma);

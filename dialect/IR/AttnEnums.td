@@ -39,26 +39,6 @@ def Attn_KVLayout : I32EnumAttr<"KVLayout",
   let genSpecializedAttr = 0;
 }
 
-def Attn_KernelKind_Decode : I32EnumAttrCase<"decode", 0>;
-def Attn_KernelKind_AppendKV : I32EnumAttrCase<"append_kv", 1>;
-def Attn_KernelKind_Prefill : I32EnumAttrCase<"prefill", 2>;
-def Attn_KernelKind_PagedPrefill : I32EnumAttrCase<"paged_prefill", 3>;
-// The runtime's utility kernels (runtime/CacheOps.h). Listed so that every
-// ::attn::KernelKind has a spelling; no op lowers to them and the
-// kernel_spec verifier rejects them.
-def Attn_KernelKind_CopyBlocks : I32EnumAttrCase<"copy_blocks", 4>;
-def Attn_KernelKind_AdvanceStep : I32EnumAttrCase<"advance_step", 5>;
-def Attn_KernelKind : I32EnumAttr<"KernelKind",
-    "which kernel template a kernel-level op instantiates: paged decode, "
-    "append to a paged KV cache, ragged prefill, or prefill over a paged "
-    "KV cache (copy_blocks and advance_step are runtime-only)",
-    [Attn_KernelKind_Decode, Attn_KernelKind_AppendKV,
-     Attn_KernelKind_Prefill, Attn_KernelKind_PagedPrefill,
-     Attn_KernelKind_CopyBlocks, Attn_KernelKind_AdvanceStep]> {
-  let cppNamespace = "::mlir::attn";
-  let genSpecializedAttr = 0;
-}
-
 def Attn_PrefillMma_Sync : I32EnumAttrCase<"sync", 0>;
 def Attn_PrefillMma_Wgmma : I32EnumAttrCase<"wgmma", 1>;
 def Attn_PrefillMma : I32EnumAttr<"PrefillMma",

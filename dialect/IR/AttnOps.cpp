@@ -2,12 +2,11 @@
 //
 // Each verifier rejects what no attn kernel can run, with a message that names
 // the operand or attribute and the rule. The limits themselves live in
-// codegen/KernelLimits.h.
+// spec/KernelLimits.h.
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/IR/AttnOps.h"
-#include "codegen/EmitCuda.h"
-#include "codegen/KernelLimits.h"
+#include "spec/KernelLimits.h"
 
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/StringExtras.h"
@@ -16,6 +15,8 @@
 
 using namespace mlir;
 using namespace mlir::attn;
+
+#include "dialect/IR/AttnInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "dialect/IR/AttnOps.cpp.inc"
@@ -64,55 +65,59 @@ LogicalResult verifyRows(Operation *op, StringRef name, Rows rows) {
   return success();
 }
 
-/// What the attention ops (prefill, paged_prefill, decode) share: query and
-/// KV heads, output and LSE shapes, and the score modifiers.
-struct AttentionParts {
-  Rows q;
-  Rows out;
-  int64_t kvHeads;
-  int64_t kvHeadDim;
-  StringRef kvName; // "k" or "cache", for messages
-  MaskAttr mask;     // null: no mask
-  AttentionKind kind;
-  FloatAttr scale;   // null: 1/sqrt(head_dim)
-  FloatAttr softcap; // null: no soft-cap
-  Value alibiSlopes;
-  Value lse;
-};
-
-LogicalResult verifyAttention(Operation *op, const AttentionParts &parts) {
-  if (failed(verifyRows(op, "q", parts.q)))
+/// What the attention ops (prefill, paged_prefill, decode) share, read
+/// through AttentionOpInterface: query and KV heads, output and LSE shapes,
+/// the per-head tables and the score modifiers. `kvName` ("k" or "cache")
+/// names where the keys come from.
+LogicalResult verifyAttention(AttentionOpInterface op, int64_t kvHeads,
+                              int64_t kvHeadDim, StringRef kvName) {
+  Rows q = rowsOf(op.getQ()), out = rowsOf(op.getOut());
+  if (failed(verifyRows(op, "q", q)))
     return failure();
-  int64_t qHeads = parts.q.heads();
-  if (parts.kvHeads < 1 || qHeads % parts.kvHeads != 0)
+  int64_t qHeads = q.heads();
+  if (kvHeads < 1 || qHeads % kvHeads != 0)
     return op->emitOpError() << "q heads (" << qHeads
-                             << ") must be a multiple of " << parts.kvName
-                             << " heads (" << parts.kvHeads << ")";
-  if (qHeads / parts.kvHeads > ::attn::kMaxGroupSize)
+                             << ") must be a multiple of " << kvName
+                             << " heads (" << kvHeads << ")";
+  if (qHeads / kvHeads > ::attn::kMaxGroupSize)
     return op->emitOpError()
-           << "q heads per kv head (" << qHeads / parts.kvHeads
+           << "q heads per kv head (" << qHeads / kvHeads
            << ") exceeds the supported group size " << ::attn::kMaxGroupSize;
-  if (parts.kvHeadDim != parts.q.headDim())
-    return op->emitOpError() << "q head_dim (" << parts.q.headDim()
-                             << ") must equal " << parts.kvName
-                             << " head_dim (" << parts.kvHeadDim << ")";
-  if (failed(verifyCompatibleShape(parts.out.type, parts.q.type)) ||
-      parts.out.elementType() != parts.q.elementType())
-    return op->emitOpError() << "out type " << parts.out.type
-                             << " must match q type " << parts.q.type;
-  if (parts.lse) {
-    auto lseType = cast<RankedTensorType>(parts.lse.getType());
-    if (failed(verifyCompatibleShape(
-            lseType.getShape(), ArrayRef<int64_t>{parts.q.tokens(), qHeads})))
+  if (kvHeadDim != q.headDim())
+    return op->emitOpError() << "q head_dim (" << q.headDim()
+                             << ") must equal " << kvName << " head_dim ("
+                             << kvHeadDim << ")";
+  if (failed(verifyCompatibleShape(out.type, q.type)) ||
+      out.elementType() != q.elementType())
+    return op->emitOpError() << "out type " << out.type
+                             << " must match q type " << q.type;
+  if (Value lse = op.getLse()) {
+    auto lseType = cast<RankedTensorType>(lse.getType());
+    if (failed(verifyCompatibleShape(lseType.getShape(),
+                                     ArrayRef<int64_t>{q.tokens(), qHeads})))
       return op->emitOpError()
              << "lse must be q tokens x q heads, got " << lseType;
   }
-  if (parts.alibiSlopes) {
-    int64_t slopes = lengthOf(parts.alibiSlopes);
-    if (!ShapedType::isDynamic(slopes) && slopes != qHeads)
-      return op->emitOpError() << "alibi_slopes must have one slope per q head ("
-                               << qHeads << "), got " << slopes;
+  // Every per-head table holds one f32 per q head.
+  StringRef tables[] = {
+#define ATTN_HEAD_TABLE(flag, pointer, operand, accessor) operand,
+#include "templates/attn/variant_knobs.h"
+  };
+  for (StringRef name : tables) {
+    Value table = op.getHeadTable(name);
+    if (!table)
+      continue;
+    int64_t length = lengthOf(table);
+    if (!ShapedType::isDynamic(length) && length != qHeads)
+      return op->emitOpError() << name << " must have one value per q head ("
+                               << qHeads << "), got " << length;
   }
+  struct {
+    MaskAttr mask;
+    AttentionKind kind;
+    FloatAttr scale, softcap;
+  } parts{op.getMaskAttr(), op.getKind(), op.getScaleAttr(),
+          op.getSoftcapAttr()};
   bool causal = parts.mask && parts.mask.isCausal();
   if (causal && parts.kind == AttentionKind::cross)
     return op->emitOpError()
@@ -217,10 +222,7 @@ LogicalResult PrefillOp::verify() {
   if (bothStatic(nq, nkv) && nq != nkv)
     return emitOpError() << "cu_seqlens_q (" << nq << ") and cu_seqlens_kv ("
                          << nkv << ") must both have batch + 1 entries";
-  return verifyAttention(
-      *this, AttentionParts{q, rowsOf(getOut()), k.heads(), k.headDim(), "k",
-                            getMaskAttr(), getKind(), getScaleAttr(),
-                            getSoftcapAttr(), getAlibiSlopes(), getLse()});
+  return verifyAttention(*this, k.heads(), k.headDim(), "k");
 }
 
 //===----------------------------------------------------------------------===//
@@ -243,11 +245,8 @@ LogicalResult PagedPrefillOp::verify() {
     return emitOpError() << "cu_seqlens_q has " << offsets
                          << " entries but seq_lens has " << lens
                          << "; expected seq_lens + 1";
-  return verifyAttention(
-      *this, AttentionParts{q, rowsOf(getOut()), cache.getNumKvHeads(),
-                            cache.getHeadDim(), "cache", getMaskAttr(), getKind(),
-                            getScaleAttr(), getSoftcapAttr(),
-                            getAlibiSlopes(), getLse()});
+  return verifyAttention(*this, cache.getNumKvHeads(), cache.getHeadDim(),
+                         "cache");
 }
 
 //===----------------------------------------------------------------------===//
@@ -272,11 +271,8 @@ LogicalResult DecodeOp::verify() {
     return emitOpError() << "q has " << q.tokens() << " tokens but "
                          << requests << " requests x query_len " << queryLen
                          << " = " << requests * queryLen;
-  return verifyAttention(
-      *this, AttentionParts{q, rowsOf(getOut()), cache.getNumKvHeads(),
-                            cache.getHeadDim(), "cache", getMaskAttr(), getKind(),
-                            getScaleAttr(), getSoftcapAttr(),
-                            getAlibiSlopes(), getLse()});
+  return verifyAttention(*this, cache.getNumKvHeads(), cache.getHeadDim(),
+                         "cache");
 }
 
 //===----------------------------------------------------------------------===//
@@ -329,12 +325,10 @@ LogicalResult KernelLaunchOp::verify() {
     return failure();
   ::attn::KernelSpec spec = getSpec().getSpec();
   // The symbol is how the runtime finds the entry in the compiled unit.
-  std::string symbol = ::attn::kernelSymbol(spec);
+  std::string symbol = spec.symbol();
   if (getKernel() != symbol)
     return emitOpError() << "kernel @" << getKernel()
                          << " does not match its spec; expected @" << symbol;
-  if (getAbi().empty())
-    return emitOpError() << "abi must name the launch parameters";
 
   // Operands and results follow the lowered op (see the op description).
   // Decode and both prefills are attention kernels: they take a scale and
@@ -362,8 +356,10 @@ LogicalResult KernelLaunchOp::verify() {
   }
   if (spec.isFP8KV())
     operands.append({"k_scale", "v_scale"});
-  if (attention && spec.alibi)
-    operands.push_back("alibi_slopes");
+#define ATTN_HEAD_TABLE(flag, pointer, operand, accessor)                      \
+  if (attention && spec.flag)                                                  \
+    operands.push_back(operand);
+#include "templates/attn/variant_knobs.h"
   if (getArgs().size() != operands.size())
     return emitOpError() << "takes " << operands.size() << " operands for its "
                          << ::attn::toString(spec.kind) << " spec ("
@@ -375,17 +371,5 @@ LogicalResult KernelLaunchOp::verify() {
                          << ::attn::toString(spec.kind) << " spec, got "
                          << getOuts().size();
 
-  // Runtime values travel with the launch exactly when the binary uses them.
-  if (attention && !getScale())
-    return emitOpError() << "a " << ::attn::toString(spec.kind)
-                         << " launch needs a scale";
-  if (!attention && getScale())
-    return emitOpError() << "an append_kv launch takes no scale";
-  if (spec.softcap != static_cast<bool>(getSoftcap()))
-    return emitOpError() << "softcap must be given exactly when the spec has "
-                            "softcap";
-  if (spec.slidingWindow != static_cast<bool>(getWindowLeft()))
-    return emitOpError() << "window_left must be given exactly when the spec "
-                            "has sliding_window";
   return success();
 }

@@ -11,6 +11,7 @@
 include "dialect/IR/AttnBase.td"
 include "dialect/IR/AttnAttrs.td"
 include "dialect/IR/AttnTypes.td"
+include "dialect/IR/AttnInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 /// Score modifiers every attention op takes. Absent `mask` means none; absent
@@ -27,7 +28,7 @@ defvar Attn_ScoreModAttrs = (ins
 // attn.prefill
 //===----------------------------------------------------------------------===//
 
-def Attn_PrefillOp : Attn_Op<"prefill", [Pure]> {
+def Attn_PrefillOp : Attn_Op<"prefill", [Pure, Attn_AttentionOpInterface]> {
   let summary = "attention over ragged (variable-length) q/k/v";
   let description = [{
     Each request `b` owns query rows `cu_seqlens_q[b] .. cu_seqlens_q[b+1]` and
@@ -70,7 +71,8 @@ def Attn_PrefillOp : Attn_Op<"prefill", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 def Attn_PagedPrefillOp
-    : Attn_Op<"paged_prefill", [Pure, AttrSizedOperandSegments]> {
+    : Attn_Op<"paged_prefill", [Pure, AttrSizedOperandSegments,
+                                Attn_AttentionOpInterface]> {
   let summary = "new tokens attending to their paged prefix and themselves";
   let description = [{
     Chunked prefill and prefix caching: request `b` has query rows
@@ -118,7 +120,8 @@ def Attn_PagedPrefillOp
 // attn.decode
 //===----------------------------------------------------------------------===//
 
-def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments]> {
+def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments,
+                                         Attn_AttentionOpInterface]> {
   let summary = "paged decode: a few new query tokens per request";
   let description = [{
     Each request contributes `query_len` query rows (1, or 1 + draft tokens
@@ -233,66 +236,39 @@ def Attn_KernelLaunchOp : Attn_Op<"kernel_launch", [Pure]> {
   let description = [{
     What attn-lower-to-kernel turns `attn.decode`, `attn.prefill`,
     `attn.paged_prefill` and `attn.append_kv` into: the kernel that runs the
-    op, as codegen and the runtime need it.
+    op, and nothing that codegen does not read.
 
-    - `@kernel`: the extern "C" entry of the generated translation unit,
-      `"attn_" + spec.uri()` (a decode unit also holds `<kernel>_merge`, the
-      split-KV merge taking `attn::DecodeMergeParams`).
-    - `template` (`kernel_template` in C++, `template` being a keyword
-      there): the kernel template it instantiates, `<header>:<function>`
-      relative to templates/.
-    - `spec`: the full `attn::KernelSpec`, compile-time parameters of the
-      template (dtypes, shapes, variant flags, schedule, arch).
-    - `abi`: the fields of the launch-parameter struct of templates/attn/
-      params.h (`attn::DecodeParams`, `attn::PrefillParams` for both
-      prefill kinds, `attn::AppendKVParams`), in order.
-    - `grid`: how the launch grid and block follow from the spec and the
-      batch.
-    - `scale`, `softcap`, `window_left`: runtime values the binary does not
-      depend on (the spec only says whether soft-cap and the window are on);
-      `scale` is set exactly for attention kernels (decode, prefill,
-      paged_prefill), to 1/sqrt(head_dim) unless the op gave one.
+    - `spec`: the full `attn::KernelSpec` (spec/KernelSpec.h), the
+      compile-time parameters of the kernel: codegen emits its translation
+      unit from this alone (`attn-translate --attn-to-cuda`, the JIT,
+      attn-aot). The template, entry, launch-parameter struct and threads
+      per CTA follow from it (`attn::kernelTemplate`).
+    - `@kernel`: the extern "C" entry of that translation unit,
+      `"attn_" + spec.uri()`; the verifier checks the two agree.
 
+    Runtime values (softmax scale, soft-cap value, window size) are not
+    here: the runtime takes them from the host's variant at launch.
     Operands and results are those of the lowered op, in its order, so the
-    IR stays well typed: decode takes q, cache, block_tables, seq_lens, then
-    k_scale and v_scale for an FP8 cache, then the ALiBi slopes, and returns
-    out and, with `write_lse`, lse; prefill takes q, k, v, cu_seqlens_q,
-    cu_seqlens_kv, then the ALiBi slopes, and returns out and, with
-    `write_lse`, lse; paged_prefill takes q, cache, cu_seqlens_q,
-    block_tables, seq_lens, then k_scale and v_scale for an FP8 cache, then
-    the ALiBi slopes, and returns out and, with `write_lse`, lse; append_kv
-    takes k, v, cache, slot_mapping, then
-    k_scale and v_scale for an FP8 cache, and returns the updated cache.
+    IR stays well typed.
 
     ```mlir
-    %c1 = attn.kernel_launch @attn_append_kv_qbf16_kvbf16_h8x8_d128_p16nhd(
-        %k, %v, %c0, %slots)
-        template "attn/append_kv.cuh:attn::appendKVKernel"
+    %c1 = attn.kernel_launch @attn_append_kv_qbf16_kvbf16_h8x8_d128_p16nhd
         spec #attn.kernel_spec<kind = append_kv, arch = "sm_90a", q_type = bf16,
             kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128,
             page_size = 16, layout = nhd>
-        abi ["k", "v", "kCache", "vCache", "slotMapping", "kScale", "vScale",
-             "kStrideToken", "vStrideToken", "pageStride", "numTokens"]
-        grid "grid.x = num_tokens (one CTA per token); block = 128"
-        : (tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        (%k, %v, %c0, %slots) : (tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
            !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
            tensor<?xi64>) -> !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>
     ```
   }];
   let arguments = (ins
     FlatSymbolRefAttr:$kernel,
-    StrAttr:$kernel_template,
     Attn_KernelSpecAttr:$spec,
-    StrArrayAttr:$abi,
-    StrAttr:$grid,
-    Variadic<AnyType>:$args,
-    OptionalAttr<F32Attr>:$scale,
-    OptionalAttr<F32Attr>:$softcap,
-    OptionalAttr<I64Attr>:$window_left);
+    Variadic<AnyType>:$args);
   let results = (outs Variadic<AnyType>:$outs);
   let assemblyFormat = [{
-    $kernel `(` $args `)` `template` $kernel_template `spec` qualified($spec)
-    `abi` $abi `grid` $grid attr-dict `:` functional-type($args, $outs)
+    $kernel `spec` qualified($spec) ` ` `(` $args `)` attr-dict `:`
+    functional-type($args, $outs)
   }];
 }
 

@@ -46,7 +46,7 @@ __device__ __forceinline__ void storeRow8(void *dst, uint4 raw, float invScale) 
 /// \brief Reshape-and-cache of one token per CTA (grid.x = tokens).
 template <class Config>
 __device__ __forceinline__ void appendKVKernel(const AppendKVParams &p) {
-  using InT = typename Config::InType;
+  using InT = typename Config::QType; // the rows' type: the spec's q_type
   using KVT = typename Config::KVType;
   constexpr int D = Config::kHeadDim;
   constexpr int kVecs = Config::kNumKVHeads * D / 8;

@@ -44,7 +44,10 @@ struct DecodeParams {
   const int32_t *blockTables; ///< [batch, blockTableStride] page indices
   const float *kScale;        ///< FP8 only: [1] or [num_kv_heads]
   const float *vScale;        ///< FP8 only: [1] or [num_kv_heads]
-  const float *alibiSlopes;   ///< [num_q_heads] when ALiBi is on
+  /// Per-query-head tables ([num_q_heads] f32; attn/variant_knobs.h), set
+  /// when the variant has them: alibiSlopes, ...
+#define ATTN_HEAD_TABLE(flag, pointer, ...) const float *pointer;
+#include "attn/variant_knobs.h"
   const DecodeWorkItem *workItems; ///< from the plan
   const int32_t *numWorkItems;     ///< device count; grid.x may be larger
   float *partialOut; ///< [slots, query_len * num_q_heads, head_dim] f32
@@ -82,7 +85,9 @@ struct PrefillParams {
   const void *v;   ///< like k
   void *out;       ///< like q
   float *lse;      ///< [q tokens, num_q_heads] or null
-  const float *alibiSlopes;          ///< [num_q_heads] when ALiBi is on
+  /// Per-query-head tables, as in DecodeParams.
+#define ATTN_HEAD_TABLE(flag, pointer, ...) const float *pointer;
+#include "attn/variant_knobs.h"
   const PrefillWorkItem *workItems;  ///< from the plan
   const int32_t *numWorkItems;       ///< device count; grid.x may be larger
   const int32_t *blockTables;        ///< paged: [batch, blockTableStride]

@@ -16,6 +16,7 @@
 // CHECK-NEXT: static constexpr int kNumKVHeads = 8;
 // CHECK-NEXT: static constexpr int kGroupSize = 4;
 // CHECK-NEXT: static constexpr int kHeadDim = 128;
+// CHECK-NEXT: static constexpr bool kPaged = true;
 // CHECK-NEXT: static constexpr int kPageSize = 16;
 // CHECK-NEXT: static constexpr bool kLayoutHND = false;
 // CHECK-NEXT: static constexpr int kQueryLen = 1;

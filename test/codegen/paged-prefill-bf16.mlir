@@ -21,12 +21,13 @@
 // CHECK-NEXT: static constexpr bool kPaged = true;
 // CHECK-NEXT: static constexpr int kPageSize = 16;
 // CHECK-NEXT: static constexpr bool kLayoutHND = false;
-// CHECK-NEXT: static constexpr bool kPerHeadKVScale = false;
+// CHECK-NEXT: static constexpr int kQueryLen = 1;
 // New rows are aligned to the end of the cached keys.
 // CHECK-NEXT: static constexpr bool kCausal = true;
 // CHECK-NEXT: static constexpr bool kSlidingWindow = false;
 // CHECK-NEXT: static constexpr bool kAlibi = false;
 // CHECK-NEXT: static constexpr bool kSoftcap = false;
+// CHECK-NEXT: static constexpr bool kPerHeadKVScale = false;
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
 // The ragged prefill's schedule: sm_90a's wgmma warpgroups; sm_89's 99 KiB
 // take 64-row query tiles.

@@ -20,13 +20,14 @@
 // CHECK-NEXT: static constexpr bool kPaged = false;
 // CHECK-NEXT: static constexpr int kPageSize = 1;
 // CHECK-NEXT: static constexpr bool kLayoutHND = false;
-// CHECK-NEXT: static constexpr bool kPerHeadKVScale = false;
+// CHECK-NEXT: static constexpr int kQueryLen = 1;
 // Many queries per request: the causal mask is compiled in.
 // CHECK-NEXT: static constexpr bool kCausal = true;
 // Variant features this op does not use are compiled out.
 // CHECK-NEXT: static constexpr bool kSlidingWindow = false;
 // CHECK-NEXT: static constexpr bool kAlibi = false;
 // CHECK-NEXT: static constexpr bool kSoftcap = false;
+// CHECK-NEXT: static constexpr bool kPerHeadKVScale = false;
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
 // Four warps of 16 query rows; 64 keys per K/V tile at head dim 128.
 // CHECK-NEXT: static constexpr int kWarps = 4;

@@ -4,8 +4,8 @@
 // RUN: attn-opt %s --split-input-file --attn-lower-to-kernel --mlir-print-op-generic | attn-opt --split-input-file | FileCheck %s
 
 // Each scheduled attn.decode and attn.prefill and each attn.append_kv becomes
-// the launch of its kernel: symbol, template, full spec, launch ABI, grid
-// rule; the operands, results and runtime values are kept.
+// the launch of its kernel: symbol and full spec (what codegen reads); the
+// operands and results are kept.
 
 module attributes {attn.arch = "sm_90a"} {
 // CHECK-LABEL: func.func @decode_gqa_bf16
@@ -14,16 +14,10 @@ func.func @decode_gqa_bf16(%q: tensor<?x32x128xbf16>,
     %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
   // symbol = "attn_" + spec.uri()
-  // CHECK: %[[OUT:.+]] = attn.kernel_launch @attn_decode_qbf16_kvbf16_h32x8_d128_p16nhd_w4s3r1(%[[Q]], %[[C]], %[[BT]], %[[LENS]])
-  // CHECK-SAME: template "attn/decode.cuh:attn::decodeKernel"
+  // CHECK: %[[OUT:.+]] = attn.kernel_launch @attn_decode_qbf16_kvbf16_h32x8_d128_p16nhd_w4s3r1
   // Compile-time parameters; flags that are off are left out.
   // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, schedule = #attn.decode_schedule<warps = 4, stages = 3, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>
-  // The fields of attn::DecodeParams, in order.
-  // CHECK-SAME: abi ["q", "out", "lse", "kCache", "vCache", "blockTables", "kScale", "vScale", "alibiSlopes", "workItems", "numWorkItems", "partialOut", "partialLse", "mergeCounters", "qStrideToken", "outStrideToken", "pageStride", "blockTableStride", "smScale", "softcap", "windowLeft"]
-  // 4 heads per group x 1 token = 4 rows: one 16-row tile, grid.z = 1.
-  // CHECK-SAME: grid "grid.x = work items of the split-KV plan, grid.y = num_kv_heads = 8, grid.z = ceil(group_size*query_len / (16*row_tiles)) = ceil(4 / 16) = 1; block = 32*warps = 128"
-  // The default scale 1/sqrt(128) is materialized for the runtime.
-  // CHECK-SAME: {scale = 0.0883883461 : f32}
+  // CHECK-SAME: (%[[Q]], %[[C]], %[[BT]], %[[LENS]])
   // CHECK-SAME: : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32>) -> tensor<?x32x128xbf16>
   // CHECK-NOT: {{= attn\.decode }}
   // CHECK: return %[[OUT]]
@@ -46,12 +40,9 @@ func.func @decode_every_flag(%q: tensor<?x64x96xf16>,
     %slopes: tensor<64xf32>) -> (tensor<?x64x96xf16>, tensor<?x64xf32>) {
   // FP8 cache with per-head scales (8 = num_kv_heads), ALiBi, soft-cap, a
   // sliding window, 2 query tokens and an LSE output: every flag is on.
-  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_decode_qf16_kve4m3_h64x8_d96_p32hnd_ql2_causal_swa_alibi_softcap_lse_w4s5r1_headscale(%[[Q]], %[[C]], %[[BT]], %[[LENS]], %[[KS]], %[[VS]], %[[SLOPES]])
+  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_decode_qf16_kve4m3_h64x8_d96_p32hnd_ql2_causal_swa_alibi_softcap_headscale_lse_w4s5r1
   // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_80", q_type = f16, kv_type = f8E4M3FN, num_q_heads = 64, num_kv_heads = 8, head_dim = 96, page_size = 32, layout = hnd, query_len = 2, causal = true, sliding_window = true, alibi = true, softcap = true, per_head_kv_scale = true, write_lse = true, schedule = #attn.decode_schedule<warps = 4, stages = 5, row_tiles = 1, min_chunk_tokens = 128, ctas_per_sm = 2>>
-  // 8 heads x 2 tokens = 16 rows: exactly one tile.
-  // CHECK-SAME: grid "{{.*}}grid.y = num_kv_heads = 8, {{.*}} = ceil(16 / 16) = 1; block = 32*warps = 128"
-  // Runtime values: the given scale, the cap and the window size.
-  // CHECK-SAME: {scale = 1.250000e-01 : f32, softcap = 3.000000e+01 : f32, window_left = 1024 : i64}
+  // CHECK-SAME: (%[[Q]], %[[C]], %[[BT]], %[[LENS]], %[[KS]], %[[VS]], %[[SLOPES]])
   // CHECK-SAME: -> (tensor<?x64x96xf16>, tensor<?x64xf32>)
   // CHECK: return %[[OUT]]#0, %[[OUT]]#1
   %o, %lse = attn.decode %q, %c, %bt, %lens kv_scales(%ks, %vs : tensor<8xf32>, tensor<8xf32>)
@@ -73,9 +64,8 @@ func.func @decode_cross_mqa(%q: tensor<?x48x128xbf16>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x48x128xbf16> {
   // Cross attention decodes like non-causal self attention. 48 rows over
   // 2-tile CTAs: grid.z = ceil(48 / 32) = 2.
-  // CHECK: attn.kernel_launch @attn_decode_qbf16_kvbf16_h48x1_d128_p16nhd_w4s2r2(
+  // CHECK: attn.kernel_launch @attn_decode_qbf16_kvbf16_h48x1_d128_p16nhd_w4s2r2
   // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_89", q_type = bf16, kv_type = bf16, num_q_heads = 48, num_kv_heads = 1, head_dim = 128, page_size = 16, layout = nhd, schedule =
-  // CHECK-SAME: = ceil(48 / 32) = 2; block = 32*warps = 128"
   %o = attn.decode %q, %c, %bt, %lens
       {kind = #attn.kind<cross>, schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 2, min_chunk_tokens = 256, ctas_per_sm = 2>}
       : tensor<?x48x128xbf16>, !attn.paged_kv<1x128xbf16, page_size = 16, layout = nhd>,
@@ -95,15 +85,13 @@ func.func @append_kv_fp8_then_decode(%k: tensor<?x8x128xbf16>, %v: tensor<?x8x12
     -> tensor<?x32x128xbf16> {
   // Per-tensor scales (one element): no per_head_kv_scale; append_kv specs
   // repeat the KV heads as q heads and carry no decode fields.
-  // CHECK: %[[C1:.+]] = attn.kernel_launch @attn_append_kv_qbf16_kve5m2_h8x8_d128_p16nhd(%[[K]], %[[V]], %[[C]], %[[SLOTS]], %[[S]], %[[S]])
-  // CHECK-SAME: template "attn/append_kv.cuh:attn::appendKVKernel"
+  // CHECK: %[[C1:.+]] = attn.kernel_launch @attn_append_kv_qbf16_kve5m2_h8x8_d128_p16nhd
   // CHECK-SAME: spec #attn.kernel_spec<kind = append_kv, arch = "sm_90a", q_type = bf16, kv_type = f8E5M2, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd>
-  // The fields of attn::AppendKVParams, in order.
-  // CHECK-SAME: abi ["k", "v", "kCache", "vCache", "slotMapping", "kScale", "vScale", "kStrideToken", "vStrideToken", "pageStride", "numTokens"]
-  // CHECK-SAME: grid "grid.x = num_tokens (one CTA per token); block = 128"
+  // CHECK-SAME: (%[[K]], %[[V]], %[[C]], %[[SLOTS]], %[[S]], %[[S]])
   // CHECK-SAME: : (tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, !attn.paged_kv<8x128xf8E5M2, page_size = 16, layout = nhd>, tensor<?xi64>, tensor<1xf32>, tensor<1xf32>) -> !attn.paged_kv<8x128xf8E5M2, page_size = 16, layout = nhd>
   // The decode reads the cache the append produced.
-  // CHECK: attn.kernel_launch @attn_decode_qbf16_kve5m2_h32x8_d128_p16nhd_w4s6r1(%{{.+}}, %[[C1]],
+  // CHECK: attn.kernel_launch @attn_decode_qbf16_kve5m2_h32x8_d128_p16nhd_w4s6r1
+  // CHECK-SAME: (%{{.+}}, %[[C1]],
   %c1 = attn.append_kv %k, %v into %c at %slots kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>)
       : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
         !attn.paged_kv<8x128xf8E5M2, page_size = 16, layout = nhd>, tensor<?xi64>
@@ -125,14 +113,9 @@ func.func @prefill_gqa_causal(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16
   // A ragged prefill reads no cache: no page part in the symbol, and the
   // spec's cache fields take their canonical values (kv_type = q_type,
   // page_size left out, layout = nhd).
-  // CHECK: %[[OUT:.+]] = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_causal_m64n64w4s2(%[[Q]], %[[K]], %[[V]], %[[CUQ]], %[[CUKV]])
-  // CHECK-SAME: template "attn/prefill.cuh:attn::prefillKernel"
+  // CHECK: %[[OUT:.+]] = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_causal_m64n64w4s2
   // CHECK-SAME: spec #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, causal = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
-  // The fields of attn::PrefillParams, in order (the paged ones unused).
-  // CHECK-SAME: abi ["q", "k", "v", "out", "lse", "alibiSlopes", "workItems", "numWorkItems", "blockTables", "kScale", "vScale", "qStrideToken", "kStrideToken", "vStrideToken", "outStrideToken", "pageStride", "blockTableStride", "smScale", "softcap", "windowLeft"]
-  // One CTA per 64-row query tile of one q head.
-  // CHECK-SAME: grid "grid.x = query tiles of the plan (block_m = 64 rows each), grid.y = num_q_heads = 32; block = 32*warps = 128"
-  // CHECK-SAME: {scale = 0.0883883461 : f32}
+  // CHECK-SAME: (%[[Q]], %[[K]], %[[V]], %[[CUQ]], %[[CUKV]])
   // CHECK-SAME: : (tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?xi32>, tensor<?xi32>) -> tensor<?x32x128xbf16>
   // CHECK-NOT: {{= attn\.prefill }}
   // CHECK: return %[[OUT]]
@@ -153,11 +136,9 @@ func.func @prefill_every_flag(%q: tensor<?x16x256xf16>, %k: tensor<?x2x256xf16>,
     %cu_q: tensor<?xi32>, %cu_kv: tensor<?xi32>, %slopes: tensor<16xf32>)
     -> (tensor<?x16x256xf16>, tensor<?x16xf32>) {
   // Window, ALiBi, soft-cap and LSE; a pinned schedule of 8 warps.
-  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_prefill_qf16_kvf16_h16x2_d256_causal_swa_alibi_softcap_lse_m128n32w8s2({{.*}}, %[[SLOPES]])
+  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_prefill_qf16_kvf16_h16x2_d256_causal_swa_alibi_softcap_lse_m128n32w8s2
   // CHECK-SAME: spec #attn.kernel_spec<kind = prefill, arch = "sm_80", q_type = f16, kv_type = f16, num_q_heads = 16, num_kv_heads = 2, head_dim = 256, layout = nhd, causal = true, sliding_window = true, alibi = true, softcap = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 2>>
-  // CHECK-SAME: grid "grid.x = query tiles of the plan (block_m = 128 rows each), grid.y = num_q_heads = 16; block = 32*warps = 256"
-  // Runtime values: the given scale, the cap and the window size.
-  // CHECK-SAME: {scale = 6.250000e-02 : f32, softcap = 5.000000e+01 : f32, window_left = 4096 : i64}
+  // CHECK-SAME: ({{.*}}, %[[SLOPES]])
   // CHECK-SAME: -> (tensor<?x16x256xf16>, tensor<?x16xf32>)
   // CHECK: return %[[OUT]]#0, %[[OUT]]#1
   %o, %lse = attn.prefill %q, %k, %k, %cu_q, %cu_kv alibi(%slopes : tensor<16xf32>)
@@ -179,13 +160,9 @@ func.func @paged_prefill_gqa_causal(%q: tensor<?x32x128xbf16>,
     %cu_q: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
   // Chunked prefill over a paged cache: the prefill template (kPaged), the
   // cache fields in the symbol and spec as for decode, a prefill schedule.
-  // CHECK: %[[OUT:.+]] = attn.kernel_launch @attn_paged_prefill_qbf16_kvbf16_h32x8_d128_p16nhd_causal_m128n64w4s2(%[[Q]], %[[C]], %[[CUQ]], %[[BT]], %[[LENS]])
-  // CHECK-SAME: template "attn/prefill.cuh:attn::prefillKernel"
+  // CHECK: %[[OUT:.+]] = attn.kernel_launch @attn_paged_prefill_qbf16_kvbf16_h32x8_d128_p16nhd_causal_m128n64w4s2
   // CHECK-SAME: spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, causal = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>>
-  // One struct for both prefills: attn::PrefillParams, in order.
-  // CHECK-SAME: abi ["q", "k", "v", "out", "lse", "alibiSlopes", "workItems", "numWorkItems", "blockTables", "kScale", "vScale", "qStrideToken", "kStrideToken", "vStrideToken", "outStrideToken", "pageStride", "blockTableStride", "smScale", "softcap", "windowLeft"]
-  // CHECK-SAME: grid "grid.x = query tiles of the plan (block_m = 128 rows each), grid.y = num_q_heads = 32; block = 32*warps = 128"
-  // CHECK-SAME: {scale = 0.0883883461 : f32}
+  // CHECK-SAME: (%[[Q]], %[[C]], %[[CUQ]], %[[BT]], %[[LENS]])
   // CHECK-SAME: : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32>) -> tensor<?x32x128xbf16>
   // CHECK-NOT: {{= attn\.paged_prefill }}
   // CHECK: return %[[OUT]]
@@ -210,9 +187,9 @@ func.func @paged_prefill_fp8_every_flag(%q: tensor<?x32x128xf16>,
   // An e4m3 HND cache with per-head scales, window, ALiBi, soft-cap, LSE:
   // operands in the op's order (q, cache, cu_seqlens_q, block_tables,
   // seq_lens, k_scale, v_scale, slopes).
-  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_paged_prefill_qf16_kve4m3_h32x8_d128_p32hnd_causal_swa_alibi_softcap_lse_m64n64w4s2_headscale({{.*}}, %[[KS]], %[[VS]], %[[SLOPES]])
+  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_paged_prefill_qf16_kve4m3_h32x8_d128_p32hnd_causal_swa_alibi_softcap_headscale_lse_m64n64w4s2
   // CHECK-SAME: spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_89", q_type = f16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 32, layout = hnd, causal = true, sliding_window = true, alibi = true, softcap = true, per_head_kv_scale = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
-  // CHECK-SAME: {scale = 1.250000e-01 : f32, softcap = 3.000000e+01 : f32, window_left = 1024 : i64}
+  // CHECK-SAME: ({{.*}}, %[[KS]], %[[VS]], %[[SLOPES]])
   // CHECK-SAME: -> (tensor<?x32x128xf16>, tensor<?x32xf32>)
   // CHECK: return %[[OUT]]#0, %[[OUT]]#1
   %o, %lse = attn.paged_prefill %q, %c, %cu_q, %bt, %lens

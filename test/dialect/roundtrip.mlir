@@ -175,30 +175,22 @@ func.func @kernel_launches(
     %slots: tensor<?xi64>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>,
     %s: tensor<8xf32>) -> (tensor<?x32x128xbf16>, tensor<?x32xf32>) {
   // Lowered IR: kernel launches with their full specs and runtime values.
-  // CHECK: %[[C:.+]] = attn.kernel_launch @attn_append_kv_qbf16_kve4m3_h8x8_d128_p16nhd_headscale(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) template "attn/append_kv.cuh:attn::appendKVKernel"
+  // CHECK: %[[C:.+]] = attn.kernel_launch @attn_append_kv_qbf16_kve4m3_h8x8_d128_p16nhd_headscale
   // CHECK-SAME: spec #attn.kernel_spec<kind = append_kv, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, per_head_kv_scale = true>
-  // CHECK-SAME: abi ["k", "v"] grid "one CTA per token"
-  %c = attn.kernel_launch @attn_append_kv_qbf16_kve4m3_h8x8_d128_p16nhd_headscale(%k, %k, %cache, %slots, %s, %s)
-      template "attn/append_kv.cuh:attn::appendKVKernel"
-      spec #attn.kernel_spec<kind = append_kv, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN,
+  // CHECK-SAME: (%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+  %c = attn.kernel_launch @attn_append_kv_qbf16_kve4m3_h8x8_d128_p16nhd_headscale spec #attn.kernel_spec<kind = append_kv, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN,
                              num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16,
-                             layout = nhd, per_head_kv_scale = true>
-      abi ["k", "v"] grid "one CTA per token"
-      : (tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+                             layout = nhd, per_head_kv_scale = true> (%k, %k, %cache, %slots, %s, %s): (tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
          tensor<?xi64>, tensor<8xf32>, tensor<8xf32>) -> !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>
-  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_swa_softcap_lse_w4s4r1_headscale(%{{.*}}, %[[C]],
+  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_swa_softcap_headscale_lse_w4s4r1
   // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, query_len = 4, causal = true, sliding_window = true, softcap = true, per_head_kv_scale = true, write_lse = true, schedule = #attn.decode_schedule<warps = 4, stages = 4, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>
-  // CHECK-SAME: {scale = 1.250000e-01 : f32, softcap = 5.000000e+01 : f32, window_left = 256 : i64}
-  %o, %lse = attn.kernel_launch @attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_swa_softcap_lse_w4s4r1_headscale(%q, %c, %bt, %lens, %s, %s)
-      template "attn/decode.cuh:attn::decodeKernel"
-      spec #attn.kernel_spec<kind = decode, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN,
+  // CHECK-SAME: (%{{.*}}, %[[C]],
+  %o, %lse = attn.kernel_launch @attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_swa_softcap_headscale_lse_w4s4r1 spec #attn.kernel_spec<kind = decode, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN,
                              num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16,
                              layout = nhd, query_len = 4, causal = true, sliding_window = true,
                              softcap = true, per_head_kv_scale = true, write_lse = true,
                              schedule = #attn.decode_schedule<warps = 4, stages = 4, row_tiles = 1,
-                                                              min_chunk_tokens = 256, ctas_per_sm = 2>>
-      abi ["q", "out"] grid "per work item"
-      {scale = 0.125 : f32, softcap = 50.0 : f32, window_left = 256 : i64}
+                                                              min_chunk_tokens = 256, ctas_per_sm = 2>> (%q, %c, %bt, %lens, %s, %s)
       : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
          tensor<?x?xi32>, tensor<?xi32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x32x128xbf16>, tensor<?x32xf32>)
   return %o, %lse : tensor<?x32x128xbf16>, tensor<?x32xf32>
@@ -224,17 +216,13 @@ func.func @prefill_kernel_launch(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xb
     -> (tensor<?x32x128xbf16>, tensor<?x32xf32>) {
   // A lowered prefill: no cache, so the spec has no page_size and kv_type is
   // q_type; the schedule is a prefill_schedule.
-  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_causal_swa_alibi_lse_m64n64w4s2(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) template "attn/prefill.cuh:attn::prefillKernel"
+  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_causal_swa_alibi_lse_m64n64w4s2
   // CHECK-SAME: spec #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, causal = true, sliding_window = true, alibi = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
-  // CHECK-SAME: {scale = 1.250000e-01 : f32, window_left = 128 : i64}
-  %o, %lse = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_causal_swa_alibi_lse_m64n64w4s2(%q, %k, %k, %cu, %cu, %slopes)
-      template "attn/prefill.cuh:attn::prefillKernel"
-      spec #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16,
+  // CHECK-SAME: (%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+  %o, %lse = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_causal_swa_alibi_lse_m64n64w4s2 spec #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16,
                              num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd,
                              causal = true, sliding_window = true, alibi = true, write_lse = true,
-                             prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
-      abi ["q", "k"] grid "per query tile"
-      {scale = 0.125 : f32, window_left = 128 : i64}
+                             prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>> (%q, %k, %k, %cu, %cu, %slopes)
       : (tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?xi32>, tensor<?xi32>,
          tensor<32xf32>) -> (tensor<?x32x128xbf16>, tensor<?x32xf32>)
   return %o, %lse : tensor<?x32x128xbf16>, tensor<?x32xf32>
@@ -264,17 +252,13 @@ func.func @paged_prefill_kernel_launch(
     %s: tensor<1xf32>) -> (tensor<?x32x128xbf16>, tensor<?x32xf32>) {
   // A lowered paged prefill: the cache fields as for decode, a
   // prefill_schedule as for prefill.
-  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_paged_prefill_qbf16_kve5m2_h32x8_d128_p32hnd_causal_lse_m64n64w4s2(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) template "attn/prefill.cuh:attn::prefillKernel"
+  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_paged_prefill_qbf16_kve5m2_h32x8_d128_p32hnd_causal_lse_m64n64w4s2
   // CHECK-SAME: spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_89", q_type = bf16, kv_type = f8E5M2, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 32, layout = hnd, causal = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
-  // CHECK-SAME: {scale = 0.0883883461 : f32}
-  %o, %lse = attn.kernel_launch @attn_paged_prefill_qbf16_kve5m2_h32x8_d128_p32hnd_causal_lse_m64n64w4s2(%q, %cache, %cu_q, %bt, %lens, %s, %s)
-      template "attn/prefill.cuh:attn::prefillKernel"
-      spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_89", q_type = bf16, kv_type = f8E5M2,
+  // CHECK-SAME: (%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+  %o, %lse = attn.kernel_launch @attn_paged_prefill_qbf16_kve5m2_h32x8_d128_p32hnd_causal_lse_m64n64w4s2 spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_89", q_type = bf16, kv_type = f8E5M2,
                              num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 32,
                              layout = hnd, causal = true, write_lse = true,
-                             prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
-      abi ["q", "k"] grid "per query tile"
-      {scale = 0.0883883461 : f32}
+                             prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>> (%q, %cache, %cu_q, %bt, %lens, %s, %s)
       : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E5M2, page_size = 32, layout = hnd>,
          tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32>, tensor<1xf32>, tensor<1xf32>)
         -> (tensor<?x32x128xbf16>, tensor<?x32xf32>)

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitCuda.h"
-#include "codegen/KernelLimits.h"
+#include "spec/KernelLimits.h"
 #include "tools/attn-aot/AotConfig.h"
 
 #include "llvm/Support/raw_ostream.h"

@@ -328,7 +328,7 @@ TEST(BackendEncoderGpuTest, MatchesReference) {
   limits.maxTokens = 1024;
   limits.maxBlocksPerSeq = 1;
   runtime::BackendConfig config;
-  config.type = runtime::AttentionType::Encoder;
+  config.kind = AttentionKind::Encoder;
   config.numQHeads = kHeads;
   config.numKVHeads = kKVHeads;
   config.headDim = kDim;
@@ -388,7 +388,7 @@ TEST(BackendCrossGpuTest, CachedEncoderMatchesReference) {
   limits.maxEncoderTokens = 1024;
   limits.maxCrossBlocksPerSeq = 32;
   runtime::BackendConfig config;
-  config.type = runtime::AttentionType::EncoderDecoder;
+  config.kind = AttentionKind::Cross;
   config.numQHeads = kHeads;
   config.numKVHeads = kKVHeads;
   config.headDim = kDim;

@@ -117,7 +117,7 @@ std::vector<DecodeCase> cases() {
   {
     auto v = base(S::BF16, S::BF16, 8, 8, 64, 16);
     v.causal = false;
-    v.crossAttention = true;
+    v.kind = AttentionKind::Cross;
     v.scale = 0.3f;
     add("bf16_cross_custom_scale", v, {77, 1500});
   }

@@ -53,13 +53,13 @@ PrefillVariant base(ScalarType dtype, int hq, int hkv, int d) {
 
 PrefillVariant encoder(PrefillVariant v) {
   v.causal = false;
-  v.encoder = true;
+  v.kind = AttentionKind::Encoder;
   return v;
 }
 
 PrefillVariant cross(PrefillVariant v) {
   v.causal = false;
-  v.crossAttention = true;
+  v.kind = AttentionKind::Cross;
   return v;
 }
 

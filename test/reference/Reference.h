@@ -9,7 +9,7 @@
 #ifndef ATTN_TEST_REFERENCE_REFERENCE_H
 #define ATTN_TEST_REFERENCE_REFERENCE_H
 
-#include "codegen/KernelSpec.h"
+#include "spec/KernelSpec.h"
 
 #include <cstdint>
 #include <optional>

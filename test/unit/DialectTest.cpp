@@ -5,7 +5,7 @@
 // rejecting what no kernel runs.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/KernelLimits.h"
+#include "spec/KernelLimits.h"
 #include "dialect/IR/AttnOps.h"
 #include "tools/RegisterAttn.h"
 

@@ -102,7 +102,8 @@ std::vector<MatrixCase> matrixCases() {
         v.qType = dtype;
         v.headDim = d;
         v.causal = causal;
-        v.encoder = !causal;
+        if (!causal)
+          v.kind = AttentionKind::Encoder;
         addPrefill(std::string("prefill_") + std::string(toString(dtype)) +
                        "_d" + std::to_string(d) +
                        (causal ? "_causal" : "_encoder"),
@@ -118,7 +119,7 @@ std::vector<MatrixCase> matrixCases() {
   {
     PrefillVariant v;
     v.causal = false;
-    v.crossAttention = true;
+    v.kind = AttentionKind::Cross;
     addPrefill("prefill_cross", v);
   }
   {
@@ -134,7 +135,7 @@ std::vector<MatrixCase> matrixCases() {
     v.numKVHeads = 1;
     addPrefill("prefill_all_features_f16_d256_mqa", v);
     v.causal = false;
-    v.encoder = true;
+    v.kind = AttentionKind::Encoder;
     v.windowLeft.reset();
     addPrefill("prefill_all_features_encoder", v);
   }
@@ -172,7 +173,7 @@ std::vector<MatrixCase> matrixCases() {
     v.writeLse = true;
     addPrefill("paged_prefill_all_features_e5m2", v);
     v.causal = false;
-    v.crossAttention = true;
+    v.kind = AttentionKind::Cross;
     v.windowLeft.reset();
     addPrefill("paged_prefill_cross_e5m2", v);
   }
@@ -258,7 +259,8 @@ std::vector<MatrixCase> wgmmaCases() {
         v.qType = dtype;
         v.headDim = d;
         v.causal = causal;
-        v.encoder = !causal;
+        if (!causal)
+          v.kind = AttentionKind::Encoder;
         add(std::string("wgmma_") + std::string(toString(dtype)) + "_d" +
                 std::to_string(d) + (causal ? "_causal" : "_encoder"),
             v, 2, 128);
@@ -270,7 +272,8 @@ std::vector<MatrixCase> wgmmaCases() {
       v.qType = dtype;
       v.headDim = 256;
       v.causal = causal;
-      v.encoder = !causal;
+      if (!causal)
+          v.kind = AttentionKind::Encoder;
       add(std::string("wgmma_") + std::string(toString(dtype)) + "_d256" +
               (causal ? "_causal" : "_encoder"),
           v, 2, 64);

@@ -124,15 +124,16 @@ public:
     }
   }
 
+  void fail(const std::string &message) {
+    if (problem.empty())
+      problem = message;
+  }
+
 private:
   const json::Value *take(const char *name) {
     asked.insert(name);
     auto it = combo.find(name);
     return it == combo.end() ? nullptr : &it->second;
-  }
-  void fail(const std::string &message) {
-    if (problem.empty())
-      problem = message;
   }
   const Combo &combo;
 };
@@ -144,10 +145,15 @@ template <class Variant> void readAttentionFields(ComboReader &r, Variant &v) {
   r.integer("num_kv_heads", v.numKVHeads);
   r.integer("head_dim", v.headDim);
   r.boolean("causal", v.causal);
-  r.boolean("cross", v.crossAttention);
+  bool cross = false;
+  r.boolean("cross", cross);
+  if (cross)
+    v.kind = AttentionKind::Cross;
   r.present("window_left", v.windowLeft, 1);
   r.present("softcap", v.softcap, 1.f);
-  r.boolean("alibi", v.alibi);
+  // Per-head tables (alibi, ...) by their knob's name.
+#define ATTN_HEAD_TABLE(flag, ...) r.boolean(#flag, v.flag);
+#include "templates/attn/variant_knobs.h"
   r.boolean("lse", v.writeLse);
 }
 
@@ -170,7 +176,12 @@ constexpr const char *kPagedOnlyFields[] = {"kv_type", "page_size", "layout",
 PrefillVariant readPrefill(ComboReader &r) {
   PrefillVariant v;
   readAttentionFields(r, v);
-  r.boolean("encoder", v.encoder);
+  bool encoder = false;
+  r.boolean("encoder", encoder);
+  if (encoder && v.kind == AttentionKind::Cross)
+    r.fail("an entry is \"encoder\" or \"cross\", not both");
+  else if (encoder)
+    v.kind = AttentionKind::Encoder;
   bool paged = false;
   r.boolean("paged", paged);
   PagedKVFormat format;

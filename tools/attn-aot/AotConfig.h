@@ -15,7 +15,7 @@
 #ifndef ATTN_TOOLS_ATTN_AOT_AOTCONFIG_H
 #define ATTN_TOOLS_ATTN_AOT_AOTCONFIG_H
 
-#include "codegen/KernelSpec.h"
+#include "spec/KernelSpec.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"

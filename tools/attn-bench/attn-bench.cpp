@@ -461,7 +461,8 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   v.causal = cfg.causal;
   // Bidirectional self attention: an encoder's when ragged; a paged cache
   // belongs to a decoder, whose mask is then none.
-  v.encoder = !cfg.causal && !paged;
+  if (!cfg.causal && !paged)
+    v.kind = AttentionKind::Encoder;
   v.paged = paged;
   auto kernel = unwrap(benchJit().prefill(v));
 

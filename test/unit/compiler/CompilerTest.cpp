@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitCuda.h"
-#include "codegen/KernelLimits.h"
+#include "spec/KernelLimits.h"
 #include "compiler/Frontend/Frontend.h"
 #include "compiler/Transforms/KernelSpecs.h"
 #include "compiler/Transforms/Schedule.h"
@@ -134,7 +134,7 @@ TEST(FrontendTest, CrossAttentionMQAWithPerTensorE5M2) {
   variant.numQHeads = 16;
   variant.numKVHeads = 1;
   variant.causal = false;
-  variant.crossAttention = true;
+  variant.kind = ::attn::AttentionKind::Cross;
   // With one KV head, per head and per tensor are the same kernel.
   variant.perHeadKVScale = true;
   llvm::Expected<KernelSpec> spec = compileDecodeVariant(variant, Arch::SM89);
@@ -299,14 +299,13 @@ TEST(FrontendTest, PrefillVariantWithEveryFlag) {
 TEST(FrontendTest, EncoderAndCrossPrefillAreNotCausal) {
   PrefillVariant variant;
   variant.causal = false;
-  variant.encoder = true;
+  variant.kind = ::attn::AttentionKind::Encoder;
   llvm::Expected<KernelSpec> encoder =
       compilePrefillVariant(variant, Arch::SM89);
   ASSERT_TRUE(static_cast<bool>(encoder))
       << llvm::toString(encoder.takeError());
   EXPECT_FALSE(encoder->causal);
-  variant.encoder = false;
-  variant.crossAttention = true;
+  variant.kind = ::attn::AttentionKind::Cross;
   llvm::Expected<KernelSpec> cross = compilePrefillVariant(variant, Arch::SM89);
   ASSERT_TRUE(static_cast<bool>(cross)) << llvm::toString(cross.takeError());
   // The kind changes what the host passes, not the kernel.
@@ -348,18 +347,12 @@ TEST(FrontendTest, InvalidPrefillVariants) {
   v.headDim = 100;
   cases.push_back({"head dim", v, "head_dim 100 is not supported"});
   v = PrefillVariant();
-  v.encoder = true; // causal stays true
+  v.kind = ::attn::AttentionKind::Encoder; // causal stays true
   cases.push_back({"encoder causal", v,
                    "encoder attention is bidirectional and cannot be causal"});
   v = PrefillVariant();
-  v.crossAttention = true;
+  v.kind = ::attn::AttentionKind::Cross;
   cases.push_back({"cross causal", v, "cross attention cannot be causal"});
-  v = PrefillVariant();
-  v.causal = false;
-  v.encoder = v.crossAttention = true;
-  cases.push_back({"encoder and cross", v,
-                   "a prefill variant is encoder or cross attention, not "
-                   "both"});
   v = PrefillVariant();
   v.causal = false;
   v.windowLeft = 128;
@@ -451,13 +444,13 @@ TEST(FrontendTest, PagedPrefillVariantWithEveryFlag) {
   expected.prefillSchedule = prefillSchedule(4, 64, 32, 2);
   EXPECT_TRUE(*spec == expected) << spec->uri() << " vs " << expected.uri();
   EXPECT_EQ(spec->uri(), "paged_prefill_qf16_kve4m3_h16x2_d256_p32hnd_causal_"
-                         "swa_alibi_softcap_lse_m64n32w4s2_headscale");
+                         "swa_alibi_softcap_headscale_lse_m64n32w4s2");
 }
 
 TEST(FrontendTest, PagedPrefillCrossAttentionPerTensorE5M2) {
   PrefillVariant variant = pagedPrefillVariant();
   variant.causal = false;
-  variant.crossAttention = true;
+  variant.kind = ::attn::AttentionKind::Cross;
   variant.numKVHeads = 1;
   variant.paged->kvType = ScalarType::F8E5M2;
   // With one KV head, per head and per tensor are the same kernel.
@@ -496,7 +489,7 @@ TEST(FrontendTest, InvalidPagedPrefillVariants) {
   std::vector<Case> cases;
   PrefillVariant v = pagedPrefillVariant();
   v.causal = false;
-  v.encoder = true;
+  v.kind = ::attn::AttentionKind::Encoder;
   cases.push_back({"encoder", v,
                    "'attn.paged_prefill' op encoder attention has no KV "
                    "cache; use attn.prefill"});
@@ -519,7 +512,7 @@ TEST(FrontendTest, InvalidPagedPrefillVariants) {
                    "'attn.paged_prefill' op q heads (12) must be a multiple "
                    "of cache heads (8)"});
   v = pagedPrefillVariant();
-  v.crossAttention = true; // causal stays true
+  v.kind = ::attn::AttentionKind::Cross; // causal stays true
   cases.push_back({"cross causal", v, "cross attention cannot be causal"});
   v = pagedPrefillVariant();
   v.qType = ScalarType::F8E4M3;
@@ -569,7 +562,7 @@ TEST(FrontendTest, OtherInvalidVariants) {
   v.headDim = 100;
   cases.push_back({"head dim", v, "paged_kv head_dim 100 is not supported"});
   v = DecodeVariant();
-  v.crossAttention = true; // causal stays true
+  v.kind = ::attn::AttentionKind::Cross; // causal stays true
   cases.push_back({"cross causal", v, "cross attention cannot be causal"});
   v = DecodeVariant();
   v.causal = false;
@@ -699,17 +692,13 @@ TEST_F(ModuleTest, GetKernelSpecOfAPrefillLaunch) {
   ASSERT_TRUE(succeeded(spec));
   EXPECT_TRUE(*spec == specs->front());
   // sm_90a, head dim 128: the wgmma template, three warpgroups.
-  EXPECT_EQ(launch.getKernelTemplate(),
-            "attn/prefill_sm90.cuh:attn::prefillSm90Kernel");
+  EXPECT_EQ(kernelTemplate(*spec).header, "attn/prefill_sm90.cuh");
+  EXPECT_EQ(kernelTemplate(*spec).params, "PrefillSm90Params");
+  EXPECT_EQ(threadsPerBlock(*spec), 384);
   // q, k, v, cu_seqlens_q, cu_seqlens_kv, slopes; out and lse.
   EXPECT_EQ(launch.getArgs().size(), 6u);
   EXPECT_EQ(launch.getOuts().size(), 2u);
-  EXPECT_FLOAT_EQ(launch.getScale()->convertToFloat(), 0.08838834764f);
-  EXPECT_FLOAT_EQ(launch.getSoftcap()->convertToFloat(), 30.0f);
-  EXPECT_EQ(launch.getWindowLeft(), 512u);
-  EXPECT_EQ(launch.getGrid(),
-            "grid.x = query tiles of the plan (block_m = 128 rows each), "
-            "grid.y = num_q_heads = 32; block = 32*warps = 384");
+  EXPECT_TRUE(spec->softcap && spec->slidingWindow);
 }
 
 TEST_F(ModuleTest, GetKernelSpecOfAPagedPrefillLaunch) {
@@ -731,16 +720,13 @@ TEST_F(ModuleTest, GetKernelSpecOfAPagedPrefillLaunch) {
   EXPECT_TRUE(*spec == specs->front());
   EXPECT_EQ(spec->kind, SpecKind::PagedPrefill);
   EXPECT_TRUE(spec->perHeadKVScale);
-  EXPECT_EQ(launch.getKernelTemplate(), "attn/prefill.cuh:attn::prefillKernel");
+  EXPECT_EQ(kernelTemplate(*spec).header, "attn/prefill.cuh");
   // q, cache, cu_seqlens_q, block_tables, seq_lens, k_scale, v_scale (one
   // per KV head), slopes; out and lse.
   ASSERT_EQ(launch.getArgs().size(), 8u);
   EXPECT_EQ(cast<RankedTensorType>(launch.getArgs()[5].getType()).getDimSize(0),
             8);
   EXPECT_EQ(launch.getOuts().size(), 2u);
-  EXPECT_FLOAT_EQ(launch.getScale()->convertToFloat(), 0.08838834764f);
-  EXPECT_EQ(launch.getAbi().size(),
-            getLaunchABI(SpecKind::Prefill).size());
 }
 
 //===----------------------------------------------------------------------===//
@@ -824,116 +810,9 @@ TEST_F(ModuleTest, GetKernelSpecOfALaunch) {
   ASSERT_TRUE(succeeded(spec));
   EXPECT_TRUE(*spec == specs->front());
   EXPECT_EQ(launch.getKernel(), ::attn::kernelSymbol(*spec));
-  EXPECT_EQ(launch.getKernelTemplate(), "attn/decode.cuh:attn::decodeKernel");
-  // 4 operands + k_scale, v_scale; the default scale is materialized.
+  EXPECT_EQ(kernelTemplate(*spec).entry, "decodeKernel");
+  // 4 operands + k_scale, v_scale.
   EXPECT_EQ(launch.getArgs().size(), 6u);
-  EXPECT_FLOAT_EQ(launch.getScale()->convertToFloat(), 0.08838834764f);
-}
-
-//===----------------------------------------------------------------------===//
-// The launch ABI is templates/attn/params.h, field by field
-//===----------------------------------------------------------------------===//
-
-struct Field {
-  const char *name;
-  size_t offset;
-  size_t size;
-  size_t align;
-};
-#define ATTN_FIELD(S, f)                                                       \
-  Field{#f, offsetof(::attn::S, f), sizeof(::attn::S::f),                      \
-        alignof(decltype(::attn::S::f))}
-
-/// `fields` are all of a struct's fields, in order: each starts where the
-/// previous one ends (after alignment), and the last one ends the struct.
-void expectAllFields(ArrayRef<StringRef> abi, ArrayRef<Field> fields,
-                     size_t structSize, size_t structAlign) {
-  ASSERT_EQ(abi.size(), fields.size());
-  size_t end = 0;
-  for (size_t i = 0; i < fields.size(); ++i) {
-    EXPECT_EQ(abi[i], fields[i].name);
-    EXPECT_EQ(fields[i].offset, llvm::alignTo(end, fields[i].align))
-        << "a field is missing before " << fields[i].name;
-    end = fields[i].offset + fields[i].size;
-  }
-  EXPECT_EQ(structSize, llvm::alignTo(end, structAlign))
-      << "a field is missing after " << fields.back().name;
-}
-
-TEST(LaunchABITest, DecodeParams) {
-  const Field fields[] = {
-      ATTN_FIELD(DecodeParams, q),
-      ATTN_FIELD(DecodeParams, out),
-      ATTN_FIELD(DecodeParams, lse),
-      ATTN_FIELD(DecodeParams, kCache),
-      ATTN_FIELD(DecodeParams, vCache),
-      ATTN_FIELD(DecodeParams, blockTables),
-      ATTN_FIELD(DecodeParams, kScale),
-      ATTN_FIELD(DecodeParams, vScale),
-      ATTN_FIELD(DecodeParams, alibiSlopes),
-      ATTN_FIELD(DecodeParams, workItems),
-      ATTN_FIELD(DecodeParams, numWorkItems),
-      ATTN_FIELD(DecodeParams, partialOut),
-      ATTN_FIELD(DecodeParams, partialLse),
-      ATTN_FIELD(DecodeParams, mergeCounters),
-      ATTN_FIELD(DecodeParams, qStrideToken),
-      ATTN_FIELD(DecodeParams, outStrideToken),
-      ATTN_FIELD(DecodeParams, pageStride),
-      ATTN_FIELD(DecodeParams, blockTableStride),
-      ATTN_FIELD(DecodeParams, smScale),
-      ATTN_FIELD(DecodeParams, softcap),
-      ATTN_FIELD(DecodeParams, windowLeft),
-  };
-  expectAllFields(getLaunchABI(SpecKind::Decode), fields,
-                  sizeof(::attn::DecodeParams), alignof(::attn::DecodeParams));
-}
-
-TEST(LaunchABITest, AppendKVParams) {
-  const Field fields[] = {
-      ATTN_FIELD(AppendKVParams, k),
-      ATTN_FIELD(AppendKVParams, v),
-      ATTN_FIELD(AppendKVParams, kCache),
-      ATTN_FIELD(AppendKVParams, vCache),
-      ATTN_FIELD(AppendKVParams, slotMapping),
-      ATTN_FIELD(AppendKVParams, kScale),
-      ATTN_FIELD(AppendKVParams, vScale),
-      ATTN_FIELD(AppendKVParams, kStrideToken),
-      ATTN_FIELD(AppendKVParams, vStrideToken),
-      ATTN_FIELD(AppendKVParams, pageStride),
-      ATTN_FIELD(AppendKVParams, numTokens),
-  };
-  expectAllFields(getLaunchABI(SpecKind::AppendKV), fields,
-                  sizeof(::attn::AppendKVParams),
-                  alignof(::attn::AppendKVParams));
-}
-
-TEST(LaunchABITest, PrefillParams) {
-  const Field fields[] = {
-      ATTN_FIELD(PrefillParams, q),
-      ATTN_FIELD(PrefillParams, k),
-      ATTN_FIELD(PrefillParams, v),
-      ATTN_FIELD(PrefillParams, out),
-      ATTN_FIELD(PrefillParams, lse),
-      ATTN_FIELD(PrefillParams, alibiSlopes),
-      ATTN_FIELD(PrefillParams, workItems),
-      ATTN_FIELD(PrefillParams, numWorkItems),
-      ATTN_FIELD(PrefillParams, blockTables),
-      ATTN_FIELD(PrefillParams, kScale),
-      ATTN_FIELD(PrefillParams, vScale),
-      ATTN_FIELD(PrefillParams, qStrideToken),
-      ATTN_FIELD(PrefillParams, kStrideToken),
-      ATTN_FIELD(PrefillParams, vStrideToken),
-      ATTN_FIELD(PrefillParams, outStrideToken),
-      ATTN_FIELD(PrefillParams, pageStride),
-      ATTN_FIELD(PrefillParams, blockTableStride),
-      ATTN_FIELD(PrefillParams, smScale),
-      ATTN_FIELD(PrefillParams, softcap),
-      ATTN_FIELD(PrefillParams, windowLeft),
-  };
-  // Ragged and paged prefill launch the same struct.
-  for (SpecKind kind : {SpecKind::Prefill, SpecKind::PagedPrefill})
-    expectAllFields(getLaunchABI(kind), fields, sizeof(::attn::PrefillParams),
-                    alignof(::attn::PrefillParams));
 }
 
 //===----------------------------------------------------------------------===//

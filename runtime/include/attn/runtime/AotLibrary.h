@@ -30,7 +30,7 @@
 #include "attn/runtime/InputFiles.h"
 #include "attn/runtime/Prefill.h"
 #include "attn/runtime/VariantKey.h"
-#include "codegen/KernelSpec.h"
+#include "spec/KernelSpec.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"

@@ -9,7 +9,7 @@
 
 #include "attn/runtime/CudaHandles.h"
 #include "attn/runtime/Decode.h"
-#include "attn/runtime/DecodeVariant.h"
+#include "attn/runtime/Variant.h"
 
 #include <memory>
 

@@ -60,11 +60,11 @@ struct KernelSource {
 /// Kernels of an AOT library for `arch` (kept alive by the source).
 KernelSource kernelsFrom(std::shared_ptr<const AotLibrary> library, Arch arch);
 
-enum class AttentionType { Decoder, Encoder, EncoderDecoder };
-
 /// One attention configuration of a model (every layer the same).
 struct BackendConfig {
-  AttentionType type = AttentionType::Decoder;
+  /// Decoder self attention, an encoder, or an encoder-decoder's cross
+  /// attention.
+  AttentionKind kind = AttentionKind::Decoder;
   ScalarType qType = ScalarType::BF16; ///< q, k, v and out
   int numQHeads = 32;
   int numKVHeads = 8;
@@ -78,11 +78,14 @@ struct BackendConfig {
   std::optional<int> windowLeft; ///< decoder self attention only
   std::optional<float> softcap;
   std::optional<float> scale; ///< default 1/sqrt(headDim)
-  bool alibi = false;
+  /// Per-query-head tables (alibi, ...; templates/attn/variant_knobs.h):
+  /// LayerArgs passes each layer's.
+#define ATTN_HEAD_TABLE(flag, ...) bool flag = false;
+#include "templates/attn/variant_knobs.h"
 };
 
 /// One layer's tensors for forward().
-struct LayerArgs {
+struct LayerArgs : HeadTables {
   /// [step tokens, numQHeads, headDim]; out likewise.
   const void *q = nullptr;
   void *out = nullptr;
@@ -96,7 +99,6 @@ struct LayerArgs {
   PagedKVView cache; ///< this layer's (cross) cache; unused by encoders
   const float *kScale = nullptr, *vScale = nullptr; ///< FP8 caches
   int numKVScales = 0;
-  const float *alibiSlopes = nullptr; ///< [numQHeads] iff ALiBi
 };
 
 /// Points `args` at layer `layer` of `cache`: its view and FP8 scales.

@@ -27,7 +27,7 @@
 #include "attn/runtime/Decode.h"
 #include "attn/runtime/KVCache.h"
 #include "attn/runtime/KernelCache.h"
-#include "codegen/KernelSpec.h"
+#include "spec/KernelSpec.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"

@@ -12,7 +12,7 @@
 #ifndef ATTN_RUNTIME_CUDAHANDLES_H
 #define ATTN_RUNTIME_CUDAHANDLES_H
 
-#include "codegen/KernelSpec.h"
+#include "spec/KernelSpec.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"

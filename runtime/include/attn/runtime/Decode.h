@@ -12,9 +12,10 @@
 #define ATTN_RUNTIME_DECODE_H
 
 #include "attn/runtime/CudaHandles.h"
-#include "attn/runtime/DecodeVariant.h"
+#include "attn/runtime/HeadTables.h"
+#include "attn/runtime/Variant.h"
 #include "attn/runtime/PagedKV.h"
-#include "codegen/KernelSpec.h"
+#include "spec/KernelSpec.h"
 #include "templates/attn/params.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -86,7 +87,7 @@ struct DecodePlan {
 };
 
 /// Device arguments of one decode call (one layer).
-struct DecodeArgs {
+struct DecodeArgs : HeadTables {
   const void *q = nullptr; ///< [numTokens, numQHeads, headDim]
   ScalarType qType = ScalarType::BF16;
   int64_t numTokens = 0; ///< batch * queryLen
@@ -105,7 +106,6 @@ struct DecodeArgs {
   const float *kScale = nullptr;    ///< FP8: [1] or [numKVHeads]
   const float *vScale = nullptr;
   int numKVScales = 0;
-  const float *alibiSlopes = nullptr; ///< [numQHeads] iff ALiBi
   /// Debug aid: before launching, copy seqLens and blockTables to the host
   /// and check every page a request uses is in [0, cache.numPages). This
   /// synchronizes the stream, so it is off by default and must stay off

@@ -20,7 +20,7 @@
 
 #include "attn/runtime/CudaHandles.h"
 #include "attn/runtime/PagedKV.h"
-#include "codegen/KernelSpec.h"
+#include "spec/KernelSpec.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
@@ -64,7 +64,7 @@ llvm::Error checkConfig(const KVCacheConfig &config);
 std::array<int64_t, 5> kvCacheShape(const KVCacheConfig &config);
 
 /// Head sizes the kernels run: every multiple of 8 from 32 to 256
-/// (codegen/KernelLimits.h). That covers every size the seeds' backends list
+/// (spec/KernelLimits.h). That covers every size the seeds' backends list
 /// (FlashAttention's 32..256 multiples of 32, xFormers' 80/96/112/120,
 /// FlashInfer's 64/128/256).
 std::vector<int> supportedHeadSizes();

@@ -43,7 +43,7 @@
 
 #include "attn/runtime/CudaHandles.h"
 #include "attn/runtime/Nvrtc.h"
-#include "codegen/KernelSpec.h"
+#include "spec/KernelSpec.h"
 
 #include "llvm/Support/Error.h"
 

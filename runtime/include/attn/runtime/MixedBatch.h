@@ -48,7 +48,7 @@ struct MixedBatchPlan {
 };
 
 /// Device arguments of one mixed-batch call (one layer).
-struct MixedBatchArgs {
+struct MixedBatchArgs : HeadTables {
   const void *q = nullptr; ///< [numQTokens, numQHeads, headDim]
   ScalarType qType = ScalarType::BF16;
   int64_t numQTokens = 0; ///< prefill rows, then decode rows
@@ -65,7 +65,6 @@ struct MixedBatchArgs {
   const float *kScale = nullptr;    ///< FP8: [1] or [numKVHeads]
   const float *vScale = nullptr;
   int numKVScales = 0;
-  const float *alibiSlopes = nullptr; ///< [numQHeads] iff ALiBi
 };
 
 class MixedBatchAttention {

@@ -9,7 +9,7 @@
 #ifndef ATTN_RUNTIME_NVRTC_H
 #define ATTN_RUNTIME_NVRTC_H
 
-#include "codegen/KernelSpec.h"
+#include "spec/KernelSpec.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"

@@ -7,7 +7,7 @@
 #ifndef ATTN_RUNTIME_PAGEDKV_H
 #define ATTN_RUNTIME_PAGEDKV_H
 
-#include "codegen/KernelSpec.h"
+#include "spec/KernelSpec.h"
 
 #include <cstdint>
 

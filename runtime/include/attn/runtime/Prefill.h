@@ -11,9 +11,10 @@
 #define ATTN_RUNTIME_PREFILL_H
 
 #include "attn/runtime/CudaHandles.h"
+#include "attn/runtime/HeadTables.h"
 #include "attn/runtime/PagedKV.h"
-#include "attn/runtime/PrefillVariant.h"
-#include "codegen/KernelSpec.h"
+#include "attn/runtime/Variant.h"
+#include "spec/KernelSpec.h"
 #include "templates/attn/params.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -67,7 +68,7 @@ struct PrefillPlan {
 };
 
 /// Device arguments of one prefill call (one layer).
-struct PrefillArgs {
+struct PrefillArgs : HeadTables {
   const void *q = nullptr; ///< [numQTokens, numQHeads, headDim]
   const void *k = nullptr; ///< [numKVTokens, numKVHeads, headDim]
   const void *v = nullptr; ///< [numKVTokens, numKVHeads, headDim]
@@ -83,12 +84,11 @@ struct PrefillArgs {
   void *out = nullptr; ///< like q
   int64_t outStrideToken = 0;
   float *lse = nullptr;               ///< [numQTokens, numQHeads] iff LSE
-  const float *alibiSlopes = nullptr; ///< [numQHeads] iff ALiBi
 };
 
 /// Device arguments of one paged-prefill call (one layer). The new rows'
 /// keys and values must already be in the cache (attn.append_kv).
-struct PagedPrefillArgs {
+struct PagedPrefillArgs : HeadTables {
   const void *q = nullptr; ///< [numQTokens, numQHeads, headDim]
   ScalarType qType = ScalarType::BF16; ///< of q and out
   int64_t numQTokens = 0;
@@ -104,7 +104,6 @@ struct PagedPrefillArgs {
   const float *kScale = nullptr; ///< FP8: [1] or [numKVHeads]
   const float *vScale = nullptr;
   int numKVScales = 0;
-  const float *alibiSlopes = nullptr; ///< [numQHeads] iff ALiBi
 };
 
 /// A loaded prefill kernel for one variant, ragged or paged.

@@ -11,8 +11,7 @@
 #ifndef ATTN_RUNTIME_VARIANTKEY_H
 #define ATTN_RUNTIME_VARIANTKEY_H
 
-#include "attn/runtime/DecodeVariant.h"
-#include "attn/runtime/PrefillVariant.h"
+#include "attn/runtime/Variant.h"
 
 #include <string>
 

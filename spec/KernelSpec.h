@@ -4,14 +4,19 @@
 // dtypes, shapes, variant flags, the schedule the compiler chose and the target
 // arch. Plain C++ with no MLIR types, so the runtime and attn-aot use it
 // without the compiler. The compiler fills it from lowered IR; codegen turns it
-// into a CUDA translation unit (EmitCuda.h).
+// into a CUDA translation unit (codegen/EmitCuda.h).
+//
+// The fields are listed once, in forEachField: equality, #attn.kernel_spec's
+// text, the AOT manifest's JSON and the kernel name all walk that list. The
+// variant flags among them come from templates/attn/variant_knobs.h.
 //
 // Values that do not change the binary (softmax scale, soft-cap value, window
-// size) are not here: they travel as launch parameters (KernelArgs.h).
+// size) are not here: they travel as launch parameters (templates/attn/
+// params.h).
 //
 //===----------------------------------------------------------------------===//
-#ifndef ATTN_CODEGEN_KERNELSPEC_H
-#define ATTN_CODEGEN_KERNELSPEC_H
+#ifndef ATTN_SPEC_KERNELSPEC_H
+#define ATTN_SPEC_KERNELSPEC_H
 
 #include <cstdint>
 #include <optional>
@@ -28,6 +33,11 @@ enum class KVLayout { NHD, HND };
 
 /// GPU targets the kernels are generated for.
 enum class Arch { SM80, SM89, SM90a };
+
+/// Decoder self attention (causal as a rule), bidirectional encoder self
+/// attention, or cross attention over cached encoder outputs: the one
+/// attention-kind enum of hosts, the Backend and (as #attn.kind) the IR.
+enum class AttentionKind { Decoder, Encoder, Cross };
 
 /// Which template a kernel instantiates.
 enum class KernelKind {
@@ -56,11 +66,19 @@ struct DecodeSchedule {
   /// The planner splits KV until there are this many CTAs per SM.
   int ctasPerSM = 2;
 
-  bool operator==(const DecodeSchedule &o) const {
-    return warps == o.warps && stages == o.stages && rowTiles == o.rowTiles &&
-           minChunkTokens == o.minChunkTokens && ctasPerSM == o.ctasPerSM;
-  }
+  bool operator==(const DecodeSchedule &o) const;
+  bool operator!=(const DecodeSchedule &o) const { return !(*this == o); }
 };
+
+/// Calls f(name, field...) for every field of one or more DecodeSchedules,
+/// by their IR names.
+template <class F, class... S> void forEachDecodeScheduleField(F &&f, S &...s) {
+  f("warps", s.warps...);
+  f("stages", s.stages...);
+  f("row_tiles", s.rowTiles...);
+  f("min_chunk_tokens", s.minChunkTokens...);
+  f("ctas_per_sm", s.ctasPerSM...);
+}
 
 /// Which tensor-core instructions, and so which template, a prefill uses.
 enum class PrefillMma {
@@ -83,11 +101,18 @@ struct PrefillSchedule {
   int stages = 2;  ///< K/V tiles in flight
   PrefillMma mma = PrefillMma::Sync;
 
-  bool operator==(const PrefillSchedule &o) const {
-    return warps == o.warps && blockM == o.blockM && blockN == o.blockN &&
-           stages == o.stages && mma == o.mma;
-  }
+  bool operator==(const PrefillSchedule &o) const;
+  bool operator!=(const PrefillSchedule &o) const { return !(*this == o); }
 };
+
+/// Calls f(name, field...) for every field of one or more PrefillSchedules.
+template <class F, class... S> void forEachPrefillScheduleField(F &&f, S &...s) {
+  f("warps", s.warps...);
+  f("block_m", s.blockM...);
+  f("block_n", s.blockN...);
+  f("stages", s.stages...);
+  f("mma", s.mma...);
+}
 
 /// One kernel variant.
 struct KernelSpec {
@@ -103,12 +128,10 @@ struct KernelSpec {
   KVLayout layout = KVLayout::NHD;
   int queryLen = 1; ///< query tokens per request (decode)
 
-  bool causal = false;        ///< causal among the query tokens
-  bool slidingWindow = false; ///< keys limited to a window left of the query
-  bool alibi = false;
-  bool softcap = false;
-  bool perHeadKVScale = false; ///< FP8 scales per KV head, else per tensor
-  bool writeLse = false;
+  /// The variant flags (causal, alibi, ...), one per knob of
+  /// templates/attn/variant_knobs.h.
+#define ATTN_FLAG(member, ...) bool member = false;
+#include "templates/attn/variant_knobs.h"
 
   DecodeSchedule schedule;          ///< decode kernels
   PrefillSchedule prefillSchedule; ///< prefill and paged-prefill kernels
@@ -128,12 +151,58 @@ struct KernelSpec {
   /// Readable, unique name of the variant: the kernel symbol is
   /// "attn_" + uri() and the cache file name starts with it.
   std::string uri() const;
+  /// The extern "C" entry of the variant's translation unit: "attn_" + uri().
+  std::string symbol() const { return "attn_" + uri(); }
 
   bool operator==(const KernelSpec &o) const;
   bool operator!=(const KernelSpec &o) const { return !(*this == o); }
 };
 
+/// Calls f(name, field...) for every field of one or more KernelSpecs, by
+/// their IR and JSON names, in a fixed order: the one list of what a spec
+/// holds. Schedules are visited whole ("schedule", "prefill_schedule").
+template <class F, class... K> void forEachSpecField(F &&f, K &...k) {
+  f("kind", k.kind...);
+  f("arch", k.arch...);
+  f("q_type", k.qType...);
+  f("kv_type", k.kvType...);
+  f("num_q_heads", k.numQHeads...);
+  f("num_kv_heads", k.numKVHeads...);
+  f("head_dim", k.headDim...);
+  f("page_size", k.pageSize...);
+  f("layout", k.layout...);
+  f("query_len", k.queryLen...);
+#define ATTN_FLAG(member, name, ...) f(name, k.member...);
+#include "templates/attn/variant_knobs.h"
+  f("schedule", k.schedule...);
+  f("prefill_schedule", k.prefillSchedule...);
+}
+
+/// A device template and how a kernel of it is launched; one row per
+/// template (kernelTemplate()), so every per-kind choice lives here.
+struct KernelTemplate {
+  std::string_view header;  ///< under templates/, as included
+  std::string_view entry;   ///< the function in namespace attn it instantiates
+  std::string_view params;  ///< its launch-parameter struct (params.h)
+  /// The traits struct whose kSmemBytes is its dynamic shared memory; empty
+  /// for templates without any.
+  std::string_view traits;
+  /// Threads per CTA; 0: 32 * the schedule's warps.
+  int threads;
+  /// Whether the entry is a template over the generated Config (the cache
+  /// ops take everything at run time).
+  bool configured;
+};
+
+/// The template `spec` instantiates (the prefill kinds pick theirs by the
+/// schedule's mma).
+const KernelTemplate &kernelTemplate(const KernelSpec &spec);
+
+/// Threads per CTA of the spec's main entry.
+int threadsPerBlock(const KernelSpec &spec);
+
 std::string_view toString(ScalarType type);
+std::string_view toString(AttentionKind kind);
 std::string_view toString(KVLayout layout);
 std::string_view toString(Arch arch);
 std::string_view toString(KernelKind kind);
@@ -149,4 +218,4 @@ int sizeOf(ScalarType type);
 
 } // namespace attn
 
-#endif // ATTN_CODEGEN_KERNELSPEC_H
+#endif // ATTN_SPEC_KERNELSPEC_H

@@ -6,10 +6,10 @@
 // C++, no MLIR or CUDA dependency.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ATTN_CODEGEN_KERNELLIMITS_H
-#define ATTN_CODEGEN_KERNELLIMITS_H
+#ifndef ATTN_SPEC_KERNELLIMITS_H
+#define ATTN_SPEC_KERNELLIMITS_H
 
-#include "codegen/KernelSpec.h"
+#include "spec/KernelSpec.h"
 
 #include <cstdint>
 #include <string>
@@ -90,4 +90,4 @@ std::string checkKernelSpec(const KernelSpec &spec);
 
 } // namespace attn
 
-#endif // ATTN_CODEGEN_KERNELLIMITS_H
+#endif // ATTN_SPEC_KERNELLIMITS_H

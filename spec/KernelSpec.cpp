@@ -1,5 +1,5 @@
 //===- KernelSpec.cpp - kernel variant names ------------------------------===//
-#include "codegen/KernelSpec.h"
+#include "spec/KernelSpec.h"
 
 #include <fmt/format.h>
 
@@ -17,6 +17,18 @@ std::string_view toString(ScalarType type) {
     return "e5m2";
   case ScalarType::F32:
     return "f32";
+  }
+  return "?";
+}
+
+std::string_view toString(AttentionKind kind) {
+  switch (kind) {
+  case AttentionKind::Decoder:
+    return "decoder";
+  case AttentionKind::Encoder:
+    return "encoder";
+  case AttentionKind::Cross:
+    return "cross";
   }
   return "?";
 }
@@ -123,45 +135,90 @@ std::string KernelSpec::uri() const {
                                  numKVHeads, headDim);
   if (kind != KernelKind::Prefill) // ragged prefill reads no cache
     name += fmt::format("_p{}{}", pageSize, toString(layout));
-  if (kind != KernelKind::AppendKV) {
-    if (queryLen != 1)
-      name += fmt::format("_ql{}", queryLen);
-    if (causal)
-      name += "_causal";
-    if (slidingWindow)
-      name += "_swa";
-    if (alibi)
-      name += "_alibi";
-    if (softcap)
-      name += "_softcap";
-    if (writeLse)
-      name += "_lse";
-    if (kind == KernelKind::Decode)
-      name += fmt::format("_w{}s{}r{}", schedule.warps, schedule.stages,
-                          schedule.rowTiles);
-    else
-      name += fmt::format("_m{}n{}w{}s{}", prefillSchedule.blockM,
-                          prefillSchedule.blockN, prefillSchedule.warps,
-                          prefillSchedule.stages);
-    // mma.sync names stay as they were before the wgmma path existed.
-    if (isPrefill() && prefillSchedule.mma == PrefillMma::Wgmma)
-      name += "_wgmma";
-  }
-  if (isFP8KV() && perHeadKVScale)
-    name += "_headscale";
+  if (queryLen != 1)
+    name += fmt::format("_ql{}", queryLen);
+#define ATTN_FLAG(member, name_, uriTag, ...)                                  \
+  if (member)                                                                  \
+    name += "_" uriTag;
+#include "templates/attn/variant_knobs.h"
+  if (kind == KernelKind::Decode)
+    name += fmt::format("_w{}s{}r{}", schedule.warps, schedule.stages,
+                        schedule.rowTiles);
+  else if (isPrefill())
+    name += fmt::format("_m{}n{}w{}s{}{}", prefillSchedule.blockM,
+                        prefillSchedule.blockN, prefillSchedule.warps,
+                        prefillSchedule.stages,
+                        prefillSchedule.mma == PrefillMma::Wgmma ? "_wgmma" : "");
   return name;
 }
 
+namespace {
+/// Equality of every field forEach*Field lists.
+struct AllEqual {
+  bool equal = true;
+  template <class T> void operator()(const char *, const T &a, const T &b) {
+    equal = equal && a == b;
+  }
+};
+} // namespace
+
+bool DecodeSchedule::operator==(const DecodeSchedule &o) const {
+  AllEqual eq;
+  forEachDecodeScheduleField(eq, *this, o);
+  return eq.equal;
+}
+
+bool PrefillSchedule::operator==(const PrefillSchedule &o) const {
+  AllEqual eq;
+  forEachPrefillScheduleField(eq, *this, o);
+  return eq.equal;
+}
+
 bool KernelSpec::operator==(const KernelSpec &o) const {
-  return kind == o.kind && arch == o.arch && qType == o.qType &&
-         kvType == o.kvType && numQHeads == o.numQHeads &&
-         numKVHeads == o.numKVHeads && headDim == o.headDim &&
-         pageSize == o.pageSize && layout == o.layout &&
-         queryLen == o.queryLen && causal == o.causal &&
-         slidingWindow == o.slidingWindow && alibi == o.alibi &&
-         softcap == o.softcap && perHeadKVScale == o.perHeadKVScale &&
-         writeLse == o.writeLse && schedule == o.schedule &&
-         prefillSchedule == o.prefillSchedule;
+  AllEqual eq;
+  forEachSpecField(eq, *this, o);
+  return eq.equal;
+}
+
+const KernelTemplate &kernelTemplate(const KernelSpec &spec) {
+  // clang-format off
+  static const KernelTemplate decode{"attn/decode.cuh", "decodeKernel",
+      "DecodeParams", "DecodeTraits", 0, true};
+  static const KernelTemplate appendKV{"attn/append_kv.cuh", "appendKVKernel",
+      "AppendKVParams", "", 128 /* one 16-byte vector per thread */, true};
+  // Ragged and paged prefill share a template (Config::kPaged).
+  static const KernelTemplate prefill{"attn/prefill.cuh", "prefillKernel",
+      "PrefillParams", "PrefillTraits", 0, true};
+  // sm_90a: the prefill parameters plus q/k/v's tensor maps.
+  static const KernelTemplate prefillSm90{"attn/prefill_sm90.cuh",
+      "prefillSm90Kernel", "PrefillSm90Params", "PrefillSm90Traits", 0, true};
+  static const KernelTemplate copyBlocks{"attn/cache_ops.cuh",
+      "copyBlocksKernel", "CopyBlocksParams", "", 256, false};
+  static const KernelTemplate advanceStep{"attn/cache_ops.cuh",
+      "advanceStepKernel", "AdvanceStepParams", "", 128, false};
+  // clang-format on
+  switch (spec.kind) {
+  case KernelKind::Decode:
+    return decode;
+  case KernelKind::AppendKV:
+    return appendKV;
+  case KernelKind::Prefill:
+  case KernelKind::PagedPrefill:
+    return spec.prefillSchedule.mma == PrefillMma::Wgmma ? prefillSm90
+                                                          : prefill;
+  case KernelKind::CopyBlocks:
+    return copyBlocks;
+  case KernelKind::AdvanceStep:
+    return advanceStep;
+  }
+  return decode;
+}
+
+int threadsPerBlock(const KernelSpec &spec) {
+  if (int threads = kernelTemplate(spec).threads)
+    return threads;
+  return 32 * (spec.kind == KernelKind::Decode ? spec.schedule.warps
+                                               : spec.prefillSchedule.warps);
 }
 
 } // namespace attn

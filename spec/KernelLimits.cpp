@@ -6,7 +6,7 @@
 // spells it), its value and the limit; the callers add where it came from.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/KernelLimits.h"
+#include "spec/KernelLimits.h"
 #include "templates/attn/decode_layout.h"
 #include "templates/attn/prefill_layout.h"
 

@@ -1,0 +1,47 @@
+//===- AttnInterfaces.td - attn op interfaces --------------*- tablegen -*-===//
+//
+// AttentionOpInterface: what every attention op (prefill, paged_prefill,
+// decode) has, so verifiers, passes and the kernel-spec derivation walk
+// one interface instead of a dyn_cast chain per op.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_DIALECT_IR_ATTNINTERFACES_TD
+#define ATTN_DIALECT_IR_ATTNINTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def Attn_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
+  let description = [{
+    An op computing softmax(scale * q k^T + modifiers) v over some keys: its
+    queries, output and optional log-sum-exp, its mask, attention kind,
+    scale and soft-cap, its per-query-head tables (ALiBi slopes and the
+    other rows of templates/attn/variant_knobs.h) and its schedule.
+  }];
+  let cppNamespace = "::mlir::attn";
+  let methods = [
+    InterfaceMethod<"The queries: tokens x q heads x head_dim.",
+      "::mlir::Value", "getQ">,
+    InterfaceMethod<"The output, shaped as q.", "::mlir::Value", "getOut">,
+    InterfaceMethod<"The log-sum-exp result (natural log), or null.",
+      "::mlir::Value", "getLse">,
+    InterfaceMethod<"The mask, or null for none.",
+      "::mlir::attn::MaskAttr", "getMaskAttr">,
+    InterfaceMethod<"Decoder, encoder or cross attention.",
+      "::mlir::attn::AttentionKind", "getKind">,
+    InterfaceMethod<"The softmax scale, or null for 1/sqrt(head_dim).",
+      "::mlir::FloatAttr", "getScaleAttr">,
+    InterfaceMethod<"The soft-cap, or null for none.",
+      "::mlir::FloatAttr", "getSoftcapAttr">,
+    InterfaceMethod<[{
+        The per-query-head table operand named `operand` in
+        templates/attn/variant_knobs.h (e.g. "alibi_slopes"), or null.
+      }], "::mlir::Value", "getHeadTable", (ins "::llvm::StringRef":$operand),
+      [{}], [{
+        return ::mlir::attn::getHeadTableOf($_op, operand);
+      }]>,
+    InterfaceMethod<"The pinned or chosen schedule attribute, or null.",
+      "::mlir::Attribute", "getScheduleAttr">,
+  ];
+}
+
+#endif // ATTN_DIALECT_IR_ATTNINTERFACES_TD

@@ -1,0 +1,108 @@
+//===- Variant.h - attention variants for hosts -----------------*- C++ -*-===//
+//
+// How a C++ host describes the kernels it wants, as plain structs: the JIT
+// API turns a variant into attn IR, runs the compiler pipeline on it and
+// returns a cached kernel; attn-aot configs and AOT libraries name them by
+// their keys (VariantKey.h). No MLIR types.
+//
+// What decode and prefill variants share is AttentionKnobs, whose per-head
+// tables come from templates/attn/variant_knobs.h: forEachKnob is the one
+// list the keys, the mixed-batch pairing and attn-aot's reader walk.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_RUNTIME_VARIANT_H
+#define ATTN_RUNTIME_VARIANT_H
+
+#include "spec/KernelSpec.h"
+
+#include <optional>
+
+namespace attn {
+
+/// The knobs of an attention variant beyond its shapes and cache.
+struct AttentionKnobs {
+  /// Decoder self attention, bidirectional encoder self attention, or cross
+  /// attention over cached encoder outputs.
+  AttentionKind kind = AttentionKind::Decoder;
+  /// Causal: query i of a request with q_len queries and kv_len keys sees
+  /// keys <= i + kv_len - q_len (aligned to the end of the keys).
+  bool causal = true;
+  /// Sliding window: keys >= that diagonal position - windowLeft
+  /// (FlashAttention's window_left; docs/semantics.md).
+  std::optional<int> windowLeft;
+  std::optional<float> softcap; ///< logits soft-cap c: c * tanh(s / c)
+  std::optional<float> scale;   ///< softmax scale; default 1/sqrt(headDim)
+  /// Per-query-head f32 tables the kernel reads (templates/attn/
+  /// variant_knobs.h): `alibi` adds -slope[h] * |key_pos - query_pos|.
+#define ATTN_HEAD_TABLE(flag, ...) bool flag = false;
+#include "templates/attn/variant_knobs.h"
+  bool writeLse = false; ///< also write log-sum-exp per row (natural log)
+};
+
+/// Calls f(name, knob...) for every knob of one or more AttentionKnobs.
+template <class F, class... K> void forEachKnob(F &&f, K &...k) {
+  f("kind", k.kind...);
+  f("causal", k.causal...);
+  f("window_left", k.windowLeft...);
+  f("softcap", k.softcap...);
+  f("scale", k.scale...);
+#define ATTN_HEAD_TABLE(flag, ...) f(#flag, k.flag...);
+#include "templates/attn/variant_knobs.h"
+  f("write_lse", k.writeLse...);
+}
+
+/// A paged decode variant: `queryLen` new tokens per request attend to the
+/// request's cached tokens (new ones included) in a paged KV cache.
+struct DecodeVariant : AttentionKnobs {
+  ScalarType qType = ScalarType::BF16;  ///< f16 or bf16; also the output type
+  ScalarType kvType = ScalarType::BF16; ///< q's type, or F8E4M3 / F8E5M2
+  int numQHeads = 32;
+  int numKVHeads = 8;
+  int headDim = 128;
+  int pageSize = 16;
+  KVLayout layout = KVLayout::NHD;
+  int queryLen = 1; ///< 1, or 1 + draft tokens (speculative decoding)
+  bool perHeadKVScale = false; ///< FP8 scales per KV head, else one
+  /// Pins the GPU schedule instead of letting attn-select-schedule choose
+  /// (for tuning and benchmarks).
+  std::optional<DecodeSchedule> schedule;
+};
+
+/// The paged cache a paged prefill reads (see attn.paged_prefill).
+struct PagedKVFormat {
+  ScalarType kvType = ScalarType::BF16; ///< q's type, or F8E4M3 / F8E5M2
+  int pageSize = 16;
+  KVLayout layout = KVLayout::NHD;
+  bool perHeadKVScale = false; ///< FP8 scales per KV head, else one
+};
+
+/// Prefill. Ragged: request b's query rows cu_seqlens_q[b] .. [b+1] attend
+/// to its key/value rows cu_seqlens_kv[b] .. [b+1] of contiguous q/k/v.
+/// Paged (`paged` set; chunked prefill, prefix caching): the request's new
+/// rows are already appended to the cache and attend to all seq_lens[b]
+/// cached tokens, prefix and new, through its block-table row.
+struct PrefillVariant : AttentionKnobs {
+  ScalarType qType = ScalarType::BF16; ///< f16 or bf16: q, out (and ragged k, v)
+  int numQHeads = 32;
+  int numKVHeads = 8;
+  int headDim = 128;
+  /// Pins the GPU schedule instead of letting the compiler choose.
+  std::optional<PrefillSchedule> schedule;
+  /// Keys and values come from this paged cache instead of k / v tensors.
+  std::optional<PagedKVFormat> paged;
+};
+
+/// Reshape-and-cache: write new K/V rows into their cache slots.
+struct AppendKVVariant {
+  ScalarType inType = ScalarType::BF16; ///< f16 or bf16 rows
+  ScalarType kvType = ScalarType::BF16; ///< inType, or F8E4M3 / F8E5M2
+  int numKVHeads = 8;
+  int headDim = 128;
+  int pageSize = 16;
+  KVLayout layout = KVLayout::NHD;
+  bool perHeadKVScale = false;
+};
+
+} // namespace attn
+
+#endif // ATTN_RUNTIME_VARIANT_H

@@ -1,0 +1,48 @@
+//===- variant_knobs.h - the knobs of an attention variant, once -*- C++ -*-===//
+//
+// The one list of the binary-changing knobs of attention kernels: an X-macro
+// table (no include guard: include it after defining the macros you need;
+// undefined ones are ignored). Host and device include it, so a knob added
+// here appears at once in
+//   - attn::KernelSpec (spec/KernelSpec.h): a bool member, its uri() tag,
+//     equality, #attn.kernel_spec's text, the AOT manifest's JSON;
+//   - the generated Config block (codegen/EmitCuda.cpp): `constexpr bool`;
+//   - a per-query-head table's launch argument: the host's HeadTables
+//     (attn/runtime/HeadTables.h), the argument checks, the kernels'
+//     parameter structs (templates/attn/params.h), and the attn-aot key.
+// What a knob does on the device lives in templates/attn/variant.cuh; its
+// IR operand (a head table) in dialect/IR/AttnOps.td.
+//
+// ATTN_FLAG(member, name, uriTag, cudaConstant)
+//   A bool compiled into the kernel: KernelSpec::member, `name` in IR and
+//   JSON, `_uriTag` in the kernel name when set, Config::cudaConstant.
+// ATTN_HEAD_TABLE(flag, pointer, operand, accessor)
+//   A [num_q_heads] f32 table the kernel reads when `flag` is set: the
+//   launch argument `pointer` (host and device), the attention ops' optional
+//   operand `operand` and its ODS getter `accessor`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_FLAG
+#define ATTN_FLAG(member, name, uriTag, cudaConstant)
+#endif
+#ifndef ATTN_HEAD_TABLE
+#define ATTN_HEAD_TABLE(flag, pointer, operand, accessor)
+#endif
+
+/// Causal among a request's queries (aligned to the end of its keys).
+ATTN_FLAG(causal, "causal", "causal", kCausal)
+/// Keys limited to `window_left` before the query's diagonal.
+ATTN_FLAG(slidingWindow, "sliding_window", "swa", kSlidingWindow)
+/// ALiBi: -slope[h] * |key - query| added to the scaled score.
+ATTN_FLAG(alibi, "alibi", "alibi", kAlibi)
+/// Logit soft-cap: c * tanh(s / c).
+ATTN_FLAG(softcap, "softcap", "softcap", kSoftcap)
+/// FP8 dequantization scales per KV head (else one per tensor).
+ATTN_FLAG(perHeadKVScale, "per_head_kv_scale", "headscale", kPerHeadKVScale)
+/// The log-sum-exp of each row is written too.
+ATTN_FLAG(writeLse, "write_lse", "lse", kWriteLse)
+
+ATTN_HEAD_TABLE(alibi, alibiSlopes, "alibi_slopes", getAlibiSlopes)
+
+#undef ATTN_FLAG
+#undef ATTN_HEAD_TABLE
