@@ -217,52 +217,6 @@ __device__ __forceinline__ float negInf() { return __int_as_float(0xff800000u); 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-//===----------------------------------------------------------------------===//
-// Prefill scores (both prefill templates)
-//===----------------------------------------------------------------------===//
-
-/// Plain scores (no soft-cap, no ALiBi) keep the raw q.k scale, which the
-/// kernels fold into exp2's argument; modified scores are in log2 units.
-template <class Config>
-constexpr bool kPrefillPlainScores = !Config::kSoftcap && !Config::kAlibi;
-
-/// \brief ALiBi bias of key `key` seen from the query at position `rowPos`
-/// (both counted from the first key, queries aligned to the end of the
-/// keys): -slope * |key - rowPos|, FlashAttention's definition. Causal
-/// attention sees only keys <= rowPos, where it is slope * (key - rowPos);
-/// bidirectional and cross attention penalize later keys alike.
-__device__ __forceinline__ float alibiBias(float slope, int key, int rowPos) {
-  return -slope * float(abs(key - rowPos));
-}
-
-/// \brief Prefill score x = q.k of the query at position `rowPos` and key
-/// `key`: scaled, soft-capped and ALiBi-biased into log2 units unless plain;
-/// with kMask, -inf where the key is past `kvLen`, after the query (causal)
-/// or left of its window.
-template <class Config, bool kMask>
-__device__ __forceinline__ float prefillScore(float x, int key, int rowPos,
-                                              int kvLen, float qkScale,
-                                              float slope,
-                                              const PrefillParams &p) {
-  if constexpr (!kPrefillPlainScores<Config>) {
-    x *= qkScale;
-    if constexpr (Config::kSoftcap)
-      x = p.softcap * tanhf(x / p.softcap);
-    if constexpr (Config::kAlibi)
-      x += alibiBias(slope, key, rowPos);
-    x *= kLog2e;
-  }
-  if constexpr (kMask) {
-    bool visible = key < kvLen;
-    if constexpr (Config::kCausal)
-      visible = visible && key <= rowPos;
-    if constexpr (Config::kSlidingWindow)
-      visible = visible && key >= rowPos - p.windowLeft;
-    x = visible ? x : negInf();
-  }
-  return x;
-}
-
 } // namespace attn
 
 #endif // ATTN_TEMPLATES_COMMON_CUH

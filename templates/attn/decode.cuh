@@ -28,6 +28,7 @@
 #define ATTN_TEMPLATES_DECODE_CUH
 
 #include "attn/common.cuh"
+#include "attn/variant.cuh"
 #include "attn/decode_layout.h"
 
 namespace attn {
@@ -278,7 +279,8 @@ __device__ __forceinline__ void mergePartials(const DecodeParams &p,
         acc[7] = acc[7] * rescale + w * hi[j].w;
       }
     }
-    float inv = sum > 0.f ? 1.f / sum : 0.f;
+    float numer = Variant<Config>::template finishRow<false>(p, qh, base, sum);
+    float inv = sum > 0.f ? numer / sum : 0.f;
     int token = work.request * Config::kQueryLen + qi;
     storeOut8<QT>(static_cast<QT *>(p.out) + int64_t(token) * p.outStrideToken +
                       qh * Tr::kHeadDim + d0,
@@ -415,11 +417,8 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
       int gr = rowBase + m * 16 + r + 8 * h;
       int qi = gr / Config::kGroupSize;
       qpos[m][h] = seqLen - Config::kQueryLen + qi;
-      slope[m][h] = 0.f;
-      if constexpr (Config::kAlibi) {
-        int qh = head * Config::kGroupSize + gr % Config::kGroupSize;
-        slope[m][h] = gr < Tr::kRows ? p.alibiSlopes[qh] : 0.f;
-      }
+      int qh = head * Config::kGroupSize + gr % Config::kGroupSize;
+      slope[m][h] = gr < Tr::kRows ? Variant<Config>::rowSlope(p, qh) : 0.f;
     }
 
   float scoreScale = p.smScale;
@@ -500,22 +499,11 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
           int nt = e / 2;
           int pos = t0 + nt * 8 + 2 * c + (e & 1);
           float x = s[m][nt][2 * h + (e & 1)];
-          if constexpr (!Config::kSoftcap && !Config::kAlibi) {
-            x *= scoreScale * kLog2e;
-          } else {
-            x *= scoreScale;
-            if constexpr (Config::kSoftcap)
-              x = p.softcap * tanhf(x / p.softcap);
-            if constexpr (Config::kAlibi)
-              x += alibiBias(slope[m][h], pos, qpos[m][h]);
-            x *= kLog2e;
-          }
-          bool visible = pos < work.kvEnd;
-          if constexpr (Config::kCausal)
-            visible = visible && pos <= qpos[m][h];
-          if constexpr (Config::kSlidingWindow)
-            visible = visible && pos >= qpos[m][h] - p.windowLeft;
-          v[e] = visible ? x : negInf();
+          x = Variant<Config>::template score<false>(
+              x, pos, qpos[m][h], scoreScale, slope[m][h], p);
+          v[e] = Variant<Config>::visible(pos, work.kvEnd, qpos[m][h], p)
+                     ? x
+                     : negInf();
         }
         float tmax = fmaxf(fmaxf(v[0], v[1]), fmaxf(v[2], v[3]));
         tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
@@ -620,11 +608,16 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
       for (int k = 0; k < 8; ++k)
         acc[k] += src[k] * wgt;
     }
-    // l == 0 only for a row that saw no visible key: output 0, LSE -inf.
-    float inv = l > 0.f ? outScale / l : 0.f;
-    float lse = l > 0.f ? (base + log2f(l)) * kLn2 : negInf();
     int qi = gr / Config::kGroupSize;
     int qh = head * Config::kGroupSize + gr % Config::kGroupSize;
+    // A split request's chunk is a partial: its row is finished once, by
+    // the merge.
+    float numer = 1.f;
+    if (work.partialIdx < 0)
+      numer = Variant<Config>::template finishRow<true>(p, qh, base, l);
+    // l == 0 only for a row that saw no visible key: output 0, LSE -inf.
+    float inv = l > 0.f ? outScale * numer / l : 0.f;
+    float lse = l > 0.f ? (base + log2f(l)) * kLn2 : negInf();
     int token = work.request * Config::kQueryLen + qi;
     if (work.partialIdx < 0) {
       storeOut8<QT>(static_cast<QT *>(p.out) + int64_t(token) * p.outStrideToken +

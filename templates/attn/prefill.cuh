@@ -24,6 +24,7 @@
 #define ATTN_TEMPLATES_PREFILL_CUH
 
 #include "attn/common.cuh"
+#include "attn/variant.cuh"
 #include "attn/prefill_layout.h"
 
 namespace attn {
@@ -266,14 +267,12 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   // Row m * 16 + r (+ 8) of this warp's 16 * kMTiles rows.
   const int warpRow0 = warp * 16 * kMTiles;
   int rowPos[kMTiles][2];
-  float slope = 0.f;
 #pragma unroll
   for (int m = 0; m < kMTiles; ++m)
 #pragma unroll
     for (int h = 0; h < 2; ++h)
       rowPos[m][h] = firstPos + warpRow0 + m * 16 + r + 8 * h;
-  if constexpr (Config::kAlibi)
-    slope = p.alibiSlopes[qHead];
+  const float slope = Variant<Config>::rowSlope(p, qHead);
 
   float o[kMTiles][kOTiles][4];
   float mRun[kMTiles][2], lRun[kMTiles][2];
@@ -296,7 +295,7 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   }
   // Plain scores keep the raw q.k scale in mRun and fold scale * log2(e)
   // into exp2's argument; modified scores are already in log2 units.
-  constexpr bool kPlainScores = kPrefillPlainScores<Config>;
+  constexpr bool kPlainScores = Variant<Config>::kPlainScores;
   const float expScale = kPlainScores ? qkScale * kLog2e : 1.f;
 
   // ldmatrix row addresses of this lane (see prefill.cuh header).
@@ -443,7 +442,9 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     int row = warpRow0 + m * 16 + r + 8 * h;
     if (row >= tileRows)
       continue;
-    float inv = l > 0.f ? vDequant / l : 0.f; // no visible key: 0
+    float mRow = mRun[m][h] * expScale; // log2 units
+    float numer = Variant<Config>::template finishRow<true>(p, qHead, mRow, l);
+    float inv = l > 0.f ? vDequant * numer / l : 0.f; // no visible key: 0
     int64_t token = work.qStart + work.tileBegin + row;
     QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
               int64_t(qHead) * Tr::kHeadDim;
@@ -457,7 +458,7 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     if constexpr (Config::kWriteLse)
       if (c == 0)
         p.lse[token * Config::kNumQHeads + qHead] =
-            l > 0.f ? (mRun[m][h] * expScale + log2f(l)) * kLn2 : negInf();
+            l > 0.f ? (mRow + log2f(l)) * kLn2 : negInf();
   }
 }
 

@@ -56,6 +56,7 @@
 #define ATTN_TEMPLATES_PREFILL_SM90_CUH
 
 #include "attn/common.cuh"
+#include "attn/variant.cuh"
 #include "attn/prefill_layout.h"
 #include "attn/wgmma.cuh"
 
@@ -492,11 +493,9 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   int rowPos[2];
   rowPos[0] = firstPos + warpRow0 + r;
   rowPos[1] = rowPos[0] + 8;
-  float slope = 0.f;
-  if constexpr (Config::kAlibi)
-    slope = p.alibiSlopes[qHead];
+  const float slope = Variant<Config>::rowSlope(p, qHead);
   const float qkScale = p.smScale;
-  constexpr bool kPlainScores = kPrefillPlainScores<Config>;
+  constexpr bool kPlainScores = Variant<Config>::kPlainScores;
   const float expScale = kPlainScores ? qkScale * kLog2e : 1.f;
 
   float o[kORegs];
@@ -749,7 +748,9 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     int row = warpRow0 + r + 8 * h;
     if (row >= tileRows)
       continue;
-    float inv = l > 0.f ? 1.f / l : 0.f; // no visible key: 0
+    float mRow = mRun[h] * expScale; // log2 units
+    float numer = Variant<Config>::template finishRow<true>(p, qHead, mRow, l);
+    float inv = l > 0.f ? numer / l : 0.f; // no visible key: 0
     int64_t token = work.qStart + work.tileBegin + row;
     QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
               int64_t(qHead) * D;
@@ -760,7 +761,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     if constexpr (Config::kWriteLse)
       if (c == 0)
         p.lse[token * Config::kNumQHeads + qHead] =
-            l > 0.f ? (mRun[h] * expScale + log2f(l)) * kLn2 : negInf();
+            l > 0.f ? (mRow + log2f(l)) * kLn2 : negInf();
   }
   base += numTiles;
   }

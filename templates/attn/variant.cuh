@@ -1,0 +1,109 @@
+//===- variant.cuh - what a variant does to scores and softmax --*- CUDA -*-===//
+//
+// The one device home of the variant knobs (attn/variant_knobs.h): how a
+// score is transformed (scale, soft-cap, ALiBi), which keys a query sees
+// (causal, sliding window), and how a finished row's softmax state is
+// completed. Decode, the mma.sync prefill and the sm_90a wgmma prefill all
+// call these hooks; a knob that changes scores, masks or the softmax changes
+// this file and no template. Every feature whose Config flag is false
+// compiles to nothing.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TEMPLATES_VARIANT_CUH
+#define ATTN_TEMPLATES_VARIANT_CUH
+
+#include "attn/common.cuh"
+
+namespace attn {
+
+/// \brief ALiBi bias of key `key` seen from the query at position `rowPos`
+/// (both counted from the first key, queries aligned to the end of the
+/// keys): -slope * |key - rowPos|, FlashAttention's definition. Causal
+/// attention sees only keys <= rowPos, where it is slope * (key - rowPos);
+/// bidirectional and cross attention penalize later keys alike.
+__device__ __forceinline__ float alibiBias(float slope, int key, int rowPos) {
+  return -slope * float(abs(key - rowPos));
+}
+
+template <class Config> struct Variant {
+  /// Plain scores (no soft-cap, no ALiBi) may keep the raw q.k scale, which
+  /// the prefill kernels fold into exp2's argument; modified scores are
+  /// always in log2 units.
+  static constexpr bool kPlainScores = !Config::kSoftcap && !Config::kAlibi;
+
+  /// \brief The per-row value of the per-head tables the score reads: the
+  /// ALiBi slope of q head `qHead` (0 when ALiBi is off).
+  template <class Params>
+  __device__ static __forceinline__ float rowSlope(const Params &p, int qHead) {
+    if constexpr (Config::kAlibi)
+      return p.alibiSlopes[qHead];
+    else
+      return 0.f;
+  }
+
+  /// \brief Score x = q.k of the query at position `rowPos` and key `key`,
+  /// scaled by `qkScale`, soft-capped and ALiBi-biased, in log2 units. With
+  /// kFoldScale, plain scores come back raw (the caller folds the scale
+  /// into exp2's argument).
+  template <bool kFoldScale, class Params>
+  __device__ static __forceinline__ float score(float x, int key, int rowPos,
+                                                float qkScale, float slope,
+                                                const Params &p) {
+    if constexpr (kPlainScores) {
+      if constexpr (kFoldScale)
+        return x;
+      else
+        return x * (qkScale * kLog2e);
+    } else {
+      x *= qkScale;
+      if constexpr (Config::kSoftcap)
+        x = p.softcap * tanhf(x / p.softcap);
+      if constexpr (Config::kAlibi)
+        x += alibiBias(slope, key, rowPos);
+      return x * kLog2e;
+    }
+  }
+
+  /// \brief Whether the query at `rowPos` sees key `key` of `kvLen`: in
+  /// range, not after it (causal), not left of its window.
+  template <class Params>
+  __device__ static __forceinline__ bool visible(int key, int kvLen, int rowPos,
+                                                 const Params &p) {
+    bool visible = key < kvLen;
+    if constexpr (Config::kCausal)
+      visible = visible && key <= rowPos;
+    if constexpr (Config::kSlidingWindow)
+      visible = visible && key >= rowPos - p.windowLeft;
+    return visible;
+  }
+
+  /// \brief Completes a finished row of q head `qHead`: `m` is its running
+  /// max (log2 units, or natural log with !kLog2Units; any value when
+  /// l == 0) and `l` the sum of exp(score - m) over its visible keys.
+  /// Returns the factor the row's unnormalized output takes; m and l become
+  /// the row's final state (out = acc * factor / l, LSE from m + log l).
+  /// Nothing to do unless a knob adds softmax terms.
+  template <bool kLog2Units, class Params>
+  __device__ static __forceinline__ float finishRow(const Params &p, int qHead,
+                                                    float &m, float &l) {
+    return 1.f;
+  }
+};
+
+/// \brief Prefill score of the query at position `rowPos` and key `key`
+/// (Variant::score with the scale folded for plain scores); with kMask,
+/// -inf where Variant::visible says the key is hidden.
+template <class Config, bool kMask>
+__device__ __forceinline__ float prefillScore(float x, int key, int rowPos,
+                                              int kvLen, float qkScale,
+                                              float slope,
+                                              const PrefillParams &p) {
+  x = Variant<Config>::template score<true>(x, key, rowPos, qkScale, slope, p);
+  if constexpr (kMask)
+    x = Variant<Config>::visible(key, kvLen, rowPos, p) ? x : negInf();
+  return x;
+}
+
+} // namespace attn
+
+#endif // ATTN_TEMPLATES_VARIANT_CUH
