@@ -255,13 +255,20 @@ std::string checkKernelSpec(const KernelSpec &spec) {
            "anyway)";
   if (spec.perHeadKVScale && !spec.isFP8KV())
     return "per_head_kv_scale needs an FP8 kv_type";
-  if (spec.kind == KernelKind::AppendKV &&
-      (spec.numQHeads != spec.numKVHeads || spec.queryLen != 1 ||
-       spec.causal || spec.slidingWindow || spec.alibi || spec.softcap ||
-       spec.writeLse))
-    return "of an append_kv kernel has num_q_heads == num_kv_heads and no "
-           "query_len, causal, sliding_window, alibi, softcap, write_lse or "
-           "schedule";
+  if (spec.kind == KernelKind::AppendKV) {
+    // Writing the cache knows only the cache's knob (per_head_kv_scale).
+    std::string attentionFlags;
+#define ATTN_FLAG(member, name, ...)                                           \
+  if (spec.member && std::string_view(name) != "per_head_kv_scale")            \
+    attentionFlags += attentionFlags.empty() ? name : std::string(", ") + name;
+#include "templates/attn/variant_knobs.h"
+    if (spec.numQHeads != spec.numKVHeads || spec.queryLen != 1 ||
+        !attentionFlags.empty())
+      return "of an append_kv kernel has num_q_heads == num_kv_heads, no "
+             "query_len and no attention flags" +
+             (attentionFlags.empty() ? std::string()
+                                     : " (got " + attentionFlags + ")");
+  }
   if (decode) {
     if (std::string problem = checkDecodeSchedule(spec.schedule);
         !problem.empty())
