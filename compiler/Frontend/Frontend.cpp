@@ -144,24 +144,43 @@ RankedTensorType lseType(Builder &builder, int numQHeads) {
                                builder.getF32Type());
 }
 
-/// Appends what the attention ops share: the ALiBi slopes argument when
-/// `alibi`, and the LSE result (also returned in `lse`) when `writeLse`.
+/// Appends what the attention ops share: a [numQHeads] f32 argument per
+/// per-head table the knobs turn on (ALiBi slopes, sinks; in the order of
+/// templates/attn/variant_knobs.h), and the LSE result (also returned in
+/// `lse`) when `writeLse`.
 bool appendScoreModTypes(Location loc, Builder &builder, int numQHeads,
-                         bool alibi, bool writeLse,
+                         const ::attn::AttentionKnobs &knobs,
                          SmallVectorImpl<Type> &argTypes,
                          SmallVectorImpl<Type> &resultTypes,
                          RankedTensorType &lse) {
-  if (alibi) {
-    RankedTensorType slopes = tensorType(loc, {numQHeads}, builder.getF32Type());
-    if (!slopes)
+  bool tables[] = {
+#define ATTN_HEAD_TABLE(flag, ...) knobs.flag,
+#include "templates/attn/variant_knobs.h"
+  };
+  for (bool on : tables) {
+    if (!on)
+      continue;
+    RankedTensorType table = tensorType(loc, {numQHeads}, builder.getF32Type());
+    if (!table)
       return false;
-    argTypes.push_back(slopes);
+    argTypes.push_back(table);
   }
+  bool writeLse = knobs.writeLse;
   if (writeLse) {
     lse = lseType(builder, numQHeads);
     resultTypes.push_back(lse);
   }
   return true;
+}
+
+/// The per-head table arguments appendScoreModTypes added, which end the
+/// argument list: the ALiBi slopes and the sinks (null when off).
+std::pair<Value, Value> headTableArgs(const ::attn::AttentionKnobs &knobs,
+                                      ValueRange args) {
+  size_t next = args.size() - size_t(knobs.alibi) - size_t(knobs.sinks);
+  Value slopes = knobs.alibi ? args[next++] : Value();
+  Value sinks = knobs.sinks ? args[next] : Value();
+  return {slopes, sinks};
 }
 
 /// A module holding func.func @name(argTypes) -> resultTypes whose body
@@ -227,8 +246,8 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
     return nullptr;
   SmallVector<Type> resultTypes = {qType};
   RankedTensorType lse;
-  if (!appendScoreModTypes(loc, builder, variant.numQHeads, variant.alibi,
-                           variant.writeLse, argTypes, resultTypes, lse))
+  if (!appendScoreModTypes(loc, builder, variant.numQHeads, variant, argTypes,
+                           resultTypes, lse))
     return nullptr;
 
   MaskAttr mask;
@@ -252,10 +271,10 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
       [&](OpBuilder &b, ValueRange args) -> ValueRange {
         Value kScale = fp8 ? args[4] : Value();
         Value vScale = fp8 ? args[5] : Value();
-        Value slopes = variant.alibi ? args.back() : Value();
+        auto [slopes, sinks] = headTableArgs(variant, args);
         auto decode = b.create<DecodeOp>(
             loc, qType, lse, args[0], args[1], args[2], args[3], kScale,
-            vScale, slopes, uint64_t(int64_t(variant.queryLen)),
+            vScale, slopes, sinks, uint64_t(int64_t(variant.queryLen)),
             pinned, mask, kind, scale, softcap);
         return decode->getResults();
       });
@@ -298,8 +317,8 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
   }
   SmallVector<Type> resultTypes = {qType};
   RankedTensorType lse;
-  if (!appendScoreModTypes(loc, builder, variant.numQHeads, variant.alibi,
-                           variant.writeLse, argTypes, resultTypes, lse))
+  if (!appendScoreModTypes(loc, builder, variant.numQHeads, variant, argTypes,
+                           resultTypes, lse))
     return nullptr;
 
   MaskAttr mask;
@@ -325,20 +344,21 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
         [&](OpBuilder &b, ValueRange args) -> ValueRange {
           Value kScale = fp8 ? args[5] : Value();
           Value vScale = fp8 ? args[6] : Value();
-          Value slopes = variant.alibi ? args.back() : Value();
+          auto [slopes, sinks] = headTableArgs(variant, args);
           auto prefill = b.create<PagedPrefillOp>(
               loc, qType, lse, args[0], args[1], args[2], args[3], args[4],
-              kScale, vScale, slopes, pinned, mask, kind, scale, softcap);
+              kScale, vScale, slopes, sinks, pinned, mask, kind, scale,
+              softcap);
           return prefill->getResults();
         });
   }
   return buildFunctionModule(
       loc, "prefill", argTypes, resultTypes,
       [&](OpBuilder &b, ValueRange args) -> ValueRange {
-        Value slopes = variant.alibi ? args.back() : Value();
+        auto [slopes, sinks] = headTableArgs(variant, args);
         auto prefill = b.create<PrefillOp>(
             loc, qType, lse, args[0], args[1], args[2], args[3], args[4],
-            slopes, pinned, mask, kind, scale, softcap);
+            slopes, sinks, pinned, mask, kind, scale, softcap);
         return prefill->getResults();
       });
 }

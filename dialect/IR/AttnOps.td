@@ -14,6 +14,12 @@ include "dialect/IR/AttnTypes.td"
 include "dialect/IR/AttnInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
+/// Attention sinks: one learned logit per q head, in the units of the scaled
+/// scores, that joins every row's softmax denominator and contributes no
+/// value: out = sum_j e^{s_j} v_j / (e^{sink_h} + sum_j e^{s_j}); the LSE
+/// includes it (docs/semantics.md).
+def Attn_SinkVector : TensorRankOf<[F32], [1]>;
+
 /// Score modifiers every attention op takes. Absent `mask` means none; absent
 /// `scale` means 1/sqrt(head_dim); `softcap` c replaces a score s by
 /// c * tanh(s / c) (Gemma 2, Grok).
@@ -28,7 +34,8 @@ defvar Attn_ScoreModAttrs = (ins
 // attn.prefill
 //===----------------------------------------------------------------------===//
 
-def Attn_PrefillOp : Attn_Op<"prefill", [Pure, Attn_AttentionOpInterface]> {
+def Attn_PrefillOp : Attn_Op<"prefill", [Pure, AttrSizedOperandSegments,
+                                         Attn_AttentionOpInterface]> {
   let summary = "attention over ragged (variable-length) q/k/v";
   let description = [{
     Each request `b` owns query rows `cu_seqlens_q[b] .. cu_seqlens_q[b+1]` and
@@ -53,6 +60,7 @@ def Attn_PrefillOp : Attn_Op<"prefill", [Pure, Attn_AttentionOpInterface]> {
     Attn_IndexVector:$cu_seqlens_q,
     Attn_IndexVector:$cu_seqlens_kv,
     Optional<Attn_SlopeVector>:$alibi_slopes,
+    Optional<Attn_SinkVector>:$sinks,
     OptionalAttr<Attn_PrefillScheduleAttr>:$schedule), Attn_ScoreModAttrs);
   let results = (outs
     Attn_ActivationTensor:$out,
@@ -60,6 +68,7 @@ def Attn_PrefillOp : Attn_Op<"prefill", [Pure, Attn_AttentionOpInterface]> {
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $cu_seqlens_q `,` $cu_seqlens_kv
     (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     attr-dict `:` type($q) `,` type($k) `,` type($v) `,`
     type($cu_seqlens_q) `,` type($cu_seqlens_kv) `->` type($out)
     (`,` type($lse)^)?
@@ -101,6 +110,7 @@ def Attn_PagedPrefillOp
     Optional<Attn_ScaleVector>:$k_scale,
     Optional<Attn_ScaleVector>:$v_scale,
     Optional<Attn_SlopeVector>:$alibi_slopes,
+    Optional<Attn_SinkVector>:$sinks,
     OptionalAttr<Attn_PrefillScheduleAttr>:$schedule), Attn_ScoreModAttrs);
   let results = (outs
     Attn_ActivationTensor:$out,
@@ -110,6 +120,7 @@ def Attn_PagedPrefillOp
     (`kv_scales` `(` $k_scale^ `,` $v_scale `:` type($k_scale) `,`
                     type($v_scale) `)`)?
     (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     attr-dict `:` type($q) `,` qualified(type($cache)) `,`
     type($cu_seqlens_q) `,` type($block_tables) `,` type($seq_lens)
     `->` type($out) (`,` type($lse)^)?
@@ -146,6 +157,7 @@ def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments,
     Optional<Attn_ScaleVector>:$k_scale,
     Optional<Attn_ScaleVector>:$v_scale,
     Optional<Attn_SlopeVector>:$alibi_slopes,
+    Optional<Attn_SinkVector>:$sinks,
     DefaultValuedAttr<I64Attr, "1">:$query_len,
     OptionalAttr<Attn_DecodeScheduleAttr>:$schedule), Attn_ScoreModAttrs);
   let results = (outs
@@ -156,6 +168,7 @@ def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments,
     (`kv_scales` `(` $k_scale^ `,` $v_scale `:` type($k_scale) `,`
                     type($v_scale) `)`)?
     (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     attr-dict `:` type($q) `,` qualified(type($cache)) `,`
     type($block_tables) `,` type($seq_lens) `->` type($out)
     (`,` type($lse)^)?

@@ -82,11 +82,23 @@ template <class Config> struct Variant {
   /// l == 0) and `l` the sum of exp(score - m) over its visible keys.
   /// Returns the factor the row's unnormalized output takes; m and l become
   /// the row's final state (out = acc * factor / l, LSE from m + log l).
-  /// Nothing to do unless a knob adds softmax terms.
+  /// A sink (natural-log logit s of the q head) adds exp(s) to the
+  /// denominator, once per row, and nothing to the numerator.
   template <bool kLog2Units, class Params>
   __device__ static __forceinline__ float finishRow(const Params &p, int qHead,
                                                     float &m, float &l) {
-    return 1.f;
+    if constexpr (Config::kSinks) {
+      float sink = kLog2Units ? p.sinks[qHead] * kLog2e : p.sinks[qHead];
+      // A row with no visible key has only the sink: output 0.
+      float mNew = l > 0.f ? fmaxf(m, sink) : sink;
+      float factor = l > 0.f ? (kLog2Units ? exp2f(m - mNew) : __expf(m - mNew))
+                             : 0.f;
+      l = l * factor + (kLog2Units ? exp2f(sink - mNew) : __expf(sink - mNew));
+      m = mNew;
+      return factor;
+    } else {
+      return 1.f;
+    }
   }
 };
 

@@ -37,12 +37,16 @@ ATTN_FLAG(slidingWindow, "sliding_window", "swa", kSlidingWindow)
 ATTN_FLAG(alibi, "alibi", "alibi", kAlibi)
 /// Logit soft-cap: c * tanh(s / c).
 ATTN_FLAG(softcap, "softcap", "softcap", kSoftcap)
+/// Attention sinks: a learned logit per q head that joins the softmax
+/// denominator and adds no value (gpt-oss; vLLM's and FlashInfer's `sinks`).
+ATTN_FLAG(sinks, "sinks", "sinks", kSinks)
 /// FP8 dequantization scales per KV head (else one per tensor).
 ATTN_FLAG(perHeadKVScale, "per_head_kv_scale", "headscale", kPerHeadKVScale)
 /// The log-sum-exp of each row is written too.
 ATTN_FLAG(writeLse, "write_lse", "lse", kWriteLse)
 
 ATTN_HEAD_TABLE(alibi, alibiSlopes, "alibi_slopes", getAlibiSlopes)
+ATTN_HEAD_TABLE(sinks, sinks, "sinks", getSinks)
 
 #undef ATTN_FLAG
 #undef ATTN_HEAD_TABLE

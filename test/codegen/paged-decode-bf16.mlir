@@ -26,6 +26,7 @@
 // CHECK-NEXT: static constexpr bool kSlidingWindow = false;
 // CHECK-NEXT: static constexpr bool kAlibi = false;
 // CHECK-NEXT: static constexpr bool kSoftcap = false;
+// CHECK-NEXT: static constexpr bool kSinks = false;
 // CHECK-NEXT: static constexpr bool kPerHeadKVScale = false;
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
 // Eight warps where they fit the SM's shared memory, four on sm_89.

@@ -15,6 +15,7 @@
 // CHECK-NEXT: static constexpr bool kSlidingWindow = true;
 // CHECK-NEXT: static constexpr bool kAlibi = true;
 // CHECK-NEXT: static constexpr bool kSoftcap = true;
+// CHECK-NEXT: static constexpr bool kSinks = false;
 // CHECK-NEXT: static constexpr bool kPerHeadKVScale = true;
 // CHECK-NEXT: static constexpr bool kWriteLse = true;
 // One-byte KV fits 6 stages in 110 KiB; 4 heads x 4 tokens = 16 rows, one tile.
@@ -53,6 +54,7 @@ func.func @fp8_e4m3_every_modifier(%q: tensor<?x32x128xbf16>,
 // CHECK-NEXT: static constexpr bool kSlidingWindow = false;
 // CHECK-NEXT: static constexpr bool kAlibi = false;
 // CHECK-NEXT: static constexpr bool kSoftcap = false;
+// CHECK-NEXT: static constexpr bool kSinks = false;
 // CHECK-NEXT: static constexpr bool kPerHeadKVScale = false;
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
 // CHECK-NOT: // -----

@@ -17,6 +17,7 @@
 // CHECK-NEXT: static constexpr bool kSlidingWindow = true;
 // CHECK-NEXT: static constexpr bool kAlibi = true;
 // CHECK-NEXT: static constexpr bool kSoftcap = true;
+// CHECK-NEXT: static constexpr bool kSinks = false;
 // CHECK-NEXT: static constexpr bool kPerHeadKVScale = true;
 // CHECK-NEXT: static constexpr bool kWriteLse = true;
 // CHECK-NEXT: static constexpr int kWarps = 4;

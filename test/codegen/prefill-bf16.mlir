@@ -27,6 +27,7 @@
 // CHECK-NEXT: static constexpr bool kSlidingWindow = false;
 // CHECK-NEXT: static constexpr bool kAlibi = false;
 // CHECK-NEXT: static constexpr bool kSoftcap = false;
+// CHECK-NEXT: static constexpr bool kSinks = false;
 // CHECK-NEXT: static constexpr bool kPerHeadKVScale = false;
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
 // Four warps of 16 query rows; 64 keys per K/V tile at head dim 128.

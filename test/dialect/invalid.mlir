@@ -166,6 +166,15 @@ func.func @alibi_count(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16,
 
 // -----
 
+func.func @sinks_count(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
+                       %cu: tensor<?xi32>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{'attn.prefill' op sinks must have one value per q head (32), got 8}}
+  %o = attn.prefill %q, %k, %k, %cu, %cu sinks(%s : tensor<8xf32>) : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return
+}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // Attention ops: masks and score modifiers
 //===----------------------------------------------------------------------===//
@@ -236,7 +245,7 @@ func.func @scale_count(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E5M
 func.func @k_scale_alone(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
                          %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) {
   // expected-error @+1 {{'attn.decode' op k_scale and v_scale must be given together}}
-  %o = "attn.decode"(%q, %c, %bt, %lens, %s) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>}> : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32>, tensor<1xf32>) -> tensor<?x32x128xbf16>
+  %o = "attn.decode"(%q, %c, %bt, %lens, %s) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0>}> : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32>, tensor<1xf32>) -> tensor<?x32x128xbf16>
   return
 }
 

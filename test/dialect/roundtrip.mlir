@@ -97,6 +97,26 @@ func.func @decode_speculative_e5m2_alibi(
   return %o : tensor<16x32x96xbf16>
 }
 
+// CHECK-LABEL: func.func @gpt_oss_sinks
+func.func @gpt_oss_sinks(
+    %q: tensor<?x64x64xbf16>,
+    %cache: !attn.paged_kv<8x64xbf16, page_size = 16, layout = nhd>,
+    %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %sinks: tensor<64xf32>,
+    %cu: tensor<?xi32>) -> (tensor<?x64x64xbf16>, tensor<?x64x64xbf16>, tensor<?x64xf32>) {
+  // gpt-oss: a sink logit per q head, on a sliding (128-key) layer.
+  // CHECK: attn.decode {{.*}} sinks(%{{.*}} : tensor<64xf32>) {mask = #attn.mask<causal, window_left = 127>}
+  %o = attn.decode %q, %cache, %bt, %lens sinks(%sinks : tensor<64xf32>)
+      {mask = #attn.mask<causal, window_left = 127>}
+      : tensor<?x64x64xbf16>, !attn.paged_kv<8x64xbf16, page_size = 16, layout = nhd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x64x64xbf16>
+  // CHECK: attn.paged_prefill {{.*}} sinks(%{{.*}} : tensor<64xf32>)
+  %p, %lse = attn.paged_prefill %q, %cache, %cu, %bt, %lens sinks(%sinks : tensor<64xf32>)
+      {mask = #attn.mask<causal>}
+      : tensor<?x64x64xbf16>, !attn.paged_kv<8x64xbf16, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x64x64xbf16>, tensor<?x64xf32>
+  return %o, %p, %lse : tensor<?x64x64xbf16>, tensor<?x64x64xbf16>, tensor<?x64xf32>
+}
+
 // CHECK-LABEL: func.func @decode_cross
 func.func @decode_cross(
     %q: tensor<?x8x64xbf16>,

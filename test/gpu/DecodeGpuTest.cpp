@@ -121,6 +121,34 @@ std::vector<DecodeCase> cases() {
     v.scale = 0.3f;
     add("bf16_cross_custom_scale", v, {77, 1500});
   }
+  // Attention sinks (gpt-oss): a long request split over many CTAs must
+  // count its sink once, at the merge; a window of 128 keys (gpt-oss's
+  // sliding layers) over an FP8 cache with several query tokens; page 1.
+  {
+    auto v = base(S::BF16, S::BF16, 64, 8, 64, 16);
+    v.sinks = true;
+    v.writeLse = true;
+    add("bf16_gqa8_d64_sinks_split_lse", v, {30000, 5, 700});
+    v.windowLeft = 127;
+    add("bf16_gqa8_d64_sinks_window127_lse", v, {30000, 5, 700});
+  }
+  {
+    auto v = base(S::F16, S::F8E4M3, 16, 4, 128, 8);
+    v.layout = KVLayout::HND;
+    v.queryLen = 3;
+    v.windowLeft = 127;
+    v.sinks = true;
+    v.perHeadKVScale = true;
+    v.writeLse = true;
+    add("e4m3_f16_hnd_ql3_sinks_window_lse", v, {2500, 40, 3}, 0.1);
+  }
+  {
+    auto v = base(S::BF16, S::F8E5M2, 32, 8, 128, 1);
+    v.sinks = true;
+    v.alibi = true;
+    v.softcap = 30.0f;
+    add("e5m2_bf16_p1_sinks_alibi_softcap", v, {900, 1}, 0.5);
+  }
   c.push_back({"bf16_interleaved_kv", base(S::BF16, S::BF16, 16, 4, 128, 16),
                {1000, 10}, 1.0, /*interleavedKV=*/true});
   return c;

@@ -67,6 +67,15 @@ std::vector<MixedCase> cases() {
     c.push_back({"bf16_e4m3_window_softcap_graph", v, {300, 1, 1, 1},
                  {1000, 2000, 5, 700}, 1, 0.5, /*graphReplays=*/3});
   }
+  {
+    // gpt-oss: sinks with a 128-key window (window_left 127).
+    auto v = pagedVariant(S::BF16, S::BF16, 64, 8, 64);
+    v.sinks = true;
+    v.windowLeft = 127;
+    v.writeLse = true;
+    c.push_back({"bf16_sinks_window127_lse", v, {300, 1, 1, 1},
+                 {1000, 20000, 5, 700}, 1});
+  }
   return c;
 }
 

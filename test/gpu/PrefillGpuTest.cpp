@@ -194,6 +194,29 @@ std::vector<PrefillCase> cases() {
     add("f16_kitchen_sink", v, {17, 1000, 64}, {500, 1000, 3000});
   }
 
+  // Attention sinks (gpt-oss): full and 128-key windows, with LSE, ragged
+  // and paged (the sm_90a template takes the 16-bit ones too).
+  {
+    auto v = base(S::BF16, 64, 8, 64);
+    v.sinks = true;
+    v.writeLse = true;
+    add("bf16_d64_sinks_lse", v, {1000, 17, 1}, {1000, 300, 1});
+    v.windowLeft = 127;
+    add("bf16_d64_sinks_window127_lse", v, {1000, 17, 1}, {1000, 300, 1});
+    auto e = encoder(base(S::F16, 8, 2, 128));
+    e.sinks = true;
+    add("f16_sinks_encoder", e, {200, 64});
+    auto p = paged(base(S::BF16, 32, 8, 128), S::BF16, 16);
+    p.sinks = true;
+    p.windowLeft = 127;
+    p.writeLse = true;
+    add("paged_bf16_p16_sinks_window127_lse", p, {17, 400, 1}, {1000, 400, 2000});
+    auto f = paged(base(S::F16, 16, 4, 128), S::F8E4M3, 16, KVLayout::HND, true);
+    f.sinks = true;
+    f.writeLse = true;
+    add("paged_e4m3_p16_hnd_sinks_lse", f, {300, 1}, {2000, 64});
+  }
+
   // Paged prefill: chunks continuing a cached prefix (kvLens are the cached
   // tokens, the new rows included) and fresh prompts, over every page size
   // class, layout and cache type.

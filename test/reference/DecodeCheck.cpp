@@ -238,6 +238,11 @@ llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kerne
   if (!dSlopesOr)
     return dSlopesOr.takeError();
   auto &dSlopes = *dSlopesOr;
+  std::vector<float> sinks(prob.sinks.begin(), prob.sinks.end());
+  auto dSinksOr = upload(sinks);
+  if (!dSinksOr)
+    return dSinksOr.takeError();
+  auto &dSinks = *dSinksOr;
   auto dOutOr = poisoned(q.bytes.size());
   if (!dOutOr)
     return dOutOr.takeError();
@@ -277,6 +282,7 @@ llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kerne
     args.numKVScales = int(cache.kScales.size());
   }
   args.alibiSlopes = v.alibi ? dSlopes.ptr<float>() : nullptr;
+  args.sinks = v.sinks ? dSinks.ptr<float>() : nullptr;
   if (tc.graphReplays == 0) {
     if (llvm::Error err = kernel.run(plan, args, stream))
       return std::move(err);

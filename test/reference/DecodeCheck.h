@@ -96,6 +96,11 @@ void setScoreMods(Problem &prob, const Variant &v) {
   if (v.alibi)
     for (int h = 0; h < v.numQHeads; ++h)
       prob.alibiSlopes.push_back(std::pow(2.0, -8.0 * (h + 1) / v.numQHeads));
+  // Sinks around the scores' range, and one dominant sink in four heads
+  // (the output shrinks toward 0; no overflow).
+  if (v.sinks)
+    for (int h = 0; h < v.numQHeads; ++h)
+      prob.sinks.push_back(h % 4 == 3 ? 8.0 : -1.0 + 0.75 * (h % 4));
 }
 
 /// A random paged KV cache holding `seqLens` tokens per request on

@@ -63,7 +63,7 @@ struct DeviceProblem {
   std::vector<int32_t> cuQ, cuKV, kvLens;
   int64_t qTokens = 0, kvTokens = 0, qStride = 0, kvStride = 0;
   bool strided = false;
-  runtime::DeviceBuffer q, k, v, slopes, out, lse, seqLens;
+  runtime::DeviceBuffer q, k, v, slopes, sinks, out, lse, seqLens;
   RandomPagedCache cache;         ///< paged variants
   std::optional<DeviceCache> dCache;
 };
@@ -79,6 +79,7 @@ void fillCommon(Args &args, const PrefillVariant &v, DeviceProblem &d) {
   args.out = d.out.ptr<void>();
   args.lse = v.writeLse ? d.lse.ptr<float>() : nullptr;
   args.alibiSlopes = v.alibi ? d.slopes.ptr<float>() : nullptr;
+  args.sinks = v.sinks ? d.sinks.ptr<float>() : nullptr;
 }
 
 template <class Args>
@@ -173,6 +174,11 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
   if (!slopesOr)
     return slopesOr.takeError();
   d.slopes = std::move(*slopesOr);
+  auto sinksOr =
+      upload(std::vector<float>(prob.sinks.begin(), prob.sinks.end()));
+  if (!sinksOr)
+    return sinksOr.takeError();
+  d.sinks = std::move(*sinksOr);
   auto lensOr = upload(kvLens32(d.kvLens));
   if (!lensOr)
     return lensOr.takeError();

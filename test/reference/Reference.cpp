@@ -153,6 +153,16 @@ void decodeReference(const DecodeProblem &p, std::vector<double> &out,
           for (int d = 0; d < p.headDim; ++d)
             orow[d] += w * vrow[d];
         }
+        if (!p.sinks.empty()) {
+          // e^{sink} joins the denominator only.
+          double sink = p.sinks[h];
+          double mNew = sum > 0 ? std::max(maxScore, sink) : sink;
+          double c = sum > 0 ? std::exp(maxScore - mNew) : 0.0;
+          for (int d = 0; d < p.headDim; ++d)
+            orow[d] *= c;
+          sum = sum * c + std::exp(sink - mNew);
+          maxScore = mNew;
+        }
         for (int d = 0; d < p.headDim; ++d)
           orow[d] = sum > 0 ? orow[d] / sum : 0.0;
         lse[size_t(token) * p.numQHeads + h] =
@@ -171,7 +181,8 @@ void decodeReference(const DecodeProblem &p, std::vector<double> &out,
 template <class RowOf, class Visible>
 static double attendRow(const double *qrow, int numKeys, int headDim,
                         double scale, std::optional<double> softcap,
-                        double slope, int qpos, const std::vector<double> &k,
+                        double slope, std::optional<double> sink, int qpos,
+                        const std::vector<double> &k,
                         const std::vector<double> &v, RowOf rowOf,
                         Visible visible, double *orow,
                         std::vector<double> &scores) {
@@ -203,6 +214,14 @@ static double attendRow(const double *qrow, int numKeys, int headDim,
     const double *vrow = &v[rowOf(pos)];
     for (int d = 0; d < headDim; ++d)
       orow[d] += w * vrow[d];
+  }
+  if (sink) {
+    double mNew = sum > 0 ? std::max(maxScore, *sink) : *sink;
+    double c = sum > 0 ? std::exp(maxScore - mNew) : 0.0;
+    for (int d = 0; d < headDim; ++d)
+      orow[d] *= c;
+    sum = sum * c + std::exp(*sink - mNew);
+    maxScore = mNew;
   }
   for (int d = 0; d < headDim; ++d)
     orow[d] = sum > 0 ? orow[d] / sum : 0.0;
@@ -247,7 +266,9 @@ void prefillReference(const PrefillProblem &p, std::vector<double> &out,
         const size_t row = size_t(token) * p.numQHeads + h;
         lse[row] = attendRow(
             &p.q[row * p.headDim], kvLen, p.headDim, p.scale, p.softcap,
-            p.alibiSlopes.empty() ? 0.0 : p.alibiSlopes[h], qpos, p.k, p.v,
+            p.alibiSlopes.empty() ? 0.0 : p.alibiSlopes[h],
+            p.sinks.empty() ? std::nullopt : std::optional<double>(p.sinks[h]),
+            qpos, p.k, p.v,
             rowOf, visible, &out[row * p.headDim], scores);
       }
     }

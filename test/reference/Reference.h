@@ -45,6 +45,7 @@ struct DecodeProblem {
   std::optional<int> windowLeft;
   std::optional<double> softcap;
   std::vector<double> alibiSlopes; ///< empty: no ALiBi
+  std::vector<double> sinks;       ///< per q head; empty: no sinks
 
   int batch() const { return int(seqLens.size()); }
 };
@@ -54,7 +55,8 @@ struct DecodeProblem {
 /// s = scale * q.k, then softcap * tanh(s / softcap), then - slope *
 /// |key_pos - query_pos| (ALiBi as FlashAttention defines it); query i of a
 /// request sits at position seq_len - queryLen + i and sees keys <= its
-/// position (causal) and >= position - windowLeft.
+/// position (causal) and >= position - windowLeft. A sink logit adds
+/// e^{sink} to the softmax denominator (and nothing to the output).
 void decodeReference(const DecodeProblem &problem, std::vector<double> &out,
                      std::vector<double> &lse);
 
@@ -72,6 +74,7 @@ struct PrefillProblem {
   std::optional<int> windowLeft;
   std::optional<double> softcap;
   std::vector<double> alibiSlopes; ///< empty: no ALiBi
+  std::vector<double> sinks;       ///< per q head; empty: no sinks
 
   int batch() const { return int(cuSeqlensQ.size()) - 1; }
 };

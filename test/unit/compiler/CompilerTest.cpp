@@ -7,6 +7,7 @@
 // match templates/attn/params.h field by field.
 //
 //===----------------------------------------------------------------------===//
+#include "attn/runtime/VariantKey.h"
 #include "codegen/EmitCuda.h"
 #include "spec/KernelLimits.h"
 #include "compiler/Frontend/Frontend.h"
@@ -294,6 +295,34 @@ TEST(FrontendTest, PrefillVariantWithEveryFlag) {
   EXPECT_TRUE(*spec == expected) << spec->uri() << " vs " << expected.uri();
   EXPECT_EQ(spec->uri(), "prefill_qf16_kvf16_h16x2_d256_causal_swa_alibi_"
                          "softcap_lse_m64n32w4s2");
+}
+
+TEST(FrontendTest, SinksReachEverySpec) {
+  // gpt-oss: sinks on a windowed layer; decode, ragged and paged prefill.
+  DecodeVariant decode;
+  decode.numQHeads = 64;
+  decode.headDim = 64;
+  decode.sinks = true;
+  decode.windowLeft = 127;
+  llvm::Expected<KernelSpec> d = compileDecodeVariant(decode, Arch::SM90a);
+  ASSERT_TRUE(static_cast<bool>(d)) << llvm::toString(d.takeError());
+  EXPECT_TRUE(d->sinks && d->slidingWindow);
+  EXPECT_NE(d->uri().find("_swa_sinks_"), std::string::npos) << d->uri();
+  PrefillVariant prefill;
+  prefill.sinks = true;
+  for (bool paged : {false, true}) {
+    if (paged)
+      prefill.paged = ::attn::PagedKVFormat{};
+    llvm::Expected<KernelSpec> p = compilePrefillVariant(prefill, Arch::SM90a);
+    ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+    EXPECT_TRUE(p->sinks) << p->uri();
+    EXPECT_NE(emitCuda(*p).find("static constexpr bool kSinks = true;"),
+              std::string::npos);
+  }
+  // Sinks change the kernel: a different key and symbol.
+  DecodeVariant plain = decode;
+  plain.sinks = false;
+  EXPECT_NE(::attn::runtime::kernelKey(plain), ::attn::runtime::kernelKey(decode));
 }
 
 TEST(FrontendTest, EncoderAndCrossPrefillAreNotCausal) {
