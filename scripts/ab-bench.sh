@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# A/B speed check on the GPU host: `attn-bench decode --quick` and
+# `attn-bench prefill --quick` of two builds, interleaved (A, B, A, B) in one
+# run so clocks and thermals are shared; ROUNDS (default 2) repeats it. Each build's binary keeps its own
+# kernel cache. Output: $OUT/ab-{decode,prefill}-{a,b}{1,2}.txt.
+#
+#   scripts/ab-bench.sh <attn-bench A> <attn-bench B>
+set -uo pipefail
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+a=$1 b=$2
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv | tee "$out/ab-gpu.txt"
+for round in $(seq 1 "${ROUNDS:-2}"); do
+  for side in a b; do
+    bin=$a; [[ $side == b ]] && bin=$b
+    export ATTN_CACHE_DIR=/tmp/attn-cache-$side
+    for bench in decode prefill; do
+      echo "== $side$round $bench"
+      "$bin" "$bench" --quick > "$out/ab-$bench-$side$round.txt" 2>&1 || echo "failed: $side $bench"
+    done
+  done
+done
