@@ -1,6 +1,7 @@
 //===- attn-bench.cpp - attn kernel benchmarks ----------------------------===//
 //
 //   attn-bench decode [--json] [--quick]   decode GB/s vs. measured read BW
+//   (either with --sinks: every variant has attention sinks)
 //   attn-bench prefill [--json] [--quick]  ragged and paged prefill TFLOP/s
 //   attn-bench jit [--json]                compile, cache and launch overheads
 //
@@ -226,6 +227,9 @@ struct DecodeResult {
 std::optional<DecodeSchedule> pinnedSchedule;
 /// The one config --only selects (e.g. for a profiler run).
 std::optional<DecodeConfig> onlyConfig;
+/// --sinks: every decode and prefill variant has attention sinks (one
+/// logit per q head), to compare their cost with the same run without.
+bool benchSinks = false;
 /// Cache geometry of every decode config (--page, --layout).
 int benchPageSize = 16;
 KVLayout benchLayout = KVLayout::NHD;
@@ -241,6 +245,7 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   v.headDim = 128;
   v.pageSize = benchPageSize;
   v.layout = benchLayout;
+  v.sinks = benchSinks;
   auto kernel = unwrap(Jit::global().decode(v));
 
   const int pagesPerSeq = (cfg.context + v.pageSize - 1) / v.pageSize;
@@ -274,6 +279,9 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   DeviceBuffer q = unwrap(DeviceBuffer::allocate(qBytes));
   fillRandom(q, v.qType, arch, stream);
   DeviceBuffer out = unwrap(DeviceBuffer::allocate(qBytes));
+  std::vector<float> sinkLogits(v.numQHeads, 1.f);
+  DeviceBuffer sinks = unwrap(DeviceBuffer::allocate(sinkLogits.size() * 4));
+  BENCH_CHECK(sinks.copyFromHost(sinkLogits.data(), sinkLogits.size() * 4));
 
   DecodeWorkspace ws = unwrap(kernel->createWorkspace(cfg.batch));
   DecodePlan plan = unwrap(kernel->plan(lens, ws, stream));
@@ -291,6 +299,7 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
     a.blockTables = dTables.ptr<int32_t>() + size_t(c) * cfg.batch * pagesPerSeq;
     a.blockTableStride = pagesPerSeq;
     a.seqLens = dLens.ptr<int32_t>();
+    a.sinks = v.sinks ? sinks.ptr<float>() : nullptr;
     if (sizeOf(v.kvType) == 1) {
       a.kScale = a.vScale = dScale.ptr<float>();
       a.numKVScales = 1;
@@ -464,6 +473,7 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   if (!cfg.causal && !paged)
     v.kind = AttentionKind::Encoder;
   v.paged = paged;
+  v.sinks = benchSinks;
   auto kernel = unwrap(benchJit().prefill(v));
 
   const int64_t tokens = int64_t(cfg.batch) * cfg.seq;
@@ -506,6 +516,10 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   std::vector<float> ones = {1.f};
   DeviceBuffer scale = unwrap(DeviceBuffer::allocate(sizeof(float)));
   BENCH_CHECK(scale.copyFromHost(ones.data(), sizeof(float)));
+  std::vector<float> sinkLogits(v.numQHeads, 1.f);
+  DeviceBuffer sinks = unwrap(DeviceBuffer::allocate(sinkLogits.size() * 4));
+  BENCH_CHECK(sinks.copyFromHost(sinkLogits.data(), sinkLogits.size() * 4));
+  const float *sinksArg = v.sinks ? sinks.ptr<float>() : nullptr;
 
   PrefillWorkspace ws = unwrap(kernel->createWorkspace(cfg.batch, tokens));
   PrefillPlan plan = unwrap(paged ? kernel->planPaged(cu, seqLens, ws, stream)
@@ -524,6 +538,7 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
                  v.numKVHeads, v.headDim, pageSize, paged->layout, numPages, 0};
       a.blockTables = blockTables.ptr<int32_t>();
       a.blockTableStride = pagesPerRequest;
+      a.sinks = sinksArg;
       if (kvType != v.qType) {
         a.kScale = a.vScale = scale.ptr<float>();
         a.numKVScales = 1;
@@ -540,6 +555,7 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
       a.numQHeads = v.numQHeads;
       a.numKVHeads = v.numKVHeads;
       a.headDim = v.headDim;
+      a.sinks = sinksArg;
       calls.push_back([=, &kernel, &plan] { return kernel->run(plan, a, stream); });
     }
   }
@@ -756,6 +772,8 @@ int main(int argc, char **argv) {
            "W,S,R,C,M]\n"
            "       attn-bench decode --only bf16|e4m3,KV_HEADS,BATCH,CONTEXT\n"
            "         [--page N] [--hnd]   cache geometry (default: 16, NHD)\n"
+           "       attn-bench decode|prefill ... --sinks   every variant with\n"
+           "         attention sinks\n"
            "       attn-bench prefill [--json] [--quick] [--prefill-schedule W,M,N,S]\n"
            "         [--ragged-only] [--no-e4m3] [--identity-pages] [--head-dim N]\n"
            "         [--define NAME[=VALUE]]...   template experiments\n"
@@ -799,6 +817,7 @@ int main(int argc, char **argv) {
   }
   if (has("--hnd"))
     benchLayout = KVLayout::HND;
+  benchSinks = has("--sinks");
   if (args[0] == "decode")
     return runDecode(has("--json"), has("--quick"));
   auto prefillSchedule = std::find(args.begin(), args.end(), "--prefill-schedule");
