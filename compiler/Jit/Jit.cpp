@@ -2,7 +2,7 @@
 #include "compiler/Jit/Jit.h"
 #include "codegen/EmitCuda.h"
 #include "compiler/Frontend/Frontend.h"
-#include "attn/runtime/VariantKey.h"
+#include "attn/runtime/cache/VariantKey.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 

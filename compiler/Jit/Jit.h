@@ -9,13 +9,13 @@
 #ifndef ATTN_COMPILER_JIT_JIT_H
 #define ATTN_COMPILER_JIT_JIT_H
 
-#include "attn/runtime/AppendKV.h"
-#include "attn/runtime/Backend.h"
-#include "attn/runtime/Decode.h"
-#include "attn/runtime/MixedBatch.h"
-#include "attn/runtime/Variant.h"
-#include "attn/runtime/Prefill.h"
-#include "attn/runtime/KernelCache.h"
+#include "attn/runtime/kernels/AppendKV.h"
+#include "attn/runtime/serving/Backend.h"
+#include "attn/runtime/kernels/Decode.h"
+#include "attn/runtime/kernels/MixedBatch.h"
+#include "spec/Variant.h"
+#include "attn/runtime/kernels/Prefill.h"
+#include "attn/runtime/cache/KernelCache.h"
 
 #include "llvm/Support/Error.h"
 

@@ -63,7 +63,7 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
 
   // Split-KV: a request is split only into chunks of at least 256 tokens
   // (shorter chunks cost more in the merge than they gain); the planner
-  // picks the chunk from the batch (runtime/DecodePlan.cpp).
+  // picks the chunk from the batch (runtime/kernels/DecodePlan.cpp).
   schedule.minChunkTokens = 256;
   return schedule;
 }

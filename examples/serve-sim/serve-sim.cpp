@@ -20,10 +20,10 @@
 // throughput; exits 1 on any mismatch.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/Backend.h"
-#include "attn/runtime/BlockAllocator.h"
-#include "attn/runtime/CacheOps.h"
-#include "attn/runtime/KVCache.h"
+#include "attn/runtime/serving/Backend.h"
+#include "attn/runtime/serving/BlockAllocator.h"
+#include "attn/runtime/serving/CacheOps.h"
+#include "attn/runtime/serving/KVCache.h"
 #include "compiler/Jit/Jit.h"
 #include "test/reference/Reference.h"
 

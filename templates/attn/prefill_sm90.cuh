@@ -38,7 +38,7 @@
 // boxes past the request's last page read page -1, which TMA fills with
 // zeros. A box is dense in shared memory, so paged K/V tiles are laid out
 // as [8-row group][column block][8 rows][128 bytes] (the 5-d tensor maps
-// of runtime/Prefill.cpp, encodePagesMap, walk the cache in that order)
+// of runtime/kernels/Prefill.cpp, encodePagesMap, walk the cache in that order)
 // and the wgmma descriptors step 8-row groups by kKVRowGroupBytes instead
 // of 1024. Rows of the last page past the request's end hold whatever the
 // cache holds (NaN, say): the consumers zero those V rows in shared memory
@@ -161,7 +161,7 @@ __device__ __forceinline__ void tmaLoad3d(uint32_t dst, const TmaDescriptor *map
 
 /// \brief A box of a paged cache's 5-d tensor map (dim, 8 tokens, column
 /// block, 8-token group, page) from column block `block`, group `group`
-/// and page `page` (runtime/Prefill.cpp, encodePagesMap).
+/// and page `page` (runtime/kernels/Prefill.cpp, encodePagesMap).
 __device__ __forceinline__ void tmaLoadPaged(uint32_t dst, const TmaDescriptor *map,
                                              uint32_t bar, int block, int group,
                                              int page) {
@@ -258,7 +258,7 @@ enum : int {
 #ifndef ATTN_SM90_PINGPONG
 #define ATTN_SM90_PINGPONG -1
 #endif
-// Persistent grids (runtime/Prefill.cpp): ATTN_SM90_SNAKE 1 reverses the
+// Persistent grids (runtime/kernels/Prefill.cpp): ATTN_SM90_SNAKE 1 reverses the
 // CTAs' order in odd rounds; 0 (default; measured no worse, often better:
 // docs/performance.md, "Persistent grid") keeps a plain grid stride.
 #ifndef ATTN_SM90_SNAKE
@@ -283,7 +283,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   constexpr int kAblate = ATTN_SM90_ABLATE;
 
   // Work: a grid of (work items, q heads) gives each CTA one (item, head)
-  // pair; a grid of one row (persistent, runtime/Prefill.cpp) makes each
+  // pair; a grid of one row (persistent, runtime/kernels/Prefill.cpp) makes each
   // CTA loop over the pairs w = item * heads + head, heaviest items first:
   // in round n CTA b takes pair n * grid + b (or n * grid + grid - 1 - b in
   // odd rounds with ATTN_SM90_SNAKE). The K/V rings and their barriers run on
@@ -770,7 +770,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
 }
 
 /// \brief Ragged or paged prefill on sm_90a: a grid of (work items, q
-/// heads), or one row of persistent CTAs (runtime/Prefill.cpp).
+/// heads), or one row of persistent CTAs (runtime/kernels/Prefill.cpp).
 template <class Config>
 __device__ __forceinline__ void prefillSm90Kernel(const PrefillSm90Params &sp) {
   if (gridDim.y == 1)

@@ -8,7 +8,7 @@
 //     equality, #attn.kernel_spec's text, the AOT manifest's JSON;
 //   - the generated Config block (codegen/EmitCuda.cpp): `constexpr bool`;
 //   - a per-query-head table's launch argument: the host's HeadTables
-//     (attn/runtime/HeadTables.h), the argument checks, the kernels'
+//     (attn/runtime/kernels/HeadTables.h), the argument checks, the kernels'
 //     parameter structs (templates/attn/params.h), and the attn-aot key.
 // What a knob does on the device lives in templates/attn/variant.cuh; its
 // IR operand (a head table) in dialect/IR/AttnOps.td.

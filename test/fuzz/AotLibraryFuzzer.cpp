@@ -1,7 +1,7 @@
 //===- AotLibraryFuzzer.cpp - AOT library reader, libFuzzer ---------------===//
 //
 // Arbitrary bytes as an attn-aot kernel library, through what a host does
-// with one (runtime/include/attn/runtime/AotLibrary.h): open it, read the
+// with one (runtime/include/attn/runtime/cache/AotLibrary.h): open it, read the
 // manifest, look every kernel up by AOT key and kernel key, read its cubin
 // (checked against the manifest's size and checksum). Bytes that start with
 // the packed magic are a packed .attnlib file; anything else is the
@@ -14,7 +14,7 @@
 // checks and the cubin reads are fuzzed with the parser.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/AotLibrary.h"
+#include "attn/runtime/cache/AotLibrary.h"
 #include "test/fuzz/FuzzScratch.h"
 
 #include "llvm/ADT/StringRef.h"

@@ -1,7 +1,7 @@
 //===- CacheEntryFuzzer.cpp - kernel cache disk entries, libFuzzer --------===//
 //
 // Arbitrary bytes as a file in the kernel cache's disk layer
-// (runtime/include/attn/runtime/KernelCache.h), where any process sharing
+// (runtime/include/attn/runtime/cache/KernelCache.h), where any process sharing
 // $ATTN_CACHE_DIR, a full disk or a crash mid-write can leave anything. Per
 // input, with a stand-in compiler so no NVRTC is involved:
 //
@@ -17,7 +17,7 @@
 // lock are fuzzed with the entry format.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/KernelCache.h"
+#include "attn/runtime/cache/KernelCache.h"
 #include "test/fuzz/FuzzScratch.h"
 
 #include "llvm/ADT/StringRef.h"

@@ -10,9 +10,9 @@
 // The cubins are stand-in bytes: neither reader looks inside them.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/AotLibrary.h"
-#include "attn/runtime/KernelCache.h"
-#include "attn/runtime/VariantKey.h"
+#include "attn/runtime/cache/AotLibrary.h"
+#include "attn/runtime/cache/KernelCache.h"
+#include "attn/runtime/cache/VariantKey.h"
 #include "codegen/EmitCuda.h"
 
 #include "llvm/Support/FileSystem.h"

@@ -7,11 +7,11 @@
 // and a kernel cache that holds the library and has no working compiler.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/AotLibrary.h"
-#include "attn/runtime/CacheOps.h"
-#include "attn/runtime/Nvrtc.h"
+#include "attn/runtime/cache/AotLibrary.h"
+#include "attn/runtime/serving/CacheOps.h"
+#include "attn/runtime/support/Nvrtc.h"
 #include "codegen/EmitCuda.h"
-#include "attn/runtime/VariantKey.h"
+#include "attn/runtime/cache/VariantKey.h"
 #include "compiler/Jit/Jit.h"
 #include "test/gpu/GpuTestUtil.h"
 #include "test/reference/PrefillCheck.h"

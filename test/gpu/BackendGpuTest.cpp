@@ -10,9 +10,9 @@
 // bytes the direct run gives.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/Backend.h"
-#include "attn/runtime/BlockAllocator.h"
-#include "attn/runtime/KVCache.h"
+#include "attn/runtime/serving/Backend.h"
+#include "attn/runtime/serving/BlockAllocator.h"
+#include "attn/runtime/serving/KVCache.h"
 #include "compiler/Jit/Jit.h"
 #include "test/gpu/GpuTestUtil.h"
 

@@ -10,7 +10,7 @@
 // as one captured graph replayed after each step.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/CacheOps.h"
+#include "attn/runtime/serving/CacheOps.h"
 #include "compiler/Jit/Jit.h"
 #include "test/gpu/GpuTestUtil.h"
 

@@ -8,8 +8,8 @@
 #ifndef ATTN_TEST_GPU_GPUTESTUTIL_H
 #define ATTN_TEST_GPU_GPUTESTUTIL_H
 
-#include "attn/runtime/CudaHandles.h"
-#include "attn/runtime/Error.h"
+#include "attn/runtime/support/CudaHandles.h"
+#include "attn/runtime/support/Error.h"
 #include "test/reference/DecodeCheck.h"
 
 #include "llvm/Support/Error.h"

@@ -8,8 +8,8 @@
 // its block table says.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/AttentionMetadata.h"
-#include "attn/runtime/KVCache.h"
+#include "attn/runtime/serving/AttentionMetadata.h"
+#include "attn/runtime/serving/KVCache.h"
 #include "compiler/Jit/Jit.h"
 #include "test/gpu/GpuTestUtil.h"
 

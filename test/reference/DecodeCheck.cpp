@@ -1,6 +1,6 @@
 //===- DecodeCheck.cpp - run a decode kernel against the reference --------===//
 #include "test/reference/DecodeCheck.h"
-#include "attn/runtime/Error.h"
+#include "attn/runtime/support/Error.h"
 
 #include <algorithm>
 #include <cassert>

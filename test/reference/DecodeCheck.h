@@ -9,8 +9,8 @@
 #ifndef ATTN_TEST_REFERENCE_DECODECHECK_H
 #define ATTN_TEST_REFERENCE_DECODECHECK_H
 
-#include "attn/runtime/Decode.h"
-#include "attn/runtime/Error.h"
+#include "attn/runtime/kernels/Decode.h"
+#include "attn/runtime/support/Error.h"
 #include "test/reference/Reference.h"
 
 #include "llvm/ADT/ArrayRef.h"

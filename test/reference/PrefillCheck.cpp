@@ -1,6 +1,6 @@
 //===- PrefillCheck.cpp - run a prefill kernel against the reference ------===//
 #include "test/reference/PrefillCheck.h"
-#include "attn/runtime/Error.h"
+#include "attn/runtime/support/Error.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 

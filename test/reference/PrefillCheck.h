@@ -9,8 +9,8 @@
 #ifndef ATTN_TEST_REFERENCE_PREFILLCHECK_H
 #define ATTN_TEST_REFERENCE_PREFILLCHECK_H
 
-#include "attn/runtime/MixedBatch.h"
-#include "attn/runtime/Prefill.h"
+#include "attn/runtime/kernels/MixedBatch.h"
+#include "attn/runtime/kernels/Prefill.h"
 #include "test/reference/DecodeCheck.h"
 #include "test/reference/Reference.h"
 

@@ -1,5 +1,5 @@
 //===- DecodePlanTest.cpp - split-KV partition of decode batches ----------===//
-#include "attn/runtime/Decode.h"
+#include "attn/runtime/kernels/Decode.h"
 
 #include <gtest/gtest.h>
 

@@ -9,9 +9,9 @@
 //===----------------------------------------------------------------------===//
 #include "tools/attn-aot/AotConfig.h"
 
-#include "attn/runtime/CacheOps.h"
-#include "attn/runtime/InputFiles.h"
-#include "attn/runtime/VariantKey.h"
+#include "attn/runtime/serving/CacheOps.h"
+#include "attn/runtime/support/InputFiles.h"
+#include "attn/runtime/cache/VariantKey.h"
 #include "compiler/Frontend/Frontend.h"
 #include "dialect/IR/AttnOps.h"
 #include "tools/RegisterAttn.h"

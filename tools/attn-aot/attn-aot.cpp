@@ -3,7 +3,7 @@
 //   attn-aot CONFIG --arch sm_80,sm_90a -o OUT [-j N] [--pack FILE]
 //            [--max-variants N]
 //
-// Builds the kernel library OUT (runtime/include/attn/runtime/AotLibrary.h)
+// Builds the kernel library OUT (runtime/include/attn/runtime/cache/AotLibrary.h)
 // for every variant CONFIG lists on every arch: generated CUDA, cubin and a
 // manifest. CONFIG is JSON (ranges of variants, below) or .mlir (attn ops,
 // lowered by attn-pipeline for each arch), read by AotConfig.h. Variants are
@@ -34,11 +34,11 @@
 // errors.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/AotLibrary.h"
-#include "attn/runtime/InputFiles.h"
-#include "attn/runtime/KernelCache.h"
-#include "attn/runtime/Nvrtc.h"
-#include "attn/runtime/VariantKey.h"
+#include "attn/runtime/cache/AotLibrary.h"
+#include "attn/runtime/support/InputFiles.h"
+#include "attn/runtime/cache/KernelCache.h"
+#include "attn/runtime/support/Nvrtc.h"
+#include "attn/runtime/cache/VariantKey.h"
 #include "codegen/EmitCuda.h"
 #include "tools/attn-aot/AotConfig.h"
 

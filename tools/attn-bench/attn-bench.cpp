@@ -24,8 +24,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Jit/Jit.h"
-#include "attn/runtime/Error.h"
-#include "attn/runtime/Nvrtc.h"
+#include "attn/runtime/support/Error.h"
+#include "attn/runtime/support/Nvrtc.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"

@@ -3,8 +3,8 @@
 // arch by variant, and with a GPU runs it on one request whose value rows
 // are all equal (so every output element must equal that value, whatever
 // the keys). Exit status 0 only if everything checks out.
-#include "attn/runtime/AotLibrary.h"
-#include "attn/runtime/CudaHandles.h"
+#include "attn/runtime/cache/AotLibrary.h"
+#include "attn/runtime/support/CudaHandles.h"
 
 #include <cmath>
 #include <cstdio>

@@ -7,7 +7,7 @@
 // match templates/attn/params.h field by field.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/VariantKey.h"
+#include "attn/runtime/cache/VariantKey.h"
 #include "codegen/EmitCuda.h"
 #include "spec/KernelLimits.h"
 #include "compiler/Frontend/Frontend.h"

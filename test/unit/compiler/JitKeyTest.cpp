@@ -6,7 +6,7 @@
 // out the values every launch passes. No GPU needed.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/VariantKey.h"
+#include "attn/runtime/cache/VariantKey.h"
 
 #include <gtest/gtest.h>
 

@@ -12,9 +12,9 @@
 // inside them.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/AotLibrary.h"
-#include "attn/runtime/KernelCache.h"
-#include "attn/runtime/VariantKey.h"
+#include "attn/runtime/cache/AotLibrary.h"
+#include "attn/runtime/cache/KernelCache.h"
+#include "attn/runtime/cache/VariantKey.h"
 #include "codegen/EmitCuda.h"
 #include "test/unit/runtime/TestFiles.h"
 

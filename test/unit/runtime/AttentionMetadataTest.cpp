@@ -7,7 +7,7 @@
 // bindings, and every input rule as an Error.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/AttentionMetadata.h"
+#include "attn/runtime/serving/AttentionMetadata.h"
 
 #include <gtest/gtest.h>
 

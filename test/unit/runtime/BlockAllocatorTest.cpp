@@ -5,7 +5,7 @@
 // shared blocks, copy-on-write, and BlockTable growing and forking.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/BlockAllocator.h"
+#include "attn/runtime/serving/BlockAllocator.h"
 
 #include <gtest/gtest.h>
 

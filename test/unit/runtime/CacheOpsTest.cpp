@@ -7,7 +7,7 @@
 // themselves run in test/gpu/CacheOpsGpuTest.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/CacheOps.h"
+#include "attn/runtime/serving/CacheOps.h"
 #include "codegen/EmitCuda.h"
 
 #include "llvm/ADT/StringRef.h"

@@ -6,10 +6,10 @@
 // machine without a GPU.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/CudaHandles.h"
+#include "attn/runtime/support/CudaHandles.h"
 
-#include "attn/runtime/Error.h"
-#include "attn/runtime/KernelCache.h"
+#include "attn/runtime/support/Error.h"
+#include "attn/runtime/cache/KernelCache.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 // without undefined conversions.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/InputFiles.h"
+#include "attn/runtime/support/InputFiles.h"
 
 #include "test/unit/runtime/TestFiles.h"
 

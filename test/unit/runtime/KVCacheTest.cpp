@@ -5,7 +5,7 @@
 // arithmetic and the coalescing of swap pairs into runs.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/KVCache.h"
+#include "attn/runtime/serving/KVCache.h"
 
 #include <gtest/gtest.h>
 

@@ -7,9 +7,9 @@
 // NVRTC.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/KernelCache.h"
+#include "attn/runtime/cache/KernelCache.h"
 
-#include "attn/runtime/Error.h"
+#include "attn/runtime/support/Error.h"
 #include "test/unit/runtime/TestFiles.h"
 
 #include "llvm/Support/FileSystem.h"

@@ -5,8 +5,8 @@
 // kernel comes back as an NvrtcError carrying the compiler log.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/Nvrtc.h"
-#include "attn/runtime/Error.h"
+#include "attn/runtime/support/Nvrtc.h"
+#include "attn/runtime/support/Error.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"

@@ -10,8 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include "tools/attn-aot/AotConfig.h"
 
-#include "attn/runtime/InputFiles.h"
-#include "attn/runtime/VariantKey.h"
+#include "attn/runtime/support/InputFiles.h"
+#include "attn/runtime/cache/VariantKey.h"
 
 #include <gtest/gtest.h>
 

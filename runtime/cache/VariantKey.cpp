@@ -1,0 +1,98 @@
+//===- VariantKey.cpp - names of variants for lookups ---------------------===//
+#include "attn/runtime/cache/VariantKey.h"
+
+#include <fmt/format.h>
+
+namespace attn::runtime {
+
+namespace {
+
+int flag(bool b) { return b ? 1 : 0; }
+
+/// An optional runtime value, exactly (floats in hex).
+template <class T> std::string valueOf(const std::optional<T> &value) {
+  if (!value)
+    return "none";
+  if constexpr (std::is_floating_point_v<T>)
+    return fmt::format("{:a}", *value);
+  else
+    return std::to_string(*value);
+}
+
+std::string scheduleOf(const std::optional<DecodeSchedule> &s) {
+  return s ? fmt::format(" schedule={},{},{},{},{}", s->warps, s->stages,
+                         s->rowTiles, s->minChunkTokens, s->ctasPerSM)
+           : "";
+}
+
+std::string scheduleOf(const std::optional<PrefillSchedule> &s) {
+  return s ? fmt::format(" schedule={},{},{},{},{}", s->warps, s->blockM,
+                         s->blockN, s->stages, toString(s->mma))
+           : "";
+}
+
+/// The knobs that choose the kernel: the kind, flags, and whether each
+/// runtime value (window, soft-cap) is on; the scale never changes it.
+std::string knobsKey(const AttentionKnobs &knobs) {
+  std::string key;
+  forEachKnob(
+      [&](const char *name, const auto &knob) {
+        using T = std::decay_t<decltype(knob)>;
+        if constexpr (std::is_same_v<T, AttentionKind>)
+          key += fmt::format(" kind={}", toString(knob));
+        else if constexpr (std::is_same_v<T, bool>)
+          key += fmt::format(" {}={}", name, flag(knob));
+        else if (std::string_view(name) != "scale")
+          key += fmt::format(" {}={}", name, flag(knob.has_value()));
+      },
+      knobs);
+  return key;
+}
+
+/// The runtime values of the knobs, exactly.
+std::string valuesKey(const AttentionKnobs &knobs) {
+  return fmt::format(" | scale={} softcap={} window={}", valueOf(knobs.scale),
+                     valueOf(knobs.softcap), valueOf(knobs.windowLeft));
+}
+
+} // namespace
+
+std::string kernelKey(const DecodeVariant &v) {
+  return fmt::format("decode q={} kv={} heads={}/{} dim={} page={} layout={} "
+                     "qlen={} headscale={}{}{}",
+                     toString(v.qType), toString(v.kvType), v.numQHeads,
+                     v.numKVHeads, v.headDim, v.pageSize, toString(v.layout),
+                     v.queryLen, flag(v.perHeadKVScale), knobsKey(v),
+                     scheduleOf(v.schedule));
+}
+
+std::string kernelKey(const PrefillVariant &v) {
+  std::string paged = "ragged";
+  if (v.paged)
+    paged = fmt::format("paged kv={} page={} layout={} headscale={}",
+                        toString(v.paged->kvType), v.paged->pageSize,
+                        toString(v.paged->layout), flag(v.paged->perHeadKVScale));
+  return fmt::format("prefill {} q={} heads={}/{} dim={}{}{}", paged,
+                     toString(v.qType), v.numQHeads, v.numKVHeads, v.headDim,
+                     knobsKey(v), scheduleOf(v.schedule));
+}
+
+std::string kernelKey(const AppendKVVariant &v) {
+  return fmt::format("append_kv in={} kv={} kv_heads={} dim={} page={} "
+                     "layout={} headscale={}",
+                     toString(v.inType), toString(v.kvType), v.numKVHeads,
+                     v.headDim, v.pageSize, toString(v.layout),
+                     flag(v.perHeadKVScale));
+}
+
+std::string variantKey(const DecodeVariant &v) {
+  return kernelKey(v) + valuesKey(v);
+}
+
+std::string variantKey(const PrefillVariant &v) {
+  return kernelKey(v) + valuesKey(v);
+}
+
+std::string variantKey(const AppendKVVariant &v) { return kernelKey(v); }
+
+} // namespace attn::runtime

@@ -1,0 +1,177 @@
+//===- Prefill.h - plan and run prefill kernels -----------------*- C++ -*-===//
+//
+// The host side of ragged (varlen) and paged prefill in the plan/run split:
+// plan() turns the batch's host lengths into a list of query tiles (longest
+// work first) and copies it to the workspace; run() launches one kernel with
+// no allocation and no host sync. Launch arguments are checked against the
+// compiled variant.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_RUNTIME_PREFILL_H
+#define ATTN_RUNTIME_PREFILL_H
+
+#include "attn/runtime/support/CudaHandles.h"
+#include "attn/runtime/kernels/HeadTables.h"
+#include "attn/runtime/kernels/PagedKV.h"
+#include "spec/Variant.h"
+#include "spec/KernelSpec.h"
+#include "templates/attn/params.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cuda.h>
+
+#include <memory>
+#include <vector>
+
+namespace attn::runtime {
+
+/// The query tiles of a batch, heaviest first; a pure function of the
+/// lengths. Errors name the first bad offset.
+llvm::Expected<std::vector<PrefillWorkItem>>
+partitionPrefill(llvm::ArrayRef<int32_t> cuSeqlensQ,
+                 llvm::ArrayRef<int32_t> cuSeqlensKV, const KernelSpec &spec);
+
+/// The same for a paged prefill over seqLens[b] cached tokens per request.
+/// In self attention request b's cu_seqlens_q[b+1] - cu_seqlens_q[b] new
+/// rows must be the last of them; cross attention reads cached encoder
+/// outputs of any length.
+llvm::Expected<std::vector<PrefillWorkItem>>
+partitionPagedPrefill(llvm::ArrayRef<int32_t> cuSeqlensQ,
+                      llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec,
+                      bool selfAttention);
+
+/// Device and pinned buffers a prefill kernel plans into, sized for at most
+/// `maxQTokens` query rows in `maxBatch` requests.
+class PrefillWorkspace {
+public:
+  int maxTiles() const { return tileCapacity; }
+  size_t deviceBytes() const { return buffer.device().size(); }
+
+private:
+  friend class PrefillKernel;
+  PrefillWorkspace() = default;
+  StagedBuffer buffer; ///< tile count, then tiles; all staged
+  int tileCapacity = 0;
+};
+
+/// A planned batch.
+struct PrefillPlan {
+  int batch = 0;
+  int64_t numQTokens = 0;  ///< cu_seqlens_q[batch]
+  int64_t numKVTokens = 0; ///< ragged: cu_seqlens_kv[batch]
+  int maxKVLen = 0;        ///< paged: the longest request's cached tokens
+  int gridX = 0;           ///< tiles (or capacity, for graph replay)
+  const PrefillWorkItem *workItems = nullptr;
+  const int32_t *numWorkItems = nullptr;
+};
+
+/// Device arguments of one prefill call (one layer).
+struct PrefillArgs : HeadTables {
+  const void *q = nullptr; ///< [numQTokens, numQHeads, headDim]
+  const void *k = nullptr; ///< [numKVTokens, numKVHeads, headDim]
+  const void *v = nullptr; ///< [numKVTokens, numKVHeads, headDim]
+  ScalarType dtype = ScalarType::BF16; ///< of q, k, v and out
+  int64_t numQTokens = 0;
+  int64_t numKVTokens = 0;
+  int numQHeads = 0;
+  int numKVHeads = 0;
+  int headDim = 0;
+  int64_t qStrideToken = 0; ///< elements; 0 means dense
+  int64_t kStrideToken = 0;
+  int64_t vStrideToken = 0;
+  void *out = nullptr; ///< like q
+  int64_t outStrideToken = 0;
+  float *lse = nullptr;               ///< [numQTokens, numQHeads] iff LSE
+};
+
+/// Device arguments of one paged-prefill call (one layer). The new rows'
+/// keys and values must already be in the cache (attn.append_kv).
+struct PagedPrefillArgs : HeadTables {
+  const void *q = nullptr; ///< [numQTokens, numQHeads, headDim]
+  ScalarType qType = ScalarType::BF16; ///< of q and out
+  int64_t numQTokens = 0;
+  int numQHeads = 0;
+  int headDim = 0;
+  int64_t qStrideToken = 0; ///< elements; 0 means dense
+  void *out = nullptr;      ///< like q
+  int64_t outStrideToken = 0;
+  float *lse = nullptr; ///< [numQTokens, numQHeads] iff LSE
+  PagedKVView cache;
+  const int32_t *blockTables = nullptr; ///< [batch, blockTableStride]
+  int blockTableStride = 0;
+  const float *kScale = nullptr; ///< FP8: [1] or [numKVHeads]
+  const float *vScale = nullptr;
+  int numKVScales = 0;
+};
+
+/// A loaded prefill kernel for one variant, ragged or paged.
+class PrefillKernel {
+public:
+  static llvm::Expected<PrefillKernel>
+  create(const KernelSpec &spec, const PrefillVariant &variant,
+         std::shared_ptr<CudaLibrary> library);
+
+  const KernelSpec &spec() const { return kernelSpec; }
+  const PrefillVariant &variant() const { return prefillVariant; }
+
+  /// A workspace for batches of at most `maxQTokens` query rows in at most
+  /// `maxBatch` requests.
+  llvm::Expected<PrefillWorkspace> createWorkspace(int maxBatch,
+                                                   int64_t maxQTokens) const;
+
+  /// Plans a batch from host cu_seqlens (batch + 1 offsets each) and copies
+  /// the tile list into `workspace` on `stream`. With `forGraph`, the grid is
+  /// the workspace capacity (extra CTAs exit at once).
+  llvm::Expected<PrefillPlan> plan(llvm::ArrayRef<int32_t> cuSeqlensQ,
+                                   llvm::ArrayRef<int32_t> cuSeqlensKV,
+                                   PrefillWorkspace &workspace, CUstream stream,
+                                   bool forGraph = false) const;
+  /// Plans a paged batch from host cu_seqlens_q (batch + 1 offsets) and the
+  /// requests' cached lengths (batch values, new rows included).
+  llvm::Expected<PrefillPlan> planPaged(llvm::ArrayRef<int32_t> cuSeqlensQ,
+                                        llvm::ArrayRef<int32_t> seqLens,
+                                        PrefillWorkspace &workspace,
+                                        CUstream stream,
+                                        bool forGraph = false) const;
+
+  llvm::Error checkArgs(const PrefillPlan &plan, const PrefillArgs &args) const;
+  llvm::Error checkArgs(const PrefillPlan &plan,
+                        const PagedPrefillArgs &args) const;
+  /// Checks `args`, then launches: no allocation, no host sync.
+  llvm::Error run(const PrefillPlan &plan, const PrefillArgs &args,
+                  CUstream stream) const;
+  llvm::Error run(const PrefillPlan &plan, const PagedPrefillArgs &args,
+                  CUstream stream) const;
+
+private:
+  PrefillKernel() = default;
+  /// Copies a partition's tiles into `workspace`: the plan of a batch
+  /// of cuSeqlensQ.size() - 1 requests.
+  llvm::Expected<PrefillPlan>
+  upload(llvm::Expected<std::vector<PrefillWorkItem>> partition,
+         llvm::ArrayRef<int32_t> cuSeqlensQ, PrefillWorkspace &workspace,
+         CUstream stream, bool forGraph) const;
+  /// The launch parameters run() derives from the variant, and the launch.
+  PrefillParams baseParams(const PrefillPlan &plan) const;
+  llvm::Error launch(const PrefillPlan &plan, const PrefillParams &params,
+                     CUstream stream) const;
+  /// The sm_90a (wgmma) launches: build q's and k/v's (ragged rows or cache
+  /// pages) tensor maps, then launch.
+  llvm::Error launchSm90(const PrefillPlan &plan, const PrefillParams &params,
+                         const PrefillArgs &args, CUstream stream) const;
+  llvm::Error launchSm90(const PrefillPlan &plan, const PrefillParams &params,
+                         const PagedPrefillArgs &args, CUstream stream) const;
+  llvm::Error launchSm90(const PrefillPlan &plan, PrefillSm90Params &params,
+                         CUstream stream) const;
+  KernelSpec kernelSpec;
+  PrefillVariant prefillVariant;
+  std::shared_ptr<CudaLibrary> library;
+  CUkernel entry = nullptr;
+  int smemBytes = 0;
+};
+
+} // namespace attn::runtime
+
+#endif // ATTN_RUNTIME_PREFILL_H

@@ -1,0 +1,549 @@
+//===- Prefill.cpp - plan and run prefill kernels -------------------------===//
+#include "attn/runtime/kernels/Prefill.h"
+#include "attn/runtime/support/Error.h"
+#include "runtime/kernels/CacheChecks.h"
+#include "runtime/support/SharedMemory.h"
+#include "codegen/EmitCuda.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+
+// The sm_90a prefill grid's default (sm90Persistent below).
+#ifndef ATTN_SM90_PERSISTENT_DEFAULT
+#define ATTN_SM90_PERSISTENT_DEFAULT 1
+#endif
+#ifndef ATTN_SM90_PERSISTENT_MAX_QLEN
+#define ATTN_SM90_PERSISTENT_MAX_QLEN 2048
+#endif
+
+namespace attn::runtime {
+
+namespace {
+
+llvm::Error argError(const llvm::Twine &message) {
+  return llvm::createStringError("prefill run: " + message.str());
+}
+
+size_t alignUp(size_t x) { return (x + 255) / 256 * 256; }
+
+/// Keys a tile's rows can see, for ordering tiles heaviest first.
+int64_t tileWork(const PrefillWorkItem &w, const KernelSpec &spec) {
+  if (!spec.causal)
+    return w.kvLen;
+  int lastPos = w.kvLen - w.qLen + std::min(w.qLen, w.tileBegin + spec.prefillSchedule.blockM) - 1;
+  return std::clamp(lastPos + 1, 0, w.kvLen);
+}
+
+/// Checks that `offsets` are batch + 1 non-decreasing offsets from 0.
+llvm::Error checkOffsets(const char *name, llvm::ArrayRef<int32_t> offsets) {
+  if (offsets.size() < 2)
+    return llvm::createStringError(llvm::formatv(
+        "prefill plan: {0} has {1} entries; it must hold batch + 1 >= 2 offsets",
+        name, offsets.size()));
+  if (offsets[0] != 0)
+    return llvm::createStringError(llvm::formatv(
+        "prefill plan: {0}[0] = {1}, but offsets must start at 0", name,
+        offsets[0]));
+  for (size_t b = 1; b < offsets.size(); ++b)
+    if (offsets[b] < offsets[b - 1])
+      return llvm::createStringError(llvm::formatv(
+          "prefill plan: {0}[{1}] = {2} is below {0}[{3}] = {4}; offsets "
+          "must not decrease",
+          name, b, offsets[b], b - 1, offsets[b - 1]));
+  return llvm::Error::success();
+}
+
+/// The query tiles of requests whose key ranges are (kvStart[b], kvLen[b]),
+/// longest first so the last wave holds the short ones.
+template <class KVRange>
+std::vector<PrefillWorkItem> tilesOf(llvm::ArrayRef<int32_t> cuQ,
+                                     const KernelSpec &spec, KVRange kvRange) {
+  const int blockM = spec.prefillSchedule.blockM;
+  std::vector<PrefillWorkItem> items;
+  for (size_t b = 0; b + 1 < cuQ.size(); ++b) {
+    int qLen = cuQ[b + 1] - cuQ[b];
+    auto [kvStart, kvLen] = kvRange(b);
+    for (int begin = 0; begin < qLen; begin += blockM)
+      items.push_back({cuQ[b], qLen, kvStart, kvLen, begin, int32_t(b)});
+  }
+  std::stable_sort(items.begin(), items.end(),
+                   [&](const PrefillWorkItem &a, const PrefillWorkItem &b) {
+                     return tileWork(a, spec) > tileWork(b, spec);
+                   });
+  return items;
+}
+
+} // namespace
+
+llvm::Expected<std::vector<PrefillWorkItem>>
+partitionPrefill(llvm::ArrayRef<int32_t> cuQ, llvm::ArrayRef<int32_t> cuKV,
+                 const KernelSpec &spec) {
+  if (cuQ.size() != cuKV.size())
+    return llvm::createStringError(llvm::formatv(
+        "prefill plan: cu_seqlens_q ({0} entries) and cu_seqlens_kv ({1}) "
+        "must both hold batch + 1 offsets",
+        cuQ.size(), cuKV.size()));
+  if (llvm::Error error = checkOffsets("cu_seqlens_q", cuQ))
+    return std::move(error);
+  if (llvm::Error error = checkOffsets("cu_seqlens_kv", cuKV))
+    return std::move(error);
+  return tilesOf(cuQ, spec, [&](size_t b) {
+    return std::pair{cuKV[b], cuKV[b + 1] - cuKV[b]};
+  });
+}
+
+llvm::Expected<std::vector<PrefillWorkItem>>
+partitionPagedPrefill(llvm::ArrayRef<int32_t> cuQ,
+                      llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec,
+                      bool selfAttention) {
+  if (llvm::Error error = checkOffsets("cu_seqlens_q", cuQ))
+    return std::move(error);
+  if (seqLens.size() + 1 != cuQ.size())
+    return llvm::createStringError(llvm::formatv(
+        "prefill plan: {0} seq_lens for {1} requests (cu_seqlens_q has {2} "
+        "entries)",
+        seqLens.size(), cuQ.size() - 1, cuQ.size()));
+  // Self attention: the new rows are the last of the cached tokens. (Cross
+  // attention reads cached encoder outputs, unrelated to the query rows.)
+  for (size_t b = 0; b < seqLens.size() && selfAttention; ++b)
+    if (seqLens[b] < cuQ[b + 1] - cuQ[b])
+      return llvm::createStringError(llvm::formatv(
+          "prefill plan: seq_lens[{0}] = {1} is below the request's {2} new "
+          "rows, which must already be in the cache",
+          b, seqLens[b], cuQ[b + 1] - cuQ[b]));
+  return tilesOf(cuQ, spec, [&](size_t b) { return std::pair{0, seqLens[b]}; });
+}
+
+llvm::Expected<PrefillKernel>
+PrefillKernel::create(const KernelSpec &spec, const PrefillVariant &variant,
+                      std::shared_ptr<CudaLibrary> library) {
+  PrefillKernel kernel;
+  kernel.kernelSpec = spec;
+  kernel.prefillVariant = variant;
+  auto entry = library->getKernel(kernelSymbol(spec));
+  if (!entry)
+    return entry.takeError();
+  kernel.entry = *entry;
+  auto smem = setUpSharedMemory(*library, *entry, spec);
+  if (!smem)
+    return smem.takeError();
+  kernel.smemBytes = *smem;
+  kernel.library = std::move(library);
+  return std::move(kernel);
+}
+
+llvm::Expected<PrefillWorkspace>
+PrefillKernel::createWorkspace(int maxBatch, int64_t maxQTokens) const {
+  if (maxBatch < 1 || maxQTokens < 1)
+    return llvm::createStringError(llvm::formatv(
+        "prefill workspace: maxBatch ({0}) and maxQTokens ({1}) must be >= 1",
+        maxBatch, maxQTokens));
+  PrefillWorkspace ws;
+  // Every request adds at most one partial tile.
+  int64_t tiles = maxQTokens / kernelSpec.prefillSchedule.blockM + maxBatch;
+  if (tiles > INT32_MAX)
+    return llvm::createStringError("prefill workspace: too many query tiles");
+  ws.tileCapacity = int(tiles);
+  size_t bytes = alignUp(sizeof(int32_t)) + tiles * sizeof(PrefillWorkItem);
+  auto buffer = StagedBuffer::allocate(bytes, bytes);
+  if (!buffer)
+    return buffer.takeError();
+  ws.buffer = std::move(*buffer);
+  return std::move(ws);
+}
+
+llvm::Expected<PrefillPlan>
+PrefillKernel::upload(llvm::Expected<std::vector<PrefillWorkItem>> partition,
+                      llvm::ArrayRef<int32_t> cuSeqlensQ, PrefillWorkspace &ws,
+                      CUstream stream, bool forGraph) const {
+  if (!partition)
+    return partition.takeError();
+  const std::vector<PrefillWorkItem> &items = *partition;
+  if (int64_t(items.size()) > ws.maxTiles())
+    return llvm::createStringError(llvm::formatv(
+        "prefill plan: {0} query tiles exceed the workspace's {1}",
+        items.size(), ws.maxTiles()));
+  auto host = ws.buffer.beginWrite();
+  if (!host)
+    return host.takeError();
+  int32_t count = int32_t(items.size());
+  std::memcpy(*host, &count, sizeof(count));
+  std::memcpy(*host + alignUp(sizeof(int32_t)), items.data(),
+              items.size() * sizeof(PrefillWorkItem));
+  if (llvm::Error error = ws.buffer.upload(stream))
+    return std::move(error);
+
+  PrefillPlan plan;
+  plan.batch = int(cuSeqlensQ.size()) - 1;
+  plan.numQTokens = cuSeqlensQ.back();
+  plan.numWorkItems = ws.buffer.device().ptr<int32_t>();
+  plan.workItems = reinterpret_cast<const PrefillWorkItem *>(
+      ws.buffer.device().ptr<char>() + alignUp(sizeof(int32_t)));
+  plan.gridX = forGraph ? ws.maxTiles() : count;
+  return plan;
+}
+
+llvm::Expected<PrefillPlan>
+PrefillKernel::plan(llvm::ArrayRef<int32_t> cuSeqlensQ,
+                    llvm::ArrayRef<int32_t> cuSeqlensKV, PrefillWorkspace &ws,
+                    CUstream stream, bool forGraph) const {
+  if (kernelSpec.kind != KernelKind::Prefill)
+    return llvm::createStringError(
+        "prefill plan: the kernel reads a paged cache; use planPaged");
+  auto plan = upload(partitionPrefill(cuSeqlensQ, cuSeqlensKV, kernelSpec),
+                     cuSeqlensQ, ws, stream, forGraph);
+  if (plan)
+    plan->numKVTokens = cuSeqlensKV.back();
+  return plan;
+}
+
+llvm::Expected<PrefillPlan>
+PrefillKernel::planPaged(llvm::ArrayRef<int32_t> cuSeqlensQ,
+                         llvm::ArrayRef<int32_t> seqLens, PrefillWorkspace &ws,
+                         CUstream stream, bool forGraph) const {
+  if (kernelSpec.kind != KernelKind::PagedPrefill)
+    return llvm::createStringError(
+        "prefill plan: the kernel reads contiguous k/v; use plan");
+  auto plan = upload(partitionPagedPrefill(cuSeqlensQ, seqLens, kernelSpec,
+                                           prefillVariant.kind != AttentionKind::Cross),
+                     cuSeqlensQ, ws, stream, forGraph);
+  if (plan)
+    for (int32_t len : seqLens)
+      plan->maxKVLen = std::max(plan->maxKVLen, len);
+  return plan;
+}
+
+namespace {
+
+/// The checks every prefill launch shares: q / out strides, per-head
+/// tables, LSE.
+llvm::Error checkCommonArgs(const KernelSpec &s, int64_t qStride,
+                            int64_t outStride, const HeadTables &tables,
+                            const float *lse) {
+  int64_t qRow = int64_t(s.numQHeads) * s.headDim;
+  for (auto [name, stride] : {std::pair{"q", qStride}, std::pair{"out", outStride}})
+    if (stride && (stride < qRow || stride % 8))
+      return argError(llvm::formatv("{0} token stride {1} must be >= {2} and "
+                                    "a multiple of 8",
+                                    name, stride, qRow));
+  if (auto problem = headTablesProblem(s, tables))
+    return argError(*problem);
+  if (s.writeLse != (lse != nullptr))
+    return argError(s.writeLse ? "the variant writes LSE: lse must be set"
+                               : "lse given, but the variant does not write LSE");
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
+                                     const PrefillArgs &a) const {
+  const KernelSpec &s = kernelSpec;
+  if (s.kind != KernelKind::Prefill)
+    return argError("the kernel reads a paged cache; pass PagedPrefillArgs");
+  if (!a.q || !a.k || !a.v || !a.out)
+    return argError("q, k, v and out must not be null");
+  if (a.dtype != s.qType)
+    return argError(llvm::formatv("q/k/v are {0}, the kernel was compiled for {1}",
+                                  toString(a.dtype), toString(s.qType)));
+  if (a.numQHeads != s.numQHeads || a.numKVHeads != s.numKVHeads ||
+      a.headDim != s.headDim)
+    return argError(llvm::formatv(
+        "heads {0}/{1} x {2} dims, the kernel was compiled for {3}/{4} x {5}",
+        a.numQHeads, a.numKVHeads, a.headDim, s.numQHeads, s.numKVHeads,
+        s.headDim));
+  if (a.numQTokens != plan.numQTokens || a.numKVTokens != plan.numKVTokens)
+    return argError(llvm::formatv(
+        "{0} q and {1} kv tokens; the plan's cu_seqlens end at {2} and {3}",
+        a.numQTokens, a.numKVTokens, plan.numQTokens, plan.numKVTokens));
+  int64_t kvRow = int64_t(s.numKVHeads) * s.headDim;
+  for (auto [name, stride] : {std::pair{"k", a.kStrideToken}, std::pair{"v", a.vStrideToken}})
+    if (stride && (stride < kvRow || stride % 8))
+      return argError(llvm::formatv("{0} token stride {1} must be >= {2} and "
+                                    "a multiple of 8",
+                                    name, stride, kvRow));
+  return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a,
+                         a.lse);
+}
+
+llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
+                                     const PagedPrefillArgs &a) const {
+  const KernelSpec &s = kernelSpec;
+  if (s.kind != KernelKind::PagedPrefill)
+    return argError("the kernel reads contiguous k/v; pass PrefillArgs");
+  if (!a.q || !a.out || !a.cache.k || !a.cache.v || !a.blockTables)
+    return argError("q, out, cache.k, cache.v and blockTables must not be null");
+  if (a.qType != s.qType)
+    return argError(llvm::formatv("q is {0}, the kernel was compiled for {1}",
+                                  toString(a.qType), toString(s.qType)));
+  if (a.numQHeads != s.numQHeads || a.headDim != s.headDim)
+    return argError(llvm::formatv("q has {0} heads x {1} dims, the kernel was "
+                                  "compiled for {2} x {3}",
+                                  a.numQHeads, a.headDim, s.numQHeads, s.headDim));
+  if (a.numQTokens != plan.numQTokens)
+    return argError(llvm::formatv("{0} q tokens; the plan's cu_seqlens_q end at {1}",
+                                  a.numQTokens, plan.numQTokens));
+  if (auto problem = pagedArgsProblem(a.cache, s, a.blockTableStride))
+    return argError(*problem);
+  int64_t pagesNeeded = (int64_t(plan.maxKVLen) + s.pageSize - 1) / s.pageSize;
+  if (pagesNeeded > a.blockTableStride)
+    return argError(llvm::formatv("the longest request ({0} tokens) needs {1} "
+                                  "pages; the block table has {2} per request",
+                                  plan.maxKVLen, pagesNeeded, a.blockTableStride));
+  if (auto problem = scaleMismatch(s, a.kScale, a.vScale, a.numKVScales))
+    return argError(*problem);
+  return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a,
+                         a.lse);
+}
+
+PrefillParams PrefillKernel::baseParams(const PrefillPlan &plan) const {
+  const KernelSpec &s = kernelSpec;
+  PrefillParams p{};
+  p.workItems = plan.workItems;
+  p.numWorkItems = plan.numWorkItems;
+  p.smScale = prefillVariant.scale ? *prefillVariant.scale
+                                   : float(1.0 / std::sqrt(double(s.headDim)));
+  p.softcap = prefillVariant.softcap.value_or(0.f);
+  p.windowLeft = prefillVariant.windowLeft.value_or(0);
+  return p;
+}
+
+llvm::Error PrefillKernel::launch(const PrefillPlan &plan, const PrefillParams &p,
+                                  CUstream stream) const {
+  if (plan.gridX == 0)
+    return llvm::Error::success(); // an empty batch
+  PrefillParams params = p;
+  void *args[] = {&params};
+  ATTN_CU_CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(entry), plan.gridX,
+                               kernelSpec.numQHeads, 1,
+                               threadsPerBlock(kernelSpec), 1, 1, smemBytes,
+                               stream, args, nullptr));
+  return llvm::Error::success();
+}
+
+namespace {
+
+// cuda.h aligns CUtensorMap to 128 bytes; the driver needs 64
+// (cuTensorMapEncodeTiled), which TmaDescriptor keeps in the kernel's
+// parameter space too.
+static_assert(sizeof(TmaDescriptor) == sizeof(CUtensorMap) &&
+                  alignof(TmaDescriptor) >= 64,
+              "TmaDescriptor (templates/attn/params.h) must be a CUtensorMap");
+
+/// The tensor map of one ragged [tokens, heads, headDim] 16-bit tensor
+/// (token stride `strideToken` elements) as the sm_90a template reads it:
+/// boxes of 64 dims x 1 head x `boxRows` tokens, 128-byte swizzled; rows
+/// past the tensor read as zeros.
+llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base,
+                          ScalarType type, int64_t tokens, int heads,
+                          int headDim, int64_t strideToken, int boxRows) {
+  if (reinterpret_cast<uintptr_t>(base) % 16)
+    return argError("q, k and v must be 16-byte aligned for the sm_90a "
+                    "(TMA) prefill");
+  // A tensor map needs at least one row; an empty tensor is never read.
+  cuuint64_t dims[3] = {cuuint64_t(headDim), cuuint64_t(heads),
+                        cuuint64_t(std::max<int64_t>(tokens, 1))};
+  cuuint64_t strides[2] = {cuuint64_t(headDim) * 2, cuuint64_t(strideToken) * 2};
+  cuuint32_t box[3] = {64, 1, cuuint32_t(boxRows)};
+  cuuint32_t elementStrides[3] = {1, 1, 1};
+  ATTN_CU_CHECK(cuTensorMapEncodeTiled(
+      reinterpret_cast<CUtensorMap *>(&map),
+      type == ScalarType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                               : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+      3, const_cast<void *>(base), dims, strides, box, elementStrides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return llvm::Error::success();
+}
+
+/// The tensor map of one paged 16-bit cache (K or V) as the sm_90a template
+/// reads it (PrefillSm90Traits::kKVRowGroupBytes): 5-d (64 dims, 8 tokens,
+/// column block, 8-token group, page), so that one box of 64 dims x 8
+/// tokens x every column block x `boxRows` / 8 groups of one page lands as
+/// [8-row group][column block][8 rows][128 bytes], 128-byte swizzled, and
+/// covers every column block (one box per page piece, not one per piece
+/// and column block). NHD folds the head into the column-block index
+/// (heads x column blocks, 128 bytes apart), HND into the group index
+/// (heads x groups per page). Page -1 reads as zeros.
+llvm::Error encodePagesMap(TmaDescriptor &map, const void *base,
+                           const KernelSpec &s, int64_t numPages,
+                           int64_t pageStride, int boxRows) {
+  if (reinterpret_cast<uintptr_t>(base) % 16)
+    return argError("cache.k and cache.v must be 16-byte aligned for the "
+                    "sm_90a (TMA) prefill");
+  const bool hnd = s.layout == KVLayout::HND;
+  const cuuint64_t heads = cuuint64_t(s.numKVHeads),
+                   colBlocks = cuuint64_t(s.headDim / 64),
+                   groups = cuuint64_t(s.pageSize / 8);
+  // Bytes between consecutive tokens of a page.
+  const cuuint64_t tokenStride = (hnd ? 1 : heads) * s.headDim * 2;
+  cuuint64_t dims[5] = {64, 8, hnd ? colBlocks : heads * colBlocks,
+                        hnd ? heads * groups : groups, cuuint64_t(numPages)};
+  cuuint64_t strides[4] = {tokenStride, 128, 8 * tokenStride,
+                           cuuint64_t(pageStride) * 2};
+  cuuint32_t box[5] = {64, 8, cuuint32_t(colBlocks), cuuint32_t(boxRows / 8), 1};
+  cuuint32_t elementStrides[5] = {1, 1, 1, 1, 1};
+  ATTN_CU_CHECK(cuTensorMapEncodeTiled(
+      reinterpret_cast<CUtensorMap *>(&map),
+      s.qType == ScalarType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+      5, const_cast<void *>(base), dims, strides, box, elementStrides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return llvm::Error::success();
+}
+
+} // namespace
+
+/// The sm_90a grid: persistent (one row of at most as many CTAs as fit on
+/// the device at once, each looping over (work item, q head) pairs with the
+/// grid's stride; templates/attn/prefill_sm90.cuh) or one CTA per pair.
+/// By default persistent for short requests (on average at most
+/// ATTN_SM90_PERSISTENT_MAX_QLEN query tokens; docs/performance.md,
+/// "Persistent grid"); ATTN_SM90_PERSISTENT=0/1 forces it off/on.
+static bool sm90Persistent(const PrefillPlan &plan) {
+  static const int forced = [] {
+    const char *env = std::getenv("ATTN_SM90_PERSISTENT");
+    if (env && *env)
+      return std::strcmp(env, "0") != 0 ? 1 : 0;
+    return -1;
+  }();
+  if (forced >= 0)
+    return forced != 0;
+  return ATTN_SM90_PERSISTENT_DEFAULT != 0 &&
+         plan.numQTokens <= int64_t(ATTN_SM90_PERSISTENT_MAX_QLEN) * plan.batch;
+}
+
+llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
+                                      PrefillSm90Params &params,
+                                      CUstream stream) const {
+  const KernelSpec &s = kernelSpec;
+  void *args[] = {&params};
+  CUfunction fn = reinterpret_cast<CUfunction>(entry);
+  unsigned gridX = unsigned(plan.gridX), gridY = unsigned(s.numQHeads);
+  if (sm90Persistent(plan)) {
+    // Host-side queries only (no stream work): graph capture is unaffected,
+    // and the kernel reads the item count on the device.
+    CUdevice device;
+    int sms = 0, perSm = 0;
+    ATTN_CU_CHECK(cuCtxGetDevice(&device));
+    ATTN_CU_CHECK(cuDeviceGetAttribute(
+        &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device));
+    ATTN_CU_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(
+        &perSm, fn, threadsPerBlock(s), smemBytes));
+    int64_t pairs = int64_t(plan.gridX) * s.numQHeads;
+    int64_t resident = int64_t(std::max(1, sms)) * std::max(1, perSm);
+    gridX = unsigned(std::min(pairs, resident));
+    gridY = 1;
+  }
+  ATTN_CU_CHECK(cuLaunchKernel(fn, gridX, gridY, 1, threadsPerBlock(s), 1, 1,
+                               smemBytes, stream, args, nullptr));
+  return llvm::Error::success();
+}
+
+llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
+                                      const PrefillParams &p,
+                                      const PrefillArgs &a,
+                                      CUstream stream) const {
+  if (plan.gridX == 0)
+    return llvm::Error::success(); // an empty batch
+  const KernelSpec &s = kernelSpec;
+  PrefillSm90Params params{};
+  params.base = p;
+  // Three host-side encodings per call (no driver round trip to the GPU):
+  // the maps hold the buffers' addresses, which change from call to call.
+  if (llvm::Error err = encodeRowsMap(params.qMap, a.q, s.qType, a.numQTokens,
+                                      s.numQHeads, s.headDim, p.qStrideToken, 64))
+    return err;
+  if (llvm::Error err = encodeRowsMap(params.kMap, a.k, s.qType, a.numKVTokens,
+                                      s.numKVHeads, s.headDim, p.kStrideToken,
+                                      s.prefillSchedule.blockN))
+    return err;
+  if (llvm::Error err = encodeRowsMap(params.vMap, a.v, s.qType, a.numKVTokens,
+                                      s.numKVHeads, s.headDim, p.vStrideToken,
+                                      s.prefillSchedule.blockN))
+    return err;
+  return launchSm90(plan, params, stream);
+}
+
+llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
+                                      const PrefillParams &p,
+                                      const PagedPrefillArgs &a,
+                                      CUstream stream) const {
+  if (plan.gridX == 0)
+    return llvm::Error::success(); // an empty batch
+  const KernelSpec &s = kernelSpec;
+  PrefillSm90Params params{};
+  params.base = p;
+  // Boxes of the largest piece of a page that tiles both pages and K/V
+  // tiles (PrefillSm90Traits::kBoxRows).
+  const int boxRows = std::gcd(s.pageSize, s.prefillSchedule.blockN);
+  if (llvm::Error err = encodeRowsMap(params.qMap, a.q, s.qType, a.numQTokens,
+                                      s.numQHeads, s.headDim, p.qStrideToken, 64))
+    return err;
+  if (llvm::Error err = encodePagesMap(params.kMap, a.cache.k, s,
+                                       a.cache.numPages, p.pageStride, boxRows))
+    return err;
+  if (llvm::Error err = encodePagesMap(params.vMap, a.cache.v, s,
+                                       a.cache.numPages, p.pageStride, boxRows))
+    return err;
+  return launchSm90(plan, params, stream);
+}
+
+llvm::Error PrefillKernel::run(const PrefillPlan &plan, const PrefillArgs &a,
+                               CUstream stream) const {
+  if (llvm::Error err = checkArgs(plan, a))
+    return err;
+  const KernelSpec &s = kernelSpec;
+  int64_t qRow = int64_t(s.numQHeads) * s.headDim;
+  int64_t kvRow = int64_t(s.numKVHeads) * s.headDim;
+  PrefillParams p = baseParams(plan);
+  p.q = a.q;
+  p.k = a.k;
+  p.v = a.v;
+  p.out = a.out;
+  p.lse = a.lse;
+  setHeadTables(p, a);
+  p.qStrideToken = a.qStrideToken ? a.qStrideToken : qRow;
+  p.kStrideToken = a.kStrideToken ? a.kStrideToken : kvRow;
+  p.vStrideToken = a.vStrideToken ? a.vStrideToken : kvRow;
+  p.outStrideToken = a.outStrideToken ? a.outStrideToken : qRow;
+  if (s.prefillSchedule.mma == PrefillMma::Wgmma)
+    return launchSm90(plan, p, a, stream);
+  return launch(plan, p, stream);
+}
+
+llvm::Error PrefillKernel::run(const PrefillPlan &plan,
+                               const PagedPrefillArgs &a,
+                               CUstream stream) const {
+  if (llvm::Error err = checkArgs(plan, a))
+    return err;
+  const KernelSpec &s = kernelSpec;
+  int64_t qRow = int64_t(s.numQHeads) * s.headDim;
+  PrefillParams p = baseParams(plan);
+  p.q = a.q;
+  p.k = a.cache.k;
+  p.v = a.cache.v;
+  p.out = a.out;
+  p.lse = a.lse;
+  setHeadTables(p, a);
+  p.blockTables = a.blockTables;
+  p.kScale = a.kScale;
+  p.vScale = a.vScale;
+  p.qStrideToken = a.qStrideToken ? a.qStrideToken : qRow;
+  p.outStrideToken = a.outStrideToken ? a.outStrideToken : qRow;
+  p.pageStride = a.cache.pageStride
+                     ? a.cache.pageStride
+                     : int64_t(s.pageSize) * s.numKVHeads * s.headDim;
+  p.blockTableStride = a.blockTableStride;
+  if (s.prefillSchedule.mma == PrefillMma::Wgmma)
+    return launchSm90(plan, p, a, stream);
+  return launch(plan, p, stream);
+}
+
+} // namespace attn::runtime

@@ -1,0 +1,298 @@
+//===- Backend.cpp - one attention backend per model config ---------------===//
+#include "attn/runtime/serving/Backend.h"
+#include "attn/runtime/support/Error.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+namespace attn::runtime {
+
+namespace {
+
+llvm::Error backendError(const llvm::Twine &message) {
+  return llvm::createStringError("backend: " + message.str());
+}
+
+} // namespace
+
+KernelSource kernelsFrom(std::shared_ptr<const AotLibrary> library, Arch arch) {
+  KernelSource source;
+  source.decode = [library, arch](const DecodeVariant &v) {
+    return library->decode(v, arch);
+  };
+  source.prefill = [library, arch](const PrefillVariant &v) {
+    return library->prefill(v, arch);
+  };
+  source.appendKV = [library, arch](const AppendKVVariant &v) {
+    return library->appendKV(v, arch);
+  };
+  return source;
+}
+
+void bindCache(LayerArgs &args, const KVCache &cache, int layer) {
+  args.cache = cache.view(layer);
+  args.kScale = cache.kScale(layer);
+  args.vScale = cache.vScale(layer);
+  args.numKVScales = args.kScale ? cache.config().numScales() : 0;
+}
+
+struct Backend::Graph {
+  CUgraphExec exec = nullptr;
+  size_t deviceBytes = 0;
+  ~Graph() {
+    if (exec)
+      cuGraphExecDestroy(exec);
+  }
+};
+
+Backend::~Backend() = default;
+
+llvm::Expected<std::unique_ptr<Backend>>
+Backend::create(const BackendConfig &c, const KernelSource &kernels,
+                const MetadataLimits &limits) {
+  if (c.qType != ScalarType::F16 && c.qType != ScalarType::BF16)
+    return backendError(llvm::formatv("q type {0}: expected f16 or bf16",
+                                      toString(c.qType)));
+  if (c.kind != AttentionKind::Decoder && c.windowLeft)
+    return backendError("a sliding window applies to decoder self attention only");
+  if (llvm::Error error = checkLimits(limits))
+    return std::move(error);
+  std::unique_ptr<Backend> b(new Backend());
+  b->backendConfig = c;
+  b->limits = limits;
+
+  PrefillVariant base;
+  base.qType = c.qType;
+  base.numQHeads = c.numQHeads;
+  base.numKVHeads = c.numKVHeads;
+  base.headDim = c.headDim;
+  base.softcap = c.softcap;
+  base.scale = c.scale;
+#define ATTN_HEAD_TABLE(flag, ...) base.flag = c.flag;
+#include "templates/attn/variant_knobs.h"
+  // The kernel without a cache: encoders always; decoders and cross
+  // attention for the profiling run.
+  PrefillVariant ragged = base;
+  ragged.causal = c.kind == AttentionKind::Decoder;
+  ragged.kind = c.kind;
+  ragged.windowLeft = c.windowLeft;
+  auto raggedKernel = kernels.prefill(ragged);
+  if (!raggedKernel)
+    return raggedKernel.takeError();
+  b->ragged = *raggedKernel;
+  auto raggedWs = b->ragged->createWorkspace(limits.maxBatch, limits.maxTokens);
+  if (!raggedWs)
+    return raggedWs.takeError();
+  b->raggedWorkspace.emplace(std::move(*raggedWs));
+  if (c.kind == AttentionKind::Encoder)
+    return std::move(b);
+
+  // Paged prefill + decode over the (cross) cache, and append-KV into it.
+  PrefillVariant paged = ragged;
+  paged.paged = PagedKVFormat{c.kvType, c.blockSize, c.layout, c.perHeadKVScale};
+  auto prefill = kernels.prefill(paged);
+  if (!prefill)
+    return prefill.takeError();
+  auto decode = kernels.decode(decodeVariantFor(paged));
+  if (!decode)
+    return decode.takeError();
+  auto mixed = MixedBatchAttention::create(*prefill, *decode);
+  if (!mixed)
+    return mixed.takeError();
+  b->mixed.emplace(std::move(*mixed));
+  auto mixedWs = b->mixed->createWorkspace(limits.maxBatch, limits.maxTokens);
+  if (!mixedWs)
+    return mixedWs.takeError();
+  b->mixedWorkspace.emplace(std::move(*mixedWs));
+  AppendKVVariant append;
+  append.inType = c.qType;
+  append.kvType = c.kvType;
+  append.numKVHeads = c.numKVHeads;
+  append.headDim = c.headDim;
+  append.pageSize = c.blockSize;
+  append.layout = c.layout;
+  append.perHeadKVScale = c.perHeadKVScale;
+  auto appendKernel = kernels.appendKV(append);
+  if (!appendKernel)
+    return appendKernel.takeError();
+  b->appendKV = *appendKernel;
+  return std::move(b);
+}
+
+llvm::Expected<StepPlan> Backend::plan(const AttentionMetadata &md,
+                                       CUstream stream, bool forGraph) {
+  StepPlan plan;
+  plan.metadata = &md;
+  if (backendConfig.kind == AttentionKind::Encoder) {
+    auto ragged = this->ragged->plan(md.queryStartLoc, md.queryStartLoc,
+                                     *raggedWorkspace, stream, forGraph);
+    if (!ragged)
+      return ragged.takeError();
+    plan.ragged = *ragged;
+    return plan;
+  }
+  bool cross = backendConfig.kind == AttentionKind::Cross;
+  auto mixedPlan = mixed->plan(md.queryStartLoc, md.kvLens(cross), md.numPrefills,
+                               *mixedWorkspace, stream, forGraph);
+  if (!mixedPlan)
+    return mixedPlan.takeError();
+  plan.mixed = *mixedPlan;
+  return plan;
+}
+
+llvm::Error Backend::forward(const StepPlan &plan, const LayerArgs &layer,
+                             CUstream stream) const {
+  if (!plan.metadata)
+    return backendError("the step plan is empty");
+  const AttentionMetadata &md = *plan.metadata;
+  const BackendConfig &c = backendConfig;
+  if (c.kind == AttentionKind::Encoder)
+    return forwardWithoutCache(plan, layer, stream);
+  if (!plan.mixed)
+    return backendError("the plan is not for a step over the cache (use forwardWithoutCache)");
+  bool cross = c.kind == AttentionKind::Cross;
+
+  // New K/V into the cache: the step's tokens, or (cross) the encoder
+  // outputs of requests whose encoder runs now.
+  AppendKVArgs append;
+  bindSlots(append, md, cross);
+  if (append.numTokens > 0) {
+    if (!layer.k || !layer.v)
+      return backendError(cross ? "the step runs encoders: k and v must hold their outputs"
+                                : "k and v must hold the step's new rows");
+    append.k = layer.k;
+    append.v = layer.v;
+    append.inType = c.qType;
+    append.numKVHeads = c.numKVHeads;
+    append.headDim = c.headDim;
+    append.kStrideToken = layer.kStrideToken;
+    append.vStrideToken = layer.vStrideToken;
+    append.cache = layer.cache;
+    append.kScale = layer.kScale;
+    append.vScale = layer.vScale;
+    append.numKVScales = layer.numKVScales;
+    if (llvm::Error error = appendKV->run(append, stream))
+      return error;
+  }
+
+  MixedBatchArgs args;
+  args.q = layer.q;
+  args.qType = c.qType;
+  args.numQHeads = c.numQHeads;
+  args.headDim = c.headDim;
+  args.qStrideToken = layer.qStrideToken;
+  args.out = layer.out;
+  args.outStrideToken = layer.outStrideToken;
+  args.cache = layer.cache;
+  args.kScale = layer.kScale;
+  args.vScale = layer.vScale;
+  args.numKVScales = layer.numKVScales;
+  static_cast<HeadTables &>(args) = layer;
+  bindMetadata(args, md, cross);
+  return mixed->run(*plan.mixed, args, stream);
+}
+
+llvm::Expected<StepPlan> Backend::planWithoutCache(const AttentionMetadata &md,
+                                                   CUstream stream) {
+  StepPlan plan;
+  plan.metadata = &md;
+  // Cross attention reads every request's encoder rows; the others attend
+  // within the step's rows.
+  bool cross = backendConfig.kind == AttentionKind::Cross;
+  auto ragged = this->ragged->plan(md.queryStartLoc,
+                                   cross ? md.encoderSeqStartLoc : md.queryStartLoc,
+                                   *raggedWorkspace, stream);
+  if (!ragged)
+    return ragged.takeError();
+  plan.ragged = *ragged;
+  return plan;
+}
+
+llvm::Error Backend::forwardWithoutCache(const StepPlan &plan,
+                                         const LayerArgs &layer,
+                                         CUstream stream) const {
+  if (!plan.ragged || !plan.metadata)
+    return backendError("the plan is not for a step without cache (use planWithoutCache)");
+  const BackendConfig &c = backendConfig;
+  PrefillArgs args;
+  args.q = layer.q;
+  args.k = layer.k;
+  args.v = layer.v;
+  args.dtype = c.qType;
+  args.numQTokens = plan.ragged->numQTokens;
+  args.numKVTokens = plan.ragged->numKVTokens;
+  args.numQHeads = c.numQHeads;
+  args.numKVHeads = c.numKVHeads;
+  args.headDim = c.headDim;
+  args.qStrideToken = layer.qStrideToken;
+  args.kStrideToken = layer.kStrideToken;
+  args.vStrideToken = layer.vStrideToken;
+  args.out = layer.out;
+  args.outStrideToken = layer.outStrideToken;
+  static_cast<HeadTables &>(args) = layer;
+  return ragged->run(*plan.ragged, args, stream);
+}
+
+llvm::Error Backend::captureGraph(
+    const AttentionMetadata &padded,
+    llvm::function_ref<llvm::Error(const StepPlan &, CUstream)> forward,
+    CUstream stream) {
+  if (backendConfig.kind == AttentionKind::Encoder || padded.numPrefills > 0)
+    return backendError("graphs capture decode-only steps of decoders and "
+                        "encoder-decoders");
+  auto plan = this->plan(padded, stream, /*forGraph=*/true);
+  if (!plan)
+    return plan.takeError();
+  ATTN_CU_CHECK(cuStreamSynchronize(stream));
+  size_t freeBefore = 0, freeAfter = 0, total = 0;
+  ATTN_CU_CHECK(cuMemGetInfo(&freeBefore, &total));
+  CUgraph graph = nullptr;
+  ATTN_CU_CHECK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  llvm::Error forwardError = forward(*plan, stream);
+  CUresult ended = cuStreamEndCapture(stream, &graph);
+  if (forwardError) {
+    if (graph)
+      cuGraphDestroy(graph);
+    return forwardError;
+  }
+  ATTN_CU_CHECK(ended);
+  auto captured = std::make_unique<Graph>();
+  CUresult instantiated = cuGraphInstantiate(&captured->exec, graph, 0);
+  cuGraphDestroy(graph);
+  ATTN_CU_CHECK(instantiated);
+  ATTN_CU_CHECK(cuMemGetInfo(&freeAfter, &total));
+  captured->deviceBytes = freeBefore > freeAfter ? freeBefore - freeAfter : 0;
+  graphs[padded.batch()] = std::move(captured);
+  return llvm::Error::success();
+}
+
+llvm::Expected<bool> Backend::replayGraph(const AttentionMetadata &md,
+                                          CUstream stream) {
+  if (md.numPrefills > 0 || md.batch() == 0)
+    return false;
+  auto it = graphs.lower_bound(md.batch());
+  if (it == graphs.end())
+    return false;
+  // The new lengths into the captured workspaces; the graph's launches read
+  // them from there.
+  auto plan = this->plan(md, stream, /*forGraph=*/true);
+  if (!plan)
+    return plan.takeError();
+  ATTN_CU_CHECK(cuGraphLaunch(it->second->exec, stream));
+  return true;
+}
+
+std::vector<std::pair<int, size_t>> Backend::graphSizes() const {
+  std::vector<std::pair<int, size_t>> sizes;
+  for (const auto &[batch, graph] : graphs)
+    sizes.push_back({batch, graph->deviceBytes});
+  return sizes;
+}
+
+size_t Backend::workspaceBytes() const {
+  size_t bytes = raggedWorkspace->deviceBytes();
+  if (mixedWorkspace)
+    bytes += mixedWorkspace->prefill.deviceBytes() + mixedWorkspace->decode.deviceBytes();
+  return bytes;
+}
+
+} // namespace attn::runtime

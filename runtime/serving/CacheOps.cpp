@@ -1,0 +1,255 @@
+//===- CacheOps.cpp - copy_blocks and advance_step on the GPU -------------===//
+#include "attn/runtime/serving/CacheOps.h"
+#include "attn/runtime/support/Error.h"
+#include "codegen/EmitCuda.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cstring>
+
+namespace attn::runtime {
+
+namespace {
+
+llvm::Error copyError(const llvm::Twine &message) {
+  return llvm::createStringError("copyBlocks: " + message.str());
+}
+
+llvm::Error advanceError(const llvm::Twine &message) {
+  return llvm::createStringError("advanceStep: " + message.str());
+}
+
+KernelSpec cacheOpSpec(KernelKind kind, Arch arch) {
+  KernelSpec spec;
+  spec.kind = kind;
+  spec.arch = arch;
+  return spec;
+}
+
+/// The block size the kernel of `kind` was generated for (any arch).
+int threadsOf(KernelKind kind) {
+  return threadsPerBlock(cacheOpSpec(kind, Arch::SM80));
+}
+
+/// The geometry copyBlocks needs of `cache`.
+llvm::Error checkCopyCache(const KVCache &cache) {
+  const KVCacheConfig &c = cache.config();
+  if (c.blockBytes() % 16)
+    return copyError(llvm::formatv(
+        "a block is {0} bytes ({1} tokens x {2} heads x {3} dims of {4}); the "
+        "kernel copies 16-byte vectors and needs a multiple of 16",
+        c.blockBytes(), c.blockSize, c.numKVHeads, c.headDim,
+        toString(c.dtype)));
+  // grid.y is 2 * numLayers.
+  if (c.numLayers > 32767)
+    return copyError(llvm::formatv("{0} layers exceed the 32767 one launch "
+                                   "covers",
+                                   c.numLayers));
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error checkCopyPairs(llvm::ArrayRef<BlockPair> pairs, int64_t numBlocks) {
+  llvm::DenseSet<int64_t> dsts, srcs;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const BlockPair &p = pairs[i];
+    for (auto [block, what] : {std::pair{p.src, "source"}, {p.dst, "destination"}})
+      if (block < 0 || block >= numBlocks)
+        return copyError(llvm::formatv("pair {0}: {1} block {2} is outside "
+                                       "[0, {3})",
+                                       i, what, block, numBlocks));
+    if (p.src == p.dst)
+      return copyError(llvm::formatv(
+          "pair {0}: block {1} is copied onto itself", i, p.src));
+    if (!dsts.insert(p.dst).second)
+      return copyError(llvm::formatv(
+          "pair {0}: destination block {1} is written by an earlier pair", i,
+          p.dst));
+    srcs.insert(p.src);
+  }
+  for (size_t i = 0; i < pairs.size(); ++i)
+    if (srcs.contains(pairs[i].dst))
+      return copyError(llvm::formatv(
+          "pair {0}: destination block {1} is also a source; the copies of "
+          "one launch run in no order",
+          i, pairs[i].dst));
+  return llvm::Error::success();
+}
+
+llvm::Error bindMetadata(AdvanceStepArgs &args,
+                         const AttentionMetadataView &decode, int blockSize) {
+  if (decode.numRequests && decode.maxQueryLen != 1)
+    return advanceError(llvm::formatv(
+        "the decodes have {0} query tokens each; a step advances one",
+        decode.maxQueryLen));
+  if (!decode.device.seqLens || !decode.device.slotMapping ||
+      !decode.device.blockTables)
+    return advanceError("the decode view has no device arrays (build it "
+                        "with AttentionMetadataBuilder)");
+  args.numQueries = decode.numRequests;
+  args.numSeqs = decode.numRequests;
+  args.blockSize = blockSize;
+  // The builder's device buffers are plain device memory, valid until its
+  // next build; only the attention kernels' view of them is const.
+  args.seqLens = const_cast<int32_t *>(decode.device.seqLens);
+  args.slotMapping = const_cast<int64_t *>(decode.device.slotMapping);
+  args.blockTables = decode.device.blockTables;
+  args.blockTableStride = decode.blockTableStride;
+  return llvm::Error::success();
+}
+
+std::vector<KernelSpec> CacheOps::specs(Arch arch) {
+  return {cacheOpSpec(KernelKind::CopyBlocks, arch),
+          cacheOpSpec(KernelKind::AdvanceStep, arch)};
+}
+
+llvm::Expected<CacheOps> CacheOps::create(KernelCache &cache, Arch arch,
+                                          int64_t maxStagedPairs) {
+  if (maxStagedPairs < 1)
+    return llvm::createStringError(llvm::formatv(
+        "CacheOps: maxStagedPairs must be >= 1, got {0}", maxStagedPairs));
+  CacheOps ops;
+  for (const KernelSpec &spec : specs(arch)) {
+    auto library = cache.getLibrary({spec.uri(), emitCuda(spec), arch});
+    if (!library)
+      return library.takeError();
+    auto entry = (*library)->getKernel(kernelSymbol(spec));
+    if (!entry)
+      return entry.takeError();
+    if (spec.kind == KernelKind::CopyBlocks) {
+      ops.copyLibrary = std::move(*library);
+      ops.copyEntry = *entry;
+    } else {
+      ops.advanceLibrary = std::move(*library);
+      ops.advanceEntry = *entry;
+    }
+  }
+  const size_t bytes = size_t(maxStagedPairs) * sizeof(BlockPair);
+  auto buffer = StagedBuffer::allocate(bytes, bytes);
+  if (!buffer)
+    return buffer.takeError();
+  ops.pairBuffer = std::move(*buffer);
+  ops.pairCapacity = maxStagedPairs;
+  return std::move(ops);
+}
+
+llvm::Error CacheOps::copyBlocks(KVCache &cache, llvm::ArrayRef<BlockPair> pairs,
+                                 CUstream stream) {
+  if (llvm::Error error = checkCopyCache(cache))
+    return error;
+  if (llvm::Error error = checkCopyPairs(pairs, cache.config().numBlocks))
+    return error;
+  if (int64_t(pairs.size()) > pairCapacity)
+    return copyError(llvm::formatv(
+        "{0} pairs exceed the staging capacity of {1} (CacheOps::create's "
+        "maxStagedPairs)",
+        pairs.size(), pairCapacity));
+  if (pairs.empty())
+    return llvm::Error::success();
+  // The previous call's upload must have left the staging buffer.
+  auto host = pairBuffer.beginWrite();
+  if (!host)
+    return host.takeError();
+  std::memcpy(*host, pairs.data(), pairs.size() * sizeof(BlockPair));
+  if (llvm::Error error = pairBuffer.upload(stream))
+    return error;
+  return copyBlocks(cache, pairBuffer.device().ptr<const BlockPair>(),
+                    int64_t(pairs.size()), stream);
+}
+
+llvm::Error CacheOps::copyBlocks(KVCache &cache, const BlockPair *devicePairs,
+                                 int64_t numPairs, CUstream stream) const {
+  if (llvm::Error error = checkCopyCache(cache))
+    return error;
+  if (numPairs < 0 || numPairs > INT32_MAX)
+    return copyError(llvm::formatv("numPairs {0} is outside [0, {1}]",
+                                   numPairs, INT32_MAX));
+  if (numPairs == 0)
+    return llvm::Error::success();
+  if (!devicePairs)
+    return copyError("devicePairs is null");
+  static_assert(sizeof(BlockPair) == 2 * sizeof(int64_t),
+                "BlockPair is the kernel's int64 [n, 2] pair array");
+  const KVCacheConfig &c = cache.config();
+  CopyBlocksParams p{};
+  p.layers = reinterpret_cast<const uint64_t *>(cache.layerTable());
+  p.pairs = reinterpret_cast<const int64_t *>(devicePairs);
+  p.numPairs = numPairs;
+  p.numBlocks = c.numBlocks;
+  p.blockBytes = c.blockBytes();
+  p.numLayers = c.numLayers;
+  void *args[] = {&p};
+  ATTN_CU_CHECK(cuLaunchKernel(
+      reinterpret_cast<CUfunction>(copyEntry), unsigned(numPairs),
+      unsigned(2 * c.numLayers), 1,
+      threadsOf(KernelKind::CopyBlocks), 1, 1, 0, stream, args, nullptr));
+  return llvm::Error::success();
+}
+
+llvm::Error CacheOps::checkArgs(const AdvanceStepArgs &a,
+                                const DecodePlan *plan) {
+  if (a.numQueries < 0 || a.numSeqs < a.numQueries)
+    return advanceError(llvm::formatv(
+        "numQueries ({0}) must be >= 0 and at most numSeqs ({1})",
+        a.numQueries, a.numSeqs));
+  if (a.blockSize < 1)
+    return advanceError(
+        llvm::formatv("blockSize must be >= 1, got {0}", a.blockSize));
+  if (a.numSeqs > 0 && (!a.seqLens || !a.slotMapping))
+    return advanceError("seqLens and slotMapping must not be null");
+  if (a.numQueries > 0 && !a.blockTables)
+    return advanceError("blockTables must not be null");
+  if (a.numQueries > 0 && a.blockTableStride < 1)
+    return advanceError(llvm::formatv("blockTableStride must be >= 1, got {0}",
+                                      a.blockTableStride));
+  if (bool(a.inputTokens) != bool(a.sampledTokenIds))
+    return advanceError("inputTokens and sampledTokenIds go together: give "
+                        "both or neither");
+  if (plan) {
+    if (!plan->workItems || !plan->numWorkItems)
+      return advanceError("the decode plan has no device work items");
+    if (plan->batch != a.numQueries)
+      return advanceError(llvm::formatv(
+          "the decode plan has {0} requests; numQueries is {1}", plan->batch,
+          a.numQueries));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error CacheOps::advanceStep(const AdvanceStepArgs &a,
+                                  const DecodePlan *plan,
+                                  CUstream stream) const {
+  if (llvm::Error error = checkArgs(a, plan))
+    return error;
+  AdvanceStepParams p{};
+  p.inputTokens = a.inputTokens;
+  p.sampledTokenIds = a.sampledTokenIds;
+  p.positions = a.positions;
+  p.seqLens = a.seqLens;
+  p.slotMapping = a.slotMapping;
+  p.blockTables = a.blockTables;
+  if (plan) {
+    // The plan's work list lives in the caller's DecodeWorkspace: device
+    // memory the decode kernel only reads, updated here between steps.
+    p.workItems = const_cast<DecodeWorkItem *>(plan->workItems);
+    p.numWorkItems = plan->numWorkItems;
+    p.maxWorkItems = plan->gridX;
+  }
+  p.numQueries = a.numQueries;
+  p.numSeqs = a.numSeqs;
+  p.blockSize = a.blockSize;
+  p.blockTableStride = a.blockTableStride;
+  const int threads = threadsOf(KernelKind::AdvanceStep);
+  const int rows = std::max(a.numSeqs, int(p.maxWorkItems));
+  if (rows == 0)
+    return llvm::Error::success();
+  void *args[] = {&p};
+  ATTN_CU_CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(advanceEntry),
+                               unsigned((rows + threads - 1) / threads), 1, 1,
+                               threads, 1, 1, 0, stream, args, nullptr));
+  return llvm::Error::success();
+}
+
+} // namespace attn::runtime
