@@ -7,7 +7,7 @@
 #
 #   scripts/sm90-variants.sh NAME=DEFINE[+DEFINE...] ...
 #
-# e.g. base= noovl=ATTN_SM90_OVERLAP=0+ATTN_SM90_PINGPONG=0 s3=@12,128,128,3,wgmma
+# e.g. base= nosoftmax=ATTN_SM90_ABLATE=1 s3=@12,128,128,3,wgmma
 # (an empty list is the template as built; @W,M,N,S,MMA pins a schedule).
 set -uo pipefail
 out=${OUT:-gpu-out}

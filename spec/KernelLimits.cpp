@@ -162,6 +162,11 @@ std::string checkPrefillSchedule(const PrefillSchedule &s) {
                                        "a CTA has at most 1024 threads");
       !problem.empty())
     return problem;
+  if (std::string problem = checkRange(
+          "prefill_schedule persistent_max_q_len", s.persistentMaxQLen, 0,
+          kMaxMinChunkTokens, "query tokens per request");
+      !problem.empty())
+    return problem;
   if (s.mma == PrefillMma::Wgmma) {
     // Warpgroup 0 loads (TMA), each further one owns 64 query rows. The
     // template moves registers to the consumers (setmaxnreg): 240 each for

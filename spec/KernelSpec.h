@@ -100,6 +100,11 @@ struct PrefillSchedule {
   int blockN = 64; ///< keys per K/V tile
   int stages = 2;  ///< K/V tiles in flight
   PrefillMma mma = PrefillMma::Sync;
+  /// wgmma: the runtime launches a persistent grid (one row of resident
+  /// CTAs looping over (work item, q head) pairs) when a batch averages at
+  /// most this many query tokens per request, else one CTA per pair; 0
+  /// never. Not part of the binary (both grids are compiled in).
+  int persistentMaxQLen = 2048;
 
   bool operator==(const PrefillSchedule &o) const;
   bool operator!=(const PrefillSchedule &o) const { return !(*this == o); }
@@ -112,6 +117,7 @@ template <class F, class... S> void forEachPrefillScheduleField(F &&f, S &...s) 
   f("block_n", s.blockN...);
   f("stages", s.stages...);
   f("mma", s.mma...);
+  f("persistent_max_q_len", s.persistentMaxQLen...);
 }
 
 /// One kernel variant.

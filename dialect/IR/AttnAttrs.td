@@ -124,6 +124,10 @@ def Attn_PrefillScheduleAttr : Attn_Attr<"PrefillSchedule", "prefill_schedule"> 
     - `mma`: `sync` (mma.sync, templates/attn/prefill.cuh; the default,
       left out when printed) or `wgmma` (sm_90a only,
       templates/attn/prefill_sm90.cuh).
+    - `persistent_max_q_len` (wgmma): the runtime launches a persistent
+      grid when a batch averages at most this many query tokens per
+      request, else one CTA per (work item, q head); 0 never. 2048 by
+      default (left out when printed). It does not change the binary.
 
     ```mlir
     #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>
@@ -136,16 +140,19 @@ def Attn_PrefillScheduleAttr : Attn_Attr<"PrefillSchedule", "prefill_schedule"> 
     "int":$blockM,
     "int":$blockN,
     "int":$stages,
-    Attn_PrefillMmaParameter:$mma);
+    Attn_PrefillMmaParameter:$mma,
+    DefaultValuedParameter<"int", "2048">:$persistentMaxQLen);
   let assemblyFormat = [{
     `<` `warps` `=` $warps `,` `block_m` `=` $blockM `,`
-    `block_n` `=` $blockN `,` `stages` `=` $stages (`,` `mma` `=` $mma^)? `>`
+    `block_n` `=` $blockN `,` `stages` `=` $stages (`,` `mma` `=` $mma^)?
+    (`,` `persistent_max_q_len` `=` $persistentMaxQLen^)? `>`
   }];
   let genVerifyDecl = 1;
   let builders = [
     AttrBuilder<(ins "const ::attn::PrefillSchedule &":$schedule), [{
       return $_get($_ctxt, schedule.warps, schedule.blockM, schedule.blockN,
-                   schedule.stages, fromSpecMma(schedule.mma));
+                   schedule.stages, fromSpecMma(schedule.mma),
+                   schedule.persistentMaxQLen);
     }]>
   ];
   let extraClassDeclaration = [{

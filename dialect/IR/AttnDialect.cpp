@@ -241,9 +241,9 @@ DecodeScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult
 PrefillScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                             int warps, int blockM, int blockN, int stages,
-                            PrefillMma mma) {
-  std::string problem = ::attn::checkPrefillSchedule(
-      ::attn::PrefillSchedule{warps, blockM, blockN, stages, toSpecMma(mma)});
+                            PrefillMma mma, int persistentMaxQLen) {
+  std::string problem = ::attn::checkPrefillSchedule(::attn::PrefillSchedule{
+      warps, blockM, blockN, stages, toSpecMma(mma), persistentMaxQLen});
   if (!problem.empty())
     return emitError() << problem;
   return success();
@@ -256,6 +256,7 @@ PrefillScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   schedule.blockN = getBlockN();
   schedule.stages = getStages();
   schedule.mma = toSpecMma(getMma());
+  schedule.persistentMaxQLen = getPersistentMaxQLen();
   return schedule;
 }
 

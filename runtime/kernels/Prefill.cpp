@@ -13,14 +13,6 @@
 #include <cstring>
 #include <numeric>
 
-// The sm_90a prefill grid's default (sm90Persistent below).
-#ifndef ATTN_SM90_PERSISTENT_DEFAULT
-#define ATTN_SM90_PERSISTENT_DEFAULT 1
-#endif
-#ifndef ATTN_SM90_PERSISTENT_MAX_QLEN
-#define ATTN_SM90_PERSISTENT_MAX_QLEN 2048
-#endif
-
 namespace attn::runtime {
 
 namespace {
@@ -403,20 +395,12 @@ llvm::Error encodePagesMap(TmaDescriptor &map, const void *base,
 /// The sm_90a grid: persistent (one row of at most as many CTAs as fit on
 /// the device at once, each looping over (work item, q head) pairs with the
 /// grid's stride; templates/attn/prefill_sm90.cuh) or one CTA per pair.
-/// By default persistent for short requests (on average at most
-/// ATTN_SM90_PERSISTENT_MAX_QLEN query tokens; docs/performance.md,
-/// "Persistent grid"); ATTN_SM90_PERSISTENT=0/1 forces it off/on.
-static bool sm90Persistent(const PrefillPlan &plan) {
-  static const int forced = [] {
-    const char *env = std::getenv("ATTN_SM90_PERSISTENT");
-    if (env && *env)
-      return std::strcmp(env, "0") != 0 ? 1 : 0;
-    return -1;
-  }();
-  if (forced >= 0)
-    return forced != 0;
-  return ATTN_SM90_PERSISTENT_DEFAULT != 0 &&
-         plan.numQTokens <= int64_t(ATTN_SM90_PERSISTENT_MAX_QLEN) * plan.batch;
+/// Persistent for short requests: on average at most the schedule's
+/// persistent_max_q_len query tokens (docs/performance.md, "Persistent
+/// grid").
+static bool sm90Persistent(const PrefillPlan &plan,
+                           const PrefillSchedule &schedule) {
+  return plan.numQTokens <= int64_t(schedule.persistentMaxQLen) * plan.batch;
 }
 
 llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
@@ -426,7 +410,7 @@ llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
   void *args[] = {&params};
   CUfunction fn = reinterpret_cast<CUfunction>(entry);
   unsigned gridX = unsigned(plan.gridX), gridY = unsigned(s.numQHeads);
-  if (sm90Persistent(plan)) {
+  if (sm90Persistent(plan, s.prefillSchedule)) {
     // Host-side queries only (no stream work): graph capture is unaffected,
     // and the kernel reads the item count on the device.
     CUdevice device;

@@ -243,27 +243,14 @@ enum : int {
   kAblateDoubleSoftmax = 8, ///< the softmax twice per tile
   kAblateLoads = 16,        ///< K/V loaded once per stage, then reused
 };
-// The consumer schedule. ATTN_SM90_OVERLAP 1 (default) issues the S wgmma
-// of tile t before the P V wgmma of tile t - 1 and runs the softmax of
-// tile t while P V runs (FA3's intra-warpgroup overlap); 0 runs each
-// tile's S, softmax and P V in turn. ATTN_SM90_PINGPONG 1 orders the two
-// consumers' wgmma issue with named barriers so that one's softmax runs
-// under the other's wgmma; -1 (default) does so at head dims 128 and 256
-// (at 128 it measured 1-5% faster on the H200, at 256 within noise), and
-// not at 64, where it was -2..+5%
-// (docs/performance.md, "Hopper prefill"). The tests cover the defaults.
-#ifndef ATTN_SM90_OVERLAP
-#define ATTN_SM90_OVERLAP 1
-#endif
-#ifndef ATTN_SM90_PINGPONG
-#define ATTN_SM90_PINGPONG -1
-#endif
-// Persistent grids (runtime/kernels/Prefill.cpp): ATTN_SM90_SNAKE 1 reverses the
-// CTAs' order in odd rounds; 0 (default; measured no worse, often better:
-// docs/performance.md, "Persistent grid") keeps a plain grid stride.
-#ifndef ATTN_SM90_SNAKE
-#define ATTN_SM90_SNAKE 0
-#endif
+// The consumer loop issues the S wgmma of tile t before the P V wgmma of
+// tile t - 1 and runs the softmax of tile t while P V runs (FA3's
+// intra-warpgroup overlap). Two consumers at head dims 128 and 256 also
+// ping-pong: named barriers order their wgmma issue so that one's softmax
+// runs under the other's wgmma (1-5% faster at 128 on the H200, within
+// noise at 256; at 64 it measured -2..+5%: docs/performance.md, "Hopper
+// prefill"). These are fixed rules of the template, not switches: what
+// varies per variant is the schedule (#attn.prefill_schedule).
 
 //===----------------------------------------------------------------------===//
 // The kernel
@@ -285,8 +272,8 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   // Work: a grid of (work items, q heads) gives each CTA one (item, head)
   // pair; a grid of one row (persistent, runtime/kernels/Prefill.cpp) makes each
   // CTA loop over the pairs w = item * heads + head, heaviest items first:
-  // in round n CTA b takes pair n * grid + b (or n * grid + grid - 1 - b in
-  // odd rounds with ATTN_SM90_SNAKE). The K/V rings and their barriers run on
+  // in round n CTA b takes pair n * grid + b (a snake order, reversed in odd
+  // rounds, measured no better). The K/V rings and their barriers run on
   // across a CTA's pairs (`base` counts the tiles of the earlier ones);
   // Q is reloaded per pair once the consumers release it (qEmpty). The
   // one-pair body is its own instantiation: there the loops below run once
@@ -299,9 +286,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   auto pairOf = [&](int n) {
     if constexpr (!persistent)
       return n;
-    const int b = (ATTN_SM90_SNAKE && (n & 1)) ? int(gridDim.x) - 1 - int(blockIdx.x)
-                                               : int(blockIdx.x);
-    return n * int(gridDim.x) + b;
+    return n * int(gridDim.x) + int(blockIdx.x);
   };
   if (pairOf(0) >= total || (!persistent && int(blockIdx.x) >= numItems))
     return;
@@ -513,9 +498,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   // other has issued its own (named barrier 1 + g, 256 threads: its 128
   // syncing and the other's 128 arriving); consumer 1 lets consumer 0 go
   // first.
-  constexpr bool kPingPong =
-      (ATTN_SM90_PINGPONG < 0 ? D >= 128 : ATTN_SM90_PINGPONG != 0) &&
-      Tr::kConsumers == 2;
+  constexpr bool kPingPong = D >= 128 && Tr::kConsumers == 2;
   auto issueBegin = [&] {
     if constexpr (kPingPong)
       namedBarSync(1 + g, 256);
@@ -669,7 +652,6 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
 
   mbarWait(qBar, n & 1);
   if (numTiles > 0) {
-#if ATTN_SM90_OVERLAP
     // Prologue: S and P of tile 0.
     waitFull(kFullBar(stage(0)), 0);
     issueBegin();
@@ -711,30 +693,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     fenceRegs(o);
     fenceRegs(pa);
     mbarArrive(vEmptyBar(stage(numTiles - 1)));
-#else
-    for (int t = 0; t < numTiles; ++t) {
-      const int s = stage(t);
-      waitFull(kFullBar(s), t);
-      issueBegin();
-      issueQK(t);
-      issueEnd(false);
-      wgmmaWait<0>();
-      fenceRegs(sAcc);
-      mbarArrive(kEmptyBar(s));
-      softmaxStage(t);
-      rescaleO();
-      packP();
-      waitFull(vFullBar(s), t);
-      zeroVTail(t);
-      issueBegin();
-      issuePV(t);
-      issueEnd(t == numTiles - 1);
-      wgmmaWait<0>();
-      fenceRegs(o);
-      fenceRegs(pa);
-      mbarArrive(vEmptyBar(s));
-    }
-#endif
+
   }
   // Q of this pair is no longer read: the producer may load the next.
   mbarArrive(qEmptyBar);

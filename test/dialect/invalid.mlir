@@ -792,3 +792,8 @@ func.func @launch_paged_prefill_operands(%q: tensor<?x32x128xbf16>, %c: !attn.pa
       : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>, tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32>) -> tensor<?x32x128xbf16>
   return
 }
+
+// -----
+
+// expected-error @+1 {{prefill_schedule persistent_max_q_len must be from 0 to 16777216, got -1 (query tokens per request)}}
+func.func @prefill_schedule_persistent() attributes {s = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma, persistent_max_q_len = -1>}

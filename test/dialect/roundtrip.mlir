@@ -284,3 +284,14 @@ func.func @paged_prefill_kernel_launch(
         -> (tensor<?x32x128xbf16>, tensor<?x32xf32>)
   return %o, %lse : tensor<?x32x128xbf16>, tensor<?x32xf32>
 }
+
+// The persistent-grid threshold is part of the schedule (left out at its
+// default, 2048; 0: never persistent).
+// CHECK-LABEL: func.func @persistent_threshold
+// CHECK-SAME: #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma, persistent_max_q_len = 0>
+// CHECK-SAME: #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>}
+func.func @persistent_threshold() attributes {
+    never = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma, persistent_max_q_len = 0>,
+    usual = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma, persistent_max_q_len = 2048>} {
+  return
+}
