@@ -5,6 +5,8 @@
 # kernel cache. Output: $OUT/ab-{decode,prefill}-{a,b}{1,2}.txt.
 #
 #   scripts/ab-bench.sh <attn-bench A> <attn-bench B>
+#   A_ARGS / B_ARGS: extra arguments of each side, e.g. the same binary with
+#   B_ARGS=--sinks measures what attention sinks cost.
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -12,11 +14,14 @@ a=$1 b=$2
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv | tee "$out/ab-gpu.txt"
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for side in a b; do
-    bin=$a; [[ $side == b ]] && bin=$b
+    bin=$a extra=${A_ARGS:-}
+    [[ $side == b ]] && bin=$b extra=${B_ARGS:-}
     export ATTN_CACHE_DIR=/tmp/attn-cache-$side
     for bench in decode prefill; do
       echo "== $side$round $bench"
-      "$bin" "$bench" --quick > "$out/ab-$bench-$side$round.txt" 2>&1 || echo "failed: $side $bench"
+      # shellcheck disable=SC2086
+      "$bin" "$bench" --quick $extra > "$out/ab-$bench-$side$round.txt" 2>&1 ||
+        echo "failed: $side $bench"
     done
   done
 done
