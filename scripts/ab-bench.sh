@@ -17,7 +17,7 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     bin=$a extra=${A_ARGS:-}
     [[ $side == b ]] && bin=$b extra=${B_ARGS:-}
     export ATTN_CACHE_DIR=/tmp/attn-cache-$side
-    for bench in decode prefill; do
+    for bench in ${BENCHES:-decode prefill}; do
       echo "== $side$round $bench"
       # shellcheck disable=SC2086
       "$bin" "$bench" --quick $extra > "$out/ab-$bench-$side$round.txt" 2>&1 ||
@@ -25,3 +25,4 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     done
   done
 done
+python3 "$(dirname "$0")/../bench/ab-compare.py" "$out" | tee "$out/ab-compare.txt"
