@@ -28,6 +28,8 @@ d=sys.argv[1]
 import glob,os
 da=sorted(glob.glob(d+'/ab-decode-a*.txt')); db=sorted(glob.glob(d+'/ab-decode-b*.txt'))
 pa=sorted(glob.glob(d+'/ab-prefill-a*.txt')); pb=sorted(glob.glob(d+'/ab-prefill-b*.txt'))
-comp('decode',4,1,'GB/s',da,db)
-for col,name in [(1,'TFLOP/s ragged'),(2,'paged bf16'),(3,'paged e4m3')]:
-    comp('prefill',5,col,name,pa,pb)
+if da and db:
+    comp('decode',4,1,'GB/s',da,db)
+if pa and pb:
+    for col,name in [(1,'TFLOP/s ragged'),(2,'paged bf16'),(3,'paged e4m3')]:
+        comp('prefill',5,col,name,pa,pb)
