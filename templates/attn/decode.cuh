@@ -279,7 +279,8 @@ __device__ __forceinline__ void mergePartials(const DecodeParams &p,
         acc[7] = acc[7] * rescale + w * hi[j].w;
       }
     }
-    float numer = Variant<Config>::template finishRow<false>(p, qh, base, sum);
+    float numer = Variant<Config>::template finishRow<false>(
+        Variant<Config>::row(p, qh), base, sum);
     float inv = sum > 0.f ? numer / sum : 0.f;
     int token = work.request * Config::kQueryLen + qi;
     storeOut8<QT>(static_cast<QT *>(p.out) + int64_t(token) * p.outStrideToken +
@@ -406,10 +407,10 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   }
   __syncthreads();
 
-  // Per-row constants: query position and ALiBi slope of rows r and r + 8 of
-  // every row tile.
+  // Per-row constants of rows r and r + 8 of every row tile: the query
+  // position and the per-head table values (Variant::Row).
   int qpos[kRowTiles][2];
-  float slope[kRowTiles][2];
+  typename Variant<Config>::Row rows[kRowTiles][2];
 #pragma unroll
   for (int m = 0; m < kRowTiles; ++m)
 #pragma unroll
@@ -418,7 +419,8 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
       int qi = gr / Config::kGroupSize;
       qpos[m][h] = seqLen - Config::kQueryLen + qi;
       int qh = head * Config::kGroupSize + gr % Config::kGroupSize;
-      slope[m][h] = gr < Tr::kRows ? Variant<Config>::rowSlope(p, qh) : 0.f;
+      rows[m][h] = gr < Tr::kRows ? Variant<Config>::row(p, qh)
+                                  : typename Variant<Config>::Row();
     }
 
   float scoreScale = p.smScale;
@@ -500,7 +502,7 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
           int pos = t0 + nt * 8 + 2 * c + (e & 1);
           float x = s[m][nt][2 * h + (e & 1)];
           x = Variant<Config>::template score<false>(
-              x, pos, qpos[m][h], scoreScale, slope[m][h], p);
+              x, pos, qpos[m][h], scoreScale, rows[m][h], p);
           v[e] = Variant<Config>::visible(pos, work.kvEnd, qpos[m][h], p)
                      ? x
                      : negInf();
@@ -614,7 +616,8 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
     // the merge.
     float numer = 1.f;
     if (work.partialIdx < 0)
-      numer = Variant<Config>::template finishRow<true>(p, qh, base, l);
+      numer = Variant<Config>::template finishRow<true>(
+          Variant<Config>::row(p, qh), base, l);
     // l == 0 only for a row that saw no visible key: output 0, LSE -inf.
     float inv = l > 0.f ? outScale * numer / l : 0.f;
     float lse = l > 0.f ? (base + log2f(l)) * kLn2 : negInf();

@@ -272,7 +272,9 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
 #pragma unroll
     for (int h = 0; h < 2; ++h)
       rowPos[m][h] = firstPos + warpRow0 + m * 16 + r + 8 * h;
-  const float slope = Variant<Config>::rowSlope(p, qHead);
+  // The q head's per-head table values, loaded before the key loop.
+  const typename Variant<Config>::Row headValues =
+      Variant<Config>::row(p, qHead);
 
   float o[kMTiles][kOTiles][4];
   float mRun[kMTiles][2], lRun[kMTiles][2];
@@ -381,7 +383,7 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
           for (int e = 0; e < 2; ++e) {
             int key = tileStart + n * 8 + 2 * c + e;
             float x = prefillScore<Config, decltype(maskTag)::value>(
-                s[m][n][2 * h + e], key, rowPos[m][h], work.kvLen, qkScale, slope, p);
+                s[m][n][2 * h + e], key, rowPos[m][h], work.kvLen, qkScale, headValues, p);
             v[n][e] = x;
             tmax = fmaxf(tmax, x);
           }
@@ -443,7 +445,7 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     if (row >= tileRows)
       continue;
     float mRow = mRun[m][h] * expScale; // log2 units
-    float numer = Variant<Config>::template finishRow<true>(p, qHead, mRow, l);
+    float numer = Variant<Config>::template finishRow<true>(headValues, mRow, l);
     float inv = l > 0.f ? vDequant * numer / l : 0.f; // no visible key: 0
     int64_t token = work.qStart + work.tileBegin + row;
     QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +

@@ -478,7 +478,9 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   int rowPos[2];
   rowPos[0] = firstPos + warpRow0 + r;
   rowPos[1] = rowPos[0] + 8;
-  const float slope = Variant<Config>::rowSlope(p, qHead);
+  // The q head's per-head table values, loaded before the key loop.
+  const typename Variant<Config>::Row headValues =
+      Variant<Config>::row(p, qHead);
   const float qkScale = p.smScale;
   constexpr bool kPlainScores = Variant<Config>::kPlainScores;
   const float expScale = kPlainScores ? qkScale * kLog2e : 1.f;
@@ -571,7 +573,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
           for (int e = 0; e < 2; ++e) {
             int key = tileStart + n * 8 + 2 * c + e;
             float x = prefillScore<Config, decltype(maskTag)::value>(
-                sAcc[4 * n + 2 * h + e], key, rowPos[h], work.kvLen, qkScale, slope, p);
+                sAcc[4 * n + 2 * h + e], key, rowPos[h], work.kvLen, qkScale, headValues, p);
             sAcc[4 * n + 2 * h + e] = x;
             tmax = fmaxf(tmax, x);
           }
@@ -708,7 +710,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     if (row >= tileRows)
       continue;
     float mRow = mRun[h] * expScale; // log2 units
-    float numer = Variant<Config>::template finishRow<true>(p, qHead, mRow, l);
+    float numer = Variant<Config>::template finishRow<true>(headValues, mRow, l);
     float inv = l > 0.f ? numer / l : 0.f; // no visible key: 0
     int64_t token = work.qStart + work.tileBegin + row;
     QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +

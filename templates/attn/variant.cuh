@@ -31,14 +31,21 @@ template <class Config> struct Variant {
   /// always in log2 units.
   static constexpr bool kPlainScores = !Config::kSoftcap && !Config::kAlibi;
 
-  /// \brief The per-row value of the per-head tables the score reads: the
-  /// ALiBi slope of q head `qHead` (0 when ALiBi is off).
+  /// What a row (one q head) reads from the per-head tables, loaded once
+  /// before its key loop so that no hook waits on memory: the ALiBi slope
+  /// and the sink logit. Members of knobs that are off stay 0 and unread.
+  struct Row {
+    float slope = 0.f;
+    float sink = 0.f;
+  };
   template <class Params>
-  __device__ static __forceinline__ float rowSlope(const Params &p, int qHead) {
+  __device__ static __forceinline__ Row row(const Params &p, int qHead) {
+    Row r;
     if constexpr (Config::kAlibi)
-      return p.alibiSlopes[qHead];
-    else
-      return 0.f;
+      r.slope = p.alibiSlopes[qHead];
+    if constexpr (Config::kSinks)
+      r.sink = p.sinks[qHead];
+    return r;
   }
 
   /// \brief Score x = q.k of the query at position `rowPos` and key `key`,
@@ -47,7 +54,7 @@ template <class Config> struct Variant {
   /// into exp2's argument).
   template <bool kFoldScale, class Params>
   __device__ static __forceinline__ float score(float x, int key, int rowPos,
-                                                float qkScale, float slope,
+                                                float qkScale, const Row &row,
                                                 const Params &p) {
     if constexpr (kPlainScores) {
       if constexpr (kFoldScale)
@@ -59,7 +66,7 @@ template <class Config> struct Variant {
       if constexpr (Config::kSoftcap)
         x = p.softcap * tanhf(x / p.softcap);
       if constexpr (Config::kAlibi)
-        x += alibiBias(slope, key, rowPos);
+        x += alibiBias(row.slope, key, rowPos);
       return x * kLog2e;
     }
   }
@@ -77,18 +84,18 @@ template <class Config> struct Variant {
     return visible;
   }
 
-  /// \brief Completes a finished row of q head `qHead`: `m` is its running
+  /// \brief Completes a finished row (`row`: its q head's values): `m` is its running
   /// max (log2 units, or natural log with !kLog2Units; any value when
   /// l == 0) and `l` the sum of exp(score - m) over its visible keys.
   /// Returns the factor the row's unnormalized output takes; m and l become
   /// the row's final state (out = acc * factor / l, LSE from m + log l).
   /// A sink (natural-log logit s of the q head) adds exp(s) to the
   /// denominator, once per row, and nothing to the numerator.
-  template <bool kLog2Units, class Params>
-  __device__ static __forceinline__ float finishRow(const Params &p, int qHead,
-                                                    float &m, float &l) {
+  template <bool kLog2Units>
+  __device__ static __forceinline__ float finishRow(const Row &row, float &m,
+                                                    float &l) {
     if constexpr (Config::kSinks) {
-      float sink = kLog2Units ? p.sinks[qHead] * kLog2e : p.sinks[qHead];
+      float sink = kLog2Units ? row.sink * kLog2e : row.sink;
       // A row with no visible key has only the sink: output 0.
       float mNew = l > 0.f ? fmaxf(m, sink) : sink;
       float factor = l > 0.f ? (kLog2Units ? exp2f(m - mNew) : __expf(m - mNew))
@@ -106,11 +113,10 @@ template <class Config> struct Variant {
 /// (Variant::score with the scale folded for plain scores); with kMask,
 /// -inf where Variant::visible says the key is hidden.
 template <class Config, bool kMask>
-__device__ __forceinline__ float prefillScore(float x, int key, int rowPos,
-                                              int kvLen, float qkScale,
-                                              float slope,
-                                              const PrefillParams &p) {
-  x = Variant<Config>::template score<true>(x, key, rowPos, qkScale, slope, p);
+__device__ __forceinline__ float
+prefillScore(float x, int key, int rowPos, int kvLen, float qkScale,
+             const typename Variant<Config>::Row &row, const PrefillParams &p) {
+  x = Variant<Config>::template score<true>(x, key, rowPos, qkScale, row, p);
   if constexpr (kMask)
     x = Variant<Config>::visible(key, kvLen, rowPos, p) ? x : negInf();
   return x;
