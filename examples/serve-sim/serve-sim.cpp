@@ -216,7 +216,9 @@ int run() {
   config.kvType = kvType;
   config.blockSize = kBlock;
   std::unique_ptr<runtime::Backend> backend = check(
-      runtime::Backend::create(config, Jit::global().kernelSource(), limits), "backend");
+      runtime::Backend::create(config, Jit::global().kernelSource(), limits,
+                               &cacheConfig),
+      "backend");
   runtime::CacheOps ops = check(
       runtime::CacheOps::create(runtime::KernelCache::global(), arch), "cache ops");
   runtime::Stream stream = check(runtime::Stream::create(), "stream");

@@ -48,7 +48,7 @@ Backend::~Backend() = default;
 
 llvm::Expected<std::unique_ptr<Backend>>
 Backend::create(const BackendConfig &c, const KernelSource &kernels,
-                const MetadataLimits &limits) {
+                const MetadataLimits &limits, const KVCacheConfig *cache) {
   if (c.qType != ScalarType::F16 && c.qType != ScalarType::BF16)
     return backendError(llvm::formatv("q type {0}: expected f16 or bf16",
                                       toString(c.qType)));
@@ -56,6 +56,18 @@ Backend::create(const BackendConfig &c, const KernelSource &kernels,
     return backendError("a sliding window applies to decoder self attention only");
   if (llvm::Error error = checkLimits(limits))
     return std::move(error);
+  // Encoders read no cache; everyone else addresses one cache through the
+  // metadata's slots and block tables.
+  if (c.kind != AttentionKind::Encoder) {
+    if (limits.blockSize != c.blockSize)
+      return backendError(llvm::formatv(
+          "the metadata limits have blockSize {0} but the config {1}: slots "
+          "and block tables would address another cache than the kernels read",
+          limits.blockSize, c.blockSize));
+    if (cache)
+      if (llvm::Error error = checkCacheConfig(c, *cache))
+        return std::move(error);
+  }
   std::unique_ptr<Backend> b(new Backend());
   b->backendConfig = c;
   b->limits = limits;
@@ -116,6 +128,30 @@ Backend::create(const BackendConfig &c, const KernelSource &kernels,
     return appendKernel.takeError();
   b->appendKV = *appendKernel;
   return std::move(b);
+}
+
+llvm::Error checkCacheConfig(const BackendConfig &c, const KVCacheConfig &k) {
+  std::string problems;
+  auto compare = [&](const char *name, auto want, auto got) {
+    if (want == got)
+      return;
+    problems += problems.empty() ? "" : ", ";
+    problems += llvm::formatv("{0} {1} (the cache has {2})", name, want, got);
+  };
+  compare("blockSize", c.blockSize, k.blockSize);
+  compare("numKVHeads", c.numKVHeads, k.numKVHeads);
+  compare("headDim", c.headDim, k.headDim);
+  compare("kvType", std::string(toString(c.kvType)),
+          std::string(toString(k.dtype)));
+  compare("layout", std::string(toString(c.layout)),
+          std::string(toString(k.layout)));
+  // Scale granularity exists for FP8 caches only.
+  if (c.kvType == k.dtype && sizeOf(k.dtype) == 1)
+    compare("perHeadKVScale", int(c.perHeadKVScale), int(k.perHeadScale));
+  if (problems.empty())
+    return llvm::Error::success();
+  return backendError("the KV cache is not the one the config describes: " +
+                      problems);
 }
 
 llvm::Expected<StepPlan> Backend::plan(const AttentionMetadata &md,

@@ -393,7 +393,7 @@ TEST(BackendCrossGpuTest, CachedEncoderMatchesReference) {
   config.numKVHeads = kKVHeads;
   config.headDim = kDim;
   config.kvType = ScalarType::F8E4M3;
-  ATTN_ASSIGN_OR_FAIL(backend, runtime::Backend::create(config, Jit::global().kernelSource(), limits));
+  ATTN_ASSIGN_OR_FAIL(backend, runtime::Backend::create(config, Jit::global().kernelSource(), limits, &cacheConfig));
   ATTN_ASSIGN_OR_FAIL(builder, runtime::AttentionMetadataBuilder::create(limits));
   ATTN_ASSIGN_OR_FAIL(stream, runtime::Stream::create());
 

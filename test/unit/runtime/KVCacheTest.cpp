@@ -5,6 +5,7 @@
 // arithmetic and the coalescing of swap pairs into runs.
 //
 //===----------------------------------------------------------------------===//
+#include "attn/runtime/serving/Backend.h"
 #include "attn/runtime/serving/KVCache.h"
 
 #include <gtest/gtest.h>
@@ -131,3 +132,21 @@ TEST(CoalesceBlockPairs, MergesConsecutivePairsInOrder) {
 }
 
 } // namespace
+
+// A Backend checks that the cache it will read is the one its config
+// describes (GPU-free: configs only).
+TEST(BackendCacheCheckTest, NamesEveryMismatch) {
+  BackendConfig config;
+  config.numKVHeads = 4;
+  config.headDim = 64;
+  config.blockSize = 16;
+  KVCacheConfig cache = smallConfig();
+  EXPECT_FALSE(bool(checkCacheConfig(config, cache)));
+  cache.blockSize = 32;
+  cache.layout = KVLayout::HND;
+  std::string message = llvm::toString(checkCacheConfig(config, cache));
+  EXPECT_NE(message.find("blockSize 16 (the cache has 32)"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("layout nhd (the cache has hnd)"), std::string::npos)
+      << message;
+}

@@ -101,6 +101,12 @@ struct LayerArgs : HeadTables {
   int numKVScales = 0;
 };
 
+/// Whether `cache` is the cache `config` describes: block size, KV heads,
+/// head dim, element type, layout and FP8 scale granularity; the error
+/// names every field that differs.
+llvm::Error checkCacheConfig(const BackendConfig &config,
+                             const KVCacheConfig &cache);
+
 /// Points `args` at layer `layer` of `cache`: its view and FP8 scales.
 void bindCache(LayerArgs &args, const KVCache &cache, int layer);
 
@@ -115,9 +121,12 @@ class Backend {
 public:
   /// Loads every kernel the configuration needs and sizes the workspaces
   /// for `limits` (those the engine's AttentionMetadataBuilder uses).
+  /// Fails, before compiling anything, if `limits` or `cache` (when given)
+  /// describe another cache than `config`: one block size for the
+  /// metadata, the kernels and the cache (checkCacheConfig).
   static llvm::Expected<std::unique_ptr<Backend>>
   create(const BackendConfig &config, const KernelSource &kernels,
-         const MetadataLimits &limits);
+         const MetadataLimits &limits, const KVCacheConfig *cache = nullptr);
 
   const BackendConfig &config() const { return backendConfig; }
 
