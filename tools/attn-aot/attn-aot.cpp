@@ -21,14 +21,16 @@
 // before any is built. Fields (defaults as in the variant structs):
 //   decode:    q_type kv_type num_q_heads num_kv_heads head_dim page_size
 //              layout query_len causal cross window_left softcap alibi
-//              per_head_scale lse
+//              sinks per_head_scale lse
 //   prefill:   q_type num_q_heads num_kv_heads head_dim causal cross encoder
-//              window_left softcap alibi lse paged, and with "paged": true
+//              window_left softcap alibi sinks lse paged, and with "paged": true
 //              only: kv_type page_size layout per_head_scale
 //   append_kv: in_type kv_type num_kv_heads head_dim page_size layout
 //              per_head_scale
 // Types are f16, bf16, e4m3, e5m2, or "q" for the query type; counts are
-// integers from 1 to 2^31 - 1; window_left and softcap are booleans (their
+// integers from 1 to 2^31 - 1; every per-head table of templates/attn/
+// variant_knobs.h (alibi, sinks) is a boolean under its knob's name;
+// window_left and softcap are booleans (their
 // values are launch parameters, so one kernel serves all of them). Unknown
 // fields, fields a section does not use, empty lists and duplicate keys are
 // errors.

@@ -69,6 +69,24 @@ TEST(AotConfigTest, EveryCombinationOnEveryArch) {
   EXPECT_EQ(windowed, 4);
 }
 
+TEST(AotConfigTest, SinksAreAKnobLikeAlibi) {
+  // gpt-oss: sliding and full layers, with sinks; decode and paged prefill.
+  ConfigJobs config = readConfig(
+      R"({"decode": [{"num_q_heads": 64, "num_kv_heads": 8, "head_dim": 64,
+                      "sinks": true, "window_left": [false, true]}],
+          "prefill": [{"num_q_heads": 64, "num_kv_heads": 8, "head_dim": 64,
+                       "sinks": true, "paged": true}]})",
+      "c.json", kOneArch);
+  EXPECT_TRUE(config.errors.empty()) << errorsOf(config);
+  ASSERT_EQ(config.jobs.size(), 3u);
+  for (const Job &job : config.jobs) {
+    EXPECT_TRUE(job.spec.sinks) << job.spec.uri();
+    EXPECT_NE(job.kernelKey.find("sinks=1"), std::string::npos) << job.kernelKey;
+  }
+  expectRefused(R"({"append_kv": [{"sinks": true}]})",
+                {"unknown field \"sinks\""});
+}
+
 TEST(AotConfigTest, CacheOpsAndMlirConfigs) {
   ConfigJobs ops = readConfig(R"({"cache_ops": true})", "c.json", kTwoArchs);
   EXPECT_TRUE(ops.errors.empty()) << errorsOf(ops);
