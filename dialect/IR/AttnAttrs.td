@@ -74,34 +74,9 @@ def Attn_DecodeScheduleAttr : Attn_Attr<"DecodeSchedule", "decode_schedule"> {
     #attn.decode_schedule<warps = 4, stages = 4, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
     ```
   }];
-  let parameters = (ins
-    "int":$warps,
-    "int":$stages,
-    "int":$rowTiles,
-    "int":$minChunkTokens,
-    "int":$ctasPerSm);
-  let assemblyFormat = [{
-    `<` `warps` `=` $warps `,` `stages` `=` $stages `,`
-    `row_tiles` `=` $rowTiles `,` `min_chunk_tokens` `=` $minChunkTokens `,`
-    `ctas_per_sm` `=` $ctasPerSm `>`
-  }];
+  let parameters = (ins "::attn::DecodeSchedule":$schedule);
+  let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
-  let builders = [
-    AttrBuilder<(ins "const ::attn::DecodeSchedule &":$schedule), [{
-      return $_get($_ctxt, schedule.warps, schedule.stages, schedule.rowTiles,
-                   schedule.minChunkTokens, schedule.ctasPerSM);
-    }]>
-  ];
-  let extraClassDeclaration = [{
-    /// The plain-C++ schedule codegen and the runtime read.
-    ::attn::DecodeSchedule getSchedule() const;
-  }];
-}
-
-/// The prefill schedule's tensor-core kind: `sync` by default, so schedules
-/// written before wgmma existed read and print as they did.
-def Attn_PrefillMmaParameter : EnumParameter<Attn_PrefillMma> {
-  let defaultValue = "::mlir::attn::PrefillMma::sync";
 }
 
 def Attn_PrefillScheduleAttr : Attn_Attr<"PrefillSchedule", "prefill_schedule"> {
@@ -135,30 +110,9 @@ def Attn_PrefillScheduleAttr : Attn_Attr<"PrefillSchedule", "prefill_schedule"> 
                            stages = 2, mma = wgmma>
     ```
   }];
-  let parameters = (ins
-    "int":$warps,
-    "int":$blockM,
-    "int":$blockN,
-    "int":$stages,
-    Attn_PrefillMmaParameter:$mma,
-    DefaultValuedParameter<"int", "2048">:$persistentMaxQLen);
-  let assemblyFormat = [{
-    `<` `warps` `=` $warps `,` `block_m` `=` $blockM `,`
-    `block_n` `=` $blockN `,` `stages` `=` $stages (`,` `mma` `=` $mma^)?
-    (`,` `persistent_max_q_len` `=` $persistentMaxQLen^)? `>`
-  }];
+  let parameters = (ins "::attn::PrefillSchedule":$schedule);
+  let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
-  let builders = [
-    AttrBuilder<(ins "const ::attn::PrefillSchedule &":$schedule), [{
-      return $_get($_ctxt, schedule.warps, schedule.blockM, schedule.blockN,
-                   schedule.stages, fromSpecMma(schedule.mma),
-                   schedule.persistentMaxQLen);
-    }]>
-  ];
-  let extraClassDeclaration = [{
-    /// The plain-C++ schedule codegen and the runtime read.
-    ::attn::PrefillSchedule getSchedule() const;
-  }];
 }
 
 def Attn_KernelSpecAttr : Attn_Attr<"KernelSpec", "kernel_spec"> {

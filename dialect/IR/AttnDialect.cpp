@@ -174,15 +174,6 @@ KVLayout mlir::attn::fromSpecLayout(::attn::KVLayout layout) {
   return layout == ::attn::KVLayout::HND ? KVLayout::hnd : KVLayout::nhd;
 }
 
-::attn::PrefillMma mlir::attn::toSpecMma(PrefillMma mma) {
-  return mma == PrefillMma::wgmma ? ::attn::PrefillMma::Wgmma
-                                  : ::attn::PrefillMma::Sync;
-}
-
-PrefillMma mlir::attn::fromSpecMma(::attn::PrefillMma mma) {
-  return mma == ::attn::PrefillMma::Wgmma ? PrefillMma::wgmma : PrefillMma::sync;
-}
-
 AttentionKind mlir::attn::fromSpecAttentionKind(::attn::AttentionKind kind) {
   switch (kind) {
   case ::attn::AttentionKind::Decoder:
@@ -205,59 +196,6 @@ std::string mlir::attn::describeArchs() {
     text += ::attn::toString(archs[i]);
   }
   return text;
-}
-
-//===----------------------------------------------------------------------===//
-// DecodeScheduleAttr
-//===----------------------------------------------------------------------===//
-
-LogicalResult
-DecodeScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                           int warps, int stages, int rowTiles,
-                           int minChunkTokens, int ctasPerSm) {
-  // The context-free rules; what the schedule needs of its variant and arch
-  // is checked where both are known (kernel_spec, attn-select-schedule).
-  std::string problem = ::attn::checkDecodeSchedule(
-      ::attn::DecodeSchedule{warps, stages, rowTiles, minChunkTokens, ctasPerSm});
-  if (!problem.empty())
-    return emitError() << problem;
-  return success();
-}
-
-::attn::DecodeSchedule DecodeScheduleAttr::getSchedule() const {
-  ::attn::DecodeSchedule schedule;
-  schedule.warps = getWarps();
-  schedule.stages = getStages();
-  schedule.rowTiles = getRowTiles();
-  schedule.minChunkTokens = getMinChunkTokens();
-  schedule.ctasPerSM = getCtasPerSm();
-  return schedule;
-}
-
-//===----------------------------------------------------------------------===//
-// PrefillScheduleAttr
-//===----------------------------------------------------------------------===//
-
-LogicalResult
-PrefillScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                            int warps, int blockM, int blockN, int stages,
-                            PrefillMma mma, int persistentMaxQLen) {
-  std::string problem = ::attn::checkPrefillSchedule(::attn::PrefillSchedule{
-      warps, blockM, blockN, stages, toSpecMma(mma), persistentMaxQLen});
-  if (!problem.empty())
-    return emitError() << problem;
-  return success();
-}
-
-::attn::PrefillSchedule PrefillScheduleAttr::getSchedule() const {
-  ::attn::PrefillSchedule schedule;
-  schedule.warps = getWarps();
-  schedule.blockM = getBlockM();
-  schedule.blockN = getBlockN();
-  schedule.stages = getStages();
-  schedule.mma = toSpecMma(getMma());
-  schedule.persistentMaxQLen = getPersistentMaxQLen();
-  return schedule;
 }
 
 //===----------------------------------------------------------------------===//
@@ -323,6 +261,18 @@ struct SpecFieldParser {
     layout = *parsed;
     return success();
   }
+  ParseResult operator()(::attn::PrefillMma &mma) {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef name;
+    if (parser.parseKeyword(&name))
+      return failure();
+    std::optional<::attn::PrefillMma> parsed = ::attn::parsePrefillMma(name);
+    if (!parsed)
+      return parser.emitError(loc, "expected sync or wgmma, got '")
+             << name << "'";
+    mma = *parsed;
+    return success();
+  }
   ParseResult operator()(int &value) { return parser.parseInteger(value); }
   ParseResult operator()(bool &flag) {
     SMLoc loc = parser.getCurrentLocation();
@@ -351,7 +301,165 @@ struct SpecFieldParser {
   }
 };
 
+/// Parses `<name = value, ...>`: each name one of the fields `forEach`
+/// lists for `value` (a spec or a schedule), at most once; `seen` collects
+/// the names. Errors name the attribute (`what`) and the field.
+template <class Struct, class ForEach>
+ParseResult parseFields(AsmParser &parser, StringRef what, Struct &value,
+                        ForEach forEach, llvm::StringSet<> &seen) {
+  SpecFieldParser parseValue{parser, parser.getContext()};
+  auto parseField = [&]() -> ParseResult {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef key;
+    if (parser.parseKeyword(&key) || parser.parseEqual())
+      return failure();
+    if (!seen.insert(key).second)
+      return parser.emitError(loc) << what << " field '" << key
+                                   << "' given twice";
+    bool known = false;
+    ParseResult result = success();
+    forEach(
+        [&](const char *name, auto &field) {
+          if (known || key != name)
+            return;
+          known = true;
+          result = parseValue(field);
+        },
+        value);
+    if (!known)
+      return parser.emitError(loc) << "unknown " << what << " field '" << key
+                                   << "'";
+    return result;
+  };
+  if (parser.parseLess() || parser.parseCommaSeparatedList(parseField) ||
+      parser.parseGreater())
+    return failure();
+  return success();
+}
+
+/// The first of `names` not in `seen`, as an error at `loc`.
+LogicalResult requireFields(AsmParser &parser, SMLoc loc, StringRef what,
+                            const llvm::StringSet<> &seen,
+                            ArrayRef<StringRef> names) {
+  for (StringRef name : names)
+    if (!seen.contains(name))
+      return parser.emitError(loc) << what << " needs '" << name << "'";
+  return success();
+}
+
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// DecodeScheduleAttr and PrefillScheduleAttr: a schedule struct each
+//===----------------------------------------------------------------------===//
+
+namespace attn {
+llvm::hash_code hash_value(const DecodeSchedule &schedule) {
+  llvm::hash_code hash = 0;
+  forEachDecodeScheduleField(
+      [&](const char *, const auto &f) { hash = llvm::hash_combine(hash, f); },
+      schedule);
+  return hash;
+}
+llvm::hash_code hash_value(const PrefillSchedule &schedule) {
+  llvm::hash_code hash = 0;
+  forEachPrefillScheduleField(
+      [&](const char *, const auto &f) { hash = llvm::hash_combine(hash, f); },
+      schedule);
+  return hash;
+}
+} // namespace attn
+
+Attribute DecodeScheduleAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  ::attn::DecodeSchedule schedule;
+  llvm::StringSet<> seen;
+  auto forEach = [](auto &&f, ::attn::DecodeSchedule &s) {
+    ::attn::forEachDecodeScheduleField(f, s);
+  };
+  if (failed(parseFields(parser, "decode_schedule", schedule, forEach, seen)))
+    return {};
+  // Every field, as printed.
+  SmallVector<StringRef> names;
+  ::attn::forEachDecodeScheduleField(
+      [&](const char *name, auto &) { names.push_back(name); }, schedule);
+  if (failed(requireFields(parser, loc, "decode_schedule", seen, names)))
+    return {};
+  return getChecked([&] { return parser.emitError(loc); }, parser.getContext(),
+                    schedule);
+}
+
+void DecodeScheduleAttr::print(AsmPrinter &printer) const {
+  const ::attn::DecodeSchedule schedule = getSchedule();
+  bool first = true;
+  printer << '<';
+  ::attn::forEachDecodeScheduleField(
+      [&](const char *name, int value) {
+        printer << (first ? "" : ", ") << name << " = " << value;
+        first = false;
+      },
+      schedule);
+  printer << '>';
+}
+
+LogicalResult
+DecodeScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                           ::attn::DecodeSchedule schedule) {
+  // The context-free rules; what the schedule needs of its variant and arch
+  // is checked where both are known (kernel_spec, attn-select-schedule).
+  std::string problem = ::attn::checkDecodeSchedule(schedule);
+  if (!problem.empty())
+    return emitError() << problem;
+  return success();
+}
+
+Attribute PrefillScheduleAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  ::attn::PrefillSchedule schedule; // mma and the threshold may be left out
+  llvm::StringSet<> seen;
+  auto forEach = [](auto &&f, ::attn::PrefillSchedule &s) {
+    ::attn::forEachPrefillScheduleField(f, s);
+  };
+  if (failed(parseFields(parser, "prefill_schedule", schedule, forEach, seen)) ||
+      failed(requireFields(parser, loc, "prefill_schedule", seen,
+                           {"warps", "block_m", "block_n", "stages"})))
+    return {};
+  return getChecked([&] { return parser.emitError(loc); }, parser.getContext(),
+                    schedule);
+}
+
+void PrefillScheduleAttr::print(AsmPrinter &printer) const {
+  const ::attn::PrefillSchedule schedule = getSchedule();
+  const ::attn::PrefillSchedule defaults;
+  bool first = true;
+  printer << '<';
+  ::attn::forEachPrefillScheduleField(
+      [&](const char *name, const auto &value, const auto &byDefault) {
+        std::string_view key = name;
+        // The optional fields are left out at their defaults.
+        if ((key == "mma" || key == "persistent_max_q_len") &&
+            value == byDefault)
+          return;
+        printer << (first ? "" : ", ") << name << " = ";
+        if constexpr (std::is_same_v<std::decay_t<decltype(value)>,
+                                     ::attn::PrefillMma>)
+          printer << ::attn::toString(value);
+        else
+          printer << value;
+        first = false;
+      },
+      schedule, defaults);
+  printer << '>';
+}
+
+LogicalResult
+PrefillScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                            ::attn::PrefillSchedule schedule) {
+  std::string problem = ::attn::checkPrefillSchedule(schedule);
+  if (!problem.empty())
+    return emitError() << problem;
+  return success();
+}
 
 Attribute KernelSpecAttr::parse(AsmParser &parser, Type) {
   MLIRContext *context = parser.getContext();
@@ -360,44 +468,18 @@ Attribute KernelSpecAttr::parse(AsmParser &parser, Type) {
   ::attn::KernelSpec spec;
   spec.pageSize = 0;
   llvm::StringSet<> seen;
-  bool decodeSchedule = false, prefillSchedule = false;
   SMLoc start = parser.getCurrentLocation();
-  if (parser.parseLess())
-    return {};
-  SpecFieldParser parseValue{parser, context};
-  auto parseField = [&]() -> ParseResult {
-    SMLoc loc = parser.getCurrentLocation();
-    StringRef key;
-    if (parser.parseKeyword(&key) || parser.parseEqual())
-      return failure();
-    if (!seen.insert(key).second)
-      return parser.emitError(loc, "kernel_spec field '")
-             << key << "' given twice";
-    bool known = false;
-    ParseResult result = success();
-    ::attn::forEachSpecField(
-        [&](const char *name, auto &field) {
-          if (known || key != name)
-            return;
-          known = true;
-          result = parseValue(field);
-        },
-        spec);
-    if (!known)
-      return parser.emitError(loc, "unknown kernel_spec field '") << key << "'";
-    decodeSchedule |= key == "schedule";
-    prefillSchedule |= key == "prefill_schedule";
-    return result;
+  auto forEach = [](auto &&f, ::attn::KernelSpec &k) {
+    ::attn::forEachSpecField(f, k);
   };
-  if (parser.parseCommaSeparatedList(parseField) || parser.parseGreater())
+  if (failed(parseFields(parser, "kernel_spec", spec, forEach, seen)))
     return {};
-  for (StringRef required : {"kind", "arch", "q_type", "kv_type",
-                             "num_q_heads", "num_kv_heads", "head_dim",
-                             "layout"})
-    if (!seen.contains(required)) {
-      parser.emitError(start, "kernel_spec needs '") << required << "'";
-      return {};
-    }
+  bool decodeSchedule = seen.contains("schedule");
+  bool prefillSchedule = seen.contains("prefill_schedule");
+  if (failed(requireFields(parser, start, "kernel_spec", seen,
+                           {"kind", "arch", "q_type", "kv_type", "num_q_heads",
+                            "num_kv_heads", "head_dim", "layout"})))
+    return {};
   // What the text spells that the struct cannot hold: a missing or a
   // foreign schedule.
   StringRef kindName = ::attn::toString(spec.kind);

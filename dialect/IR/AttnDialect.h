@@ -17,8 +17,11 @@
 #include "dialect/IR/AttnEnums.h.inc"
 
 namespace attn {
-/// Uniquing of #attn.kernel_spec, which holds a KernelSpec (found by ADL).
+/// Uniquing of #attn.kernel_spec and the schedule attributes, which hold
+/// these structs (found by ADL).
 llvm::hash_code hash_value(const KernelSpec &spec);
+llvm::hash_code hash_value(const DecodeSchedule &schedule);
+llvm::hash_code hash_value(const PrefillSchedule &schedule);
 } // namespace attn
 
 #include "dialect/IR/AttnOpsDialect.h.inc"
@@ -56,10 +59,6 @@ KVLayout fromSpecLayout(::attn::KVLayout layout);
 
 /// Attention kind, spec enum -> dialect enum (#attn.kind).
 AttentionKind fromSpecAttentionKind(::attn::AttentionKind kind);
-
-/// Prefill tensor-core kind, dialect enum <-> spec enum.
-::attn::PrefillMma toSpecMma(PrefillMma mma);
-PrefillMma fromSpecMma(::attn::PrefillMma mma);
 
 /// The targets a kernel can be generated for, as messages list them:
 /// "sm_80, sm_89 or sm_90a".

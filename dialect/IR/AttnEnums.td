@@ -39,14 +39,4 @@ def Attn_KVLayout : I32EnumAttr<"KVLayout",
   let genSpecializedAttr = 0;
 }
 
-def Attn_PrefillMma_Sync : I32EnumAttrCase<"sync", 0>;
-def Attn_PrefillMma_Wgmma : I32EnumAttrCase<"wgmma", 1>;
-def Attn_PrefillMma : I32EnumAttr<"PrefillMma",
-    "which tensor-core instructions a prefill kernel uses: mma.sync (any "
-    "arch) or sm_90a wgmma with TMA loads and warp specialization",
-    [Attn_PrefillMma_Sync, Attn_PrefillMma_Wgmma]> {
-  let cppNamespace = "::mlir::attn";
-  let genSpecializedAttr = 0;
-}
-
 #endif // ATTN_DIALECT_IR_ATTNENUMS_TD

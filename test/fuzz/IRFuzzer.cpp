@@ -55,8 +55,10 @@ static void lowerAndEmit(MLIRContext &context, ModuleOp module,
     // The source must define the entry the runtime looks up.
     if (source.find(symbol) == std::string::npos)
       __builtin_trap();
+    // ... and include the template that spec names.
+    if (source.find(::attn::kernelTemplate(*spec).header) == std::string::npos)
+      __builtin_trap();
     (void)::attn::threadsPerBlock(*spec);
-    (void)getGridRule(*spec);
   });
 }
 
