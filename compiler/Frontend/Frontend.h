@@ -1,7 +1,7 @@
 //===- Frontend.h - host variants -> attn IR -> kernel specs ----*- C++ -*-===//
 //
 // The compiler's entry for the JIT and attn-aot: a variant a C++ host
-// describes (spec/Variant.h, PrefillVariant.h) becomes a module
+// describes (spec/Variant.h) becomes a module
 // with one attn op, is verified, runs through attn-pipeline, and comes back
 // as the attn::KernelSpec codegen and the runtime take. Errors are
 // llvm::Error values carrying the diagnostics (verifier messages included).
