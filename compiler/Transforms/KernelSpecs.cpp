@@ -1,6 +1,5 @@
 //===- KernelSpecs.cpp - attn ops <-> kernel specs ------------------------===//
 #include "compiler/Transforms/KernelSpecs.h"
-#include "compiler/Transforms/Schedule.h"
 #include "spec/KernelLimits.h"
 
 #include "mlir/IR/BuiltinTypes.h"

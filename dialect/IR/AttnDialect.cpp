@@ -212,7 +212,6 @@ bool hasDecodeSchedule(const ::attn::KernelSpec &spec) {
 /// Parses one field value of #attn.kernel_spec, by the field's C++ type.
 struct SpecFieldParser {
   AsmParser &parser;
-  MLIRContext *context;
 
   ParseResult operator()(::attn::KernelKind &kind) {
     SMLoc loc = parser.getCurrentLocation();
@@ -307,7 +306,7 @@ struct SpecFieldParser {
 template <class Struct, class ForEach>
 ParseResult parseFields(AsmParser &parser, StringRef what, Struct &value,
                         ForEach forEach, llvm::StringSet<> &seen) {
-  SpecFieldParser parseValue{parser, parser.getContext()};
+  SpecFieldParser parseValue{parser};
   auto parseField = [&]() -> ParseResult {
     SMLoc loc = parser.getCurrentLocation();
     StringRef key;
