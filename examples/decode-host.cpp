@@ -44,8 +44,7 @@ DecodeVariant variantOf(mlir::attn::DecodeOp op) {
   v.numKVHeads = int(cache.getNumKvHeads());
   v.headDim = int(cache.getHeadDim());
   v.pageSize = int(cache.getPageSize());
-  v.layout = cache.getLayout() == mlir::attn::KVLayout::hnd ? KVLayout::HND
-                                                            : KVLayout::NHD;
+  v.layout = cache.getLayout();
   v.queryLen = int(op.getQueryLen());
   mlir::attn::MaskAttr mask = op.getMaskAttr();
   v.causal = mask && mask.isCausal();
@@ -55,8 +54,7 @@ DecodeVariant variantOf(mlir::attn::DecodeOp op) {
     v.softcap = float(softcap.getValueAsDouble());
   if (auto scale = op.getScaleAttr())
     v.scale = float(scale.getValueAsDouble());
-  if (op.getKind() == mlir::attn::AttentionKind::cross)
-    v.kind = attn::AttentionKind::Cross;
+  v.kind = op.getKind();
   v.alibi = bool(op.getAlibiSlopes());
   v.writeLse = bool(op.getLse());
   if (op.getKScale())

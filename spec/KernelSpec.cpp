@@ -100,6 +100,14 @@ std::optional<KVLayout> parseKVLayout(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<AttentionKind> parseAttentionKind(std::string_view name) {
+  for (AttentionKind kind :
+       {AttentionKind::Decoder, AttentionKind::Encoder, AttentionKind::Cross})
+    if (name == toString(kind))
+      return kind;
+  return std::nullopt;
+}
+
 std::optional<KernelKind> parseKernelKind(std::string_view name) {
   for (KernelKind kind :
        {KernelKind::Decode, KernelKind::AppendKV, KernelKind::Prefill,

@@ -217,6 +217,7 @@ std::string_view toString(PrefillMma mma);
 std::optional<Arch> parseArch(std::string_view name);
 std::optional<ScalarType> parseScalarType(std::string_view name);
 std::optional<KVLayout> parseKVLayout(std::string_view name);
+std::optional<AttentionKind> parseAttentionKind(std::string_view name);
 std::optional<KernelKind> parseKernelKind(std::string_view name);
 std::optional<PrefillMma> parsePrefillMma(std::string_view name);
 /// Bytes per element.

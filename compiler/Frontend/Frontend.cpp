@@ -111,7 +111,7 @@ PagedKVType cacheType(Location loc, int numKVHeads, int headDim,
   return PagedKVType::getChecked([&] { return emitError(loc); }, context,
                                  int64_t(numKVHeads), int64_t(headDim),
                                  getElementType(context, kvType),
-                                 int64_t(pageSize), fromSpecLayout(layout));
+                                 int64_t(pageSize), layout);
 }
 
 /// The mask of a variant: causal, with the window when there is one; null
@@ -255,7 +255,6 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
     return nullptr;
   FloatAttr scale = optionalF32(builder, variant.scale);
   FloatAttr softcap = optionalF32(builder, variant.softcap);
-  AttentionKind kind = fromSpecAttentionKind(variant.kind);
   // A pinned schedule is written on the op, where attn-select-schedule
   // keeps it.
   DecodeScheduleAttr pinned;
@@ -275,7 +274,7 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
         auto decode = b.create<DecodeOp>(
             loc, qType, lse, args[0], args[1], args[2], args[3], kScale,
             vScale, slopes, sinks, uint64_t(int64_t(variant.queryLen)),
-            pinned, mask, kind, scale, softcap);
+            pinned, mask, variant.kind, scale, softcap);
         return decode->getResults();
       });
 }
@@ -326,7 +325,6 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
     return nullptr;
   FloatAttr scale = optionalF32(builder, variant.scale);
   FloatAttr softcap = optionalF32(builder, variant.softcap);
-  AttentionKind kind = fromSpecAttentionKind(variant.kind);
   // A pinned schedule is written on the op, where attn-select-schedule
   // keeps it.
   PrefillScheduleAttr pinned;
@@ -347,7 +345,7 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
           auto [slopes, sinks] = headTableArgs(variant, args);
           auto prefill = b.create<PagedPrefillOp>(
               loc, qType, lse, args[0], args[1], args[2], args[3], args[4],
-              kScale, vScale, slopes, sinks, pinned, mask, kind, scale,
+              kScale, vScale, slopes, sinks, pinned, mask, variant.kind, scale,
               softcap);
           return prefill->getResults();
         });
@@ -358,7 +356,7 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
         auto [slopes, sinks] = headTableArgs(variant, args);
         auto prefill = b.create<PrefillOp>(
             loc, qType, lse, args[0], args[1], args[2], args[3], args[4],
-            slopes, sinks, pinned, mask, kind, scale, softcap);
+            slopes, sinks, pinned, mask, variant.kind, scale, softcap);
         return prefill->getResults();
       });
 }

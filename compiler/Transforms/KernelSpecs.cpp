@@ -40,7 +40,7 @@ void setCacheFields(::attn::KernelSpec &spec, PagedKVType cache) {
   spec.numKVHeads = int(cache.getNumKvHeads());
   spec.headDim = int(cache.getHeadDim());
   spec.pageSize = int(cache.getPageSize());
-  spec.layout = toSpecLayout(cache.getLayout());
+  spec.layout = cache.getLayout();
 }
 
 /// What every attention op gives its spec, through AttentionOpInterface:
@@ -142,6 +142,30 @@ FailureOr<::attn::KernelSpec> getAppendKVKernelSpec(AppendKVOp op,
     return failure();
   spec.perHeadKVScale = *perHead;
   return spec;
+}
+
+bool runsKernel(Operation *op) {
+  return isa<AttentionOpInterface, AppendKVOp, MergeStatesOp>(op);
+}
+
+FailureOr<::attn::KernelSpec> getKernelSpec(Operation *op, ::attn::Arch arch) {
+  if (auto decode = dyn_cast<DecodeOp>(op))
+    return getDecodeKernelSpec(decode, arch);
+  if (auto prefill = dyn_cast<PrefillOp>(op))
+    return getPrefillKernelSpec(prefill, arch);
+  if (auto paged = dyn_cast<PagedPrefillOp>(op))
+    return getPagedPrefillKernelSpec(paged, arch);
+  if (auto append = dyn_cast<AppendKVOp>(op))
+    return getAppendKVKernelSpec(append, arch);
+  return op->emitError() << "no kernel template for '" << op->getName()
+                         << "' yet";
+}
+
+Attribute getScheduleAttr(MLIRContext *context,
+                          const ::attn::KernelSpec &spec) {
+  if (spec.isPrefill())
+    return PrefillScheduleAttr::get(context, spec.prefillSchedule);
+  return DecodeScheduleAttr::get(context, spec.schedule);
 }
 
 LogicalResult verifyKernelSpecAt(Operation *op,

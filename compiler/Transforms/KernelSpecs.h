@@ -54,6 +54,20 @@ FailureOr<::attn::KernelSpec> getPagedPrefillKernelSpec(PagedPrefillOp op,
 FailureOr<::attn::KernelSpec> getAppendKVKernelSpec(AppendKVOp op,
                                                     ::attn::Arch arch);
 
+/// Whether a generated kernel runs `op` once it is lowered: the attention
+/// ops (AttentionOpInterface), attn.append_kv and attn.merge_states.
+bool runsKernel(Operation *op);
+
+/// The spec of the kernel that runs `op` (an op runsKernel accepts) on
+/// `arch`, by the op's rule above: the one place the passes dispatch on the
+/// op. Emits an error at `op` for IR no kernel can run, and for ops that have
+/// no kernel template yet (attn.merge_states).
+FailureOr<::attn::KernelSpec> getKernelSpec(Operation *op, ::attn::Arch arch);
+
+/// The schedule attribute of `spec`'s template: #attn.prefill_schedule for
+/// the prefill kinds, #attn.decode_schedule otherwise.
+Attribute getScheduleAttr(MLIRContext *context, const ::attn::KernelSpec &spec);
+
 /// Checks `spec`, derived from `op`, against what its template and arch can
 /// run (attn::checkKernelSpec: schedule ranges, registers, shared memory per
 /// CTA, ...); the error, at `op`, names the field and the limit. Every

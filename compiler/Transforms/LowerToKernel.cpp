@@ -1,7 +1,7 @@
 //===- LowerToKernel.cpp - attn ops to kernel launches --------------------===//
 //
-// Replaces each scheduled attn.decode, attn.prefill and attn.paged_prefill
-// and each attn.append_kv by the attn.kernel_launch of its specialized
+// Replaces each op a kernel runs (runsKernel: the scheduled attention ops
+// and attn.append_kv) by the attn.kernel_launch of its specialized
 // template. The rewrite is one op to one op with no fixpoint, so it walks the
 // module instead of running the greedy pattern driver, which would also erase
 // attention ops whose results are unused (they are Pure) and so change more
@@ -27,19 +27,6 @@ struct Lowering {
   ::attn::KernelSpec spec;
 };
 
-/// The spec of an attention op that must carry a schedule (attn.decode,
-/// attn.prefill, attn.paged_prefill); fails with an error at `op` if it has
-/// none yet.
-template <typename ScheduledOp>
-FailureOr<::attn::KernelSpec> getScheduledSpec(
-    ScheduledOp op, ::attn::Arch arch,
-    FailureOr<::attn::KernelSpec> (*specOf)(ScheduledOp, ::attn::Arch)) {
-  if (!op.getScheduleAttr())
-    return op.emitOpError() << "has no schedule; run attn-select-schedule "
-                               "first";
-  return specOf(op, arch);
-}
-
 KernelLaunchOp buildLaunch(OpBuilder &builder, Operation *op,
                            const ::attn::KernelSpec &spec) {
   return builder.create<KernelLaunchOp>(
@@ -59,13 +46,7 @@ struct AttnLowerToKernelPass final
     SmallVector<Lowering> lowerings;
     bool ok = true;
     module.walk([&](Operation *op) {
-      if (isa<MergeStatesOp>(op)) {
-        op->emitError() << "no kernel template for '" << op->getName()
-                        << "' yet";
-        ok = false;
-        return;
-      }
-      if (!isa<DecodeOp, PrefillOp, PagedPrefillOp, AppendKVOp>(op))
+      if (!runsKernel(op))
         return;
       std::optional<::attn::Arch> arch = getTargetArch(op);
       if (!arch) {
@@ -76,18 +57,16 @@ struct AttnLowerToKernelPass final
         ok = false;
         return;
       }
-      FailureOr<::attn::KernelSpec> spec;
-      if (auto decode = dyn_cast<DecodeOp>(op))
-        spec = getScheduledSpec(decode, *arch, getDecodeKernelSpec);
-      else if (auto prefill = dyn_cast<PrefillOp>(op))
-        spec = getScheduledSpec(prefill, *arch, getPrefillKernelSpec);
-      else if (auto paged = dyn_cast<PagedPrefillOp>(op))
-        spec = getScheduledSpec(paged, *arch, getPagedPrefillKernelSpec);
-      else
-        spec = getAppendKVKernelSpec(cast<AppendKVOp>(op), *arch);
+      auto attention = dyn_cast<AttentionOpInterface>(op);
+      if (attention && !attention.getScheduleAttr()) {
+        op->emitOpError() << "has no schedule; run attn-select-schedule first";
+        ok = false;
+        return;
+      }
       // The spec (a hand-written schedule included) must be one its template
       // and arch run before anything is derived from it (the grid rule
       // divides by its tiles).
+      FailureOr<::attn::KernelSpec> spec = getKernelSpec(op, *arch);
       if (failed(spec) || failed(verifyKernelSpecAt(op, *spec))) {
         ok = false;
         return;
@@ -101,14 +80,7 @@ struct AttnLowerToKernelPass final
     for (const Lowering &lowering : lowerings) {
       builder.setInsertionPoint(lowering.op);
       KernelLaunchOp launch = buildLaunch(builder, lowering.op, lowering.spec);
-      if (isa<DecodeOp>(lowering.op))
-        ++numDecodeLaunches;
-      else if (isa<PrefillOp>(lowering.op))
-        ++numPrefillLaunches;
-      else if (isa<PagedPrefillOp>(lowering.op))
-        ++numPagedPrefillLaunches;
-      else
-        ++numAppendKVLaunches;
+      ++numLaunches;
       lowering.op->replaceAllUsesWith(launch.getOuts());
       lowering.op->erase();
     }

@@ -49,28 +49,21 @@ def AttnSelectSchedulePass
 def AttnLowerToKernelPass : Pass<"attn-lower-to-kernel", "::mlir::ModuleOp"> {
   let summary = "turn scheduled attn ops into attn.kernel_launch";
   let description = [{
-    Replaces every `attn.decode`, `attn.prefill` and `attn.paged_prefill`
-    (which need a schedule: run attn-select-schedule first) and every
-    `attn.append_kv` by an
-    `attn.kernel_launch` naming the kernel template, its compile-time
-    parameters (`#attn.kernel_spec`, the full `attn::KernelSpec`), the
-    launch-parameter ABI of templates/attn/params.h and the launch-grid rule.
-    Operands and results are kept, so the IR stays well typed. Runtime values
-    the binary does not depend on (scale, soft-cap value, window size) stay
-    on the launch as attributes.
+    Replaces every op a generated kernel runs (the attention ops, which
+    need a schedule: run attn-select-schedule first, and `attn.append_kv`)
+    by an `attn.kernel_launch` naming the kernel's symbol and its
+    compile-time parameters (`#attn.kernel_spec`, the full
+    `attn::KernelSpec`, from which codegen picks the template, entry and
+    launch ABI). Operands and results are kept, so the IR stays well typed;
+    runtime values (scale, soft-cap value, window size) are the host's, not
+    the launch's.
 
     `attn.merge_states` has no kernel template yet: each is reported at its
     location and the pass fails without changing the module.
   }];
   let statistics = [
-    Statistic<"numDecodeLaunches", "num-decode-launches",
-              "attn.decode ops lowered to a kernel launch">,
-    Statistic<"numPrefillLaunches", "num-prefill-launches",
-              "attn.prefill ops lowered to a kernel launch">,
-    Statistic<"numPagedPrefillLaunches", "num-paged-prefill-launches",
-              "attn.paged_prefill ops lowered to a kernel launch">,
-    Statistic<"numAppendKVLaunches", "num-append-kv-launches",
-              "attn.append_kv ops lowered to a kernel launch">,
+    Statistic<"numLaunches", "num-launches",
+              "ops lowered to a kernel launch">,
   ];
   let dependentDialects = ["::mlir::attn::AttnDialect"];
 }

@@ -82,6 +82,13 @@ static bool wgmmaPrefillApplies(const ::attn::KernelSpec &spec) {
          (spec.headDim == 64 || spec.headDim == 128 || spec.headDim == 256);
 }
 
+void chooseSchedule(::attn::KernelSpec &spec) {
+  if (spec.isPrefill())
+    spec.prefillSchedule = choosePrefillSchedule(spec);
+  else
+    spec.schedule = chooseDecodeSchedule(spec);
+}
+
 ::attn::PrefillSchedule choosePrefillSchedule(const ::attn::KernelSpec &spec) {
   ::attn::PrefillSchedule schedule;
   if (wgmmaPrefillApplies(spec)) {

@@ -37,6 +37,10 @@ int64_t sharedMemoryPerSM(::attn::Arch arch);
 /// element size.
 ::attn::PrefillSchedule choosePrefillSchedule(const ::attn::KernelSpec &spec);
 
+/// Sets the schedule of `spec`'s template (decode or prefill) to the one the
+/// heuristic above chooses for it.
+void chooseSchedule(::attn::KernelSpec &spec);
+
 } // namespace mlir::attn
 
 #endif // ATTN_COMPILER_TRANSFORMS_SCHEDULE_H

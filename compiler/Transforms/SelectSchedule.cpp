@@ -1,9 +1,9 @@
 //===- SelectSchedule.cpp - choose a GPU schedule per attention op --------===//
 //
-// Records the target on the module, a #attn.decode_schedule on every
-// attn.decode and a #attn.prefill_schedule on every attn.prefill and
-// attn.paged_prefill that has none; the heuristics themselves are
-// chooseDecodeSchedule and choosePrefillSchedule (Schedule.h). Every
+// Records the target on the module and, on every attention op
+// (AttentionOpInterface) that has none, the schedule its template takes
+// (#attn.decode_schedule or #attn.prefill_schedule); the heuristics
+// themselves are in Schedule.h. Every
 // schedule, chosen or pinned, is then checked against what its template and
 // the target can run, with an error at the op naming the field and limit.
 //
@@ -49,52 +49,22 @@ struct AttnSelectSchedulePass final
     }
     module->setAttr(AttnDialect::getArchAttrName(), archName);
 
-    WalkResult result = module.walk([&](Operation *op) {
-      if (auto decode = dyn_cast<DecodeOp>(op))
-        return schedule(decode);
-      if (auto prefill = dyn_cast<PrefillOp>(op))
-        return schedulePrefill(prefill, getPrefillKernelSpec);
-      if (auto prefill = dyn_cast<PagedPrefillOp>(op))
-        return schedulePrefill(prefill, getPagedPrefillKernelSpec);
-      return WalkResult::advance();
+    WalkResult result = module.walk([&](AttentionOpInterface op) {
+      FailureOr<::attn::KernelSpec> spec = getKernelSpec(op, *target);
+      if (failed(spec))
+        return WalkResult::interrupt();
+      if (op.getScheduleAttr()) {
+        ++numPinned;
+      } else {
+        chooseSchedule(*spec);
+        op.recordSchedule(getScheduleAttr(&getContext(), *spec));
+        ++numScheduled;
+      }
+      return failed(verifyKernelSpecAt(op, *spec)) ? WalkResult::interrupt()
+                                                   : WalkResult::advance();
     });
     if (result.wasInterrupted())
       signalPassFailure();
-  }
-
-  WalkResult schedule(DecodeOp op) {
-    FailureOr<::attn::KernelSpec> spec = getDecodeKernelSpec(op, *target);
-    if (failed(spec))
-      return WalkResult::interrupt();
-    if (op.getScheduleAttr()) {
-      ++numPinned;
-    } else {
-      spec->schedule = chooseDecodeSchedule(*spec);
-      op.setScheduleAttr(DecodeScheduleAttr::get(&getContext(), spec->schedule));
-      ++numScheduled;
-    }
-    return failed(verifyKernelSpecAt(op, *spec)) ? WalkResult::interrupt()
-                                                 : WalkResult::advance();
-  }
-
-  /// Ragged and paged prefill: one template, one heuristic.
-  template <typename PrefillLikeOp>
-  WalkResult schedulePrefill(
-      PrefillLikeOp op,
-      FailureOr<::attn::KernelSpec> (*specOf)(PrefillLikeOp, ::attn::Arch)) {
-    FailureOr<::attn::KernelSpec> spec = specOf(op, *target);
-    if (failed(spec))
-      return WalkResult::interrupt();
-    if (op.getScheduleAttr()) {
-      ++numPinned;
-    } else {
-      spec->prefillSchedule = choosePrefillSchedule(*spec);
-      op.setScheduleAttr(
-          PrefillScheduleAttr::get(&getContext(), spec->prefillSchedule));
-      ++numScheduled;
-    }
-    return failed(verifyKernelSpecAt(op, *spec)) ? WalkResult::interrupt()
-                                                 : WalkResult::advance();
   }
 
   /// The parsed `arch` option.

@@ -45,10 +45,17 @@ def Attn_MaskAttr : Attn_Attr<"Mask", "mask"> {
   }];
 }
 
-def Attn_AttentionKindAttr
-    : EnumAttr<Attn_Dialect, Attn_AttentionKind, "kind"> {
+def Attn_AttentionKindAttr : Attn_Attr<"AttentionKind", "kind"> {
   let summary = "decoder, encoder or cross attention";
+  let parameters = (ins Attn_SpecEnumParameter<"::attn::AttentionKind",
+                        "::attn::parseAttentionKind",
+                        "decoder, encoder or cross">:$value);
   let assemblyFormat = "`<` $value `>`";
+  // Ops read the kind as the spec's enum.
+  let returnType = "::attn::AttentionKind";
+  let convertFromStorage = "$_self.getValue()";
+  let constBuilderCall =
+      "::mlir::attn::AttentionKindAttr::get($_builder.getContext(), $0)";
 }
 
 //===----------------------------------------------------------------------===//

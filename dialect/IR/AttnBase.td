@@ -70,4 +70,15 @@ def Attn_ScaleVector : TensorRankOf<[F32], [1]>;
 /// ALiBi slopes, one per query head.
 def Attn_SlopeVector : TensorRankOf<[F32], [1]>;
 
+/// A parameter holding one of the spec's enums (spec/KernelSpec.h) as a
+/// keyword: printed by attn::toString, parsed by `parseFn` (the spec's
+/// inverse of toString), so the IR and the spec share one enum and no
+/// mapping between them exists.
+class Attn_SpecEnumParameter<string cppType, string parseFn, string expected>
+    : AttrParameter<cppType, "one of " # expected> {
+  let parser = "::mlir::attn::parseSpecKeyword<" # cppType # ">($_parser, "
+               # parseFn # ", \"" # expected # "\")";
+  let printer = "$_printer << ::llvm::StringRef(::attn::toString($_self))";
+}
+
 #endif // ATTN_DIALECT_IR_ATTNBASE_TD

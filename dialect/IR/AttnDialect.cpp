@@ -165,27 +165,6 @@ Type mlir::attn::getElementType(MLIRContext *context,
   llvm_unreachable("unknown attn::ScalarType");
 }
 
-::attn::KVLayout mlir::attn::toSpecLayout(KVLayout layout) {
-  return layout == KVLayout::hnd ? ::attn::KVLayout::HND
-                                 : ::attn::KVLayout::NHD;
-}
-
-KVLayout mlir::attn::fromSpecLayout(::attn::KVLayout layout) {
-  return layout == ::attn::KVLayout::HND ? KVLayout::hnd : KVLayout::nhd;
-}
-
-AttentionKind mlir::attn::fromSpecAttentionKind(::attn::AttentionKind kind) {
-  switch (kind) {
-  case ::attn::AttentionKind::Decoder:
-    return AttentionKind::decoder;
-  case ::attn::AttentionKind::Encoder:
-    return AttentionKind::encoder;
-  case ::attn::AttentionKind::Cross:
-    return AttentionKind::cross;
-  }
-  llvm_unreachable("unknown attn::AttentionKind");
-}
-
 std::string mlir::attn::describeArchs() {
   using ::attn::Arch;
   std::string text;
@@ -212,6 +191,14 @@ bool hasDecodeSchedule(const ::attn::KernelSpec &spec) {
 /// Parses one field value of #attn.kernel_spec, by the field's C++ type.
 struct SpecFieldParser {
   AsmParser &parser;
+
+  template <typename T>
+  static ParseResult assign(T &field, FailureOr<T> parsed) {
+    if (failed(parsed))
+      return failure();
+    field = *parsed;
+    return success();
+  }
 
   ParseResult operator()(::attn::KernelKind &kind) {
     SMLoc loc = parser.getCurrentLocation();
@@ -250,27 +237,12 @@ struct SpecFieldParser {
     return success();
   }
   ParseResult operator()(::attn::KVLayout &layout) {
-    SMLoc loc = parser.getCurrentLocation();
-    StringRef name;
-    if (parser.parseKeyword(&name))
-      return failure();
-    std::optional<::attn::KVLayout> parsed = ::attn::parseKVLayout(name);
-    if (!parsed)
-      return parser.emitError(loc, "expected nhd or hnd, got '") << name << "'";
-    layout = *parsed;
-    return success();
+    return assign(layout, parseSpecKeyword(parser, ::attn::parseKVLayout,
+                                           "nhd or hnd"));
   }
   ParseResult operator()(::attn::PrefillMma &mma) {
-    SMLoc loc = parser.getCurrentLocation();
-    StringRef name;
-    if (parser.parseKeyword(&name))
-      return failure();
-    std::optional<::attn::PrefillMma> parsed = ::attn::parsePrefillMma(name);
-    if (!parsed)
-      return parser.emitError(loc, "expected sync or wgmma, got '")
-             << name << "'";
-    mma = *parsed;
-    return success();
+    return assign(mma, parseSpecKeyword(parser, ::attn::parsePrefillMma,
+                                        "sync or wgmma"));
   }
   ParseResult operator()(int &value) { return parser.parseInteger(value); }
   ParseResult operator()(bool &flag) {
@@ -594,7 +566,7 @@ LogicalResult MaskAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult PagedKVType::verify(function_ref<InFlightDiagnostic()> emitError,
                                   int64_t numKvHeads, int64_t headDim,
                                   Type elementType, int64_t pageSize,
-                                  KVLayout layout) {
+                                  ::attn::KVLayout layout) {
   if (numKvHeads < 1 || numKvHeads > ::attn::kMaxHeads)
     return emitError() << "paged_kv must have 1 to " << ::attn::kMaxHeads
                        << " kv heads, got " << numKvHeads;

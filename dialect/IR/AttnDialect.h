@@ -24,6 +24,24 @@ llvm::hash_code hash_value(const DecodeSchedule &schedule);
 llvm::hash_code hash_value(const PrefillSchedule &schedule);
 } // namespace attn
 
+namespace mlir::attn {
+/// Parses a keyword naming one of the spec's enums (Attn_SpecEnumParameter):
+/// `parse` is its inverse of attn::toString; the error names `expected`.
+template <typename Enum>
+FailureOr<Enum> parseSpecKeyword(AsmParser &parser,
+                                 std::optional<Enum> (*parse)(std::string_view),
+                                 StringRef expected) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef name;
+  if (parser.parseKeyword(&name))
+    return failure();
+  if (std::optional<Enum> value = parse(std::string_view(name)))
+    return *value;
+  return parser.emitError(loc) << "expected " << expected << ", got '" << name
+                               << "'";
+}
+} // namespace mlir::attn
+
 #include "dialect/IR/AttnOpsDialect.h.inc"
 
 #define GET_ATTRDEF_CLASSES
@@ -53,12 +71,6 @@ std::optional<::attn::ScalarType> toScalarType(Type type);
 /// The builtin element type of a scalar type; inverse of toScalarType.
 Type getElementType(MLIRContext *context, ::attn::ScalarType type);
 
-/// KV-cache page order, dialect enum <-> spec enum.
-::attn::KVLayout toSpecLayout(KVLayout layout);
-KVLayout fromSpecLayout(::attn::KVLayout layout);
-
-/// Attention kind, spec enum -> dialect enum (#attn.kind).
-AttentionKind fromSpecAttentionKind(::attn::AttentionKind kind);
 
 /// The targets a kernel can be generated for, as messages list them:
 /// "sm_80, sm_89 or sm_90a".

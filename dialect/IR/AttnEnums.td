@@ -17,26 +17,8 @@ def Attn_MaskKind : I32EnumAttr<"MaskKind",
   let genSpecializedAttr = 0;
 }
 
-def Attn_AttentionKind_Decoder : I32EnumAttrCase<"decoder", 0>;
-def Attn_AttentionKind_Encoder : I32EnumAttrCase<"encoder", 1>;
-def Attn_AttentionKind_Cross : I32EnumAttrCase<"cross", 2>;
-def Attn_AttentionKind : I32EnumAttr<"AttentionKind",
-    "decoder self attention, bidirectional encoder self attention, or "
-    "encoder-decoder cross attention",
-    [Attn_AttentionKind_Decoder, Attn_AttentionKind_Encoder,
-     Attn_AttentionKind_Cross]> {
-  let cppNamespace = "::mlir::attn";
-  let genSpecializedAttr = 0;
-}
-
-def Attn_KVLayout_NHD : I32EnumAttrCase<"nhd", 0>;
-def Attn_KVLayout_HND : I32EnumAttrCase<"hnd", 1>;
-def Attn_KVLayout : I32EnumAttr<"KVLayout",
-    "order of one KV-cache page: tokens x heads x dim (nhd) or "
-    "heads x tokens x dim (hnd)",
-    [Attn_KVLayout_NHD, Attn_KVLayout_HND]> {
-  let cppNamespace = "::mlir::attn";
-  let genSpecializedAttr = 0;
-}
+// The attention kind and the KV-cache page order are the spec's enums
+// (attn::AttentionKind, attn::KVLayout in spec/KernelSpec.h), held by the
+// IR as they are: Attn_SpecEnumParameter (AttnAttrs.td).
 
 #endif // ATTN_DIALECT_IR_ATTNENUMS_TD

@@ -27,7 +27,7 @@ def Attn_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
     InterfaceMethod<"The mask, or null for none.",
       "::mlir::attn::MaskAttr", "getMaskAttr">,
     InterfaceMethod<"Decoder, encoder or cross attention.",
-      "::mlir::attn::AttentionKind", "getKind">,
+      "::attn::AttentionKind", "getKind">,
     InterfaceMethod<"The softmax scale, or null for 1/sqrt(head_dim).",
       "::mlir::FloatAttr", "getScaleAttr">,
     InterfaceMethod<"The soft-cap, or null for none.",
@@ -41,6 +41,13 @@ def Attn_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
       }]>,
     InterfaceMethod<"The pinned or chosen schedule attribute, or null.",
       "::mlir::Attribute", "getScheduleAttr">,
+    InterfaceMethod<[{
+        Records a schedule: the #attn.decode_schedule or
+        #attn.prefill_schedule the op's kernel template takes.
+      }], "void", "recordSchedule", (ins "::mlir::Attribute":$schedule),
+      [{}], [{
+        $_op->setAttr($_op.getScheduleAttrName(), schedule);
+      }]>,
   ];
 }
 

@@ -114,16 +114,16 @@ LogicalResult verifyAttention(AttentionOpInterface op, int64_t kvHeads,
   }
   struct {
     MaskAttr mask;
-    AttentionKind kind;
+    ::attn::AttentionKind kind;
     FloatAttr scale, softcap;
   } parts{op.getMaskAttr(), op.getKind(), op.getScaleAttr(),
           op.getSoftcapAttr()};
   bool causal = parts.mask && parts.mask.isCausal();
-  if (causal && parts.kind == AttentionKind::cross)
+  if (causal && parts.kind == ::attn::AttentionKind::Cross)
     return op->emitOpError()
            << "cross attention cannot be causal: queries and keys come "
               "from different sequences";
-  if (causal && parts.kind == AttentionKind::encoder)
+  if (causal && parts.kind == ::attn::AttentionKind::Encoder)
     return op->emitOpError()
            << "encoder attention is bidirectional and cannot be causal";
   if (parts.scale) {
@@ -232,7 +232,7 @@ LogicalResult PrefillOp::verify() {
 LogicalResult PagedPrefillOp::verify() {
   PagedKVType cache = getCache().getType();
   Rows q = rowsOf(getQ());
-  if (getKind() == AttentionKind::encoder)
+  if (getKind() == ::attn::AttentionKind::Encoder)
     return emitOpError() << "encoder attention has no KV cache; use "
                             "attn.prefill";
   if (failed(verifyCacheElementType(*this, "q", q.elementType(), cache)) ||
@@ -256,7 +256,7 @@ LogicalResult PagedPrefillOp::verify() {
 LogicalResult DecodeOp::verify() {
   PagedKVType cache = getCache().getType();
   Rows q = rowsOf(getQ());
-  if (getKind() == AttentionKind::encoder)
+  if (getKind() == ::attn::AttentionKind::Encoder)
     return emitOpError() << "encoder attention has no decode phase";
   int64_t queryLen = getQueryLen();
   if (queryLen < 1 || queryLen > ::attn::kMaxDecodeQueryLen)

@@ -26,7 +26,7 @@ def Attn_SinkVector : TensorRankOf<[F32], [1]>;
 defvar Attn_ScoreModAttrs = (ins
   OptionalAttr<Attn_MaskAttr>:$mask,
   DefaultValuedAttr<Attn_AttentionKindAttr,
-                    "::mlir::attn::AttentionKind::decoder">:$kind,
+                    "::attn::AttentionKind::Decoder">:$kind,
   OptionalAttr<F32Attr>:$scale,
   OptionalAttr<F32Attr>:$softcap);
 

@@ -30,7 +30,8 @@ def Attn_PagedKVType : TypeDef<Attn_Dialect, "PagedKV"> {
     "int64_t":$headDim,
     "::mlir::Type":$elementType,
     "int64_t":$pageSize,
-    EnumParameter<Attn_KVLayout>:$layout);
+    Attn_SpecEnumParameter<"::attn::KVLayout", "::attn::parseKVLayout",
+                           "nhd or hnd">:$layout);
   let assemblyFormat = [{
     `<` custom<KVShape>($numKvHeads, $headDim, $elementType) `,`
     `page_size` `=` $pageSize `,` `layout` `=` $layout `>`

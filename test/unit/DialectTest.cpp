@@ -67,7 +67,7 @@ TEST_F(DialectTest, ParsesDecodeAndExposesVariantKnobs) {
   EXPECT_EQ(cache.getNumKvHeads(), 8);
   EXPECT_EQ(cache.getHeadDim(), 128);
   EXPECT_EQ(cache.getPageSize(), 16);
-  EXPECT_EQ(cache.getLayout(), KVLayout::hnd);
+  EXPECT_EQ(cache.getLayout(), ::attn::KVLayout::HND);
   EXPECT_TRUE(cache.isFP8());
 
   ASSERT_TRUE(decode.getMask());
@@ -77,7 +77,7 @@ TEST_F(DialectTest, ParsesDecodeAndExposesVariantKnobs) {
   // Defaults a host relies on: one query per request, decoder attention,
   // scale left to the kernel (1/sqrt(head_dim)), no LSE output.
   EXPECT_EQ(decode.getQueryLen(), 1);
-  EXPECT_EQ(decode.getKind(), AttentionKind::decoder);
+  EXPECT_EQ(decode.getKind(), ::attn::AttentionKind::Decoder);
   EXPECT_FALSE(decode.getScale());
   EXPECT_FALSE(decode.getLse());
 }
@@ -104,7 +104,7 @@ TEST_F(DialectTest, CheckedTypeBuilderRejectsUnsupportedHeadDim) {
   });
   auto pagedKV = [&](int64_t headDim, Type elementType, int64_t pageSize) {
     return PagedKVType::getChecked(emit, &context, /*numKvHeads=*/int64_t{8}, headDim,
-                                   elementType, pageSize, KVLayout::nhd);
+                                   elementType, pageSize, ::attn::KVLayout::NHD);
   };
   EXPECT_TRUE(pagedKV(128, bf16, 16));
   EXPECT_FALSE(pagedKV(100, bf16, 16));
