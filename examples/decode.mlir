@@ -6,12 +6,12 @@
 func.func @llama3_8b_decode_step(
     %q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>, %v: tensor<?x8x128xbf16>,
     %cache: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
-    %slot_mapping: tensor<?xi64>, %block_tables: tensor<?x?xi32>,
+    %slot_mapping: tensor<?xi64>, %page_tables: tensor<?x?xi32>,
     %seq_lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
   %updated = attn.append_kv %k, %v into %cache at %slot_mapping
       : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
         !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi64>
-  %out = attn.decode %q, %updated, %block_tables, %seq_lens
+  %out = attn.decode %q, %updated, %page_tables, %seq_lens
       {mask = #attn.mask<causal>}
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>

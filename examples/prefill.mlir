@@ -21,13 +21,13 @@ func.func @llama3_8b_prefill(
 // tokens (rows cu_seqlens_q[b] .. cu_seqlens_q[b+1] of q), already appended
 // to a bf16 paged cache (NHD pages of 16 tokens), attend causally to all
 // seq_lens[b] cached tokens, prefix and new, through the request's row of
-// block_tables.
+// page_tables.
 func.func @llama3_8b_chunked_prefill(
     %q: tensor<?x32x128xbf16>,
     %cache: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
-    %cu_seqlens_q: tensor<?xi32>, %block_tables: tensor<?x?xi32>,
+    %cu_seqlens_q: tensor<?xi32>, %page_tables: tensor<?x?xi32>,
     %seq_lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
-  %out = attn.paged_prefill %q, %cache, %cu_seqlens_q, %block_tables, %seq_lens
+  %out = attn.paged_prefill %q, %cache, %cu_seqlens_q, %page_tables, %seq_lens
       {mask = #attn.mask<causal>}
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
@@ -39,10 +39,10 @@ func.func @llama3_8b_chunked_prefill(
 func.func @llama3_8b_chunked_prefill_fp8(
     %q: tensor<?x32x128xbf16>,
     %cache: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = hnd>,
-    %cu_seqlens_q: tensor<?xi32>, %block_tables: tensor<?x?xi32>,
+    %cu_seqlens_q: tensor<?xi32>, %page_tables: tensor<?x?xi32>,
     %seq_lens: tensor<?xi32>, %k_scale: tensor<8xf32>, %v_scale: tensor<8xf32>)
     -> tensor<?x32x128xbf16> {
-  %out = attn.paged_prefill %q, %cache, %cu_seqlens_q, %block_tables, %seq_lens
+  %out = attn.paged_prefill %q, %cache, %cu_seqlens_q, %page_tables, %seq_lens
       kv_scales(%k_scale, %v_scale : tensor<8xf32>, tensor<8xf32>)
       {mask = #attn.mask<causal>}
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = hnd>,

@@ -27,7 +27,7 @@ constexpr bool isSupportedHeadDim(int64_t headDim) {
          headDim % kHeadDimMultiple == 0;
 }
 
-/// Tokens per KV-cache page (vLLM's block size).
+/// Tokens per KV-cache page (vLLM's page size).
 constexpr int64_t kMinPageSize = 1;
 constexpr int64_t kMaxPageSize = 256;
 constexpr bool isSupportedPageSize(int64_t pageSize) {

@@ -59,8 +59,8 @@ std::string_view toString(KernelKind kind) {
     return "prefill";
   case KernelKind::PagedPrefill:
     return "paged_prefill";
-  case KernelKind::CopyBlocks:
-    return "copy_blocks";
+  case KernelKind::CopyPages:
+    return "copy_pages";
   case KernelKind::AdvanceStep:
     return "advance_step";
   }
@@ -111,7 +111,7 @@ std::optional<AttentionKind> parseAttentionKind(std::string_view name) {
 std::optional<KernelKind> parseKernelKind(std::string_view name) {
   for (KernelKind kind :
        {KernelKind::Decode, KernelKind::AppendKV, KernelKind::Prefill,
-        KernelKind::PagedPrefill, KernelKind::CopyBlocks,
+        KernelKind::PagedPrefill, KernelKind::CopyPages,
         KernelKind::AdvanceStep})
     if (name == toString(kind))
       return kind;
@@ -200,8 +200,8 @@ const KernelTemplate &kernelTemplate(const KernelSpec &spec) {
   // sm_90a: the prefill parameters plus q/k/v's tensor maps.
   static const KernelTemplate prefillSm90{"attn/prefill_sm90.cuh",
       "prefillSm90Kernel", "PrefillSm90Params", "PrefillSm90Traits", 0, true};
-  static const KernelTemplate copyBlocks{"attn/cache_ops.cuh",
-      "copyBlocksKernel", "CopyBlocksParams", "", 256, false};
+  static const KernelTemplate copyPages{"attn/cache_ops.cuh",
+      "copyPagesKernel", "CopyPagesParams", "", 256, false};
   static const KernelTemplate advanceStep{"attn/cache_ops.cuh",
       "advanceStepKernel", "AdvanceStepParams", "", 128, false};
   // clang-format on
@@ -214,8 +214,8 @@ const KernelTemplate &kernelTemplate(const KernelSpec &spec) {
   case KernelKind::PagedPrefill:
     return spec.prefillSchedule.mma == PrefillMma::Wgmma ? prefillSm90
                                                           : prefill;
-  case KernelKind::CopyBlocks:
-    return copyBlocks;
+  case KernelKind::CopyPages:
+    return copyPages;
   case KernelKind::AdvanceStep:
     return advanceStep;
   }

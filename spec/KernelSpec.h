@@ -47,7 +47,7 @@ enum class KernelKind {
   PagedPrefill, ///< prefill whose keys/values (prefix + new) are in a paged cache
   /// Runtime utilities (runtime/CacheOps.h), never lowered to by the
   /// compiler; no field but the arch specializes them.
-  CopyBlocks,  ///< copy_blocks: block pairs of every layer's K and V
+  CopyPages,  ///< copy_pages: page pairs of every layer's K and V
   AdvanceStep, ///< advance_step: a decode batch's metadata one token on
 };
 
@@ -146,10 +146,10 @@ struct KernelSpec {
   bool isPrefill() const {
     return kind == KernelKind::Prefill || kind == KernelKind::PagedPrefill;
   }
-  /// A runtime utility kernel (copy_blocks, advance_step): its uri() is the
+  /// A runtime utility kernel (copy_pages, advance_step): its uri() is the
   /// kind alone, as none of the attention fields applies.
   bool isCacheOp() const {
-    return kind == KernelKind::CopyBlocks || kind == KernelKind::AdvanceStep;
+    return kind == KernelKind::CopyPages || kind == KernelKind::AdvanceStep;
   }
   bool isFP8KV() const {
     return kvType == ScalarType::F8E4M3 || kvType == ScalarType::F8E5M2;

@@ -80,7 +80,7 @@ struct PagedKVFormat {
 /// to its key/value rows cu_seqlens_kv[b] .. [b+1] of contiguous q/k/v.
 /// Paged (`paged` set; chunked prefill, prefix caching): the request's new
 /// rows are already appended to the cache and attend to all seq_lens[b]
-/// cached tokens, prefix and new, through its block-table row.
+/// cached tokens, prefix and new, through its page-table row.
 struct PrefillVariant : AttentionKnobs {
   ScalarType qType = ScalarType::BF16; ///< f16 or bf16: q, out (and ragged k, v)
   int numQHeads = 32;

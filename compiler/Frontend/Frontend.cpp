@@ -294,7 +294,7 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
       RankedTensorType::get({ShapedType::kDynamic}, builder.getI32Type());
 
   // Ragged: q, k, v, cu_seqlens_q, cu_seqlens_kv. Paged: q, cache,
-  // cu_seqlens_q, block_tables, seq_lens, and kv_scales for an FP8 cache.
+  // cu_seqlens_q, page_tables, seq_lens, and kv_scales for an FP8 cache.
   SmallVector<Type> argTypes = {qType};
   PagedKVType cache;
   if (const std::optional<::attn::PagedKVFormat> &paged = variant.paged) {
@@ -302,9 +302,9 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
                       paged->pageSize, paged->layout);
     if (!cache)
       return nullptr;
-    RankedTensorType blockTables = RankedTensorType::get(
+    RankedTensorType pageTables = RankedTensorType::get(
         {ShapedType::kDynamic, ShapedType::kDynamic}, builder.getI32Type());
-    argTypes.append({cache, vector, blockTables, vector});
+    argTypes.append({cache, vector, pageTables, vector});
     if (!appendKVScaleTypes(loc, cache, paged->perHeadKVScale, argTypes))
       return nullptr;
   } else {

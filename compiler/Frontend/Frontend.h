@@ -23,7 +23,7 @@
 namespace mlir::attn {
 
 /// A module with one func.func @decode holding the attn.decode of `variant`:
-/// q/out are tensor<?xHxDxT>, the cache is !attn.paged_kv, block tables and
+/// q/out are tensor<?xHxDxT>, the cache is !attn.paged_kv, page tables and
 /// seq_lens are i32; an FP8 cache adds kv_scales of 1 or numKVHeads elements
 /// (perHeadKVScale; ignored for a non-FP8 cache, which has no scales),
 /// `alibi` adds the slopes operand, `writeLse` the lse result. causal,
@@ -51,7 +51,7 @@ buildAppendKVModule(MLIRContext &context, const ::attn::AppendKVVariant &variant
 /// schedule the op's attributes. With `variant.paged` set, the module holds
 /// func.func @paged_prefill with the attn.paged_prefill instead: k and v
 /// become the !attn.paged_kv cache of `paged`, cu_seqlens_kv becomes
-/// block_tables (tensor<?x?xi32>) and seq_lens (tensor<?xi32>), and an FP8
+/// page_tables (tensor<?x?xi32>) and seq_lens (tensor<?xi32>), and an FP8
 /// cache adds kv_scales as for decode. Same contract as buildDecodeModule;
 /// an encoder variant with a paged cache fails verification (encoders have
 /// no KV cache).

@@ -61,7 +61,7 @@ def Attn_LseTensor : TensorRankOf<[F32], [2]>;
 /// Per-request lengths and offsets (seq_lens, cu_seqlens).
 def Attn_IndexVector : TensorRankOf<[I32], [1]>;
 /// Page indices per request, padded: batch x max_pages.
-def Attn_BlockTable : TensorRankOf<[I32], [2]>;
+def Attn_PageTable : TensorRankOf<[I32], [2]>;
 /// Cache slot of each new token (page * page_size + offset); -1 skips it.
 /// i64, as inference engines keep it (a cache may exceed 2^31 slots).
 def Attn_SlotMapping : TensorRankOf<[I64], [1]>;

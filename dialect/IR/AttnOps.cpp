@@ -177,13 +177,13 @@ LogicalResult verifyCacheElementType(Operation *op, StringRef name, Type elem,
   return success();
 }
 
-/// block_tables has one row per request, as many as seq_lens has entries.
-LogicalResult verifyBlockTables(Operation *op, Value blockTables,
+/// page_tables has one row per request, as many as seq_lens has entries.
+LogicalResult verifyPageTables(Operation *op, Value pageTables,
                                 Value seqLens) {
-  int64_t rows = cast<RankedTensorType>(blockTables.getType()).getDimSize(0);
+  int64_t rows = cast<RankedTensorType>(pageTables.getType()).getDimSize(0);
   int64_t lens = lengthOf(seqLens);
   if (bothStatic(rows, lens) && rows != lens)
-    return op->emitOpError() << "block_tables has " << rows
+    return op->emitOpError() << "page_tables has " << rows
                              << " rows but seq_lens has " << lens
                              << " entries; both need one per request";
   return success();
@@ -237,7 +237,7 @@ LogicalResult PagedPrefillOp::verify() {
                             "attn.prefill";
   if (failed(verifyCacheElementType(*this, "q", q.elementType(), cache)) ||
       failed(verifyKVScales(*this, cache, getKScale(), getVScale())) ||
-      failed(verifyBlockTables(*this, getBlockTables(), getSeqLens())) ||
+      failed(verifyPageTables(*this, getPageTables(), getSeqLens())) ||
       failed(verifyCuSeqlens(*this, "cu_seqlens_q", getCuSeqlensQ())))
     return failure();
   int64_t offsets = lengthOf(getCuSeqlensQ()), lens = lengthOf(getSeqLens());
@@ -264,7 +264,7 @@ LogicalResult DecodeOp::verify() {
                          << ::attn::kMaxDecodeQueryLen << ", got " << queryLen;
   if (failed(verifyCacheElementType(*this, "q", q.elementType(), cache)) ||
       failed(verifyKVScales(*this, cache, getKScale(), getVScale())) ||
-      failed(verifyBlockTables(*this, getBlockTables(), getSeqLens())))
+      failed(verifyPageTables(*this, getPageTables(), getSeqLens())))
     return failure();
   int64_t requests = lengthOf(getSeqLens());
   if (bothStatic(q.tokens(), requests) && q.tokens() != requests * queryLen)
@@ -337,18 +337,18 @@ LogicalResult KernelLaunchOp::verify() {
   SmallVector<StringRef, 8> operands;
   switch (spec.kind) {
   case ::attn::KernelKind::Decode:
-    operands = {"q", "cache", "block_tables", "seq_lens"};
+    operands = {"q", "cache", "page_tables", "seq_lens"};
     break;
   case ::attn::KernelKind::Prefill:
     operands = {"q", "k", "v", "cu_seqlens_q", "cu_seqlens_kv"};
     break;
   case ::attn::KernelKind::PagedPrefill:
-    operands = {"q", "cache", "cu_seqlens_q", "block_tables", "seq_lens"};
+    operands = {"q", "cache", "cu_seqlens_q", "page_tables", "seq_lens"};
     break;
   case ::attn::KernelKind::AppendKV:
     operands = {"k", "v", "cache", "slot_mapping"};
     break;
-  case ::attn::KernelKind::CopyBlocks:
+  case ::attn::KernelKind::CopyPages:
   case ::attn::KernelKind::AdvanceStep:
     // Unreachable from valid IR: the kernel_spec verifier rejects them.
     return emitOpError() << "cannot launch the runtime-only "

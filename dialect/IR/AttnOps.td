@@ -87,7 +87,7 @@ def Attn_PagedPrefillOp
     Chunked prefill and prefix caching: request `b` has query rows
     `cu_seqlens_q[b] .. cu_seqlens_q[b+1]`, whose keys and values are already
     appended to the cache, and attends to all `seq_lens[b]` cached tokens
-    (prefix plus new) through its row of `block_tables`. With a causal mask the
+    (prefix plus new) through its row of `page_tables`. With a causal mask the
     queries are aligned to the last `q_len` keys. An FP8 cache needs
     `kv_scales`: one dequantization scale per tensor or one per KV head.
     `schedule` is how the kernel (the prefill template, reading K/V pages)
@@ -95,7 +95,7 @@ def Attn_PagedPrefillOp
     already set (pinned).
 
     ```mlir
-    %o = attn.paged_prefill %q, %cache, %cu_q, %block_tables, %seq_lens
+    %o = attn.paged_prefill %q, %cache, %cu_q, %page_tables, %seq_lens
         {mask = #attn.mask<causal>}
         : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
           tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
@@ -105,7 +105,7 @@ def Attn_PagedPrefillOp
     Attn_ActivationTensor:$q,
     Attn_PagedKVType:$cache,
     Attn_IndexVector:$cu_seqlens_q,
-    Attn_BlockTable:$block_tables,
+    Attn_PageTable:$page_tables,
     Attn_IndexVector:$seq_lens,
     Optional<Attn_ScaleVector>:$k_scale,
     Optional<Attn_ScaleVector>:$v_scale,
@@ -116,13 +116,13 @@ def Attn_PagedPrefillOp
     Attn_ActivationTensor:$out,
     Optional<Attn_LseTensor>:$lse);
   let assemblyFormat = [{
-    $q `,` $cache `,` $cu_seqlens_q `,` $block_tables `,` $seq_lens
+    $q `,` $cache `,` $cu_seqlens_q `,` $page_tables `,` $seq_lens
     (`kv_scales` `(` $k_scale^ `,` $v_scale `:` type($k_scale) `,`
                     type($v_scale) `)`)?
     (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     attr-dict `:` type($q) `,` qualified(type($cache)) `,`
-    type($cu_seqlens_q) `,` type($block_tables) `,` type($seq_lens)
+    type($cu_seqlens_q) `,` type($page_tables) `,` type($seq_lens)
     `->` type($out) (`,` type($lse)^)?
   }];
 }
@@ -138,13 +138,13 @@ def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments,
     Each request contributes `query_len` query rows (1, or 1 + draft tokens
     for speculative decoding; causal among themselves when the mask is causal)
     and attends to its `seq_lens[b]` cached tokens through its row of
-    `block_tables`. An FP8 cache needs `kv_scales`: one dequantization scale
+    `page_tables`. An FP8 cache needs `kv_scales`: one dequantization scale
     per tensor or one per KV head. `schedule` is how the kernel is laid out
     on the GPU; attn-select-schedule picks one unless it is already set
     (pinned).
 
     ```mlir
-    %o = attn.decode %q, %cache, %block_tables, %seq_lens
+    %o = attn.decode %q, %cache, %page_tables, %seq_lens
         : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
           tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
     ```
@@ -152,7 +152,7 @@ def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments,
   let arguments = !con((ins
     Attn_ActivationTensor:$q,
     Attn_PagedKVType:$cache,
-    Attn_BlockTable:$block_tables,
+    Attn_PageTable:$page_tables,
     Attn_IndexVector:$seq_lens,
     Optional<Attn_ScaleVector>:$k_scale,
     Optional<Attn_ScaleVector>:$v_scale,
@@ -164,13 +164,13 @@ def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments,
     Attn_ActivationTensor:$out,
     Optional<Attn_LseTensor>:$lse);
   let assemblyFormat = [{
-    $q `,` $cache `,` $block_tables `,` $seq_lens
+    $q `,` $cache `,` $page_tables `,` $seq_lens
     (`kv_scales` `(` $k_scale^ `,` $v_scale `:` type($k_scale) `,`
                     type($v_scale) `)`)?
     (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     attr-dict `:` type($q) `,` qualified(type($cache)) `,`
-    type($block_tables) `,` type($seq_lens) `->` type($out)
+    type($page_tables) `,` type($seq_lens) `->` type($out)
     (`,` type($lse)^)?
   }];
 }

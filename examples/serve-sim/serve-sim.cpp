@@ -1,12 +1,12 @@
 //===- serve-sim.cpp - continuous batching over attn's serving backend ----===//
 //
-//   serve-sim [--requests N] [--kv bf16|e4m3] [--blocks N] [--seed S]
+//   serve-sim [--requests N] [--kv bf16|e4m3] [--pages N] [--seed S]
 //
 // A small serving engine on the GPU: a stack of attention layers with random
 // weights, requests arriving with different prompt lengths, prefills chunked
 // under a token budget, decodes replayed from CUDA graphs, requests that
-// share a prompt prefix forking its cached blocks (copy-on-write of the
-// shared partial block), and a KV cache small enough that requests are
+// share a prompt prefix forking its cached pages (copy-on-write of the
+// shared partial page), and a KV cache small enough that requests are
 // swapped out to host memory and back. Every step goes through
 // runtime::Backend as an inference engine's forward would.
 //
@@ -15,13 +15,13 @@
 // position, so the host does adds only); the next token is chosen from the
 // last layer's attention output. Sampled output rows are checked against an
 // fp64 reference over the request's whole history as the GPU chose it, and
-// at the end every request must have all its tokens and every block must be
+// at the end every request must have all its tokens and every page must be
 // back in the allocators: nothing lost, nothing corrupted. Prints
 // throughput; exits 1 on any mismatch.
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/serving/Backend.h"
-#include "attn/runtime/serving/BlockAllocator.h"
+#include "attn/runtime/serving/PageAllocator.h"
 #include "attn/runtime/serving/CacheOps.h"
 #include "attn/runtime/serving/KVCache.h"
 #include "compiler/Jit/Jit.h"
@@ -48,11 +48,11 @@ llvm::cl::opt<int> numRequests("requests", llvm::cl::desc("requests to serve"),
                                llvm::cl::init(96));
 llvm::cl::opt<std::string> kvName("kv", llvm::cl::desc("cache type: bf16 or e4m3"),
                                   llvm::cl::init("bf16"));
-llvm::cl::opt<int> numBlocks("blocks", llvm::cl::desc("device cache blocks (of 16 tokens)"),
+llvm::cl::opt<int> numPages("pages", llvm::cl::desc("device cache pages (of 16 tokens)"),
                              llvm::cl::init(640));
 llvm::cl::opt<unsigned> seed("seed", llvm::cl::desc("random seed"), llvm::cl::init(1));
 
-constexpr int kLayers = 4, kHeads = 8, kKVHeads = 2, kDim = 128, kBlock = 16;
+constexpr int kLayers = 4, kHeads = 8, kKVHeads = 2, kDim = 128, kPage = 16;
 constexpr int kVocab = 512, kEmbed = 64, kMaxPos = 1536;
 constexpr int kQRow = kHeads * kDim, kKVRow = kKVHeads * kDim;
 constexpr int kTokenBudget = 512, kMaxRunning = 48, kPrefixLen = 200;
@@ -142,9 +142,9 @@ struct Request {
   int outputLen = 0;       ///< tokens to generate
   int computed = 0;        ///< tokens whose K/V are in the cache
   int prefix = -1;         ///< shared-prefix request it forks, or -1
-  runtime::BlockTable table{kBlock};
+  runtime::PageTable table{kPage};
   bool swapped = false;
-  std::vector<int32_t> hostBlocks; ///< while swapped out
+  std::vector<int32_t> hostPages; ///< while swapped out
   bool done() const { return int(tokens.size()) == promptLen + outputLen &&
                              computed == int(tokens.size()); }
 };
@@ -189,24 +189,24 @@ int run() {
   // Cache, allocators, metadata, backend, cache ops.
   runtime::KVCacheConfig cacheConfig;
   cacheConfig.numLayers = kLayers;
-  cacheConfig.numBlocks = numBlocks;
-  cacheConfig.blockSize = kBlock;
+  cacheConfig.numPages = numPages;
+  cacheConfig.pageSize = kPage;
   cacheConfig.numKVHeads = kKVHeads;
   cacheConfig.headDim = kDim;
   cacheConfig.dtype = kvType;
   runtime::KVCache cache = check(runtime::KVCache::allocate(cacheConfig), "cache");
   runtime::KVCacheConfig hostConfig = cacheConfig;
-  hostConfig.numBlocks = 4 * numBlocks;
+  hostConfig.numPages = 4 * numPages;
   runtime::HostKVCache hostCache = check(runtime::HostKVCache::allocate(hostConfig), "host cache");
-  runtime::BlockAllocator device(numBlocks), host(int32_t(hostConfig.numBlocks));
-  // Block 0 backs the padding rows of captured graphs; never handed out.
-  int32_t paddingBlock = check(device.allocate(1), "padding block")[0];
+  runtime::PageAllocator device(numPages), host(int32_t(hostConfig.numPages));
+  // Page 0 backs the padding rows of captured graphs; never handed out.
+  int32_t paddingPage = check(device.allocate(1), "padding page")[0];
   runtime::MetadataLimits limits;
-  limits.blockSize = kBlock;
-  limits.numBlocks = numBlocks;
+  limits.pageSize = kPage;
+  limits.numPages = numPages;
   limits.maxBatch = kMaxRunning + 8;
   limits.maxTokens = kTokenBudget + kMaxRunning;
-  limits.maxBlocksPerSeq = kMaxPos / kBlock;
+  limits.maxPagesPerSeq = kMaxPos / kPage;
   runtime::AttentionMetadataBuilder builder =
       check(runtime::AttentionMetadataBuilder::create(limits), "metadata");
   runtime::BackendConfig config;
@@ -214,7 +214,7 @@ int run() {
   config.numKVHeads = kKVHeads;
   config.headDim = kDim;
   config.kvType = kvType;
-  config.blockSize = kBlock;
+  config.pageSize = kPage;
   std::unique_ptr<runtime::Backend> backend = check(
       runtime::Backend::create(config, Jit::global().kernelSource(), limits,
                                &cacheConfig),
@@ -249,13 +249,13 @@ int run() {
   };
 
   // Graphs of decode-only steps at padded batch sizes; padding rows decode
-  // one token of the padding block.
-  std::vector<int32_t> paddingTable = {paddingBlock};
+  // one token of the padding page.
+  std::vector<int32_t> paddingTable = {paddingPage};
   for (int size : kGraphSizes) {
     std::vector<ScheduledRequest> padded(size);
     for (ScheduledRequest &r : padded) {
       r.queryLen = 1;
-      r.blockTable = paddingTable;
+      r.pageTable = paddingTable;
     }
     AttentionMetadata md = check(builder.build(padded, stream.get()), "padded metadata");
     check(backend->captureGraph(md, forwardAll, stream.get()), "capture");
@@ -292,7 +292,7 @@ int run() {
     waiting.push_back(i);
   std::vector<int> running; // admission order
   int64_t prefillTokens = 0, decodeTokens = 0, steps = 0, graphSteps = 0,
-          swapOuts = 0, swapIns = 0, swappedBlocks = 0, cowCopies = 0, checks = 0;
+          swapOuts = 0, swapIns = 0, swappedPages = 0, cowCopies = 0, checks = 0;
   double maxError = 0, checkSeconds = 0;
   std::uniform_real_distribution<double> unit(0, 1);
 
@@ -300,21 +300,21 @@ int run() {
   auto preemptOne = [&]() -> bool {
     for (auto it = running.rbegin(); it != running.rend(); ++it) {
       Request &r = requests[*it];
-      if (r.id < 2 || r.table.blocks().empty())
+      if (r.id < 2 || r.table.pages().empty())
         continue;
-      // The blocks holding computed tokens go to the host; blocks grown for
+      // The pages holding computed tokens go to the host; pages grown for
       // this step hold nothing yet.
-      int32_t used = int32_t((r.computed + kBlock - 1) / kBlock);
-      std::vector<int32_t> hostBlocks = check(host.allocate(used), "host blocks");
-      std::vector<runtime::BlockPair> pairs;
-      for (size_t b = 0; b < hostBlocks.size(); ++b)
-        pairs.push_back({r.table.blocks()[b], hostBlocks[b]});
+      int32_t used = int32_t((r.computed + kPage - 1) / kPage);
+      std::vector<int32_t> hostPages = check(host.allocate(used), "host pages");
+      std::vector<runtime::PagePair> pairs;
+      for (size_t b = 0; b < hostPages.size(); ++b)
+        pairs.push_back({r.table.pages()[b], hostPages[b]});
       check(cache.swapOut(pairs, hostCache, stream.get()), "swap out");
       check(stream.synchronize(), "swap out");
       check(r.table.release(device), "release");
-      r.hostBlocks = std::move(hostBlocks);
+      r.hostPages = std::move(hostPages);
       r.swapped = true;
-      swappedBlocks += int64_t(pairs.size());
+      swappedPages += int64_t(pairs.size());
       ++swapOuts;
       int id = *it;
       running.erase(std::next(it).base());
@@ -329,8 +329,8 @@ int run() {
       auto copy = r.table.append(device, n);
       if (copy) {
         if (*copy) {
-          runtime::BlockPair pair{(*copy)->src, (*copy)->dst};
-          check(ops.copyBlocks(cache, pair, stream.get()), "copy blocks");
+          runtime::PagePair pair{(*copy)->src, (*copy)->dst};
+          check(ops.copyPages(cache, pair, stream.get()), "copy pages");
           ++cowCopies;
         }
         return true;
@@ -348,18 +348,18 @@ int run() {
       Request &r = requests[waiting.front()];
       if (r.prefix >= 0 && requests[r.prefix].computed < requests[r.prefix].promptLen)
         break; // its system prompt is not cached yet
-      int32_t need = int32_t(r.swapped ? r.hostBlocks.size()
-                                       : (kPrefixLen + kBlock) / kBlock + 2);
+      int32_t need = int32_t(r.swapped ? r.hostPages.size()
+                                       : (kPrefixLen + kPage) / kPage + 2);
       if (device.numFree() < need + 8)
         break;
       if (r.swapped) {
-        check(r.table.append(device, r.computed).takeError(), "swap-in blocks");
-        std::vector<runtime::BlockPair> pairs;
-        for (size_t b = 0; b < r.hostBlocks.size(); ++b)
-          pairs.push_back({r.hostBlocks[b], r.table.blocks()[b]});
+        check(r.table.append(device, r.computed).takeError(), "swap-in pages");
+        std::vector<runtime::PagePair> pairs;
+        for (size_t b = 0; b < r.hostPages.size(); ++b)
+          pairs.push_back({r.hostPages[b], r.table.pages()[b]});
         check(cache.swapIn(pairs, hostCache, stream.get()), "swap in");
-        check(host.free(r.hostBlocks), "host free");
-        r.hostBlocks.clear();
+        check(host.free(r.hostPages), "host free");
+        r.hostPages.clear();
         r.swapped = false;
         ++swapIns;
       } else if (r.prefix >= 0) {
@@ -426,7 +426,7 @@ int run() {
       s.isPrefill = true;
       s.queryLen = chunk[i];
       s.contextLen = r.computed;
-      s.blockTable = r.table.blocks();
+      s.pageTable = r.table.pages();
       scheduled.push_back(s);
       for (int p = r.computed; p < r.computed + chunk[i]; ++p)
         rows.push_back({r.id, p});
@@ -436,7 +436,7 @@ int run() {
       ScheduledRequest s;
       s.queryLen = 1;
       s.contextLen = r.computed;
-      s.blockTable = r.table.blocks();
+      s.pageTable = r.table.pages();
       scheduled.push_back(s);
       rows.push_back({r.id, r.computed});
     }
@@ -498,7 +498,7 @@ int run() {
         checkSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
     }
-    // Finished requests give their blocks back (system prompts stay).
+    // Finished requests give their pages back (system prompts stay).
     for (size_t i = 0; i < running.size();) {
       Request &r = requests[running[i]];
       if (r.id >= 2 && r.done()) {
@@ -515,27 +515,27 @@ int run() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
       checkSeconds;
 
-  // Nothing lost: every request complete; every block back.
+  // Nothing lost: every request complete; every page back.
   for (const Request &r : requests)
     if (!r.done())
       fail(llvm::formatv("request {0} has {1} of {2} tokens", r.id, r.tokens.size(),
                          r.promptLen + r.outputLen));
   for (int id : {0, 1})
     check(requests[id].table.release(device), "release prefix");
-  if (device.numFree() != numBlocks - 1 || host.numFree() != host.numBlocks())
-    fail(llvm::formatv("blocks leaked: {0} of {1} device and {2} of {3} host blocks free",
-                       device.numFree(), numBlocks - 1, host.numFree(), host.numBlocks()));
+  if (device.numFree() != numPages - 1 || host.numFree() != host.numPages())
+    fail(llvm::formatv("pages leaked: {0} of {1} device and {2} of {3} host pages free",
+                       device.numFree(), numPages - 1, host.numFree(), host.numPages()));
 
   llvm::outs() << llvm::formatv(
       "serve-sim: {0} requests, {1} layers x {2}/{3} heads x {4}, {5} cache of {6} "
-      "blocks x {7} tokens, {8}\n",
-      numRequests, kLayers, kHeads, kKVHeads, kDim, toString(kvType), int(numBlocks),
-      kBlock, toString(arch));
+      "pages x {7} tokens, {8}\n",
+      numRequests, kLayers, kHeads, kKVHeads, kDim, toString(kvType), int(numPages),
+      kPage, toString(arch));
   llvm::outs() << llvm::formatv(
       "  {0} steps ({1} replayed from graphs of sizes 1-48, {2:F1} MiB for all "
-      "graphs), {3} swap-outs ({4} blocks) and {5} swap-ins, {6} copy-on-write "
-      "block copies\n",
-      steps, graphSteps, graphBytes / double(1 << 20), swapOuts, swappedBlocks, swapIns,
+      "graphs), {3} swap-outs ({4} pages) and {5} swap-ins, {6} copy-on-write "
+      "page copies\n",
+      steps, graphSteps, graphBytes / double(1 << 20), swapOuts, swappedPages, swapIns,
       cowCopies);
   llvm::outs() << "  graph memory by padded batch size: " << graphMemory
                << "; the workspaces they share: "
@@ -547,7 +547,7 @@ int run() {
       decodeTokens / seconds);
   llvm::outs() << llvm::formatv(
       "  {0} output rows checked against the fp64 reference: worst relative error "
-      "{1:E2}; every request complete, every block returned: PASS\n",
+      "{1:E2}; every request complete, every page returned: PASS\n",
       checks, maxError);
   return 0;
 }

@@ -30,10 +30,10 @@ inline std::optional<std::string> cacheMismatch(const PagedKVView &c,
       toString(s.kvType), s.numKVHeads, s.headDim, s.pageSize, toString(s.layout)));
 }
 
-/// The cache view and block-table row length of a launch that reads pages.
+/// The cache view and page-table row length of a launch that reads pages.
 inline std::optional<std::string> pagedArgsProblem(const PagedKVView &c,
                                                    const KernelSpec &s,
-                                                   int blockTableStride) {
+                                                   int pageTableStride) {
   if (auto problem = cacheMismatch(c, s))
     return problem;
   int64_t densePage = int64_t(s.pageSize) * s.numKVHeads * s.headDim;
@@ -43,8 +43,8 @@ inline std::optional<std::string> pagedArgsProblem(const PagedKVView &c,
                                      c.pageStride, densePage));
   if (c.numPages < 1)
     return std::string("cache.numPages must be >= 1");
-  if (blockTableStride < 1)
-    return std::string("blockTableStride must be >= 1");
+  if (pageTableStride < 1)
+    return std::string("pageTableStride must be >= 1");
   return std::nullopt;
 }
 

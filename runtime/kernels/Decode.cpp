@@ -153,8 +153,8 @@ llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,
                                     const DecodeArgs &a) const {
   const KernelSpec &s = kernelSpec;
   auto name = [](ScalarType t) { return std::string(toString(t)); };
-  if (!a.q || !a.out || !a.blockTables || !a.cache.k || !a.cache.v)
-    return argError("q, out, blockTables, cache.k and cache.v must not be null");
+  if (!a.q || !a.out || !a.pageTables || !a.cache.k || !a.cache.v)
+    return argError("q, out, pageTables, cache.k and cache.v must not be null");
   if (a.qType != s.qType)
     return argError("q is " + name(a.qType) + ", the kernel was compiled for " +
                     name(s.qType));
@@ -174,7 +174,7 @@ llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,
     return argError(llvm::formatv("token strides of q ({0}) and out ({1}) must "
                                   "be >= heads * head_dim ({2}) and multiples of 8",
                                   qStride, outStride, denseStride));
-  if (auto problem = pagedArgsProblem(a.cache, s, a.blockTableStride))
+  if (auto problem = pagedArgsProblem(a.cache, s, a.pageTableStride))
     return argError(*problem);
   if (auto problem = scaleMismatch(s, a.kScale, a.vScale, a.numKVScales))
     return argError(*problem);
@@ -192,23 +192,23 @@ llvm::Error DecodeKernel::validatePages(const DecodePlan &plan,
   if (!a.seqLens)
     return argError("validatePages needs seqLens");
   std::vector<int32_t> lens(plan.batch);
-  std::vector<int32_t> tables(size_t(plan.batch) * a.blockTableStride);
+  std::vector<int32_t> tables(size_t(plan.batch) * a.pageTableStride);
   ATTN_CU_CHECK(cuStreamSynchronize(stream));
   ATTN_CU_CHECK(cuMemcpyDtoH(lens.data(), reinterpret_cast<CUdeviceptr>(a.seqLens),
                              lens.size() * sizeof(int32_t)));
   ATTN_CU_CHECK(cuMemcpyDtoH(tables.data(),
-                             reinterpret_cast<CUdeviceptr>(a.blockTables),
+                             reinterpret_cast<CUdeviceptr>(a.pageTables),
                              tables.size() * sizeof(int32_t)));
   for (int b = 0; b < plan.batch; ++b) {
     int64_t pages = (int64_t(lens[b]) + kernelSpec.pageSize - 1) / kernelSpec.pageSize;
-    if (lens[b] < kernelSpec.queryLen || pages > a.blockTableStride)
+    if (lens[b] < kernelSpec.queryLen || pages > a.pageTableStride)
       return argError(llvm::formatv("seqLens[{0}] = {1} needs {2} pages; the "
-                                    "block table has {3} per request",
-                                    b, lens[b], pages, a.blockTableStride));
+                                    "page table has {3} per request",
+                                    b, lens[b], pages, a.pageTableStride));
     for (int64_t i = 0; i < pages; ++i) {
-      int32_t page = tables[size_t(b) * a.blockTableStride + i];
+      int32_t page = tables[size_t(b) * a.pageTableStride + i];
       if (page < 0 || page >= a.cache.numPages)
-        return argError(llvm::formatv("blockTables[{0}][{1}] = {2} is outside "
+        return argError(llvm::formatv("pageTables[{0}][{1}] = {2} is outside "
                                       "the cache's {3} pages",
                                       b, i, page, a.cache.numPages));
     }
@@ -230,7 +230,7 @@ llvm::Error DecodeKernel::run(const DecodePlan &plan, const DecodeArgs &a,
   p.lse = a.lse;
   p.kCache = a.cache.k;
   p.vCache = a.cache.v;
-  p.blockTables = a.blockTables;
+  p.pageTables = a.pageTables;
   p.kScale = a.kScale;
   p.vScale = a.vScale;
   setHeadTables(p, a);
@@ -245,7 +245,7 @@ llvm::Error DecodeKernel::run(const DecodePlan &plan, const DecodeArgs &a,
   p.pageStride = a.cache.pageStride
                      ? a.cache.pageStride
                      : int64_t(s.pageSize) * s.numKVHeads * s.headDim;
-  p.blockTableStride = a.blockTableStride;
+  p.pageTableStride = a.pageTableStride;
   p.smScale = decodeVariant.scale ? *decodeVariant.scale
                                   : float(1.0 / std::sqrt(double(s.headDim)));
   p.softcap = decodeVariant.softcap.value_or(0.f);

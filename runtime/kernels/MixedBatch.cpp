@@ -144,8 +144,8 @@ PagedPrefillArgs MixedBatchAttention::prefillArgs(const MixedBatchArgs &a) const
   p.outStrideToken = a.outStrideToken;
   p.lse = a.lse;
   p.cache = a.cache;
-  p.blockTables = a.blockTables;
-  p.blockTableStride = a.blockTableStride;
+  p.pageTables = a.pageTables;
+  p.pageTableStride = a.pageTableStride;
   p.kScale = a.kScale;
   p.vScale = a.vScale;
   p.numKVScales = a.numKVScales;
@@ -172,10 +172,10 @@ DecodeArgs MixedBatchAttention::decodeArgs(const MixedBatchPlan &plan,
   d.outStrideToken = a.outStrideToken;
   d.lse = a.lse ? a.lse + rows * a.numQHeads : nullptr;
   d.cache = a.cache;
-  d.blockTables = a.blockTables
-                      ? a.blockTables + int64_t(plan.numPrefills) * a.blockTableStride
+  d.pageTables = a.pageTables
+                      ? a.pageTables + int64_t(plan.numPrefills) * a.pageTableStride
                       : nullptr;
-  d.blockTableStride = a.blockTableStride;
+  d.pageTableStride = a.pageTableStride;
   d.seqLens = a.seqLens ? a.seqLens + plan.numPrefills : nullptr;
   d.kScale = a.kScale;
   d.vScale = a.vScale;

@@ -267,8 +267,8 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
   const KernelSpec &s = kernelSpec;
   if (s.kind != KernelKind::PagedPrefill)
     return argError("the kernel reads contiguous k/v; pass PrefillArgs");
-  if (!a.q || !a.out || !a.cache.k || !a.cache.v || !a.blockTables)
-    return argError("q, out, cache.k, cache.v and blockTables must not be null");
+  if (!a.q || !a.out || !a.cache.k || !a.cache.v || !a.pageTables)
+    return argError("q, out, cache.k, cache.v and pageTables must not be null");
   if (a.qType != s.qType)
     return argError(llvm::formatv("q is {0}, the kernel was compiled for {1}",
                                   toString(a.qType), toString(s.qType)));
@@ -279,13 +279,13 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
   if (a.numQTokens != plan.numQTokens)
     return argError(llvm::formatv("{0} q tokens; the plan's cu_seqlens_q end at {1}",
                                   a.numQTokens, plan.numQTokens));
-  if (auto problem = pagedArgsProblem(a.cache, s, a.blockTableStride))
+  if (auto problem = pagedArgsProblem(a.cache, s, a.pageTableStride))
     return argError(*problem);
   int64_t pagesNeeded = (int64_t(plan.maxKVLen) + s.pageSize - 1) / s.pageSize;
-  if (pagesNeeded > a.blockTableStride)
+  if (pagesNeeded > a.pageTableStride)
     return argError(llvm::formatv("the longest request ({0} tokens) needs {1} "
-                                  "pages; the block table has {2} per request",
-                                  plan.maxKVLen, pagesNeeded, a.blockTableStride));
+                                  "pages; the page table has {2} per request",
+                                  plan.maxKVLen, pagesNeeded, a.pageTableStride));
   if (auto problem = scaleMismatch(s, a.kScale, a.vScale, a.numKVScales))
     return argError(*problem);
   return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a,
@@ -515,7 +515,7 @@ llvm::Error PrefillKernel::run(const PrefillPlan &plan,
   p.out = a.out;
   p.lse = a.lse;
   setHeadTables(p, a);
-  p.blockTables = a.blockTables;
+  p.pageTables = a.pageTables;
   p.kScale = a.kScale;
   p.vScale = a.vScale;
   p.qStrideToken = a.qStrideToken ? a.qStrideToken : qRow;
@@ -523,7 +523,7 @@ llvm::Error PrefillKernel::run(const PrefillPlan &plan,
   p.pageStride = a.cache.pageStride
                      ? a.cache.pageStride
                      : int64_t(s.pageSize) * s.numKVHeads * s.headDim;
-  p.blockTableStride = a.blockTableStride;
+  p.pageTableStride = a.pageTableStride;
   if (s.prefillSchedule.mma == PrefillMma::Wgmma)
     return launchSm90(plan, p, a, stream);
   return launch(plan, p, stream);

@@ -18,34 +18,34 @@ llvm::Error metadataError(const llvm::Twine &message) {
 
 size_t alignUp(size_t x) { return (x + 255) / 256 * 256; }
 
-/// Checks a block table against the tokens it must hold and copies it into
+/// Checks a page table against the tokens it must hold and copies it into
 /// its padded row.
 llvm::Error copyTable(llvm::ArrayRef<int32_t> table, int64_t tokens, int width,
                       const MetadataLimits &limits, int request,
                       const char *name, int32_t *row) {
-  const int64_t needed = (tokens + limits.blockSize - 1) / limits.blockSize;
+  const int64_t needed = (tokens + limits.pageSize - 1) / limits.pageSize;
   if (int64_t(table.size()) < needed)
     return metadataError(llvm::formatv(
-        "request {0}: {1} has {2} blocks, {3} tokens need {4}", request, name,
+        "request {0}: {1} has {2} pages, {3} tokens need {4}", request, name,
         table.size(), tokens, needed));
   if (int64_t(table.size()) > width)
     return metadataError(llvm::formatv(
-        "request {0}: {1} has {2} blocks, more than the limit of {3}", request,
+        "request {0}: {1} has {2} pages, more than the limit of {3}", request,
         name, table.size(), width));
   for (size_t i = 0; i < table.size(); ++i)
-    if (table[i] < 0 || (limits.numBlocks > 0 && table[i] >= limits.numBlocks))
+    if (table[i] < 0 || (limits.numPages > 0 && table[i] >= limits.numPages))
       return metadataError(llvm::formatv(
           "request {0}: {1}[{2}] = {3} is outside [0, {4})", request, name, i,
-          table[i], limits.numBlocks));
+          table[i], limits.numPages));
   std::copy(table.begin(), table.end(), row);
   return llvm::Error::success();
 }
 
 /// Slots of tokens [first, first + count) of a request.
 void appendSlots(llvm::ArrayRef<int32_t> table, int64_t first, int64_t count,
-                 int blockSize, std::vector<int64_t> &slots) {
+                 int pageSize, std::vector<int64_t> &slots) {
   for (int64_t t = first; t < first + count; ++t)
-    slots.push_back(int64_t(table[t / blockSize]) * blockSize + t % blockSize);
+    slots.push_back(int64_t(table[t / pageSize]) * pageSize + t % pageSize);
 }
 
 template <typename T>
@@ -66,17 +66,17 @@ llvm::Error checkLimits(const MetadataLimits &l) {
           llvm::formatv("limit {0} must be >= 1, got {1}", name, value));
     return llvm::Error::success();
   };
-  if (llvm::Error e = positive("blockSize", l.blockSize))
+  if (llvm::Error e = positive("pageSize", l.pageSize))
     return e;
   if (llvm::Error e = positive("maxBatch", l.maxBatch))
     return e;
   if (llvm::Error e = positive("maxTokens", l.maxTokens))
     return e;
-  if (llvm::Error e = positive("maxBlocksPerSeq", l.maxBlocksPerSeq))
+  if (llvm::Error e = positive("maxPagesPerSeq", l.maxPagesPerSeq))
     return e;
-  if (l.numBlocks < 0 || l.maxEncoderTokens < 0 || l.maxCrossBlocksPerSeq < 0)
-    return metadataError("limits numBlocks, maxEncoderTokens and "
-                         "maxCrossBlocksPerSeq must not be negative");
+  if (l.numPages < 0 || l.maxEncoderTokens < 0 || l.maxCrossPagesPerSeq < 0)
+    return metadataError("limits numPages, maxEncoderTokens and "
+                         "maxCrossPagesPerSeq must not be negative");
   // query_start_loc and the slot arithmetic are int32 in the kernels.
   if (l.maxTokens > std::numeric_limits<int32_t>::max())
     return metadataError(
@@ -96,10 +96,10 @@ buildAttentionMetadata(llvm::ArrayRef<ScheduledRequest> requests,
         limits.maxBatch));
 
   AttentionMetadata md;
-  md.blockTableStride = limits.maxBlocksPerSeq;
-  md.crossBlockTableStride = limits.maxCrossBlocksPerSeq;
-  md.blockTables.assign(size_t(batch) * md.blockTableStride, 0);
-  md.crossBlockTables.assign(size_t(batch) * md.crossBlockTableStride, 0);
+  md.pageTableStride = limits.maxPagesPerSeq;
+  md.crossPageTableStride = limits.maxCrossPagesPerSeq;
+  md.pageTables.assign(size_t(batch) * md.pageTableStride, 0);
+  md.crossPageTables.assign(size_t(batch) * md.crossPageTableStride, 0);
   md.queryStartLoc.push_back(0);
   md.seqStartLoc.push_back(0);
   md.encoderSeqStartLoc.push_back(0);
@@ -138,24 +138,24 @@ buildAttentionMetadata(llvm::ArrayRef<ScheduledRequest> requests,
           "of {2}",
           r, tokens + req.queryLen, limits.maxTokens));
     if (llvm::Error error = copyTable(
-            req.blockTable, seqLen, md.blockTableStride, limits, r,
-            "block table",
-            md.blockTables.data() + size_t(r) * md.blockTableStride))
+            req.pageTable, seqLen, md.pageTableStride, limits, r,
+            "page table",
+            md.pageTables.data() + size_t(r) * md.pageTableStride))
       return std::move(error);
-    appendSlots(req.blockTable, req.contextLen, req.queryLen, limits.blockSize,
+    appendSlots(req.pageTable, req.contextLen, req.queryLen, limits.pageSize,
                 md.slotMapping);
 
     if (req.encoderLen > 0) {
-      if (md.crossBlockTableStride == 0)
+      if (md.crossPageTableStride == 0)
         return metadataError(llvm::formatv(
             "request {0} has encoder tokens but the limits allow no cross "
-            "attention (maxCrossBlocksPerSeq = 0)",
+            "attention (maxCrossPagesPerSeq = 0)",
             r));
       if (llvm::Error error = copyTable(
-              req.crossBlockTable, req.encoderLen, md.crossBlockTableStride,
-              limits, r, "cross block table",
-              md.crossBlockTables.data() +
-                  size_t(r) * md.crossBlockTableStride))
+              req.crossPageTable, req.encoderLen, md.crossPageTableStride,
+              limits, r, "cross page table",
+              md.crossPageTables.data() +
+                  size_t(r) * md.crossPageTableStride))
         return std::move(error);
       if (req.isPrefill && req.contextLen == 0) {
         if (int64_t(md.crossSlotMapping.size()) + req.encoderLen >
@@ -165,7 +165,7 @@ buildAttentionMetadata(llvm::ArrayRef<ScheduledRequest> requests,
               "the limit of {2}",
               r, md.crossSlotMapping.size() + req.encoderLen,
               limits.maxEncoderTokens));
-        appendSlots(req.crossBlockTable, 0, req.encoderLen, limits.blockSize,
+        appendSlots(req.crossPageTable, 0, req.encoderLen, limits.pageSize,
                     md.crossSlotMapping);
       }
     }
@@ -212,8 +212,8 @@ AttentionMetadataView AttentionMetadata::view(int first, int count) const {
   v.numRequests = count;
   v.firstToken = queryStartLoc[first];
   v.numTokens = queryStartLoc[first + count] - queryStartLoc[first];
-  v.blockTableStride = blockTableStride;
-  v.crossBlockTableStride = crossBlockTableStride;
+  v.pageTableStride = pageTableStride;
+  v.crossPageTableStride = crossPageTableStride;
   for (int r = first; r < first + count; ++r) {
     v.maxQueryLen =
         std::max(v.maxQueryLen, queryStartLoc[r + 1] - queryStartLoc[r]);
@@ -221,22 +221,22 @@ AttentionMetadataView AttentionMetadata::view(int first, int count) const {
   }
   v.seqLens = slice(seqLens, first, count);
   v.contextLens = slice(contextLens, first, count);
-  v.blockTables = slice(blockTables, size_t(first) * blockTableStride,
-                        size_t(count) * blockTableStride);
+  v.pageTables = slice(pageTables, size_t(first) * pageTableStride,
+                        size_t(count) * pageTableStride);
   v.encoderSeqLens = slice(encoderSeqLens, first, count);
-  v.crossBlockTables =
-      slice(crossBlockTables, size_t(first) * crossBlockTableStride,
-            size_t(count) * crossBlockTableStride);
+  v.crossPageTables =
+      slice(crossPageTables, size_t(first) * crossPageTableStride,
+            size_t(count) * crossPageTableStride);
   v.slotMapping = slice(slotMapping, v.firstToken, v.numTokens);
   const DeviceMetadata &d = device;
   v.device.seqLens = offsetOrNull(d.seqLens, first);
   v.device.contextLens = offsetOrNull(d.contextLens, first);
-  v.device.blockTables =
-      offsetOrNull(d.blockTables, int64_t(first) * blockTableStride);
+  v.device.pageTables =
+      offsetOrNull(d.pageTables, int64_t(first) * pageTableStride);
   v.device.slotMapping = offsetOrNull(d.slotMapping, v.firstToken);
   v.device.encoderSeqLens = offsetOrNull(d.encoderSeqLens, first);
-  v.device.crossBlockTables =
-      offsetOrNull(d.crossBlockTables, int64_t(first) * crossBlockTableStride);
+  v.device.crossPageTables =
+      offsetOrNull(d.crossPageTables, int64_t(first) * crossPageTableStride);
   return v;
 }
 
@@ -279,13 +279,13 @@ AttentionMetadataBuilder::layoutFor(const MetadataLimits &l) {
   place(o.contextLens, batch * i32);
   place(o.queryStartLoc, (batch + 1) * i32);
   place(o.seqStartLoc, (batch + 1) * i32);
-  place(o.blockTables, batch * l.maxBlocksPerSeq * i32);
+  place(o.pageTables, batch * l.maxPagesPerSeq * i32);
   place(o.slotMapping, size_t(l.maxTokens) * i64);
   place(o.decodeQueryStartLoc, (batch + 1) * i32);
   place(o.decodeSeqStartLoc, (batch + 1) * i32);
   place(o.encoderSeqLens, batch * i32);
   place(o.encoderSeqStartLoc, (batch + 1) * i32);
-  place(o.crossBlockTables, batch * l.maxCrossBlocksPerSeq * i32);
+  place(o.crossPageTables, batch * l.maxCrossPagesPerSeq * i32);
   place(o.crossSlotMapping, size_t(l.maxEncoderTokens) * i64);
   o.total = at;
   return o;
@@ -330,13 +330,13 @@ AttentionMetadataBuilder::build(llvm::ArrayRef<ScheduledRequest> requests,
   put(o.contextLens, md->contextLens);
   put(o.queryStartLoc, md->queryStartLoc);
   put(o.seqStartLoc, md->seqStartLoc);
-  put(o.blockTables, md->blockTables);
+  put(o.pageTables, md->pageTables);
   put(o.slotMapping, md->slotMapping);
   put(o.decodeQueryStartLoc, md->decodeQueryStartLoc);
   put(o.decodeSeqStartLoc, md->decodeSeqStartLoc);
   put(o.encoderSeqLens, md->encoderSeqLens);
   put(o.encoderSeqStartLoc, md->encoderSeqStartLoc);
-  put(o.crossBlockTables, md->crossBlockTables);
+  put(o.crossPageTables, md->crossPageTables);
   put(o.crossSlotMapping, md->crossSlotMapping);
   if (llvm::Error error = buffer.upload(stream))
     return std::move(error);
@@ -353,12 +353,12 @@ AttentionMetadataBuilder::build(llvm::ArrayRef<ScheduledRequest> requests,
   d.contextLens = i32(o.contextLens);
   d.queryStartLoc = i32(o.queryStartLoc);
   d.seqStartLoc = i32(o.seqStartLoc);
-  d.blockTables = i32(o.blockTables);
+  d.pageTables = i32(o.pageTables);
   d.slotMapping = i64(o.slotMapping);
   d.encoderSeqLens = i32(o.encoderSeqLens);
   d.encoderSeqStartLoc = i32(o.encoderSeqStartLoc);
-  const bool cross = metadataLimits.maxCrossBlocksPerSeq > 0;
-  d.crossBlockTables = cross ? i32(o.crossBlockTables) : nullptr;
+  const bool cross = metadataLimits.maxCrossPagesPerSeq > 0;
+  d.crossPageTables = cross ? i32(o.crossPageTables) : nullptr;
   d.crossSlotMapping = cross ? i64(o.crossSlotMapping) : nullptr;
   md->deviceDecodeQueryStartLoc = i32(o.decodeQueryStartLoc);
   md->deviceDecodeSeqStartLoc = i32(o.decodeSeqStartLoc);
@@ -373,12 +373,12 @@ void bindMetadata(MixedBatchArgs &args, const AttentionMetadata &md,
                   bool crossAttention) {
   args.numQTokens = md.numTokens();
   if (crossAttention) {
-    args.blockTables = md.device.crossBlockTables;
-    args.blockTableStride = md.crossBlockTableStride;
+    args.pageTables = md.device.crossPageTables;
+    args.pageTableStride = md.crossPageTableStride;
     args.seqLens = md.device.encoderSeqLens;
   } else {
-    args.blockTables = md.device.blockTables;
-    args.blockTableStride = md.blockTableStride;
+    args.pageTables = md.device.pageTables;
+    args.pageTableStride = md.pageTableStride;
     args.seqLens = md.device.seqLens;
   }
 }
@@ -387,12 +387,12 @@ void bindMetadata(DecodeArgs &args, const AttentionMetadataView &decode,
                   bool crossAttention) {
   args.numTokens = decode.numTokens;
   if (crossAttention) {
-    args.blockTables = decode.device.crossBlockTables;
-    args.blockTableStride = decode.crossBlockTableStride;
+    args.pageTables = decode.device.crossPageTables;
+    args.pageTableStride = decode.crossPageTableStride;
     args.seqLens = decode.device.encoderSeqLens;
   } else {
-    args.blockTables = decode.device.blockTables;
-    args.blockTableStride = decode.blockTableStride;
+    args.pageTables = decode.device.pageTables;
+    args.pageTableStride = decode.pageTableStride;
     args.seqLens = decode.device.seqLens;
   }
 }

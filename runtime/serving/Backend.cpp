@@ -57,13 +57,13 @@ Backend::create(const BackendConfig &c, const KernelSource &kernels,
   if (llvm::Error error = checkLimits(limits))
     return std::move(error);
   // Encoders read no cache; everyone else addresses one cache through the
-  // metadata's slots and block tables.
+  // metadata's slots and page tables.
   if (c.kind != AttentionKind::Encoder) {
-    if (limits.blockSize != c.blockSize)
+    if (limits.pageSize != c.pageSize)
       return backendError(llvm::formatv(
-          "the metadata limits have blockSize {0} but the config {1}: slots "
-          "and block tables would address another cache than the kernels read",
-          limits.blockSize, c.blockSize));
+          "the metadata limits have pageSize {0} but the config {1}: slots "
+          "and page tables would address another cache than the kernels read",
+          limits.pageSize, c.pageSize));
     if (cache)
       if (llvm::Error error = checkCacheConfig(c, *cache))
         return std::move(error);
@@ -100,7 +100,7 @@ Backend::create(const BackendConfig &c, const KernelSource &kernels,
 
   // Paged prefill + decode over the (cross) cache, and append-KV into it.
   PrefillVariant paged = ragged;
-  paged.paged = PagedKVFormat{c.kvType, c.blockSize, c.layout, c.perHeadKVScale};
+  paged.paged = PagedKVFormat{c.kvType, c.pageSize, c.layout, c.perHeadKVScale};
   auto prefill = kernels.prefill(paged);
   if (!prefill)
     return prefill.takeError();
@@ -120,7 +120,7 @@ Backend::create(const BackendConfig &c, const KernelSource &kernels,
   append.kvType = c.kvType;
   append.numKVHeads = c.numKVHeads;
   append.headDim = c.headDim;
-  append.pageSize = c.blockSize;
+  append.pageSize = c.pageSize;
   append.layout = c.layout;
   append.perHeadKVScale = c.perHeadKVScale;
   auto appendKernel = kernels.appendKV(append);
@@ -138,7 +138,7 @@ llvm::Error checkCacheConfig(const BackendConfig &c, const KVCacheConfig &k) {
     problems += problems.empty() ? "" : ", ";
     problems += llvm::formatv("{0} {1} (the cache has {2})", name, want, got);
   };
-  compare("blockSize", c.blockSize, k.blockSize);
+  compare("pageSize", c.pageSize, k.pageSize);
   compare("numKVHeads", c.numKVHeads, k.numKVHeads);
   compare("headDim", c.headDim, k.headDim);
   compare("kvType", std::string(toString(c.kvType)),

@@ -1,4 +1,4 @@
-//===- CacheOps.cpp - copy_blocks and advance_step on the GPU -------------===//
+//===- CacheOps.cpp - copy_pages and advance_step on the GPU -------------===//
 #include "attn/runtime/serving/CacheOps.h"
 #include "attn/runtime/support/Error.h"
 #include "codegen/EmitCuda.h"
@@ -13,7 +13,7 @@ namespace attn::runtime {
 namespace {
 
 llvm::Error copyError(const llvm::Twine &message) {
-  return llvm::createStringError("copyBlocks: " + message.str());
+  return llvm::createStringError("copyPages: " + message.str());
 }
 
 llvm::Error advanceError(const llvm::Twine &message) {
@@ -27,19 +27,19 @@ KernelSpec cacheOpSpec(KernelKind kind, Arch arch) {
   return spec;
 }
 
-/// The block size the kernel of `kind` was generated for (any arch).
+/// The page size the kernel of `kind` was generated for (any arch).
 int threadsOf(KernelKind kind) {
   return threadsPerBlock(cacheOpSpec(kind, Arch::SM80));
 }
 
-/// The geometry copyBlocks needs of `cache`.
+/// The geometry copyPages needs of `cache`.
 llvm::Error checkCopyCache(const KVCache &cache) {
   const KVCacheConfig &c = cache.config();
-  if (c.blockBytes() % 16)
+  if (c.pageBytes() % 16)
     return copyError(llvm::formatv(
-        "a block is {0} bytes ({1} tokens x {2} heads x {3} dims of {4}); the "
+        "a page is {0} bytes ({1} tokens x {2} heads x {3} dims of {4}); the "
         "kernel copies 16-byte vectors and needs a multiple of 16",
-        c.blockBytes(), c.blockSize, c.numKVHeads, c.headDim,
+        c.pageBytes(), c.pageSize, c.numKVHeads, c.headDim,
         toString(c.dtype)));
   // grid.y is 2 * numLayers.
   if (c.numLayers > 32767)
@@ -51,57 +51,57 @@ llvm::Error checkCopyCache(const KVCache &cache) {
 
 } // namespace
 
-llvm::Error checkCopyPairs(llvm::ArrayRef<BlockPair> pairs, int64_t numBlocks) {
+llvm::Error checkCopyPairs(llvm::ArrayRef<PagePair> pairs, int64_t numPages) {
   llvm::DenseSet<int64_t> dsts, srcs;
   for (size_t i = 0; i < pairs.size(); ++i) {
-    const BlockPair &p = pairs[i];
-    for (auto [block, what] : {std::pair{p.src, "source"}, {p.dst, "destination"}})
-      if (block < 0 || block >= numBlocks)
-        return copyError(llvm::formatv("pair {0}: {1} block {2} is outside "
+    const PagePair &p = pairs[i];
+    for (auto [page, what] : {std::pair{p.src, "source"}, {p.dst, "destination"}})
+      if (page < 0 || page >= numPages)
+        return copyError(llvm::formatv("pair {0}: {1} page {2} is outside "
                                        "[0, {3})",
-                                       i, what, block, numBlocks));
+                                       i, what, page, numPages));
     if (p.src == p.dst)
       return copyError(llvm::formatv(
-          "pair {0}: block {1} is copied onto itself", i, p.src));
+          "pair {0}: page {1} is copied onto itself", i, p.src));
     if (!dsts.insert(p.dst).second)
       return copyError(llvm::formatv(
-          "pair {0}: destination block {1} is written by an earlier pair", i,
+          "pair {0}: destination page {1} is written by an earlier pair", i,
           p.dst));
     srcs.insert(p.src);
   }
   for (size_t i = 0; i < pairs.size(); ++i)
     if (srcs.contains(pairs[i].dst))
       return copyError(llvm::formatv(
-          "pair {0}: destination block {1} is also a source; the copies of "
+          "pair {0}: destination page {1} is also a source; the copies of "
           "one launch run in no order",
           i, pairs[i].dst));
   return llvm::Error::success();
 }
 
 llvm::Error bindMetadata(AdvanceStepArgs &args,
-                         const AttentionMetadataView &decode, int blockSize) {
+                         const AttentionMetadataView &decode, int pageSize) {
   if (decode.numRequests && decode.maxQueryLen != 1)
     return advanceError(llvm::formatv(
         "the decodes have {0} query tokens each; a step advances one",
         decode.maxQueryLen));
   if (!decode.device.seqLens || !decode.device.slotMapping ||
-      !decode.device.blockTables)
+      !decode.device.pageTables)
     return advanceError("the decode view has no device arrays (build it "
                         "with AttentionMetadataBuilder)");
   args.numQueries = decode.numRequests;
   args.numSeqs = decode.numRequests;
-  args.blockSize = blockSize;
+  args.pageSize = pageSize;
   // The builder's device buffers are plain device memory, valid until its
   // next build; only the attention kernels' view of them is const.
   args.seqLens = const_cast<int32_t *>(decode.device.seqLens);
   args.slotMapping = const_cast<int64_t *>(decode.device.slotMapping);
-  args.blockTables = decode.device.blockTables;
-  args.blockTableStride = decode.blockTableStride;
+  args.pageTables = decode.device.pageTables;
+  args.pageTableStride = decode.pageTableStride;
   return llvm::Error::success();
 }
 
 std::vector<KernelSpec> CacheOps::specs(Arch arch) {
-  return {cacheOpSpec(KernelKind::CopyBlocks, arch),
+  return {cacheOpSpec(KernelKind::CopyPages, arch),
           cacheOpSpec(KernelKind::AdvanceStep, arch)};
 }
 
@@ -118,7 +118,7 @@ llvm::Expected<CacheOps> CacheOps::create(KernelCache &cache, Arch arch,
     auto entry = (*library)->getKernel(kernelSymbol(spec));
     if (!entry)
       return entry.takeError();
-    if (spec.kind == KernelKind::CopyBlocks) {
+    if (spec.kind == KernelKind::CopyPages) {
       ops.copyLibrary = std::move(*library);
       ops.copyEntry = *entry;
     } else {
@@ -126,7 +126,7 @@ llvm::Expected<CacheOps> CacheOps::create(KernelCache &cache, Arch arch,
       ops.advanceEntry = *entry;
     }
   }
-  const size_t bytes = size_t(maxStagedPairs) * sizeof(BlockPair);
+  const size_t bytes = size_t(maxStagedPairs) * sizeof(PagePair);
   auto buffer = StagedBuffer::allocate(bytes, bytes);
   if (!buffer)
     return buffer.takeError();
@@ -135,11 +135,11 @@ llvm::Expected<CacheOps> CacheOps::create(KernelCache &cache, Arch arch,
   return std::move(ops);
 }
 
-llvm::Error CacheOps::copyBlocks(KVCache &cache, llvm::ArrayRef<BlockPair> pairs,
+llvm::Error CacheOps::copyPages(KVCache &cache, llvm::ArrayRef<PagePair> pairs,
                                  CUstream stream) {
   if (llvm::Error error = checkCopyCache(cache))
     return error;
-  if (llvm::Error error = checkCopyPairs(pairs, cache.config().numBlocks))
+  if (llvm::Error error = checkCopyPairs(pairs, cache.config().numPages))
     return error;
   if (int64_t(pairs.size()) > pairCapacity)
     return copyError(llvm::formatv(
@@ -152,14 +152,14 @@ llvm::Error CacheOps::copyBlocks(KVCache &cache, llvm::ArrayRef<BlockPair> pairs
   auto host = pairBuffer.beginWrite();
   if (!host)
     return host.takeError();
-  std::memcpy(*host, pairs.data(), pairs.size() * sizeof(BlockPair));
+  std::memcpy(*host, pairs.data(), pairs.size() * sizeof(PagePair));
   if (llvm::Error error = pairBuffer.upload(stream))
     return error;
-  return copyBlocks(cache, pairBuffer.device().ptr<const BlockPair>(),
+  return copyPages(cache, pairBuffer.device().ptr<const PagePair>(),
                     int64_t(pairs.size()), stream);
 }
 
-llvm::Error CacheOps::copyBlocks(KVCache &cache, const BlockPair *devicePairs,
+llvm::Error CacheOps::copyPages(KVCache &cache, const PagePair *devicePairs,
                                  int64_t numPairs, CUstream stream) const {
   if (llvm::Error error = checkCopyCache(cache))
     return error;
@@ -170,21 +170,21 @@ llvm::Error CacheOps::copyBlocks(KVCache &cache, const BlockPair *devicePairs,
     return llvm::Error::success();
   if (!devicePairs)
     return copyError("devicePairs is null");
-  static_assert(sizeof(BlockPair) == 2 * sizeof(int64_t),
-                "BlockPair is the kernel's int64 [n, 2] pair array");
+  static_assert(sizeof(PagePair) == 2 * sizeof(int64_t),
+                "PagePair is the kernel's int64 [n, 2] pair array");
   const KVCacheConfig &c = cache.config();
-  CopyBlocksParams p{};
+  CopyPagesParams p{};
   p.layers = reinterpret_cast<const uint64_t *>(cache.layerTable());
   p.pairs = reinterpret_cast<const int64_t *>(devicePairs);
   p.numPairs = numPairs;
-  p.numBlocks = c.numBlocks;
-  p.blockBytes = c.blockBytes();
+  p.numPages = c.numPages;
+  p.pageBytes = c.pageBytes();
   p.numLayers = c.numLayers;
   void *args[] = {&p};
   ATTN_CU_CHECK(cuLaunchKernel(
       reinterpret_cast<CUfunction>(copyEntry), unsigned(numPairs),
       unsigned(2 * c.numLayers), 1,
-      threadsOf(KernelKind::CopyBlocks), 1, 1, 0, stream, args, nullptr));
+      threadsOf(KernelKind::CopyPages), 1, 1, 0, stream, args, nullptr));
   return llvm::Error::success();
 }
 
@@ -194,16 +194,16 @@ llvm::Error CacheOps::checkArgs(const AdvanceStepArgs &a,
     return advanceError(llvm::formatv(
         "numQueries ({0}) must be >= 0 and at most numSeqs ({1})",
         a.numQueries, a.numSeqs));
-  if (a.blockSize < 1)
+  if (a.pageSize < 1)
     return advanceError(
-        llvm::formatv("blockSize must be >= 1, got {0}", a.blockSize));
+        llvm::formatv("pageSize must be >= 1, got {0}", a.pageSize));
   if (a.numSeqs > 0 && (!a.seqLens || !a.slotMapping))
     return advanceError("seqLens and slotMapping must not be null");
-  if (a.numQueries > 0 && !a.blockTables)
-    return advanceError("blockTables must not be null");
-  if (a.numQueries > 0 && a.blockTableStride < 1)
-    return advanceError(llvm::formatv("blockTableStride must be >= 1, got {0}",
-                                      a.blockTableStride));
+  if (a.numQueries > 0 && !a.pageTables)
+    return advanceError("pageTables must not be null");
+  if (a.numQueries > 0 && a.pageTableStride < 1)
+    return advanceError(llvm::formatv("pageTableStride must be >= 1, got {0}",
+                                      a.pageTableStride));
   if (bool(a.inputTokens) != bool(a.sampledTokenIds))
     return advanceError("inputTokens and sampledTokenIds go together: give "
                         "both or neither");
@@ -229,7 +229,7 @@ llvm::Error CacheOps::advanceStep(const AdvanceStepArgs &a,
   p.positions = a.positions;
   p.seqLens = a.seqLens;
   p.slotMapping = a.slotMapping;
-  p.blockTables = a.blockTables;
+  p.pageTables = a.pageTables;
   if (plan) {
     // The plan's work list lives in the caller's DecodeWorkspace: device
     // memory the decode kernel only reads, updated here between steps.
@@ -239,8 +239,8 @@ llvm::Error CacheOps::advanceStep(const AdvanceStepArgs &a,
   }
   p.numQueries = a.numQueries;
   p.numSeqs = a.numSeqs;
-  p.blockSize = a.blockSize;
-  p.blockTableStride = a.blockTableStride;
+  p.pageSize = a.pageSize;
+  p.pageTableStride = a.pageTableStride;
   const int threads = threadsOf(KernelKind::AdvanceStep);
   const int rows = std::max(a.numSeqs, int(p.maxWorkItems));
   if (rows == 0)

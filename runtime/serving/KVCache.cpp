@@ -21,38 +21,38 @@ bool isCacheType(ScalarType type) {
          type == ScalarType::F8E4M3 || type == ScalarType::F8E5M2;
 }
 
-/// Only the block count may differ between a device cache and its swap space.
+/// Only the page count may differ between a device cache and its swap space.
 llvm::Error checkSameGeometry(const KVCacheConfig &a, const KVCacheConfig &b) {
-  if (a.numLayers != b.numLayers || a.blockSize != b.blockSize ||
+  if (a.numLayers != b.numLayers || a.pageSize != b.pageSize ||
       a.numKVHeads != b.numKVHeads || a.headDim != b.headDim ||
       a.dtype != b.dtype || a.layout != b.layout)
     return cacheError(
-        "swap: the host cache's geometry (layers, block size, heads, head "
+        "swap: the host cache's geometry (layers, page size, heads, head "
         "dim, dtype, layout) differs from the device cache's");
   return llvm::Error::success();
 }
 
-llvm::Error checkPairs(llvm::ArrayRef<BlockPair> pairs, int64_t srcBlocks,
-                       int64_t dstBlocks, const char *srcName,
+llvm::Error checkPairs(llvm::ArrayRef<PagePair> pairs, int64_t srcPages,
+                       int64_t dstPages, const char *srcName,
                        const char *dstName) {
   for (size_t i = 0; i < pairs.size(); ++i) {
-    if (pairs[i].src < 0 || pairs[i].src >= srcBlocks)
+    if (pairs[i].src < 0 || pairs[i].src >= srcPages)
       return cacheError(llvm::formatv(
-          "swap: pair {0}: {1} block {2} is outside [0, {3})", i, srcName,
-          pairs[i].src, srcBlocks));
-    if (pairs[i].dst < 0 || pairs[i].dst >= dstBlocks)
+          "swap: pair {0}: {1} page {2} is outside [0, {3})", i, srcName,
+          pairs[i].src, srcPages));
+    if (pairs[i].dst < 0 || pairs[i].dst >= dstPages)
       return cacheError(llvm::formatv(
-          "swap: pair {0}: {1} block {2} is outside [0, {3})", i, dstName,
-          pairs[i].dst, dstBlocks));
+          "swap: pair {0}: {1} page {2} is outside [0, {3})", i, dstName,
+          pairs[i].dst, dstPages));
   }
   return llvm::Error::success();
 }
 
-/// Byte offset of block `block` of K (kv = 0) or V (kv = 1) in a layer of
-/// `numBlocks` blocks.
-int64_t blockOffset(const KVCacheConfig &config, int64_t numBlocks, int kv,
-                    int64_t block) {
-  return (kv * numBlocks + block) * config.blockBytes();
+/// Byte offset of page `page` of K (kv = 0) or V (kv = 1) in a layer of
+/// `numPages` pages.
+int64_t pageOffset(const KVCacheConfig &config, int64_t numPages, int kv,
+                    int64_t page) {
+  return (kv * numPages + page) * config.pageBytes();
 }
 
 } // namespace
@@ -67,16 +67,16 @@ llvm::Error checkConfig(const KVCacheConfig &c) {
   if (c.numLayers < 1)
     return cacheError(llvm::formatv("numLayers must be >= 1, got {0}",
                                     c.numLayers));
-  if (c.numBlocks < 1)
-    return cacheError(llvm::formatv("numBlocks must be >= 1, got {0}",
-                                    c.numBlocks));
-  // Block tables hold int32 block ids.
-  if (c.numBlocks > std::numeric_limits<int32_t>::max())
+  if (c.numPages < 1)
+    return cacheError(llvm::formatv("numPages must be >= 1, got {0}",
+                                    c.numPages));
+  // Page tables hold int32 page ids.
+  if (c.numPages > std::numeric_limits<int32_t>::max())
     return cacheError(llvm::formatv(
-        "numBlocks = {0} does not fit the int32 block tables", c.numBlocks));
-  if (!isSupportedPageSize(c.blockSize))
-    return cacheError(llvm::formatv("block size {0} is outside [{1}, {2}]",
-                                    c.blockSize, kMinPageSize, kMaxPageSize));
+        "numPages = {0} does not fit the int32 page tables", c.numPages));
+  if (!isSupportedPageSize(c.pageSize))
+    return cacheError(llvm::formatv("page size {0} is outside [{1}, {2}]",
+                                    c.pageSize, kMinPageSize, kMaxPageSize));
   if (c.numKVHeads < 1)
     return cacheError(llvm::formatv("numKVHeads must be >= 1, got {0}",
                                     c.numKVHeads));
@@ -89,16 +89,16 @@ llvm::Error checkConfig(const KVCacheConfig &c) {
     return cacheError(llvm::formatv(
         "dtype {0} is not a cache type (f16, bf16, f8e4m3, f8e5m2)",
         toString(c.dtype)));
-  if (c.numBlocks > std::numeric_limits<int64_t>::max() / 2 / c.blockBytes())
-    return cacheError(llvm::formatv("{0} blocks of {1} bytes overflow",
-                                    c.numBlocks, c.blockBytes()));
+  if (c.numPages > std::numeric_limits<int64_t>::max() / 2 / c.pageBytes())
+    return cacheError(llvm::formatv("{0} pages of {1} bytes overflow",
+                                    c.numPages, c.pageBytes()));
   return llvm::Error::success();
 }
 
 std::array<int64_t, 5> kvCacheShape(const KVCacheConfig &c) {
   if (c.layout == KVLayout::NHD)
-    return {2, c.numBlocks, c.blockSize, c.numKVHeads, c.headDim};
-  return {2, c.numBlocks, c.numKVHeads, c.blockSize, c.headDim};
+    return {2, c.numPages, c.pageSize, c.numKVHeads, c.headDim};
+  return {2, c.numPages, c.numKVHeads, c.pageSize, c.headDim};
 }
 
 std::vector<int> supportedHeadSizes() {
@@ -109,11 +109,11 @@ std::vector<int> supportedHeadSizes() {
   return sizes;
 }
 
-std::vector<BlockRun> coalesceBlockPairs(llvm::ArrayRef<BlockPair> pairs) {
-  std::vector<BlockRun> runs;
-  for (const BlockPair &p : pairs) {
+std::vector<PageRun> coalescePagePairs(llvm::ArrayRef<PagePair> pairs) {
+  std::vector<PageRun> runs;
+  for (const PagePair &p : pairs) {
     if (!runs.empty()) {
-      BlockRun &last = runs.back();
+      PageRun &last = runs.back();
       if (p.src == last.src + last.count && p.dst == last.dst + last.count) {
         ++last.count;
         continue;
@@ -172,14 +172,14 @@ PagedKVView KVCache::view(int layer) const {
   PagedKVView v;
   const char *base = layers[layer].ptr<const char>();
   v.k = base;
-  v.v = base + blockOffset(c, c.numBlocks, 1, 0);
+  v.v = base + pageOffset(c, c.numPages, 1, 0);
   v.dtype = c.dtype;
   v.numKVHeads = c.numKVHeads;
   v.headDim = c.headDim;
-  v.pageSize = c.blockSize;
+  v.pageSize = c.pageSize;
   v.layout = c.layout;
-  v.numPages = c.numBlocks;
-  v.pageStride = 0; // dense: K blocks follow each other, as do V blocks
+  v.numPages = c.numPages;
+  v.pageStride = 0; // dense: K pages follow each other, as do V pages
   return v;
 }
 
@@ -217,43 +217,43 @@ size_t KVCache::deviceBytes() const {
          layerAddresses.size() + scales.size();
 }
 
-llvm::Error KVCache::swapOut(llvm::ArrayRef<BlockPair> pairs,
+llvm::Error KVCache::swapOut(llvm::ArrayRef<PagePair> pairs,
                              HostKVCache &host, CUstream stream) const {
   const KVCacheConfig &c = cacheConfig;
-  const int64_t hostBlocks = host.config().numBlocks;
+  const int64_t hostPages = host.config().numPages;
   if (llvm::Error error = checkSameGeometry(c, host.config()))
     return error;
   if (llvm::Error error =
-          checkPairs(pairs, c.numBlocks, hostBlocks, "device", "host"))
+          checkPairs(pairs, c.numPages, hostPages, "device", "host"))
     return error;
-  const std::vector<BlockRun> runs = coalesceBlockPairs(pairs);
+  const std::vector<PageRun> runs = coalescePagePairs(pairs);
   for (int layer = 0; layer < c.numLayers; ++layer)
     for (int kv = 0; kv < 2; ++kv)
-      for (const BlockRun &run : runs)
+      for (const PageRun &run : runs)
         ATTN_CU_CHECK(cuMemcpyDtoHAsync(
-            host.layerData(layer) + blockOffset(c, hostBlocks, kv, run.dst),
-            layers[layer].get() + blockOffset(c, c.numBlocks, kv, run.src),
-            run.count * c.blockBytes(), stream));
+            host.layerData(layer) + pageOffset(c, hostPages, kv, run.dst),
+            layers[layer].get() + pageOffset(c, c.numPages, kv, run.src),
+            run.count * c.pageBytes(), stream));
   return llvm::Error::success();
 }
 
-llvm::Error KVCache::swapIn(llvm::ArrayRef<BlockPair> pairs,
+llvm::Error KVCache::swapIn(llvm::ArrayRef<PagePair> pairs,
                             const HostKVCache &host, CUstream stream) {
   const KVCacheConfig &c = cacheConfig;
-  const int64_t hostBlocks = host.config().numBlocks;
+  const int64_t hostPages = host.config().numPages;
   if (llvm::Error error = checkSameGeometry(c, host.config()))
     return error;
   if (llvm::Error error =
-          checkPairs(pairs, hostBlocks, c.numBlocks, "host", "device"))
+          checkPairs(pairs, hostPages, c.numPages, "host", "device"))
     return error;
-  const std::vector<BlockRun> runs = coalesceBlockPairs(pairs);
+  const std::vector<PageRun> runs = coalescePagePairs(pairs);
   for (int layer = 0; layer < c.numLayers; ++layer)
     for (int kv = 0; kv < 2; ++kv)
-      for (const BlockRun &run : runs)
+      for (const PageRun &run : runs)
         ATTN_CU_CHECK(cuMemcpyHtoDAsync(
-            layers[layer].get() + blockOffset(c, c.numBlocks, kv, run.dst),
-            host.layerData(layer) + blockOffset(c, hostBlocks, kv, run.src),
-            run.count * c.blockBytes(), stream));
+            layers[layer].get() + pageOffset(c, c.numPages, kv, run.dst),
+            host.layerData(layer) + pageOffset(c, hostPages, kv, run.src),
+            run.count * c.pageBytes(), stream));
   return llvm::Error::success();
 }
 

@@ -1,10 +1,10 @@
-//===- cache_ops.cuh - copy_blocks and advance_step ------------*- CUDA -*-===//
+//===- cache_ops.cuh - copy_pages and advance_step ------------*- CUDA -*-===//
 //
 // The two utility kernels an engine runs between attention launches
-// (runtime/CacheOps.h): copy_blocks copies many cache blocks in one launch
-// (copy-on-write of shared prefix blocks), advance_step moves a decode batch
+// (runtime/CacheOps.h): copy_pages copies many cache pages in one launch
+// (copy-on-write of shared prefix pages), advance_step moves a decode batch
 // one token forward on the device (multi-step decoding). Neither depends on
-// a dtype or a head size: a block is blockBytes of 16-byte vectors, and the
+// a dtype or a head size: a page is pageBytes of 16-byte vectors, and the
 // metadata arrays have fixed types. NVRTC-compilable: params.h only.
 //
 //===----------------------------------------------------------------------===//
@@ -15,23 +15,23 @@
 
 namespace attn {
 
-/// \brief copy_blocks: the CTA at (pair, 2 * layer + kv) copies block
+/// \brief copy_pages: the CTA at (pair, 2 * layer + kv) copies page
 /// pairs[pair].src to pairs[pair].dst in K (kv 0) or V (kv 1) of one layer.
 /// The host checks that destinations are distinct and never sources, so the
 /// CTAs are independent.
-/// \param p blockBytes must be a multiple of 16 (every block then starts
+/// \param p pageBytes must be a multiple of 16 (every page then starts
 /// 16-byte aligned, as cuMemAlloc aligns the layers to 256 bytes).
-__device__ __forceinline__ void copyBlocksKernel(const CopyBlocksParams &p) {
+__device__ __forceinline__ void copyPagesKernel(const CopyPagesParams &p) {
   const int64_t pair = blockIdx.x;
   if (pair >= p.numPairs)
     return;
   const int layer = int(blockIdx.y >> 1), kv = int(blockIdx.y & 1);
   char *base = reinterpret_cast<char *>(p.layers[layer]) +
-               kv * p.numBlocks * p.blockBytes;
+               kv * p.numPages * p.pageBytes;
   const uint4 *from =
-      reinterpret_cast<const uint4 *>(base + p.pairs[2 * pair] * p.blockBytes);
-  uint4 *to = reinterpret_cast<uint4 *>(base + p.pairs[2 * pair + 1] * p.blockBytes);
-  const int64_t vecs = p.blockBytes / 16;
+      reinterpret_cast<const uint4 *>(base + p.pairs[2 * pair] * p.pageBytes);
+  uint4 *to = reinterpret_cast<uint4 *>(base + p.pairs[2 * pair + 1] * p.pageBytes);
+  const int64_t vecs = p.pageBytes / 16;
   // Four loads in flight per thread before their stores.
   constexpr int kUnroll = 4;
   int64_t i = threadIdx.x;
@@ -66,15 +66,15 @@ __device__ __forceinline__ void advanceStepKernel(const AdvanceStepParams &p) {
       p.positions[i] = pos;
     if (p.inputTokens)
       p.inputTokens[i] = p.sampledTokenIds[i];
-    const int32_t entry = pos / p.blockSize;
-    // A position past the block table has no block to go to: the engine
-    // reserves blocks for every step before it advances. Rather than read
+    const int32_t entry = pos / p.pageSize;
+    // A position past the page table has no page to go to: the engine
+    // reserves pages for every step before it advances. Rather than read
     // outside the table, such a token is not written (slot -1).
     p.slotMapping[i] =
-        entry < p.blockTableStride
-            ? int64_t(p.blockTables[int64_t(i) * p.blockTableStride + entry]) *
-                      p.blockSize +
-                  pos % p.blockSize
+        entry < p.pageTableStride
+            ? int64_t(p.pageTables[int64_t(i) * p.pageTableStride + entry]) *
+                      p.pageSize +
+                  pos % p.pageSize
             : int64_t(-1);
   } else if (i < p.numSeqs) {
     p.slotMapping[i] = -1;

@@ -327,8 +327,8 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   const int myTiles = numTiles > warp ? ceilDiv(numTiles - warp, kWarps) : 0;
   char *ring = pipe + warp * kStages * Tr::kStageBytes;
   const KVTileLoader<Config> loader(lane);
-  const int32_t *blockTable =
-      p.blockTables + int64_t(work.request) * p.blockTableStride;
+  const int32_t *pageTable =
+      p.pageTables + int64_t(work.request) * p.pageTableStride;
   auto tileStart = [&](int i) {
     return work.kvBegin + (warp + i * kWarps) * Tr::kTileTokens;
   };
@@ -339,7 +339,7 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   constexpr bool kOnePage = Config::kPageSize % Tr::kTileTokens == 0;
   auto lookUp = [&](int i, int token) {
     int pos = tileStart(i) + token;
-    return i < myTiles && pos < work.kvEnd ? blockTable[pos / Config::kPageSize] : 0;
+    return i < myTiles && pos < work.kvEnd ? pageTable[pos / Config::kPageSize] : 0;
   };
   int windowBase = 0;
   int window = kOnePage ? lookUp(lane, 0) : 0;

@@ -25,7 +25,7 @@ namespace attn {
 /// for every KV head (grid.y) and row tile (grid.z). A split request's chunks
 /// own consecutive partial slots; the CTA that finishes last merges them.
 struct DecodeWorkItem {
-  int32_t request;      ///< index into seq_lens / block_tables
+  int32_t request;      ///< index into seq_lens / page_tables
   int32_t kvBegin;      ///< first KV token of the chunk, a multiple of 16
   int32_t kvEnd;        ///< one past the last KV token of the chunk
   int32_t partialIdx;   ///< this chunk's partial slot; -1 if unsplit
@@ -41,7 +41,7 @@ struct DecodeParams {
   float *lse;      ///< [batch * query_len, num_q_heads] or null
   const void *kCache; ///< K pages, kv dtype; page p at kCache + p * pageStride
   const void *vCache; ///< V pages, same layout as K
-  const int32_t *blockTables; ///< [batch, blockTableStride] page indices
+  const int32_t *pageTables; ///< [batch, pageTableStride] page indices
   const float *kScale;        ///< FP8 only: [1] or [num_kv_heads]
   const float *vScale;        ///< FP8 only: [1] or [num_kv_heads]
   /// Per-query-head tables ([num_q_heads] f32; attn/variant_knobs.h), set
@@ -58,7 +58,7 @@ struct DecodeParams {
   int64_t qStrideToken;   ///< elements between tokens of q
   int64_t outStrideToken; ///< elements between tokens of out
   int64_t pageStride;     ///< elements between pages of kCache / vCache
-  int32_t blockTableStride;
+  int32_t pageTableStride;
   float smScale;    ///< softmax scale (1/sqrt(head_dim) by default)
   float softcap;    ///< cap c of c * tanh(s / c); unused unless compiled in
   int32_t windowLeft; ///< keys at positions >= pos - windowLeft are visible
@@ -73,12 +73,12 @@ struct PrefillWorkItem {
   int32_t kvStart;   ///< ragged: the request's first row in k / v; paged: 0
   int32_t kvLen;     ///< the request's keys (paged: its cached tokens)
   int32_t tileBegin; ///< first query row of this CTA, relative to qStart
-  int32_t request;   ///< paged: the request's row of blockTables
+  int32_t request;   ///< paged: the request's row of pageTables
 };
 
 /// Ragged and paged prefill (templates/attn/prefill.cuh). Ragged kernels
 /// read contiguous k / v rows; paged kernels read k / v as cache pages
-/// through blockTables, like DecodeParams.
+/// through pageTables, like DecodeParams.
 struct PrefillParams {
   const void *q;   ///< [q tokens, num_q_heads, head_dim]
   const void *k;   ///< ragged: [kv tokens, num_kv_heads, head_dim]; paged: K pages
@@ -90,7 +90,7 @@ struct PrefillParams {
 #include "attn/variant_knobs.h"
   const PrefillWorkItem *workItems;  ///< from the plan
   const int32_t *numWorkItems;       ///< device count; grid.x may be larger
-  const int32_t *blockTables;        ///< paged: [batch, blockTableStride]
+  const int32_t *pageTables;        ///< paged: [batch, pageTableStride]
   const float *kScale;               ///< paged FP8: [1] or [num_kv_heads]
   const float *vScale;               ///< paged FP8: [1] or [num_kv_heads]
   int64_t qStrideToken;   ///< elements between tokens of q
@@ -98,7 +98,7 @@ struct PrefillParams {
   int64_t vStrideToken;   ///< ragged: ... of v
   int64_t outStrideToken; ///< ... of out
   int64_t pageStride;     ///< paged: elements between pages of k / v
-  int32_t blockTableStride; ///< paged
+  int32_t pageTableStride; ///< paged
   float smScale;
   float softcap;
   int32_t windowLeft; ///< keys at positions >= pos - windowLeft are visible
@@ -137,14 +137,14 @@ struct AppendKVParams {
   int32_t numTokens;
 };
 
-/// copy_blocks (templates/attn/cache_ops.cuh): block pairs copied in K and V
-/// of every layer of a KV cache whose layers are [2, numBlocks, blockBytes].
-struct CopyBlocksParams {
+/// copy_pages (templates/attn/cache_ops.cuh): page pairs copied in K and V
+/// of every layer of a KV cache whose layers are [2, numPages, pageBytes].
+struct CopyPagesParams {
   const uint64_t *layers; ///< [numLayers] device addresses of the layers
-  const int64_t *pairs;   ///< [numPairs, 2] (src, dst) block ids
+  const int64_t *pairs;   ///< [numPairs, 2] (src, dst) page ids
   int64_t numPairs;
-  int64_t numBlocks;  ///< blocks per layer: V starts numBlocks blocks in
-  int64_t blockBytes; ///< bytes of one block of K (or V), a multiple of 16
+  int64_t numPages;  ///< pages per layer: V starts numPages pages in
+  int64_t pageBytes; ///< bytes of one page of K (or V), a multiple of 16
   int32_t numLayers;
 };
 
@@ -157,14 +157,14 @@ struct AdvanceStepParams {
   int64_t *positions;             ///< [numSeqs] or null
   int32_t *seqLens;               ///< [numSeqs] cached tokens, new one included
   int64_t *slotMapping;           ///< [numSeqs]
-  const int32_t *blockTables;     ///< [numQueries, blockTableStride]
+  const int32_t *pageTables;     ///< [numQueries, pageTableStride]
   DecodeWorkItem *workItems;      ///< a decode plan's, or null
   const int32_t *numWorkItems;    ///< the plan's device count
   int32_t maxWorkItems;           ///< bound of *numWorkItems (the plan's grid)
   int32_t numQueries;
   int32_t numSeqs;
-  int32_t blockSize;
-  int32_t blockTableStride;
+  int32_t pageSize;
+  int32_t pageTableStride;
 };
 
 } // namespace attn

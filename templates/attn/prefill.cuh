@@ -9,7 +9,7 @@
 // (causal, sliding window) are never loaded.
 //
 // Keys and values come from contiguous ragged k / v (Config::kPaged false)
-// or from a paged cache through the request's block-table row (chunked
+// or from a paged cache through the request's page-table row (chunked
 // prefill, prefix caching). FP8 cache rows land raw in the ring and are
 // widened to the MMA type in one pass per tile; their dequantization scales
 // fold into the softmax scale (K) and the output normalization (V).
@@ -97,7 +97,7 @@ __device__ __forceinline__ void loadRows(char *tile, int rowBytes,
 /// \brief Copies the K and V rows of one tile of blockN keys into a K and a
 /// V ring tile (zeros past `validRows`). Row i's K starts at element
 /// kStart(key(i), i) of `k` and its V at vStart(key(i), i) of `v`, where
-/// key() is the 32-bit lookup with latency (a block-table read for paged
+/// key() is the 32-bit lookup with latency (a page-table read for paged
 /// caches) and the starts are arithmetic. Where the
 /// threads split evenly over a row's chunks, each thread keeps one chunk
 /// column and takes each of its rows' key once for K and V together, all
@@ -219,9 +219,9 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   char *ring = smem + Tr::kQBytes;
   char *widened = ring + kStages * Tr::kStageBytes; // FP8 caches only
 
-  const int32_t *pages = nullptr; // the request's block-table row
+  const int32_t *pages = nullptr; // the request's page-table row
   if constexpr (Config::kPaged)
-    pages = p.blockTables + int64_t(work.request) * p.blockTableStride;
+    pages = p.pageTables + int64_t(work.request) * p.pageTableStride;
   auto loadTile = [&](int t, int slot) {
     int start = kvBegin + t * kBlockN;
     char *stage = ring + slot * Tr::kStageBytes;

@@ -31,7 +31,7 @@
 // see (causal, sliding window) are never loaded.
 //
 // Paged K/V (Config::kPaged; attn.paged_prefill over a 16-bit cache of q's
-// type): the producer reads the request's block-table entries and issues
+// type): the producer reads the request's page-table entries and issues
 // one box of kBoxRows = gcd(page size, blockN) tokens per page piece of a
 // tile (8 boxes of 16 tokens for a 128-key tile over 16-token pages), each
 // covering every column block, all completing on the stage's barrier;
@@ -382,12 +382,12 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     };
     if (numTiles == 0)
       loadQ();
-    // Paged: the request's block-table row and its pages in use.
+    // Paged: the request's page-table row and its pages in use.
     constexpr int kBoxes = kBlockN / Tr::kBoxRows;
     const int32_t *pageRow = nullptr;
     int pagesUsed = 0;
     if constexpr (Config::kPaged) {
-      pageRow = p.blockTables + int64_t(work.request) * p.blockTableStride;
+      pageRow = p.pageTables + int64_t(work.request) * p.pageTableStride;
       pagesUsed = (work.kvLen + Config::kPageSize - 1) / Config::kPageSize;
     }
     // Paged: box of the page piece at token `offset` of page `page` into

@@ -48,8 +48,8 @@
 // CHECK-NOT: append_kv
 func.func @llama3_8b_decode(%q: tensor<?x32x128xbf16>,
     %cache: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
-    %block_tables: tensor<?x?xi32>, %seq_lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
-  %out = attn.decode %q, %cache, %block_tables, %seq_lens {mask = #attn.mask<causal>}
+    %page_tables: tensor<?x?xi32>, %seq_lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  %out = attn.decode %q, %cache, %page_tables, %seq_lens {mask = #attn.mask<causal>}
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
   return %out : tensor<?x32x128xbf16>

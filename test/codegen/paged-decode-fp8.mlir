@@ -25,10 +25,10 @@
 // CHECK: attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_swa_alibi_softcap_headscale_lse_w8s2r1(const __grid_constant__ attn::DecodeParams params)
 func.func @fp8_e4m3_every_modifier(%q: tensor<?x32x128xbf16>,
     %cache: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
-    %block_tables: tensor<?x?xi32>, %seq_lens: tensor<?xi32>,
+    %page_tables: tensor<?x?xi32>, %seq_lens: tensor<?xi32>,
     %k_scale: tensor<8xf32>, %v_scale: tensor<8xf32>, %slopes: tensor<32xf32>)
     -> (tensor<?x32x128xbf16>, tensor<?x32xf32>) {
-  %out, %lse = attn.decode %q, %cache, %block_tables, %seq_lens
+  %out, %lse = attn.decode %q, %cache, %page_tables, %seq_lens
       kv_scales(%k_scale, %v_scale : tensor<8xf32>, tensor<8xf32>) alibi(%slopes : tensor<32xf32>)
       {mask = #attn.mask<causal, window_left = 4096>, softcap = 30.0 : f32, query_len = 4}
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
@@ -60,9 +60,9 @@ func.func @fp8_e4m3_every_modifier(%q: tensor<?x32x128xbf16>,
 // CHECK-NOT: // -----
 func.func @fp8_e5m2_mqa(%q: tensor<?x16x64xf16>,
     %cache: !attn.paged_kv<1x64xf8E5M2, page_size = 32, layout = hnd>,
-    %block_tables: tensor<?x?xi32>, %seq_lens: tensor<?xi32>, %scale: tensor<1xf32>)
+    %page_tables: tensor<?x?xi32>, %seq_lens: tensor<?xi32>, %scale: tensor<1xf32>)
     -> tensor<?x16x64xf16> {
-  %out = attn.decode %q, %cache, %block_tables, %seq_lens
+  %out = attn.decode %q, %cache, %page_tables, %seq_lens
       kv_scales(%scale, %scale : tensor<1xf32>, tensor<1xf32>)
       : tensor<?x16x64xf16>, !attn.paged_kv<1x64xf8E5M2, page_size = 32, layout = hnd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x16x64xf16>

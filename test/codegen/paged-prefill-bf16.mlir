@@ -17,7 +17,7 @@
 // CHECK-NEXT: static constexpr int kNumKVHeads = 8;
 // CHECK-NEXT: static constexpr int kGroupSize = 4;
 // CHECK-NEXT: static constexpr int kHeadDim = 128;
-// K/V come from cache pages through the block tables.
+// K/V come from cache pages through the page tables.
 // CHECK-NEXT: static constexpr bool kPaged = true;
 // CHECK-NEXT: static constexpr int kPageSize = 16;
 // CHECK-NEXT: static constexpr bool kLayoutHND = false;
@@ -49,9 +49,9 @@
 // CHECK-NOT: __global__
 func.func @llama3_8b_chunked_prefill(%q: tensor<?x32x128xbf16>,
     %cache: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
-    %cu_seqlens_q: tensor<?xi32>, %block_tables: tensor<?x?xi32>,
+    %cu_seqlens_q: tensor<?xi32>, %page_tables: tensor<?x?xi32>,
     %seq_lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
-  %out = attn.paged_prefill %q, %cache, %cu_seqlens_q, %block_tables, %seq_lens
+  %out = attn.paged_prefill %q, %cache, %cu_seqlens_q, %page_tables, %seq_lens
       {mask = #attn.mask<causal>}
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>

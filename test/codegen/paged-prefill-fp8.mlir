@@ -26,10 +26,10 @@
 // CHECK-NEXT: attn::prefillKernel<Config>(params);
 func.func @fp8_e4m3_every_modifier(%q: tensor<?x32x128xbf16>,
     %cache: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = hnd>,
-    %cu_seqlens_q: tensor<?xi32>, %block_tables: tensor<?x?xi32>, %seq_lens: tensor<?xi32>,
+    %cu_seqlens_q: tensor<?xi32>, %page_tables: tensor<?x?xi32>, %seq_lens: tensor<?xi32>,
     %k_scale: tensor<8xf32>, %v_scale: tensor<8xf32>, %slopes: tensor<32xf32>)
     -> (tensor<?x32x128xbf16>, tensor<?x32xf32>) {
-  %out, %lse = attn.paged_prefill %q, %cache, %cu_seqlens_q, %block_tables, %seq_lens
+  %out, %lse = attn.paged_prefill %q, %cache, %cu_seqlens_q, %page_tables, %seq_lens
       kv_scales(%k_scale, %v_scale : tensor<8xf32>, tensor<8xf32>) alibi(%slopes : tensor<32xf32>)
       {mask = #attn.mask<causal, window_left = 4096>, softcap = 30.0 : f32}
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = hnd>,
@@ -56,9 +56,9 @@ func.func @fp8_e4m3_every_modifier(%q: tensor<?x32x128xbf16>,
 // CHECK-NOT: // -----
 func.func @fp8_e5m2_mqa(%q: tensor<?x16x256xf16>,
     %cache: !attn.paged_kv<1x256xf8E5M2, page_size = 32, layout = nhd>,
-    %cu_seqlens_q: tensor<?xi32>, %block_tables: tensor<?x?xi32>, %seq_lens: tensor<?xi32>,
+    %cu_seqlens_q: tensor<?xi32>, %page_tables: tensor<?x?xi32>, %seq_lens: tensor<?xi32>,
     %scale: tensor<1xf32>) -> tensor<?x16x256xf16> {
-  %out = attn.paged_prefill %q, %cache, %cu_seqlens_q, %block_tables, %seq_lens
+  %out = attn.paged_prefill %q, %cache, %cu_seqlens_q, %page_tables, %seq_lens
       kv_scales(%scale, %scale : tensor<1xf32>, tensor<1xf32>) {kind = #attn.kind<cross>}
       : tensor<?x16x256xf16>, !attn.paged_kv<1x256xf8E5M2, page_size = 32, layout = nhd>,
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x16x256xf16>

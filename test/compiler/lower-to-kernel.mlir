@@ -185,7 +185,7 @@ func.func @paged_prefill_fp8_every_flag(%q: tensor<?x32x128xf16>,
     %ks: tensor<8xf32>, %vs: tensor<8xf32>, %slopes: tensor<32xf32>)
     -> (tensor<?x32x128xf16>, tensor<?x32xf32>) {
   // An e4m3 HND cache with per-head scales, window, ALiBi, soft-cap, LSE:
-  // operands in the op's order (q, cache, cu_seqlens_q, block_tables,
+  // operands in the op's order (q, cache, cu_seqlens_q, page_tables,
   // seq_lens, k_scale, v_scale, slopes).
   // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_paged_prefill_qf16_kve4m3_h32x8_d128_p32hnd_causal_swa_alibi_softcap_headscale_lse_m64n64w4s2
   // CHECK-SAME: spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_89", q_type = f16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 32, layout = hnd, causal = true, sliding_window = true, alibi = true, softcap = true, per_head_kv_scale = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>

@@ -78,7 +78,7 @@ func.func @element_type(%q: tensor<?x32x128xf32>, %c: !attn.paged_kv<8x128xbf16,
 
 // -----
 
-func.func @block_table_type(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+func.func @page_table_type(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
                             %bt: tensor<?x?xi64>, %lens: tensor<?xi32>) {
   // expected-error @+1 {{'attn.decode' op operand #2 must be 2D tensor of 32-bit signless integer values, but got 'tensor<?x?xi64>'}}
   %o = attn.decode %q, %c, %bt, %lens : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi64>, tensor<?xi32> -> tensor<?x32x128xbf16>
@@ -264,9 +264,9 @@ func.func @cache_dtype_mismatch(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x
 // attn.decode
 //===----------------------------------------------------------------------===//
 
-func.func @block_tables_rows(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+func.func @page_tables_rows(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
                              %bt: tensor<4x?xi32>, %lens: tensor<8xi32>) {
-  // expected-error @+1 {{'attn.decode' op block_tables has 4 rows but seq_lens has 8 entries; both need one per request}}
+  // expected-error @+1 {{'attn.decode' op page_tables has 4 rows but seq_lens has 8 entries; both need one per request}}
   %o = attn.decode %q, %c, %bt, %lens : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<4x?xi32>, tensor<8xi32> -> tensor<?x32x128xbf16>
   return
 }
@@ -403,9 +403,9 @@ func.func @paged_prefill_head_dim(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<
 
 // -----
 
-func.func @paged_prefill_block_tables(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+func.func @paged_prefill_page_tables(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
                                       %cu: tensor<?xi32>, %bt: tensor<3x?xi32>, %lens: tensor<2xi32>) {
-  // expected-error @+1 {{'attn.paged_prefill' op block_tables has 3 rows but seq_lens has 2 entries; both need one per request}}
+  // expected-error @+1 {{'attn.paged_prefill' op page_tables has 3 rows but seq_lens has 2 entries; both need one per request}}
   %o = attn.paged_prefill %q, %c, %cu, %bt, %lens : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi32>, tensor<3x?xi32>, tensor<2xi32> -> tensor<?x32x128xbf16>
   return
 }
@@ -619,8 +619,8 @@ func.func @spec_head_scale() attributes {s = #attn.kernel_spec<kind = append_kv,
 // -----
 
 // The runtime's cache ops have enum values but no IR form.
-// expected-error @+1 {{kernel_spec kind copy_blocks is a runtime utility kernel; the compiler does not lower to it}}
-func.func @spec_cache_op() attributes {s = #attn.kernel_spec<kind = copy_blocks, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd>}
+// expected-error @+1 {{kernel_spec kind copy_pages is a runtime utility kernel; the compiler does not lower to it}}
+func.func @spec_cache_op() attributes {s = #attn.kernel_spec<kind = copy_pages, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd>}
 
 // -----
 
@@ -787,7 +787,7 @@ func.func @launch_prefill_operands(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128
 
 func.func @launch_paged_prefill_operands(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
                                          %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
-  // expected-error @+1 {{'attn.kernel_launch' op takes 7 operands for its paged_prefill spec (q, cache, cu_seqlens_q, block_tables, seq_lens, k_scale, v_scale), got 5}}
+  // expected-error @+1 {{'attn.kernel_launch' op takes 7 operands for its paged_prefill spec (q, cache, cu_seqlens_q, page_tables, seq_lens, k_scale, v_scale), got 5}}
   %o = attn.kernel_launch @attn_paged_prefill_qbf16_kve4m3_h32x8_d128_p16nhd_m64n64w4s2 spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_90a", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>> (%q, %c, %cu, %bt, %lens)
       : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>, tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32>) -> tensor<?x32x128xbf16>
   return

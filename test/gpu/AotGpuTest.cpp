@@ -134,7 +134,7 @@ TEST(AotGpuTest, JitServedFromLibraryWithoutCompiling) {
   EXPECT_LT(result.outError, 1e-2);
 }
 
-// The copy_blocks and advance_step kernels, as attn-aot's "cache_ops"
+// The copy_pages and advance_step kernels, as attn-aot's "cache_ops"
 // section writes them, load through a cache that cannot compile.
 TEST(AotGpuTest, CacheOpsServedFromLibrary) {
   ATTN_REQUIRE_GPU();

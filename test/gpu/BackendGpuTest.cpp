@@ -1,17 +1,17 @@
 //===- BackendGpuTest.cpp - the Backend facade end to end -----------------===//
 //
 // Engine steps through runtime::Backend, as an inference engine drives it:
-// a KVCache, a BlockAllocator per request, the AttentionMetadataBuilder,
+// a KVCache, a PageAllocator per request, the AttentionMetadataBuilder,
 // plan once per step, forward per layer. Each request's keys and values
 // are drawn once per token (exactly representable in the cache type), kept
 // on the host, and every output row is checked against the fp64 reference
 // over the request's whole history (bottom-right causal): a lost append, a
-// wrong block or a stale plan shows as an error. Graph replay must give the
+// wrong page or a stale plan shows as an error. Graph replay must give the
 // bytes the direct run gives.
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/serving/Backend.h"
-#include "attn/runtime/serving/BlockAllocator.h"
+#include "attn/runtime/serving/PageAllocator.h"
 #include "attn/runtime/serving/KVCache.h"
 #include "compiler/Jit/Jit.h"
 #include "test/gpu/GpuTestUtil.h"
@@ -26,7 +26,7 @@ using runtime::ScheduledRequest;
 
 namespace {
 
-constexpr int kHeads = 8, kKVHeads = 2, kDim = 128, kBlock = 16;
+constexpr int kHeads = 8, kKVHeads = 2, kDim = 128, kPage = 16;
 
 /// Values exactly representable in `type` (and so in bf16), as bf16 bytes
 /// for the kernels and doubles for the reference.
@@ -43,9 +43,9 @@ Rows randomRows(std::mt19937 &rng, ScalarType type, size_t count) {
   return rows;
 }
 
-/// One request: its blocks and the K/V of every token it has cached.
+/// One request: its pages and the K/V of every token it has cached.
 struct Request {
-  runtime::BlockTable table{kBlock};
+  runtime::PageTable table{kPage};
   std::vector<double> k, v; ///< [tokens, kKVHeads, kDim]
   int64_t tokens() const { return int64_t(k.size()) / (kKVHeads * kDim); }
 };
@@ -57,8 +57,8 @@ public:
     this->kvType = kvType;
     runtime::KVCacheConfig cache;
     cache.numLayers = numLayers;
-    cache.numBlocks = 256;
-    cache.blockSize = kBlock;
+    cache.numPages = 256;
+    cache.pageSize = kPage;
     cache.numKVHeads = kKVHeads;
     cache.headDim = kDim;
     cache.dtype = kvType;
@@ -66,12 +66,12 @@ public:
     if (!kv)
       return kv.takeError();
     this->cache.emplace(std::move(*kv));
-    allocator.emplace(cache.numBlocks);
-    limits.blockSize = kBlock;
-    limits.numBlocks = cache.numBlocks;
+    allocator.emplace(cache.numPages);
+    limits.pageSize = kPage;
+    limits.numPages = cache.numPages;
     limits.maxBatch = 16;
     limits.maxTokens = 2048;
-    limits.maxBlocksPerSeq = 64;
+    limits.maxPagesPerSeq = 64;
     auto builder = runtime::AttentionMetadataBuilder::create(limits);
     if (!builder)
       return builder.takeError();
@@ -81,7 +81,7 @@ public:
     config.numKVHeads = kKVHeads;
     config.headDim = kDim;
     config.kvType = kvType;
-    config.blockSize = kBlock;
+    config.pageSize = kPage;
     auto backend = runtime::Backend::create(config, Jit::global().kernelSource(), limits);
     if (!backend)
       return backend.takeError();
@@ -141,7 +141,7 @@ public:
       s.isPrefill = int(i) < numPrefills;
       s.queryLen = newTokens[i];
       s.contextLen = int32_t(context);
-      s.blockTable = r.table.blocks();
+      s.pageTable = r.table.pages();
       scheduled.push_back(s);
     }
     std::vector<double> lse;
@@ -178,7 +178,7 @@ public:
 
   ScalarType kvType = ScalarType::BF16;
   std::optional<runtime::KVCache> cache;
-  std::optional<runtime::BlockAllocator> allocator;
+  std::optional<runtime::PageAllocator> allocator;
   runtime::MetadataLimits limits;
   std::optional<runtime::AttentionMetadataBuilder> builder;
   std::unique_ptr<runtime::Backend> backend;
@@ -229,7 +229,7 @@ TEST(BackendGraphGpuTest, ReplayEqualsDirectRun) {
       return llvm::Error::success();
     };
   };
-  // Capture with 8 padded one-token decodes over one block each.
+  // Capture with 8 padded one-token decodes over one page each.
   {
     std::vector<Request> padding(8);
     std::mt19937 rng(1);
@@ -323,10 +323,10 @@ llvm::Expected<runtime::DeviceBuffer> uploadRows(const std::vector<uint16_t> &ro
 TEST(BackendEncoderGpuTest, MatchesReference) {
   ATTN_REQUIRE_GPU();
   runtime::MetadataLimits limits;
-  limits.blockSize = 1024; // one (unused) block covers a request: no cache
+  limits.pageSize = 1024; // one (unused) page covers a request: no cache
   limits.maxBatch = 4;
   limits.maxTokens = 1024;
-  limits.maxBlocksPerSeq = 1;
+  limits.maxPagesPerSeq = 1;
   runtime::BackendConfig config;
   config.kind = AttentionKind::Encoder;
   config.numQHeads = kHeads;
@@ -335,12 +335,12 @@ TEST(BackendEncoderGpuTest, MatchesReference) {
   ATTN_ASSIGN_OR_FAIL(backend, runtime::Backend::create(config, Jit::global().kernelSource(), limits));
   std::vector<int> lens = {300, 17, 64};
   std::vector<ScheduledRequest> requests;
-  std::vector<int32_t> noBlocks = {0};
+  std::vector<int32_t> noPages = {0};
   for (int len : lens) {
     ScheduledRequest r;
     r.isPrefill = true;
     r.queryLen = len;
-    r.blockTable = noBlocks; // an encoder reads no cache
+    r.pageTable = noPages; // an encoder reads no cache
     requests.push_back(r);
   }
   ATTN_ASSIGN_OR_FAIL(md, runtime::buildAttentionMetadata(requests, limits));
@@ -375,18 +375,18 @@ TEST(BackendEncoderGpuTest, MatchesReference) {
 TEST(BackendCrossGpuTest, CachedEncoderMatchesReference) {
   ATTN_REQUIRE_GPU();
   runtime::KVCacheConfig cacheConfig;
-  cacheConfig.numBlocks = 64;
+  cacheConfig.numPages = 64;
   cacheConfig.numKVHeads = kKVHeads;
   cacheConfig.headDim = kDim;
   cacheConfig.dtype = ScalarType::F8E4M3;
   ATTN_ASSIGN_OR_FAIL(cache, runtime::KVCache::allocate(cacheConfig));
   runtime::MetadataLimits limits;
-  limits.numBlocks = 64;
+  limits.numPages = 64;
   limits.maxBatch = 4;
   limits.maxTokens = 512;
-  limits.maxBlocksPerSeq = 8;
+  limits.maxPagesPerSeq = 8;
   limits.maxEncoderTokens = 1024;
-  limits.maxCrossBlocksPerSeq = 32;
+  limits.maxCrossPagesPerSeq = 32;
   runtime::BackendConfig config;
   config.kind = AttentionKind::Cross;
   config.numQHeads = kHeads;
@@ -397,8 +397,8 @@ TEST(BackendCrossGpuTest, CachedEncoderMatchesReference) {
   ATTN_ASSIGN_OR_FAIL(builder, runtime::AttentionMetadataBuilder::create(limits));
   ATTN_ASSIGN_OR_FAIL(stream, runtime::Stream::create());
 
-  // Two requests: encoders of 300 and 40 tokens (cross blocks 0-18 and
-  // 20-22), decoder prompts of 5 and 1 tokens (self blocks unused here).
+  // Two requests: encoders of 300 and 40 tokens (cross pages 0-18 and
+  // 20-22), decoder prompts of 5 and 1 tokens (self pages unused here).
   std::vector<int> encoderLens = {300, 40};
   std::vector<std::vector<int32_t>> crossTables = {{}, {20, 21, 22}};
   for (int32_t b = 0; b < 19; ++b)
@@ -419,9 +419,9 @@ TEST(BackendCrossGpuTest, CachedEncoderMatchesReference) {
       requests[b].isPrefill = stepIndex == 0;
       requests[b].queryLen = qLens[b];
       requests[b].contextLen = stepIndex == 0 ? 0 : (b == 0 ? 5 : 1); // step 0's prompts
-      requests[b].blockTable = selfTable;
+      requests[b].pageTable = selfTable;
       requests[b].encoderLen = encoderLens[b];
-      requests[b].crossBlockTable = crossTables[b];
+      requests[b].crossPageTable = crossTables[b];
     }
     ATTN_ASSIGN_OR_FAIL(md, builder.build(requests, stream.get()));
     EXPECT_EQ(md.crossSlotMapping.size(), stepIndex == 0 ? 340u : 0u);

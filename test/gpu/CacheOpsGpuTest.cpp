@@ -1,10 +1,10 @@
-//===- CacheOpsGpuTest.cpp - copy_blocks and advance_step on the GPU ------===//
+//===- CacheOpsGpuTest.cpp - copy_pages and advance_step on the GPU ------===//
 //
-// copyBlocks copies exactly the listed blocks (K and V of every layer, bf16
+// copyPages copies exactly the listed pages (K and V of every layer, bf16
 // and e4m3 caches, NHD and HND) and nothing else, from host and from device
 // pairs, and refuses bad pairs without touching the cache. advanceStep
 // moves the builder's metadata (and input tokens, positions) as a host
-// computation says, step after step across block boundaries, with padding
+// computation says, step after step across page boundaries, with padding
 // rows at slot -1. And a decode planned once, advanced on the device, then
 // run again equals the fp64 reference at the longer lengths, directly and
 // as one captured graph replayed after each step.
@@ -53,29 +53,29 @@ llvm::Error uploadLayer(KVCache &cache, int layer,
   return copyHostToDevice(cache.layerData(layer), bytes.data(), bytes.size());
 }
 
-/// `pairs` applied to a host image of a layer: K and V blocks.
+/// `pairs` applied to a host image of a layer: K and V pages.
 void applyPairs(std::vector<uint8_t> &layer, const KVCacheConfig &c,
-                llvm::ArrayRef<BlockPair> pairs) {
+                llvm::ArrayRef<PagePair> pairs) {
   const std::vector<uint8_t> before = layer;
-  const int64_t bb = c.blockBytes();
+  const int64_t bb = c.pageBytes();
   for (int kv = 0; kv < 2; ++kv)
-    for (const BlockPair &p : pairs)
-      std::memcpy(layer.data() + (kv * c.numBlocks + p.dst) * bb,
-                  before.data() + (kv * c.numBlocks + p.src) * bb, bb);
+    for (const PagePair &p : pairs)
+      std::memcpy(layer.data() + (kv * c.numPages + p.dst) * bb,
+                  before.data() + (kv * c.numPages + p.src) * bb, bb);
 }
 
-/// `count` pairs over `numBlocks` blocks: distinct destinations, none of
-/// them a source; sources may repeat (one prefix block shared by many).
-std::vector<BlockPair> randomPairs(std::mt19937 &rng, int64_t numBlocks,
+/// `count` pairs over `numPages` pages: distinct destinations, none of
+/// them a source; sources may repeat (one prefix page shared by many).
+std::vector<PagePair> randomPairs(std::mt19937 &rng, int64_t numPages,
                                    int count) {
-  std::vector<int64_t> blocks(numBlocks);
-  for (int64_t i = 0; i < numBlocks; ++i)
-    blocks[i] = i;
-  std::shuffle(blocks.begin(), blocks.end(), rng);
+  std::vector<int64_t> pages(numPages);
+  for (int64_t i = 0; i < numPages; ++i)
+    pages[i] = i;
+  std::shuffle(pages.begin(), pages.end(), rng);
   // The first half are sources, the second half destinations.
-  std::vector<BlockPair> pairs;
+  std::vector<PagePair> pairs;
   for (int i = 0; i < count; ++i)
-    pairs.push_back({blocks[rng() % (numBlocks / 2)], blocks[numBlocks / 2 + i]});
+    pairs.push_back({pages[rng() % (numPages / 2)], pages[numPages / 2 + i]});
   return pairs;
 }
 
@@ -88,17 +88,17 @@ void PrintTo(const CopyCase &c, std::ostream *os) {
   *os << toString(c.dtype) << "_" << toString(c.layout);
 }
 
-class CopyBlocksGpuTest : public ::testing::TestWithParam<CopyCase> {};
+class CopyPagesGpuTest : public ::testing::TestWithParam<CopyCase> {};
 
-TEST_P(CopyBlocksGpuTest, CopiesExactlyTheListedBlocksOfEveryLayer) {
+TEST_P(CopyPagesGpuTest, CopiesExactlyTheListedBlocksOfEveryLayer) {
   ATTN_REQUIRE_GPU();
   ATTN_ASSIGN_OR_FAIL(ops, cacheOps());
   KVCacheConfig c;
   c.numLayers = 3;
-  c.numBlocks = 600;
-  c.blockSize = 16;
+  c.numPages = 600;
+  c.pageSize = 16;
   c.numKVHeads = 4;
-  c.headDim = 72; // bf16: 9216-byte blocks; e4m3: 4608 (not a power of 2)
+  c.headDim = 72; // bf16: 9216-byte pages; e4m3: 4608 (not a power of 2)
   c.dtype = GetParam().dtype;
   c.layout = GetParam().layout;
   ATTN_ASSIGN_OR_FAIL(cache, KVCache::allocate(c));
@@ -114,13 +114,13 @@ TEST_P(CopyBlocksGpuTest, CopiesExactlyTheListedBlocksOfEveryLayer) {
   }
 
   // 250 pairs from the host (one launch), then 40 more from the device.
-  std::vector<BlockPair> hostPairs = randomPairs(rng, c.numBlocks, 250);
-  ATTN_ASSERT_OK(ops->copyBlocks(cache, hostPairs, stream.get()));
+  std::vector<PagePair> hostPairs = randomPairs(rng, c.numPages, 250);
+  ATTN_ASSERT_OK(ops->copyPages(cache, hostPairs, stream.get()));
   for (auto &layer : expected)
     applyPairs(layer, c, hostPairs);
-  std::vector<BlockPair> devicePairs = randomPairs(rng, c.numBlocks, 40);
+  std::vector<PagePair> devicePairs = randomPairs(rng, c.numPages, 40);
   ATTN_ASSIGN_OR_FAIL(dPairs, upload(devicePairs));
-  ATTN_ASSERT_OK(ops->copyBlocks(cache, dPairs.ptr<const BlockPair>(),
+  ATTN_ASSERT_OK(ops->copyPages(cache, dPairs.ptr<const PagePair>(),
                                  int64_t(devicePairs.size()), stream.get()));
   for (auto &layer : expected)
     applyPairs(layer, c, devicePairs);
@@ -128,25 +128,25 @@ TEST_P(CopyBlocksGpuTest, CopiesExactlyTheListedBlocksOfEveryLayer) {
 
   for (int l = 0; l < c.numLayers; ++l) {
     ATTN_ASSIGN_OR_FAIL(got, downloadLayer(cache, l));
-    // Name the first wrong block rather than dump megabytes.
-    for (int64_t block = 0; block < 2 * c.numBlocks; ++block) {
-      const int64_t at = block * c.blockBytes();
+    // Name the first wrong page rather than dump megabytes.
+    for (int64_t page = 0; page < 2 * c.numPages; ++page) {
+      const int64_t at = page * c.pageBytes();
       ASSERT_EQ(std::memcmp(got.data() + at, expected[l].data() + at,
-                            c.blockBytes()),
+                            c.pageBytes()),
                 0)
-          << "layer " << l << (block < c.numBlocks ? " K" : " V")
-          << " block " << block % c.numBlocks;
+          << "layer " << l << (page < c.numPages ? " K" : " V")
+          << " page " << page % c.numPages;
     }
   }
 }
 
-TEST_P(CopyBlocksGpuTest, BadPairsAreErrorsAndCopyNothing) {
+TEST_P(CopyPagesGpuTest, BadPairsAreErrorsAndCopyNothing) {
   ATTN_REQUIRE_GPU();
   ATTN_ASSIGN_OR_FAIL(ops, cacheOps());
   KVCacheConfig c;
   c.numLayers = 2;
-  c.numBlocks = 8;
-  c.blockSize = 4;
+  c.numPages = 8;
+  c.pageSize = 4;
   c.numKVHeads = 2;
   c.headDim = 32;
   c.dtype = GetParam().dtype;
@@ -160,19 +160,19 @@ TEST_P(CopyBlocksGpuTest, BadPairsAreErrorsAndCopyNothing) {
   for (int l = 0; l < c.numLayers; ++l)
     ATTN_ASSERT_OK(uploadLayer(cache, l, image));
 
-  auto errorOf = [&](std::vector<BlockPair> pairs) {
-    llvm::Error error = ops->copyBlocks(cache, pairs, stream.get());
+  auto errorOf = [&](std::vector<PagePair> pairs) {
+    llvm::Error error = ops->copyPages(cache, pairs, stream.get());
     return error ? llvm::toString(std::move(error)) : std::string("(none)");
   };
   // A valid pair first: a bad one anywhere rejects the whole call.
   EXPECT_EQ(errorOf({{0, 1}, {2, 8}}),
-            "copyBlocks: pair 1: destination block 8 is outside [0, 8)");
+            "copyPages: pair 1: destination page 8 is outside [0, 8)");
   EXPECT_EQ(errorOf({{0, 1}, {3, 3}}),
-            "copyBlocks: pair 1: block 3 is copied onto itself");
+            "copyPages: pair 1: page 3 is copied onto itself");
   EXPECT_EQ(errorOf({{0, 1}, {2, 1}}),
-            "copyBlocks: pair 1: destination block 1 is written by an "
+            "copyPages: pair 1: destination page 1 is written by an "
             "earlier pair");
-  EXPECT_NE(errorOf({{0, 1}, {1, 2}}).find("destination block 1 is also a source"),
+  EXPECT_NE(errorOf({{0, 1}, {1, 2}}).find("destination page 1 is also a source"),
             std::string::npos);
   ATTN_ASSERT_OK(stream.synchronize());
   for (int l = 0; l < c.numLayers; ++l) {
@@ -180,40 +180,40 @@ TEST_P(CopyBlocksGpuTest, BadPairsAreErrorsAndCopyNothing) {
     EXPECT_TRUE(got == image) << "layer " << l << " changed";
   }
 
-  // A block size the 16-byte kernel cannot copy (40-byte e4m3 blocks).
+  // A page size the 16-byte kernel cannot copy (40-byte e4m3 pages).
   KVCacheConfig odd = c;
   odd.dtype = ScalarType::F8E4M3;
-  odd.blockSize = 1;
+  odd.pageSize = 1;
   odd.numKVHeads = 1;
   odd.headDim = 40;
   ATTN_ASSIGN_OR_FAIL(oddCache, KVCache::allocate(odd));
-  std::vector<BlockPair> onePair = {{0, 1}};
-  llvm::Error error = ops->copyBlocks(oddCache, onePair, stream.get());
+  std::vector<PagePair> onePair = {{0, 1}};
+  llvm::Error error = ops->copyPages(oddCache, onePair, stream.get());
   ASSERT_TRUE(bool(error));
   EXPECT_EQ(llvm::toString(std::move(error)),
-            "copyBlocks: a block is 40 bytes (1 tokens x 1 heads x 40 dims of "
+            "copyPages: a page is 40 bytes (1 tokens x 1 heads x 40 dims of "
             "e4m3); the kernel copies 16-byte vectors and needs a multiple of "
             "16");
 }
 
-TEST(CopyBlocksCapacityGpuTest, MorePairsThanStagedAreAnError) {
+TEST(CopyPagesCapacityGpuTest, MorePairsThanStagedAreAnError) {
   ATTN_REQUIRE_GPU();
   ATTN_ASSIGN_OR_FAIL(arch, currentDeviceArch());
   ATTN_ASSIGN_OR_FAIL(ops, CacheOps::create(KernelCache::global(), arch, 4));
   KVCacheConfig c;
-  c.numBlocks = 16;
+  c.numPages = 16;
   ATTN_ASSIGN_OR_FAIL(cache, KVCache::allocate(c));
   llvm::Error error =
-      ops.copyBlocks(cache, {{0, 1}, {0, 2}, {0, 3}, {0, 4}, {0, 5}}, nullptr);
+      ops.copyPages(cache, {{0, 1}, {0, 2}, {0, 3}, {0, 4}, {0, 5}}, nullptr);
   ASSERT_TRUE(bool(error));
   EXPECT_EQ(llvm::toString(std::move(error)),
-            "copyBlocks: 5 pairs exceed the staging capacity of 4 "
+            "copyPages: 5 pairs exceed the staging capacity of 4 "
             "(CacheOps::create's maxStagedPairs)");
-  ATTN_ASSERT_OK(ops.copyBlocks(cache, {{0, 1}, {0, 2}, {0, 3}, {0, 4}}, nullptr));
+  ATTN_ASSERT_OK(ops.copyPages(cache, {{0, 1}, {0, 2}, {0, 3}, {0, 4}}, nullptr));
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Caches, CopyBlocksGpuTest,
+    Caches, CopyPagesGpuTest,
     ::testing::Values(CopyCase{ScalarType::BF16, KVLayout::NHD},
                       CopyCase{ScalarType::BF16, KVLayout::HND},
                       CopyCase{ScalarType::F8E4M3, KVLayout::NHD},
@@ -239,15 +239,15 @@ TEST(AdvanceStepGpuTest, MetadataFollowsTheHostComputation) {
   ATTN_ASSIGN_OR_FAIL(ops, cacheOps());
   ATTN_ASSIGN_OR_FAIL(stream, Stream::create());
   MetadataLimits limits;
-  limits.blockSize = 4;
-  limits.numBlocks = 64;
+  limits.pageSize = 4;
+  limits.numPages = 64;
   limits.maxBatch = 8;
   limits.maxTokens = 32;
-  limits.maxBlocksPerSeq = 6;
+  limits.maxPagesPerSeq = 6;
   ATTN_ASSIGN_OR_FAIL(builder, AttentionMetadataBuilder::create(limits));
 
-  // Context lengths put the steps' tokens across block boundaries (a new
-  // token at position 4, 8, 12, ... opens a block); each table has room
+  // Context lengths put the steps' tokens across page boundaries (a new
+  // token at position 4, 8, 12, ... opens a page); each table has room
   // for every step.
   const std::vector<int32_t> contexts = {3, 4, 7, 10, 0};
   std::vector<std::vector<int32_t>> tables(5);
@@ -260,18 +260,18 @@ TEST(AdvanceStepGpuTest, MetadataFollowsTheHostComputation) {
   ScheduledRequest prefill;
   prefill.isPrefill = true;
   prefill.queryLen = 6;
-  prefill.blockTable = prefillTable;
+  prefill.pageTable = prefillTable;
   requests.push_back(prefill);
   for (int r = 0; r < 5; ++r) {
     ScheduledRequest d;
     d.contextLen = contexts[r];
-    d.blockTable = tables[r];
+    d.pageTable = tables[r];
     requests.push_back(d);
   }
   ATTN_ASSIGN_OR_FAIL(md, builder.build(requests, stream.get()));
   AttentionMetadataView decode = md.decodeView();
   AdvanceStepArgs args;
-  ATTN_ASSERT_OK(bindMetadata(args, decode, limits.blockSize));
+  ATTN_ASSERT_OK(bindMetadata(args, decode, limits.pageSize));
   ASSERT_EQ(args.numQueries, 5);
   args.numSeqs = 7; // two padding rows, as a graph of batch 7 runs
 
@@ -369,18 +369,18 @@ void runPlannedOnce(bool inGraph) {
   args.headDim = v.headDim;
   args.out = dOut.ptr<void>();
   args.cache = dCache.view;
-  args.blockTables = dCache.blockTables.ptr<int32_t>();
-  args.blockTableStride = cache.blockTableStride;
+  args.pageTables = dCache.pageTables.ptr<int32_t>();
+  args.pageTableStride = cache.pageTableStride;
   args.seqLens = dLens.ptr<int32_t>();
 
   AdvanceStepArgs step;
   step.numQueries = batch;
   step.numSeqs = batch;
-  step.blockSize = v.pageSize;
+  step.pageSize = v.pageSize;
   step.seqLens = dLens.ptr<int32_t>();
   step.slotMapping = dSlots.ptr<int64_t>();
-  step.blockTables = dCache.blockTables.ptr<int32_t>();
-  step.blockTableStride = cache.blockTableStride;
+  step.pageTables = dCache.pageTables.ptr<int32_t>();
+  step.pageTableStride = cache.pageTableStride;
 
   CUgraphExec exec = nullptr;
   if (inGraph) {
@@ -404,8 +404,8 @@ void runPlannedOnce(bool inGraph) {
   prob.headDim = v.headDim;
   prob.pageSize = v.pageSize;
   prob.layout = v.layout;
-  prob.blockTables = cache.blockTables;
-  prob.blockTableStride = cache.blockTableStride;
+  prob.pageTables = cache.pageTables;
+  prob.pageTableStride = cache.pageTableStride;
   prob.pageStride = cache.pageStride;
   prob.scale = 1.0 / std::sqrt(double(v.headDim));
   prob.q = q.values;
@@ -459,7 +459,7 @@ void runPlannedOnce(bool inGraph) {
       if (s > 0) {
         int pos = first[b] + s - 1;
         EXPECT_EQ(gotSlots[b],
-                  int64_t(cache.blockTables[b * cache.blockTableStride +
+                  int64_t(cache.pageTables[b * cache.pageTableStride +
                                             pos / v.pageSize]) *
                           v.pageSize +
                       pos % v.pageSize)

@@ -226,8 +226,8 @@ protected:
     args.headDim = 64;
     args.out = p;
     args.cache = {p, p, ScalarType::F8E4M3, 2, 64, 16, KVLayout::NHD, 8, 0};
-    args.blockTables = buffer.ptr<int32_t>();
-    args.blockTableStride = 4;
+    args.pageTables = buffer.ptr<int32_t>();
+    args.pageTableStride = 4;
     args.seqLens = buffer.ptr<int32_t>();
     args.kScale = args.vScale = buffer.ptr<float>();
     args.numKVScales = 1;
@@ -296,18 +296,18 @@ TEST_F(DecodeArgsGpuTest, ValidationFindsOutOfRangePages) {
   ATTN_ASSIGN_OR_FAIL(dLens, upload(lens));
   ATTN_ASSIGN_OR_FAIL(dTables, upload(tables));
   args.seqLens = dLens.ptr<int32_t>();
-  args.blockTables = dTables.ptr<int32_t>();
+  args.pageTables = dTables.ptr<int32_t>();
   ATTN_ASSIGN_OR_FAIL(plan, kernel->plan(lens, *workspace, nullptr));
   args.validatePages = true;
   llvm::Error err = kernel->run(plan, args, nullptr);
   ASSERT_TRUE(bool(err)) << "out-of-range page accepted";
   std::string message = llvm::toString(std::move(err));
-  EXPECT_NE(message.find("blockTables[1][1] = 9 is outside the cache's 8 pages"),
+  EXPECT_NE(message.find("pageTables[1][1] = 9 is outside the cache's 8 pages"),
             std::string::npos)
       << message;
   tables[5] = 3;
   ATTN_ASSIGN_OR_FAIL(dFixed, upload(tables));
-  args.blockTables = dFixed.ptr<int32_t>();
+  args.pageTables = dFixed.ptr<int32_t>();
   ATTN_ASSERT_OK(kernel->validatePages(plan, args, nullptr));
 }
 

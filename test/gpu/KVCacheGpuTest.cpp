@@ -1,11 +1,11 @@
 //===- KVCacheGpuTest.cpp - swap, metadata upload, append through slots ---===//
 //
 // The engine-side host code against real device memory: swapOut/swapIn move
-// exactly the listed blocks (K and V of every layer) and nothing else; the
+// exactly the listed pages (K and V of every layer) and nothing else; the
 // metadata builder's device arrays equal its host arrays, padded (slot -1,
 // else 0) up to the limits at fixed addresses; and append-KV run with the
 // builder's slot mapping on a KVCache layer puts every new row in the slot
-// its block table says.
+// its page table says.
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/serving/AttentionMetadata.h"
@@ -25,8 +25,8 @@ namespace {
 KVCacheConfig swapConfig(KVLayout layout) {
   KVCacheConfig c;
   c.numLayers = 3;
-  c.numBlocks = 12;
-  c.blockSize = 4;
+  c.numPages = 12;
+  c.pageSize = 4;
   c.numKVHeads = 2;
   c.headDim = 32;
   c.dtype = ScalarType::F8E4M3;
@@ -41,12 +41,12 @@ std::vector<uint8_t> randomBytes(std::mt19937 &rng, size_t n) {
   return bytes;
 }
 
-/// Block `block` of K (kv 0) or V (kv 1) in a layer image of `numBlocks`.
-std::vector<uint8_t> blockOf(const std::vector<uint8_t> &layer,
-                             const KVCacheConfig &c, int64_t numBlocks, int kv,
-                             int64_t block) {
-  auto at = layer.begin() + (kv * numBlocks + block) * c.blockBytes();
-  return std::vector<uint8_t>(at, at + c.blockBytes());
+/// Page `page` of K (kv 0) or V (kv 1) in a layer image of `numPages`.
+std::vector<uint8_t> pageOf(const std::vector<uint8_t> &layer,
+                             const KVCacheConfig &c, int64_t numPages, int kv,
+                             int64_t page) {
+  auto at = layer.begin() + (kv * numPages + page) * c.pageBytes();
+  return std::vector<uint8_t>(at, at + c.pageBytes());
 }
 
 llvm::Expected<std::vector<uint8_t>> downloadLayer(const KVCache &cache,
@@ -60,11 +60,11 @@ llvm::Expected<std::vector<uint8_t>> downloadLayer(const KVCache &cache,
 
 class KVCacheSwapTest : public ::testing::TestWithParam<KVLayout> {};
 
-TEST_P(KVCacheSwapTest, SwapOutAndInMoveExactlyTheListedBlocks) {
+TEST_P(KVCacheSwapTest, SwapOutAndInMoveExactlyTheListedPages) {
   ATTN_REQUIRE_GPU();
   const KVCacheConfig c = swapConfig(GetParam());
   KVCacheConfig hostConfig = c;
-  hostConfig.numBlocks = 7; // swap space of another size
+  hostConfig.numPages = 7; // swap space of another size
   ATTN_ASSIGN_OR_FAIL(cache, KVCache::allocate(c));
   ATTN_ASSIGN_OR_FAIL(host, HostKVCache::allocate(hostConfig));
   ATTN_ASSIGN_OR_FAIL(stream, Stream::create());
@@ -79,8 +79,8 @@ TEST_P(KVCacheSwapTest, SwapOutAndInMoveExactlyTheListedBlocks) {
     std::memcpy(host.layerData(l), hostBefore[l].data(), hostBefore[l].size());
   }
 
-  // A run of two, a single block, a run into the host's last block.
-  const std::vector<BlockPair> out = {{2, 0}, {3, 1}, {9, 4}, {10, 5}, {11, 6}};
+  // A run of two, a single page, a run into the host's last page.
+  const std::vector<PagePair> out = {{2, 0}, {3, 1}, {9, 4}, {10, 5}, {11, 6}};
   ATTN_ASSERT_OK(cache.swapOut(out, host, stream.get()));
   ATTN_ASSERT_OK(cache.swapOut(out, host, stream.get())); // idempotent
   ASSERT_EQ(cuStreamSynchronize(stream.get()), CUDA_SUCCESS);
@@ -88,35 +88,35 @@ TEST_P(KVCacheSwapTest, SwapOutAndInMoveExactlyTheListedBlocks) {
     std::vector<uint8_t> got(host.layerData(l),
                              host.layerData(l) + hostConfig.layerBytes());
     std::vector<uint8_t> want = hostBefore[l];
-    for (const BlockPair &p : out)
+    for (const PagePair &p : out)
       for (int kv = 0; kv < 2; ++kv) {
-        std::vector<uint8_t> src = blockOf(device[l], c, c.numBlocks, kv, p.src);
+        std::vector<uint8_t> src = pageOf(device[l], c, c.numPages, kv, p.src);
         std::copy(src.begin(), src.end(),
-                  want.begin() + (kv * hostConfig.numBlocks + p.dst) * c.blockBytes());
+                  want.begin() + (kv * hostConfig.numPages + p.dst) * c.pageBytes());
       }
-    EXPECT_EQ(got, want) << "host layer " << l; // blocks 2, 3 untouched
+    EXPECT_EQ(got, want) << "host layer " << l; // pages 2, 3 untouched
   }
 
-  // Back in, to other device blocks; everything else keeps its bytes.
-  const std::vector<BlockPair> in = {{0, 5}, {1, 6}, {4, 0}, {6, 11}};
+  // Back in, to other device pages; everything else keeps its bytes.
+  const std::vector<PagePair> in = {{0, 5}, {1, 6}, {4, 0}, {6, 11}};
   ATTN_ASSERT_OK(cache.swapIn(in, host, stream.get()));
   ASSERT_EQ(cuStreamSynchronize(stream.get()), CUDA_SUCCESS);
-  auto originOf = [&](int64_t hostBlock) { // the device block swapped there
-    for (const BlockPair &p : out)
-      if (p.dst == hostBlock)
+  auto originOf = [&](int64_t hostPage) { // the device page swapped there
+    for (const PagePair &p : out)
+      if (p.dst == hostPage)
         return p.src;
     return int64_t(-1);
   };
   for (int l = 0; l < c.numLayers; ++l) {
     ATTN_ASSIGN_OR_FAIL(got, downloadLayer(cache, l));
     std::vector<uint8_t> want = device[l];
-    for (const BlockPair &p : in) {
+    for (const PagePair &p : in) {
       int64_t origin = originOf(p.src);
       ASSERT_GE(origin, 0);
       for (int kv = 0; kv < 2; ++kv) {
-        std::vector<uint8_t> src = blockOf(device[l], c, c.numBlocks, kv, origin);
+        std::vector<uint8_t> src = pageOf(device[l], c, c.numPages, kv, origin);
         std::copy(src.begin(), src.end(),
-                  want.begin() + (kv * c.numBlocks + p.dst) * c.blockBytes());
+                  want.begin() + (kv * c.numPages + p.dst) * c.pageBytes());
       }
     }
     EXPECT_EQ(got, want) << "device layer " << l;
@@ -133,17 +133,17 @@ TEST(KVCacheGpu, SwapErrorsCopyNothing) {
   ATTN_REQUIRE_GPU();
   const KVCacheConfig c = swapConfig(KVLayout::NHD);
   KVCacheConfig other = c;
-  other.numBlocks = 4;
+  other.numPages = 4;
   ATTN_ASSIGN_OR_FAIL(cache, KVCache::allocate(c));
   ATTN_ASSIGN_OR_FAIL(host, HostKVCache::allocate(other));
   llvm::Error error = cache.swapOut({{1, 0}, {2, 4}}, host, nullptr);
   ASSERT_TRUE(bool(error));
   EXPECT_EQ(llvm::toString(std::move(error)),
-            "KV cache: swap: pair 1: host block 4 is outside [0, 4)");
+            "KV cache: swap: pair 1: host page 4 is outside [0, 4)");
   error = cache.swapIn({{0, 12}}, host, nullptr);
   ASSERT_TRUE(bool(error));
   EXPECT_EQ(llvm::toString(std::move(error)),
-            "KV cache: swap: pair 0: device block 12 is outside [0, 12)");
+            "KV cache: swap: pair 0: device page 12 is outside [0, 12)");
   other.headDim = 64;
   ATTN_ASSIGN_OR_FAIL(wrong, HostKVCache::allocate(other));
   error = cache.swapOut({{0, 0}}, wrong, nullptr);
@@ -160,7 +160,7 @@ TEST(KVCacheGpu, ViewAndScales) {
   PagedKVView v = cache.view(1);
   EXPECT_EQ(reinterpret_cast<CUdeviceptr>(v.k), cache.layerData(1));
   EXPECT_EQ(static_cast<const char *>(v.v) - static_cast<const char *>(v.k),
-            c.numBlocks * c.blockBytes());
+            c.numPages * c.pageBytes());
   EXPECT_EQ(v.numPages, 12);
   EXPECT_EQ(v.pageSize, 4);
   EXPECT_EQ(v.layout, KVLayout::HND);
@@ -201,17 +201,17 @@ Step mixedStep() {
     s.requests.push_back(q);
   }
   for (int r = 0; r < 5; ++r)
-    s.requests[r].blockTable = s.tables[r];
+    s.requests[r].pageTable = s.tables[r];
   return s;
 }
 
 MetadataLimits stepLimits() {
   MetadataLimits l;
-  l.blockSize = 4;
-  l.numBlocks = 12;
+  l.pageSize = 4;
+  l.numPages = 12;
   l.maxBatch = 8;
   l.maxTokens = 32;
-  l.maxBlocksPerSeq = 4;
+  l.maxPagesPerSeq = 4;
   return l;
 }
 
@@ -233,7 +233,7 @@ TEST(AttentionMetadataGpu, UploadEqualsHostAndPads) {
   Step step = mixedStep();
   ATTN_ASSIGN_OR_FAIL(md, builder.build(step.requests, stream.get()));
   const DeviceMetadata d = md.device;
-  const size_t B = l.maxBatch, W = l.maxBlocksPerSeq;
+  const size_t B = l.maxBatch, W = l.maxPagesPerSeq;
 
   auto padded = [](std::vector<int32_t> v, size_t n) {
     v.resize(n, 0);
@@ -247,8 +247,8 @@ TEST(AttentionMetadataGpu, UploadEqualsHostAndPads) {
   EXPECT_EQ(qsl, md.queryStartLoc);
   ATTN_ASSIGN_OR_FAIL(ssl, fromDevice(d.seqStartLoc, 6));
   EXPECT_EQ(ssl, md.seqStartLoc);
-  ATTN_ASSIGN_OR_FAIL(tables, fromDevice(d.blockTables, B * W));
-  EXPECT_EQ(tables, padded(md.blockTables, B * W));
+  ATTN_ASSIGN_OR_FAIL(tables, fromDevice(d.pageTables, B * W));
+  EXPECT_EQ(tables, padded(md.pageTables, B * W));
   ATTN_ASSIGN_OR_FAIL(slots, fromDevice(d.slotMapping, size_t(l.maxTokens)));
   std::vector<int64_t> wantSlots = md.slotMapping;
   wantSlots.resize(l.maxTokens, -1);
@@ -260,7 +260,7 @@ TEST(AttentionMetadataGpu, UploadEqualsHostAndPads) {
   EXPECT_EQ(dssl, (std::vector<int32_t>{0, 5, 17, 20}));
   ATTN_ASSIGN_OR_FAIL(dslots, fromDevice(dv.device.slotMapping, 3));
   EXPECT_EQ(dslots, (std::vector<int64_t>{24, 47, 34}));
-  EXPECT_EQ(d.crossBlockTables, nullptr); // cross attention off
+  EXPECT_EQ(d.crossPageTables, nullptr); // cross attention off
 
   // A smaller next step: same addresses, the old entries are padding now.
   Step next = mixedStep();
@@ -268,8 +268,8 @@ TEST(AttentionMetadataGpu, UploadEqualsHostAndPads) {
   ATTN_ASSIGN_OR_FAIL(md2, builder.build(next.requests, stream.get()));
   EXPECT_EQ(md2.device.seqLens, d.seqLens);
   EXPECT_EQ(md2.device.slotMapping, d.slotMapping);
-  ATTN_ASSIGN_OR_FAIL(tables2, fromDevice(md2.device.blockTables, B * W));
-  EXPECT_EQ(tables2, padded(md2.blockTables, B * W));
+  ATTN_ASSIGN_OR_FAIL(tables2, fromDevice(md2.device.pageTables, B * W));
+  EXPECT_EQ(tables2, padded(md2.pageTables, B * W));
   ATTN_ASSIGN_OR_FAIL(slots2, fromDevice(md2.device.slotMapping, size_t(l.maxTokens)));
   std::vector<int64_t> wantSlots2 = md2.slotMapping;
   wantSlots2.resize(l.maxTokens, -1);
@@ -280,21 +280,21 @@ TEST(AttentionMetadataGpu, CrossArraysUpload) {
   ATTN_REQUIRE_GPU();
   MetadataLimits l = stepLimits();
   l.maxEncoderTokens = 8;
-  l.maxCrossBlocksPerSeq = 2;
+  l.maxCrossPagesPerSeq = 2;
   ATTN_ASSIGN_OR_FAIL(builder, AttentionMetadataBuilder::create(l));
   const std::vector<int32_t> table = {0}, cross = {10, 11};
   ScheduledRequest r;
   r.isPrefill = true;
   r.queryLen = 2;
-  r.blockTable = table;
+  r.pageTable = table;
   r.encoderLen = 6;
-  r.crossBlockTable = cross;
+  r.crossPageTable = cross;
   ATTN_ASSIGN_OR_FAIL(md, builder.build({r}, nullptr));
   ATTN_ASSIGN_OR_FAIL(lens, fromDevice(md.device.encoderSeqLens, 1));
   EXPECT_EQ(lens, std::vector<int32_t>{6});
   ATTN_ASSIGN_OR_FAIL(start, fromDevice(md.device.encoderSeqStartLoc, 2));
   EXPECT_EQ(start, (std::vector<int32_t>{0, 6}));
-  ATTN_ASSIGN_OR_FAIL(tables, fromDevice(md.device.crossBlockTables, 2));
+  ATTN_ASSIGN_OR_FAIL(tables, fromDevice(md.device.crossPageTables, 2));
   EXPECT_EQ(tables, cross);
   ATTN_ASSIGN_OR_FAIL(slots, fromDevice(md.device.crossSlotMapping, 8));
   EXPECT_EQ(slots, (std::vector<int64_t>{40, 41, 42, 43, 44, 45, -1, -1}));
@@ -303,8 +303,8 @@ TEST(AttentionMetadataGpu, CrossArraysUpload) {
 TEST(AttentionMetadataGpu, AppendKVWritesThroughTheSlotMapping) {
   ATTN_REQUIRE_GPU();
   KVCacheConfig c;
-  c.numBlocks = 12;
-  c.blockSize = 4;
+  c.numPages = 12;
+  c.pageSize = 4;
   c.numKVHeads = 2;
   c.headDim = 64;
   c.dtype = ScalarType::BF16;
@@ -312,7 +312,7 @@ TEST(AttentionMetadataGpu, AppendKVWritesThroughTheSlotMapping) {
   v.inType = v.kvType = c.dtype;
   v.numKVHeads = c.numKVHeads;
   v.headDim = c.headDim;
-  v.pageSize = c.blockSize;
+  v.pageSize = c.pageSize;
   v.layout = c.layout;
   ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().appendKV(v));
   ATTN_ASSIGN_OR_FAIL(cache, KVCache::allocate(c));
@@ -354,10 +354,10 @@ TEST(AttentionMetadataGpu, AppendKVWritesThroughTheSlotMapping) {
     const int64_t slot = md.slotMapping[t];
     for (int h = 0; h < c.numKVHeads; ++h)
       for (int kv = 0; kv < 2; ++kv) {
-        int64_t at = ref::kvOffset(c.layout, slot / c.blockSize,
-                                   int(slot % c.blockSize), h, c.numKVHeads,
-                                   c.blockSize, c.headDim, c.blockElements()) +
-                     kv * c.numBlocks * c.blockElements();
+        int64_t at = ref::kvOffset(c.layout, slot / c.pageSize,
+                                   int(slot % c.pageSize), h, c.numKVHeads,
+                                   c.pageSize, c.headDim, c.pageElements()) +
+                     kv * c.numPages * c.pageElements();
         const Quantized &src = kv ? val : k;
         std::memcpy(&want[at * elem], &src.bytes[(t * row + h * c.headDim) * elem],
                     c.headDim * elem);

@@ -707,8 +707,8 @@ protected:
     args.numQHeads = 8;
     args.headDim = 64;
     args.cache = {p, p, ScalarType::F8E4M3, 2, 64, 16, KVLayout::NHD, 64, 0};
-    args.blockTables = buffer.ptr<int32_t>();
-    args.blockTableStride = 7; // ceil(100 / 16)
+    args.pageTables = buffer.ptr<int32_t>();
+    args.pageTableStride = 7; // ceil(100 / 16)
     args.kScale = args.vScale = buffer.ptr<float>();
     args.numKVScales = 1;
   }
@@ -754,7 +754,7 @@ TEST_F(PagedPrefillArgsGpuTest, RejectsCacheOfAnotherFormat) {
 }
 
 TEST_F(PagedPrefillArgsGpuTest, RejectsShortBlockTable) {
-  args.blockTableStride = 6;
+  args.pageTableStride = 6;
   expectRejected({"100 tokens", "7 pages", "6"});
 }
 

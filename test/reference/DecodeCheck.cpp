@@ -80,11 +80,11 @@ RandomPagedCache randomPagedCache(std::mt19937 &rng, const PagedCacheShape &sh,
   std::vector<int> order(c.totalPages);
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), rng);
-  c.blockTableStride = maxPages + 1;
-  c.blockTables.assign(size_t(batch) * c.blockTableStride, 0);
+  c.pageTableStride = maxPages + 1;
+  c.pageTables.assign(size_t(batch) * c.pageTableStride, 0);
   for (int b = 0, next = 0; b < batch; ++b)
     for (int i = 0; i < pagesPer[b]; ++i)
-      c.blockTables[size_t(b) * c.blockTableStride + i] = order[next++];
+      c.pageTables[size_t(b) * c.pageTableStride + i] = order[next++];
 
   // Per-KV-head FP8 scales (all equal unless the variant is per head).
   const bool fp8 =
@@ -140,7 +140,7 @@ void gatherPages(const RandomPagedCache &c, const PagedCacheShape &sh,
   v.clear();
   for (size_t b = 0; b < seqLens.size(); ++b)
     for (int pos = 0; pos < seqLens[b]; ++pos) {
-      int page = c.blockTables[b * c.blockTableStride + pos / sh.pageSize];
+      int page = c.pageTables[b * c.pageTableStride + pos / sh.pageSize];
       for (int h = 0; h < sh.numKVHeads; ++h) {
         int64_t at = ref::kvOffset(sh.layout, page, pos % sh.pageSize, h,
                                    sh.numKVHeads, sh.pageSize, sh.headDim,
@@ -159,7 +159,7 @@ llvm::Expected<DeviceCache> uploadCache(const RandomPagedCache &c,
   for (auto [buffer, bytes, size] :
        {std::tuple{&d.k, static_cast<const void *>(c.kBytes.data()), c.kBytes.size()},
         {&d.v, c.vBytes.data(), c.vBytes.size()},
-        {&d.blockTables, c.blockTables.data(), c.blockTables.size() * sizeof(int32_t)},
+        {&d.pageTables, c.pageTables.data(), c.pageTables.size() * sizeof(int32_t)},
         {&d.kScales, c.kScales.data(), c.kScales.size() * sizeof(float)},
         {&d.vScales, c.vScales.data(), c.vScales.size() * sizeof(float)}}) {
     auto uploaded = upload(bytes, size);
@@ -207,8 +207,8 @@ llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kerne
   prob.layout = v.layout;
   prob.queryLen = v.queryLen;
   prob.seqLens = tc.seqLens;
-  prob.blockTables = cache.blockTables;
-  prob.blockTableStride = cache.blockTableStride;
+  prob.pageTables = cache.pageTables;
+  prob.pageTableStride = cache.pageTableStride;
   prob.pageStride = cache.pageStride;
   setScoreMods(prob, v);
 
@@ -273,8 +273,8 @@ llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kerne
   args.out = dOut.ptr<void>();
   args.lse = v.writeLse ? dLse.ptr<float>() : nullptr;
   args.cache = dCache.view;
-  args.blockTables = dCache.blockTables.ptr<int32_t>();
-  args.blockTableStride = cache.blockTableStride;
+  args.pageTables = dCache.pageTables.ptr<int32_t>();
+  args.pageTableStride = cache.pageTableStride;
   args.seqLens = dLens.ptr<int32_t>();
   if (fp8) {
     args.kScale = dCache.kScales.ptr<float>();

@@ -107,10 +107,10 @@ void setScoreMods(Problem &prob, const Variant &v) {
 /// shuffled pages (plus a few unused ones), with its exact values.
 struct RandomPagedCache {
   int totalPages = 0;
-  int blockTableStride = 0;       ///< pages per block-table row
+  int pageTableStride = 0;       ///< pages per page-table row
   int64_t pageStride = 0;         ///< elements between pages
   int64_t pageElems = 0;          ///< elements of K (or V) in one page
-  std::vector<int32_t> blockTables; ///< [batch, blockTableStride]
+  std::vector<int32_t> pageTables; ///< [batch, pageTableStride]
   std::vector<float> kScales, vScales; ///< FP8: [1] or [numKVHeads]
   /// Cache bytes as the GPU reads them. Interleaved: V in the second half
   /// of each page of kBytes, vBytes unused by the kernel.
@@ -142,7 +142,7 @@ void gatherPages(const RandomPagedCache &cache, const PagedCacheShape &shape,
 
 /// The cache's device buffers and a view of them for launch arguments.
 struct DeviceCache {
-  runtime::DeviceBuffer k, v, blockTables, kScales, vScales;
+  runtime::DeviceBuffer k, v, pageTables, kScales, vScales;
   runtime::PagedKVView view;
 };
 llvm::Expected<DeviceCache> uploadCache(const RandomPagedCache &cache,

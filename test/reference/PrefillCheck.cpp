@@ -87,8 +87,8 @@ void fillPaged(Args &args, const PrefillVariant &v, DeviceProblem &d) {
   fillCommon(args, v, d);
   args.qType = v.qType;
   args.cache = d.dCache->view;
-  args.blockTables = d.dCache->blockTables.ptr<int32_t>();
-  args.blockTableStride = d.cache.blockTableStride;
+  args.pageTables = d.dCache->pageTables.ptr<int32_t>();
+  args.pageTableStride = d.cache.pageTableStride;
   if (v.paged->kvType == ScalarType::F8E4M3 ||
       v.paged->kvType == ScalarType::F8E5M2) {
     args.kScale = d.dCache->kScales.ptr<float>();

@@ -113,7 +113,7 @@ void decodeReference(const DecodeProblem &p, std::vector<double> &out,
   for (int b = 0; b < p.batch(); ++b) {
     const int len = p.seqLens[b];
     auto offsetOf = [&](int pos, int kvHead) {
-      int page = p.blockTables[size_t(b) * p.blockTableStride + pos / p.pageSize];
+      int page = p.pageTables[size_t(b) * p.pageTableStride + pos / p.pageSize];
       return kvOffset(p.layout, page, pos % p.pageSize, kvHead, p.numKVHeads,
                       p.pageSize, p.headDim, p.pageStride);
     };

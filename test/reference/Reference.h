@@ -35,8 +35,8 @@ struct DecodeProblem {
   KVLayout layout = KVLayout::NHD;
   int queryLen = 1;
   std::vector<int> seqLens;     ///< per request, new tokens included
-  std::vector<int> blockTables; ///< [batch, blockTableStride]
-  int blockTableStride = 0;
+  std::vector<int> pageTables; ///< [batch, pageTableStride]
+  int pageTableStride = 0;
   int64_t pageStride = 0;      ///< elements between pages of k / v
   std::vector<double> q;       ///< [batch * queryLen, numQHeads, headDim]
   std::vector<double> k, v;    ///< paged caches, dequantized

@@ -20,7 +20,7 @@
 // MANIFEST-DAG: "append_kv in=f16 kv=e4m3 kv_heads=8 dim=128 page=16 layout=nhd headscale=0"
 // MANIFEST-DAG: "cubin": "sm_90a/paged_prefill_qbf16_kve4m3_h32x8_d128_p16nhd_causal_m{{[0-9]+}}n{{[0-9]+}}w4s2-{{[0-9a-f]+}}.cubin"
 // MANIFEST-DAG: "source": "sm_80/decode_qf16_kvf16_h32x8_d128_p16nhd_swa_w{{.*}}.cu"
-// MANIFEST-DAG: "cubin": "sm_90a/copy_blocks-{{[0-9a-f]+}}.cubin"
+// MANIFEST-DAG: "cubin": "sm_90a/copy_pages-{{[0-9a-f]+}}.cubin"
 // MANIFEST-DAG: "cubin": "sm_90a/advance_step-{{[0-9a-f]+}}.cubin"
 
 // RUN: ls %t/lib/sm_80/*.cubin | count 19
@@ -56,12 +56,12 @@
 func.func @step(
     %q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>, %v: tensor<?x8x128xbf16>,
     %cache: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
-    %slot_mapping: tensor<?xi64>, %block_tables: tensor<?x?xi32>,
+    %slot_mapping: tensor<?xi64>, %page_tables: tensor<?x?xi32>,
     %seq_lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
   %updated = attn.append_kv %k, %v into %cache at %slot_mapping
       : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
         !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?xi64>
-  %out = attn.decode %q, %updated, %block_tables, %seq_lens
+  %out = attn.decode %q, %updated, %page_tables, %seq_lens
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
   return %out : tensor<?x32x128xbf16>

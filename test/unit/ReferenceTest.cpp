@@ -60,16 +60,16 @@ TEST(ReferenceFormats, EveryEncodingRoundTrips) {
   }
 }
 
-/// One request, one head, page size 1, identity block table.
+/// One request, one head, page size 1, identity page table.
 DecodeProblem tinyProblem(int len, int dim) {
   DecodeProblem p;
   p.numQHeads = p.numKVHeads = 1;
   p.headDim = dim;
   p.pageSize = 1;
   p.seqLens = {len};
-  p.blockTableStride = len;
+  p.pageTableStride = len;
   for (int i = 0; i < len; ++i)
-    p.blockTables.push_back(i);
+    p.pageTables.push_back(i);
   p.pageStride = dim;
   std::mt19937 rng(1);
   std::normal_distribution<double> n;
@@ -147,7 +147,7 @@ PrefillProblem randomPrefill(std::vector<int> qLens, std::vector<int> kvLens,
   return p;
 }
 
-/// The same requests as a decode problem: page size 1 and an identity block
+/// The same requests as a decode problem: page size 1 and an identity page
 /// table make the paged cache the dense k/v, and decode's queryLen queries
 /// per request are prefill's qLen when every request has that many.
 DecodeProblem asDecode(const PrefillProblem &p, int queryLen) {
@@ -158,15 +158,15 @@ DecodeProblem asDecode(const PrefillProblem &p, int queryLen) {
   d.pageSize = 1;
   d.queryLen = queryLen;
   d.pageStride = int64_t(p.numKVHeads) * p.headDim;
-  d.blockTableStride = 0;
+  d.pageTableStride = 0;
   for (int b = 0; b < p.batch(); ++b)
-    d.blockTableStride =
-        std::max(d.blockTableStride, p.cuSeqlensKV[b + 1] - p.cuSeqlensKV[b]);
-  d.blockTables.assign(size_t(p.batch()) * d.blockTableStride, 0);
+    d.pageTableStride =
+        std::max(d.pageTableStride, p.cuSeqlensKV[b + 1] - p.cuSeqlensKV[b]);
+  d.pageTables.assign(size_t(p.batch()) * d.pageTableStride, 0);
   for (int b = 0; b < p.batch(); ++b) {
     d.seqLens.push_back(p.cuSeqlensKV[b + 1] - p.cuSeqlensKV[b]);
     for (int t = 0; t < d.seqLens.back(); ++t)
-      d.blockTables[size_t(b) * d.blockTableStride + t] = p.cuSeqlensKV[b] + t;
+      d.pageTables[size_t(b) * d.pageTableStride + t] = p.cuSeqlensKV[b] + t;
   }
   d.q = p.q;
   d.k = p.k;

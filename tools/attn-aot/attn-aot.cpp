@@ -13,7 +13,7 @@
 // code is 1. A config that yields no kernel at all builds nothing.
 //
 // JSON: {"decode": [ENTRY...], "prefill": [...], "append_kv": [...],
-// "cache_ops": true}. "cache_ops" adds the copy_blocks and advance_step
+// "cache_ops": true}. "cache_ops" adds the copy_pages and advance_step
 // kernels (runtime::CacheOps), which a host without NVRTC needs. Each
 // ENTRY maps field names to a value or a non-empty list of alternatives; an
 // entry stands for every combination, and the config for at most

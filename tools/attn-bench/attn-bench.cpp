@@ -296,8 +296,8 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
     a.out = out.ptr<void>();
     a.cache = {k.ptr<void>(), vv.ptr<void>(), v.kvType, v.numKVHeads, v.headDim,
                v.pageSize, v.layout, totalPages, 0};
-    a.blockTables = dTables.ptr<int32_t>() + size_t(c) * cfg.batch * pagesPerSeq;
-    a.blockTableStride = pagesPerSeq;
+    a.pageTables = dTables.ptr<int32_t>() + size_t(c) * cfg.batch * pagesPerSeq;
+    a.pageTableStride = pagesPerSeq;
     a.seqLens = dLens.ptr<int32_t>();
     a.sinks = v.sinks ? sinks.ptr<float>() : nullptr;
     if (sizeOf(v.kvType) == 1) {
@@ -427,7 +427,7 @@ std::vector<std::string> benchDefines;
 bool raggedOnly = false;
 /// --no-e4m3: skip the e4m3 paged column of `prefill` (reported as 0).
 bool noE4M3 = false;
-/// --identity-pages: paged prefill over block tables in page order (each
+/// --identity-pages: paged prefill over page tables in page order (each
 /// request's pages consecutive) instead of shuffled: page locality alone.
 bool identityPages = false;
 /// attn-bench prefill --head-dim N: only the shapes of head dim N.
@@ -506,13 +506,13 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   std::vector<int32_t> cu(cfg.batch + 1), seqLens(cfg.batch, cfg.seq);
   for (int b = 0; b <= cfg.batch; ++b)
     cu[b] = b * cfg.seq;
-  // Block tables over all pages in a fixed random order.
+  // Page tables over all pages in a fixed random order.
   std::vector<int32_t> pages(numPages);
   std::iota(pages.begin(), pages.end(), 0);
   if (!identityPages)
     std::shuffle(pages.begin(), pages.end(), std::mt19937(7));
-  DeviceBuffer blockTables = unwrap(DeviceBuffer::allocate(pages.size() * 4));
-  BENCH_CHECK(blockTables.copyFromHost(pages.data(), pages.size() * 4));
+  DeviceBuffer pageTables = unwrap(DeviceBuffer::allocate(pages.size() * 4));
+  BENCH_CHECK(pageTables.copyFromHost(pages.data(), pages.size() * 4));
   std::vector<float> ones = {1.f};
   DeviceBuffer scale = unwrap(DeviceBuffer::allocate(sizeof(float)));
   BENCH_CHECK(scale.copyFromHost(ones.data(), sizeof(float)));
@@ -536,8 +536,8 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
       a.headDim = v.headDim;
       a.cache = {data[c].k.ptr<void>(), data[c].v.ptr<void>(), kvType,
                  v.numKVHeads, v.headDim, pageSize, paged->layout, numPages, 0};
-      a.blockTables = blockTables.ptr<int32_t>();
-      a.blockTableStride = pagesPerRequest;
+      a.pageTables = pageTables.ptr<int32_t>();
+      a.pageTableStride = pagesPerRequest;
       a.sinks = sinksArg;
       if (kvType != v.qType) {
         a.kScale = a.vScale = scale.ptr<float>();
@@ -604,7 +604,7 @@ int runPrefill(bool json, bool quick) {
         sms, toString(arch), "batch", "seq", "heads", "dim", "mask", "time_ms",
         "TFLOP/s", "paged", "paged_e4m3");
   // Paged prefill over the same shapes: a bf16 cache and an e4m3 one, page
-  // 16, NHD (vLLM's default block size and layout).
+  // 16, NHD (vLLM's default page size and layout).
   const PagedKVFormat pagedBF16{ScalarType::BF16, 16, KVLayout::NHD, false};
   const PagedKVFormat pagedE4M3{ScalarType::F8E4M3, 16, KVLayout::NHD, false};
   struct Row {
@@ -724,8 +724,8 @@ int runJit(bool json) {
     a.out = q.ptr<void>();
     a.cache = {kv.ptr<void>(), kv.ptr<void>(), ScalarType::BF16, 8, 128, 16,
                KVLayout::NHD, pages, 0};
-    a.blockTables = dTables.ptr<int32_t>();
-    a.blockTableStride = 128;
+    a.pageTables = dTables.ptr<int32_t>();
+    a.pageTableStride = 128;
     a.seqLens = dLens.ptr<int32_t>();
     const int runs = 200;
     BENCH_CHECK(kernel->run(plan, a, stream.get()));

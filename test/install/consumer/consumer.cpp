@@ -109,8 +109,8 @@ int main() {
   a.out = dOut->ptr<void>();
   a.cache = {dk->ptr<void>(), dv->ptr<void>(), ScalarType::BF16, kvHeads, dim, 16,
              KVLayout::NHD, pages, 0};
-  a.blockTables = dTable->ptr<int32_t>();
-  a.blockTableStride = int(table.size());
+  a.pageTables = dTable->ptr<int32_t>();
+  a.pageTableStride = int(table.size());
   a.seqLens = dLens->ptr<int32_t>();
   if (llvm::Error error = (*kernel)->run(*plan, a, stream->get()))
     return fail("run", std::move(error));

@@ -750,7 +750,7 @@ TEST_F(ModuleTest, GetKernelSpecOfAPagedPrefillLaunch) {
   EXPECT_EQ(spec->kind, SpecKind::PagedPrefill);
   EXPECT_TRUE(spec->perHeadKVScale);
   EXPECT_EQ(kernelTemplate(*spec).header, "attn/prefill.cuh");
-  // q, cache, cu_seqlens_q, block_tables, seq_lens, k_scale, v_scale (one
+  // q, cache, cu_seqlens_q, page_tables, seq_lens, k_scale, v_scale (one
   // per KV head), slopes; out and lse.
   ASSERT_EQ(launch.getArgs().size(), 8u);
   EXPECT_EQ(cast<RankedTensorType>(launch.getArgs()[5].getType()).getDimSize(0),

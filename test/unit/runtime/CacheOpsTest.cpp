@@ -1,6 +1,6 @@
-//===- CacheOpsTest.cpp - copy_blocks and advance_step without a GPU ------===//
+//===- CacheOpsTest.cpp - copy_pages and advance_step without a GPU ------===//
 //
-// What CacheOps decides on the host: which block pairs copyBlocks refuses,
+// What CacheOps decides on the host: which page pairs copyPages refuses,
 // which advanceStep arguments are errors, how a decode view binds; and the
 // two kernels' specs, names and generated units, compiled through a
 // KernelCache with real NVRTC for every arch (no GPU needed). The kernels
@@ -33,30 +33,30 @@ TEST(CopyPairs, ValidPairsPass) {
 
 TEST(CopyPairs, BlocksOutOfRangeAreNamed) {
   EXPECT_EQ(message(checkCopyPairs({{0, 5}, {8, 6}}, 8)),
-            "copyBlocks: pair 1: source block 8 is outside [0, 8)");
+            "copyPages: pair 1: source page 8 is outside [0, 8)");
   EXPECT_EQ(message(checkCopyPairs({{0, -1}}, 8)),
-            "copyBlocks: pair 0: destination block -1 is outside [0, 8)");
+            "copyPages: pair 0: destination page -1 is outside [0, 8)");
   EXPECT_EQ(message(checkCopyPairs({{-3, 2}}, 8)),
-            "copyBlocks: pair 0: source block -3 is outside [0, 8)");
+            "copyPages: pair 0: source page -3 is outside [0, 8)");
 }
 
 TEST(CopyPairs, SelfCopyIsAnError) {
   EXPECT_EQ(message(checkCopyPairs({{1, 2}, {4, 4}}, 8)),
-            "copyBlocks: pair 1: block 4 is copied onto itself");
+            "copyPages: pair 1: page 4 is copied onto itself");
 }
 
 TEST(CopyPairs, DestinationTwiceIsAnError) {
   EXPECT_EQ(message(checkCopyPairs({{1, 2}, {3, 5}, {4, 2}}, 8)),
-            "copyBlocks: pair 2: destination block 2 is written by an "
+            "copyPages: pair 2: destination page 2 is written by an "
             "earlier pair");
 }
 
 TEST(CopyPairs, DestinationThatIsASourceIsAnError) {
   // Either order: the copies of one launch run concurrently.
-  for (auto pairs : {std::vector<BlockPair>{{1, 2}, {2, 3}},
-                     std::vector<BlockPair>{{2, 3}, {1, 2}}}) {
+  for (auto pairs : {std::vector<PagePair>{{1, 2}, {2, 3}},
+                     std::vector<PagePair>{{2, 3}, {1, 2}}}) {
     std::string error = message(checkCopyPairs(pairs, 8));
-    EXPECT_NE(error.find("destination block 2 is also a source"),
+    EXPECT_NE(error.find("destination page 2 is also a source"),
               std::string::npos)
         << error;
   }
@@ -70,11 +70,11 @@ AdvanceStepArgs validArgs() {
   AdvanceStepArgs a;
   a.numQueries = 3;
   a.numSeqs = 4;
-  a.blockSize = 16;
+  a.pageSize = 16;
   a.seqLens = lens;
   a.slotMapping = slots;
-  a.blockTables = tables;
-  a.blockTableStride = 2;
+  a.pageTables = tables;
+  a.pageTableStride = 2;
   return a;
 }
 
@@ -88,17 +88,17 @@ TEST(AdvanceStepArgs, ErrorsNameTheBadValue) {
   EXPECT_EQ(message(CacheOps::checkArgs(a, nullptr)),
             "advanceStep: numQueries (3) must be >= 0 and at most numSeqs (2)");
   a = validArgs();
-  a.blockSize = 0;
+  a.pageSize = 0;
   EXPECT_EQ(message(CacheOps::checkArgs(a, nullptr)),
-            "advanceStep: blockSize must be >= 1, got 0");
+            "advanceStep: pageSize must be >= 1, got 0");
   a = validArgs();
   a.slotMapping = nullptr;
   EXPECT_EQ(message(CacheOps::checkArgs(a, nullptr)),
             "advanceStep: seqLens and slotMapping must not be null");
   a = validArgs();
-  a.blockTableStride = 0;
+  a.pageTableStride = 0;
   EXPECT_EQ(message(CacheOps::checkArgs(a, nullptr)),
-            "advanceStep: blockTableStride must be >= 1, got 0");
+            "advanceStep: pageTableStride must be >= 1, got 0");
   a = validArgs();
   static int64_t tokens[4];
   a.inputTokens = tokens;
@@ -126,11 +126,11 @@ TEST(AdvanceStepArgs, PlanMustMatchTheBatch) {
 
 MetadataLimits limits() {
   MetadataLimits l;
-  l.blockSize = 4;
-  l.numBlocks = 32;
+  l.pageSize = 4;
+  l.numPages = 32;
   l.maxBatch = 4;
   l.maxTokens = 16;
-  l.maxBlocksPerSeq = 4;
+  l.maxPagesPerSeq = 4;
   return l;
 }
 
@@ -139,7 +139,7 @@ TEST(AdvanceStepArgs, BindMetadataNeedsOneTokenDecodesOnTheDevice) {
   ScheduledRequest decode;
   decode.queryLen = 2; // a decode with one draft token
   decode.contextLen = 5;
-  decode.blockTable = table;
+  decode.pageTable = table;
   auto md = buildAttentionMetadata({decode, decode}, limits());
   ASSERT_TRUE(bool(md)) << llvm::toString(md.takeError());
   AdvanceStepArgs args;
@@ -158,13 +158,13 @@ TEST(AdvanceStepArgs, BindMetadataNeedsOneTokenDecodesOnTheDevice) {
 TEST(CacheOpSpecs, NamesAndUnits) {
   std::vector<KernelSpec> specs = CacheOps::specs(Arch::SM89);
   ASSERT_EQ(specs.size(), 2u);
-  EXPECT_EQ(specs[0].kind, KernelKind::CopyBlocks);
+  EXPECT_EQ(specs[0].kind, KernelKind::CopyPages);
   EXPECT_EQ(specs[1].kind, KernelKind::AdvanceStep);
   // Nothing but the kind names them: the attention fields do not apply.
   KernelSpec other = specs[0];
   other.headDim = 64;
   other.kvType = ScalarType::F8E4M3;
-  EXPECT_EQ(other.uri(), "copy_blocks");
+  EXPECT_EQ(other.uri(), "copy_pages");
   EXPECT_EQ(kernelSymbol(specs[1]), "attn_advance_step");
   for (const KernelSpec &spec : specs) {
     EXPECT_TRUE(spec.isCacheOp());

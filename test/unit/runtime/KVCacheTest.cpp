@@ -1,7 +1,7 @@
 //===- KVCacheTest.cpp - KV cache geometry and config errors --------------===//
 //
 // The GPU-free part of the KV cache: the per-layer shape, the supported head
-// sizes, config errors (raised before any memory is touched), the block
+// sizes, config errors (raised before any memory is touched), the page
 // arithmetic and the coalescing of swap pairs into runs.
 //
 //===----------------------------------------------------------------------===//
@@ -20,8 +20,8 @@ namespace {
 KVCacheConfig smallConfig() {
   KVCacheConfig c;
   c.numLayers = 2;
-  c.numBlocks = 10;
-  c.blockSize = 16;
+  c.numPages = 10;
+  c.pageSize = 16;
   c.numKVHeads = 4;
   c.headDim = 64;
   return c;
@@ -42,11 +42,11 @@ TEST(KVCacheShape, FollowsTheLayout) {
 
 TEST(KVCacheShape, BytesPerBlockAndLayer) {
   KVCacheConfig c = smallConfig();
-  EXPECT_EQ(c.blockElements(), 16 * 4 * 64);
-  EXPECT_EQ(c.blockBytes(), 16 * 4 * 64 * 2);
+  EXPECT_EQ(c.pageElements(), 16 * 4 * 64);
+  EXPECT_EQ(c.pageBytes(), 16 * 4 * 64 * 2);
   EXPECT_EQ(c.layerBytes(), 2 * 10 * 16 * 4 * 64 * 2);
   c.dtype = ScalarType::F8E5M2;
-  EXPECT_EQ(c.blockBytes(), 16 * 4 * 64);
+  EXPECT_EQ(c.pageBytes(), 16 * 4 * 64);
 }
 
 TEST(KVCacheShape, ScalesOnlyForFp8) {
@@ -83,17 +83,17 @@ TEST(KVCacheConfigCheck, NamesWhatIsWrong) {
   c.headDim = 264;
   EXPECT_TRUE(llvm::StringRef(configError(c)).contains("head size 264"));
   c = smallConfig();
-  c.numBlocks = 0;
-  EXPECT_EQ(configError(c), "KV cache: numBlocks must be >= 1, got 0");
+  c.numPages = 0;
+  EXPECT_EQ(configError(c), "KV cache: numPages must be >= 1, got 0");
   c = smallConfig();
-  c.numBlocks = int64_t(1) << 31;
-  EXPECT_TRUE(llvm::StringRef(configError(c)).contains("int32 block tables"));
+  c.numPages = int64_t(1) << 31;
+  EXPECT_TRUE(llvm::StringRef(configError(c)).contains("int32 page tables"));
   c = smallConfig();
   c.numLayers = 0;
   EXPECT_EQ(configError(c), "KV cache: numLayers must be >= 1, got 0");
   c = smallConfig();
-  c.blockSize = 0;
-  EXPECT_EQ(configError(c), "KV cache: block size 0 is outside [1, 256]");
+  c.pageSize = 0;
+  EXPECT_EQ(configError(c), "KV cache: page size 0 is outside [1, 256]");
   c = smallConfig();
   c.numKVHeads = 0;
   EXPECT_EQ(configError(c), "KV cache: numKVHeads must be >= 1, got 0");
@@ -116,19 +116,19 @@ TEST(KVCacheConfigCheck, AllocateChecksBeforeTouchingTheGpu) {
                   .contains("head size 36"));
 }
 
-TEST(CoalesceBlockPairs, MergesConsecutivePairsInOrder) {
-  std::vector<BlockPair> pairs = {{2, 0}, {3, 1}, {4, 2}, {9, 3},
+TEST(CoalescePagePairs, MergesConsecutivePairsInOrder) {
+  std::vector<PagePair> pairs = {{2, 0}, {3, 1}, {4, 2}, {9, 3},
                                   {7, 4}, {8, 5}, {8, 6}};
-  std::vector<BlockRun> runs = coalesceBlockPairs(pairs);
+  std::vector<PageRun> runs = coalescePagePairs(pairs);
   ASSERT_EQ(runs.size(), 4u);
-  auto same = [](const BlockRun &r, int64_t s, int64_t d, int64_t n) {
+  auto same = [](const PageRun &r, int64_t s, int64_t d, int64_t n) {
     return r.src == s && r.dst == d && r.count == n;
   };
   EXPECT_TRUE(same(runs[0], 2, 0, 3));
   EXPECT_TRUE(same(runs[1], 9, 3, 1));
   EXPECT_TRUE(same(runs[2], 7, 4, 2));
   EXPECT_TRUE(same(runs[3], 8, 6, 1)); // src repeats: a new run
-  EXPECT_TRUE(coalesceBlockPairs({}).empty());
+  EXPECT_TRUE(coalescePagePairs({}).empty());
 }
 
 } // namespace
@@ -139,13 +139,13 @@ TEST(BackendCacheCheckTest, NamesEveryMismatch) {
   BackendConfig config;
   config.numKVHeads = 4;
   config.headDim = 64;
-  config.blockSize = 16;
+  config.pageSize = 16;
   KVCacheConfig cache = smallConfig();
   EXPECT_FALSE(bool(checkCacheConfig(config, cache)));
-  cache.blockSize = 32;
+  cache.pageSize = 32;
   cache.layout = KVLayout::HND;
   std::string message = llvm::toString(checkCacheConfig(config, cache));
-  EXPECT_NE(message.find("blockSize 16 (the cache has 32)"), std::string::npos)
+  EXPECT_NE(message.find("pageSize 16 (the cache has 32)"), std::string::npos)
       << message;
   EXPECT_NE(message.find("layout nhd (the cache has hnd)"), std::string::npos)
       << message;

@@ -90,7 +90,7 @@ TEST(AotConfigTest, SinksAreAKnobLikeAlibi) {
 TEST(AotConfigTest, CacheOpsAndMlirConfigs) {
   ConfigJobs ops = readConfig(R"({"cache_ops": true})", "c.json", kTwoArchs);
   EXPECT_TRUE(ops.errors.empty()) << errorsOf(ops);
-  EXPECT_EQ(ops.jobs.size(), 4u); // copy_blocks and advance_step per arch
+  EXPECT_EQ(ops.jobs.size(), 4u); // copy_pages and advance_step per arch
   ConfigJobs none = readConfig(R"({"cache_ops": false})", "c.json", kOneArch);
   EXPECT_TRUE(none.jobs.empty());
   EXPECT_NE(errorsOf(none).find("c.json: the config yields no kernel"),

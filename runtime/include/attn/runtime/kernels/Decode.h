@@ -98,15 +98,15 @@ struct DecodeArgs : HeadTables {
   int64_t outStrideToken = 0;
   float *lse = nullptr; ///< [numTokens, numQHeads], iff the variant writes LSE
   PagedKVView cache;
-  const int32_t *blockTables = nullptr; ///< [batch, blockTableStride]
-  int blockTableStride = 0;
+  const int32_t *pageTables = nullptr; ///< [batch, pageTableStride]
+  int pageTableStride = 0;
   /// [batch], device copy of the plan's lengths; the kernel takes the
   /// lengths from the plan, validatePages reads these.
   const int32_t *seqLens = nullptr;
   const float *kScale = nullptr;    ///< FP8: [1] or [numKVHeads]
   const float *vScale = nullptr;
   int numKVScales = 0;
-  /// Debug aid: before launching, copy seqLens and blockTables to the host
+  /// Debug aid: before launching, copy seqLens and pageTables to the host
   /// and check every page a request uses is in [0, cache.numPages). This
   /// synchronizes the stream, so it is off by default and must stay off
   /// under CUDA-graph capture.
@@ -126,7 +126,7 @@ public:
   const DecodeVariant &variant() const { return decodeVariant; }
   int numSMs() const { return smCount; }
   /// CTAs of this kernel that fit on one SM (the occupancy calculator's
-  /// answer for its block size and shared memory).
+  /// answer for its page size and shared memory).
   int residentCTAsPerSM() const { return residentCTAs; }
 
   /// A workspace for batches of up to `maxBatch` requests.
@@ -148,7 +148,7 @@ public:
   llvm::Error checkArgs(const DecodePlan &plan, const DecodeArgs &args) const;
 
   /// The page check of DecodeArgs::validatePages: reads seqLens and
-  /// blockTables back (synchronizing `stream`) and names the first request
+  /// pageTables back (synchronizing `stream`) and names the first request
   /// whose page is out of range.
   llvm::Error validatePages(const DecodePlan &plan, const DecodeArgs &args,
                             CUstream stream) const;

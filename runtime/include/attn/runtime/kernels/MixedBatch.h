@@ -59,8 +59,8 @@ struct MixedBatchArgs : HeadTables {
   int64_t outStrideToken = 0;
   float *lse = nullptr; ///< [numQTokens, numQHeads] iff the variant writes LSE
   PagedKVView cache;
-  const int32_t *blockTables = nullptr; ///< [batch, blockTableStride]
-  int blockTableStride = 0;
+  const int32_t *pageTables = nullptr; ///< [batch, pageTableStride]
+  int pageTableStride = 0;
   const int32_t *seqLens = nullptr; ///< [batch] device copy (page validation)
   const float *kScale = nullptr;    ///< FP8: [1] or [numKVHeads]
   const float *vScale = nullptr;

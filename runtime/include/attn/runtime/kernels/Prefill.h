@@ -99,8 +99,8 @@ struct PagedPrefillArgs : HeadTables {
   int64_t outStrideToken = 0;
   float *lse = nullptr; ///< [numQTokens, numQHeads] iff LSE
   PagedKVView cache;
-  const int32_t *blockTables = nullptr; ///< [batch, blockTableStride]
-  int blockTableStride = 0;
+  const int32_t *pageTables = nullptr; ///< [batch, pageTableStride]
+  int pageTableStride = 0;
   const float *kScale = nullptr; ///< FP8: [1] or [numKVHeads]
   const float *vScale = nullptr;
   int numKVScales = 0;

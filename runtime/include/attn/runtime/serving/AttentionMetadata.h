@@ -1,9 +1,9 @@
 //===- AttentionMetadata.h - one engine step's attention metadata -*- C++ -*-===//
 //
 // The scheduler hands over the requests of one step (prefill chunks and
-// decodes with their cached context and block tables); the builder turns
+// decodes with their cached context and page tables); the builder turns
 // them into the arrays the seeds' backends call attention metadata
-// (seq_lens, query_start_loc, seq_start_loc, context_lens, block_tables,
+// (seq_lens, query_start_loc, seq_start_loc, context_lens, page_tables,
 // slot_mapping, ..., prefill_metadata / decode_metadata) on the host and in
 // device memory, in the form MixedBatchAttention, DecodeKernel and
 // AppendKVKernel take without glue.
@@ -42,28 +42,28 @@ struct ScheduledRequest {
   /// decode. They are the last queryLen of the request's seqLen tokens.
   int32_t queryLen = 1;
   int32_t contextLen = 0; ///< tokens already cached before this step
-  /// Blocks holding the request's tokens; covers contextLen + queryLen.
-  llvm::ArrayRef<int32_t> blockTable;
+  /// Pages holding the request's tokens; covers contextLen + queryLen.
+  llvm::ArrayRef<int32_t> pageTable;
   /// Encoder-decoder models: encoder tokens of the request (0: none) and
-  /// the blocks of the cross-attention cache holding their K/V. A prefill
+  /// the pages of the cross-attention cache holding their K/V. A prefill
   /// with contextLen == 0 is the step its encoder runs: its encoder tokens
   /// get cross slot mappings (their K/V are written now); later steps only
   /// read them.
   int32_t encoderLen = 0;
-  llvm::ArrayRef<int32_t> crossBlockTable;
+  llvm::ArrayRef<int32_t> crossPageTable;
 };
 
 /// Capacities the device buffers are sized for, and the cache geometry.
 struct MetadataLimits {
-  int blockSize = 16;      ///< tokens per cache block
-  int64_t numBlocks = 0;   ///< cache blocks; table entries must be below it (0: unchecked)
+  int pageSize = 16;      ///< tokens per cache page
+  int64_t numPages = 0;   ///< cache pages; table entries must be below it (0: unchecked)
   int maxBatch = 0;        ///< requests per step
   int64_t maxTokens = 0;   ///< query tokens per step
-  int maxBlocksPerSeq = 0; ///< block-table width (the padded stride)
+  int maxPagesPerSeq = 0; ///< page-table width (the padded stride)
   /// Cross attention (0: off): encoder tokens written per step and
-  /// cross-block-table width.
+  /// cross-page-table width.
   int64_t maxEncoderTokens = 0;
-  int maxCrossBlocksPerSeq = 0;
+  int maxCrossPagesPerSeq = 0;
 };
 
 /// An Error naming the first limit that is not positive (or negative, for
@@ -76,11 +76,11 @@ struct DeviceMetadata {
   const int32_t *contextLens = nullptr;   ///< [batch]
   const int32_t *queryStartLoc = nullptr; ///< [batch + 1]
   const int32_t *seqStartLoc = nullptr;   ///< [batch + 1]
-  const int32_t *blockTables = nullptr;   ///< [batch, blockTableStride]
+  const int32_t *pageTables = nullptr;   ///< [batch, pageTableStride]
   const int64_t *slotMapping = nullptr;   ///< [numTokens], -1 beyond
   const int32_t *encoderSeqLens = nullptr;     ///< [batch]
   const int32_t *encoderSeqStartLoc = nullptr; ///< [batch + 1]
-  const int32_t *crossBlockTables = nullptr; ///< [batch, crossBlockTableStride]
+  const int32_t *crossPageTables = nullptr; ///< [batch, crossPageTableStride]
   const int64_t *crossSlotMapping = nullptr; ///< [crossSlotMapping.size()]
 };
 
@@ -95,10 +95,10 @@ struct AttentionMetadataView {
   int64_t numTokens = 0;
   int32_t maxQueryLen = 0;
   int32_t maxSeqLen = 0;
-  int blockTableStride = 0;
-  int crossBlockTableStride = 0;
+  int pageTableStride = 0;
+  int crossPageTableStride = 0;
   llvm::ArrayRef<int32_t> seqLens, contextLens, queryStartLoc, seqStartLoc,
-      blockTables, encoderSeqLens, crossBlockTables;
+      pageTables, encoderSeqLens, crossPageTables;
   llvm::ArrayRef<int64_t> slotMapping, crossSlotMapping;
   /// The same arrays on the device; encoderSeqStartLoc is not rebased and
   /// left null.
@@ -115,15 +115,15 @@ struct AttentionMetadata {
   int32_t maxDecodeQueryLen = 0; ///< the decodes' (common) query length
   int32_t maxPrefillSeqLen = 0;
   int32_t maxDecodeSeqLen = 0;
-  int blockTableStride = 0; ///< MetadataLimits::maxBlocksPerSeq
+  int pageTableStride = 0; ///< MetadataLimits::maxPagesPerSeq
 
   std::vector<int32_t> seqLens;       ///< [batch] contextLen + queryLen
   std::vector<int32_t> contextLens;   ///< [batch]
   std::vector<int32_t> queryStartLoc; ///< [batch + 1] cu_seqlens_q
   std::vector<int32_t> seqStartLoc;   ///< [batch + 1] cumulative seqLens
-  /// [batch, blockTableStride]; entries past a request's blocks are 0.
-  std::vector<int32_t> blockTables;
-  /// [numTokens] block * blockSize + offset of each new token.
+  /// [batch, pageTableStride]; entries past a request's pages are 0.
+  std::vector<int32_t> pageTables;
+  /// [numTokens] page * pageSize + offset of each new token.
   std::vector<int64_t> slotMapping;
 
   // Encoder-decoder models (zeros and empty tables otherwise).
@@ -131,8 +131,8 @@ struct AttentionMetadata {
   std::vector<int32_t> encoderSeqStartLoc; ///< [batch + 1]
   int32_t maxEncoderSeqLen = 0;
   int64_t numEncoderTokens = 0; ///< encoderSeqStartLoc.back()
-  int crossBlockTableStride = 0; ///< MetadataLimits::maxCrossBlocksPerSeq
-  std::vector<int32_t> crossBlockTables; ///< [batch, crossBlockTableStride]
+  int crossPageTableStride = 0; ///< MetadataLimits::maxCrossPagesPerSeq
+  std::vector<int32_t> crossPageTables; ///< [batch, crossPageTableStride]
   /// Slots of the encoder tokens written this step: those of the prefills
   /// with contextLen == 0, in request order.
   std::vector<int64_t> crossSlotMapping;
@@ -164,7 +164,7 @@ private:
 
 /// The host arrays of one step (no device). Errors name the request and
 /// the rule: a prefill after a decode, decodes of different query lengths,
-/// a block table too short for the tokens or wider than the limit, a block
+/// a page table too short for the tokens or wider than the limit, a page
 /// id out of range, more requests or tokens than the limits allow.
 llvm::Expected<AttentionMetadata>
 buildAttentionMetadata(llvm::ArrayRef<ScheduledRequest> requests,
@@ -192,16 +192,16 @@ private:
   StagedBuffer buffer;
   /// Byte offsets of each array in the buffer.
   struct Layout {
-    size_t seqLens, contextLens, queryStartLoc, seqStartLoc, blockTables,
+    size_t seqLens, contextLens, queryStartLoc, seqStartLoc, pageTables,
         slotMapping, decodeQueryStartLoc, decodeSeqStartLoc, encoderSeqLens,
-        encoderSeqStartLoc, crossBlockTables, crossSlotMapping, total;
+        encoderSeqStartLoc, crossPageTables, crossSlotMapping, total;
   } layout{};
   static Layout layoutFor(const MetadataLimits &limits);
 };
 
-/// Points a mixed-batch call at the step's metadata: numQTokens, block
+/// Points a mixed-batch call at the step's metadata: numQTokens, page
 /// tables, their stride and the device lengths (for cross attention the
-/// cross block tables and encoder lengths). Plan it with
+/// cross page tables and encoder lengths). Plan it with
 /// plan(md.queryStartLoc, md.kvLens(cross), md.numPrefills, ...).
 void bindMetadata(MixedBatchArgs &args, const AttentionMetadata &md,
                   bool crossAttention = false);

@@ -72,7 +72,7 @@ struct BackendConfig {
   /// The paged cache (decoder: self-attention cache; encoder-decoder: the
   /// cross-attention cache); unused by encoders.
   ScalarType kvType = ScalarType::BF16;
-  int blockSize = 16;
+  int pageSize = 16;
   KVLayout layout = KVLayout::NHD;
   bool perHeadKVScale = false;
   std::optional<int> windowLeft; ///< decoder self attention only
@@ -101,7 +101,7 @@ struct LayerArgs : HeadTables {
   int numKVScales = 0;
 };
 
-/// Whether `cache` is the cache `config` describes: block size, KV heads,
+/// Whether `cache` is the cache `config` describes: page size, KV heads,
 /// head dim, element type, layout and FP8 scale granularity; the error
 /// names every field that differs.
 llvm::Error checkCacheConfig(const BackendConfig &config,
@@ -122,7 +122,7 @@ public:
   /// Loads every kernel the configuration needs and sizes the workspaces
   /// for `limits` (those the engine's AttentionMetadataBuilder uses).
   /// Fails, before compiling anything, if `limits` or `cache` (when given)
-  /// describe another cache than `config`: one block size for the
+  /// describe another cache than `config`: one page size for the
   /// metadata, the kernels and the cache (checkCacheConfig).
   static llvm::Expected<std::unique_ptr<Backend>>
   create(const BackendConfig &config, const KernelSource &kernels,
@@ -147,7 +147,7 @@ public:
 
   /// Graph mode. Captures `forward(plan, stream)` (every layer of the
   /// model) for the decode-only step `padded` (its batch is the size
-  /// captured; padded requests hold valid block tables). Replaces an
+  /// captured; padded requests hold valid page tables). Replaces an
   /// earlier graph of the same size.
   llvm::Error captureGraph(const AttentionMetadata &padded,
                            llvm::function_ref<llvm::Error(const StepPlan &, CUstream)> forward,

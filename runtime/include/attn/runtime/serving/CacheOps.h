@@ -1,14 +1,14 @@
-//===- CacheOps.h - copy_blocks and advance_step on the GPU -----*- C++ -*-===//
+//===- CacheOps.h - copy_pages and advance_step on the GPU -----*- C++ -*-===//
 //
 // The utility kernels an engine runs between attention launches (the seeds'
-// copy_blocks and advance_step), in the same path as the attention kernels:
+// copy_pages and advance_step), in the same path as the attention kernels:
 // a KernelSpec built here (nothing to schedule: one kernel per kind and
 // arch), generated CUDA (templates/attn/cache_ops.cuh), a cubin from a
 // KernelCache (memory, AOT library, disk or NVRTC).
 //
-//  - copyBlocks: many (src, dst) block pairs copied in K and V of every
+//  - copyPages: many (src, dst) page pairs copied in K and V of every
 //    layer of a KVCache, in one launch (copy-on-write of shared prefix
-//    blocks; BlockTable::append / prepareWrite give the pairs).
+//    pages; PageTable::append / prepareWrite give the pairs).
 //  - advanceStep: multi-step decoding. Moves a decode batch one token
 //    forward in place on the device (input tokens, positions, seq_lens,
 //    slot_mapping) and, with it, the work items of the batch's DecodePlan,
@@ -16,7 +16,7 @@
 //    next step without replanning.
 //
 // Both launch without allocating or synchronizing and can be captured in a
-// CUDA graph; copyBlocks from host pairs adds one small staged upload.
+// CUDA graph; copyPages from host pairs adds one small staged upload.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_RUNTIME_CACHEOPS_H
@@ -38,12 +38,12 @@
 
 namespace attn::runtime {
 
-/// An Error naming the first pair copyBlocks cannot take for a cache of
-/// `numBlocks` blocks: a block outside [0, numBlocks), src == dst, a
+/// An Error naming the first pair copyPages cannot take for a cache of
+/// `numPages` pages: a page outside [0, numPages), src == dst, a
 /// destination used twice, or a destination that is also a source (the
-/// copies of one launch run in no order, so each must read a block no copy
+/// copies of one launch run in no order, so each must read a page no copy
 /// writes).
-llvm::Error checkCopyPairs(llvm::ArrayRef<BlockPair> pairs, int64_t numBlocks);
+llvm::Error checkCopyPairs(llvm::ArrayRef<PagePair> pairs, int64_t numPages);
 
 /// Device arguments of one advance_step over a decode batch of `numSeqs`
 /// rows: `numQueries` requests of one new token each, then padding (rows a
@@ -52,17 +52,17 @@ llvm::Error checkCopyPairs(llvm::ArrayRef<BlockPair> pairs, int64_t numBlocks);
 struct AdvanceStepArgs {
   int numQueries = 0;
   int numSeqs = 0; ///< >= numQueries
-  int blockSize = 0;
+  int pageSize = 0;
   /// [numSeqs] each request's cached tokens, the one just decoded
   /// included; + 1 for requests, padding rows untouched.
   int32_t *seqLens = nullptr;
-  /// [numSeqs] out: the new token's slot, block * blockSize + offset (from
-  /// blockTables; -1 when its position is past the table's width, which an
-  /// engine prevents by reserving the blocks of every step it advances to),
+  /// [numSeqs] out: the new token's slot, page * pageSize + offset (from
+  /// pageTables; -1 when its position is past the table's width, which an
+  /// engine prevents by reserving the pages of every step it advances to),
   /// -1 for padding rows.
   int64_t *slotMapping = nullptr;
-  const int32_t *blockTables = nullptr; ///< [numQueries, blockTableStride]
-  int blockTableStride = 0;
+  const int32_t *pageTables = nullptr; ///< [numQueries, pageTableStride]
+  int pageTableStride = 0;
   /// [numSeqs] out: sampledTokenIds for requests. Optional, with
   /// sampledTokenIds ([numQueries]); padding rows untouched.
   int64_t *inputTokens = nullptr;
@@ -74,20 +74,20 @@ struct AdvanceStepArgs {
 
 /// Points `args` at a step's decodes as AttentionMetadataBuilder uploaded
 /// them (`decode` = md.decodeView()): its device seq_lens, slot_mapping and
-/// block tables, which advanceStep then updates in place until the next
+/// page tables, which advanceStep then updates in place until the next
 /// build (the builder's buffers are device memory like any other; the
 /// view's pointers are const only because the attention kernels read them).
 /// The host arrays of the metadata are not updated. numSeqs is set to the
 /// number of decodes; raise it for a padded batch. Errors: a view without
 /// device arrays, decodes of more than one query token.
 llvm::Error bindMetadata(AdvanceStepArgs &args,
-                         const AttentionMetadataView &decode, int blockSize);
+                         const AttentionMetadataView &decode, int pageSize);
 
-/// The copy_blocks and advance_step kernels, loaded.
+/// The copy_pages and advance_step kernels, loaded.
 class CacheOps {
 public:
   /// Gets both kernels for `arch` through `cache` and loads them (needs a
-  /// GPU), and a staging buffer for copyBlocks calls of up to
+  /// GPU), and a staging buffer for copyPages calls of up to
   /// `maxStagedPairs` host pairs.
   static llvm::Expected<CacheOps> create(KernelCache &cache, Arch arch,
                                          int64_t maxStagedPairs = 1024);
@@ -95,19 +95,19 @@ public:
   /// The specs of the kernels create() loads, for AOT libraries.
   static std::vector<KernelSpec> specs(Arch arch);
 
-  /// Copies block pairs[i].src to pairs[i].dst in K and V of every layer of
+  /// Copies page pairs[i].src to pairs[i].dst in K and V of every layer of
   /// `cache`, in one launch on `stream` (none for no pairs). The pairs are
   /// checked (checkCopyPairs) and staged through pinned memory into a device
   /// buffer that the next call overwrites: issue calls of one CacheOps on
-  /// one stream. Errors also name a block size that is not a multiple of
+  /// one stream. Errors also name a page size that is not a multiple of
   /// 16 bytes and more pairs than the staging capacity.
-  llvm::Error copyBlocks(KVCache &cache, llvm::ArrayRef<BlockPair> pairs,
+  llvm::Error copyPages(KVCache &cache, llvm::ArrayRef<PagePair> pairs,
                          CUstream stream);
   /// The same from `numPairs` pairs already on the device (int64 [numPairs,
-  /// 2], src then dst; BlockPair's layout): no upload, so it can be
+  /// 2], src then dst; PagePair's layout): no upload, so it can be
   /// captured in a CUDA graph. The pairs cannot be checked here: they must
-  /// satisfy checkCopyPairs, or blocks are read and written out of range.
-  llvm::Error copyBlocks(KVCache &cache, const BlockPair *devicePairs,
+  /// satisfy checkCopyPairs, or pages are read and written out of range.
+  llvm::Error copyPages(KVCache &cache, const PagePair *devicePairs,
                          int64_t numPairs, CUstream stream) const;
 
   /// Moves the decode batch of `args` one token forward (see

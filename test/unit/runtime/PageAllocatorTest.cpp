@@ -1,11 +1,11 @@
-//===- BlockAllocatorTest.cpp - free list, refcounts, copy-on-write -------===//
+//===- PageAllocatorTest.cpp - free list, refcounts, copy-on-write -------===//
 //
 // The allocator's bookkeeping on the host: allocation order and reuse,
 // exhaustion and double free as clear Errors that leave the state alone,
-// shared blocks, copy-on-write, and BlockTable growing and forking.
+// shared pages, copy-on-write, and PageTable growing and forking.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/serving/BlockAllocator.h"
+#include "attn/runtime/serving/PageAllocator.h"
 
 #include <gtest/gtest.h>
 
@@ -45,65 +45,65 @@ template <typename T> T take(llvm::Expected<T> value) {
       ADD_FAILURE() << llvm::toString(std::move(attnErr));                     \
   } while (false)
 
-using Blocks = std::vector<int32_t>;
+using Pages = std::vector<int32_t>;
 
-TEST(BlockAllocator, AllocatesLowestFirstAndReusesFreedBlocks) {
-  BlockAllocator a(8);
-  EXPECT_EQ(a.numBlocks(), 8);
+TEST(PageAllocator, AllocatesLowestFirstAndReusesFreedBlocks) {
+  PageAllocator a(8);
+  EXPECT_EQ(a.numPages(), 8);
   EXPECT_EQ(a.numFree(), 8);
-  EXPECT_EQ(take(a.allocate(3)), (Blocks{0, 1, 2}));
+  EXPECT_EQ(take(a.allocate(3)), (Pages{0, 1, 2}));
   EXPECT_EQ(a.numFree(), 5);
   EXPECT_EQ(a.refCount(1), 1);
   EXPECT_EQ(a.refCount(3), 0);
   EXPECT_OK(a.free(1));
   EXPECT_EQ(a.refCount(1), 0);
   EXPECT_EQ(a.numFree(), 6);
-  // The block freed last is handed out first.
-  EXPECT_EQ(take(a.allocate(2)), (Blocks{1, 3}));
-  EXPECT_EQ(take(a.allocate(0)), Blocks{});
+  // The page freed last is handed out first.
+  EXPECT_EQ(take(a.allocate(2)), (Pages{1, 3}));
+  EXPECT_EQ(take(a.allocate(0)), Pages{});
   EXPECT_EQ(a.numFree(), 4);
 }
 
-TEST(BlockAllocator, ExhaustionIsAnErrorAndAllocatesNothing) {
-  BlockAllocator a(8);
+TEST(PageAllocator, ExhaustionIsAnErrorAndAllocatesNothing) {
+  PageAllocator a(8);
   ASSERT_EQ(take(a.allocate(4)).size(), 4u);
   EXPECT_EQ(errorText(a.allocate(5)),
-            "block allocator: out of blocks: 5 asked for, 4 of 8 free");
+            "page allocator: out of pages: 5 asked for, 4 of 8 free");
   EXPECT_EQ(a.numFree(), 4);
-  EXPECT_EQ(take(a.allocate(4)), (Blocks{4, 5, 6, 7}));
+  EXPECT_EQ(take(a.allocate(4)), (Pages{4, 5, 6, 7}));
   EXPECT_EQ(errorText(a.allocate(1)),
-            "block allocator: out of blocks: 1 asked for, 0 of 8 free");
+            "page allocator: out of pages: 1 asked for, 0 of 8 free");
   EXPECT_FALSE(a.allocate(-1));
 }
 
-TEST(BlockAllocator, DoubleFreeIsAnError) {
-  BlockAllocator a(4);
-  ASSERT_EQ(take(a.allocate(3)), (Blocks{0, 1, 2}));
+TEST(PageAllocator, DoubleFreeIsAnError) {
+  PageAllocator a(4);
+  ASSERT_EQ(take(a.allocate(3)), (Pages{0, 1, 2}));
   EXPECT_OK(a.free(2));
-  EXPECT_EQ(errorText(a.free(2)), "block allocator: double free of block 2");
+  EXPECT_EQ(errorText(a.free(2)), "page allocator: double free of page 2");
   EXPECT_EQ(a.numFree(), 2); // not pushed twice
-  EXPECT_EQ(errorText(a.free(3)), "block allocator: double free of block 3");
+  EXPECT_EQ(errorText(a.free(3)), "page allocator: double free of page 3");
 }
 
-TEST(BlockAllocator, OutOfRangeBlocksAreErrors) {
-  BlockAllocator a(4);
+TEST(PageAllocator, OutOfRangeBlocksAreErrors) {
+  PageAllocator a(4);
   ASSERT_TRUE(bool(a.allocate(4)));
   EXPECT_EQ(errorText(a.free(4)),
-            "block allocator: free: block 4 is outside [0, 4)");
+            "page allocator: free: page 4 is outside [0, 4)");
   EXPECT_EQ(errorText(a.free(-1)),
-            "block allocator: free: block -1 is outside [0, 4)");
+            "page allocator: free: page -1 is outside [0, 4)");
   EXPECT_EQ(errorText(a.incRef(7)),
-            "block allocator: incRef: block 7 is outside [0, 4)");
+            "page allocator: incRef: page 7 is outside [0, 4)");
   EXPECT_EQ(errorText(a.prepareWrite(4)),
-            "block allocator: prepareWrite: block 4 is outside [0, 4)");
-  EXPECT_EQ(errorText(a.free(Blocks{0, 9})),
-            "block allocator: free: block 9 is outside [0, 4)");
+            "page allocator: prepareWrite: page 4 is outside [0, 4)");
+  EXPECT_EQ(errorText(a.free(Pages{0, 9})),
+            "page allocator: free: page 9 is outside [0, 4)");
   EXPECT_EQ(a.refCount(0), 1); // the list was rejected as a whole
 }
 
-TEST(BlockAllocator, SharedBlocksAreFreedByTheirLastUser) {
-  BlockAllocator a(4);
-  ASSERT_EQ(take(a.allocate(2)), (Blocks{0, 1}));
+TEST(PageAllocator, SharedBlocksAreFreedByTheirLastUser) {
+  PageAllocator a(4);
+  ASSERT_EQ(take(a.allocate(2)), (Pages{0, 1}));
   EXPECT_OK(a.incRef(0));
   EXPECT_OK(a.incRef(0));
   EXPECT_EQ(a.refCount(0), 3);
@@ -114,40 +114,40 @@ TEST(BlockAllocator, SharedBlocksAreFreedByTheirLastUser) {
   EXPECT_OK(a.free(0));
   EXPECT_EQ(a.numFree(), 3);
   EXPECT_EQ(errorText(a.incRef(0)),
-            "block allocator: incRef of block 0, which is free");
+            "page allocator: incRef of page 0, which is free");
 }
 
-TEST(BlockAllocator, FreeingAListIsAllOrNothing) {
-  BlockAllocator a(4);
-  ASSERT_EQ(take(a.allocate(2)), (Blocks{0, 1}));
+TEST(PageAllocator, FreeingAListIsAllOrNothing) {
+  PageAllocator a(4);
+  ASSERT_EQ(take(a.allocate(2)), (Pages{0, 1}));
   EXPECT_OK(a.incRef(1));
-  // Block 0 has one user: freeing it twice in one list is a double free.
-  EXPECT_EQ(errorText(a.free(Blocks{1, 0, 0})),
-            "block allocator: double free of block 0");
+  // Page 0 has one user: freeing it twice in one list is a double free.
+  EXPECT_EQ(errorText(a.free(Pages{1, 0, 0})),
+            "page allocator: double free of page 0");
   EXPECT_EQ(a.refCount(0), 1);
   EXPECT_EQ(a.refCount(1), 2);
-  EXPECT_OK(a.free(Blocks{1, 1, 0}));
+  EXPECT_OK(a.free(Pages{1, 1, 0}));
   EXPECT_EQ(a.numFree(), 4);
 }
 
-TEST(BlockAllocator, PrepareWriteKeepsAPrivateBlock) {
-  BlockAllocator a(4);
-  ASSERT_EQ(take(a.allocate(1)), Blocks{0});
+TEST(PageAllocator, PrepareWriteKeepsAPrivateBlock) {
+  PageAllocator a(4);
+  ASSERT_EQ(take(a.allocate(1)), Pages{0});
   WriteTarget t = take(a.prepareWrite(0));
-  EXPECT_EQ(t.block, 0);
+  EXPECT_EQ(t.page, 0);
   EXPECT_FALSE(t.copyFrom.has_value());
   EXPECT_EQ(a.refCount(0), 1);
   EXPECT_EQ(a.numFree(), 3);
   EXPECT_EQ(errorText(a.prepareWrite(2)),
-            "block allocator: prepareWrite of block 2, which is free");
+            "page allocator: prepareWrite of page 2, which is free");
 }
 
-TEST(BlockAllocator, PrepareWriteCopiesASharedBlock) {
-  BlockAllocator a(3);
-  ASSERT_EQ(take(a.allocate(1)), Blocks{0});
+TEST(PageAllocator, PrepareWriteCopiesASharedBlock) {
+  PageAllocator a(3);
+  ASSERT_EQ(take(a.allocate(1)), Pages{0});
   EXPECT_OK(a.incRef(0));
   WriteTarget t = take(a.prepareWrite(0));
-  EXPECT_EQ(t.block, 1);
+  EXPECT_EQ(t.page, 1);
   ASSERT_TRUE(t.copyFrom.has_value());
   EXPECT_EQ(*t.copyFrom, 0);
   EXPECT_EQ(a.refCount(0), 1); // the other user keeps it
@@ -156,24 +156,24 @@ TEST(BlockAllocator, PrepareWriteCopiesASharedBlock) {
   EXPECT_FALSE(take(a.prepareWrite(0)).copyFrom.has_value());
 }
 
-TEST(BlockAllocator, PrepareWriteWithoutAFreeBlockChangesNothing) {
-  BlockAllocator a(2);
-  ASSERT_EQ(take(a.allocate(2)), (Blocks{0, 1}));
+TEST(PageAllocator, PrepareWriteWithoutAFreeBlockChangesNothing) {
+  PageAllocator a(2);
+  ASSERT_EQ(take(a.allocate(2)), (Pages{0, 1}));
   EXPECT_OK(a.incRef(1));
   EXPECT_EQ(errorText(a.prepareWrite(1)),
-            "block allocator: out of blocks: 1 asked for, 0 of 2 free");
+            "page allocator: out of pages: 1 asked for, 0 of 2 free");
   EXPECT_EQ(a.refCount(1), 2);
 }
 
-TEST(BlockTable, AppendAllocatesAsBlocksFill) {
-  BlockAllocator a(8);
-  BlockTable t(4);
+TEST(PageTable, AppendAllocatesAsBlocksFill) {
+  PageAllocator a(8);
+  PageTable t(4);
   EXPECT_FALSE(take(t.append(a, 3)).has_value());
-  EXPECT_EQ(t.blocks(), llvm::ArrayRef<int32_t>({0}));
-  EXPECT_FALSE(take(t.append(a, 1)).has_value()); // fills block 0 exactly
-  EXPECT_EQ(t.blocks().size(), 1u);
-  EXPECT_FALSE(take(t.append(a, 6)).has_value()); // 10 tokens: 3 blocks
-  EXPECT_EQ(t.blocks(), llvm::ArrayRef<int32_t>({0, 1, 2}));
+  EXPECT_EQ(t.pages(), llvm::ArrayRef<int32_t>({0}));
+  EXPECT_FALSE(take(t.append(a, 1)).has_value()); // fills page 0 exactly
+  EXPECT_EQ(t.pages().size(), 1u);
+  EXPECT_FALSE(take(t.append(a, 6)).has_value()); // 10 tokens: 3 pages
+  EXPECT_EQ(t.pages(), llvm::ArrayRef<int32_t>({0, 1, 2}));
   EXPECT_EQ(t.numTokens(), 10);
   EXPECT_EQ(t.slot(0), 0);
   EXPECT_EQ(t.slot(5), 1 * 4 + 1);
@@ -181,29 +181,29 @@ TEST(BlockTable, AppendAllocatesAsBlocksFill) {
   EXPECT_EQ(a.numFree(), 5);
 }
 
-TEST(BlockTable, ForkSharesAndAppendCopiesThePartlyFilledLastBlock) {
-  BlockAllocator a(8);
-  BlockTable parent(4);
-  ASSERT_TRUE(bool(parent.append(a, 6))); // blocks 0, 1 (1 half full)
+TEST(PageTable, ForkSharesAndAppendCopiesThePartlyFilledLastBlock) {
+  PageAllocator a(8);
+  PageTable parent(4);
+  ASSERT_TRUE(bool(parent.append(a, 6))); // pages 0, 1 (1 half full)
   ASSIGN_OR_FAIL(child, parent.fork(a));
-  EXPECT_EQ(child.blocks(), parent.blocks());
+  EXPECT_EQ(child.pages(), parent.pages());
   EXPECT_EQ(a.refCount(0), 2);
   EXPECT_EQ(a.refCount(1), 2);
 
-  // The child writes token 6 into the shared block 1: it gets a copy.
-  std::optional<BlockCopy> copy = take(child.append(a, 1));
+  // The child writes token 6 into the shared page 1: it gets a copy.
+  std::optional<PageCopy> copy = take(child.append(a, 1));
   ASSERT_TRUE(copy.has_value());
   EXPECT_EQ(copy->src, 1);
   EXPECT_EQ(copy->dst, 2);
-  EXPECT_EQ(child.blocks(), llvm::ArrayRef<int32_t>({0, 2}));
+  EXPECT_EQ(child.pages(), llvm::ArrayRef<int32_t>({0, 2}));
   EXPECT_EQ(a.refCount(1), 1);
-  EXPECT_EQ(a.refCount(0), 2); // the full prefix block stays shared
-  // The parent's block 1 is private again: no copy.
+  EXPECT_EQ(a.refCount(0), 2); // the full prefix page stays shared
+  // The parent's page 1 is private again: no copy.
   EXPECT_FALSE(take(parent.append(a, 1)).has_value());
-  EXPECT_EQ(parent.blocks(), llvm::ArrayRef<int32_t>({0, 1}));
+  EXPECT_EQ(parent.pages(), llvm::ArrayRef<int32_t>({0, 1}));
 
   EXPECT_OK(child.release(a));
-  EXPECT_TRUE(child.blocks().empty());
+  EXPECT_TRUE(child.pages().empty());
   EXPECT_EQ(child.numTokens(), 0);
   EXPECT_EQ(a.refCount(0), 1);
   EXPECT_EQ(a.refCount(2), 0);
@@ -211,25 +211,25 @@ TEST(BlockTable, ForkSharesAndAppendCopiesThePartlyFilledLastBlock) {
   EXPECT_EQ(a.numFree(), 8);
 }
 
-TEST(BlockTable, ForkAtABlockBoundaryNeedsNoCopy) {
-  BlockAllocator a(4);
-  BlockTable parent(4);
+TEST(PageTable, ForkAtABlockBoundaryNeedsNoCopy) {
+  PageAllocator a(4);
+  PageTable parent(4);
   ASSERT_TRUE(bool(parent.append(a, 4)));
   ASSIGN_OR_FAIL(child, parent.fork(a));
   EXPECT_FALSE(take(child.append(a, 1)).has_value());
-  EXPECT_EQ(child.blocks(), llvm::ArrayRef<int32_t>({0, 1}));
+  EXPECT_EQ(child.pages(), llvm::ArrayRef<int32_t>({0, 1}));
   EXPECT_EQ(a.refCount(0), 2);
 }
 
-TEST(BlockTable, AppendIsAllOrNothing) {
-  BlockAllocator a(3);
-  BlockTable parent(4);
-  ASSERT_TRUE(bool(parent.append(a, 6))); // blocks 0, 1
+TEST(PageTable, AppendIsAllOrNothing) {
+  PageAllocator a(3);
+  PageTable parent(4);
+  ASSERT_TRUE(bool(parent.append(a, 6))); // pages 0, 1
   ASSIGN_OR_FAIL(child, parent.fork(a));
-  // Needs a copy of block 1 and one more block: 2 blocks, 1 free.
+  // Needs a copy of page 1 and one more page: 2 pages, 1 free.
   EXPECT_EQ(errorText(child.append(a, 4)),
-            "block allocator: out of blocks: 2 asked for, 1 of 3 free");
-  EXPECT_EQ(child.blocks(), llvm::ArrayRef<int32_t>({0, 1}));
+            "page allocator: out of pages: 2 asked for, 1 of 3 free");
+  EXPECT_EQ(child.pages(), llvm::ArrayRef<int32_t>({0, 1}));
   EXPECT_EQ(child.numTokens(), 6);
   EXPECT_EQ(a.refCount(1), 2);
   EXPECT_EQ(a.numFree(), 1);
