@@ -53,7 +53,9 @@ struct Request {
 /// An engine of one attention layer (or a few, sharing the step plan).
 class Engine {
 public:
-  llvm::Error init(ScalarType kvType, int numLayers = 1) {
+  /// With `withSinks`, every layer has attention sinks (one logit per q
+  /// head, some large enough to take most of a row's weight).
+  llvm::Error init(ScalarType kvType, int numLayers = 1, bool withSinks = false) {
     this->kvType = kvType;
     runtime::KVCacheConfig cache;
     cache.numLayers = numLayers;
@@ -82,6 +84,18 @@ public:
     config.headDim = kDim;
     config.kvType = kvType;
     config.pageSize = kPage;
+    config.sinks = withSinks;
+    if (withSinks) {
+      for (int h = 0; h < kHeads; ++h)
+        sinks.push_back(h % 4 == 3 ? 6.0f : -1.0f + 0.75f * float(h % 4));
+      auto allocated = runtime::DeviceBuffer::allocate(sinks.size() * sizeof(float));
+      if (!allocated)
+        return allocated.takeError();
+      sinksBuffer = std::move(*allocated);
+      if (llvm::Error error =
+              sinksBuffer.copyFromHost(sinks.data(), sinks.size() * sizeof(float)))
+        return error;
+    }
     auto backend = runtime::Backend::create(config, Jit::global().kernelSource(), limits);
     if (!backend)
       return backend.takeError();
@@ -116,6 +130,7 @@ public:
     prob.headDim = kDim;
     prob.scale = 1.0 / std::sqrt(double(kDim));
     prob.causal = true;
+    prob.sinks.assign(sinks.begin(), sinks.end());
     prob.cuSeqlensQ = {0};
     prob.cuSeqlensKV = {0};
     for (size_t i = 0; i < requests.size(); ++i) {
@@ -163,6 +178,8 @@ public:
     a.v = v.ptr<void>();
     a.out = out.ptr<void>();
     runtime::bindCache(a, *cache, index);
+    if (!sinks.empty())
+      a.sinks = sinksBuffer.ptr<float>();
     return a;
   }
 
@@ -184,16 +201,14 @@ public:
   std::unique_ptr<runtime::Backend> backend;
   std::optional<runtime::Stream> stream;
   runtime::DeviceBuffer q, k, v, out;
+  std::vector<float> sinks; ///< per q head; empty: none
+  runtime::DeviceBuffer sinksBuffer;
 };
 
-class BackendGpuTest : public ::testing::TestWithParam<ScalarType> {};
-
-// Step 1 prefills three prompts; step 2 continues one prompt by a chunk and
-// decodes the other two (chunked prefill with decodes in one call).
-TEST_P(BackendGpuTest, MixedStepsMatchReference) {
-  ATTN_REQUIRE_GPU();
-  Engine engine;
-  ATTN_ASSERT_OK(engine.init(GetParam()));
+/// Step 1 prefills three prompts; step 2 continues one prompt by a chunk
+/// and decodes the other two (chunked prefill with decodes in one call);
+/// step 3 decodes all three. Each step's output against the reference.
+void runMixedSteps(Engine &engine) {
   std::mt19937 rng(11);
   std::vector<Request> requests(3);
   std::vector<double> expected;
@@ -207,6 +222,24 @@ TEST_P(BackendGpuTest, MixedStepsMatchReference) {
     EXPECT_LT(ref::relativeError(got, expected), 1e-2)
         << numPrefills << " prefills of " << md.batch();
   }
+}
+
+class BackendGpuTest : public ::testing::TestWithParam<ScalarType> {};
+
+TEST_P(BackendGpuTest, MixedStepsMatchReference) {
+  ATTN_REQUIRE_GPU();
+  Engine engine;
+  ATTN_ASSERT_OK(engine.init(GetParam()));
+  runMixedSteps(engine);
+}
+
+// gpt-oss's attention sinks through the Backend: the same steps with a sink
+// logit per q head in the mixed prefill+decode kernel.
+TEST_P(BackendGpuTest, MixedStepsWithSinksMatchReference) {
+  ATTN_REQUIRE_GPU();
+  Engine engine;
+  ATTN_ASSERT_OK(engine.init(GetParam(), /*numLayers=*/1, /*withSinks=*/true));
+  runMixedSteps(engine);
 }
 
 INSTANTIATE_TEST_SUITE_P(Caches, BackendGpuTest,
