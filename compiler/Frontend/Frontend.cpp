@@ -273,8 +273,9 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
         auto [slopes, sinks] = headTableArgs(variant, args);
         auto decode = b.create<DecodeOp>(
             loc, qType, lse, args[0], args[1], args[2], args[3], kScale,
-            vScale, slopes, sinks, uint64_t(int64_t(variant.queryLen)),
-            pinned, mask, variant.kind, scale, softcap);
+            vScale, slopes, sinks, /*aux=*/ValueRange(),
+            uint64_t(int64_t(variant.queryLen)), pinned, mask, variant.kind,
+            scale, softcap);
         return decode->getResults();
       });
 }
@@ -345,8 +346,8 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
           auto [slopes, sinks] = headTableArgs(variant, args);
           auto prefill = b.create<PagedPrefillOp>(
               loc, qType, lse, args[0], args[1], args[2], args[3], args[4],
-              kScale, vScale, slopes, sinks, pinned, mask, variant.kind, scale,
-              softcap);
+              kScale, vScale, slopes, sinks, /*aux=*/ValueRange(), pinned, mask,
+              variant.kind, scale, softcap);
           return prefill->getResults();
         });
   }
@@ -356,7 +357,8 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
         auto [slopes, sinks] = headTableArgs(variant, args);
         auto prefill = b.create<PrefillOp>(
             loc, qType, lse, args[0], args[1], args[2], args[3], args[4],
-            slopes, sinks, pinned, mask, variant.kind, scale, softcap);
+            slopes, sinks, /*aux=*/ValueRange(), pinned, mask, variant.kind,
+            scale, softcap);
         return prefill->getResults();
       });
 }

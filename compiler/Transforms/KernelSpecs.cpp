@@ -149,6 +149,14 @@ bool runsKernel(Operation *op) {
 }
 
 FailureOr<::attn::KernelSpec> getKernelSpec(Operation *op, ::attn::Arch arch) {
+  // No template runs the regions yet: refuse rather than drop them.
+  if (auto attention = dyn_cast<AttentionOpInterface>(op))
+    for (auto [region, name] : {std::pair{&attention.getScoreMod(), "score_mod"},
+                                {&attention.getMaskMod(), "mask_mod"}})
+      if (!region->empty())
+        return op->emitOpError()
+               << "has a " << name
+               << " region; no kernel template compiles modifier regions yet";
   if (auto decode = dyn_cast<DecodeOp>(op))
     return getDecodeKernelSpec(decode, arch);
   if (auto prefill = dyn_cast<PrefillOp>(op))

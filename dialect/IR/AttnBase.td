@@ -27,6 +27,10 @@ def Attn_Dialect : Dialect {
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
+  // score_mod and mask_mod regions are written in these (AttnOps.td).
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::scf::SCFDialect"];
   let extraClassDeclaration = [{
     void registerAttributes();
     void registerTypes();

@@ -39,6 +39,12 @@ def Attn_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
       [{}], [{
         return ::mlir::attn::getHeadTableOf($_op, operand);
       }]>,
+    InterfaceMethod<"The auxiliary tables the modifier regions read.",
+      "::mlir::OperandRange", "getAux">,
+    InterfaceMethod<"The score_mod region (empty when the op has none).",
+      "::mlir::Region &", "getScoreMod">,
+    InterfaceMethod<"The mask_mod region (empty when the op has none).",
+      "::mlir::Region &", "getMaskMod">,
     InterfaceMethod<"The pinned or chosen schedule attribute, or null.",
       "::mlir::Attribute", "getScheduleAttr">,
     InterfaceMethod<[{

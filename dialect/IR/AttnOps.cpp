@@ -226,6 +226,155 @@ LogicalResult PrefillOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// score_mod and mask_mod regions
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The scalar types a modifier region computes in: each has a CUDA type
+/// (codegen/EmitModifier.cpp).
+bool isModifierScalar(Type type) {
+  return type.isInteger(1) || type.isInteger(32) || type.isInteger(64) ||
+         type.isF32() || type.isF64();
+}
+
+/// Ops a modifier region may hold: scalar arith and math, scf.if (with its
+/// scf.yield) for branches, attn.aux_load; attn.yield ends the region. All
+/// are pure, so a region has no effects to order or drop.
+bool isModifierOp(Operation *op) {
+  Dialect *dialect = op->getDialect();
+  if (dialect && (isa<arith::ArithDialect>(dialect) ||
+                  isa<math::MathDialect>(dialect)))
+    return true;
+  return isa<scf::IfOp, scf::YieldOp, AuxLoadOp, YieldOp>(op);
+}
+
+/// One region: its arguments ((f32 score,) request, q_pos, k_pos, q_head,
+/// kv_head, then one per aux operand), its attn.yield of `resultType`, and
+/// every op inside (allowed, on scalars), each error at what is wrong.
+LogicalResult verifyModifier(AttentionOpInterface op, Region &region,
+                             StringRef name, bool takesScore,
+                             Type resultType) {
+  if (region.empty())
+    return success();
+  Block &block = region.front();
+  MLIRContext *context = op->getContext();
+  SmallVector<Type> expected;
+  if (takesScore)
+    expected.push_back(Float32Type::get(context));
+  expected.append(5, IntegerType::get(context, 32));
+  for (Value aux : op.getAux())
+    expected.push_back(aux.getType());
+  const char *signature =
+      takesScore ? "(f32 score, i32 request, i32 q_pos, i32 k_pos, i32 "
+                   "q_head, i32 kv_head, then one per aux operand)"
+                 : "(i32 request, i32 q_pos, i32 k_pos, i32 q_head, i32 "
+                   "kv_head, then one per aux operand)";
+  if (block.getNumArguments() != expected.size())
+    return op->emitOpError()
+           << name << " must take " << expected.size() << " arguments "
+           << signature << ", got " << block.getNumArguments();
+  for (auto [i, arg, type] : llvm::enumerate(block.getArguments(), expected))
+    if (arg.getType() != type)
+      return op->emitOpError() << name << " argument " << i << " must be "
+                               << type << " " << signature << ", got "
+                               << arg.getType();
+  // Other terminators' own parent checks reject them first; this guards
+  // the cast below.
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield)
+    return block.getTerminator()->emitOpError()
+           << "cannot end " << name << "; it ends with attn.yield";
+  if (yield.getValue().getType() != resultType)
+    return yield.emitOpError() << "in " << name << " must yield "
+                               << resultType << ", got "
+                               << yield.getValue().getType();
+  WalkResult walk = region.walk([&](Operation *inner) -> WalkResult {
+    if (!isModifierOp(inner))
+      return inner->emitOpError()
+             << "is not allowed in " << name << " of '" << op->getName()
+             << "': it holds pure arith and math ops, scf.if and "
+                "attn.aux_load";
+    auto scalarTypes = [&](TypeRange types) {
+      return llvm::all_of(types, isModifierScalar);
+    };
+    if (!isa<AuxLoadOp>(inner) && (!scalarTypes(inner->getOperandTypes()) ||
+                                   !scalarTypes(inner->getResultTypes())))
+      return inner->emitOpError()
+             << "in " << name << " computes on a type a kernel has no "
+                "scalar for; use i1, i32, i64, f32 or f64";
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+LogicalResult verifyModifiers(AttentionOpInterface op) {
+  MLIRContext *context = op->getContext();
+  if (failed(verifyModifier(op, op.getScoreMod(), "score_mod",
+                            /*takesScore=*/true, Float32Type::get(context))))
+    return failure();
+  return verifyModifier(op, op.getMaskMod(), "mask_mod", /*takesScore=*/false,
+                        IntegerType::get(context, 1));
+}
+
+/// Names the printed IR gives results (%out, %lse) and modifier arguments: %score, %request, %q_pos,
+/// %k_pos, %q_head, %kv_head, then %aux0, %aux1, ...
+void nameModifierArguments(Region &region, OpAsmSetValueNameFn setName) {
+  if (region.empty())
+    return;
+  static const char *const kPositions[] = {"request", "q_pos", "k_pos",
+                                           "q_head", "kv_head"};
+  Block &block = region.front();
+  unsigned first = 0;
+  if (block.getNumArguments() > 0 && block.getArgument(0).getType().isF32()) {
+    setName(block.getArgument(0), "score");
+    first = 1;
+  }
+  for (unsigned i = first; i < block.getNumArguments(); ++i) {
+    unsigned position = i - first;
+    if (position < 5)
+      setName(block.getArgument(i), kPositions[position]);
+    else
+      setName(block.getArgument(i), "aux" + std::to_string(position - 5));
+  }
+}
+
+} // namespace
+
+#define ATTN_MODIFIER_REGION_HOOKS(Op)                                         \
+  LogicalResult Op::verifyRegions() { return verifyModifiers(*this); }         \
+  void Op::getAsmBlockArgumentNames(Region &region,                            \
+                                    OpAsmSetValueNameFn setName) {             \
+    nameModifierArguments(region, setName);                                    \
+  }                                                                            \
+  void Op::getAsmResultNames(OpAsmSetValueNameFn setName) {                    \
+    setName(getOut(), "out");                                                  \
+    if (Value lse = getLse())                                                  \
+      setName(lse, "lse");                                                     \
+  }
+ATTN_MODIFIER_REGION_HOOKS(PrefillOp)
+ATTN_MODIFIER_REGION_HOOKS(PagedPrefillOp)
+ATTN_MODIFIER_REGION_HOOKS(DecodeOp)
+#undef ATTN_MODIFIER_REGION_HOOKS
+
+LogicalResult AuxLoadOp::verify() {
+  auto table = cast<RankedTensorType>(getTable().getType());
+  if (int64_t(getIndices().size()) != table.getRank())
+    return emitOpError() << "needs one index per dimension of " << table
+                         << " (" << table.getRank() << "), got "
+                         << getIndices().size();
+  // Tables are region arguments: the aux operands of the attention op.
+  auto arg = dyn_cast<BlockArgument>(getTable());
+  auto owner = arg ? dyn_cast<AttentionOpInterface>(
+                         arg.getOwner()->getParentOp())
+                   : AttentionOpInterface();
+  if (!owner)
+    return emitOpError() << "reads a table that is not an aux argument of "
+                            "an enclosing score_mod or mask_mod";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // PagedPrefillOp
 //===----------------------------------------------------------------------===//
 

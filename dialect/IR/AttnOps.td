@@ -12,6 +12,8 @@ include "dialect/IR/AttnBase.td"
 include "dialect/IR/AttnAttrs.td"
 include "dialect/IR/AttnTypes.td"
 include "dialect/IR/AttnInterfaces.td"
+include "mlir/IR/OpAsmInterface.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 /// Attention sinks: one learned logit per q head, in the units of the scaled
@@ -23,6 +25,19 @@ def Attn_SinkVector : TensorRankOf<[F32], [1]>;
 /// Score modifiers every attention op takes. Absent `mask` means none; absent
 /// `scale` means 1/sqrt(head_dim); `softcap` c replaces a score s by
 /// c * tanh(s / c) (Gemma 2, Grok).
+/// Tables a score_mod or mask_mod region reads (attn.aux_load): small
+/// per-head, per-request or per-token tensors of f32 or i32, rank 1-3.
+def Attn_AuxTensor : TensorRankOf<[F32, I32], [1, 2, 3]>;
+
+/// The programmable modifiers of an attention op (docs/semantics.md,
+/// "Programmable variants"): an optional `score_mod` region, which maps each
+/// scaled score to a new one, and an optional `mask_mod` region, which says
+/// whether a query may see a key. Both take (request, q_pos, k_pos, q_head,
+/// kv_head) as i32 (score_mod takes the f32 score first), then one argument
+/// per `aux` operand, and yield f32 / i1 through attn.yield.
+defvar Attn_ModifierRegions = (region MaxSizedRegion<1>:$score_mod,
+                                      MaxSizedRegion<1>:$mask_mod);
+
 defvar Attn_ScoreModAttrs = (ins
   OptionalAttr<Attn_MaskAttr>:$mask,
   DefaultValuedAttr<Attn_AttentionKindAttr,
@@ -34,7 +49,9 @@ defvar Attn_ScoreModAttrs = (ins
 // attn.prefill
 //===----------------------------------------------------------------------===//
 
-def Attn_PrefillOp : Attn_Op<"prefill", [Pure, AttrSizedOperandSegments,
+def Attn_PrefillOp : Attn_Op<"prefill", [Pure, AttrSizedOperandSegments, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<OpAsmOpInterface,
+        ["getAsmBlockArgumentNames", "getAsmResultNames"]>,
                                          Attn_AttentionOpInterface]> {
   let summary = "attention over ragged (variable-length) q/k/v";
   let description = [{
@@ -61,17 +78,22 @@ def Attn_PrefillOp : Attn_Op<"prefill", [Pure, AttrSizedOperandSegments,
     Attn_IndexVector:$cu_seqlens_kv,
     Optional<Attn_SlopeVector>:$alibi_slopes,
     Optional<Attn_SinkVector>:$sinks,
+    Variadic<Attn_AuxTensor>:$aux,
     OptionalAttr<Attn_PrefillScheduleAttr>:$schedule), Attn_ScoreModAttrs);
   let results = (outs
     Attn_ActivationTensor:$out,
     Optional<Attn_LseTensor>:$lse);
+  let regions = Attn_ModifierRegions;
+  let hasRegionVerifier = 1;
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $cu_seqlens_q `,` $cu_seqlens_kv
     (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`aux` `(` $aux^ `:` type($aux) `)`)?
     attr-dict `:` type($q) `,` type($k) `,` type($v) `,`
     type($cu_seqlens_q) `,` type($cu_seqlens_kv) `->` type($out)
     (`,` type($lse)^)?
+    (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
   }];
 }
 
@@ -80,7 +102,9 @@ def Attn_PrefillOp : Attn_Op<"prefill", [Pure, AttrSizedOperandSegments,
 //===----------------------------------------------------------------------===//
 
 def Attn_PagedPrefillOp
-    : Attn_Op<"paged_prefill", [Pure, AttrSizedOperandSegments,
+    : Attn_Op<"paged_prefill", [Pure, AttrSizedOperandSegments, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<OpAsmOpInterface,
+        ["getAsmBlockArgumentNames", "getAsmResultNames"]>,
                                 Attn_AttentionOpInterface]> {
   let summary = "new tokens attending to their paged prefix and themselves";
   let description = [{
@@ -111,19 +135,24 @@ def Attn_PagedPrefillOp
     Optional<Attn_ScaleVector>:$v_scale,
     Optional<Attn_SlopeVector>:$alibi_slopes,
     Optional<Attn_SinkVector>:$sinks,
+    Variadic<Attn_AuxTensor>:$aux,
     OptionalAttr<Attn_PrefillScheduleAttr>:$schedule), Attn_ScoreModAttrs);
   let results = (outs
     Attn_ActivationTensor:$out,
     Optional<Attn_LseTensor>:$lse);
+  let regions = Attn_ModifierRegions;
+  let hasRegionVerifier = 1;
   let assemblyFormat = [{
     $q `,` $cache `,` $cu_seqlens_q `,` $page_tables `,` $seq_lens
     (`kv_scales` `(` $k_scale^ `,` $v_scale `:` type($k_scale) `,`
                     type($v_scale) `)`)?
     (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`aux` `(` $aux^ `:` type($aux) `)`)?
     attr-dict `:` type($q) `,` qualified(type($cache)) `,`
     type($cu_seqlens_q) `,` type($page_tables) `,` type($seq_lens)
     `->` type($out) (`,` type($lse)^)?
+    (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
   }];
 }
 
@@ -131,7 +160,9 @@ def Attn_PagedPrefillOp
 // attn.decode
 //===----------------------------------------------------------------------===//
 
-def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments,
+def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<OpAsmOpInterface,
+        ["getAsmBlockArgumentNames", "getAsmResultNames"]>,
                                          Attn_AttentionOpInterface]> {
   let summary = "paged decode: a few new query tokens per request";
   let description = [{
@@ -158,21 +189,59 @@ def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments,
     Optional<Attn_ScaleVector>:$v_scale,
     Optional<Attn_SlopeVector>:$alibi_slopes,
     Optional<Attn_SinkVector>:$sinks,
+    Variadic<Attn_AuxTensor>:$aux,
     DefaultValuedAttr<I64Attr, "1">:$query_len,
     OptionalAttr<Attn_DecodeScheduleAttr>:$schedule), Attn_ScoreModAttrs);
   let results = (outs
     Attn_ActivationTensor:$out,
     Optional<Attn_LseTensor>:$lse);
+  let regions = Attn_ModifierRegions;
+  let hasRegionVerifier = 1;
   let assemblyFormat = [{
     $q `,` $cache `,` $page_tables `,` $seq_lens
     (`kv_scales` `(` $k_scale^ `,` $v_scale `:` type($k_scale) `,`
                     type($v_scale) `)`)?
     (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`aux` `(` $aux^ `:` type($aux) `)`)?
     attr-dict `:` type($q) `,` qualified(type($cache)) `,`
     type($page_tables) `,` type($seq_lens) `->` type($out)
     (`,` type($lse)^)?
+    (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// attn.yield, attn.aux_load: inside score_mod and mask_mod
+//===----------------------------------------------------------------------===//
+
+def Attn_YieldOp : Attn_Op<"yield", [Pure, Terminator, ReturnLike,
+    ParentOneOf<["PrefillOp", "PagedPrefillOp", "DecodeOp"]>]> {
+  let summary = "the result of a score_mod (f32) or mask_mod (i1) region";
+  let arguments = (ins AnyTypeOf<[F32, I1]>:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+  // Its type is checked against the region it ends (verifyModifiers).
+  let hasVerifier = 0;
+}
+
+def Attn_AuxLoadOp : Attn_Op<"aux_load", [Pure,
+    TypesMatchWith<"result is the table's element type", "table", "result",
+                   "::llvm::cast<::mlir::TensorType>($_self).getElementType()">]> {
+  let summary = "one element of an auxiliary table, inside a modifier region";
+  let description = [{
+    Reads `table[indices]`, where `table` is the region argument of one of
+    the op's `aux` operands and there is one i32 index per dimension. An
+    index outside the table's shape reads 0 on the GPU (never memory outside
+    the table); the shapes a launch passes are checked by the runtime.
+
+    ```mlir
+    %b = attn.aux_load %bias[%head, %bucket] : tensor<32x32xf32>
+    ```
+  }];
+  let arguments = (ins Attn_AuxTensor:$table, Variadic<I32>:$indices);
+  let results = (outs AnyTypeOf<[F32, I32]>:$result);
+  let assemblyFormat = "$table `[` $indices `]` attr-dict `:` type($table)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

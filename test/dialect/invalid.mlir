@@ -245,7 +245,7 @@ func.func @scale_count(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E5M
 func.func @k_scale_alone(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
                          %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) {
   // expected-error @+1 {{'attn.decode' op k_scale and v_scale must be given together}}
-  %o = "attn.decode"(%q, %c, %bt, %lens, %s) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0>}> : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32>, tensor<1xf32>) -> tensor<?x32x128xbf16>
+  %o = "attn.decode"(%q, %c, %bt, %lens, %s) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0>}> ({}, {}) : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32>, tensor<1xf32>) -> tensor<?x32x128xbf16>
   return
 }
 

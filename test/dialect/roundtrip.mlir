@@ -295,3 +295,80 @@ func.func @persistent_threshold() attributes {
     usual = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma, persistent_max_q_len = 2048>} {
   return
 }
+
+// Programmable modifiers: a T5-style bias from an aux table (score_mod) and
+// chunked local attention (mask_mod) on prefill; soft-cap written as a
+// score_mod and document masking over per-token ids on decode.
+// CHECK-LABEL: func.func @prefill_modifiers
+func.func @prefill_modifiers(%q: tensor<?x8x64xbf16>, %k: tensor<?x8x64xbf16>,
+                             %v: tensor<?x8x64xbf16>, %cu_q: tensor<?xi32>,
+                             %cu_kv: tensor<?xi32>, %bias: tensor<8x32xf32>)
+    -> tensor<?x8x64xbf16> {
+  // CHECK: attn.prefill {{.*}} aux(%{{.*}} : tensor<8x32xf32>) {mask = #attn.mask<causal>}
+  // CHECK: score_mod {
+  // CHECK-NEXT: ^bb0(%{{.*}}: f32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %[[T:.*]]: tensor<8x32xf32>):
+  // CHECK: attn.aux_load %[[T]][%{{.*}}, %{{.*}}] : tensor<8x32xf32>
+  // CHECK: attn.yield %{{.*}} : f32
+  // CHECK: mask_mod {
+  // CHECK: arith.divsi
+  // CHECK: attn.yield %{{.*}} : i1
+  %o = attn.prefill %q, %k, %v, %cu_q, %cu_kv aux(%bias : tensor<8x32xf32>)
+      {mask = #attn.mask<causal>}
+      : tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?x8x64xbf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x8x64xbf16>
+  score_mod {
+  ^bb0(%s: f32, %req: i32, %qp: i32, %kp: i32, %qh: i32, %kvh: i32, %t: tensor<8x32xf32>):
+    %d = arith.subi %qp, %kp : i32
+    %c31 = arith.constant 31 : i32
+    %bucket = arith.minsi %d, %c31 : i32
+    %b = attn.aux_load %t[%qh, %bucket] : tensor<8x32xf32>
+    %r = arith.addf %s, %b : f32
+    attn.yield %r : f32
+  } mask_mod {
+  ^bb0(%req: i32, %qp: i32, %kp: i32, %qh: i32, %kvh: i32, %t: tensor<8x32xf32>):
+    %c = arith.constant 8192 : i32
+    %qc = arith.divsi %qp, %c : i32
+    %kc = arith.divsi %kp, %c : i32
+    %same = arith.cmpi eq, %qc, %kc : i32
+    attn.yield %same : i1
+  }
+  return %o : tensor<?x8x64xbf16>
+}
+
+// CHECK-LABEL: func.func @decode_modifiers
+func.func @decode_modifiers(
+    %q: tensor<?x32x128xbf16>,
+    %cache: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+    %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %docs: tensor<?xi32>)
+    -> tensor<?x32x128xbf16> {
+  // CHECK: attn.decode {{.*}} aux(%{{.*}} : tensor<?xi32>)
+  // CHECK: score_mod {
+  // CHECK: scf.if
+  // CHECK: math.tanh
+  // CHECK: mask_mod {
+  %o = attn.decode %q, %cache, %bt, %lens aux(%docs : tensor<?xi32>)
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  score_mod {
+  ^bb0(%s: f32, %req: i32, %qp: i32, %kp: i32, %qh: i32, %kvh: i32, %d: tensor<?xi32>):
+    %cap = arith.constant 30.0 : f32
+    %zero = arith.constant 0 : i32
+    %odd = arith.cmpi ne, %qh, %zero : i32
+    %r = scf.if %odd -> f32 {
+      %x = arith.divf %s, %cap : f32
+      %t = math.tanh %x : f32
+      %y = arith.mulf %t, %cap : f32
+      scf.yield %y : f32
+    } else {
+      scf.yield %s : f32
+    }
+    attn.yield %r : f32
+  } mask_mod {
+  ^bb0(%req: i32, %qp: i32, %kp: i32, %qh: i32, %kvh: i32, %d: tensor<?xi32>):
+    %a = attn.aux_load %d[%qp] : tensor<?xi32>
+    %b = attn.aux_load %d[%kp] : tensor<?xi32>
+    %same = arith.cmpi eq, %a, %b : i32
+    attn.yield %same : i1
+  }
+  return %o : tensor<?x32x128xbf16>
+}

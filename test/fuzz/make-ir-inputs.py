@@ -33,6 +33,12 @@ BUILTIN_TOKENS = [
     "65536", "268435456", "2147483647", "2147483648", "4294967296",
     "9223372036854775807", "\"sm_80\"", "\"sm_89\"", "\"sm_90a\"",
     "attn.arch", "// -----",
+    # score_mod / mask_mod regions: blocks and the ops they are written in.
+    "^bb0(", "^bb0(%s: f32, ", "%arg1: i32", "arith.addf", "arith.mulf",
+    "arith.divf", "arith.subi", "arith.divsi", "arith.remsi", "arith.minsi",
+    "arith.cmpi", "eq", "slt", "arith.cmpf", "olt", "arith.select",
+    "arith.andi", "arith.sitofp", "math.tanh", "math.exp", "math.log",
+    "scf.if", "scf.yield", "else", "-> f32",
 ]
 
 
