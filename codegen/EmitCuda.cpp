@@ -29,6 +29,30 @@ std::string smemBytesSymbol(const KernelSpec &spec) {
 
 static const char *boolStr(bool b) { return b ? "true" : "false"; }
 
+/// The score_mod and mask_mod device functions (bodies from
+/// compiler/Transforms/Modifiers.cpp) that Variant<Config> calls, and their
+/// flags; a kernel without them has the flags false and no functions.
+static std::string emitModifierFunctions(const KernelSpec &spec) {
+  constexpr const char *kPositions =
+      "int32_t request, int32_t q_pos, int32_t k_pos, int32_t q_head, "
+      "int32_t kv_head, const attn::AuxTable *aux";
+  std::string text = fmt::format("  static constexpr bool kScoreMod = {};\n"
+                                 "  static constexpr bool kMaskMod = {};\n",
+                                 boolStr(!spec.scoreMod.empty()),
+                                 boolStr(!spec.maskMod.empty()));
+  if (!spec.scoreMod.empty())
+    text += fmt::format("  static __device__ __forceinline__ float\n"
+                        "  scoreMod(float score, {}) {{\n"
+                        "    using attn::auxLoad;\n{}  }}\n",
+                        kPositions, spec.scoreMod);
+  if (!spec.maskMod.empty())
+    text += fmt::format("  static __device__ __forceinline__ bool\n"
+                        "  maskMod({}) {{\n"
+                        "    using attn::auxLoad;\n{}  }}\n",
+                        kPositions, spec.maskMod);
+  return text;
+}
+
 /// The Config every configured template takes: the spec's types, shapes,
 /// variant flags (templates/attn/variant_knobs.h) and schedule as constexpr
 /// members. Templates ignore what they do not use; the code of every
@@ -62,6 +86,7 @@ static std::string emitConfig(const KernelSpec &spec) {
   config += fmt::format("  static constexpr bool " #cudaConstant " = {};\n",   \
                         boolStr(spec.member));
 #include "templates/attn/variant_knobs.h"
+  config += emitModifierFunctions(spec);
   if (spec.kind == KernelKind::Decode)
     config += fmt::format("  static constexpr int kWarps = {};\n"
                           "  static constexpr int kStages = {};\n"

@@ -8,8 +8,10 @@
 //===----------------------------------------------------------------------===//
 #include "spec/KernelLimits.h"
 #include "templates/attn/decode_layout.h"
+#include "templates/attn/params.h"
 #include "templates/attn/prefill_layout.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 namespace attn {
@@ -205,6 +207,26 @@ std::string checkPrefillSchedule(const PrefillSchedule &s) {
                     kMaxStages, "the cp.async ring");
 }
 
+namespace {
+/// The modifier fields: only on attention kernels, bounded in size, and aux
+/// tables only with a region to read them.
+std::string checkModifiers(const KernelSpec &spec) {
+  if (!spec.hasModifiers())
+    return spec.aux.empty() ? "" : "aux needs a score_mod or mask_mod";
+  if (spec.kind == KernelKind::AppendKV)
+    return "of an append_kv kernel has no score_mod or mask_mod";
+  for (auto [name, text] : {std::pair{"score_mod", &spec.scoreMod},
+                            {"mask_mod", &spec.maskMod}, {"aux", &spec.aux}})
+    if (text->size() > kMaxModifierBytes)
+      return fmt::format("{} is {} bytes; at most {}", name, text->size(),
+                         kMaxModifierBytes);
+  if (spec.numAuxTables() > kMaxAuxTables)
+    return fmt::format("aux has {} tables; at most {}", spec.numAuxTables(),
+                       kMaxAuxTables);
+  return "";
+}
+} // namespace
+
 std::string checkKernelSpec(const KernelSpec &spec) {
   const bool decode = spec.kind == KernelKind::Decode;
   const bool raggedPrefill = spec.kind == KernelKind::Prefill;
@@ -260,6 +282,8 @@ std::string checkKernelSpec(const KernelSpec &spec) {
            "anyway)";
   if (spec.perHeadKVScale && !spec.isFP8KV())
     return "per_head_kv_scale needs an FP8 kv_type";
+  if (std::string problem = checkModifiers(spec); !problem.empty())
+    return problem;
   if (spec.kind == KernelKind::AppendKV) {
     // Writing the cache knows only the cache's knob (per_head_kv_scale).
     std::string attentionFlags;

@@ -34,6 +34,10 @@ constexpr bool isSupportedPageSize(int64_t pageSize) {
   return pageSize >= kMinPageSize && pageSize <= kMaxPageSize;
 }
 
+/// Bytes of a modifier's CUDA source (KernelSpec::scoreMod, maskMod, aux):
+/// far above any real region, far below what would slow a compile to a hang.
+constexpr size_t kMaxModifierBytes = 64 * 1024;
+
 /// Query tokens per request in one decode step (1, or 1 + draft tokens for
 /// speculative decoding). The decode kernel keeps them all in one tile.
 constexpr int64_t kMaxDecodeQueryLen = 16;

@@ -132,6 +132,19 @@ int sizeOf(ScalarType type) {
   return 0;
 }
 
+namespace {
+/// FNV-1a over the texts, each followed by a 0 byte.
+uint64_t fnv1a(std::initializer_list<std::string_view> texts) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (std::string_view text : texts) {
+    for (char c : text)
+      hash = (hash ^ uint8_t(c)) * 0x100000001b3ull;
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+} // namespace
+
 std::string KernelSpec::uri() const {
   // Only fields that change the binary, in a fixed order; flags appear only
   // when set so common names stay short. The cache ops take everything at
@@ -149,6 +162,9 @@ std::string KernelSpec::uri() const {
   if (member)                                                                  \
     name += "_" uriTag;
 #include "templates/attn/variant_knobs.h"
+  // Modifier source is long: the name holds its hash.
+  if (hasModifiers())
+    name += fmt::format("_mod{:016x}", fnv1a({scoreMod, maskMod, aux}));
   if (kind == KernelKind::Decode)
     name += fmt::format("_w{}s{}r{}", schedule.warps, schedule.stages,
                         schedule.rowTiles);

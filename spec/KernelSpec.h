@@ -18,6 +18,7 @@
 #ifndef ATTN_SPEC_KERNELSPEC_H
 #define ATTN_SPEC_KERNELSPEC_H
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -139,6 +140,14 @@ struct KernelSpec {
 #define ATTN_FLAG(member, ...) bool member = false;
 #include "templates/attn/variant_knobs.h"
 
+  /// Programmable modifiers (compiler/Transforms/Modifiers.h): the CUDA
+  /// bodies of the score_mod and mask_mod device functions the Config holds,
+  /// and the types of the aux tables they read ("f32:8x32,i32:?"); empty
+  /// without. The bodies are code: a spec is trusted as its source is.
+  std::string scoreMod;
+  std::string maskMod;
+  std::string aux;
+
   DecodeSchedule schedule;          ///< decode kernels
   PrefillSchedule prefillSchedule; ///< prefill and paged-prefill kernels
 
@@ -150,6 +159,11 @@ struct KernelSpec {
   /// kind alone, as none of the attention fields applies.
   bool isCacheOp() const {
     return kind == KernelKind::CopyPages || kind == KernelKind::AdvanceStep;
+  }
+  bool hasModifiers() const { return !scoreMod.empty() || !maskMod.empty(); }
+  /// The aux tables `aux` lists (one per comma-separated type).
+  int numAuxTables() const {
+    return aux.empty() ? 0 : 1 + int(std::count(aux.begin(), aux.end(), ','));
   }
   bool isFP8KV() const {
     return kvType == ScalarType::F8E4M3 || kvType == ScalarType::F8E5M2;
@@ -180,6 +194,9 @@ template <class F, class... K> void forEachSpecField(F &&f, K &...k) {
   f("query_len", k.queryLen...);
 #define ATTN_FLAG(member, name, ...) f(name, k.member...);
 #include "templates/attn/variant_knobs.h"
+  f("score_mod", k.scoreMod...);
+  f("mask_mod", k.maskMod...);
+  f("aux", k.aux...);
   f("schedule", k.schedule...);
   f("prefill_schedule", k.prefillSchedule...);
 }

@@ -16,6 +16,7 @@
 #include "spec/KernelSpec.h"
 
 #include <optional>
+#include <string>
 
 namespace attn {
 
@@ -37,6 +38,12 @@ struct AttentionKnobs {
 #define ATTN_HEAD_TABLE(flag, ...) bool flag = false;
 #include "templates/attn/variant_knobs.h"
   bool writeLse = false; ///< also write log-sum-exp per row (natural log)
+  /// Programmable modifiers (docs/semantics.md): the IR text of a score_mod
+  /// or mask_mod region, `{ ^bb0(%score: f32, %request: i32, ...): ...
+  /// attn.yield %s : f32 }`; empty for none. Region arguments after the
+  /// positions are aux tables, whose data each launch passes (`aux`).
+  std::string scoreMod;
+  std::string maskMod;
 };
 
 /// Calls f(name, knob...) for every knob of one or more AttentionKnobs.
@@ -49,6 +56,8 @@ template <class F, class... K> void forEachKnob(F &&f, K &...k) {
 #define ATTN_HEAD_TABLE(flag, ...) f(#flag, k.flag...);
 #include "templates/attn/variant_knobs.h"
   f("write_lse", k.writeLse...);
+  f("score_mod", k.scoreMod...);
+  f("mask_mod", k.maskMod...);
 }
 
 /// A paged decode variant: `queryLen` new tokens per request attend to the

@@ -8,6 +8,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -183,6 +184,66 @@ std::pair<Value, Value> headTableArgs(const ::attn::AttentionKnobs &knobs,
   return {slopes, sinks};
 }
 
+/// A variant's score_mod and mask_mod, parsed from their IR text into a
+/// holder op, and the types of the aux tables they read (the region
+/// arguments after the positions), which the built function takes last.
+struct Modifiers {
+  OwningOpRef<Operation *> holder; ///< null without modifiers
+  SmallVector<Type> auxTypes;
+
+  /// Gives the parsed regions to `op`, the attention op just built.
+  void moveInto(AttentionOpInterface op) {
+    if (!holder)
+      return;
+    op.getScoreMod().takeBody(holder.get()->getRegion(0));
+    op.getMaskMod().takeBody(holder.get()->getRegion(1));
+  }
+};
+
+/// Parses `knobs.scoreMod` and `knobs.maskMod` (each `{ ^bb0(...): ... }` or
+/// empty). Fails, after the parser's error, on text that is no region;
+/// what the regions may hold is the attention op's verifier's to check.
+FailureOr<Modifiers> parseModifiers(MLIRContext &context,
+                                    const ::attn::AttentionKnobs &knobs) {
+  Modifiers modifiers;
+  if (knobs.scoreMod.empty() && knobs.maskMod.empty())
+    return modifiers;
+  // The holder is no attn op: an unregistered one, allowed while parsing.
+  std::string text = "\"attn_frontend.modifiers\"() (" +
+                     (knobs.scoreMod.empty() ? "{}" : knobs.scoreMod) + ", " +
+                     (knobs.maskMod.empty() ? "{}" : knobs.maskMod) +
+                     ") : () -> ()";
+  bool allowed = context.allowsUnregisteredDialects();
+  context.allowUnregisteredDialects(true);
+  Block block;
+  LogicalResult parsed =
+      parseSourceString(text, &block,
+                        // aux_load checks its table against the attention op
+                        // the regions move into, and verifies there.
+                        ParserConfig(&context, /*verifyAfterParse=*/false),
+                        "modifiers");
+  context.allowUnregisteredDialects(allowed);
+  if (failed(parsed))
+    return failure();
+  if (block.getOperations().size() != 1 ||
+      block.front().getNumRegions() != 2)
+    return emitError(UnknownLoc::get(&context))
+           << "score_mod and mask_mod must each be one region";
+  Operation *holder = &block.front();
+  holder->remove();
+  modifiers.holder = holder;
+  // The aux tables follow score_mod's 6 and mask_mod's 5 position arguments.
+  for (auto [index, positions] : {std::pair{0u, 6u}, {1u, 5u}}) {
+    Region &region = holder->getRegion(index);
+    if (region.empty() || !modifiers.auxTypes.empty())
+      continue;
+    for (BlockArgument arg : region.getArguments().drop_front(
+             std::min<size_t>(positions, region.getNumArguments())))
+      modifiers.auxTypes.push_back(arg.getType());
+  }
+  return modifiers;
+}
+
 /// A module holding func.func @name(argTypes) -> resultTypes whose body
 /// `buildBody` fills from the arguments and returns the values to return.
 OwningOpRef<ModuleOp>
@@ -249,6 +310,11 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
   if (!appendScoreModTypes(loc, builder, variant.numQHeads, variant, argTypes,
                            resultTypes, lse))
     return nullptr;
+  FailureOr<Modifiers> modifiers = parseModifiers(context, variant);
+  if (failed(modifiers))
+    return nullptr;
+  argTypes.append(modifiers->auxTypes);
+  size_t numAux = modifiers->auxTypes.size();
 
   MaskAttr mask;
   if (failed(buildMask(loc, variant.causal, variant.windowLeft, mask)))
@@ -270,12 +336,13 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
       [&](OpBuilder &b, ValueRange args) -> ValueRange {
         Value kScale = fp8 ? args[4] : Value();
         Value vScale = fp8 ? args[5] : Value();
-        auto [slopes, sinks] = headTableArgs(variant, args);
+        auto [slopes, sinks] = headTableArgs(variant, args.drop_back(numAux));
         auto decode = b.create<DecodeOp>(
             loc, qType, lse, args[0], args[1], args[2], args[3], kScale,
-            vScale, slopes, sinks, /*aux=*/ValueRange(),
+            vScale, slopes, sinks, args.take_back(numAux),
             uint64_t(int64_t(variant.queryLen)), pinned, mask, variant.kind,
             scale, softcap);
+        modifiers->moveInto(decode);
         return decode->getResults();
       });
 }
@@ -320,6 +387,11 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
   if (!appendScoreModTypes(loc, builder, variant.numQHeads, variant, argTypes,
                            resultTypes, lse))
     return nullptr;
+  FailureOr<Modifiers> modifiers = parseModifiers(context, variant);
+  if (failed(modifiers))
+    return nullptr;
+  argTypes.append(modifiers->auxTypes);
+  size_t numAux = modifiers->auxTypes.size();
 
   MaskAttr mask;
   if (failed(buildMask(loc, variant.causal, variant.windowLeft, mask)))
@@ -343,22 +415,24 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
         [&](OpBuilder &b, ValueRange args) -> ValueRange {
           Value kScale = fp8 ? args[5] : Value();
           Value vScale = fp8 ? args[6] : Value();
-          auto [slopes, sinks] = headTableArgs(variant, args);
+          auto [slopes, sinks] = headTableArgs(variant, args.drop_back(numAux));
           auto prefill = b.create<PagedPrefillOp>(
               loc, qType, lse, args[0], args[1], args[2], args[3], args[4],
-              kScale, vScale, slopes, sinks, /*aux=*/ValueRange(), pinned, mask,
+              kScale, vScale, slopes, sinks, args.take_back(numAux), pinned, mask,
               variant.kind, scale, softcap);
+          modifiers->moveInto(prefill);
           return prefill->getResults();
         });
   }
   return buildFunctionModule(
       loc, "prefill", argTypes, resultTypes,
       [&](OpBuilder &b, ValueRange args) -> ValueRange {
-        auto [slopes, sinks] = headTableArgs(variant, args);
+        auto [slopes, sinks] = headTableArgs(variant, args.drop_back(numAux));
         auto prefill = b.create<PrefillOp>(
             loc, qType, lse, args[0], args[1], args[2], args[3], args[4],
-            slopes, sinks, /*aux=*/ValueRange(), pinned, mask, variant.kind,
+            slopes, sinks, args.take_back(numAux), pinned, mask, variant.kind,
             scale, softcap);
+        modifiers->moveInto(prefill);
         return prefill->getResults();
       });
 }

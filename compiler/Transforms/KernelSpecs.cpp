@@ -1,5 +1,6 @@
 //===- KernelSpecs.cpp - attn ops <-> kernel specs ------------------------===//
 #include "compiler/Transforms/KernelSpecs.h"
+#include "compiler/Transforms/Modifiers.h"
 #include "spec/KernelLimits.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -46,7 +47,8 @@ void setCacheFields(::attn::KernelSpec &spec, PagedKVType cache) {
 /// What every attention op gives its spec, through AttentionOpInterface:
 /// q's type and heads, the mask flags, the per-head tables' flags
 /// (templates/attn/variant_knobs.h), soft-cap and LSE.
-void setAttentionFields(::attn::KernelSpec &spec, AttentionOpInterface op) {
+LogicalResult setAttentionFields(::attn::KernelSpec &spec,
+                                AttentionOpInterface op) {
   auto qType = cast<RankedTensorType>(op.getQ().getType());
   // The op verifiers admit only f16/bf16 q.
   spec.qType = *toScalarType(qType.getElementType());
@@ -60,18 +62,27 @@ void setAttentionFields(::attn::KernelSpec &spec, AttentionOpInterface op) {
 #include "templates/attn/variant_knobs.h"
   spec.softcap = static_cast<bool>(op.getSoftcapAttr());
   spec.writeLse = static_cast<bool>(op.getLse());
+  FailureOr<ModifierSource> modifiers = emitModifiers(op);
+  if (failed(modifiers))
+    return failure();
+  spec.scoreMod = std::move(modifiers->scoreMod);
+  spec.maskMod = std::move(modifiers->maskMod);
+  spec.aux = std::move(modifiers->aux);
+  return success();
 }
 
 /// What ragged and paged prefill take alike from their op: the attention
 /// fields (many queries per request, so causal always stays) and the
 /// schedule (the default PrefillSchedule when the op has none yet).
 template <typename PrefillLikeOp>
-void setPrefillFields(::attn::KernelSpec &spec, PrefillLikeOp op) {
-  setAttentionFields(spec, op);
+LogicalResult setPrefillFields(::attn::KernelSpec &spec, PrefillLikeOp op) {
+  if (failed(setAttentionFields(spec, op)))
+    return failure();
   // Query rows come from cu_seqlens_q, not a fixed count per request.
   spec.queryLen = 1;
   if (PrefillScheduleAttr schedule = op.getScheduleAttr())
     spec.prefillSchedule = schedule.getSchedule();
+  return success();
 }
 
 } // namespace
@@ -81,7 +92,8 @@ FailureOr<::attn::KernelSpec> getDecodeKernelSpec(DecodeOp op,
   ::attn::KernelSpec spec;
   spec.kind = ::attn::KernelKind::Decode;
   spec.arch = arch;
-  setAttentionFields(spec, op);
+  if (failed(setAttentionFields(spec, op)))
+    return failure();
   setCacheFields(spec, op.getCache().getType());
   spec.queryLen = int(op.getQueryLen());
   // With one query per request the query is the last key, so a causal mask
@@ -101,7 +113,8 @@ FailureOr<::attn::KernelSpec> getPrefillKernelSpec(PrefillOp op,
   ::attn::KernelSpec spec;
   spec.kind = ::attn::KernelKind::Prefill;
   spec.arch = arch;
-  setPrefillFields(spec, op);
+  if (failed(setPrefillFields(spec, op)))
+    return failure();
   // The op verifier admits only k, v of q's type and head dim.
   spec.numKVHeads =
       int(cast<RankedTensorType>(op.getK().getType()).getDimSize(1));
@@ -118,7 +131,8 @@ FailureOr<::attn::KernelSpec> getPagedPrefillKernelSpec(PagedPrefillOp op,
   ::attn::KernelSpec spec;
   spec.kind = ::attn::KernelKind::PagedPrefill;
   spec.arch = arch;
-  setPrefillFields(spec, op);
+  if (failed(setPrefillFields(spec, op)))
+    return failure();
   setCacheFields(spec, op.getCache().getType());
   FailureOr<bool> perHead = isPerHeadKVScale(op, op.getKScale(), op.getVScale());
   if (failed(perHead))
@@ -149,14 +163,6 @@ bool runsKernel(Operation *op) {
 }
 
 FailureOr<::attn::KernelSpec> getKernelSpec(Operation *op, ::attn::Arch arch) {
-  // No template runs the regions yet: refuse rather than drop them.
-  if (auto attention = dyn_cast<AttentionOpInterface>(op))
-    for (auto [region, name] : {std::pair{&attention.getScoreMod(), "score_mod"},
-                                {&attention.getMaskMod(), "mask_mod"}})
-      if (!region->empty())
-        return op->emitOpError()
-               << "has a " << name
-               << " region; no kernel template compiles modifier regions yet";
   if (auto decode = dyn_cast<DecodeOp>(op))
     return getDecodeKernelSpec(decode, arch);
   if (auto prefill = dyn_cast<PrefillOp>(op))

@@ -245,6 +245,7 @@ struct SpecFieldParser {
                                         "sync or wgmma"));
   }
   ParseResult operator()(int &value) { return parser.parseInteger(value); }
+  ParseResult operator()(std::string &text) { return parser.parseString(&text); }
   ParseResult operator()(bool &flag) {
     SMLoc loc = parser.getCurrentLocation();
     StringRef keyword;
@@ -494,6 +495,9 @@ void KernelSpecAttr::print(AsmPrinter &printer) const {
     if constexpr (std::is_same_v<T, bool>) {
       if (!field)
         return;
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (field.empty())
+        return;
     } else if constexpr (std::is_same_v<T, ::attn::DecodeSchedule>) {
       if (!hasDecodeSchedule(spec))
         return;
@@ -511,6 +515,8 @@ void KernelSpecAttr::print(AsmPrinter &printer) const {
       printer << "true";
     else if constexpr (std::is_same_v<T, int>)
       printer << field;
+    else if constexpr (std::is_same_v<T, std::string>)
+      printer.printString(field);
     else if constexpr (std::is_same_v<T, ::attn::Arch>)
       printer << '"' << ::attn::toString(field) << '"';
     else if constexpr (std::is_same_v<T, ::attn::ScalarType>)

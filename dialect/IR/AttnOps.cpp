@@ -509,6 +509,9 @@ LogicalResult KernelLaunchOp::verify() {
   if (attention && spec.flag)                                                  \
     operands.push_back(operand);
 #include "templates/attn/variant_knobs.h"
+  static const char *const kAux[] = {"aux0", "aux1", "aux2", "aux3"};
+  for (int i = 0; i < spec.numAuxTables() && i < 4; ++i)
+    operands.push_back(kAux[i]);
   if (getArgs().size() != operands.size())
     return emitOpError() << "takes " << operands.size() << " operands for its "
                          << ::attn::toString(spec.kind) << " spec ("

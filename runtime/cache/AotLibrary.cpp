@@ -38,6 +38,7 @@ llvm::Error libraryError(llvm::StringRef path, const llvm::Twine &message) {
 /// schedules; keyed by the names attn::forEach*Field gives.
 json::Value fieldToJson(int value) { return value; }
 json::Value fieldToJson(bool value) { return value; }
+json::Value fieldToJson(const std::string &value) { return value; }
 template <class Enum> json::Value fieldToJson(Enum value) {
   return std::string(toString(value));
 }
@@ -157,6 +158,7 @@ void readField(FieldReader &r, const char *name, PrefillMma &v) {
 }
 void readField(FieldReader &r, const char *name, int &v) { v = r.count(name); }
 void readField(FieldReader &r, const char *name, bool &v) { v = r.boolean(name); }
+void readField(FieldReader &r, const char *name, std::string &v) { v = r.string(name); }
 /// A schedule: a nested object whose problems become the spec's.
 template <class Schedule, class ForEach>
 void readSchedule(FieldReader &r, const char *name, Schedule &s,

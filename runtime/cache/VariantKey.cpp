@@ -42,6 +42,8 @@ std::string knobsKey(const AttentionKnobs &knobs) {
           key += fmt::format(" kind={}", toString(knob));
         else if constexpr (std::is_same_v<T, bool>)
           key += fmt::format(" {}={}", name, flag(knob));
+        else if constexpr (std::is_same_v<T, std::string>)
+          key += knob.empty() ? "" : fmt::format(" {}={{{}}}", name, knob);
         else if (std::string_view(name) != "scale")
           key += fmt::format(" {}={}", name, flag(knob.has_value()));
       },

@@ -280,7 +280,7 @@ __device__ __forceinline__ void mergePartials(const DecodeParams &p,
       }
     }
     float numer = Variant<Config>::template finishRow<false>(
-        Variant<Config>::row(p, qh), base, sum);
+        Variant<Config>::row(p, work.request, qh), base, sum);
     float inv = sum > 0.f ? numer / sum : 0.f;
     int token = work.request * Config::kQueryLen + qi;
     storeOut8<QT>(static_cast<QT *>(p.out) + int64_t(token) * p.outStrideToken +
@@ -419,7 +419,7 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
       int qi = gr / Config::kGroupSize;
       qpos[m][h] = seqLen - Config::kQueryLen + qi;
       int qh = head * Config::kGroupSize + gr % Config::kGroupSize;
-      rows[m][h] = gr < Tr::kRows ? Variant<Config>::row(p, qh)
+      rows[m][h] = gr < Tr::kRows ? Variant<Config>::row(p, work.request, qh)
                                   : typename Variant<Config>::Row();
     }
 
@@ -503,7 +503,7 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
           float x = s[m][nt][2 * h + (e & 1)];
           x = Variant<Config>::template score<false>(
               x, pos, qpos[m][h], scoreScale, rows[m][h], p);
-          v[e] = Variant<Config>::visible(pos, work.kvEnd, qpos[m][h], p)
+          v[e] = Variant<Config>::visible(pos, work.kvEnd, qpos[m][h], rows[m][h], p)
                      ? x
                      : negInf();
         }
@@ -617,7 +617,7 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
     float numer = 1.f;
     if (work.partialIdx < 0)
       numer = Variant<Config>::template finishRow<true>(
-          Variant<Config>::row(p, qh), base, l);
+          Variant<Config>::row(p, work.request, qh), base, l);
     // l == 0 only for a row that saw no visible key: output 0, LSE -inf.
     float inv = l > 0.f ? outScale * numer / l : 0.f;
     float lse = l > 0.f ? (base + log2f(l)) * kLn2 : negInf();

@@ -21,6 +21,16 @@ typedef unsigned long long uint64_t;
 
 namespace attn {
 
+/// Aux tables a score_mod or mask_mod reads (attn.aux_load), per launch.
+constexpr int kMaxAuxTables = 4;
+
+/// One aux table: row-major f32 or i32 data of up to 3 dimensions; the
+/// dimensions past its rank are 1. A read outside `dims` returns 0.
+struct AuxTable {
+  const void *data;
+  int32_t dims[3];
+};
+
 /// One unit of decode work: a KV range of one request, processed by one CTA
 /// for every KV head (grid.y) and row tile (grid.z). A split request's chunks
 /// own consecutive partial slots; the CTA that finishes last merges them.
@@ -62,6 +72,7 @@ struct DecodeParams {
   float smScale;    ///< softmax scale (1/sqrt(head_dim) by default)
   float softcap;    ///< cap c of c * tanh(s / c); unused unless compiled in
   int32_t windowLeft; ///< keys at positions >= pos - windowLeft are visible
+  AuxTable aux[kMaxAuxTables]; ///< read by score_mod / mask_mod, if any
 };
 
 /// One CTA's share of a prefill: blockM query rows of one request (for every
@@ -102,6 +113,7 @@ struct PrefillParams {
   float smScale;
   float softcap;
   int32_t windowLeft; ///< keys at positions >= pos - windowLeft are visible
+  AuxTable aux[kMaxAuxTables]; ///< read by score_mod / mask_mod, if any
 };
 
 /// An opaque CUDA tensor map (CUtensorMap: 128 bytes, 64-byte aligned),

@@ -274,7 +274,7 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
       rowPos[m][h] = firstPos + warpRow0 + m * 16 + r + 8 * h;
   // The q head's per-head table values, loaded before the key loop.
   const typename Variant<Config>::Row headValues =
-      Variant<Config>::row(p, qHead);
+      Variant<Config>::row(p, work.request, qHead);
 
   float o[kMTiles][kOTiles][4];
   float mRun[kMTiles][2], lRun[kMTiles][2];
@@ -366,7 +366,7 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     // argument; masks are applied only on tiles that cut a row's keys.
     const int warpFirstPos = firstPos + warpRow0;
     const int warpLastPos = warpFirstPos + 16 * kMTiles - 1;
-    const bool needMask =
+    const bool needMask = Variant<Config>::kMaskEveryTile ||
         tileStart + kBlockN > work.kvLen ||
         (Config::kCausal && tileStart + kBlockN - 1 > warpFirstPos) ||
         (Config::kSlidingWindow && tileStart < warpLastPos - p.windowLeft);

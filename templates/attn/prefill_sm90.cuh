@@ -480,7 +480,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   rowPos[1] = rowPos[0] + 8;
   // The q head's per-head table values, loaded before the key loop.
   const typename Variant<Config>::Row headValues =
-      Variant<Config>::row(p, qHead);
+      Variant<Config>::row(p, work.request, qHead);
   const float qkScale = p.smScale;
   constexpr bool kPlainScores = Variant<Config>::kPlainScores;
   const float expScale = kPlainScores ? qkScale * kLog2e : 1.f;
@@ -559,7 +559,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     const int tileStart = kvBegin + t * kBlockN;
     const int warpFirstPos = firstPos + warpRow0;
     const int warpLastPos = warpFirstPos + 15;
-    const bool needMask =
+    const bool needMask = Variant<Config>::kMaskEveryTile ||
         tileStart + kBlockN > work.kvLen ||
         (Config::kCausal && tileStart + kBlockN - 1 > warpFirstPos) ||
         (Config::kSlidingWindow && tileStart < warpLastPos - p.windowLeft);

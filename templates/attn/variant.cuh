@@ -25,22 +25,45 @@ __device__ __forceinline__ float alibiBias(float slope, int key, int rowPos) {
   return -slope * float(abs(key - rowPos));
 }
 
-template <class Config> struct Variant {
-  /// Plain scores (no soft-cap, no ALiBi) may keep the raw q.k scale, which
-  /// the prefill kernels fold into exp2's argument; modified scores are
-  /// always in log2 units.
-  static constexpr bool kPlainScores = !Config::kSoftcap && !Config::kAlibi;
+/// \brief Element (i0, i1, i2) of an aux table (attn.aux_load in a
+/// score_mod or mask_mod); indices past the table's rank are 0. A read
+/// outside the table's dimensions returns 0 and touches no memory.
+template <class T>
+__device__ __forceinline__ T auxLoad(const AuxTable &table, int32_t i0,
+                                     int32_t i1 = 0, int32_t i2 = 0) {
+  if (uint32_t(i0) >= uint32_t(table.dims[0]) ||
+      uint32_t(i1) >= uint32_t(table.dims[1]) ||
+      uint32_t(i2) >= uint32_t(table.dims[2]))
+    return T(0);
+  int64_t at = (int64_t(i0) * table.dims[1] + i1) * table.dims[2] + i2;
+  return static_cast<const T *>(table.data)[at];
+}
 
-  /// What a row (one q head) reads from the per-head tables, loaded once
-  /// before its key loop so that no hook waits on memory: the ALiBi slope
-  /// and the sink logit. Members of knobs that are off stay 0 and unread.
+template <class Config> struct Variant {
+  /// Plain scores (no soft-cap, ALiBi or score_mod) may keep the raw q.k
+  /// scale, which the prefill kernels fold into exp2's argument; modified
+  /// scores are always in log2 units.
+  static constexpr bool kPlainScores =
+      !Config::kSoftcap && !Config::kAlibi && !Config::kScoreMod;
+  /// A mask_mod may hide any key: every tile is masked.
+  static constexpr bool kMaskEveryTile = Config::kMaskMod;
+
+  /// What a row (one q head of one request) reads from the per-head tables,
+  /// loaded once before its key loop so that no hook waits on memory (the
+  /// ALiBi slope, the sink logit), and the indices the modifier regions
+  /// take. Members of knobs that are off stay 0 and unread.
   struct Row {
     float slope = 0.f;
     float sink = 0.f;
+    int request = 0;
+    int qHead = 0;
   };
   template <class Params>
-  __device__ static __forceinline__ Row row(const Params &p, int qHead) {
+  __device__ static __forceinline__ Row row(const Params &p, int request,
+                                            int qHead) {
     Row r;
+    r.request = request;
+    r.qHead = qHead;
     if constexpr (Config::kAlibi)
       r.slope = p.alibiSlopes[qHead];
     if constexpr (Config::kSinks)
@@ -67,20 +90,29 @@ template <class Config> struct Variant {
         x = p.softcap * tanhf(x / p.softcap);
       if constexpr (Config::kAlibi)
         x += alibiBias(row.slope, key, rowPos);
+      if constexpr (Config::kScoreMod)
+        x = Config::scoreMod(x, row.request, rowPos, key, row.qHead,
+                             row.qHead / Config::kGroupSize, p.aux);
       return x * kLog2e;
     }
   }
 
   /// \brief Whether the query at `rowPos` sees key `key` of `kvLen`: in
-  /// range, not after it (causal), not left of its window.
+  /// range, not after it (causal), not left of its window, and allowed by
+  /// the mask_mod.
   template <class Params>
   __device__ static __forceinline__ bool visible(int key, int kvLen, int rowPos,
+                                                 const Row &row,
                                                  const Params &p) {
     bool visible = key < kvLen;
     if constexpr (Config::kCausal)
       visible = visible && key <= rowPos;
     if constexpr (Config::kSlidingWindow)
       visible = visible && key >= rowPos - p.windowLeft;
+    if constexpr (Config::kMaskMod)
+      visible = visible && Config::maskMod(row.request, rowPos, key, row.qHead,
+                                           row.qHead / Config::kGroupSize,
+                                           p.aux);
     return visible;
   }
 
@@ -118,7 +150,7 @@ prefillScore(float x, int key, int rowPos, int kvLen, float qkScale,
              const typename Variant<Config>::Row &row, const PrefillParams &p) {
   x = Variant<Config>::template score<true>(x, key, rowPos, qkScale, row, p);
   if constexpr (kMask)
-    x = Variant<Config>::visible(key, kvLen, rowPos, p) ? x : negInf();
+    x = Variant<Config>::visible(key, kvLen, rowPos, row, p) ? x : negInf();
   return x;
 }
 

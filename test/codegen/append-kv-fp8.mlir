@@ -17,6 +17,8 @@
 // CHECK: static constexpr bool kCausal = false;
 // CHECK: static constexpr bool kPerHeadKVScale = true;
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
+// CHECK-NEXT: static constexpr bool kScoreMod = false;
+// CHECK-NEXT: static constexpr bool kMaskMod = false;
 // No schedule.
 // CHECK-NEXT: };
 // CHECK: extern "C" __global__ void __launch_bounds__(128)

@@ -29,6 +29,8 @@
 // CHECK-NEXT: static constexpr bool kSinks = false;
 // CHECK-NEXT: static constexpr bool kPerHeadKVScale = false;
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
+// CHECK-NEXT: static constexpr bool kScoreMod = false;
+// CHECK-NEXT: static constexpr bool kMaskMod = false;
 // Eight warps where they fit the SM's shared memory, four on sm_89.
 // SM90-NEXT: static constexpr int kWarps = 8;
 // SM80-NEXT: static constexpr int kWarps = 8;

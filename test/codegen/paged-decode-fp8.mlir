@@ -18,6 +18,8 @@
 // CHECK-NEXT: static constexpr bool kSinks = false;
 // CHECK-NEXT: static constexpr bool kPerHeadKVScale = true;
 // CHECK-NEXT: static constexpr bool kWriteLse = true;
+// CHECK-NEXT: static constexpr bool kScoreMod = false;
+// CHECK-NEXT: static constexpr bool kMaskMod = false;
 // One-byte KV fits 6 stages in 110 KiB; 4 heads x 4 tokens = 16 rows, one tile.
 // CHECK-NEXT: static constexpr int kWarps = 8;
 // CHECK-NEXT: static constexpr int kStages = 2;
@@ -57,6 +59,8 @@ func.func @fp8_e4m3_every_modifier(%q: tensor<?x32x128xbf16>,
 // CHECK-NEXT: static constexpr bool kSinks = false;
 // CHECK-NEXT: static constexpr bool kPerHeadKVScale = false;
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
+// CHECK-NEXT: static constexpr bool kScoreMod = false;
+// CHECK-NEXT: static constexpr bool kMaskMod = false;
 // CHECK-NOT: // -----
 func.func @fp8_e5m2_mqa(%q: tensor<?x16x64xf16>,
     %cache: !attn.paged_kv<1x64xf8E5M2, page_size = 32, layout = hnd>,

@@ -83,20 +83,3 @@ func.func @pinned_decode_row_tiles_huge(%q: tensor<?x32x128xbf16>, %c: !attn.pag
   return %o : tensor<?x32x128xbf16>
 }
 
-// -----
-
-// No template compiles modifier regions yet: a kernel that dropped them
-// would be wrong, so choosing one is an error.
-func.func @modifier_region(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
-                           %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
-  // expected-error @+1 {{'attn.decode' op has a mask_mod region; no kernel template compiles modifier regions yet}}
-  %o = attn.decode %q, %c, %bt, %lens
-      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
-        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
-  mask_mod {
-  ^bb0(%req: i32, %qp: i32, %kp: i32, %qh: i32, %kvh: i32):
-    %t = arith.constant true
-    attn.yield %t : i1
-  }
-  return %o : tensor<?x32x128xbf16>
-}

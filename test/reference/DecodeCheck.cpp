@@ -181,6 +181,22 @@ llvm::Expected<DeviceCache> uploadCache(const RandomPagedCache &c,
   return std::move(d);
 }
 
+llvm::Error uploadAux(const TestModifiers &m,
+                      std::vector<runtime::DeviceBuffer> &buffers,
+                      AuxTable *tables) {
+  for (size_t i = 0; i < m.aux.size(); ++i) {
+    const AuxData &a = m.aux[i];
+    auto uploaded = a.f32.empty() ? upload(a.i32) : upload(a.f32);
+    if (!uploaded)
+      return uploaded.takeError();
+    buffers.push_back(std::move(*uploaded));
+    tables[i].data = buffers.back().ptr<void>();
+    for (int d = 0; d < 3; ++d)
+      tables[i].dims[d] = a.dims[d];
+  }
+  return llvm::Error::success();
+}
+
 llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kernel,
                                               const DecodeVariant &v,
                                               const DecodeCheckOptions &tc) {
@@ -211,6 +227,10 @@ llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kerne
   prob.pageTableStride = cache.pageTableStride;
   prob.pageStride = cache.pageStride;
   setScoreMods(prob, v);
+  if (tc.modifiers) {
+    prob.scoreMod = tc.modifiers->refScore;
+    prob.maskMod = tc.modifiers->refMask;
+  }
 
   Quantized q = randomValues(rng, v.qType, tokens * v.numQHeads * v.headDim, 1.0);
   prob.q = q.values;
@@ -283,6 +303,10 @@ llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kerne
   }
   args.alibiSlopes = v.alibi ? dSlopes.ptr<float>() : nullptr;
   args.sinks = v.sinks ? dSinks.ptr<float>() : nullptr;
+  std::vector<runtime::DeviceBuffer> auxBuffers;
+  if (tc.modifiers)
+    if (llvm::Error err = uploadAux(*tc.modifiers, auxBuffers, args.aux))
+      return std::move(err);
   if (tc.graphReplays == 0) {
     if (llvm::Error err = kernel.run(plan, args, stream))
       return std::move(err);

@@ -11,6 +11,7 @@
 
 #include "attn/runtime/kernels/Decode.h"
 #include "attn/runtime/support/Error.h"
+#include "test/reference/Modifiers.h"
 #include "test/reference/Reference.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -103,6 +104,11 @@ void setScoreMods(Problem &prob, const Variant &v) {
       prob.sinks.push_back(h % 4 == 3 ? 8.0 : -1.0 + 0.75 * (h % 4));
 }
 
+/// Uploads `m`'s aux tables into `buffers` and points `tables` at them.
+llvm::Error uploadAux(const TestModifiers &m,
+                      std::vector<runtime::DeviceBuffer> &buffers,
+                      AuxTable *tables);
+
 /// A random paged KV cache holding `seqLens` tokens per request on
 /// shuffled pages (plus a few unused ones), with its exact values.
 struct RandomPagedCache {
@@ -151,6 +157,9 @@ llvm::Expected<DeviceCache> uploadCache(const RandomPagedCache &cache,
 /// How to draw one decode problem.
 struct DecodeCheckOptions {
   std::vector<int> seqLens;   ///< one request each
+  /// The variant's score_mod / mask_mod (their text is the variant's), for
+  /// the reference and the aux tables; null: none.
+  const TestModifiers *modifiers = nullptr;
   double kvScale = 1.0;       ///< FP8 scale (KV head h: kvScale * (1 + h/8))
   bool interleavedKV = false; ///< K and V of a page side by side (FlashInfer)
   uint32_t seed = 1;

@@ -64,6 +64,8 @@ struct DeviceProblem {
   int64_t qTokens = 0, kvTokens = 0, qStride = 0, kvStride = 0;
   bool strided = false;
   runtime::DeviceBuffer q, k, v, slopes, sinks, out, lse, seqLens;
+  std::vector<runtime::DeviceBuffer> auxBuffers;
+  AuxTable aux[kMaxAuxTables] = {};
   RandomPagedCache cache;         ///< paged variants
   std::optional<DeviceCache> dCache;
 };
@@ -80,6 +82,8 @@ void fillCommon(Args &args, const PrefillVariant &v, DeviceProblem &d) {
   args.lse = v.writeLse ? d.lse.ptr<float>() : nullptr;
   args.alibiSlopes = v.alibi ? d.slopes.ptr<float>() : nullptr;
   args.sinks = v.sinks ? d.sinks.ptr<float>() : nullptr;
+  for (int i = 0; i < kMaxAuxTables; ++i)
+    args.aux[i] = d.aux[i];
 }
 
 template <class Args>
@@ -130,6 +134,12 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
   prob.cuSeqlensQ.assign(d.cuQ.begin(), d.cuQ.end());
   prob.cuSeqlensKV.assign(d.cuKV.begin(), d.cuKV.end());
   setScoreMods(prob, v);
+  if (tc.modifiers) {
+    prob.scoreMod = tc.modifiers->refScore;
+    prob.maskMod = tc.modifiers->refMask;
+    if (llvm::Error err = uploadAux(*tc.modifiers, d.auxBuffers, d.aux))
+      return std::move(err);
+  }
 
   // N(0, 1) entries: with the 1/sqrt(d) scale, logits are O(1) and the
   // softmax is neither uniform nor one-hot, so both P and V errors show.

@@ -27,6 +27,8 @@ struct PrefillCheckOptions {
   /// Keys of each request; empty: qLens (self). Paged variants: the
   /// request's cached tokens, its new rows (the last qLens[b]) included.
   std::vector<int> kvLens;
+  /// The variant's score_mod / mask_mod, as DecodeCheckOptions::modifiers.
+  const TestModifiers *modifiers = nullptr;
   double kvScale = 1.0;       ///< paged FP8: as DecodeCheckOptions
   bool interleavedKV = false; ///< paged: K and V of a page side by side
   uint32_t seed = 1;

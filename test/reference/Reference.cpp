@@ -130,6 +130,8 @@ void decodeReference(const DecodeProblem &p, std::vector<double> &out,
             continue;
           if (p.windowLeft && pos < qpos - *p.windowLeft)
             continue;
+          if (p.maskMod && !p.maskMod(b, qpos, pos, h, kvHead))
+            continue;
           const double *krow = &p.k[offsetOf(pos, kvHead)];
           double dot = 0;
           for (int d = 0; d < p.headDim; ++d)
@@ -139,6 +141,8 @@ void decodeReference(const DecodeProblem &p, std::vector<double> &out,
             s = *p.softcap * std::tanh(s / *p.softcap);
           if (!p.alibiSlopes.empty())
             s -= p.alibiSlopes[h] * std::abs(double(pos - qpos));
+          if (p.scoreMod)
+            s = p.scoreMod(s, b, qpos, pos, h, kvHead);
           scores[pos] = s;
           maxScore = std::max(maxScore, s);
         }
@@ -178,13 +182,13 @@ void decodeReference(const DecodeProblem &p, std::vector<double> &out,
 /// in k and v, `visible(pos)` applies the masks. Writes headDim outputs and
 /// returns the LSE. decodeReference keeps its own loop on purpose, so that
 /// the unit test comparing the two checks two independent implementations.
-template <class RowOf, class Visible>
+template <class RowOf, class Visible, class ModScore>
 static double attendRow(const double *qrow, int numKeys, int headDim,
                         double scale, std::optional<double> softcap,
                         double slope, std::optional<double> sink, int qpos,
                         const std::vector<double> &k,
                         const std::vector<double> &v, RowOf rowOf,
-                        Visible visible, double *orow,
+                        Visible visible, ModScore modScore, double *orow,
                         std::vector<double> &scores) {
   const double negInf = -std::numeric_limits<double>::infinity();
   scores.assign(numKeys, negInf);
@@ -200,7 +204,7 @@ static double attendRow(const double *qrow, int numKeys, int headDim,
     if (softcap)
       s = *softcap * std::tanh(s / *softcap);
     s -= slope * std::abs(double(pos - qpos)); // ALiBi, FlashAttention's sign
-    scores[pos] = s;
+    scores[pos] = modScore(s, pos);
     maxScore = std::max(maxScore, s);
   }
   for (int d = 0; d < headDim; ++d)
@@ -253,13 +257,18 @@ void prefillReference(const PrefillProblem &p, std::vector<double> &out,
       const int kvStart = p.cuSeqlensKV[b];
       const int kvLen = p.cuSeqlensKV[b + 1] - kvStart;
       const int qpos = kvLen - qLen + (token - p.cuSeqlensQ[b]); // bottom-right
-      auto visible = [&](int pos) {
-        if (p.causal && pos > qpos)
-          return false;
-        return !(p.windowLeft && pos < qpos - *p.windowLeft);
-      };
       for (int h = 0; h < p.numQHeads; ++h) {
         const int kvHead = h / group;
+        auto visible = [&](int pos) {
+          if (p.causal && pos > qpos)
+            return false;
+          if (p.windowLeft && pos < qpos - *p.windowLeft)
+            return false;
+          return !p.maskMod || p.maskMod(b, qpos, pos, h, kvHead);
+        };
+        auto modScore = [&](double s, int pos) {
+          return p.scoreMod ? p.scoreMod(s, b, qpos, pos, h, kvHead) : s;
+        };
         auto rowOf = [&](int pos) {
           return (size_t(kvStart + pos) * p.numKVHeads + kvHead) * p.headDim;
         };
@@ -269,7 +278,7 @@ void prefillReference(const PrefillProblem &p, std::vector<double> &out,
             p.alibiSlopes.empty() ? 0.0 : p.alibiSlopes[h],
             p.sinks.empty() ? std::nullopt : std::optional<double>(p.sinks[h]),
             qpos, p.k, p.v,
-            rowOf, visible, &out[row * p.headDim], scores);
+            rowOf, visible, modScore, &out[row * p.headDim], scores);
       }
     }
   };

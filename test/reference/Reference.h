@@ -12,6 +12,7 @@
 #include "spec/KernelSpec.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -26,6 +27,15 @@ uint32_t encode(ScalarType type, double x);
 inline double roundTo(ScalarType type, double x) {
   return decode(type, encode(type, x));
 }
+
+/// The fp64 meaning of a score_mod region: the new score from the score
+/// (after soft-cap and ALiBi) and (request, q_pos, k_pos, q_head, kv_head).
+using ScoreMod =
+    std::function<double(double score, int request, int qPos, int kPos,
+                         int qHead, int kvHead)>;
+/// The meaning of a mask_mod region: whether the query sees the key.
+using MaskMod = std::function<bool(int request, int qPos, int kPos, int qHead,
+                                   int kvHead)>;
 
 /// A paged decode problem with every value already in double precision (the
 /// cache holds dequantized values: stored value times its scale).
@@ -46,6 +56,8 @@ struct DecodeProblem {
   std::optional<double> softcap;
   std::vector<double> alibiSlopes; ///< empty: no ALiBi
   std::vector<double> sinks;       ///< per q head; empty: no sinks
+  ScoreMod scoreMod;               ///< empty: none
+  MaskMod maskMod;                 ///< empty: none
 
   int batch() const { return int(seqLens.size()); }
 };
@@ -75,6 +87,8 @@ struct PrefillProblem {
   std::optional<double> softcap;
   std::vector<double> alibiSlopes; ///< empty: no ALiBi
   std::vector<double> sinks;       ///< per q head; empty: no sinks
+  ScoreMod scoreMod;               ///< empty: none
+  MaskMod maskMod;                 ///< empty: none
 
   int batch() const { return int(cuSeqlensQ.size()) - 1; }
 };

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitCuda.h"
 #include "compiler/Jit/Jit.h"
+#include "test/reference/Modifiers.h"
 
 #include <gtest/gtest.h>
 
@@ -176,6 +177,41 @@ std::vector<MatrixCase> matrixCases() {
     v.kind = AttentionKind::Cross;
     v.windowLeft.reset();
     addPrefill("paged_prefill_cross_e5m2", v);
+  }
+
+  // Programmable modifiers (a score_mod with math and an aux table, a
+  // mask_mod with an aux table, and a score_mod with a mask_mod) in decode,
+  // ragged prefill (head dims 96 and 128: mma.sync, and wgmma on sm_90a)
+  // and paged prefill.
+  {
+    std::mt19937 rng(1);
+    check::TestModifiers bias = check::t5Bias(rng, 32);
+    check::TestModifiers docs = check::documentMask(rng, {100, 50});
+    check::TestModifiers softcap = check::softcapRegion(30.0);
+    check::TestModifiers chunked = check::chunkedLocal(1024);
+    for (const check::TestModifiers *m : {&bias, &docs}) {
+      DecodeVariant d;
+      d.scoreMod = m->scoreMod;
+      d.maskMod = m->maskMod;
+      addDecode("decode_" + m->name, d);
+      d.kvType = S::F8E4M3;
+      d.queryLen = 4;
+      addDecode("decode_e4m3_ql4_" + m->name, d);
+      for (int headDim : {96, 128}) {
+        PrefillVariant p;
+        p.headDim = headDim;
+        p.scoreMod = m->scoreMod;
+        p.maskMod = m->maskMod;
+        addPrefill("prefill_d" + std::to_string(headDim) + "_" + m->name, p);
+        p.paged = PagedKVFormat{S::BF16, 16, KVLayout::NHD, false};
+        addPrefill("paged_prefill_d" + std::to_string(headDim) + "_" + m->name,
+                   p);
+      }
+    }
+    PrefillVariant p;
+    p.scoreMod = softcap.scoreMod;
+    p.maskMod = chunked.maskMod;
+    addPrefill("prefill_softcap_region_chunked_local", p);
   }
   return cases;
 }

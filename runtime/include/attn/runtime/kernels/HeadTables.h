@@ -11,6 +11,7 @@
 #define ATTN_RUNTIME_HEADTABLES_H
 
 #include "spec/KernelSpec.h"
+#include "templates/attn/params.h"
 
 #include <optional>
 #include <string>
@@ -22,7 +23,17 @@ namespace attn::runtime {
 struct HeadTables {
 #define ATTN_HEAD_TABLE(flag, pointer, ...) const float *pointer = nullptr;
 #include "templates/attn/variant_knobs.h"
+  /// The aux tables a score_mod / mask_mod reads, in the order of the
+  /// regions' aux arguments: row-major data on the device and its
+  /// dimensions, 1 past the table's rank. Unused entries stay null.
+  AuxTable aux[kMaxAuxTables] = {};
 };
+
+/// What is wrong with `tables` for `spec.aux` (e.g. "f32:8x32,i32:?"): a
+/// missing or extra table, a dimension that is not the type's static one
+/// or not positive, a rank the type does not have; none when they fit.
+std::optional<std::string> auxTablesProblem(const KernelSpec &spec,
+                                            const AuxTable *tables);
 
 /// The first table given without its knob, or missing with it, as a
 /// message; nothing when `tables` fits `spec`.
@@ -34,7 +45,7 @@ inline std::optional<std::string> headTablesProblem(const KernelSpec &spec,
   if (!spec.flag && tables.pointer)                                            \
     return std::string(#pointer " given, but the variant has no " #flag);
 #include "templates/attn/variant_knobs.h"
-  return std::nullopt;
+  return auxTablesProblem(spec, tables.aux);
 }
 
 /// Copies the tables into a kernel's parameter struct (DecodeParams,
@@ -43,6 +54,8 @@ template <class Params>
 void setHeadTables(Params &params, const HeadTables &tables) {
 #define ATTN_HEAD_TABLE(flag, pointer, ...) params.pointer = tables.pointer;
 #include "templates/attn/variant_knobs.h"
+  for (int i = 0; i < kMaxAuxTables; ++i)
+    params.aux[i] = tables.aux[i];
 }
 
 } // namespace attn::runtime

@@ -1,0 +1,41 @@
+//===- Modifiers.h - score_mod / mask_mod regions to CUDA -------*- C++ -*-===//
+//
+// An attention op's modifier regions become CUDA statements that the
+// generated Config holds as device functions (codegen/EmitCuda.cpp) and the
+// templates call through Variant<Config> (templates/attn/variant.cuh): the
+// same code a person would write by hand, inlined into every kernel. The
+// text is a pure function of the region, so equal regions give equal
+// KernelSpecs, kernel names and cache entries.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_COMPILER_TRANSFORMS_MODIFIERS_H
+#define ATTN_COMPILER_TRANSFORMS_MODIFIERS_H
+
+#include "dialect/IR/AttnOps.h"
+
+#include <string>
+
+namespace mlir::attn {
+
+/// What a KernelSpec carries of an op's modifiers (spec/KernelSpec.h:
+/// scoreMod, maskMod, aux).
+struct ModifierSource {
+  /// The body of `float scoreMod(float score, int32_t request, int32_t
+  /// q_pos, int32_t k_pos, int32_t q_head, int32_t kv_head, const
+  /// AuxTable *aux)`; empty without a score_mod.
+  std::string scoreMod;
+  /// The body of the same function without `score`, returning bool; empty
+  /// without a mask_mod.
+  std::string maskMod;
+  /// The aux tables' types, e.g. "f32:8x32,i32:?" (auxTableTypes).
+  std::string aux;
+};
+
+/// The CUDA source of `op`'s regions. Emits an error at the op inside a
+/// region that has no CUDA form (the verifier admits every arith and math
+/// op; a few, such as the extended-result ones, have none here).
+FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op);
+
+} // namespace mlir::attn
+
+#endif // ATTN_COMPILER_TRANSFORMS_MODIFIERS_H

@@ -1,0 +1,168 @@
+//===- Modifiers.h - programmable modifiers for the tests ------*- C++ -*-===//
+//
+// Each modifier the tests run: its score_mod / mask_mod region as a variant
+// carries it (IR text), its fp64 meaning for the reference, and the aux
+// tables it reads. The regions are the forms examples/modifiers/ documents.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ATTN_TEST_REFERENCE_MODIFIERS_H
+#define ATTN_TEST_REFERENCE_MODIFIERS_H
+
+#include "test/reference/Reference.h"
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace attn::check {
+
+/// An aux table's host data (f32 or i32, row-major) and its dimensions, 1
+/// past its rank.
+struct AuxData {
+  std::vector<float> f32;
+  std::vector<int32_t> i32;
+  int32_t dims[3] = {1, 1, 1};
+};
+
+struct TestModifiers {
+  std::string name;
+  std::string scoreMod, maskMod; ///< region text; empty: none
+  ref::ScoreMod refScore;
+  ref::MaskMod refMask;
+  std::vector<AuxData> aux;
+};
+
+/// Soft-cap written as a score_mod: cap * tanh(score / cap).
+inline TestModifiers softcapRegion(double cap) {
+  TestModifiers m;
+  m.name = "softcap_region";
+  m.scoreMod = R"({
+^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
+  %cap = arith.constant )" + std::to_string(cap) + R"( : f32
+  %x = arith.divf %score, %cap : f32
+  %t = math.tanh %x : f32
+  %y = arith.mulf %t, %cap : f32
+  attn.yield %y : f32
+})";
+  m.refScore = [cap](double s, int, int, int, int, int) {
+    return cap * std::tanh(s / cap);
+  };
+  return m;
+}
+
+/// Chunked local attention (Llama 4's attention_chunk): a query sees only
+/// keys of its own chunk of `chunk` positions (with a causal mask on top).
+inline TestModifiers chunkedLocal(int chunk) {
+  TestModifiers m;
+  m.name = "chunked_local";
+  m.maskMod = R"({
+^bb0(%request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
+  %c = arith.constant )" + std::to_string(chunk) + R"( : i32
+  %qc = arith.divsi %q_pos, %c : i32
+  %kc = arith.divsi %k_pos, %c : i32
+  %same = arith.cmpi eq, %qc, %kc : i32
+  attn.yield %same : i1
+})";
+  m.refMask = [chunk](int, int q, int k, int, int) {
+    return q / chunk == k / chunk;
+  };
+  return m;
+}
+
+/// Document masking over packed sequences: aux table [requests, positions]
+/// of document ids; a query sees the keys of its own document. Ids are
+/// runs of random lengths.
+inline TestModifiers documentMask(std::mt19937 &rng,
+                                  const std::vector<int> &kvLens) {
+  TestModifiers m;
+  m.name = "document_mask";
+  int maxLen = 1;
+  for (int len : kvLens)
+    maxLen = std::max(maxLen, len);
+  AuxData docs;
+  docs.dims[0] = int32_t(kvLens.size());
+  docs.dims[1] = maxLen;
+  docs.i32.assign(kvLens.size() * size_t(maxLen), 0);
+  for (size_t b = 0; b < kvLens.size(); ++b) {
+    int id = 0, left = 0;
+    for (int pos = 0; pos < maxLen; ++pos) {
+      if (left == 0) {
+        ++id;
+        left = 1 + int(rng() % 300);
+      }
+      --left;
+      docs.i32[b * maxLen + pos] = id;
+    }
+  }
+  m.maskMod = R"({
+^bb0(%request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32, %docs: tensor<?x?xi32>):
+  %a = attn.aux_load %docs[%request, %q_pos] : tensor<?x?xi32>
+  %b = attn.aux_load %docs[%request, %k_pos] : tensor<?x?xi32>
+  %same = arith.cmpi eq, %a, %b : i32
+  attn.yield %same : i1
+})";
+  std::vector<int32_t> ids = docs.i32;
+  m.refMask = [ids, maxLen](int b, int q, int k, int, int) {
+    return ids[size_t(b) * maxLen + q] == ids[size_t(b) * maxLen + k];
+  };
+  m.aux.push_back(std::move(docs));
+  return m;
+}
+
+/// The T5 relative-position bucket of a causal distance n >= 0: exact below
+/// 16, logarithmic up to 128, 31 beyond; in f32, as the region computes it.
+inline int t5Bucket(int n) {
+  if (n < 16)
+    return n;
+  float x = std::log(float(n) / 16.0f) / std::log(8.0f) * 16.0f;
+  return std::min(16 + int(x), 31);
+}
+
+/// T5-style relative position bias: score + table[q_head, bucket(q_pos -
+/// k_pos)] from an aux table [heads, 32] of f32.
+inline TestModifiers t5Bias(std::mt19937 &rng, int numQHeads) {
+  TestModifiers m;
+  m.name = "t5_bias";
+  AuxData table;
+  table.dims[0] = numQHeads;
+  table.dims[1] = 32;
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (int i = 0; i < numQHeads * 32; ++i)
+    table.f32.push_back(normal(rng));
+  m.scoreMod = R"({
+^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32, %bias: tensor<?x32xf32>):
+  %zero = arith.constant 0 : i32
+  %d = arith.subi %q_pos, %k_pos : i32
+  %n = arith.maxsi %d, %zero : i32
+  %c16 = arith.constant 16 : i32
+  %c31 = arith.constant 31 : i32
+  %exact = arith.cmpi slt, %n, %c16 : i32
+  %nf = arith.sitofp %n : i32 to f32
+  %f16 = arith.constant 16.0 : f32
+  %ratio = arith.divf %nf, %f16 : f32
+  %log = math.log %ratio : f32
+  %f8 = arith.constant 8.0 : f32
+  %log8 = math.log %f8 : f32
+  %q = arith.divf %log, %log8 : f32
+  %scaled = arith.mulf %q, %f16 : f32
+  %si = arith.fptosi %scaled : f32 to i32
+  %far = arith.addi %si, %c16 : i32
+  %farc = arith.minsi %far, %c31 : i32
+  %bucket = arith.select %exact, %n, %farc : i32
+  %b = attn.aux_load %bias[%q_head, %bucket] : tensor<?x32xf32>
+  %r = arith.addf %score, %b : f32
+  attn.yield %r : f32
+})";
+  std::vector<float> values = table.f32;
+  m.refScore = [values](double s, int, int q, int k, int h, int) {
+    return s + values[size_t(h) * 32 + t5Bucket(std::max(q - k, 0))];
+  };
+  m.aux.push_back(std::move(table));
+  return m;
+}
+
+} // namespace attn::check
+
+#endif // ATTN_TEST_REFERENCE_MODIFIERS_H
