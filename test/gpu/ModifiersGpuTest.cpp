@@ -38,7 +38,7 @@ std::vector<std::pair<std::string, MakeModifiers>> modifierKinds() {
   return {
       {"softcap_region",
        [](std::mt19937 &, const std::vector<int> &) {
-         return check::softcapRegion(30.0);
+         return check::softcapRegion(1.5);
        }},
       {"chunked_local",
        [](std::mt19937 &, const std::vector<int> &) {

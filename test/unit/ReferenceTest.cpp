@@ -6,6 +6,7 @@
 // remove keys).
 //
 //===----------------------------------------------------------------------===//
+#include "test/reference/Modifiers.h"
 #include "test/reference/Reference.h"
 
 #include <gtest/gtest.h>
@@ -176,6 +177,8 @@ DecodeProblem asDecode(const PrefillProblem &p, int queryLen) {
   d.windowLeft = p.windowLeft;
   d.softcap = p.softcap;
   d.alibiSlopes = p.alibiSlopes;
+  d.scoreMod = p.scoreMod;
+  d.maskMod = p.maskMod;
   return d;
 }
 
@@ -389,6 +392,35 @@ TEST(ReferencePrefill, WindowOfZeroSeesOwnPosition) {
   for (int i = 0; i < 4; ++i)
     for (int d = 0; d < 8; ++d)
       EXPECT_NEAR(out[i * 8 + d], p.v[(5 + i) * 8 + d], 1e-12) << i;
+}
+
+// The test modifiers (test/reference/Modifiers.h) change the output well
+// beyond the GPU tests' tolerance (1e-2) on the data those tests draw, so a
+// kernel that ignored one would fail them; and the two references agree on
+// them.
+TEST(ReferenceModifiers, EachChangesTheOutputAndBothReferencesAgree) {
+  std::mt19937 rng(3);
+  std::vector<int> lens = {700, 300};
+  for (const check::TestModifiers &m :
+       {check::softcapRegion(1.5), check::chunkedLocal(256),
+        check::documentMask(rng, lens), check::t5Bias(rng, 8)}) {
+    PrefillProblem p = randomPrefill(lens, lens, 8, 2, 32);
+    p.causal = true;
+    std::vector<double> plain, plainLse, out, lse, refOut, refLse;
+    prefillReference(p, plain, plainLse);
+    p.scoreMod = m.refScore;
+    p.maskMod = m.refMask;
+    prefillReference(p, out, lse);
+    EXPECT_GT(relativeError(out, plain), 0.05) << m.name;
+    // The last 3 queries of each request as decode rows.
+    PrefillProblem tail = randomPrefill({3, 3}, lens, 8, 2, 32);
+    tail.causal = true;
+    tail.scoreMod = m.refScore;
+    tail.maskMod = m.refMask;
+    prefillReference(tail, out, lse);
+    decodeReference(asDecode(tail, 3), refOut, refLse);
+    expectAllNear(out, refOut, 1e-12, m.name.c_str());
+  }
 }
 
 } // namespace
