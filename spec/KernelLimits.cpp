@@ -212,11 +212,15 @@ namespace {
 /// tables only with a region to read them.
 std::string checkModifiers(const KernelSpec &spec) {
   if (!spec.hasModifiers())
-    return spec.aux.empty() ? "" : "aux needs a score_mod or mask_mod";
+    return spec.aux.empty() && spec.maskModTiles.empty()
+               ? ""
+               : "aux and mask_mod_tiles need a score_mod or mask_mod";
   if (spec.kind == KernelKind::AppendKV)
     return "of an append_kv kernel has no score_mod or mask_mod";
   for (auto [name, text] : {std::pair{"score_mod", &spec.scoreMod},
-                            {"mask_mod", &spec.maskMod}, {"aux", &spec.aux}})
+                            {"mask_mod", &spec.maskMod},
+                            {"mask_mod_tiles", &spec.maskModTiles},
+                            {"aux", &spec.aux}})
     if (text->size() > kMaxModifierBytes)
       return fmt::format("{} is {} bytes; at most {}", name, text->size(),
                          kMaxModifierBytes);

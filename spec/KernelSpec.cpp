@@ -164,7 +164,7 @@ std::string KernelSpec::uri() const {
 #include "templates/attn/variant_knobs.h"
   // Modifier source is long: the name holds its hash.
   if (hasModifiers())
-    name += fmt::format("_mod{:016x}", fnv1a({scoreMod, maskMod, aux}));
+    name += fmt::format("_mod{:016x}", fnv1a({scoreMod, maskMod, maskModTiles, aux}));
   if (kind == KernelKind::Decode)
     name += fmt::format("_w{}s{}r{}", schedule.warps, schedule.stages,
                         schedule.rowTiles);

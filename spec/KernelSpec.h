@@ -146,6 +146,9 @@ struct KernelSpec {
   /// without. The bodies are code: a spec is trusted as its source is.
   std::string scoreMod;
   std::string maskMod;
+  /// The interval form of mask_mod, which lets the kernels skip the tiles
+  /// it hides (maskModMayHold; compiler/Transforms/Modifiers.h).
+  std::string maskModTiles;
   std::string aux;
 
   DecodeSchedule schedule;          ///< decode kernels
@@ -196,6 +199,7 @@ template <class F, class... K> void forEachSpecField(F &&f, K &...k) {
 #include "templates/attn/variant_knobs.h"
   f("score_mod", k.scoreMod...);
   f("mask_mod", k.maskMod...);
+  f("mask_mod_tiles", k.maskModTiles...);
   f("aux", k.aux...);
   f("schedule", k.schedule...);
   f("prefill_schedule", k.prefillSchedule...);

@@ -67,6 +67,7 @@ LogicalResult setAttentionFields(::attn::KernelSpec &spec,
     return failure();
   spec.scoreMod = std::move(modifiers->scoreMod);
   spec.maskMod = std::move(modifiers->maskMod);
+  spec.maskModTiles = std::move(modifiers->maskModTiles);
   spec.aux = std::move(modifiers->aux);
   return success();
 }

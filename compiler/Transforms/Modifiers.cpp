@@ -388,6 +388,133 @@ private:
   unsigned next = 0;
 };
 
+/// The interval form of a mask_mod: each i32 value becomes a Range that
+/// holds it for every (q_pos, k_pos, q_head, kv_head) in the given ranges,
+/// each i1 a BoolRange (whether it can be false, can be true), so that the
+/// yield says whether any pair of a tile may be visible. Ops it cannot bound
+/// (aux reads, floats, i64, bitwise ops) give the full range: such masks
+/// skip no tile, and stay correct.
+class RangeEmitter {
+public:
+  explicit RangeEmitter(llvm::raw_string_ostream &os) : os(os) {}
+
+  void emit(Region &region) {
+    Block &block = region.front();
+    static const char *const kArgs[] = {"request", "q_pos", "k_pos", "q_head",
+                                        "kv_head"};
+    for (auto [i, arg] : llvm::enumerate(block.getArguments()))
+      if (i < 5)
+        names[arg] = kArgs[i];
+    for (Operation &op : block)
+      emitOp(op);
+  }
+
+private:
+  static bool isI32(Type type) { return type.isInteger(32); }
+  static bool isI1(Type type) { return type.isInteger(1); }
+
+  std::string range(Value value) {
+    auto it = names.find(value);
+    if (it != names.end())
+      return it->second;
+    return isI1(value.getType()) ? "attn::BoolRange{true, true}"
+                                 : "attn::Range::full()";
+  }
+
+  void emitOp(Operation &op) {
+    if (auto yield = dyn_cast<YieldOp>(op)) {
+      os << "    return " << range(yield.getValue()) << ".canBeTrue;\n";
+      return;
+    }
+    if (op.getNumResults() != 1)
+      return; // scf.if and the like: their results stay unbounded
+    Value result = op.getResult(0);
+    Type type = result.getType();
+    if (!isI32(type) && !isI1(type))
+      return;
+    auto arg = [&](unsigned i) { return range(op.getOperand(i)); };
+    auto call = [&](const char *fn, unsigned n) {
+      std::string text = std::string("attn::") + fn + "(";
+      for (unsigned i = 0; i < n; ++i)
+        text += (i ? ", " : "") + arg(i);
+      return text + ")";
+    };
+    std::optional<std::string> expr =
+        llvm::TypeSwitch<Operation *, std::optional<std::string>>(&op)
+            .Case([&](arith::ConstantOp c) -> std::optional<std::string> {
+              auto i = cast<IntegerAttr>(c.getValue());
+              if (isI1(type))
+                return llvm::formatv("attn::BoolRange{{{0}, {1}}",
+                                     i.getValue().isZero() ? "true" : "false",
+                                     i.getValue().isZero() ? "false" : "true")
+                    .str();
+              return llvm::formatv("attn::Range{{{0}, {0}}",
+                                   i.getValue().getSExtValue())
+                  .str();
+            })
+            .Case([&](arith::AddIOp) { return call("rangeAdd", 2); })
+            .Case([&](arith::SubIOp) { return call("rangeSub", 2); })
+            .Case([&](arith::MulIOp) { return call("rangeMul", 2); })
+            .Case([&](arith::DivSIOp) { return call("rangeDiv", 2); })
+            .Case([&](arith::FloorDivSIOp) { return call("rangeFloorDiv", 2); })
+            .Case([&](arith::RemSIOp) { return call("rangeRem", 2); })
+            .Case([&](arith::MinSIOp) { return call("rangeMin", 2); })
+            .Case([&](arith::MaxSIOp) { return call("rangeMax", 2); })
+            .Case([&](arith::SelectOp) {
+              return call(isI1(type) ? "boolSelect" : "rangeSelect", 3);
+            })
+            .Case([&](arith::AndIOp) -> std::optional<std::string> {
+              if (isI1(type))
+                return call("boolAnd", 2);
+              return std::nullopt;
+            })
+            .Case([&](arith::OrIOp) -> std::optional<std::string> {
+              if (isI1(type))
+                return call("boolOr", 2);
+              return std::nullopt;
+            })
+            .Case([&](arith::XOrIOp) -> std::optional<std::string> {
+              if (isI1(type))
+                return call("boolXor", 2);
+              return std::nullopt;
+            })
+            .Case([&](arith::ExtUIOp) -> std::optional<std::string> {
+              if (isI1(op.getOperand(0).getType()))
+                return call("rangeOfBool", 1);
+              return std::nullopt;
+            })
+            .Case([&](arith::CmpIOp cmp) -> std::optional<std::string> {
+              if (!isI32(cmp.getLhs().getType()))
+                return std::nullopt;
+              using P = arith::CmpIPredicate;
+              switch (cmp.getPredicate()) {
+              case P::eq: return call("rangeEq", 2);
+              case P::ne: return call("rangeNe", 2);
+              case P::slt: return call("rangeLt", 2);
+              case P::sle: return call("rangeLe", 2);
+              case P::sgt:
+                return llvm::formatv("attn::rangeLt({1}, {0})", arg(0), arg(1))
+                    .str();
+              case P::sge:
+                return llvm::formatv("attn::rangeLe({1}, {0})", arg(0), arg(1))
+                    .str();
+              default: return std::nullopt;
+              }
+            })
+            .Default([&](Operation *) { return std::nullopt; });
+    if (!expr)
+      return; // unbounded: range() gives the full range
+    std::string name = "r" + std::to_string(next++);
+    names[result] = name;
+    os << "    const " << (isI1(type) ? "attn::BoolRange " : "attn::Range ")
+       << name << " = " << *expr << ";\n";
+  }
+
+  llvm::raw_string_ostream &os;
+  llvm::DenseMap<Value, std::string> names;
+  unsigned next = 0;
+};
+
 /// "f32:8x32,i32:?": each aux table's element type and shape.
 std::string auxTableTypes(AttentionOpInterface op) {
   std::string text;
@@ -428,6 +555,10 @@ FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
     RegionEmitter emitter(os);
     if (failed(emitter.emit(*region, args)))
       return failure();
+  }
+  if (!op.getMaskMod().empty()) {
+    llvm::raw_string_ostream os(source.maskModTiles);
+    RangeEmitter(os).emit(op.getMaskMod());
   }
   if (!source.scoreMod.empty() || !source.maskMod.empty())
     source.aux = auxTableTypes(op);

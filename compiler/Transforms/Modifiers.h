@@ -27,6 +27,11 @@ struct ModifierSource {
   /// The body of the same function without `score`, returning bool; empty
   /// without a mask_mod.
   std::string maskMod;
+  /// The body of `bool maskModMayHold(Range request, Range q_pos, Range
+  /// k_pos, Range q_head, Range kv_head)`: the interval form of mask_mod,
+  /// false only when no position in the ranges is visible (tile skipping);
+  /// empty without a mask_mod.
+  std::string maskModTiles;
   /// The aux tables' types, e.g. "f32:8x32,i32:?" (auxTableTypes).
   std::string aux;
 };

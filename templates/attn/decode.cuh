@@ -306,12 +306,17 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   constexpr int kDimGroups = Tr::kDimGroups;
 
   // Both loads at once: grid.x never exceeds the work list's capacity.
-  const DecodeWorkItem work = p.workItems[blockIdx.x];
+  DecodeWorkItem work = p.workItems[blockIdx.x];
   if (int(blockIdx.x) >= *p.numWorkItems)
     return;
   const int head = blockIdx.y; // kv head
   const int rowBase = blockIdx.z * Tr::kTileRows;
   const int seqLen = work.seqLen;
+  // A mask_mod's hidden tiles at either end of the chunk are never loaded.
+  Variant<Config>::template narrowKeys<Tr::kTileTokens>(
+      work.kvBegin, work.kvEnd, work.request, seqLen - Config::kQueryLen,
+      seqLen - 1, head * Config::kGroupSize,
+      (head + 1) * Config::kGroupSize - 1);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = lane / 4, c = lane % 4;
 

@@ -212,6 +212,8 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     kvEnd = max(0, min(kvEnd, lastPos + 1));
   if constexpr (Config::kSlidingWindow)
     kvBegin = max(0, firstPos - p.windowLeft) / kBlockN * kBlockN;
+  Variant<Config>::template narrowKeys<kBlockN>(kvBegin, kvEnd, work.request,
+                                                firstPos, lastPos, qHead, qHead);
   const int numTiles = kvEnd > kvBegin ? (kvEnd - kvBegin + kBlockN - 1) / kBlockN : 0;
 
   extern __shared__ __align__(16) char smem[];

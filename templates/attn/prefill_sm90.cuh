@@ -309,6 +309,9 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
       kvEnd = max(0, min(kvEnd, lastPos + 1));
     if constexpr (Config::kSlidingWindow)
       kvBegin = max(0, it.firstPos - p.windowLeft) / kBlockN * kBlockN;
+    Variant<Config>::template narrowKeys<kBlockN>(
+        kvBegin, kvEnd, it.work.request, it.firstPos, lastPos, it.qHead,
+        it.qHead);
     it.kvBegin = kvBegin;
     it.numTiles = kvEnd > kvBegin ? (kvEnd - kvBegin + kBlockN - 1) / kBlockN : 0;
     return it;

@@ -39,6 +39,111 @@ __device__ __forceinline__ T auxLoad(const AuxTable &table, int32_t i0,
   return static_cast<const T *>(table.data)[at];
 }
 
+/// \brief Bounds of an i32 value of a mask_mod over a tile: lo <= v <= hi
+/// for every (query, key) pair of the tile (the interval form the compiler
+/// emits as Config::maskModMayHold). Arithmetic runs in 64 bits; a result
+/// that could wrap in 32 is unbounded.
+struct Range {
+  int64_t lo, hi;
+  static __device__ __forceinline__ Range full() {
+    return {-2147483648ll, 2147483647ll};
+  }
+  static __device__ __forceinline__ Range fit(int64_t lo, int64_t hi) {
+    return lo < -2147483648ll || hi > 2147483647ll ? full() : Range{lo, hi};
+  }
+};
+/// Whether an i1 of a mask_mod can be false, can be true, over a tile.
+struct BoolRange {
+  bool canBeFalse, canBeTrue;
+};
+__device__ __forceinline__ Range rangeAdd(Range a, Range b) {
+  return Range::fit(a.lo + b.lo, a.hi + b.hi);
+}
+__device__ __forceinline__ Range rangeSub(Range a, Range b) {
+  return Range::fit(a.lo - b.hi, a.hi - b.lo);
+}
+__device__ __forceinline__ Range corners(int64_t a, int64_t b, int64_t c,
+                                         int64_t d) {
+  return Range::fit(min(min(a, b), min(c, d)), max(max(a, b), max(c, d)));
+}
+__device__ __forceinline__ Range rangeMul(Range a, Range b) {
+  return corners(a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi);
+}
+/// Truncating division is monotone in each operand while the divisor keeps
+/// its sign, so its bounds are at the corners.
+__device__ __forceinline__ Range rangeDiv(Range a, Range b) {
+  if (b.lo <= 0 && b.hi >= 0)
+    return Range::full();
+  return corners(a.lo / b.lo, a.lo / b.hi, a.hi / b.lo, a.hi / b.hi);
+}
+__device__ __forceinline__ int64_t floorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return q - (a % b != 0 && (a < 0) != (b < 0));
+}
+__device__ __forceinline__ Range rangeFloorDiv(Range a, Range b) {
+  if (b.lo <= 0 && b.hi >= 0)
+    return Range::full();
+  return corners(floorDiv(a.lo, b.lo), floorDiv(a.lo, b.hi),
+                 floorDiv(a.hi, b.lo), floorDiv(a.hi, b.hi));
+}
+__device__ __forceinline__ Range rangeRem(Range a, Range b) {
+  if (b.lo != b.hi || b.lo == 0)
+    return Range::full();
+  int64_t c = b.lo < 0 ? -b.lo : b.lo;
+  if (a.lo >= 0 && a.lo / c == a.hi / c)
+    return {a.lo % c, a.hi % c};
+  return a.lo >= 0 ? Range{0, min(c - 1, a.hi)} : Range{-(c - 1), c - 1};
+}
+__device__ __forceinline__ Range rangeMin(Range a, Range b) {
+  return {min(a.lo, b.lo), min(a.hi, b.hi)};
+}
+__device__ __forceinline__ Range rangeMax(Range a, Range b) {
+  return {max(a.lo, b.lo), max(a.hi, b.hi)};
+}
+__device__ __forceinline__ Range rangeSelect(BoolRange c, Range a, Range b) {
+  if (!c.canBeFalse)
+    return a;
+  if (!c.canBeTrue)
+    return b;
+  return {min(a.lo, b.lo), max(a.hi, b.hi)};
+}
+__device__ __forceinline__ Range rangeOfBool(BoolRange c) {
+  return {c.canBeFalse ? 0 : 1, c.canBeTrue ? 1 : 0};
+}
+__device__ __forceinline__ BoolRange rangeEq(Range a, Range b) {
+  bool disjoint = a.hi < b.lo || b.hi < a.lo;
+  bool single = a.lo == a.hi && b.lo == b.hi && a.lo == b.lo;
+  return {!single, !disjoint};
+}
+__device__ __forceinline__ BoolRange rangeNe(Range a, Range b) {
+  BoolRange eq = rangeEq(a, b);
+  return {eq.canBeTrue, eq.canBeFalse};
+}
+__device__ __forceinline__ BoolRange rangeLt(Range a, Range b) {
+  return {a.hi >= b.lo, a.lo < b.hi};
+}
+__device__ __forceinline__ BoolRange rangeLe(Range a, Range b) {
+  return {a.hi > b.lo, a.lo <= b.hi};
+}
+__device__ __forceinline__ BoolRange boolAnd(BoolRange a, BoolRange b) {
+  return {a.canBeFalse || b.canBeFalse, a.canBeTrue && b.canBeTrue};
+}
+__device__ __forceinline__ BoolRange boolOr(BoolRange a, BoolRange b) {
+  return {a.canBeFalse && b.canBeFalse, a.canBeTrue || b.canBeTrue};
+}
+__device__ __forceinline__ BoolRange boolXor(BoolRange a, BoolRange b) {
+  return {(a.canBeTrue && b.canBeTrue) || (a.canBeFalse && b.canBeFalse),
+          (a.canBeTrue && b.canBeFalse) || (a.canBeFalse && b.canBeTrue)};
+}
+__device__ __forceinline__ BoolRange boolSelect(BoolRange c, BoolRange a,
+                                                BoolRange b) {
+  if (!c.canBeFalse)
+    return a;
+  if (!c.canBeTrue)
+    return b;
+  return {a.canBeFalse || b.canBeFalse, a.canBeTrue || b.canBeTrue};
+}
+
 template <class Config> struct Variant {
   /// Plain scores (no soft-cap, ALiBi or score_mod) may keep the raw q.k
   /// scale, which the prefill kernels fold into exp2's argument; modified
@@ -114,6 +219,36 @@ template <class Config> struct Variant {
                                            row.qHead / Config::kGroupSize,
                                            p.aux);
     return visible;
+  }
+
+  /// \brief Narrows the keys [kvBegin, kvEnd) of a CTA whose queries sit at
+  /// positions [firstPos, lastPos] and read q heads [qHeadLo, qHeadHi] of
+  /// `request`: whole `kTile`-key tiles at either end (tiles start at
+  /// kvBegin, a multiple of kTile) that the mask_mod's interval form proves
+  /// hidden are dropped, as causal and window drop theirs. Every thread of
+  /// the CTA computes the same result.
+  template <int kTile>
+  __device__ static __forceinline__ void
+  narrowKeys(int &kvBegin, int &kvEnd, int request, int firstPos, int lastPos,
+             int qHeadLo, int qHeadHi) {
+    if constexpr (Config::kMaskMod) {
+      const Range q{firstPos, lastPos}, r{request, request};
+      const Range h{qHeadLo, qHeadHi};
+      const Range kvh{qHeadLo / Config::kGroupSize,
+                      qHeadHi / Config::kGroupSize};
+      auto mayHold = [&](int tileStart) {
+        return Config::maskModMayHold(
+            r, q, Range{tileStart, min(tileStart + kTile, kvEnd) - 1}, h, kvh);
+      };
+      while (kvBegin < kvEnd && !mayHold(kvBegin))
+        kvBegin += kTile;
+      while (kvEnd > kvBegin) {
+        int last = kvBegin + (kvEnd - 1 - kvBegin) / kTile * kTile;
+        if (mayHold(last))
+          break;
+        kvEnd = last;
+      }
+    }
   }
 
   /// \brief Completes a finished row (`row`: its q head's values): `m` is its running

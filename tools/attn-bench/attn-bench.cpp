@@ -230,6 +230,9 @@ std::optional<DecodeConfig> onlyConfig;
 /// --sinks: every decode and prefill variant has attention sinks (one
 /// logit per q head), to compare their cost with the same run without.
 bool benchSinks = false;
+/// `attn-bench modifiers`: the knobs each measured variant adds (a built-in
+/// modifier or a score_mod / mask_mod region); none elsewhere.
+std::function<void(AttentionKnobs &)> editKnobs;
 /// Cache geometry of every decode config (--page, --layout).
 int benchPageSize = 16;
 KVLayout benchLayout = KVLayout::NHD;
@@ -246,6 +249,8 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   v.pageSize = benchPageSize;
   v.layout = benchLayout;
   v.sinks = benchSinks;
+  if (editKnobs)
+    editKnobs(v);
   auto kernel = unwrap(Jit::global().decode(v));
 
   const int pagesPerSeq = (cfg.context + v.pageSize - 1) / v.pageSize;
@@ -474,6 +479,8 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
     v.kind = AttentionKind::Encoder;
   v.paged = paged;
   v.sinks = benchSinks;
+  if (editKnobs)
+    editKnobs(v);
   auto kernel = unwrap(benchJit().prefill(v));
 
   const int64_t tokens = int64_t(cfg.batch) * cfg.seq;
@@ -652,6 +659,102 @@ int runPrefill(bool json, bool quick) {
 // JIT overheads
 //===----------------------------------------------------------------------===//
 
+/// Soft-cap 30 written as a score_mod region (Gemma 2's logit cap).
+constexpr const char *kSoftcapRegion = R"({
+^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
+  %cap = arith.constant 30.0 : f32
+  %x = arith.divf %score, %cap : f32
+  %t = math.tanh %x : f32
+  %y = arith.mulf %t, %cap : f32
+  attn.yield %y : f32
+})";
+
+/// Chunked local attention over 8192-token chunks (Llama 4's
+/// attention_chunk) as a mask_mod region.
+constexpr const char *kChunkedLocalRegion = R"({
+^bb0(%request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
+  %c = arith.constant 8192 : i32
+  %qc = arith.divsi %q_pos, %c : i32
+  %kc = arith.divsi %k_pos, %c : i32
+  %same = arith.cmpi eq, %qc, %kc : i32
+  attn.yield %same : i1
+})";
+
+/// Custom modifiers against their built-in equivalents, same run: soft-cap
+/// as a score_mod region against the soft-cap knob, and chunked local
+/// attention as a mask_mod against plain causal attention (the tiles it
+/// hides are skipped), in prefill (the arch's default template) and decode.
+int runModifiers(bool json) {
+  BENCH_CHECK(initCuda());
+  Arch arch = unwrap(currentDeviceArch());
+  Stream stream = unwrap(Stream::create());
+  double readBw = measureReadBandwidth(arch, stream.get());
+  struct Knobs {
+    const char *name;
+    std::function<void(AttentionKnobs &)> edit;
+  };
+  const std::vector<Knobs> knobs = {
+      {"causal", [](AttentionKnobs &) {}},
+      {"softcap", [](AttentionKnobs &k) { k.softcap = 30.f; }},
+      {"softcap_region", [](AttentionKnobs &k) { k.scoreMod = kSoftcapRegion; }},
+      {"chunked_local_region",
+       [](AttentionKnobs &k) { k.maskMod = kChunkedLocalRegion; }},
+  };
+  if (json)
+    llvm::outs() << "[\n";
+  else
+    llvm::outs() << llvm::formatv(
+        "{0,-10} {1,-22} {2,-22} {3,10} {4,10}  kernel\n", "call", "shape",
+        "variant", "ms", "vs causal");
+  bool first = true;
+  auto report = [&](const char *call, const std::string &shape,
+                    const char *variant, double ms, double base,
+                    const std::string &kernel) {
+    if (json) {
+      llvm::outs() << llvm::formatv(
+          "{0}  {{\"call\": \"{1}\", \"shape\": \"{2}\", \"variant\": \"{3}\", "
+          "\"ms\": {4:f4}, \"vs_causal\": {5:f3}, \"kernel\": \"{6}\"}",
+          first ? "" : ",\n", call, shape, variant, ms, ms / base, kernel);
+      first = false;
+    } else {
+      llvm::outs() << llvm::formatv("{0,-10} {1,-22} {2,-22} {3,10:f4} {4,10:f3}  {5}\n",
+                                    call, shape, variant, ms, ms / base, kernel);
+    }
+  };
+  for (int seq : {8192, 32768}) {
+    PrefillConfig cfg{1, seq, 8, 128, true};
+    std::string shape = llvm::formatv("1x{0} 32/8 d128", seq);
+    double base = 0;
+    for (const Knobs &k : knobs) {
+      editKnobs = k.edit;
+      PrefillResult r = benchPrefill(cfg, arch, stream.get(), std::nullopt);
+      if (base == 0)
+        base = r.ms;
+      report("prefill", shape, k.name, r.ms, base, r.kernel);
+    }
+  }
+  for (auto [batch, context] : {std::pair{16, 32768}, {1, 32768}}) {
+    DecodeConfig cfg{batch, context, 8, ScalarType::BF16};
+    std::string shape = llvm::formatv("{0}x{1} 32/8 d128", batch, context);
+    double base = 0;
+    for (const Knobs &k : knobs) {
+      if (std::string(k.name) == "causal")
+        editKnobs = [](AttentionKnobs &) {};
+      else
+        editKnobs = k.edit;
+      DecodeResult r = benchDecode(cfg, readBw, arch, stream.get());
+      double ms = r.us / 1e3;
+      if (base == 0)
+        base = ms;
+      report("decode", shape, k.name, ms, base, r.kernel);
+    }
+  }
+  editKnobs = nullptr;
+  if (json)
+    llvm::outs() << "\n]\n";
+  return 0;
+}
+
 int runJit(bool json) {
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::duration d) {
@@ -778,6 +881,8 @@ int main(int argc, char **argv) {
            "         [--ragged-only] [--no-e4m3] [--identity-pages] [--head-dim N]\n"
            "         [--define NAME[=VALUE]]...   template experiments\n"
            "       attn-bench jit [--json]\n"
+           "       attn-bench modifiers [--json]   score_mod / mask_mod regions\n"
+           "         against the built-in knobs and plain causal attention\n"
            "  --schedule pins warps, stages, row tiles, CTAs per SM and the\n"
            "  minimum chunk instead of the schedule attn-select-schedule picks\n";
     return args.empty() ? 1 : 0;
@@ -855,7 +960,9 @@ int main(int argc, char **argv) {
     return runPrefill(has("--json"), has("--quick"));
   if (args[0] == "jit")
     return runJit(has("--json"));
+  if (args[0] == "modifiers")
+    return runModifiers(has("--json"));
   llvm::errs() << "attn-bench: unknown command '" << args[0]
-               << "' (expected decode, prefill or jit)\n";
+               << "' (expected decode, prefill, jit or modifiers)\n";
   return 1;
 }
