@@ -51,8 +51,8 @@ static std::string emitModifierFunctions(const KernelSpec &spec) {
                         "    using attn::auxLoad;\n{}  }}\n",
                         kPositions, spec.maskMod);
   if (!spec.maskModTiles.empty())
-    text += fmt::format("  static __device__ __forceinline__ bool\n"
-                        "  maskModMayHold(attn::Range request, attn::Range q_pos, "
+    text += fmt::format("  static __device__ __forceinline__ attn::BoolRange\n"
+                        "  maskModTile(attn::Range request, attn::Range q_pos, "
                         "attn::Range k_pos, attn::Range q_head, "
                         "attn::Range kv_head) {{\n{}  }}\n",
                         spec.maskModTiles);

@@ -147,7 +147,8 @@ struct KernelSpec {
   std::string scoreMod;
   std::string maskMod;
   /// The interval form of mask_mod, which lets the kernels skip the tiles
-  /// it hides (maskModMayHold; compiler/Transforms/Modifiers.h).
+  /// it hides and leave unmasked the tiles it cannot hide (maskModTile;
+  /// compiler/Transforms/Modifiers.h).
   std::string maskModTiles;
   std::string aux;
 

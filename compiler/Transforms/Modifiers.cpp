@@ -391,7 +391,8 @@ private:
 /// The interval form of a mask_mod: each i32 value becomes a Range that
 /// holds it for every (q_pos, k_pos, q_head, kv_head) in the given ranges,
 /// each i1 a BoolRange (whether it can be false, can be true), so that the
-/// yield says whether any pair of a tile may be visible. Ops it cannot bound
+/// yield says whether any pair of a tile may be visible (else the tile is
+/// skipped) and whether any may be hidden (else it needs no mask). Ops it cannot bound
 /// (aux reads, floats, i64, bitwise ops) give the full range: such masks
 /// skip no tile, and stay correct.
 class RangeEmitter {
@@ -423,7 +424,7 @@ private:
 
   void emitOp(Operation &op) {
     if (auto yield = dyn_cast<YieldOp>(op)) {
-      os << "    return " << range(yield.getValue()) << ".canBeTrue;\n";
+      os << "    return " << range(yield.getValue()) << ";\n";
       return;
     }
     if (op.getNumResults() != 1)

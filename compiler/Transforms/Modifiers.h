@@ -27,9 +27,10 @@ struct ModifierSource {
   /// The body of the same function without `score`, returning bool; empty
   /// without a mask_mod.
   std::string maskMod;
-  /// The body of `bool maskModMayHold(Range request, Range q_pos, Range
+  /// The body of `BoolRange maskModTile(Range request, Range q_pos, Range
   /// k_pos, Range q_head, Range kv_head)`: the interval form of mask_mod,
-  /// false only when no position in the ranges is visible (tile skipping);
+  /// whether some pair in the ranges may be visible (else the kernels skip
+  /// the tile) and whether some may be hidden (else they do not mask it);
   /// empty without a mask_mod.
   std::string maskModTiles;
   /// The aux tables' types, e.g. "f32:8x32,i32:?" (auxTableTypes).

@@ -368,7 +368,10 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     // argument; masks are applied only on tiles that cut a row's keys.
     const int warpFirstPos = firstPos + warpRow0;
     const int warpLastPos = warpFirstPos + 16 * kMTiles - 1;
-    const bool needMask = Variant<Config>::kMaskEveryTile ||
+    const bool needMask =
+        Variant<Config>::maskModMayHide(work.request, warpFirstPos, warpLastPos,
+                                        tileStart, tileStart + kBlockN - 1,
+                                        qHead) ||
         tileStart + kBlockN > work.kvLen ||
         (Config::kCausal && tileStart + kBlockN - 1 > warpFirstPos) ||
         (Config::kSlidingWindow && tileStart < warpLastPos - p.windowLeft);

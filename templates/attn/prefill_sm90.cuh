@@ -562,7 +562,10 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     const int tileStart = kvBegin + t * kBlockN;
     const int warpFirstPos = firstPos + warpRow0;
     const int warpLastPos = warpFirstPos + 15;
-    const bool needMask = Variant<Config>::kMaskEveryTile ||
+    const bool needMask =
+        Variant<Config>::maskModMayHide(work.request, warpFirstPos, warpLastPos,
+                                        tileStart, tileStart + kBlockN - 1,
+                                        qHead) ||
         tileStart + kBlockN > work.kvLen ||
         (Config::kCausal && tileStart + kBlockN - 1 > warpFirstPos) ||
         (Config::kSlidingWindow && tileStart < warpLastPos - p.windowLeft);

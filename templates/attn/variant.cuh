@@ -150,8 +150,6 @@ template <class Config> struct Variant {
   /// scores are always in log2 units.
   static constexpr bool kPlainScores =
       !Config::kSoftcap && !Config::kAlibi && !Config::kScoreMod;
-  /// A mask_mod may hide any key: every tile is masked.
-  static constexpr bool kMaskEveryTile = Config::kMaskMod;
 
   /// What a row (one q head of one request) reads from the per-head tables,
   /// loaded once before its key loop so that no hook waits on memory (the
@@ -237,8 +235,10 @@ template <class Config> struct Variant {
       const Range kvh{qHeadLo / Config::kGroupSize,
                       qHeadHi / Config::kGroupSize};
       auto mayHold = [&](int tileStart) {
-        return Config::maskModMayHold(
-            r, q, Range{tileStart, min(tileStart + kTile, kvEnd) - 1}, h, kvh);
+        return Config::maskModTile(
+                   r, q, Range{tileStart, min(tileStart + kTile, kvEnd) - 1}, h,
+                   kvh)
+            .canBeTrue;
       };
       while (kvBegin < kvEnd && !mayHold(kvBegin))
         kvBegin += kTile;
@@ -249,6 +249,25 @@ template <class Config> struct Variant {
         kvEnd = last;
       }
     }
+  }
+
+  /// \brief Whether the mask_mod may hide a key in [firstKey, lastKey] from
+  /// a query at [firstPos, lastPos] of q head `qHead` (then the tile needs
+  /// the per-element mask); false without a mask_mod.
+  __device__ static __forceinline__ bool maskModMayHide(int request,
+                                                        int firstPos,
+                                                        int lastPos,
+                                                        int firstKey,
+                                                        int lastKey, int qHead) {
+    if constexpr (Config::kMaskMod)
+      return Config::maskModTile(Range{request, request},
+                                 Range{firstPos, lastPos},
+                                 Range{firstKey, lastKey}, Range{qHead, qHead},
+                                 Range{qHead / Config::kGroupSize,
+                                       qHead / Config::kGroupSize})
+          .canBeFalse;
+    else
+      return false;
   }
 
   /// \brief Completes a finished row (`row`: its q head's values): `m` is its running
