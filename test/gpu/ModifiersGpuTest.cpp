@@ -1,8 +1,10 @@
 //===- ModifiersGpuTest.cpp - score_mod / mask_mod against the reference --===//
 //
-// Each programmable modifier of test/reference/Modifiers.h (soft-cap as a
-// region, chunked local attention, document masking over an aux table of
-// ids, T5 relative-position bias from an aux bucket table) JIT-compiled
+// Each programmable modifier of test/reference/Modifiers.h (soft-cap, ALiBi
+// over an aux table of slopes, causal and sliding window as regions,
+// chunked local attention, bidirectional spans in causal attention,
+// document masking over an aux table of ids, T5
+// relative-position bias from an aux bucket table) JIT-compiled
 // into decode, the mma.sync prefill (head dim 96 takes it on every arch),
 // the default prefill at head dim 128 (wgmma on sm_90a) and paged prefill,
 // run on random data and compared with the fp64 reference evaluating the
@@ -52,6 +54,22 @@ std::vector<std::pair<std::string, MakeModifiers>> modifierKinds() {
        [](std::mt19937 &rng, const std::vector<int> &) {
          return check::t5Bias(rng, 16);
        }},
+      {"alibi_region",
+       [](std::mt19937 &, const std::vector<int> &) {
+         return check::alibiRegion(16);
+       }},
+      {"causal_region",
+       [](std::mt19937 &, const std::vector<int> &) {
+         return check::causalRegion();
+       }},
+      {"bidirectional_spans",
+       [](std::mt19937 &rng, const std::vector<int> &kvLens) {
+         return check::bidirectionalSpans(rng, kvLens);
+       }},
+      {"window_region",
+       [](std::mt19937 &, const std::vector<int> &) {
+         return check::windowRegion(200);
+       }},
   };
 }
 
@@ -59,6 +77,8 @@ template <class Variant>
 Variant withModifiers(Variant v, const check::TestModifiers &m) {
   v.scoreMod = m.scoreMod;
   v.maskMod = m.maskMod;
+  if (m.replacesCausal)
+    v.causal = false;
   return v;
 }
 

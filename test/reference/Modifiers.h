@@ -32,6 +32,8 @@ struct TestModifiers {
   ref::ScoreMod refScore;
   ref::MaskMod refMask;
   std::vector<AuxData> aux;
+  /// The region is the causal mask itself: the variant has causal = false.
+  bool replacesCausal = false;
 };
 
 /// Soft-cap written as a score_mod: cap * tanh(score / cap).
@@ -49,6 +51,63 @@ inline TestModifiers softcapRegion(double cap) {
   m.refScore = [cap](double s, int, int, int, int, int) {
     return cap * std::tanh(s / cap);
   };
+  return m;
+}
+
+/// ALiBi written as a score_mod over an aux table of per-head slopes:
+/// score - slope[q_head] * |k_pos - q_pos| (FlashAttention's definition).
+inline TestModifiers alibiRegion(int numQHeads) {
+  TestModifiers m;
+  m.name = "alibi_region";
+  AuxData slopes;
+  slopes.dims[0] = numQHeads;
+  for (int h = 0; h < numQHeads; ++h)
+    slopes.f32.push_back(float(std::pow(2.0, -8.0 * (h + 1) / numQHeads)));
+  m.scoreMod = R"({
+^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32, %slopes: tensor<?xf32>):
+  %slope = attn.aux_load %slopes[%q_head] : tensor<?xf32>
+  %d = arith.subi %k_pos, %q_pos : i32
+  %a = math.absi %d : i32
+  %af = arith.sitofp %a : i32 to f32
+  %bias = arith.mulf %slope, %af : f32
+  %r = arith.subf %score, %bias : f32
+  attn.yield %r : f32
+})";
+  std::vector<float> values = slopes.f32;
+  m.refScore = [values](double s, int, int q, int k, int h, int) {
+    return s - double(values[h]) * std::abs(double(k - q));
+  };
+  m.aux.push_back(std::move(slopes));
+  return m;
+}
+
+/// The causal mask as a mask_mod: k_pos <= q_pos.
+inline TestModifiers causalRegion() {
+  TestModifiers m;
+  m.name = "causal_region";
+  m.replacesCausal = true;
+  m.maskMod = R"({
+^bb0(%request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
+  %v = arith.cmpi sle, %k_pos, %q_pos : i32
+  attn.yield %v : i1
+})";
+  m.refMask = [](int, int q, int k, int, int) { return k <= q; };
+  return m;
+}
+
+/// A sliding window as a mask_mod on top of causal: k_pos >= q_pos - w
+/// (window_left = w).
+inline TestModifiers windowRegion(int w) {
+  TestModifiers m;
+  m.name = "window_region";
+  m.maskMod = R"({
+^bb0(%request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
+  %w = arith.constant )" + std::to_string(w) + R"( : i32
+  %first = arith.subi %q_pos, %w : i32
+  %v = arith.cmpi sge, %k_pos, %first : i32
+  attn.yield %v : i1
+})";
+  m.refMask = [w](int, int q, int k, int, int) { return k >= q - w; };
   return m;
 }
 
@@ -108,6 +167,50 @@ inline TestModifiers documentMask(std::mt19937 &rng,
     return ids[size_t(b) * maxLen + q] == ids[size_t(b) * maxLen + k];
   };
   m.aux.push_back(std::move(docs));
+  return m;
+}
+
+/// Bidirectional spans inside causal attention (image tokens of a
+/// multimodal prompt): aux table [requests, positions] of span ids, 0 for
+/// text; text is causal, the tokens of one span see each other. Spans of
+/// 20-200 tokens between runs of text.
+inline TestModifiers bidirectionalSpans(std::mt19937 &rng,
+                                        const std::vector<int> &kvLens) {
+  TestModifiers m;
+  m.name = "bidirectional_spans";
+  m.replacesCausal = true;
+  int maxLen = 1;
+  for (int len : kvLens)
+    maxLen = std::max(maxLen, len);
+  AuxData spans;
+  spans.dims[0] = int32_t(kvLens.size());
+  spans.dims[1] = maxLen;
+  spans.i32.assign(kvLens.size() * size_t(maxLen), 0);
+  for (size_t b = 0; b < kvLens.size(); ++b)
+    for (int pos = int(rng() % 50), id = 1; pos < maxLen; ++id) {
+      int len = 20 + int(rng() % 180);
+      for (int i = pos; i < std::min(pos + len, maxLen); ++i)
+        spans.i32[b * maxLen + i] = id;
+      pos += len + int(rng() % 200);
+    }
+  m.maskMod = R"({
+^bb0(%request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32, %spans: tensor<?x?xi32>):
+  %causal = arith.cmpi sle, %k_pos, %q_pos : i32
+  %a = attn.aux_load %spans[%request, %q_pos] : tensor<?x?xi32>
+  %b = attn.aux_load %spans[%request, %k_pos] : tensor<?x?xi32>
+  %zero = arith.constant 0 : i32
+  %inSpan = arith.cmpi ne, %a, %zero : i32
+  %same = arith.cmpi eq, %a, %b : i32
+  %span = arith.andi %inSpan, %same : i1
+  %visible = arith.ori %causal, %span : i1
+  attn.yield %visible : i1
+})";
+  std::vector<int32_t> ids = spans.i32;
+  m.refMask = [ids, maxLen](int b, int q, int k, int, int) {
+    int32_t a = ids[size_t(b) * maxLen + q], c = ids[size_t(b) * maxLen + k];
+    return k <= q || (a != 0 && a == c);
+  };
+  m.aux.push_back(std::move(spans));
   return m;
 }
 

@@ -403,9 +403,11 @@ TEST(ReferenceModifiers, EachChangesTheOutputAndBothReferencesAgree) {
   std::vector<int> lens = {700, 300};
   for (const check::TestModifiers &m :
        {check::softcapRegion(1.5), check::chunkedLocal(256),
-        check::documentMask(rng, lens), check::t5Bias(rng, 8)}) {
+        check::documentMask(rng, lens), check::t5Bias(rng, 8),
+        check::alibiRegion(8), check::causalRegion(), check::windowRegion(200),
+        check::bidirectionalSpans(rng, lens)}) {
     PrefillProblem p = randomPrefill(lens, lens, 8, 2, 32);
-    p.causal = true;
+    p.causal = !m.replacesCausal;
     std::vector<double> plain, plainLse, out, lse, refOut, refLse;
     prefillReference(p, plain, plainLse);
     p.scoreMod = m.refScore;
@@ -414,7 +416,7 @@ TEST(ReferenceModifiers, EachChangesTheOutputAndBothReferencesAgree) {
     EXPECT_GT(relativeError(out, plain), 0.05) << m.name;
     // The last 3 queries of each request as decode rows.
     PrefillProblem tail = randomPrefill({3, 3}, lens, 8, 2, 32);
-    tail.causal = true;
+    tail.causal = !m.replacesCausal;
     tail.scoreMod = m.refScore;
     tail.maskMod = m.refMask;
     prefillReference(tail, out, lse);

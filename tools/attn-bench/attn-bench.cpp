@@ -233,6 +233,10 @@ bool benchSinks = false;
 /// `attn-bench modifiers`: the knobs each measured variant adds (a built-in
 /// modifier or a score_mod / mask_mod region); none elsewhere.
 std::function<void(AttentionKnobs &)> editKnobs;
+/// The per-head tables those variants read: ALiBi slopes (the alibi knob)
+/// and the same slopes as aux table 0 (a score_mod reading them).
+const float *benchSlopes = nullptr;
+AuxTable benchAux[kMaxAuxTables] = {};
 /// Cache geometry of every decode config (--page, --layout).
 int benchPageSize = 16;
 KVLayout benchLayout = KVLayout::NHD;
@@ -305,6 +309,9 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
     a.pageTableStride = pagesPerSeq;
     a.seqLens = dLens.ptr<int32_t>();
     a.sinks = v.sinks ? sinks.ptr<float>() : nullptr;
+    a.alibiSlopes = v.alibi ? benchSlopes : nullptr;
+    for (int i = 0; i < kernel->spec().numAuxTables(); ++i)
+      a.aux[i] = benchAux[i];
     if (sizeOf(v.kvType) == 1) {
       a.kScale = a.vScale = dScale.ptr<float>();
       a.numKVScales = 1;
@@ -546,6 +553,9 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
       a.pageTables = pageTables.ptr<int32_t>();
       a.pageTableStride = pagesPerRequest;
       a.sinks = sinksArg;
+      a.alibiSlopes = v.alibi ? benchSlopes : nullptr;
+      for (int i = 0; i < kernel->spec().numAuxTables(); ++i)
+        a.aux[i] = benchAux[i];
       if (kvType != v.qType) {
         a.kScale = a.vScale = scale.ptr<float>();
         a.numKVScales = 1;
@@ -563,6 +573,9 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
       a.numKVHeads = v.numKVHeads;
       a.headDim = v.headDim;
       a.sinks = sinksArg;
+      a.alibiSlopes = v.alibi ? benchSlopes : nullptr;
+      for (int i = 0; i < kernel->spec().numAuxTables(); ++i)
+        a.aux[i] = benchAux[i];
       calls.push_back([=, &kernel, &plan] { return kernel->run(plan, a, stream); });
     }
   }
@@ -669,6 +682,18 @@ constexpr const char *kSoftcapRegion = R"({
   attn.yield %y : f32
 })";
 
+/// ALiBi as a score_mod over aux table 0, the per-head slopes.
+constexpr const char *kAlibiRegion = R"({
+^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32, %slopes: tensor<32xf32>):
+  %slope = attn.aux_load %slopes[%q_head] : tensor<32xf32>
+  %d = arith.subi %k_pos, %q_pos : i32
+  %a = math.absi %d : i32
+  %af = arith.sitofp %a : i32 to f32
+  %bias = arith.mulf %slope, %af : f32
+  %r = arith.subf %score, %bias : f32
+  attn.yield %r : f32
+})";
+
 /// Chunked local attention over 8192-token chunks (Llama 4's
 /// attention_chunk) as a mask_mod region.
 constexpr const char *kChunkedLocalRegion = R"({
@@ -681,7 +706,7 @@ constexpr const char *kChunkedLocalRegion = R"({
 })";
 
 /// Custom modifiers against their built-in equivalents, same run: soft-cap
-/// as a score_mod region against the soft-cap knob, and chunked local
+/// and ALiBi as score_mod regions against their knobs, and chunked local
 /// attention as a mask_mod against plain causal attention (the tiles it
 /// hides are skipped), in prefill (the arch's default template) and decode.
 int runModifiers(bool json) {
@@ -689,6 +714,13 @@ int runModifiers(bool json) {
   Arch arch = unwrap(currentDeviceArch());
   Stream stream = unwrap(Stream::create());
   double readBw = measureReadBandwidth(arch, stream.get());
+  std::vector<float> slopes;
+  for (int h = 0; h < kPrefillQHeads; ++h)
+    slopes.push_back(std::pow(2.f, -8.f * float(h + 1) / kPrefillQHeads));
+  DeviceBuffer dSlopes = unwrap(DeviceBuffer::allocate(slopes.size() * 4));
+  BENCH_CHECK(dSlopes.copyFromHost(slopes.data(), slopes.size() * 4));
+  benchSlopes = dSlopes.ptr<float>();
+  benchAux[0] = {dSlopes.ptr<void>(), {int32_t(slopes.size()), 1, 1}};
   struct Knobs {
     const char *name;
     std::function<void(AttentionKnobs &)> edit;
@@ -697,6 +729,8 @@ int runModifiers(bool json) {
       {"causal", [](AttentionKnobs &) {}},
       {"softcap", [](AttentionKnobs &k) { k.softcap = 30.f; }},
       {"softcap_region", [](AttentionKnobs &k) { k.scoreMod = kSoftcapRegion; }},
+      {"alibi", [](AttentionKnobs &k) { k.alibi = true; }},
+      {"alibi_region", [](AttentionKnobs &k) { k.scoreMod = kAlibiRegion; }},
       {"chunked_local_region",
        [](AttentionKnobs &k) { k.maskMod = kChunkedLocalRegion; }},
   };

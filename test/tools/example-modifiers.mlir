@@ -1,0 +1,48 @@
+// Every region of examples/modifiers lowers to a kernel whose Config holds
+// it as a device function; a mask_mod also gets its interval form.
+// RUN: attn-opt %S/../../examples/modifiers/softcap.mlir --attn-pipeline="arch=sm_90a" | attn-translate --attn-to-cuda | FileCheck %s --check-prefix=SOFTCAP
+// RUN: attn-opt %S/../../examples/modifiers/alibi.mlir --attn-pipeline="arch=sm_80" | attn-translate --attn-to-cuda | FileCheck %s --check-prefix=ALIBI
+// RUN: attn-opt %S/../../examples/modifiers/chunked-local.mlir --attn-pipeline="arch=sm_90a" | attn-translate --attn-to-cuda | FileCheck %s --check-prefix=CHUNKED
+// RUN: attn-opt %S/../../examples/modifiers/document-mask.mlir --attn-pipeline="arch=sm_89" | attn-translate --attn-to-cuda | FileCheck %s --check-prefix=DOCS
+// RUN: attn-opt %S/../../examples/modifiers/bidirectional-spans.mlir --attn-pipeline="arch=sm_90a" | attn-translate --attn-to-cuda | FileCheck %s --check-prefix=SPANS
+// RUN: attn-opt %S/../../examples/modifiers/t5-bias.mlir --attn-pipeline="arch=sm_90a" | attn-translate --attn-to-cuda | FileCheck %s --check-prefix=T5
+
+// SOFTCAP: static constexpr bool kScoreMod = true;
+// SOFTCAP-NEXT: static constexpr bool kMaskMod = false;
+// SOFTCAP: scoreMod(float score, int32_t request, int32_t q_pos, int32_t k_pos, int32_t q_head, int32_t kv_head, const attn::AuxTable *aux) {
+// SOFTCAP: const float v0 = 0x1.ep+4f;
+// SOFTCAP-NEXT: const float v1 = score / v0;
+// SOFTCAP-NEXT: const float v2 = tanhf(v1);
+// SOFTCAP-NEXT: const float v3 = v2 * v0;
+// SOFTCAP-NEXT: return v3;
+
+// ALIBI: const float v0 = auxLoad<float>(aux[0], q_head);
+// ALIBI-NEXT: const int32_t v1 = k_pos - q_pos;
+// ALIBI-NEXT: const int32_t v2 = (v1 < 0 ? -v1 : v1);
+// ALIBI-NEXT: const float v3 = float(v2);
+
+// CHUNKED: maskMod(int32_t request
+// CHUNKED: const bool v3 = v1 == v2;
+// CHUNKED: attn::BoolRange
+// CHUNKED-NEXT: maskModTile(attn::Range request, attn::Range q_pos, attn::Range k_pos, attn::Range q_head, attn::Range kv_head) {
+// CHUNKED-NEXT: const attn::Range r0 = attn::Range{8192, 8192};
+// CHUNKED-NEXT: const attn::Range r1 = attn::rangeDiv(q_pos, r0);
+// CHUNKED-NEXT: const attn::Range r2 = attn::rangeDiv(k_pos, r0);
+// CHUNKED-NEXT: const attn::BoolRange r3 = attn::rangeEq(r1, r2);
+// CHUNKED-NEXT: return r3;
+
+// An aux read is unbounded: the interval form cannot skip a tile.
+// DOCS: const int32_t v0 = auxLoad<int32_t>(aux[0], request, q_pos);
+// DOCS: maskModTile(
+// DOCS-NEXT: const attn::BoolRange r0 = attn::rangeEq(attn::Range::full(), attn::Range::full());
+// DOCS-NEXT: return r0;
+
+// SPANS: const bool v7 = v0 | v6;
+// SPANS: maskModTile(
+// SPANS-NEXT: const attn::BoolRange r0 = attn::rangeLe(k_pos, q_pos);
+
+// T5: scoreMod(
+// T5: const float v9 = logf(v8);
+// T5: const int32_t v14 = int32_t(v13);
+// T5: const int32_t v17 = (v5 ? v2 : v16);
+// T5-NEXT: const float v18 = auxLoad<float>(aux[0], q_head, v17);
