@@ -29,34 +29,18 @@ std::string smemBytesSymbol(const KernelSpec &spec) {
 
 static const char *boolStr(bool b) { return b ? "true" : "false"; }
 
-/// The score_mod and mask_mod device functions (bodies from
+/// The score_mod and mask_mod members (written by
 /// compiler/Transforms/Modifiers.cpp) that Variant<Config> calls, and their
 /// flags; a kernel without them has the flags false and no functions.
 static std::string emitModifierFunctions(const KernelSpec &spec) {
-  constexpr const char *kPositions =
-      "int32_t request, int32_t q_pos, int32_t k_pos, int32_t q_head, "
-      "int32_t kv_head, const attn::AuxTable *aux";
   std::string text = fmt::format("  static constexpr bool kScoreMod = {};\n"
                                  "  static constexpr bool kMaskMod = {};\n",
                                  boolStr(!spec.scoreMod.empty()),
                                  boolStr(!spec.maskMod.empty()));
-  if (!spec.scoreMod.empty())
-    text += fmt::format("  static __device__ __forceinline__ float\n"
-                        "  scoreMod(float score, {}) {{\n"
-                        "    using attn::auxLoad;\n{}  }}\n",
-                        kPositions, spec.scoreMod);
-  if (!spec.maskMod.empty())
-    text += fmt::format("  static __device__ __forceinline__ bool\n"
-                        "  maskMod({}) {{\n"
-                        "    using attn::auxLoad;\n{}  }}\n",
-                        kPositions, spec.maskMod);
-  if (!spec.maskModTiles.empty())
-    text += fmt::format("  static __device__ __forceinline__ attn::BoolRange\n"
-                        "  maskModTile(attn::Range request, attn::Range q_pos, "
-                        "attn::Range k_pos, attn::Range q_head, "
-                        "attn::Range kv_head) {{\n{}  }}\n",
-                        spec.maskModTiles);
-  return text;
+  // Variant<Config>::Row holds a ScoreModHead either way.
+  if (spec.scoreMod.empty())
+    text += "  struct ScoreModHead {};\n";
+  return text + spec.scoreMod + spec.maskMod + spec.maskModTiles;
 }
 
 /// The Config every configured template takes: the spec's types, shapes,

@@ -98,14 +98,60 @@ class RegionEmitter {
 public:
   explicit RegionEmitter(llvm::raw_string_ostream &os) : os(os) {}
 
-  /// The statements of `region`, whose first `numPositions` + (score)
-  /// arguments are named `argNames` and the rest are aux tables.
-  LogicalResult emit(Region &region, ArrayRef<const char *> argNames) {
+  /// The statements of `region`, whose first arguments are named `argNames`
+  /// and the rest are aux tables. With `head`, the top-level ops whose
+  /// operands are all per-head (request, q_head, kv_head, aux, constants, or
+  /// such ops: an ALiBi slope read, say) go to `head` instead, as fields of
+  /// `head` that the kernel computes once per row before its key loop;
+  /// `fields` declares them.
+  LogicalResult emit(Region &region, ArrayRef<const char *> argNames,
+                     llvm::raw_string_ostream *head = nullptr,
+                     llvm::raw_string_ostream *fields = nullptr) {
     Block &block = region.front();
     for (auto [i, arg] : llvm::enumerate(block.getArguments()))
       names[arg] = i < argNames.size()
                        ? std::string(argNames[i])
                        : llvm::formatv("aux[{0}]", i - argNames.size()).str();
+    if (head) {
+      llvm::DenseSet<Value> perHead;
+      for (auto [i, arg] : llvm::enumerate(block.getArguments())) {
+        StringRef argName = names[arg];
+        if (argName == "request" || argName == "q_head" ||
+            argName == "kv_head" || i >= argNames.size())
+          perHead.insert(arg);
+      }
+      for (Operation &op : block) {
+        if (isa<arith::ConstantOp>(op)) {
+          perHead.insert(op.getResult(0));
+          continue;
+        }
+        if (op.getNumRegions() || op.getNumResults() != 1 ||
+            !llvm::all_of(op.getOperands(),
+                          [&](Value v) { return perHead.contains(v); }))
+          continue;
+        perHead.insert(op.getResult(0));
+        hoisted.insert(&op);
+      }
+      for (Operation &op : block) {
+        if (isa<arith::ConstantOp>(op) || hoisted.contains(&op)) {
+          // Constants stay in both functions; hoisted values are `head`'s.
+          FailureOr<std::string> expr = expression(&op);
+          if (failed(expr))
+            return failure();
+          Value result = op.getResult(0);
+          std::string local = fresh(result);
+          if (hoisted.contains(&op)) {
+            *fields << "    " << cudaType(result.getType()) << " " << local
+                    << ";\n";
+            *head << "    head." << local << " = " << *expr << ";\n";
+            names[result] = "head." + local;
+          } else {
+            *head << "    const " << cudaType(result.getType()) << " "
+                  << local << " = " << *expr << ";\n";
+          }
+        }
+      }
+    }
     return emitBlock(block, /*depth=*/2, /*results=*/{});
   }
 
@@ -145,10 +191,18 @@ private:
         os << "\n";
         continue;
       }
+      if (hoisted.contains(&op))
+        continue;
+      Value result = op.getResult(0);
+      if (isa<arith::ConstantOp>(op) && names.count(result)) {
+        // Numbered by emit()'s head pass: the same literal again.
+        os << indent << "const " << cudaType(result.getType()) << " "
+           << names[result] << " = " << *expression(&op) << ";\n";
+        continue;
+      }
       FailureOr<std::string> expr = expression(&op);
       if (failed(expr))
         return failure();
-      Value result = op.getResult(0);
       os << indent << "const " << cudaType(result.getType()) << " "
          << fresh(result) << " = " << *expr << ";\n";
     }
@@ -385,6 +439,7 @@ private:
 
   llvm::raw_string_ostream &os;
   llvm::DenseMap<Value, std::string> names;
+  llvm::DenseSet<Operation *> hoisted;
   unsigned next = 0;
 };
 
@@ -543,23 +598,49 @@ std::string auxTableTypes(AttentionOpInterface op) {
 
 FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
   ModifierSource source;
+  // The signatures Variant<Config> (templates/attn/variant.cuh) calls.
+  constexpr const char *kPositions =
+      "int32_t request, int32_t q_pos, int32_t k_pos, int32_t q_head, "
+      "int32_t kv_head, const attn::AuxTable *aux";
   static const char *const kScoreArgs[] = {"score", "request", "q_pos",
                                            "k_pos", "q_head", "kv_head"};
-  for (auto [region, out, args] :
-       {std::tuple{&op.getScoreMod(), &source.scoreMod,
-                   ArrayRef<const char *>(kScoreArgs)},
-        {&op.getMaskMod(), &source.maskMod,
-         ArrayRef<const char *>(kScoreArgs).drop_front()}}) {
-    if (region->empty())
-      continue;
-    llvm::raw_string_ostream os(*out);
-    RegionEmitter emitter(os);
-    if (failed(emitter.emit(*region, args)))
+  if (!op.getScoreMod().empty()) {
+    std::string body, head, fields;
+    llvm::raw_string_ostream bodyOS(body), headOS(head), fieldsOS(fields);
+    RegionEmitter emitter(bodyOS);
+    if (failed(emitter.emit(op.getScoreMod(), kScoreArgs, &headOS, &fieldsOS)))
       return failure();
+    source.scoreMod = llvm::formatv(
+        "  struct ScoreModHead {{\n{0}  };\n"
+        "  static __device__ __forceinline__ ScoreModHead\n"
+        "  scoreModHead(int32_t request, int32_t q_head, int32_t kv_head, "
+        "const attn::AuxTable *aux) {{\n"
+        "    using attn::auxLoad;\n    ScoreModHead head;\n{1}"
+        "    return head;\n  }\n"
+        "  static __device__ __forceinline__ float\n"
+        "  scoreMod(float score, {2}, const ScoreModHead &head) {{\n"
+        "    using attn::auxLoad;\n{3}  }\n",
+        fields, head, kPositions, body);
   }
   if (!op.getMaskMod().empty()) {
-    llvm::raw_string_ostream os(source.maskModTiles);
-    RangeEmitter(os).emit(op.getMaskMod());
+    std::string body;
+    llvm::raw_string_ostream bodyOS(body);
+    RegionEmitter emitter(bodyOS);
+    if (failed(emitter.emit(op.getMaskMod(),
+                            ArrayRef<const char *>(kScoreArgs).drop_front())))
+      return failure();
+    source.maskMod = llvm::formatv("  static __device__ __forceinline__ bool\n"
+                                   "  maskMod({0}) {{\n"
+                                   "    using attn::auxLoad;\n{1}  }\n",
+                                   kPositions, body);
+    std::string tiles;
+    llvm::raw_string_ostream tilesOS(tiles);
+    RangeEmitter(tilesOS).emit(op.getMaskMod());
+    source.maskModTiles = llvm::formatv(
+        "  static __device__ __forceinline__ attn::BoolRange\n"
+        "  maskModTile(attn::Range request, attn::Range q_pos, attn::Range "
+        "k_pos, attn::Range q_head, attn::Range kv_head) {{\n{0}  }\n",
+        tiles);
   }
   if (!source.scoreMod.empty() || !source.maskMod.empty())
     source.aux = auxTableTypes(op);

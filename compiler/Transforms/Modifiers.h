@@ -18,22 +18,23 @@
 namespace mlir::attn {
 
 /// What a KernelSpec carries of an op's modifiers (spec/KernelSpec.h:
-/// scoreMod, maskMod, aux).
+/// scoreMod, maskMod, maskModTiles, aux): members of the generated Config
+/// that Variant<Config> (templates/attn/variant.cuh) calls.
 struct ModifierSource {
-  /// The body of `float scoreMod(float score, int32_t request, int32_t
-  /// q_pos, int32_t k_pos, int32_t q_head, int32_t kv_head, const
-  /// AuxTable *aux)`; empty without a score_mod.
+  /// `struct ScoreModHead`, `scoreModHead(request, q_head, kv_head, aux)`
+  /// (the region's per-head values, computed once per row) and
+  /// `float scoreMod(score, request, q_pos, k_pos, q_head, kv_head, aux,
+  /// head)`; empty without a score_mod.
   std::string scoreMod;
-  /// The body of the same function without `score`, returning bool; empty
+  /// `bool maskMod(request, q_pos, k_pos, q_head, kv_head, aux)`; empty
   /// without a mask_mod.
   std::string maskMod;
-  /// The body of `BoolRange maskModTile(Range request, Range q_pos, Range
-  /// k_pos, Range q_head, Range kv_head)`: the interval form of mask_mod,
-  /// whether some pair in the ranges may be visible (else the kernels skip
-  /// the tile) and whether some may be hidden (else they do not mask it);
-  /// empty without a mask_mod.
+  /// `BoolRange maskModTile(Range request, Range q_pos, Range k_pos, Range
+  /// q_head, Range kv_head)`: the interval form of mask_mod, whether some
+  /// pair in the ranges may be visible (else the kernels skip the tile) and
+  /// whether some may be hidden (else they do not mask it).
   std::string maskModTiles;
-  /// The aux tables' types, e.g. "f32:8x32,i32:?" (auxTableTypes).
+  /// The aux tables' types, e.g. "f32:8x32,i32:?".
   std::string aux;
 };
 

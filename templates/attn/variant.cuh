@@ -160,6 +160,9 @@ template <class Config> struct Variant {
     float sink = 0.f;
     int request = 0;
     int qHead = 0;
+    /// The score_mod's per-head values (an ALiBi slope read from an aux
+    /// table, say), computed once here rather than per score.
+    typename Config::ScoreModHead scoreHead;
   };
   template <class Params>
   __device__ static __forceinline__ Row row(const Params &p, int request,
@@ -167,6 +170,9 @@ template <class Config> struct Variant {
     Row r;
     r.request = request;
     r.qHead = qHead;
+    if constexpr (Config::kScoreMod)
+      r.scoreHead = Config::scoreModHead(request, qHead,
+                                         qHead / Config::kGroupSize, p.aux);
     if constexpr (Config::kAlibi)
       r.slope = p.alibiSlopes[qHead];
     if constexpr (Config::kSinks)
@@ -195,7 +201,8 @@ template <class Config> struct Variant {
         x += alibiBias(row.slope, key, rowPos);
       if constexpr (Config::kScoreMod)
         x = Config::scoreMod(x, row.request, rowPos, key, row.qHead,
-                             row.qHead / Config::kGroupSize, p.aux);
+                             row.qHead / Config::kGroupSize, p.aux,
+                             row.scoreHead);
       return x * kLog2e;
     }
   }

@@ -31,6 +31,7 @@
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;
+// CHECK-NEXT: struct ScoreModHead {};
 // Eight warps where they fit the SM's shared memory, four on sm_89.
 // SM90-NEXT: static constexpr int kWarps = 8;
 // SM80-NEXT: static constexpr int kWarps = 8;

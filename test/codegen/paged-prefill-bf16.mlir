@@ -32,6 +32,7 @@
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;
+// CHECK-NEXT: struct ScoreModHead {};
 // The ragged prefill's schedule: sm_90a's wgmma warpgroups; sm_89's 99 KiB
 // take 64-row query tiles.
 // SM90-NEXT: static constexpr int kWarps = 12;

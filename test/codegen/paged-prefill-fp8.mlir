@@ -22,6 +22,7 @@
 // CHECK-NEXT: static constexpr bool kWriteLse = true;
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;
+// CHECK-NEXT: struct ScoreModHead {};
 // CHECK-NEXT: static constexpr int kWarps = 4;
 // CHECK-NEXT: static constexpr int kBlockM = 128;
 // CHECK: attn_paged_prefill_qbf16_kve4m3_h32x8_d128_p16hnd_causal_swa_alibi_softcap_headscale_lse_m128n64w4s2(const __grid_constant__ attn::PrefillParams params)

@@ -32,6 +32,7 @@
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;
+// CHECK-NEXT: struct ScoreModHead {};
 // Four warps of 16 query rows; 64 keys per K/V tile at head dim 128.
 // CHECK-NEXT: static constexpr int kWarps = 4;
 // SM80-NEXT: static constexpr int kBlockM = 128;

@@ -9,17 +9,23 @@
 
 // SOFTCAP: static constexpr bool kScoreMod = true;
 // SOFTCAP-NEXT: static constexpr bool kMaskMod = false;
-// SOFTCAP: scoreMod(float score, int32_t request, int32_t q_pos, int32_t k_pos, int32_t q_head, int32_t kv_head, const attn::AuxTable *aux) {
+// SOFTCAP: scoreMod(float score, int32_t request, int32_t q_pos, int32_t k_pos, int32_t q_head, int32_t kv_head, const attn::AuxTable *aux, const ScoreModHead &head) {
 // SOFTCAP: const float v0 = 0x1.ep+4f;
 // SOFTCAP-NEXT: const float v1 = score / v0;
 // SOFTCAP-NEXT: const float v2 = tanhf(v1);
 // SOFTCAP-NEXT: const float v3 = v2 * v0;
 // SOFTCAP-NEXT: return v3;
 
-// ALIBI: const float v0 = auxLoad<float>(aux[0], q_head);
-// ALIBI-NEXT: const int32_t v1 = k_pos - q_pos;
+// The slope read depends on the head alone: it moves to scoreModHead, which
+// the kernel runs once per row.
+// ALIBI: struct ScoreModHead {
+// ALIBI-NEXT: float v0;
+// ALIBI: head.v0 = auxLoad<float>(aux[0], q_head);
+// ALIBI: scoreMod(
+// ALIBI: const int32_t v1 = k_pos - q_pos;
 // ALIBI-NEXT: const int32_t v2 = (v1 < 0 ? -v1 : v1);
 // ALIBI-NEXT: const float v3 = float(v2);
+// ALIBI-NEXT: const float v4 = head.v0 * v3;
 
 // CHUNKED: maskMod(int32_t request
 // CHUNKED: const bool v3 = v1 == v2;
@@ -41,8 +47,11 @@
 // SPANS: maskModTile(
 // SPANS-NEXT: const attn::BoolRange r0 = attn::rangeLe(k_pos, q_pos);
 
+// log(8) depends on no position: computed once per row.
+// T5: head.v5 = logf(v4);
 // T5: scoreMod(
-// T5: const float v9 = logf(v8);
+// T5: const float v11 = logf(v10);
+// T5: const float v12 = v11 / head.v5;
 // T5: const int32_t v14 = int32_t(v13);
-// T5: const int32_t v17 = (v5 ? v2 : v16);
+// T5: const int32_t v17 = (v8 ? v7 : v16);
 // T5-NEXT: const float v18 = auxLoad<float>(aux[0], q_head, v17);
