@@ -1110,3 +1110,77 @@ TEST(FrontendTest, CompilesFromSeveralThreads) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// score_mod / mask_mod from region text
+//===----------------------------------------------------------------------===//
+
+namespace {
+constexpr const char *kChunkMask = R"({
+^bb0(%request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
+  %c = arith.constant 256 : i32
+  %a = arith.divsi %q_pos, %c : i32
+  %b = arith.divsi %k_pos, %c : i32
+  %same = arith.cmpi eq, %a, %b : i32
+  attn.yield %same : i1
+})";
+} // namespace
+
+TEST(FrontendModifiersTest, RegionsReachTheSpecAndItsName) {
+  PrefillVariant variant;
+  variant.maskMod = kChunkMask;
+  llvm::Expected<KernelSpec> spec = compilePrefillVariant(variant, Arch::SM80);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  EXPECT_TRUE(spec->scoreMod.empty());
+  EXPECT_NE(spec->maskMod.find("q_pos / v0"), std::string::npos) << spec->maskMod;
+  EXPECT_NE(spec->maskModTiles.find("attn::rangeEq"), std::string::npos);
+  EXPECT_TRUE(spec->aux.empty());
+  EXPECT_NE(spec->uri().find("_mod"), std::string::npos);
+  // Another constant is another kernel; SSA names are not part of it.
+  PrefillVariant other = variant;
+  other.maskMod.replace(other.maskMod.find("256"), 3, "512");
+  llvm::Expected<KernelSpec> otherSpec = compilePrefillVariant(other, Arch::SM80);
+  ASSERT_TRUE(static_cast<bool>(otherSpec));
+  EXPECT_NE(spec->uri(), otherSpec->uri());
+  PrefillVariant renamed = variant;
+  for (size_t at; (at = renamed.maskMod.find("%same")) != std::string::npos;)
+    renamed.maskMod.replace(at, 5, "%eq");
+  llvm::Expected<KernelSpec> renamedSpec =
+      compilePrefillVariant(renamed, Arch::SM80);
+  ASSERT_TRUE(static_cast<bool>(renamedSpec));
+  EXPECT_EQ(spec->uri(), renamedSpec->uri());
+}
+
+TEST(FrontendModifiersTest, BadRegionTextIsAnErrorNamingIt) {
+  auto errorOf = [](std::string scoreMod, std::string maskMod) {
+    DecodeVariant variant;
+    variant.scoreMod = std::move(scoreMod);
+    variant.maskMod = std::move(maskMod);
+    llvm::Expected<KernelSpec> spec = compileDecodeVariant(variant, Arch::SM90a);
+    return spec ? std::string() : llvm::toString(spec.takeError());
+  };
+  // Not a region at all.
+  EXPECT_NE(errorOf("{ ^bb0(%x: f32): attn.yield", "").find("loc(\"modifiers\":1:"),
+            std::string::npos)
+      << errorOf("{ ^bb0(%x: f32): attn.yield", "");
+  // Text that closes the holder op and adds another.
+  EXPECT_NE(errorOf("{}) : () -> () \"x.y\"() ({}", "")
+                .find("must each be one region"),
+            std::string::npos);
+  // A mask that yields f32.
+  std::string wrongYield = kChunkMask;
+  wrongYield.replace(wrongYield.find("attn.yield %same : i1"), 21,
+                     "attn.yield %c : i32");
+  EXPECT_NE(errorOf("", wrongYield).find("'attn.yield' op operand #0 must be 32-bit float or 1-bit"),
+            std::string::npos)
+      << errorOf("", wrongYield);
+  // The two regions disagree on their aux tables.
+  std::string scoreWithTable = R"({
+^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32, %t: tensor<8xf32>):
+  attn.yield %score : f32
+})";
+  EXPECT_NE(errorOf(scoreWithTable, kChunkMask)
+                .find("mask_mod must take 6 arguments"),
+            std::string::npos)
+      << errorOf(scoreWithTable, kChunkMask);
+}
