@@ -10,6 +10,7 @@
 
 #include "test/reference/Reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -25,6 +26,19 @@ struct AuxData {
   std::vector<int32_t> i32;
   int32_t dims[3] = {1, 1, 1};
 };
+
+/// An i32 table [requests, positions] of zeros, as wide as the longest
+/// request: per-token ids for a mask_mod to read by (request, position).
+inline AuxData perPositionTable(const std::vector<int> &kvLens) {
+  AuxData table;
+  int maxLen = 1;
+  for (int len : kvLens)
+    maxLen = std::max(maxLen, len);
+  table.dims[0] = int32_t(kvLens.size());
+  table.dims[1] = maxLen;
+  table.i32.assign(kvLens.size() * size_t(maxLen), 0);
+  return table;
+}
 
 struct TestModifiers {
   std::string name;
@@ -137,13 +151,8 @@ inline TestModifiers documentMask(std::mt19937 &rng,
                                   const std::vector<int> &kvLens) {
   TestModifiers m;
   m.name = "document_mask";
-  int maxLen = 1;
-  for (int len : kvLens)
-    maxLen = std::max(maxLen, len);
-  AuxData docs;
-  docs.dims[0] = int32_t(kvLens.size());
-  docs.dims[1] = maxLen;
-  docs.i32.assign(kvLens.size() * size_t(maxLen), 0);
+  AuxData docs = perPositionTable(kvLens);
+  const int maxLen = docs.dims[1];
   for (size_t b = 0; b < kvLens.size(); ++b) {
     int id = 0, left = 0;
     for (int pos = 0; pos < maxLen; ++pos) {
@@ -179,13 +188,8 @@ inline TestModifiers bidirectionalSpans(std::mt19937 &rng,
   TestModifiers m;
   m.name = "bidirectional_spans";
   m.replacesCausal = true;
-  int maxLen = 1;
-  for (int len : kvLens)
-    maxLen = std::max(maxLen, len);
-  AuxData spans;
-  spans.dims[0] = int32_t(kvLens.size());
-  spans.dims[1] = maxLen;
-  spans.i32.assign(kvLens.size() * size_t(maxLen), 0);
+  AuxData spans = perPositionTable(kvLens);
+  const int maxLen = spans.dims[1];
   for (size_t b = 0; b < kvLens.size(); ++b)
     for (int pos = int(rng() % 50), id = 1; pos < maxLen; ++id) {
       int len = 20 + int(rng() % 180);
