@@ -80,9 +80,10 @@ static std::string emitConfig(const KernelSpec &spec) {
   if (spec.kind == KernelKind::Decode)
     config += fmt::format("  static constexpr int kWarps = {};\n"
                           "  static constexpr int kStages = {};\n"
-                          "  static constexpr int kRowTiles = {};\n",
+                          "  static constexpr int kRowTiles = {};\n"
+                          "  static constexpr int kMinChunkTokens = {};\n",
                           spec.schedule.warps, spec.schedule.stages,
-                          spec.schedule.rowTiles);
+                          spec.schedule.rowTiles, spec.schedule.minChunkTokens);
   else if (spec.isPrefill())
     config += fmt::format("  static constexpr int kWarps = {};\n"
                           "  static constexpr int kBlockM = {};\n"

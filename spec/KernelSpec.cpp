@@ -165,10 +165,13 @@ std::string KernelSpec::uri() const {
   // Modifier source is long: the name holds its hash.
   if (hasModifiers())
     name += fmt::format("_mod{:016x}", fnv1a({scoreMod, maskMod, maskModTiles, aux}));
-  if (kind == KernelKind::Decode)
+  if (kind == KernelKind::Decode) {
     name += fmt::format("_w{}s{}r{}", schedule.warps, schedule.stages,
                         schedule.rowTiles);
-  else if (isPrefill())
+    // A mask_mod re-cuts split requests in chunks of at least this many.
+    if (!maskMod.empty())
+      name += fmt::format("c{}", schedule.minChunkTokens);
+  } else if (isPrefill())
     name += fmt::format("_m{}n{}w{}s{}{}", prefillSchedule.blockM,
                         prefillSchedule.blockN, prefillSchedule.warps,
                         prefillSchedule.stages,

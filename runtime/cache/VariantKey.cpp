@@ -43,7 +43,8 @@ std::string knobsKey(const AttentionKnobs &knobs) {
         else if constexpr (std::is_same_v<T, bool>)
           key += fmt::format(" {}={}", name, flag(knob));
         else if constexpr (std::is_same_v<T, std::string>)
-          key += knob.empty() ? "" : fmt::format(" {}={{{}}}", name, knob);
+          key += knob.empty() ? ""
+                              : fmt::format(" {}={{{}}}", name, regionKey(knob));
         else if (std::string_view(name) != "scale")
           key += fmt::format(" {}={}", name, flag(knob.has_value()));
       },
@@ -58,6 +59,38 @@ std::string valuesKey(const AttentionKnobs &knobs) {
 }
 
 } // namespace
+
+std::string regionKey(std::string_view text) {
+  std::string key;
+  bool space = false; // a white space run (or comment) is pending
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
+      while (i < text.size() && text[i] != '\n')
+        ++i;
+      space = true;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
+        c == '\v') {
+      space = true;
+      continue;
+    }
+    if (space && !key.empty())
+      key += ' ';
+    space = false;
+    key += c;
+    if (c == '"') // a string literal, kept as written
+      for (++i; i < text.size(); ++i) {
+        key += text[i];
+        if (text[i] == '\\' && i + 1 < text.size())
+          key += text[++i];
+        else if (text[i] == '"')
+          break;
+      }
+  }
+  return key;
+}
 
 std::string kernelKey(const DecodeVariant &v) {
   return fmt::format("decode q={} kv={} heads={}/{} dim={} page={} layout={} "

@@ -180,6 +180,9 @@ llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,
     return argError(*problem);
   if (auto problem = headTablesProblem(s, a))
     return argError(*problem);
+  if (a.firstRequest < 0)
+    return argError(llvm::formatv("firstRequest = {0} must be >= 0",
+                                  a.firstRequest));
   if (s.writeLse != (a.lse != nullptr))
     return argError(s.writeLse ? "the variant writes LSE: lse must be set"
                                : "lse given, but the variant does not write LSE");
@@ -250,6 +253,7 @@ llvm::Error DecodeKernel::run(const DecodePlan &plan, const DecodeArgs &a,
                                   : float(1.0 / std::sqrt(double(s.headDim)));
   p.softcap = decodeVariant.softcap.value_or(0.f);
   p.windowLeft = decodeVariant.windowLeft.value_or(0);
+  p.firstRequest = a.firstRequest;
 
   if (plan.gridX > 0) {
     void *args[] = {&p};

@@ -65,12 +65,6 @@ MixedBatchAttention::create(std::shared_ptr<const PrefillKernel> prefill,
   if (prefill->spec().kind != KernelKind::PagedPrefill)
     return mixedError("the prefill kernel must read the paged cache (a "
                       "PrefillVariant with `paged` set)");
-  // The decode part numbers its requests from 0, after the prefills: a
-  // region reading per-request aux tables would see the wrong rows.
-  if (prefill->spec().hasModifiers() || decode->spec().hasModifiers())
-    return mixedError("score_mod and mask_mod are not supported in mixed "
-                      "batches yet; run the prefill and decode kernels "
-                      "separately");
   DecodeVariant want = decodeVariantFor(prefill->variant());
   if (auto field = mismatch(want, decode->variant()))
     return mixedError(llvm::formatv("the decode kernel's {0} differs from the "
@@ -183,6 +177,7 @@ DecodeArgs MixedBatchAttention::decodeArgs(const MixedBatchPlan &plan,
                       : nullptr;
   d.pageTableStride = a.pageTableStride;
   d.seqLens = a.seqLens ? a.seqLens + plan.numPrefills : nullptr;
+  d.firstRequest = plan.numPrefills; // as the modifier regions see it
   d.kScale = a.kScale;
   d.vScale = a.vScale;
   d.numKVScales = a.numKVScales;

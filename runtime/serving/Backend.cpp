@@ -79,6 +79,8 @@ Backend::create(const BackendConfig &c, const KernelSource &kernels,
   base.headDim = c.headDim;
   base.softcap = c.softcap;
   base.scale = c.scale;
+  base.scoreMod = c.scoreMod;
+  base.maskMod = c.maskMod;
 #define ATTN_HEAD_TABLE(flag, ...) base.flag = c.flag;
 #include "templates/attn/variant_knobs.h"
   // The kernel without a cache: encoders always; decoders and cross

@@ -207,6 +207,13 @@ __device__ __forceinline__ void storeOut8(QT *dst, const float (&acc)[8],
   *reinterpret_cast<uint4 *>(dst) = packed;
 }
 
+/// \brief The request index the modifier regions see: its place in the
+/// whole batch, which in a mixed batch starts after the prefills.
+__device__ __forceinline__ int batchIndex(const DecodeParams &p,
+                                          const DecodeWorkItem &work) {
+  return p.firstRequest + work.request;
+}
+
 /// \brief The end of a split request: counts this CTA's chunk as done and,
 /// in the CTA that completes the request, merges every chunk's partial by
 /// its LSE into the output. The counter is reset for the next launch.
@@ -280,7 +287,7 @@ __device__ __forceinline__ void mergePartials(const DecodeParams &p,
       }
     }
     float numer = Variant<Config>::template finishRow<false>(
-        Variant<Config>::row(p, work.request, qh), base, sum);
+        Variant<Config>::row(p, batchIndex(p, work), qh), base, sum);
     float inv = sum > 0.f ? numer / sum : 0.f;
     int token = work.request * Config::kQueryLen + qi;
     storeOut8<QT>(static_cast<QT *>(p.out) + int64_t(token) * p.outStrideToken +
@@ -312,11 +319,35 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   const int head = blockIdx.y; // kv head
   const int rowBase = blockIdx.z * Tr::kTileRows;
   const int seqLen = work.seqLen;
-  // A mask_mod's hidden tiles at either end of the chunk are never loaded.
-  Variant<Config>::template narrowKeys<Tr::kTileTokens>(
-      work.kvBegin, work.kvEnd, work.request, seqLen - Config::kQueryLen,
-      seqLen - 1, head * Config::kGroupSize,
-      (head + 1) * Config::kGroupSize - 1);
+  if constexpr (Config::kMaskMod) {
+    // A mask_mod's hidden tiles are never loaded. The host planned the
+    // split over every key it knows to be visible; a split request's chunks
+    // are spread again over the keys the mask_mod leaves (chunked local
+    // attention at 32k sees one key in four), in chunks of at least the
+    // schedule's minimum, as the planner would have cut them: the pieces
+    // past the visible keys have no work.
+    auto narrow = [&](int &begin, int &end) {
+      Variant<Config>::template narrowKeys<Tr::kTileTokens>(
+          begin, end, batchIndex(p, work), seqLen - Config::kQueryLen,
+          seqLen - 1,
+          head * Config::kGroupSize, (head + 1) * Config::kGroupSize - 1);
+    };
+    if (work.partialIdx < 0) {
+      narrow(work.kvBegin, work.kvEnd);
+    } else {
+      // The request's first key as the planner computed it (DecodePlan.cpp).
+      int lo = 0, hi = seqLen;
+      if constexpr (Config::kSlidingWindow)
+        lo = max(0, seqLen - Config::kQueryLen - p.windowLeft) / 16 * 16;
+      narrow(lo, hi);
+      constexpr int kGranule = Tr::kTileTokens * kWarps;
+      int chunk = max(ceilDiv(hi - lo, work.numPartials), Config::kMinChunkTokens);
+      chunk = ceilDiv(chunk, kGranule) * kGranule;
+      int piece = work.partialIdx - work.firstPartial;
+      work.kvBegin = min(hi, lo + piece * chunk);
+      work.kvEnd = min(hi, work.kvBegin + chunk);
+    }
+  }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = lane / 4, c = lane % 4;
 
@@ -424,7 +455,7 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
       int qi = gr / Config::kGroupSize;
       qpos[m][h] = seqLen - Config::kQueryLen + qi;
       int qh = head * Config::kGroupSize + gr % Config::kGroupSize;
-      rows[m][h] = gr < Tr::kRows ? Variant<Config>::row(p, work.request, qh)
+      rows[m][h] = gr < Tr::kRows ? Variant<Config>::row(p, batchIndex(p, work), qh)
                                   : typename Variant<Config>::Row();
     }
 
@@ -622,7 +653,7 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
     float numer = 1.f;
     if (work.partialIdx < 0)
       numer = Variant<Config>::template finishRow<true>(
-          Variant<Config>::row(p, work.request, qh), base, l);
+          Variant<Config>::row(p, batchIndex(p, work), qh), base, l);
     // l == 0 only for a row that saw no visible key: output 0, LSE -inf.
     float inv = l > 0.f ? outScale * numer / l : 0.f;
     float lse = l > 0.f ? (base + log2f(l)) * kLn2 : negInf();

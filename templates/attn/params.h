@@ -72,6 +72,9 @@ struct DecodeParams {
   float smScale;    ///< softmax scale (1/sqrt(head_dim) by default)
   float softcap;    ///< cap c of c * tanh(s / c); unused unless compiled in
   int32_t windowLeft; ///< keys at positions >= pos - windowLeft are visible
+  /// Added to a request's index where the modifier regions see it: a
+  /// mixed batch's decodes follow its prefills.
+  int32_t firstRequest;
   AuxTable aux[kMaxAuxTables]; ///< read by score_mod / mask_mod, if any
 };
 

@@ -230,8 +230,11 @@ template <class Config> struct Variant {
   /// positions [firstPos, lastPos] and read q heads [qHeadLo, qHeadHi] of
   /// `request`: whole `kTile`-key tiles at either end (tiles start at
   /// kvBegin, a multiple of kTile) that the mask_mod's interval form proves
-  /// hidden are dropped, as causal and window drop theirs. Every thread of
-  /// the CTA computes the same result.
+  /// hidden are dropped, as causal and window drop theirs. Runs of hidden
+  /// tiles are proven hidden whole (a run is halved until it is proven or
+  /// down to one tile), so a mask that hides most of a long context costs
+  /// a few dozen checks, not one per tile. Every thread of the CTA computes
+  /// the same result.
   template <int kTile>
   __device__ static __forceinline__ void
   narrowKeys(int &kvBegin, int &kvEnd, int request, int firstPos, int lastPos,
@@ -241,20 +244,36 @@ template <class Config> struct Variant {
       const Range h{qHeadLo, qHeadHi};
       const Range kvh{qHeadLo / Config::kGroupSize,
                       qHeadHi / Config::kGroupSize};
-      auto mayHold = [&](int tileStart) {
+      const int base = kvBegin, end = kvEnd;
+      // Whether some key of tiles [a, b) may be visible.
+      auto mayHold = [&](int a, int b) {
         return Config::maskModTile(
-                   r, q, Range{tileStart, min(tileStart + kTile, kvEnd) - 1}, h,
-                   kvh)
+                   r, q, Range{base + a * kTile, min(base + b * kTile, end) - 1},
+                   h, kvh)
             .canBeTrue;
       };
-      while (kvBegin < kvEnd && !mayHold(kvBegin))
-        kvBegin += kTile;
-      while (kvEnd > kvBegin) {
-        int last = kvBegin + (kvEnd - 1 - kvBegin) / kTile * kTile;
-        if (mayHold(last))
+      auto pow2Below = [](int x) { return 1 << (31 - __clz(x)); };
+      const int n = ceilDiv(end - base, kTile);
+      int a = 0; // tiles before a are hidden
+      while (a < n) {
+        int size = pow2Below(n - a);
+        while (size > 1 && mayHold(a, a + size))
+          size >>= 1;
+        if (size == 1 && mayHold(a, a + 1))
           break;
-        kvEnd = last;
+        a += size;
       }
+      int b = n; // tiles from b on are hidden
+      while (b > a) {
+        int size = pow2Below(b - a);
+        while (size > 1 && mayHold(b - size, b))
+          size >>= 1;
+        if (size == 1 && mayHold(b - 1, b))
+          break;
+        b -= size;
+      }
+      kvBegin = base + a * kTile;
+      kvEnd = b == a ? kvBegin : min(end, base + b * kTile);
     }
   }
 

@@ -38,6 +38,7 @@
 // SM89-NEXT: static constexpr int kWarps = 4;
 // CHECK-NEXT: static constexpr int kStages = 2;
 // CHECK-NEXT: static constexpr int kRowTiles = 1;
+// CHECK-NEXT: static constexpr int kMinChunkTokens = 256;
 // 32 threads a warp.
 // SM90: extern "C" __global__ void __launch_bounds__(256, 1)
 // SM80: extern "C" __global__ void __launch_bounds__(256, 1)

@@ -25,6 +25,7 @@
 // CHECK-NEXT: static constexpr int kWarps = 8;
 // CHECK-NEXT: static constexpr int kStages = 2;
 // CHECK-NEXT: static constexpr int kRowTiles = 1;
+// CHECK-NEXT: static constexpr int kMinChunkTokens = 256;
 // CHECK: attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_swa_alibi_softcap_headscale_lse_w8s2r1(const __grid_constant__ attn::DecodeParams params)
 func.func @fp8_e4m3_every_modifier(%q: tensor<?x32x128xbf16>,
     %cache: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,

@@ -26,8 +26,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // itself is part of what is fuzzed.
   aot::ConfigLimits limits;
   limits.maxVariants = 64;
-  aot::ConfigJobs read =
-      aot::readConfig(text, "config.json", {Arch::SM80, Arch::SM90a}, limits);
+  // A "modifiers" file named "chunked.mlir" reads as a chunked-local mask
+  // (every other name is missing), so the regions' path is fuzzed too.
+  aot::ReadFile readFile = [](llvm::StringRef path) -> llvm::Expected<std::string> {
+    if (path != "chunked.mlir")
+      return llvm::createStringError("no such file");
+    return std::string(R"(
+func.func @f(%q: tensor<?x8x64xbf16>,
+    %cache: !attn.paged_kv<2x64xbf16, page_size = 16, layout = nhd>,
+    %tables: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x8x64xbf16> {
+  %out = attn.decode %q, %cache, %tables, %lens
+      : tensor<?x8x64xbf16>, !attn.paged_kv<2x64xbf16, page_size = 16, layout = nhd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x8x64xbf16>
+  mask_mod {
+  ^bb0(%request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
+    %c = arith.constant 512 : i32
+    %qc = arith.divsi %q_pos, %c : i32
+    %kc = arith.divsi %k_pos, %c : i32
+    %same = arith.cmpi eq, %qc, %kc : i32
+    attn.yield %same : i1
+  }
+  return %out : tensor<?x8x64xbf16>
+})");
+  };
+  aot::ConfigJobs read = aot::readConfig(
+      text, "config.json", {Arch::SM80, Arch::SM90a}, limits, readFile);
   if (read.jobs.empty() && read.errors.empty()) {
     llvm::errs() << "a config with no kernel must be an error\n";
     std::abort();

@@ -14,6 +14,7 @@
 #include "attn/runtime/cache/VariantKey.h"
 #include "compiler/Jit/Jit.h"
 #include "test/gpu/GpuTestUtil.h"
+#include "test/reference/Modifiers.h"
 #include "test/reference/PrefillCheck.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -114,6 +115,31 @@ TEST(AotGpuTest, LibraryKernelsMatchJitKernels) {
   auto none = library->decode(missing, arch);
   ASSERT_FALSE(bool(none));
   EXPECT_NE(llvm::toString(none.takeError()).find("dim=64"), std::string::npos);
+}
+
+// A kernel with a mask_mod region (a document mask over an aux table),
+// found by a host whose region text is laid out otherwise than the text
+// the library was built from (as attn-aot's "modifiers" files give it).
+TEST(AotGpuTest, ModifierKernelsFoundByTheirRegionText) {
+  ATTN_REQUIRE_GPU();
+  ATTN_ASSIGN_OR_FAIL(arch, runtime::currentDeviceArch());
+  std::mt19937 rng(3);
+  std::vector<int> seqLens = {1000, 33, 4097};
+  check::TestModifiers docs = check::documentMask(rng, seqLens);
+  DecodeVariant built;
+  built.maskMod = docs.maskMod;
+  TestLibrary library;
+  ATTN_ASSERT_OK(library.build(arch, built));
+  ATTN_ASSIGN_OR_FAIL(opened, runtime::AotLibrary::open(library.path()));
+  DecodeVariant host = built;
+  host.maskMod = "// documents\n" + runtime::regionKey(docs.maskMod);
+  ASSERT_NE(host.maskMod, built.maskMod);
+  ATTN_ASSIGN_OR_FAIL(kernel, opened->decode(host, arch));
+  check::DecodeCheckOptions options;
+  options.seqLens = seqLens;
+  options.modifiers = &docs;
+  ATTN_ASSIGN_OR_FAIL(result, check::checkDecode(*kernel, host, options));
+  EXPECT_LT(result.outError, 1e-2);
 }
 
 TEST(AotGpuTest, JitServedFromLibraryWithoutCompiling) {

@@ -15,6 +15,8 @@
 #include "attn/runtime/serving/KVCache.h"
 #include "compiler/Jit/Jit.h"
 #include "test/gpu/GpuTestUtil.h"
+#include "test/reference/DecodeCheck.h"
+#include "test/reference/Modifiers.h"
 
 #include <cmath>
 #include <random>
@@ -55,8 +57,12 @@ class Engine {
 public:
   /// With `withSinks`, every layer has attention sinks (one logit per q
   /// head, some large enough to take most of a row's weight).
-  llvm::Error init(ScalarType kvType, int numLayers = 1, bool withSinks = false) {
+  /// With `modifiers`, every layer runs its regions and reads its aux
+  /// tables (the object must outlive the engine).
+  llvm::Error init(ScalarType kvType, int numLayers = 1, bool withSinks = false,
+                   const check::TestModifiers *modifiers = nullptr) {
     this->kvType = kvType;
+    this->modifiers = modifiers;
     runtime::KVCacheConfig cache;
     cache.numLayers = numLayers;
     cache.numPages = 256;
@@ -85,6 +91,12 @@ public:
     config.kvType = kvType;
     config.pageSize = kPage;
     config.sinks = withSinks;
+    if (modifiers) {
+      config.scoreMod = modifiers->scoreMod;
+      config.maskMod = modifiers->maskMod;
+      if (llvm::Error error = check::uploadAux(*modifiers, auxBuffers, aux))
+        return error;
+    }
     if (withSinks) {
       for (int h = 0; h < kHeads; ++h)
         sinks.push_back(h % 4 == 3 ? 6.0f : -1.0f + 0.75f * float(h % 4));
@@ -131,6 +143,10 @@ public:
     prob.scale = 1.0 / std::sqrt(double(kDim));
     prob.causal = true;
     prob.sinks.assign(sinks.begin(), sinks.end());
+    if (modifiers) {
+      prob.scoreMod = modifiers->refScore;
+      prob.maskMod = modifiers->refMask;
+    }
     prob.cuSeqlensQ = {0};
     prob.cuSeqlensKV = {0};
     for (size_t i = 0; i < requests.size(); ++i) {
@@ -180,6 +196,7 @@ public:
     runtime::bindCache(a, *cache, index);
     if (!sinks.empty())
       a.sinks = sinksBuffer.ptr<float>();
+    std::copy(std::begin(aux), std::end(aux), std::begin(a.aux));
     return a;
   }
 
@@ -203,6 +220,9 @@ public:
   runtime::DeviceBuffer q, k, v, out;
   std::vector<float> sinks; ///< per q head; empty: none
   runtime::DeviceBuffer sinksBuffer;
+  const check::TestModifiers *modifiers = nullptr;
+  std::vector<runtime::DeviceBuffer> auxBuffers;
+  AuxTable aux[kMaxAuxTables] = {};
 };
 
 /// Step 1 prefills three prompts; step 2 continues one prompt by a chunk
@@ -239,6 +259,21 @@ TEST_P(BackendGpuTest, MixedStepsWithSinksMatchReference) {
   ATTN_REQUIRE_GPU();
   Engine engine;
   ATTN_ASSERT_OK(engine.init(GetParam(), /*numLayers=*/1, /*withSinks=*/true));
+  runMixedSteps(engine);
+}
+
+// A programmable variant through the Backend: a document mask over an aux
+// table of per-token ids [request, position], in the mixed prefill+decode
+// kernel and the decode-only step (a decode's region sees its place in the
+// step, after the prefills).
+TEST_P(BackendGpuTest, MixedStepsWithDocumentMaskMatchReference) {
+  ATTN_REQUIRE_GPU();
+  std::mt19937 rng(5);
+  // The three requests' lengths after runMixedSteps' last step.
+  check::TestModifiers docs = check::documentMask(rng, {401, 19, 66});
+  Engine engine;
+  ATTN_ASSERT_OK(engine.init(GetParam(), /*numLayers=*/1, /*withSinks=*/false,
+                             &docs));
   runMixedSteps(engine);
 }
 

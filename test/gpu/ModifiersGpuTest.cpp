@@ -6,7 +6,8 @@
 // document masking over an aux table of ids, T5
 // relative-position bias from an aux bucket table) JIT-compiled
 // into decode, the mma.sync prefill (head dim 96 takes it on every arch),
-// the default prefill at head dim 128 (wgmma on sm_90a) and paged prefill,
+// the default prefill at head dim 128 (wgmma on sm_90a), paged prefill and
+// mixed batches,
 // run on random data and compared with the fp64 reference evaluating the
 // same modifier in C++. Tolerances as in DecodeGpuTest / PrefillGpuTest.
 //
@@ -34,6 +35,9 @@ struct ModifierCase {
   std::vector<int> qLens;  ///< prefill: query rows per request
   std::vector<int> kvLens; ///< keys per request (decode: seq_lens)
   MakeModifiers make;
+  /// With `prefill` paged: the first numPrefills requests are prefills of a
+  /// mixed batch and the rest one-row decodes (MixedBatchAttention).
+  std::optional<int> numPrefills;
 };
 
 std::vector<std::pair<std::string, MakeModifiers>> modifierKinds() {
@@ -109,7 +113,23 @@ std::vector<ModifierCase> cases() {
     p.paged = PagedKVFormat{S::BF16, 16, KVLayout::NHD, false};
     c.push_back({"paged_prefill_" + kind, std::nullopt, p, {100, 500},
                  {1200, 500}, make});
+    // Per-request aux rows must follow the batch index into the decodes.
+    c.push_back({"mixed_" + kind, std::nullopt, p, {100, 300, 1, 1, 1},
+                 {1200, 300, 3000, 17, 700}, make, /*numPrefills=*/2});
   }
+  // One long request split over many CTAs: its chunks spread over the keys
+  // the mask leaves (decode.cuh), alone and under a sliding window.
+  DecodeVariant d;
+  d.numQHeads = 32;
+  d.numKVHeads = 8;
+  auto chunked = [](std::mt19937 &, const std::vector<int> &) {
+    return check::chunkedLocal(4096);
+  };
+  c.push_back({"decode_split_chunked_local", d, std::nullopt, {}, {20000},
+               chunked});
+  d.windowLeft = 3000;
+  c.push_back({"decode_split_window_chunked_local", d, std::nullopt, {},
+               {20000, 4100}, chunked});
   return c;
 }
 
@@ -137,6 +157,18 @@ TEST_P(ModifiersGpuTest, MatchesReference) {
     return;
   }
   PrefillVariant v = withModifiers(*tc.prefill, m);
+  if (tc.numPrefills) {
+    ATTN_ASSIGN_OR_FAIL(mixed, Jit::global().mixedBatch(v));
+    check::PrefillCheckOptions options;
+    options.qLens = tc.qLens;
+    options.kvLens = tc.kvLens;
+    options.modifiers = &m;
+    options.seed = rng();
+    ATTN_ASSIGN_OR_FAIL(result, check::checkMixedBatch(mixed, v, options,
+                                                       *tc.numPrefills));
+    EXPECT_LT(result.outError, 1e-2) << tc.name;
+    return;
+  }
   ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(v));
   ASSERT_TRUE(kernel->spec().hasModifiers());
   check::PrefillCheckOptions options;

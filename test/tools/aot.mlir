@@ -47,6 +47,17 @@
 // DEDUP-KEYS-DAG: "decode q=bf16 kv=bf16 heads=8/8 dim=128 page=16 layout=nhd qlen=1 headscale=0 kind=decoder causal=0
 // DEDUP-KEYS-DAG: "decode q=bf16 kv=bf16 heads=8/8 dim=128 page=16 layout=nhd qlen=1 headscale=0 kind=decoder causal=1
 
+// Modifier regions from .mlir files named by the config (relative to it):
+// each file's regions go into every variant of its entry, and the keys hold
+// the region text.
+// RUN: attn-aot %S/../../examples/aot/modifiers.json --arch sm_90a -o %t/mods \
+// RUN:   | FileCheck %s --check-prefix=MODS
+// RUN: FileCheck %s --check-prefix=MODS-KEYS < %t/mods/manifest.json
+// MODS: attn-aot: 6 kernels in {{.*}}mods (6 compiled, 0 up to date)
+// MODS-KEYS-DAG: "decode q=bf16 kv=e4m3 {{.*}} mask_mod={{[{][{]}} ^bb0(%request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32): %c = arith.constant 8192 : i32
+// MODS-KEYS-DAG: "prefill paged kv=bf16 {{.*}} score_mod={{[{][{]}} ^bb0(%score: f32,
+// MODS-KEYS-DAG: "mask_mod_tiles":
+
 // RUN: not attn-aot %s --arch sm_75 -o %t/x 2>&1 | FileCheck %s --check-prefix=ARCH
 // ARCH: unknown arch 'sm_75'
 

@@ -21,6 +21,7 @@
 #include "mlir/Parser/Parser.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MathExtras.h"
@@ -32,6 +33,8 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <tuple>
+#include <variant>
 
 namespace attn::aot {
 namespace {
@@ -65,7 +68,11 @@ std::string printed(const json::Value &value) {
 /// combination lists the fields of its section.
 class ComboReader {
 public:
-  explicit ComboReader(const Combo &combo) : combo(combo) {}
+  /// Reads a "modifiers" file by its path; null reads none.
+  using LoadModifiers =
+      std::function<llvm::Expected<ModifierRegions>(llvm::StringRef)>;
+  explicit ComboReader(const Combo &combo, LoadModifiers load = {})
+      : combo(combo), loadModifiers(std::move(load)) {}
   std::string problem;
   std::set<std::string> asked;
 
@@ -124,6 +131,33 @@ public:
     }
   }
 
+  /// The path of a .mlir file whose attention op's score_mod and mask_mod
+  /// regions the variant takes.
+  void modifiers(const char *name, AttentionKnobs &out) {
+    const json::Value *v = take(name);
+    if (!v)
+      return;
+    std::optional<llvm::StringRef> path = v->getAsString();
+    if (!path || !path->ends_with(".mlir")) {
+      fail(std::string("\"") + name + "\" must be the path of a .mlir file "
+           "holding one attention op with score_mod / mask_mod regions, not " +
+           printed(*v));
+      return;
+    }
+    if (!loadModifiers) {
+      fail(std::string("\"") + name + "\" names a file, and this reader reads "
+           "no files");
+      return;
+    }
+    llvm::Expected<ModifierRegions> regions = loadModifiers(*path);
+    if (!regions) {
+      fail(llvm::toString(regions.takeError()));
+      return;
+    }
+    out.scoreMod = regions->scoreMod;
+    out.maskMod = regions->maskMod;
+  }
+
   void fail(const std::string &message) {
     if (problem.empty())
       problem = message;
@@ -136,6 +170,7 @@ private:
     return it == combo.end() ? nullptr : &it->second;
   }
   const Combo &combo;
+  LoadModifiers loadModifiers;
 };
 
 /// The fields decode and prefill variants share, under the same names.
@@ -155,6 +190,7 @@ template <class Variant> void readAttentionFields(ComboReader &r, Variant &v) {
 #define ATTN_HEAD_TABLE(flag, ...) r.boolean(#flag, v.flag);
 #include "templates/attn/variant_knobs.h"
   r.boolean("lse", v.writeLse);
+  r.modifiers("modifiers", v);
 }
 
 DecodeVariant readDecode(ComboReader &r) {
@@ -343,7 +379,8 @@ std::optional<std::string> overLimit(llvm::StringRef name,
 }
 
 ConfigJobs jsonJobs(llvm::StringRef text, llvm::StringRef name,
-                    llvm::ArrayRef<Arch> archs, const ConfigLimits &limits) {
+                    llvm::ArrayRef<Arch> archs, const ConfigLimits &limits,
+                    const ReadFile &readFile) {
   ConfigJobs result;
   std::vector<std::string> &errors = result.errors;
   llvm::Expected<json::Value> root = runtime::parseJson(text, name);
@@ -413,6 +450,28 @@ ConfigJobs jsonJobs(llvm::StringRef text, llvm::StringRef name,
     return result;
   }
 
+  // Each modifier file is read and parsed once, however many variants
+  // name it; a failure is remembered as its message.
+  std::map<std::string, std::variant<ModifierRegions, std::string>> modifierFiles;
+  ComboReader::LoadModifiers loadModifiers;
+  if (readFile)
+    loadModifiers = [&](llvm::StringRef path) -> llvm::Expected<ModifierRegions> {
+      auto [it, added] = modifierFiles.try_emplace(path.str());
+      if (added) {
+        llvm::Expected<std::string> text = readFile(path);
+        llvm::Expected<ModifierRegions> regions =
+            text ? readModifierFile(*text, path)
+                 : llvm::Expected<ModifierRegions>(text.takeError());
+        if (regions)
+          it->second = std::move(*regions);
+        else
+          it->second = llvm::toString(regions.takeError());
+      }
+      if (auto *error = std::get_if<std::string>(&it->second))
+        return llvm::createStringError(*error);
+      return std::get<ModifierRegions>(it->second);
+    };
+
   // Pass 2: every combination of every entry, on every arch.
   if (cacheOps)
     for (Arch arch : archs)
@@ -421,7 +480,7 @@ ConfigJobs jsonJobs(llvm::StringRef text, llvm::StringRef name,
   for (const Entry &entry : entries) {
     for (const Combo &combo : expand(*entry.object)) {
       std::string origin = entry.where + " " + describe(combo);
-      ComboReader reader(combo);
+      ComboReader reader(combo, loadModifiers);
       std::string key;
       std::function<llvm::Expected<KernelSpec>(Arch)> compile;
       if (entry.kind == "decode") {
@@ -520,15 +579,124 @@ ConfigJobs mlirJobs(llvm::StringRef text, llvm::StringRef name,
   return result;
 }
 
+/// Where the `keyword { ... }` region first following offset `from` of
+/// `text` is, braces included, read as MLIR's lexer reads it: comments and
+/// string literals hold no keyword or brace. Empty if there is none.
+llvm::StringRef regionAfter(llvm::StringRef text, size_t from,
+                            llvm::StringRef keyword) {
+  auto isIdent = [](char c) {
+    return llvm::isAlnum(c) || c == '_' || c == '$' || c == '.';
+  };
+  // Steps over a comment or a string literal at i, if one starts there.
+  auto skipped = [&](size_t &i) {
+    if (text.substr(i).starts_with("//")) {
+      i = std::min(text.find('\n', i), text.size());
+      return true;
+    }
+    if (text[i] != '"')
+      return false;
+    for (++i; i < text.size() && text[i] != '"'; ++i)
+      if (text[i] == '\\')
+        ++i;
+    ++i;
+    return true;
+  };
+  size_t i = from;
+  while (i < text.size()) {
+    if (skipped(i))
+      continue;
+    bool atWord = text.substr(i).starts_with(keyword) &&
+                  (i == 0 || (!isIdent(text[i - 1]) && text[i - 1] != '%' &&
+                              text[i - 1] != '^' && text[i - 1] != '#')) &&
+                  (i + keyword.size() == text.size() ||
+                   !isIdent(text[i + keyword.size()]));
+    if (atWord)
+      break;
+    ++i;
+  }
+  i += keyword.size();
+  while (i < text.size() &&
+         (llvm::isSpace(text[i]) || text.substr(i).starts_with("//")))
+    if (!skipped(i))
+      ++i;
+  if (i >= text.size() || text[i] != '{')
+    return {};
+  size_t open = i;
+  int depth = 0;
+  while (i < text.size()) {
+    if (skipped(i))
+      continue;
+    if (text[i] == '{')
+      ++depth;
+    else if (text[i] == '}' && --depth == 0)
+      return text.slice(open, i + 1);
+    ++i;
+  }
+  return {};
+}
+
 } // namespace
 
+llvm::Expected<ModifierRegions> readModifierFile(llvm::StringRef text,
+                                                 llvm::StringRef name) {
+  mlir::DialectRegistry registry;
+  mlir::attn::registerAttnDialects(registry);
+  mlir::MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  unsigned buffer = sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(text, name), llvm::SMLoc());
+  std::string diagnostics;
+  llvm::raw_string_ostream diagOs(diagnostics);
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, diagOs);
+  // Parsed and verified: regions the verifier rejects never reach a config.
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return llvm::createStringError(diagnostics);
+  std::vector<mlir::attn::AttentionOpInterface> ops;
+  module->walk([&](mlir::attn::AttentionOpInterface op) { ops.push_back(op); });
+  if (ops.size() != 1)
+    return llvm::createStringError(llvm::formatv(
+        "{0}: a modifiers file holds one attention op (its score_mod and "
+        "mask_mod are the modifiers), not {1}",
+        name, ops.size()));
+  mlir::attn::AttentionOpInterface op = ops.front();
+  if (op.getScoreMod().empty() && op.getMaskMod().empty())
+    return llvm::createStringError(name + ": its attention op has neither a "
+                                          "score_mod nor a mask_mod region");
+  // The regions as the file spells them, found after the op's start.
+  auto loc = mlir::dyn_cast<mlir::FileLineColLoc>(op->getLoc());
+  llvm::SMLoc start =
+      loc ? sourceMgr.FindLocForLineAndColumn(buffer, loc.getLine(),
+                                              loc.getColumn())
+          : llvm::SMLoc();
+  if (!start.isValid())
+    return llvm::createStringError(name + ": the attention op has no source "
+                                          "location");
+  size_t from = start.getPointer() -
+                sourceMgr.getMemoryBuffer(buffer)->getBufferStart();
+  ModifierRegions regions;
+  for (auto [region, keyword, out] :
+       {std::tuple{&op.getScoreMod(), "score_mod", &regions.scoreMod},
+        {&op.getMaskMod(), "mask_mod", &regions.maskMod}}) {
+    if (region->empty())
+      continue;
+    *out = regionAfter(text, from, keyword).str();
+    if (out->empty())
+      return llvm::createStringError(name + ": cannot find the text of the " +
+                                     keyword + " region");
+  }
+  return regions;
+}
+
 ConfigJobs readConfig(llvm::StringRef text, llvm::StringRef name,
-                      llvm::ArrayRef<Arch> archs, const ConfigLimits &limits) {
+                      llvm::ArrayRef<Arch> archs, const ConfigLimits &limits,
+                      const ReadFile &readFile) {
   if (archs.empty())
     return ConfigJobs{{}, {name.str() + ": no arch to build for"}};
   ConfigJobs result = name.ends_with(".mlir")
                           ? mlirJobs(text, name, archs, limits)
-                          : jsonJobs(text, name, archs, limits);
+                          : jsonJobs(text, name, archs, limits, readFile);
   if (result.jobs.empty() && result.errors.empty())
     result.errors.push_back(name.str() + ": the config yields no kernel");
   return result;

@@ -1,8 +1,9 @@
 //===- AotConfig.h - attn-aot configs -> kernels to build -------*- C++ -*-===//
 //
 // Reads an attn-aot config (the JSON format attn-aot.cpp documents, or attn
-// IR) into the kernels to build, without touching the filesystem, printing
-// or exiting, so attn-aot and a fuzzer can both call it on any bytes.
+// IR) into the kernels to build, without touching the filesystem (a file
+// the config names comes through the caller's reader), printing or
+// exiting, so attn-aot and a fuzzer can both call it on any bytes.
 //
 // A config is input attn cannot trust, and a few hundred bytes of JSON
 // lists can stand for millions of variants: every entry's combinations are
@@ -19,8 +20,10 @@
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,6 +40,23 @@ struct ConfigLimits {
   /// combinations times the archs, summed (cache_ops kernels not counted).
   uint64_t maxVariants = kDefaultMaxVariants;
 };
+
+/// Reads a file a config names (a "modifiers" .mlir file) by the path as
+/// the config gives it; attn-aot resolves it against the config's
+/// directory.
+using ReadFile =
+    std::function<llvm::Expected<std::string>(llvm::StringRef path)>;
+
+/// The score_mod and mask_mod regions of a .mlir file that holds one
+/// attention op, as that file spells them (`{ ^bb0(...): ... }`; empty
+/// where the op has none): what AttentionKnobs::scoreMod / maskMod take,
+/// and so the text a host passes to find the kernels in an AOT library.
+/// `name` starts every message.
+struct ModifierRegions {
+  std::string scoreMod, maskMod;
+};
+llvm::Expected<ModifierRegions> readModifierFile(llvm::StringRef text,
+                                                 llvm::StringRef name);
 
 /// One kernel to build: its spec and where in the config it came from.
 struct Job {
@@ -57,10 +77,13 @@ struct ConfigJobs {
 
 /// The jobs of config `text` for `archs`: attn IR if `name` ends in ".mlir"
 /// (each attn op lowered by attn-pipeline per arch), else JSON. `name`
-/// starts every message. The entry point for fuzzing configs.
+/// starts every message. Files an entry names ("modifiers") are read
+/// through `readFile`; without one, naming a file is an error. The entry
+/// point for fuzzing configs.
 ConfigJobs readConfig(llvm::StringRef text, llvm::StringRef name,
                       llvm::ArrayRef<Arch> archs,
-                      const ConfigLimits &limits = {});
+                      const ConfigLimits &limits = {},
+                      const ReadFile &readFile = {});
 
 } // namespace attn::aot
 

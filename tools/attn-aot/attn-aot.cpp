@@ -21,17 +21,22 @@
 // before any is built. Fields (defaults as in the variant structs):
 //   decode:    q_type kv_type num_q_heads num_kv_heads head_dim page_size
 //              layout query_len causal cross window_left softcap alibi
-//              sinks per_head_scale lse
+//              sinks per_head_scale lse modifiers
 //   prefill:   q_type num_q_heads num_kv_heads head_dim causal cross encoder
-//              window_left softcap alibi sinks lse paged, and with "paged": true
-//              only: kv_type page_size layout per_head_scale
+//              window_left softcap alibi sinks lse modifiers paged, and with
+//              "paged": true only: kv_type page_size layout per_head_scale
 //   append_kv: in_type kv_type num_kv_heads head_dim page_size layout
 //              per_head_scale
 // Types are f16, bf16, e4m3, e5m2, or "q" for the query type; counts are
 // integers from 1 to 2^31 - 1; every per-head table of templates/attn/
 // variant_knobs.h (alibi, sinks) is a boolean under its knob's name;
 // window_left and softcap are booleans (their
-// values are launch parameters, so one kernel serves all of them). Unknown
+// values are launch parameters, so one kernel serves all of them).
+// "modifiers" is the path (relative to CONFIG's directory) of a .mlir file
+// holding one attention op, e.g. examples/modifiers/chunked-local.mlir:
+// the variant takes its score_mod and mask_mod regions, and a host finds
+// the kernel by passing the same region text (layout and comments aside;
+// runtime/cache/VariantKey.h). Unknown
 // fields, fields a section does not use, empty lists and duplicate keys are
 // errors.
 //
@@ -167,8 +172,23 @@ int run() {
                  << llvm::toString(text.takeError()) << "\n";
     return 2;
   }
-  aot::ConfigJobs config =
-      aot::readConfig(*text, configPath, archs, aot::ConfigLimits{maxVariants});
+  // A "modifiers" file is named relative to the config's directory.
+  auto readModifiers = [](llvm::StringRef path) -> llvm::Expected<std::string> {
+    llvm::SmallString<256> resolved(path);
+    if (llvm::sys::path::is_relative(path)) {
+      resolved = llvm::sys::path::parent_path(configPath.getValue());
+      llvm::sys::path::append(resolved, path);
+    }
+    constexpr uint64_t kMaxModifierBytes = uint64_t(1) << 20;
+    llvm::Expected<std::string> text =
+        runtime::readRegularFile(resolved, kMaxModifierBytes);
+    if (!text)
+      return llvm::createStringError("cannot read the modifiers file: " +
+                                     llvm::toString(text.takeError()));
+    return text;
+  };
+  aot::ConfigJobs config = aot::readConfig(
+      *text, configPath, archs, aot::ConfigLimits{maxVariants}, readModifiers);
   std::vector<std::string> &errors = config.errors;
   std::vector<Job> &all = config.jobs;
   if (all.empty()) {

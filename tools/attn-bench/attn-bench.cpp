@@ -782,6 +782,11 @@ int runModifiers(bool json) {
         base = ms;
       report("decode", shape, k.name, ms, base, r.kernel);
     }
+    // The floor for chunked local: the same 8192 keys per request, read by
+    // a plan that knows them (a built-in window the planner splits over).
+    editKnobs = [](AttentionKnobs &k) { k.windowLeft = 8191; };
+    DecodeResult r = benchDecode(cfg, readBw, arch, stream.get());
+    report("decode", shape, "window_8192", r.us / 1e3, base, r.kernel);
   }
   editKnobs = nullptr;
   if (json)

@@ -15,7 +15,9 @@
 #include <vector>
 
 using ::attn::runtime::kernelKey;
+using ::attn::runtime::regionKey;
 using ::attn::runtime::variantKey;
+using ::attn::DecodeVariant;
 using ::attn::KVLayout;
 using ::attn::PagedKVFormat;
 using ::attn::PrefillVariant;
@@ -75,6 +77,27 @@ TEST(JitKeyTest, KernelKeyLeavesOutLaunchValues) {
   c = a;
   c.softcap.reset();
   EXPECT_NE(kernelKey(a), kernelKey(c));
+}
+
+TEST(JitKeyTest, RegionTextKeysIgnoreLayoutAndComments) {
+  DecodeVariant a, b, c;
+  a.maskMod = "{\n^bb0(%r: i32, %q: i32, %k: i32, %qh: i32, %kh: i32):\n"
+              "  // same chunk\n  %c = arith.constant 64 : i32\n"
+              "  %x = arith.divsi %q, %c : i32\n  %y = arith.divsi %k, %c : i32\n"
+              "  %s = arith.cmpi eq, %x, %y : i32\n  attn.yield %s : i1\n}";
+  b.maskMod = "{ ^bb0(%r: i32, %q: i32, %k: i32, %qh: i32, %kh: i32): "
+              "%c = arith.constant 64 : i32 %x = arith.divsi %q, %c : i32 "
+              "%y = arith.divsi %k, %c : i32 %s = arith.cmpi eq, %x, %y : i32 "
+              "attn.yield %s : i1 }";
+  EXPECT_EQ(kernelKey(a), kernelKey(b));
+  EXPECT_EQ(variantKey(a), variantKey(b));
+  c = b;
+  c.maskMod.replace(c.maskMod.find("64"), 2, "65");
+  EXPECT_NE(kernelKey(b), kernelKey(c));
+  // Spaces inside a string literal are content; a "//" inside one is not
+  // a comment.
+  EXPECT_EQ(regionKey("  a   \"x  // y\"\n  b // note\n"), "a \"x  // y\" b");
+  EXPECT_NE(regionKey("\"a b\""), regionKey("\"a  b\""));
 }
 
 } // namespace

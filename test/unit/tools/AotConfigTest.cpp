@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 
 using namespace attn;
 using namespace attn::aot;
@@ -102,11 +103,16 @@ TEST(AotConfigTest, CacheOpsAndMlirConfigs) {
 }
 
 TEST(AotConfigTest, ExampleConfigsAreValid) {
-  for (const char *example : {"serving.json", "serving-full.json"}) {
+  // Modifier files are named relative to the config, as attn-aot reads them.
+  ReadFile read = [](llvm::StringRef path) {
+    return runtime::readRegularFile(
+        std::string(ATTN_SOURCE_DIR "/examples/aot/") + path.str(), 1 << 20);
+  };
+  for (const char *example : {"serving.json", "serving-full.json", "modifiers.json"}) {
     std::string path = std::string(ATTN_SOURCE_DIR "/examples/aot/") + example;
     llvm::Expected<std::string> text = runtime::readRegularFile(path, 1 << 20);
     ASSERT_TRUE(bool(text)) << llvm::toString(text.takeError());
-    ConfigJobs config = readConfig(*text, path, kTwoArchs);
+    ConfigJobs config = readConfig(*text, path, kTwoArchs, {}, read);
     EXPECT_TRUE(config.errors.empty()) << errorsOf(config);
     EXPECT_FALSE(config.jobs.empty()) << example;
     // serving.json: decode 8, prefill 5, append_kv 4, on two archs, plus
@@ -297,6 +303,101 @@ TEST(AotConfigTest, EveryPrefixOfAConfigGivesJobsOrErrors) {
     ConfigJobs config = readConfig(text.substr(0, size), "c.json", kOneArch);
     EXPECT_FALSE(config.jobs.empty() && config.errors.empty()) << size;
   }
+}
+
+//===- Modifier files -----------------------------------------------------===//
+
+/// A .mlir file of one decode op with a chunked-local mask_mod, commented.
+constexpr const char *kChunkedDecode = R"(
+func.func @f(%q: tensor<?x32x128xbf16>,
+    %cache: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+    %tables: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  %out = attn.decode %q, %cache, %tables, %lens
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+        tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  mask_mod {
+  ^bb0(%request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
+    // the same chunk of 4096 {not a brace that counts}
+    %c = arith.constant 4096 : i32
+    %qc = arith.divsi %q_pos, %c : i32
+    %kc = arith.divsi %k_pos, %c : i32
+    %same = arith.cmpi eq, %qc, %kc : i32
+    attn.yield %same : i1
+  }
+  return %out : tensor<?x32x128xbf16>
+}
+)";
+
+/// Reads files from `files` by name; any other name is missing.
+ReadFile readFrom(std::map<std::string, std::string> files) {
+  return [files](llvm::StringRef path) -> llvm::Expected<std::string> {
+    auto it = files.find(path.str());
+    if (it == files.end())
+      return llvm::createStringError("no such file: " + path.str());
+    return it->second;
+  };
+}
+
+TEST(AotConfigTest, ModifiersFileGivesEveryVariantItsRegions) {
+  ReadFile read = readFrom({{"chunked.mlir", kChunkedDecode}});
+  ConfigJobs config = readConfig(
+      R"({"decode": [{"modifiers": "chunked.mlir"}],
+          "prefill": [{"causal": true, "modifiers": "chunked.mlir",
+                       "head_dim": [64, 128]}]})",
+      "c.json", kOneArch, {}, read);
+  EXPECT_TRUE(config.errors.empty()) << errorsOf(config);
+  ASSERT_EQ(config.jobs.size(), 3u);
+  for (const Job &job : config.jobs) {
+    EXPECT_FALSE(job.spec.maskMod.empty()) << job.origin;
+    EXPECT_TRUE(job.spec.scoreMod.empty()) << job.origin;
+    EXPECT_FALSE(job.spec.maskModTiles.empty()) << job.origin;
+  }
+  // A host passing the same region, laid out otherwise and without the
+  // comment, finds the kernel by its key.
+  DecodeVariant host;
+  host.maskMod = "{ ^bb0(%request: i32, %q_pos: i32, %k_pos: i32, %q_head: "
+                 "i32, %kv_head: i32): %c = arith.constant 4096 : i32 %qc = "
+                 "arith.divsi %q_pos, %c : i32 %kc = arith.divsi %k_pos, %c : "
+                 "i32 %same = arith.cmpi eq, %qc, %kc : i32 attn.yield %same "
+                 ": i1 }";
+  EXPECT_EQ(config.jobs[0].kernelKey, runtime::kernelKey(host));
+}
+
+TEST(AotConfigTest, ModifiersFileProblemsNameTheFile) {
+  std::string twoOps = kChunkedDecode;
+  twoOps += std::string(kChunkedDecode).replace(
+      std::string(kChunkedDecode).find("@f"), 2, "@g");
+  std::string noRegion = kChunkedDecode;
+  noRegion.erase(noRegion.find("  mask_mod {"),
+                 noRegion.find("  return") - noRegion.find("  mask_mod {"));
+  std::string impure = kChunkedDecode;
+  impure.replace(impure.find("%c = arith.constant 4096 : i32"), 30,
+                 "%c = \"test.unknown\"() : () -> i32");
+  ReadFile read = readFrom({{"two.mlir", twoOps},
+                            {"none.mlir", noRegion},
+                            {"impure.mlir", impure},
+                            {"garbage.mlir", "func.func @"}});
+  auto refused = [&](const char *modifiers, std::string fragment,
+                     const ReadFile &reader) {
+    std::string text =
+        std::string(R"({"decode": [{"modifiers": )") + modifiers + "}]}";
+    ConfigJobs config = readConfig(text, "c.json", kOneArch, {}, reader);
+    EXPECT_TRUE(config.jobs.empty()) << text;
+    std::string errors = errorsOf(config);
+    EXPECT_NE(errors.find("c.json: decode[0]"), std::string::npos) << errors;
+    EXPECT_NE(errors.find(fragment), std::string::npos)
+        << "missing: " << fragment << "\nin: " << errors;
+  };
+  refused("3", "\"modifiers\" must be the path of a .mlir file", read);
+  refused("\"m.json\"", "\"modifiers\" must be the path of a .mlir file", read);
+  refused("\"two.mlir\"", "two.mlir: a modifiers file holds one attention op "
+                          "(its score_mod and mask_mod are the modifiers), "
+                          "not 2", read);
+  refused("\"none.mlir\"", "none.mlir: its attention op has neither", read);
+  refused("\"impure.mlir\"", "impure.mlir", read);
+  refused("\"garbage.mlir\"", "garbage.mlir:1", read);
+  refused("\"missing.mlir\"", "no such file: missing.mlir", read);
+  refused("\"two.mlir\"", "names a file, and this reader reads no files", {});
 }
 
 } // namespace

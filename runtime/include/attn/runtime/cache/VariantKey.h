@@ -7,6 +7,12 @@
 // libraries index their kernels by it. The variant key adds those values:
 // the JIT memoizes loaded kernels, which carry them, by it.
 //
+// A score_mod / mask_mod region enters both keys as its text with comments
+// dropped and each run of white space made one space (regionKey), so a
+// host's string and an attn-aot config's .mlir file find the same kernel
+// whatever their layout. Other spellings of the same region (SSA names)
+// make other keys; they compile to the same spec and kernel.
+//
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_RUNTIME_VARIANTKEY_H
 #define ATTN_RUNTIME_VARIANTKEY_H
@@ -14,6 +20,7 @@
 #include "spec/Variant.h"
 
 #include <string>
+#include <string_view>
 
 namespace attn::runtime {
 
@@ -24,6 +31,10 @@ std::string kernelKey(const AppendKVVariant &variant);
 std::string variantKey(const DecodeVariant &variant);
 std::string variantKey(const PrefillVariant &variant);
 std::string variantKey(const AppendKVVariant &variant);
+
+/// `region` (IR text) as the keys hold it: comments dropped, white space
+/// runs outside string literals one space, none at either end.
+std::string regionKey(std::string_view region);
 
 } // namespace attn::runtime
 

@@ -106,6 +106,10 @@ struct DecodeArgs : HeadTables {
   const float *kScale = nullptr;    ///< FP8: [1] or [numKVHeads]
   const float *vScale = nullptr;
   int numKVScales = 0;
+  /// The batch index that modifier regions (and per-request aux tables)
+  /// see for this call's request 0: a mixed batch's decodes follow its
+  /// prefills. 0 for a plain decode batch.
+  int firstRequest = 0;
   /// Debug aid: before launching, copy seqLens and pageTables to the host
   /// and check every page a request uses is in [0, cache.numPages). This
   /// synchronizes the stream, so it is off by default and must stay off

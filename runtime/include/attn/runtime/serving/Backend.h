@@ -78,6 +78,11 @@ struct BackendConfig {
   std::optional<int> windowLeft; ///< decoder self attention only
   std::optional<float> softcap;
   std::optional<float> scale; ///< default 1/sqrt(headDim)
+  /// score_mod / mask_mod regions (IR text, as AttentionKnobs takes
+  /// them); empty: none. A region's request index is the request's place
+  /// in the step (prefills first, as the metadata has them), and
+  /// LayerArgs::aux passes the tables it reads.
+  std::string scoreMod, maskMod;
   /// Per-query-head tables (alibi, ...; templates/attn/variant_knobs.h):
   /// LayerArgs passes each layer's.
 #define ATTN_HEAD_TABLE(flag, ...) bool flag = false;
