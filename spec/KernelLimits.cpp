@@ -231,6 +231,38 @@ std::string checkModifiers(const KernelSpec &spec) {
 }
 } // namespace
 
+namespace {
+/// merge_states reads and writes rows of one dtype: only q_type, the heads
+/// and head_dim choose its kernel; every other field has its default.
+std::string checkMergeStates(const KernelSpec &spec) {
+  if (spec.qType != ScalarType::F16 && spec.qType != ScalarType::BF16 &&
+      spec.qType != ScalarType::F32)
+    return fmt::format("q_type of a merge_states kernel must be f16, bf16 or "
+                       "f32, got {}",
+                       toString(spec.qType));
+  if (spec.numQHeads < 1 || spec.numQHeads > kMaxHeads)
+    return fmt::format("num_q_heads must be from 1 to {}, got {}", kMaxHeads,
+                       spec.numQHeads);
+  if (!isSupportedHeadDim(spec.headDim))
+    return fmt::format("head_dim {} is not supported; expected a multiple of "
+                       "{} from {} to {}",
+                       spec.headDim, kHeadDimMultiple, kMinHeadDim,
+                       kMaxHeadDim);
+  KernelSpec canonical;
+  canonical.kind = spec.kind;
+  canonical.arch = spec.arch;
+  canonical.qType = canonical.kvType = spec.qType;
+  canonical.numQHeads = canonical.numKVHeads = spec.numQHeads;
+  canonical.headDim = spec.headDim;
+  canonical.pageSize = 0;
+  if (spec != canonical)
+    return "of a merge_states kernel has only q_type, num_q_heads and "
+           "head_dim: kv_type == q_type, num_kv_heads == num_q_heads, "
+           "page_size 0, and every other field its default";
+  return "";
+}
+} // namespace
+
 std::string checkKernelSpec(const KernelSpec &spec) {
   const bool decode = spec.kind == KernelKind::Decode;
   const bool raggedPrefill = spec.kind == KernelKind::Prefill;
@@ -239,6 +271,8 @@ std::string checkKernelSpec(const KernelSpec &spec) {
   // The cache ops take everything at run time: only the arch matters.
   if (spec.isCacheOp())
     return "";
+  if (spec.kind == KernelKind::MergeStates)
+    return checkMergeStates(spec);
   if (spec.qType != ScalarType::F16 && spec.qType != ScalarType::BF16)
     return fmt::format("q_type must be f16 or bf16, got {}",
                        toString(spec.qType));

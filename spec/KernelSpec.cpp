@@ -59,6 +59,8 @@ std::string_view toString(KernelKind kind) {
     return "prefill";
   case KernelKind::PagedPrefill:
     return "paged_prefill";
+  case KernelKind::MergeStates:
+    return "merge_states";
   case KernelKind::CopyPages:
     return "copy_pages";
   case KernelKind::AdvanceStep:
@@ -111,7 +113,7 @@ std::optional<AttentionKind> parseAttentionKind(std::string_view name) {
 std::optional<KernelKind> parseKernelKind(std::string_view name) {
   for (KernelKind kind :
        {KernelKind::Decode, KernelKind::AppendKV, KernelKind::Prefill,
-        KernelKind::PagedPrefill, KernelKind::CopyPages,
+        KernelKind::PagedPrefill, KernelKind::MergeStates, KernelKind::CopyPages,
         KernelKind::AdvanceStep})
     if (name == toString(kind))
       return kind;
@@ -151,6 +153,9 @@ std::string KernelSpec::uri() const {
   // run time: one kernel per arch, named by its kind.
   if (isCacheOp())
     return std::string(toString(kind));
+  if (kind == KernelKind::MergeStates)
+    return fmt::format("merge_states_{}_h{}_d{}", toString(qType), numQHeads,
+                       headDim);
   std::string name = fmt::format("{}_q{}_kv{}_h{}x{}_d{}", toString(kind),
                                  toString(qType), toString(kvType), numQHeads,
                                  numKVHeads, headDim);
@@ -219,6 +224,8 @@ const KernelTemplate &kernelTemplate(const KernelSpec &spec) {
   // sm_90a: the prefill parameters plus q/k/v's tensor maps.
   static const KernelTemplate prefillSm90{"attn/prefill_sm90.cuh",
       "prefillSm90Kernel", "PrefillSm90Params", "PrefillSm90Traits", 0, true};
+  static const KernelTemplate mergeStates{"attn/merge_states.cuh",
+      "mergeStatesKernel", "MergeStatesParams", "", 256, true};
   static const KernelTemplate copyPages{"attn/cache_ops.cuh",
       "copyPagesKernel", "CopyPagesParams", "", 256, false};
   static const KernelTemplate advanceStep{"attn/cache_ops.cuh",
@@ -233,6 +240,8 @@ const KernelTemplate &kernelTemplate(const KernelSpec &spec) {
   case KernelKind::PagedPrefill:
     return spec.prefillSchedule.mma == PrefillMma::Wgmma ? prefillSm90
                                                           : prefill;
+  case KernelKind::MergeStates:
+    return mergeStates;
   case KernelKind::CopyPages:
     return copyPages;
   case KernelKind::AdvanceStep:

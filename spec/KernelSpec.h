@@ -46,6 +46,9 @@ enum class KernelKind {
   AppendKV, ///< reshape-and-cache, quantizing to FP8 caches
   Prefill,  ///< ragged (varlen) prefill over contiguous q/k/v
   PagedPrefill, ///< prefill whose keys/values (prefix + new) are in a paged cache
+  /// merge_states: partial outputs combined by their LSEs; q_type is the
+  /// outputs' dtype (f16, bf16, f32), num_q_heads their heads.
+  MergeStates,
   /// Runtime utilities (runtime/CacheOps.h), never lowered to by the
   /// compiler; no field but the arch specializes them.
   CopyPages,  ///< copy_pages: page pairs of every layer's K and V

@@ -112,6 +112,14 @@ struct AppendKVVariant {
   bool perHeadKVScale = false;
 };
 
+/// merge_states: partial attention states over disjoint keys combined by
+/// their LSEs (the number of states is a launch value).
+struct MergeStatesVariant {
+  ScalarType dtype = ScalarType::F32; ///< of the outputs: f16, bf16 or f32
+  int numHeads = 32;
+  int headDim = 128;
+};
+
 } // namespace attn
 
 #endif // ATTN_RUNTIME_VARIANT_H

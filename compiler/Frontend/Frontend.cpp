@@ -467,6 +467,27 @@ mlir::attn::buildAppendKVModule(MLIRContext &context,
       });
 }
 
+OwningOpRef<ModuleOp>
+mlir::attn::buildMergeStatesModule(MLIRContext &context,
+                                   const ::attn::MergeStatesVariant &variant) {
+  loadDialects(context);
+  Location loc = variantLoc(context, "attn::MergeStatesVariant");
+  Builder builder(&context);
+  RankedTensorType out = rowsType(loc, variant.numHeads, variant.headDim,
+                                  getElementType(&context, variant.dtype));
+  RankedTensorType lse =
+      tensorType(loc, {ShapedType::kDynamic, variant.numHeads},
+                 builder.getF32Type());
+  if (!out || !lse)
+    return nullptr;
+  return buildFunctionModule(
+      loc, "merge_states", {out, lse, out, lse}, {out, lse},
+      [&](OpBuilder &b, ValueRange args) -> ValueRange {
+        return b.create<MergeStatesOp>(loc, TypeRange{out, lse}, args)
+            ->getResults();
+      });
+}
+
 llvm::Expected<std::vector<::attn::KernelSpec>>
 mlir::attn::lowerToKernelSpecs(ModuleOp module, ::attn::Arch arch) {
   MLIRContext &context = *module.getContext();
@@ -510,6 +531,15 @@ mlir::attn::compileAppendKVVariant(const ::attn::AppendKVVariant &variant,
   MLIRContext context(MLIRContext::Threading::DISABLED);
   DiagnosticCollector diagnostics(context);
   return singleSpec(buildAppendKVModule(context, variant), diagnostics,
+                    arch);
+}
+
+llvm::Expected<::attn::KernelSpec>
+mlir::attn::compileMergeStatesVariant(const ::attn::MergeStatesVariant &variant,
+                                      ::attn::Arch arch) {
+  MLIRContext context(MLIRContext::Threading::DISABLED);
+  DiagnosticCollector diagnostics(context);
+  return singleSpec(buildMergeStatesModule(context, variant), diagnostics,
                     arch);
 }
 

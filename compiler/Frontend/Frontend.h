@@ -42,6 +42,14 @@ OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &context,
 OwningOpRef<ModuleOp>
 buildAppendKVModule(MLIRContext &context, const ::attn::AppendKVVariant &variant);
 
+/// A module with one func.func @merge_states holding an attn.merge_states
+/// of two states of `variant`'s outputs (tensor<?xnumHeadsxheadDimxT>) and
+/// LSEs (tensor<?xnumHeadsxf32>): its kernel merges any number. Same
+/// contract as buildDecodeModule.
+OwningOpRef<ModuleOp>
+buildMergeStatesModule(MLIRContext &context,
+                       const ::attn::MergeStatesVariant &variant);
+
 /// A module with one func.func @prefill holding the attn.prefill of
 /// `variant`: q/out are tensor<?xnumQHeadsxheadDimxT>, k and v
 /// tensor<?xnumKVHeadsxheadDimxT>, cu_seqlens_q and cu_seqlens_kv
@@ -74,6 +82,12 @@ compileDecodeVariant(const ::attn::DecodeVariant &variant, ::attn::Arch arch);
 llvm::Expected<::attn::KernelSpec>
 compileAppendKVVariant(const ::attn::AppendKVVariant &variant,
                        ::attn::Arch arch);
+
+/// The kernel spec of a merge_states variant on `arch`; as
+/// compileDecodeVariant.
+llvm::Expected<::attn::KernelSpec>
+compileMergeStatesVariant(const ::attn::MergeStatesVariant &variant,
+                          ::attn::Arch arch);
 
 /// The kernel spec of a ragged- or paged-prefill variant on `arch`; as
 /// compileDecodeVariant.

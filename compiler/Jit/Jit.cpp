@@ -23,6 +23,9 @@ llvm::Expected<KernelSpec> specFor(const AppendKVVariant &v, Arch arch) {
 llvm::Expected<KernelSpec> specFor(const PrefillVariant &v, Arch arch) {
   return mlir::attn::compilePrefillVariant(v, arch);
 }
+llvm::Expected<KernelSpec> specFor(const MergeStatesVariant &v, Arch arch) {
+  return mlir::attn::compileMergeStatesVariant(v, arch);
+}
 llvm::Expected<runtime::DecodeKernel>
 createKernel(const KernelSpec &spec, const DecodeVariant &v,
              std::shared_ptr<runtime::CudaLibrary> library) {
@@ -38,6 +41,11 @@ createKernel(const KernelSpec &spec, const PrefillVariant &v,
              std::shared_ptr<runtime::CudaLibrary> library) {
   return runtime::PrefillKernel::create(spec, v, std::move(library));
 }
+llvm::Expected<runtime::MergeStatesKernel>
+createKernel(const KernelSpec &spec, const MergeStatesVariant &,
+             std::shared_ptr<runtime::CudaLibrary> library) {
+  return runtime::MergeStatesKernel::create(spec, std::move(library));
+}
 
 } // namespace
 
@@ -48,6 +56,7 @@ struct Jit::Impl {
   std::map<std::string, std::shared_ptr<const runtime::DecodeKernel>> decodeKernels;
   std::map<std::string, std::shared_ptr<const runtime::AppendKVKernel>> appendKernels;
   std::map<std::string, std::shared_ptr<const runtime::PrefillKernel>> prefillKernels;
+  std::map<std::string, std::shared_ptr<const runtime::MergeStatesKernel>> mergeKernels;
 
   template <class Variant>
   llvm::Expected<CompiledKernel> compile(const Variant &variant, Arch arch) {
@@ -129,6 +138,11 @@ llvm::Expected<CompiledKernel> Jit::compile(const PrefillVariant &variant,
   return impl->compile(variant, arch);
 }
 
+llvm::Expected<CompiledKernel> Jit::compile(const MergeStatesVariant &variant,
+                                            Arch arch) {
+  return impl->compile(variant, arch);
+}
+
 llvm::Expected<std::shared_ptr<const runtime::DecodeKernel>>
 Jit::decode(const DecodeVariant &variant) {
   return impl->load(impl->decodeKernels, variant, [&] { return targetArch(); });
@@ -143,6 +157,11 @@ llvm::Expected<std::shared_ptr<const runtime::PrefillKernel>>
 Jit::prefill(const PrefillVariant &variant) {
   return impl->load(impl->prefillKernels, variant,
                     [&] { return targetArch(); });
+}
+
+llvm::Expected<std::shared_ptr<const runtime::MergeStatesKernel>>
+Jit::mergeStates(const MergeStatesVariant &variant) {
+  return impl->load(impl->mergeKernels, variant, [&] { return targetArch(); });
 }
 
 llvm::Expected<runtime::MixedBatchAttention>

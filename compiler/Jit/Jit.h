@@ -10,6 +10,7 @@
 #define ATTN_COMPILER_JIT_JIT_H
 
 #include "attn/runtime/kernels/AppendKV.h"
+#include "attn/runtime/kernels/MergeStates.h"
 #include "attn/runtime/serving/Backend.h"
 #include "attn/runtime/kernels/Decode.h"
 #include "attn/runtime/kernels/MixedBatch.h"
@@ -60,6 +61,9 @@ public:
   /// The loaded ragged- or paged-prefill kernel for `variant` (needs a GPU).
   llvm::Expected<std::shared_ptr<const runtime::PrefillKernel>>
   prefill(const PrefillVariant &variant);
+  /// The loaded merge_states kernel for `variant` (needs a GPU).
+  llvm::Expected<std::shared_ptr<const runtime::MergeStatesKernel>>
+  mergeStates(const MergeStatesVariant &variant);
   /// Mixed prefill + decode batches over the paged cache of `variant`
   /// (`paged` must be set): its prefill kernel with the decode kernel of
   /// runtime::decodeVariantFor(variant) (needs a GPU).
@@ -74,6 +78,8 @@ public:
   llvm::Expected<CompiledKernel> compile(const AppendKVVariant &variant,
                                          Arch arch);
   llvm::Expected<CompiledKernel> compile(const PrefillVariant &variant,
+                                         Arch arch);
+  llvm::Expected<CompiledKernel> compile(const MergeStatesVariant &variant,
                                          Arch arch);
 
 private:

@@ -159,6 +159,20 @@ FailureOr<::attn::KernelSpec> getAppendKVKernelSpec(AppendKVOp op,
   return spec;
 }
 
+FailureOr<::attn::KernelSpec> getMergeStatesKernelSpec(MergeStatesOp op,
+                                                       ::attn::Arch arch) {
+  auto out = cast<RankedTensorType>(op.getOut().getType());
+  ::attn::KernelSpec spec;
+  spec.kind = ::attn::KernelKind::MergeStates;
+  spec.arch = arch;
+  spec.qType = spec.kvType = *toScalarType(out.getElementType());
+  // The canonical merge_states spec: heads and head_dim, no cache.
+  spec.numQHeads = spec.numKVHeads = int(out.getDimSize(1));
+  spec.headDim = int(out.getDimSize(2));
+  spec.pageSize = 0;
+  return spec;
+}
+
 bool runsKernel(Operation *op) {
   return isa<AttentionOpInterface, AppendKVOp, MergeStatesOp>(op);
 }
@@ -172,6 +186,8 @@ FailureOr<::attn::KernelSpec> getKernelSpec(Operation *op, ::attn::Arch arch) {
     return getPagedPrefillKernelSpec(paged, arch);
   if (auto append = dyn_cast<AppendKVOp>(op))
     return getAppendKVKernelSpec(append, arch);
+  if (auto merge = dyn_cast<MergeStatesOp>(op))
+    return getMergeStatesKernelSpec(merge, arch);
   return op->emitError() << "no kernel template for '" << op->getName()
                          << "' yet";
 }

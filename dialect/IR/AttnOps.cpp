@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/IR/AttnOps.h"
 #include "spec/KernelLimits.h"
+#include "templates/attn/params.h"
 
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/StringExtras.h"
@@ -452,14 +453,56 @@ LogicalResult AppendKVOp::verify() {
 // MergeStatesOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult MergeStatesOp::verify() {
-  Rows out = rowsOf(getOutA());
-  if (failed(verifyRows(*this, "out_a", out)))
+ParseResult MergeStatesOp::parse(OpAsmParser &parser, OperationState &result) {
+  SmallVector<OpAsmParser::UnresolvedOperand, 8> states;
+  Type outType, lseType;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseOperandList(states) ||
+      parser.parseOptionalAttrDict(result.attributes) || parser.parseColon() ||
+      parser.parseType(outType) || parser.parseComma() ||
+      parser.parseType(lseType))
     return failure();
-  auto lseType = cast<RankedTensorType>(getLseA().getType());
+  if (states.size() % 2 != 0)
+    return parser.emitError(loc) << "expected (output, lse) pairs, got "
+                                 << states.size() << " operands";
+  // Every pair has the result types.
+  for (size_t i = 0; i < states.size(); ++i)
+    if (parser.resolveOperand(states[i], i % 2 ? lseType : outType,
+                              result.operands))
+      return failure();
+  result.addTypes({outType, lseType});
+  return success();
+}
+
+void MergeStatesOp::print(OpAsmPrinter &p) {
+  p << ' ' << getStates();
+  p.printOptionalAttrDict((*this)->getAttrs());
+  p << " : " << getOut().getType() << ", " << getLse().getType();
+}
+
+LogicalResult MergeStatesOp::verify() {
+  unsigned n = getStates().size();
+  if (n % 2 != 0 || n / 2 < 2 || n / 2 > ::attn::kMaxMergeStates)
+    return emitOpError() << "merges 2 to " << ::attn::kMaxMergeStates
+                         << " (output, lse) pairs, got " << n << " operands";
+  for (unsigned i = 0; i < getNumStates(); ++i) {
+    if (getStateOut(i).getType() != getOut().getType())
+      return emitOpError() << "output " << i << " is "
+                           << getStateOut(i).getType()
+                           << "; every output has the result's type "
+                           << getOut().getType();
+    if (getStateLse(i).getType() != getLse().getType())
+      return emitOpError() << "lse " << i << " is " << getStateLse(i).getType()
+                           << "; every lse has the result's type "
+                           << getLse().getType();
+  }
+  Rows out = rowsOf(getOut());
+  if (failed(verifyRows(*this, "out", out)))
+    return failure();
+  auto lseType = cast<RankedTensorType>(getLse().getType());
   if (failed(verifyCompatibleShape(
           lseType.getShape(), ArrayRef<int64_t>{out.tokens(), out.heads()})))
-    return emitOpError() << "lse_a must be tokens x heads of out_a ("
+    return emitOpError() << "lse must be tokens x heads of out ("
                          << out.type << "), got " << lseType;
   return success();
 }
@@ -482,6 +525,20 @@ LogicalResult KernelLaunchOp::verify() {
   // Operands and results follow the lowered op (see the op description).
   // Decode and both prefills are attention kernels: they take a scale and
   // may write the LSE.
+  // merge_states: (output, lse) pairs in, the merged pair out.
+  if (spec.kind == ::attn::KernelKind::MergeStates) {
+    size_t n = getArgs().size();
+    if (n % 2 != 0 || n / 2 < 2 || n / 2 > size_t(::attn::kMaxMergeStates))
+      return emitOpError() << "takes 2 to " << ::attn::kMaxMergeStates
+                           << " (output, lse) pairs for its merge_states "
+                              "spec, got "
+                           << n << " operands";
+    if (getOuts().size() != 2)
+      return emitOpError() << "returns the merged output and lse for its "
+                              "merge_states spec, got "
+                           << getOuts().size() << " results";
+    return success();
+  }
   bool attention = spec.kind != ::attn::KernelKind::AppendKV;
   SmallVector<StringRef, 8> operands;
   switch (spec.kind) {
@@ -497,6 +554,7 @@ LogicalResult KernelLaunchOp::verify() {
   case ::attn::KernelKind::AppendKV:
     operands = {"k", "v", "cache", "slot_mapping"};
     break;
+  case ::attn::KernelKind::MergeStates:
   case ::attn::KernelKind::CopyPages:
   case ::attn::KernelKind::AdvanceStep:
     // Unreachable from valid IR: the kernel_spec verifier rejects them.

@@ -284,28 +284,36 @@ def Attn_AppendKVOp : Attn_Op<"append_kv", [Pure, AttrSizedOperandSegments,
 // attn.merge_states
 //===----------------------------------------------------------------------===//
 
-def Attn_MergeStatesOp : Attn_Op<"merge_states", [Pure,
-    AllTypesMatch<["out_a", "out_b", "out"]>,
-    AllTypesMatch<["lse_a", "lse_b", "lse"]>]> {
-  let summary = "combine two partial attention states by their log-sum-exp";
+def Attn_MergeStatesOp : Attn_Op<"merge_states", [Pure]> {
+  let summary = "combine partial attention states by their log-sum-exp";
   let description = [{
-    Given attention over two disjoint key sets, `(out_a, lse_a)` and
-    `(out_b, lse_b)`, returns attention over their union:
-    `lse = log(exp(lse_a) + exp(lse_b))`,
-    `out = out_a * exp(lse_a - lse) + out_b * exp(lse_b - lse)`.
+    Given attention over N >= 2 disjoint key sets, as partial outputs and
+    their LSEs `(out_i, lse_i)` (natural log, as every attention op writes
+    it), returns attention over their union:
+    `lse = log(sum_i exp(lse_i))`, `out = sum_i out_i * exp(lse_i - lse)`.
+    A partial with LSE `-inf` saw no key and weighs nothing; when every
+    partial has, the row's output is 0 and its LSE `-inf`. Split-KV
+    merges, cascade attention over a shared prefix and context-parallel
+    decode are built on it.
 
     ```mlir
     %o, %l = attn.merge_states %oa, %la, %ob, %lb
         : tensor<?x32x128xf32>, tensor<?x32xf32>
     ```
+
+    The operands are (output, LSE) pairs, at most 16, all of the result
+    types: outputs tokens x heads x head_dim in f16, bf16 or f32, LSEs
+    tokens x heads in f32.
   }];
-  let arguments = (ins
-    Attn_PartialTensor:$out_a, Attn_LseTensor:$lse_a,
-    Attn_PartialTensor:$out_b, Attn_LseTensor:$lse_b);
+  let arguments = (ins Variadic<AnyRankedTensor>:$states);
   let results = (outs Attn_PartialTensor:$out, Attn_LseTensor:$lse);
-  let assemblyFormat = [{
-    $out_a `,` $lse_a `,` $out_b `,` $lse_b attr-dict `:`
-    type($out_a) `,` type($lse_a)
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The number of (output, LSE) pairs merged.
+    unsigned getNumStates() { return getStates().size() / 2; }
+    ::mlir::Value getStateOut(unsigned i) { return getStates()[2 * i]; }
+    ::mlir::Value getStateLse(unsigned i) { return getStates()[2 * i + 1]; }
   }];
 }
 

@@ -567,4 +567,15 @@ AotLibrary::appendKV(const AppendKVVariant &variant, Arch arch) const {
   return std::make_shared<const AppendKVKernel>(std::move(*kernel));
 }
 
+llvm::Expected<std::shared_ptr<const MergeStatesKernel>>
+AotLibrary::mergeStates(const MergeStatesVariant &variant, Arch arch) const {
+  auto found = load(kernelKey(variant), arch);
+  if (!found)
+    return found.takeError();
+  auto kernel = MergeStatesKernel::create(found->first->spec, found->second);
+  if (!kernel)
+    return kernel.takeError();
+  return std::make_shared<const MergeStatesKernel>(std::move(*kernel));
+}
+
 } // namespace attn::runtime

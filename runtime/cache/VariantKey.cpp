@@ -130,4 +130,11 @@ std::string variantKey(const PrefillVariant &v) {
 
 std::string variantKey(const AppendKVVariant &v) { return kernelKey(v); }
 
+std::string kernelKey(const MergeStatesVariant &v) {
+  return fmt::format("merge_states dtype={} heads={} dim={}",
+                     toString(v.dtype), v.numHeads, v.headDim);
+}
+
+std::string variantKey(const MergeStatesVariant &v) { return kernelKey(v); }
+
 } // namespace attn::runtime

@@ -152,6 +152,23 @@ struct AppendKVParams {
   int32_t numTokens;
 };
 
+/// Partial states one merge_states launch combines (attn.merge_states).
+constexpr int kMaxMergeStates = 16;
+
+/// merge_states (templates/attn/merge_states.cuh): per (token, head) row,
+/// out = sum_i out_i * exp(lse_i - lse) with lse = log(sum_i exp(lse_i)).
+/// out and lse may be states[0]'s (in place).
+struct MergeStatesParams {
+  const void *outs[kMaxMergeStates]; ///< [tokens, heads, head_dim] each
+  const float *lses[kMaxMergeStates]; ///< [tokens, heads] each
+  void *out;  ///< [tokens, heads, head_dim], the states' dtype
+  float *lse; ///< [tokens, heads] or null
+  int64_t statesStrideToken; ///< elements between tokens of every out_i
+  int64_t outStrideToken;    ///< ... of out
+  int64_t numTokens;
+  int32_t numStates;
+};
+
 /// copy_pages (templates/attn/cache_ops.cuh): page pairs copied in K and V
 /// of every layer of a KV cache whose layers are [2, numPages, pageBytes].
 struct CopyPagesParams {

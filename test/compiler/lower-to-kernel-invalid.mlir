@@ -29,16 +29,6 @@ func.func @unscheduled_paged_prefill(%q: tensor<?x32x128xbf16>, %c: !attn.paged_
 // -----
 
 module attributes {attn.arch = "sm_90a"} {
-func.func @merge_states(%o: tensor<?x32x128xf32>, %l: tensor<?x32xf32>) -> tensor<?x32x128xf32> {
-  // expected-error @+1 {{no kernel template for 'attn.merge_states' yet}}
-  %m, %lm = attn.merge_states %o, %l, %o, %l : tensor<?x32x128xf32>, tensor<?x32xf32>
-  return %m : tensor<?x32x128xf32>
-}
-}
-
-// -----
-
-module attributes {attn.arch = "sm_90a"} {
 func.func @unscheduled(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
                        %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
   // expected-error @+1 {{'attn.decode' op has no schedule; run attn-select-schedule first}}

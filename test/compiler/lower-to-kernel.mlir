@@ -3,7 +3,8 @@
 // RUN: attn-opt %s --split-input-file --attn-lower-to-kernel | attn-opt --split-input-file | FileCheck %s
 // RUN: attn-opt %s --split-input-file --attn-lower-to-kernel --mlir-print-op-generic | attn-opt --split-input-file | FileCheck %s
 
-// Each scheduled attn.decode and attn.prefill and each attn.append_kv becomes
+// Each scheduled attn.decode and attn.prefill, each attn.append_kv and each
+// attn.merge_states becomes
 // the launch of its kernel: symbol and full spec (what codegen reads); the
 // operands and results are kept.
 
@@ -199,6 +200,26 @@ func.func @paged_prefill_fp8_every_flag(%q: tensor<?x32x128xf16>,
       : tensor<?x32x128xf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 32, layout = hnd>,
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xf16>, tensor<?x32xf32>
   return %o, %lse : tensor<?x32x128xf16>, tensor<?x32xf32>
+}
+}
+
+// -----
+
+// merge_states needs no schedule: three bf16 partial states, merged in
+// place of the op by one launch whose spec holds the dtype, heads and
+// head_dim alone.
+module attributes {attn.arch = "sm_90a"} {
+// CHECK-LABEL: func.func @merge_three_states
+func.func @merge_three_states(%oa: tensor<?x8x64xbf16>, %la: tensor<?x8xf32>,
+    %ob: tensor<?x8x64xbf16>, %lb: tensor<?x8xf32>,
+    %oc: tensor<?x8x64xbf16>, %lc: tensor<?x8xf32>)
+    -> (tensor<?x8x64xbf16>, tensor<?x8xf32>) {
+  // CHECK: %[[M:.+]]:2 = attn.kernel_launch @attn_merge_states_bf16_h8_d64
+  // CHECK-SAME: spec #attn.kernel_spec<kind = merge_states, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 8, num_kv_heads = 8, head_dim = 64, layout = nhd>
+  // CHECK-SAME: -> (tensor<?x8x64xbf16>, tensor<?x8xf32>)
+  %o, %l = attn.merge_states %oa, %la, %ob, %lb, %oc, %lc
+      : tensor<?x8x64xbf16>, tensor<?x8xf32>
+  return %o, %l : tensor<?x8x64xbf16>, tensor<?x8xf32>
 }
 }
 

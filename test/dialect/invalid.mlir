@@ -493,8 +493,40 @@ func.func @append_kv_dtype(%k: tensor<?x8x128xf16>, %c: !attn.paged_kv<8x128xbf1
 //===----------------------------------------------------------------------===//
 
 func.func @merge_lse_shape(%o: tensor<?x32x128xf32>, %l: tensor<?x16xf32>) {
-  // expected-error @+1 {{'attn.merge_states' op lse_a must be tokens x heads of out_a ('tensor<?x32x128xf32>'), got 'tensor<?x16xf32>'}}
+  // expected-error @+1 {{'attn.merge_states' op lse must be tokens x heads of out ('tensor<?x32x128xf32>'), got 'tensor<?x16xf32>'}}
   %r, %s = attn.merge_states %o, %l, %o, %l : tensor<?x32x128xf32>, tensor<?x16xf32>
+  return
+}
+
+// -----
+
+func.func @merge_one_state(%o: tensor<?x32x128xf32>, %l: tensor<?x32xf32>) {
+  // expected-error @+1 {{'attn.merge_states' op merges 2 to 16 (output, lse) pairs, got 2 operands}}
+  %r, %s = attn.merge_states %o, %l : tensor<?x32x128xf32>, tensor<?x32xf32>
+  return
+}
+
+// -----
+
+func.func @merge_unpaired(%o: tensor<?x32x128xf32>, %l: tensor<?x32xf32>) {
+  // expected-error @+1 {{expected (output, lse) pairs, got 3 operands}}
+  %r, %s = attn.merge_states %o, %l, %o : tensor<?x32x128xf32>, tensor<?x32xf32>
+  return
+}
+
+// -----
+
+func.func @merge_fp8(%o: tensor<?x32x128xf8E4M3FN>, %l: tensor<?x32xf32>) {
+  // expected-error @+1 {{'attn.merge_states' op result #0 must be 3D tensor of 16-bit float or bfloat16 type or 32-bit float values}}
+  %r, %s = attn.merge_states %o, %l, %o, %l : tensor<?x32x128xf8E4M3FN>, tensor<?x32xf32>
+  return
+}
+
+// -----
+
+func.func @merge_head_dim(%o: tensor<?x32x100xf32>, %l: tensor<?x32xf32>) {
+  // expected-error @+1 {{'attn.merge_states' op out head_dim 100 is not supported}}
+  %r, %s = attn.merge_states %o, %l, %o, %l : tensor<?x32x100xf32>, tensor<?x32xf32>
   return
 }
 

@@ -173,6 +173,14 @@ func.func @merge_states(%oa: tensor<?x32x128xf32>, %la: tensor<?x32xf32>,
   return %o, %l : tensor<?x32x128xf32>, tensor<?x32xf32>
 }
 
+// CHECK-LABEL: func.func @merge_four_bf16_states
+func.func @merge_four_bf16_states(%o: tensor<?x8x64xbf16>, %l: tensor<?x8xf32>)
+    -> (tensor<?x8x64xbf16>, tensor<?x8xf32>) {
+  // CHECK: attn.merge_states %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<?x8x64xbf16>, tensor<?x8xf32>
+  %m, %lm = attn.merge_states %o, %l, %o, %l, %o, %l, %o, %l : tensor<?x8x64xbf16>, tensor<?x8xf32>
+  return %m, %lm : tensor<?x8x64xbf16>, tensor<?x8xf32>
+}
+
 // CHECK-LABEL: func.func @decode_pinned_schedule
 func.func @decode_pinned_schedule(
     %q: tensor<?x32x128xbf16>,

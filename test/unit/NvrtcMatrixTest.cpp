@@ -31,6 +31,7 @@ struct MatrixCase {
   std::optional<DecodeVariant> decode;
   std::optional<AppendKVVariant> append;
   std::optional<PrefillVariant> prefill;
+  std::optional<MergeStatesVariant> merge;
 };
 
 std::vector<MatrixCase> matrixCases() {
@@ -92,6 +93,19 @@ std::vector<MatrixCase> matrixCases() {
       cases.push_back({std::string("append_") + std::string(toString(kv)) + "_" +
                            std::string(toString(layout)),
                        std::nullopt, v, std::nullopt});
+    }
+
+  // merge_states: each dtype, and head dims whose rows fill a warp's lanes
+  // exactly (64, 256) or not (40, 96).
+  for (S dtype : {S::F16, S::BF16, S::F32})
+    for (int d : {40, 64, 96, 128, 256}) {
+      MergeStatesVariant v;
+      v.dtype = dtype;
+      v.numHeads = 8;
+      v.headDim = d;
+      cases.push_back({"merge_" + std::string(toString(dtype)) + "_d" +
+                           std::to_string(d),
+                       std::nullopt, std::nullopt, std::nullopt, v});
     }
 
   // Prefill: every head dim for both dtypes, causal (the default) and
@@ -232,6 +246,7 @@ TEST_P(NvrtcMatrix, Compiles) {
   Jit jit({arch, &cache});
   auto compiled = tc.decode   ? jit.compile(*tc.decode, arch)
                   : tc.append ? jit.compile(*tc.append, arch)
+                  : tc.merge  ? jit.compile(*tc.merge, arch)
                               : jit.compile(*tc.prefill, arch);
   ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
   const std::string &cubin = *compiled->cubin;

@@ -243,6 +243,14 @@ AppendKVVariant readAppendKV(ComboReader &r) {
   return v;
 }
 
+MergeStatesVariant readMergeStates(ComboReader &r) {
+  MergeStatesVariant v;
+  r.type("dtype", v.dtype);
+  r.integer("num_heads", v.numHeads);
+  r.integer("head_dim", v.headDim);
+  return v;
+}
+
 /// The fields a section reads: its reader run on nothing.
 std::set<std::string> fieldsOf(llvm::StringRef kind) {
   Combo none;
@@ -251,6 +259,8 @@ std::set<std::string> fieldsOf(llvm::StringRef kind) {
     (void)readDecode(reader);
   else if (kind == "prefill")
     (void)readPrefill(reader);
+  else if (kind == "merge_states")
+    (void)readMergeStates(reader);
   else
     (void)readAppendKV(reader);
   return reader.asked;
@@ -401,7 +411,8 @@ ConfigJobs jsonJobs(llvm::StringRef text, llvm::StringRef name,
   for (const auto &kv : *object)
     sections.push_back(kv.first.str());
   llvm::sort(sections);
-  for (llvm::StringRef kind : {"decode", "prefill", "append_kv"}) {
+  for (llvm::StringRef kind :
+       {"decode", "prefill", "append_kv", "merge_states"}) {
     const json::Value *section = object->get(kind);
     if (!section)
       continue;
@@ -436,9 +447,10 @@ ConfigJobs jsonJobs(llvm::StringRef text, llvm::StringRef name,
         errors.push_back(name.str() + ": \"cache_ops\" must be true or false");
       cacheOps = wanted.value_or(false);
     } else if (section != "decode" && section != "prefill" &&
-               section != "append_kv") {
+               section != "append_kv" && section != "merge_states") {
       errors.push_back(name.str() + ": unknown section \"" + section +
-                       "\" (expected decode, prefill, append_kv, cache_ops)");
+                       "\" (expected decode, prefill, append_kv, merge_states, "
+                       "cache_ops)");
     }
   }
 
@@ -494,6 +506,12 @@ ConfigJobs jsonJobs(llvm::StringRef text, llvm::StringRef name,
         key = runtime::kernelKey(v);
         compile = [v](Arch arch) {
           return mlir::attn::compilePrefillVariant(v, arch);
+        };
+      } else if (entry.kind == "merge_states") {
+        MergeStatesVariant v = readMergeStates(reader);
+        key = runtime::kernelKey(v);
+        compile = [v](Arch arch) {
+          return mlir::attn::compileMergeStatesVariant(v, arch);
         };
       } else {
         AppendKVVariant v = readAppendKV(reader);

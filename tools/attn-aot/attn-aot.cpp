@@ -13,7 +13,7 @@
 // code is 1. A config that yields no kernel at all builds nothing.
 //
 // JSON: {"decode": [ENTRY...], "prefill": [...], "append_kv": [...],
-// "cache_ops": true}. "cache_ops" adds the copy_pages and advance_step
+// "merge_states": [...], "cache_ops": true}. "cache_ops" adds the copy_pages and advance_step
 // kernels (runtime::CacheOps), which a host without NVRTC needs. Each
 // ENTRY maps field names to a value or a non-empty list of alternatives; an
 // entry stands for every combination, and the config for at most
@@ -27,6 +27,7 @@
 //              "paged": true only: kv_type page_size layout per_head_scale
 //   append_kv: in_type kv_type num_kv_heads head_dim page_size layout
 //              per_head_scale
+//   merge_states: dtype (f16, bf16 or f32) num_heads head_dim
 // Types are f16, bf16, e4m3, e5m2, or "q" for the query type; counts are
 // integers from 1 to 2^31 - 1; every per-head table of templates/attn/
 // variant_knobs.h (alibi, sinks) is a boolean under its knob's name;

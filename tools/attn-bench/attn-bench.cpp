@@ -130,6 +130,15 @@ attn_bench_read(const uint4 *data, unsigned long long n, unsigned *sink) {
   if (acc == 0x12345678u) *sink = acc; // keeps the loads alive
 }
 
+// A streaming copy, 16 bytes per thread per step: the read + write ceiling.
+extern "C" __global__ void __launch_bounds__(512)
+attn_bench_copy(const uint4 *src, uint4 *dst, unsigned long long n) {
+  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+       i < n; i += stride)
+    __stcs(dst + i, __ldcs(src + i));
+}
+
 // Pseudo-random words with the bits in `keep` from a hash and `set` forced:
 // finite values of a chosen magnitude in any 8- or 16-bit float format.
 extern "C" __global__ void attn_bench_fill(unsigned *data, unsigned long long n,
@@ -146,7 +155,7 @@ extern "C" __global__ void attn_bench_fill(unsigned *data, unsigned long long n,
 /// The bench's helper kernels, compiled once.
 struct BenchKernels {
   CudaLibrary library;
-  CUkernel read, fill;
+  CUkernel read, fill, copy;
 };
 
 BenchKernels &benchKernels(Arch arch) {
@@ -156,7 +165,8 @@ BenchKernels &benchKernels(Arch arch) {
     CudaLibrary library = unwrap(CudaLibrary::load(cubin));
     CUkernel read = unwrap(library.getKernel("attn_bench_read"));
     CUkernel fill = unwrap(library.getKernel("attn_bench_fill"));
-    return BenchKernels{std::move(library), read, fill};
+    CUkernel copy = unwrap(library.getKernel("attn_bench_copy"));
+    return BenchKernels{std::move(library), read, fill, copy};
   }();
   return kernels;
 }
@@ -794,6 +804,103 @@ int runModifiers(bool json) {
   return 0;
 }
 
+/// Bytes per second of a streaming copy of 2 GiB, counting what is read
+/// and what is written: the ceiling of a kernel that streams through
+/// memory once in each direction.
+double measureCopyBandwidth(Arch arch, CUstream stream) {
+  const size_t bytes = 2ull << 30;
+  DeviceBuffer src = unwrap(DeviceBuffer::allocate(bytes));
+  DeviceBuffer dst = unwrap(DeviceBuffer::allocate(bytes));
+  fillRandom(src, ScalarType::BF16, arch, stream);
+  CUdevice device;
+  BENCH_CHECK(checkCu(cuCtxGetDevice(&device), "cuCtxGetDevice"));
+  int sms = 0;
+  BENCH_CHECK(checkCu(cuDeviceGetAttribute(
+                          &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
+                      "attr"));
+  unsigned long long n = bytes / 16;
+  CUdeviceptr from = src.get(), to = dst.get();
+  void *args[] = {&from, &to, &n};
+  double ms = timeMedian(stream, 10, [&] {
+    BENCH_CHECK(checkCu(
+        cuLaunchKernel(reinterpret_cast<CUfunction>(benchKernels(arch).copy),
+                       sms * 4, 1, 1, 512, 1, 1, 0, stream, args, nullptr),
+        "cuLaunchKernel(copy)"));
+  });
+  return 2.0 * bytes / (ms * 1e-3);
+}
+
+/// merge_states over large batches: bytes read and written per second
+/// against a device-to-device copy's in the same run.
+int runMerge(bool json) {
+  BENCH_CHECK(initCuda());
+  Arch arch = unwrap(currentDeviceArch());
+  Stream stream = unwrap(Stream::create());
+  const double copyBw = measureCopyBandwidth(arch, stream.get());
+  if (json)
+    llvm::outs() << "[\n";
+  else
+    llvm::outs() << llvm::formatv(
+        "copy bandwidth (read + write): {0:F0} GB/s\n{1,-6} {2,-7} {3,-16} "
+        "{4,10} {5,10} {6,8}\n",
+        copyBw / 1e9, "dtype", "states", "tokens x 32 x 128", "us", "GB/s",
+        "% copy");
+  bool first = true;
+  for (ScalarType dtype : {ScalarType::BF16, ScalarType::F32})
+    for (int states : {2, 4, 8})
+      for (int64_t tokens : {int64_t(8192), int64_t(65536)}) {
+        MergeStatesVariant v{dtype, 32, 128};
+        auto kernel = unwrap(Jit::global().mergeStates(v));
+        const int64_t rows = tokens * v.numHeads;
+        const size_t outBytes = size_t(rows) * v.headDim * sizeOf(dtype);
+        std::vector<DeviceBuffer> buffers;
+        MergeStatesArgs a;
+        a.dtype = dtype;
+        a.numTokens = tokens;
+        a.numHeads = v.numHeads;
+        a.headDim = v.headDim;
+        a.numStates = states;
+        for (int i = 0; i <= states; ++i) {
+          buffers.push_back(unwrap(DeviceBuffer::allocate(outBytes)));
+          fillRandom(buffers.back(), dtype == ScalarType::F32 ? ScalarType::BF16 : dtype,
+                     arch, stream.get());
+          std::vector<float> ones(size_t(rows), 1.f);
+          DeviceBuffer lse = unwrap(DeviceBuffer::allocate(size_t(rows) * 4));
+          BENCH_CHECK(lse.copyFromHost(ones.data(), ones.size() * 4));
+          if (i < states) {
+            a.outs[i] = buffers.back().ptr<void>();
+            a.lses[i] = lse.ptr<float>();
+          } else {
+            a.out = buffers.back().ptr<void>();
+            a.lse = lse.ptr<float>();
+          }
+          buffers.push_back(std::move(lse));
+        }
+        double ms = timeMedian(stream.get(), 20, [&] {
+          BENCH_CHECK(kernel->run(a, stream.get()));
+        });
+        double bytes = double(states + 1) * (outBytes + rows * 4.0);
+        double bw = bytes / (ms * 1e-3);
+        std::string shape = llvm::formatv("{0} x 32 x 128", tokens);
+        if (json) {
+          llvm::outs() << llvm::formatv(
+              "{0}  {{\"dtype\": \"{1}\", \"states\": {2}, \"tokens\": {3}, "
+              "\"us\": {4:F2}, \"gbps\": {5:F0}, \"pct_copy\": {6:F1}}",
+              first ? "" : ",\n", toString(dtype), states, tokens, ms * 1e3,
+              bw / 1e9, 100 * bw / copyBw);
+          first = false;
+        } else {
+          llvm::outs() << llvm::formatv("{0,-6} {1,-7} {2,-16} {3,10:F2} "
+                                        "{4,10:F0} {5,8:F1}\n",
+                                        toString(dtype), states, shape,
+                                        ms * 1e3, bw / 1e9, 100 * bw / copyBw);
+        }
+      }
+  if (json)
+    llvm::outs() << "\n]\n";
+  return 0;
+}
+
 int runJit(bool json) {
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::duration d) {
@@ -922,6 +1029,8 @@ int main(int argc, char **argv) {
            "       attn-bench jit [--json]\n"
            "       attn-bench modifiers [--json]   score_mod / mask_mod regions\n"
            "         against the built-in knobs and plain causal attention\n"
+           "       attn-bench merge [--json]   merge_states against a copy's\n"
+           "         read + write bandwidth\n"
            "  --schedule pins warps, stages, row tiles, CTAs per SM and the\n"
            "  minimum chunk instead of the schedule attn-select-schedule picks\n";
     return args.empty() ? 1 : 0;
@@ -1001,7 +1110,9 @@ int main(int argc, char **argv) {
     return runJit(has("--json"));
   if (args[0] == "modifiers")
     return runModifiers(has("--json"));
+  if (args[0] == "merge")
+    return runMerge(has("--json"));
   llvm::errs() << "attn-bench: unknown command '" << args[0]
-               << "' (expected decode, prefill, jit or modifiers)\n";
+               << "' (expected decode, prefill, jit, modifiers or merge)\n";
   return 1;
 }

@@ -689,7 +689,7 @@ func.func @step(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
   EXPECT_FALSE((*specs)[1].causal);
 }
 
-TEST_F(ModuleTest, LowerToKernelSpecsReportsOpsWithoutKernel) {
+TEST_F(ModuleTest, LowerToKernelSpecsOfMergeStates) {
   OwningOpRef<ModuleOp> module = parse(R"mlir(
 func.func @merge(%o: tensor<?x32x128xf32>, %l: tensor<?x32xf32>) -> tensor<?x32x128xf32> {
   %m, %lm = attn.merge_states %o, %l, %o, %l : tensor<?x32x128xf32>, tensor<?x32xf32>
@@ -697,10 +697,22 @@ func.func @merge(%o: tensor<?x32x128xf32>, %l: tensor<?x32xf32>) -> tensor<?x32x
 }
 )mlir");
   ASSERT_TRUE(module);
-  std::string error = errorText(lowerToKernelSpecs(*module, Arch::SM90a));
-  EXPECT_NE(error.find("error: no kernel template for 'attn.merge_states' yet"),
-            std::string::npos)
-      << error;
+  llvm::Expected<std::vector<KernelSpec>> specs =
+      lowerToKernelSpecs(*module, Arch::SM90a);
+  ASSERT_TRUE(static_cast<bool>(specs)) << llvm::toString(specs.takeError());
+  ASSERT_EQ(specs->size(), 1u);
+  const KernelSpec &spec = specs->front();
+  EXPECT_EQ(spec.kind, SpecKind::MergeStates);
+  EXPECT_EQ(spec.qType, ScalarType::F32);
+  EXPECT_EQ(spec.numQHeads, 32);
+  EXPECT_EQ(spec.headDim, 128);
+  EXPECT_EQ(checkKernelSpec(spec), "");
+  EXPECT_EQ(spec.uri(), "merge_states_f32_h32_d128");
+  // Fields merge_states has no use for are an error, not ignored.
+  KernelSpec causal = spec;
+  causal.causal = true;
+  EXPECT_NE(checkKernelSpec(causal).find("of a merge_states kernel has only"),
+            std::string::npos);
 }
 
 TEST_F(ModuleTest, GetKernelSpecOfAPrefillLaunch) {

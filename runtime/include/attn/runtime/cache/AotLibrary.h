@@ -26,6 +26,7 @@
 #define ATTN_RUNTIME_AOTLIBRARY_H
 
 #include "attn/runtime/kernels/AppendKV.h"
+#include "attn/runtime/kernels/MergeStates.h"
 #include "attn/runtime/kernels/Decode.h"
 #include "attn/runtime/support/InputFiles.h"
 #include "attn/runtime/kernels/Prefill.h"
@@ -111,6 +112,8 @@ public:
   prefill(const PrefillVariant &variant, Arch arch) const;
   llvm::Expected<std::shared_ptr<const AppendKVKernel>>
   appendKV(const AppendKVVariant &variant, Arch arch) const;
+  llvm::Expected<std::shared_ptr<const MergeStatesKernel>>
+  mergeStates(const MergeStatesVariant &variant, Arch arch) const;
 
 private:
   AotLibrary() = default;
