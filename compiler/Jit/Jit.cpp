@@ -179,6 +179,21 @@ Jit::mixedBatch(const PrefillVariant &variant) {
   return runtime::MixedBatchAttention::create(*prefillKernel, *decodeKernel);
 }
 
+llvm::Expected<runtime::CascadeAttention>
+Jit::cascade(const DecodeVariant &variant) {
+  auto prefixKernel = prefill(runtime::cascadePrefixVariant(variant));
+  if (!prefixKernel)
+    return prefixKernel.takeError();
+  auto suffixKernel = decode(runtime::cascadeSuffixVariant(variant));
+  if (!suffixKernel)
+    return suffixKernel.takeError();
+  auto mergeKernel = mergeStates(runtime::cascadeMergeVariant(variant));
+  if (!mergeKernel)
+    return mergeKernel.takeError();
+  return runtime::CascadeAttention::create(*prefixKernel, *suffixKernel,
+                                           *mergeKernel);
+}
+
 runtime::KernelSource Jit::kernelSource() {
   runtime::KernelSource source;
   source.decode = [this](const DecodeVariant &v) { return decode(v); };

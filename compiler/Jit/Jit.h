@@ -10,6 +10,7 @@
 #define ATTN_COMPILER_JIT_JIT_H
 
 #include "attn/runtime/kernels/AppendKV.h"
+#include "attn/runtime/kernels/Cascade.h"
 #include "attn/runtime/kernels/MergeStates.h"
 #include "attn/runtime/serving/Backend.h"
 #include "attn/runtime/kernels/Decode.h"
@@ -69,6 +70,9 @@ public:
   /// runtime::decodeVariantFor(variant) (needs a GPU).
   llvm::Expected<runtime::MixedBatchAttention>
   mixedBatch(const PrefillVariant &variant);
+  /// Cascade (shared-prefix) decode for `variant`: its prefix, suffix and
+  /// merge kernels (runtime/kernels/Cascade.h; needs a GPU).
+  llvm::Expected<runtime::CascadeAttention> cascade(const DecodeVariant &variant);
   /// This JIT as the kernel source of a runtime::Backend (it must outlive
   /// the backend).
   runtime::KernelSource kernelSource();

@@ -901,6 +901,173 @@ int runMerge(bool json) {
   return 0;
 }
 
+/// Shared-prefix decode: `batch` requests in groups of `groupSize`, each
+/// group sharing `prefix` tokens, each request with 256-1024 tokens of its
+/// own, over one paged cache (32/8 heads, d128, page 16). Plain decode
+/// reads every request's pages; the cascade reads each group's once.
+struct CascadeResult {
+  double plainUs = 0, cascadeUs = 0;
+};
+CascadeResult benchCascade(ScalarType kvType, int batch, int groupSize,
+                           int prefix, Arch arch, CUstream stream) {
+  DecodeVariant v;
+  v.kvType = kvType;
+  v.numQHeads = 32;
+  v.numKVHeads = 8;
+  auto plain = unwrap(Jit::global().decode(v));
+  runtime::CascadeAttention cascade = unwrap(Jit::global().cascade(v));
+  const int groups = (batch + groupSize - 1) / groupSize;
+  const int prefixPages = prefix / v.pageSize;
+  std::mt19937 rng(7);
+  std::vector<int32_t> own(batch), full(batch);
+  int ownPagesMax = 0, totalPages = groups * prefixPages;
+  for (int b = 0; b < batch; ++b) {
+    own[b] = 256 + int(rng() % 769);
+    full[b] = prefix + own[b];
+    int pages = (own[b] + v.pageSize - 1) / v.pageSize;
+    ownPagesMax = std::max(ownPagesMax, pages);
+    totalPages += pages;
+  }
+  // Pages: each group's prefix, then each request's own, in order. Full
+  // rows (plain decode) are prefix + own; the cascade reads the two parts.
+  const int fullStride = prefixPages + ownPagesMax;
+  std::vector<int32_t> fullTables(size_t(batch) * fullStride, 0);
+  std::vector<int32_t> prefixTables(size_t(groups) * std::max(prefixPages, 1), 0);
+  std::vector<int32_t> ownTables(size_t(batch) * ownPagesMax, 0);
+  for (int g = 0; g < groups; ++g)
+    for (int i = 0; i < prefixPages; ++i)
+      prefixTables[size_t(g) * prefixPages + i] = g * prefixPages + i;
+  int next = groups * prefixPages;
+  for (int b = 0; b < batch; ++b) {
+    int g = b / groupSize;
+    for (int i = 0; i < prefixPages; ++i)
+      fullTables[size_t(b) * fullStride + i] = g * prefixPages + i;
+    for (int i = 0; i < (own[b] + v.pageSize - 1) / v.pageSize; ++i, ++next) {
+      fullTables[size_t(b) * fullStride + prefixPages + i] = next;
+      ownTables[size_t(b) * ownPagesMax + i] = next;
+    }
+  }
+  const int64_t pageElems = int64_t(v.pageSize) * v.numKVHeads * v.headDim;
+  DeviceBuffer k = unwrap(DeviceBuffer::allocate(totalPages * pageElems * sizeOf(kvType)));
+  DeviceBuffer vv = unwrap(DeviceBuffer::allocate(totalPages * pageElems * sizeOf(kvType)));
+  fillRandom(k, kvType, arch, stream);
+  fillRandom(vv, kvType, arch, stream);
+  auto upload = [](const std::vector<int32_t> &t) {
+    DeviceBuffer d = unwrap(DeviceBuffer::allocate(t.size() * 4));
+    BENCH_CHECK(d.copyFromHost(t.data(), t.size() * 4));
+    return d;
+  };
+  DeviceBuffer dFull = upload(fullTables), dPrefix = upload(prefixTables),
+               dOwn = upload(ownTables), dLens = upload(full);
+  const size_t qBytes = size_t(batch) * v.numQHeads * v.headDim * 2;
+  DeviceBuffer q = unwrap(DeviceBuffer::allocate(qBytes));
+  DeviceBuffer out = unwrap(DeviceBuffer::allocate(qBytes));
+  fillRandom(q, v.qType, arch, stream);
+  std::vector<float> scale = {0.01f};
+  DeviceBuffer dScale = unwrap(DeviceBuffer::allocate(4));
+  BENCH_CHECK(dScale.copyFromHost(scale.data(), 4));
+  const bool fp8 = sizeOf(kvType) == 1;
+  PagedKVView view{k.ptr<void>(), vv.ptr<void>(), kvType, v.numKVHeads,
+                   v.headDim, v.pageSize, v.layout, totalPages, 0};
+
+  DecodeWorkspace ws = unwrap(plain->createWorkspace(batch));
+  DecodePlan plan = unwrap(plain->plan(full, ws, stream));
+  DecodeArgs a;
+  a.q = q.ptr<void>();
+  a.qType = v.qType;
+  a.numTokens = batch;
+  a.numQHeads = v.numQHeads;
+  a.headDim = v.headDim;
+  a.out = out.ptr<void>();
+  a.cache = view;
+  a.pageTables = dFull.ptr<int32_t>();
+  a.pageTableStride = fullStride;
+  a.seqLens = dLens.ptr<int32_t>();
+  if (fp8) {
+    a.kScale = a.vScale = dScale.ptr<float>();
+    a.numKVScales = 1;
+  }
+  CascadeResult r;
+  r.plainUs = 1e3 * timeMedian(stream, 20, [&] {
+    BENCH_CHECK(plain->run(plan, a, stream));
+  });
+
+  runtime::CascadeWorkspace cws = unwrap(cascade.createWorkspace(batch, 1));
+  runtime::CascadeLevel level;
+  std::vector<int32_t> groupLens(groups, prefix);
+  for (int g = 0; g <= groups; ++g)
+    level.groupStarts.push_back(std::min(batch, g * groupSize));
+  level.kvLens = groupLens;
+  runtime::CascadePlan cplan = unwrap(cascade.plan({level}, own, cws, stream));
+  runtime::CascadeArgs c;
+  c.q = q.ptr<void>();
+  c.qType = v.qType;
+  c.numQTokens = batch;
+  c.numQHeads = v.numQHeads;
+  c.headDim = v.headDim;
+  c.out = out.ptr<void>();
+  c.cache = view;
+  c.levelPageTables[0] = dPrefix.ptr<int32_t>();
+  c.levelPageTableStrides[0] = std::max(prefixPages, 1);
+  c.suffixPageTables = dOwn.ptr<int32_t>();
+  c.suffixPageTableStride = ownPagesMax;
+  if (fp8) {
+    c.kScale = c.vScale = dScale.ptr<float>();
+    c.numKVScales = 1;
+  }
+  r.cascadeUs = 1e3 * timeMedian(stream, 20, [&] {
+    BENCH_CHECK(cascade.run(cplan, c, cws, stream));
+  });
+  return r;
+}
+
+/// Cascade against plain paged decode over the same cache: the issue's
+/// shape (64 requests sharing 16k), then shared lengths and group sizes.
+int runCascade(bool json) {
+  BENCH_CHECK(initCuda());
+  Arch arch = unwrap(currentDeviceArch());
+  Stream stream = unwrap(Stream::create());
+  struct Shape {
+    int batch, groupSize, prefix;
+  };
+  std::vector<Shape> shapes = {{64, 64, 16384}};
+  for (int prefix : {1024, 2048, 4096, 8192, 32768})
+    shapes.push_back({64, 64, prefix});
+  for (int group : {4, 16, 256})
+    shapes.push_back({std::max(64, group), group, 16384});
+  for (int group : {1, 2})
+    shapes.push_back({64, group, 16384});
+  if (json)
+    llvm::outs() << "[\n";
+  else
+    llvm::outs() << llvm::formatv("{0,-6} {1,6} {2,6} {3,8} {4,12} {5,12} {6,8}\n",
+                                  "kv", "batch", "group", "prefix",
+                                  "plain us", "cascade us", "speedup");
+  bool first = true;
+  for (ScalarType kv : {ScalarType::BF16, ScalarType::F8E4M3})
+    for (const Shape &s : shapes) {
+      CascadeResult r = benchCascade(kv, s.batch, s.groupSize, s.prefix, arch,
+                                     stream.get());
+      if (json) {
+        llvm::outs() << llvm::formatv(
+            "{0}  {{\"kv\": \"{1}\", \"batch\": {2}, \"group\": {3}, "
+            "\"prefix\": {4}, \"plain_us\": {5:F2}, \"cascade_us\": {6:F2}, "
+            "\"speedup\": {7:F2}}",
+            first ? "" : ",\n", toString(kv), s.batch, s.groupSize, s.prefix,
+            r.plainUs, r.cascadeUs, r.plainUs / r.cascadeUs);
+        first = false;
+      } else {
+        llvm::outs() << llvm::formatv(
+            "{0,-6} {1,6} {2,6} {3,8} {4,12:F2} {5,12:F2} {6,8:F2}\n",
+            toString(kv), s.batch, s.groupSize, s.prefix, r.plainUs,
+            r.cascadeUs, r.plainUs / r.cascadeUs);
+      }
+    }
+  if (json)
+    llvm::outs() << "\n]\n";
+  return 0;
+}
+
 int runJit(bool json) {
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::duration d) {
@@ -1031,6 +1198,8 @@ int main(int argc, char **argv) {
            "         against the built-in knobs and plain causal attention\n"
            "       attn-bench merge [--json]   merge_states against a copy's\n"
            "         read + write bandwidth\n"
+           "       attn-bench cascade [--json]   shared-prefix decode against\n"
+           "         plain paged decode over the same cache\n"
            "  --schedule pins warps, stages, row tiles, CTAs per SM and the\n"
            "  minimum chunk instead of the schedule attn-select-schedule picks\n";
     return args.empty() ? 1 : 0;
@@ -1112,7 +1281,10 @@ int main(int argc, char **argv) {
     return runModifiers(has("--json"));
   if (args[0] == "merge")
     return runMerge(has("--json"));
+  if (args[0] == "cascade")
+    return runCascade(has("--json"));
   llvm::errs() << "attn-bench: unknown command '" << args[0]
-               << "' (expected decode, prefill, jit, modifiers or merge)\n";
+               << "' (expected decode, prefill, jit, modifiers, merge or "
+                  "cascade)\n";
   return 1;
 }
