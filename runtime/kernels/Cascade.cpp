@@ -1,8 +1,11 @@
 //===- Cascade.cpp - shared-prefix (cascade) decode -----------------------===//
 #include "attn/runtime/kernels/Cascade.h"
 #include "attn/runtime/cache/VariantKey.h"
+#include "attn/runtime/support/Error.h"
 
 #include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
 
 namespace attn::runtime {
 
@@ -28,17 +31,13 @@ std::optional<std::string> unsplittable(const DecodeVariant &v) {
   return std::nullopt;
 }
 
-/// Bytes of one level's partial output and of its LSE, 16-byte aligned.
-struct PartialSizes {
-  size_t out = 0, lse = 0;
-  size_t level() const { return out + lse; }
-};
-PartialSizes partialSizes(const KernelSpec &suffix, int maxBatch) {
-  int64_t rows = int64_t(maxBatch) * suffix.queryLen * suffix.numQHeads;
-  auto align = [](size_t b) { return (b + 15) / 16 * 16; };
-  return {align(size_t(rows) * suffix.headDim * sizeOf(suffix.qType)),
-          align(size_t(rows) * sizeof(float))};
-}
+/// Keys below which a shared level is not cut further: a chunk's CTA
+/// should stream long enough to amortize its start.
+constexpr int kMinChunkKeys = 1024;
+
+/// Bytes of one state's rows of q / out, and of its LSE, for `rows` rows.
+size_t rowBytes(const KernelSpec &s) { return size_t(s.numQHeads) * s.headDim * sizeOf(s.qType); }
+size_t lseBytes(const KernelSpec &s) { return size_t(s.numQHeads) * sizeof(float); }
 
 } // namespace
 
@@ -100,10 +99,15 @@ CascadeAttention::createWorkspace(int maxBatch, int maxLevels) const {
     return cascadeError(llvm::formatv("maxLevels = {0}; a cascade has 1 to {1} "
                                       "shared levels",
                                       maxLevels, kMaxCascadeLevels));
-  const int64_t maxQTokens = int64_t(maxBatch) * suffix->spec().queryLen;
+  if (maxBatch < 1)
+    return cascadeError(llvm::formatv("maxBatch = {0} must be positive", maxBatch));
+  const KernelSpec &s = suffix->spec();
+  const int64_t maxQTokens = int64_t(maxBatch) * s.queryLen;
   std::vector<PrefillWorkspace> levels;
   for (int l = 0; l < maxLevels; ++l) {
-    auto level = prefix->createWorkspace(maxBatch, maxQTokens);
+    // A level's pieces: its chunks times its groups.
+    auto level = prefix->createWorkspace(kMaxCascadeLevels * maxBatch,
+                                         kMaxCascadeLevels * maxQTokens);
     if (!level)
       return level.takeError();
     levels.push_back(std::move(*level));
@@ -111,12 +115,18 @@ CascadeAttention::createWorkspace(int maxBatch, int maxLevels) const {
   auto suffixWs = suffix->createWorkspace(maxBatch);
   if (!suffixWs)
     return suffixWs.takeError();
-  auto partials = DeviceBuffer::allocate(
-      (maxLevels + 1) * partialSizes(suffix->spec(), maxBatch).level());
-  if (!partials)
-    return partials.takeError();
+  auto qCopies = DeviceBuffer::allocate(kMaxCascadeLevels * maxQTokens * rowBytes(s));
+  if (!qCopies)
+    return qCopies.takeError();
+  auto partialOut = DeviceBuffer::allocate(kMaxMergeStates * maxQTokens * rowBytes(s));
+  if (!partialOut)
+    return partialOut.takeError();
+  auto partialLse = DeviceBuffer::allocate(kMaxMergeStates * maxQTokens * lseBytes(s));
+  if (!partialLse)
+    return partialLse.takeError();
   return CascadeWorkspace{std::move(levels), std::move(*suffixWs),
-                          std::move(*partials), maxBatch};
+                          std::move(*qCopies), std::move(*partialOut),
+                          std::move(*partialLse), maxBatch};
 }
 
 llvm::Expected<CascadePlan>
@@ -134,6 +144,9 @@ CascadeAttention::plan(llvm::ArrayRef<CascadeLevel> levels,
     return cascadeError(llvm::formatv("{0} shared levels; the workspace holds "
                                       "1 to {1}",
                                       levels.size(), ws.levels.size()));
+  const int64_t rows = int64_t(batch) * s.queryLen;
+  const int blockM = prefix->spec().prefillSchedule.blockM;
+  int statesLeft = kMaxCascadeLevels;
   CascadePlan plan;
   plan.batch = batch;
   for (size_t l = 0; l < levels.size(); ++l) {
@@ -145,26 +158,50 @@ CascadeAttention::plan(llvm::ArrayRef<CascadeLevel> levels,
           "level {0}: groupStarts must run from 0 to the batch ({1}) with one "
           "more entry than kvLens (got {2} and {3})",
           l, batch, starts.size(), level.kvLens.size()));
-    std::vector<int32_t> cuQ;
-    for (size_t g = 0; g < starts.size(); ++g) {
-      if (g > 0 && starts[g] <= starts[g - 1])
+    int maxKeys = 0;
+    int64_t tiles = 0;
+    for (size_t g = 0; g + 1 < starts.size(); ++g) {
+      if (starts[g + 1] <= starts[g])
         return cascadeError(llvm::formatv(
             "level {0}: group {1} is empty or out of order (groupStarts[{1}] = "
             "{2}, groupStarts[{3}] = {4})",
-            l, g - 1, starts[g - 1], g, starts[g]));
-      cuQ.push_back(starts[g] * s.queryLen);
-    }
-    for (size_t g = 0; g < level.kvLens.size(); ++g)
+            l, g, starts[g], g + 1, starts[g + 1]));
       if (level.kvLens[g] < 0 || level.kvLens[g] % s.pageSize != 0)
         return cascadeError(llvm::formatv(
             "level {0}: kvLens[{1}] = {2} must be a non-negative multiple of "
             "the page size ({3}), so that no page is split between levels",
             l, g, level.kvLens[g], s.pageSize));
-    auto levelPlan = prefix->planPaged(cuQ, level.kvLens, ws.levels[l], stream,
-                                       forGraph);
+      maxKeys = std::max(maxKeys, level.kvLens[g]);
+      tiles += ((starts[g + 1] - starts[g]) * s.queryLen + blockM - 1) / blockM;
+    }
+    // Chunks: enough CTAs for two waves, no chunk under kMinChunkKeys, and
+    // a state left for every later level.
+    const int64_t ctas = tiles * s.numQHeads;
+    int64_t want = (2 * int64_t(suffix->numSMs()) + ctas - 1) / ctas;
+    int64_t most = std::min<int64_t>(std::max(1, maxKeys / kMinChunkKeys),
+                                     statesLeft - int(levels.size() - l - 1));
+    int chunks = int(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, most)));
+    int chunkKeys = (maxKeys + chunks - 1) / chunks;
+    chunkKeys = std::max(s.pageSize,
+                         (chunkKeys + s.pageSize - 1) / s.pageSize * s.pageSize);
+    chunks = std::max(1, (maxKeys + chunkKeys - 1) / chunkKeys);
+    statesLeft -= chunks;
+    // Chunk c of every group reads copy c of the query rows.
+    std::vector<PrefillPiece> pieces;
+    for (int c = 0; c < chunks; ++c)
+      for (size_t g = 0; g + 1 < starts.size(); ++g) {
+        int first = c * chunkKeys;
+        pieces.push_back({int32_t(c * rows + starts[g] * s.queryLen),
+                          (starts[g + 1] - starts[g]) * s.queryLen, int32_t(g),
+                          first,
+                          std::clamp(level.kvLens[g] - first, 0, chunkKeys)});
+      }
+    auto levelPlan = prefix->planPagedPieces(pieces, chunks * rows,
+                                             ws.levels[l], stream, forGraph);
     if (!levelPlan)
       return levelPlan.takeError();
     plan.levels.push_back(*levelPlan);
+    plan.levelChunks.push_back(chunks);
   }
   auto suffixPlan = suffix->plan(suffixLens, ws.suffix, stream, forGraph);
   if (!suffixPlan)
@@ -180,31 +217,48 @@ llvm::Error CascadeAttention::run(const CascadePlan &plan,
   const int levels = int(plan.levels.size());
   if (plan.batch > ws.maxBatch || levels > int(ws.levels.size()))
     return cascadeError("the plan was made with a larger workspace");
-  if (a.numQTokens != int64_t(plan.batch) * s.queryLen)
+  const int64_t rows = int64_t(plan.batch) * s.queryLen;
+  if (a.numQTokens != rows)
     return cascadeError(llvm::formatv("q has {0} tokens; the plan has {1} "
                                       "requests x query_len {2}",
                                       a.numQTokens, plan.batch, s.queryLen));
+  if (!a.q || !a.out)
+    return cascadeError("q and out must not be null");
+  if (a.qType != s.qType || a.numQHeads != s.numQHeads || a.headDim != s.headDim)
+    return cascadeError(llvm::formatv("q is {0} {1}x{2}; the kernels were "
+                                      "compiled for {3} {4}x{5}",
+                                      toString(a.qType), a.numQHeads, a.headDim,
+                                      toString(s.qType), s.numQHeads, s.headDim));
   for (int l = 0; l < levels; ++l)
     if (!a.levelPageTables[l] || a.levelPageTableStrides[l] < 1)
       return cascadeError(llvm::formatv(
           "levelPageTables[{0}] and its stride must be given", l));
-  const PartialSizes sizes = partialSizes(s, ws.maxBatch);
+  const size_t stateBytes = size_t(rows) * rowBytes(s);
+  const size_t stateLseBytes = size_t(rows) * lseBytes(s);
   auto partialOut = [&](int i) {
-    return reinterpret_cast<void *>(ws.partials.get() + i * sizes.level());
+    return reinterpret_cast<void *>(ws.partialOut.get() + i * stateBytes);
   };
   auto partialLse = [&](int i) {
-    return reinterpret_cast<float *>(ws.partials.get() + i * sizes.level() +
-                                     sizes.out);
+    return reinterpret_cast<float *>(ws.partialLse.get() + i * stateLseBytes);
   };
+  // The query rows once per chunk of the most cut level.
+  int maxChunks = 0;
+  for (int c : plan.levelChunks)
+    maxChunks = std::max(maxChunks, c);
+  for (int c = 0; c < maxChunks; ++c)
+    ATTN_CU_CHECK(cuMemcpyDtoDAsync(ws.qCopies.get() + c * stateBytes,
+                                    reinterpret_cast<CUdeviceptr>(a.q),
+                                    stateBytes, stream));
+  int state = 0;
   for (int l = 0; l < levels; ++l) {
     PagedPrefillArgs p;
-    p.q = a.q;
+    p.q = ws.qCopies.ptr<void>();
     p.qType = a.qType;
-    p.numQTokens = a.numQTokens;
+    p.numQTokens = plan.levelChunks[l] * rows;
     p.numQHeads = a.numQHeads;
     p.headDim = a.headDim;
-    p.out = partialOut(l);
-    p.lse = partialLse(l);
+    p.out = partialOut(state);
+    p.lse = partialLse(state);
     p.cache = a.cache;
     p.pageTables = a.levelPageTables[l];
     p.pageTableStride = a.levelPageTableStrides[l];
@@ -213,6 +267,7 @@ llvm::Error CascadeAttention::run(const CascadePlan &plan,
     p.numKVScales = a.numKVScales;
     if (llvm::Error error = prefix->run(plan.levels[l], p, stream))
       return error;
+    state += plan.levelChunks[l];
   }
   DecodeArgs d;
   d.q = a.q;
@@ -220,8 +275,8 @@ llvm::Error CascadeAttention::run(const CascadePlan &plan,
   d.numTokens = a.numQTokens;
   d.numQHeads = a.numQHeads;
   d.headDim = a.headDim;
-  d.out = partialOut(levels);
-  d.lse = partialLse(levels);
+  d.out = partialOut(state);
+  d.lse = partialLse(state);
   d.cache = a.cache;
   d.pageTables = a.suffixPageTables;
   d.pageTableStride = a.suffixPageTableStride;
@@ -235,8 +290,8 @@ llvm::Error CascadeAttention::run(const CascadePlan &plan,
   m.numTokens = a.numQTokens;
   m.numHeads = a.numQHeads;
   m.headDim = a.headDim;
-  m.numStates = levels + 1;
-  for (int i = 0; i <= levels; ++i) {
+  m.numStates = state + 1;
+  for (int i = 0; i <= state; ++i) {
     m.outs[i] = partialOut(i);
     m.lses[i] = partialLse(i);
   }

@@ -49,24 +49,34 @@ llvm::Error checkOffsets(const char *name, llvm::ArrayRef<int32_t> offsets) {
   return llvm::Error::success();
 }
 
-/// The query tiles of requests whose key ranges are (kvStart[b], kvLen[b]),
-/// longest first so the last wave holds the short ones.
-template <class KVRange>
-std::vector<PrefillWorkItem> tilesOf(llvm::ArrayRef<int32_t> cuQ,
-                                     const KernelSpec &spec, KVRange kvRange) {
+/// The query tiles of `pieces`, longest first so the last wave holds the
+/// short ones.
+std::vector<PrefillWorkItem> tilesOf(llvm::ArrayRef<PrefillPiece> pieces,
+                                     const KernelSpec &spec) {
   const int blockM = spec.prefillSchedule.blockM;
   std::vector<PrefillWorkItem> items;
-  for (size_t b = 0; b + 1 < cuQ.size(); ++b) {
-    int qLen = cuQ[b + 1] - cuQ[b];
-    auto [kvStart, kvLen] = kvRange(b);
-    for (int begin = 0; begin < qLen; begin += blockM)
-      items.push_back({cuQ[b], qLen, kvStart, kvLen, begin, int32_t(b)});
-  }
+  for (const PrefillPiece &piece : pieces)
+    for (int begin = 0; begin < piece.qLen; begin += blockM)
+      items.push_back({piece.qStart, piece.qLen, piece.kvStart, piece.kvLen,
+                       begin, piece.request});
   std::stable_sort(items.begin(), items.end(),
                    [&](const PrefillWorkItem &a, const PrefillWorkItem &b) {
                      return tileWork(a, spec) > tileWork(b, spec);
                    });
   return items;
+}
+
+/// Requests as pieces: request b's rows from cuQ and keys (kvStart(b),
+/// kvLen(b)).
+template <class KVRange>
+std::vector<PrefillWorkItem> tilesOf(llvm::ArrayRef<int32_t> cuQ,
+                                     const KernelSpec &spec, KVRange kvRange) {
+  std::vector<PrefillPiece> pieces;
+  for (size_t b = 0; b + 1 < cuQ.size(); ++b) {
+    auto [kvStart, kvLen] = kvRange(b);
+    pieces.push_back({cuQ[b], cuQ[b + 1] - cuQ[b], int32_t(b), kvStart, kvLen});
+  }
+  return tilesOf(pieces, spec);
 }
 
 } // namespace
@@ -206,6 +216,37 @@ PrefillKernel::planPaged(llvm::ArrayRef<int32_t> cuSeqlensQ,
   if (plan)
     for (int32_t len : seqLens)
       plan->maxKVLen = std::max(plan->maxKVLen, len);
+  return plan;
+}
+
+llvm::Expected<PrefillPlan>
+PrefillKernel::planPagedPieces(llvm::ArrayRef<PrefillPiece> pieces,
+                               int64_t numQTokens, PrefillWorkspace &ws,
+                               CUstream stream, bool forGraph) const {
+  if (kernelSpec.kind != KernelKind::PagedPrefill)
+    return llvm::createStringError(
+        "prefill plan: the kernel reads contiguous k/v; use plan");
+  int maxKey = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const PrefillPiece &p = pieces[i];
+    if (p.qStart < 0 || p.qLen < 0 || p.qStart + int64_t(p.qLen) > numQTokens ||
+        p.request < 0 || p.kvStart < 0 || p.kvLen < 0 ||
+        p.kvStart % kernelSpec.pageSize != 0 ||
+        int64_t(p.kvStart) + p.kvLen > INT32_MAX)
+      return llvm::createStringError(llvm::formatv(
+          "prefill plan: piece {0} (rows {1} + {2} of {3}, row {4}, keys {5} + "
+          "{6}) is out of range or starts its keys inside a page",
+          i, p.qStart, p.qLen, numQTokens, p.request, p.kvStart, p.kvLen));
+    maxKey = std::max(maxKey, p.kvStart + p.kvLen);
+  }
+  if (numQTokens > INT32_MAX)
+    return llvm::createStringError("prefill plan: numQTokens out of range");
+  std::vector<int32_t> rows = {0, int32_t(numQTokens)};
+  auto plan = upload(tilesOf(pieces, kernelSpec), rows, ws, stream, forGraph);
+  if (plan) {
+    plan->batch = std::max<int>(1, int(pieces.size()));
+    plan->maxKVLen = maxKey;
+  }
   return plan;
 }
 

@@ -84,7 +84,10 @@ struct DecodeParams {
 struct PrefillWorkItem {
   int32_t qStart;    ///< the request's first row in q / out (cu_seqlens_q[b])
   int32_t qLen;      ///< the request's query rows
-  int32_t kvStart;   ///< ragged: the request's first row in k / v; paged: 0
+  /// Ragged: the request's first row in k / v. Paged: its first key in
+  /// its page-table row, a multiple of the page size (0 but for pieces of
+  /// a request, as cascade attention's split prefixes).
+  int32_t kvStart;
   int32_t kvLen;     ///< the request's keys (paged: its cached tokens)
   int32_t tileBegin; ///< first query row of this CTA, relative to qStart
   int32_t request;   ///< paged: the request's row of pageTables

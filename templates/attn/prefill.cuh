@@ -221,9 +221,10 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   char *ring = smem + Tr::kQBytes;
   char *widened = ring + kStages * Tr::kStageBytes; // FP8 caches only
 
-  const int32_t *pages = nullptr; // the request's page-table row
+  const int32_t *pages = nullptr; // the request's page-table row, from kvStart
   if constexpr (Config::kPaged)
-    pages = p.pageTables + int64_t(work.request) * p.pageTableStride;
+    pages = p.pageTables + int64_t(work.request) * p.pageTableStride +
+            work.kvStart / Config::kPageSize;
   auto loadTile = [&](int t, int slot) {
     int start = kvBegin + t * kBlockN;
     char *stage = ring + slot * Tr::kStageBytes;

@@ -385,12 +385,14 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     };
     if (numTiles == 0)
       loadQ();
-    // Paged: the request's page-table row and its pages in use.
+    // Paged: the request's page-table row (from kvStart) and its pages in
+    // use.
     constexpr int kBoxes = kBlockN / Tr::kBoxRows;
     const int32_t *pageRow = nullptr;
     int pagesUsed = 0;
     if constexpr (Config::kPaged) {
-      pageRow = p.pageTables + int64_t(work.request) * p.pageTableStride;
+      pageRow = p.pageTables + int64_t(work.request) * p.pageTableStride +
+                work.kvStart / Config::kPageSize;
       pagesUsed = (work.kvLen + Config::kPageSize - 1) / Config::kPageSize;
     }
     // Paged: box of the page piece at token `offset` of page `page` into

@@ -148,7 +148,7 @@ TEST_P(CascadeGpuTest, MatchesReference) {
   }
   args.suffixPageTables = tables + int64_t(firstSuffix) * cache.pageTableStride;
   args.suffixPageTableStride = cache.pageTableStride;
-  if (!cache.kScales.empty()) {
+  if (sizeOf(v.kvType) == 1) {
     args.kScale = dCache.kScales.ptr<float>();
     args.vScale = dCache.vScales.ptr<float>();
     args.numKVScales = int(cache.kScales.size());

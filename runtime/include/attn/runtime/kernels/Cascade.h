@@ -10,6 +10,12 @@
 // merge_states combines the partial states into the output. Keys are read
 // once per group and KV head instead of once per request.
 //
+// A group's query rows are few (one per request), so a level's keys are
+// cut into chunks that run as separate pieces of one launch, enough to
+// fill the GPU; each chunk is one more partial state of the merge (16 in
+// all), and the query rows are copied once per chunk so that each chunk
+// writes rows of its own.
+//
 // Each level has its own page table: a group's row holds its shared pages,
 // a request's suffix row the pages after every shared level's. Shared
 // lengths are multiples of the page size, so that no page is split between
@@ -57,20 +63,28 @@ MergeStatesVariant cascadeMergeVariant(const DecodeVariant &decode);
 struct CascadeWorkspace {
   std::vector<PrefillWorkspace> levels;
   DecodeWorkspace suffix;
-  /// Each level's and the suffix's partial output and LSE.
-  DeviceBuffer partials;
+  /// The query rows once per chunk, then every state's partial output,
+  /// then every state's LSE (states dense, one after another).
+  DeviceBuffer qCopies, partialOut, partialLse;
   int maxBatch = 0;
 };
 
 struct CascadePlan {
   int batch = 0;
   std::vector<PrefillPlan> levels;
+  std::vector<int> levelChunks; ///< states (key chunks) of each level
   DecodePlan suffix;
+  int numStates() const {
+    int n = 1;
+    for (int c : levelChunks)
+      n += c;
+    return n;
+  }
 };
 
 /// Device arguments of one cascade call (one layer).
 struct CascadeArgs {
-  const void *q = nullptr; ///< [batch * queryLen, numQHeads, headDim]
+  const void *q = nullptr; ///< [batch * queryLen, numQHeads, headDim], dense
   ScalarType qType = ScalarType::BF16;
   int64_t numQTokens = 0;
   int numQHeads = 0;

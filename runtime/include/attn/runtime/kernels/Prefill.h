@@ -42,6 +42,18 @@ partitionPagedPrefill(llvm::ArrayRef<int32_t> cuSeqlensQ,
                       llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec,
                       bool selfAttention);
 
+/// A piece of prefill work: query rows [qStart, qStart + qLen) see keys
+/// [kvStart, kvStart + kvLen): rows of k / v (ragged), or keys of
+/// page-table row `request` (paged; kvStart a multiple of the page size).
+/// Whole requests are pieces; cascade attention cuts a shared prefix into
+/// pieces of its keys.
+struct PrefillPiece {
+  int32_t qStart = 0, qLen = 0;
+  int32_t request = 0;
+  int32_t kvStart = 0, kvLen = 0;
+};
+
+
 /// Device and pinned buffers a prefill kernel plans into, sized for at most
 /// `maxQTokens` query rows in `maxBatch` requests.
 class PrefillWorkspace {
@@ -135,6 +147,15 @@ public:
                                         PrefillWorkspace &workspace,
                                         CUstream stream,
                                         bool forGraph = false) const;
+  /// Plans paged work given as pieces over q's `numQTokens` rows (which
+  /// pieces may share: each writes its own rows of out). Queries sit at
+  /// the end of their piece's keys, so a causal variant needs pieces that
+  /// end at the request's last key; cascade's cross-attention pieces have
+  /// no mask.
+  llvm::Expected<PrefillPlan>
+  planPagedPieces(llvm::ArrayRef<PrefillPiece> pieces, int64_t numQTokens,
+                  PrefillWorkspace &workspace, CUstream stream,
+                  bool forGraph = false) const;
 
   llvm::Error checkArgs(const PrefillPlan &plan, const PrefillArgs &args) const;
   llvm::Error checkArgs(const PrefillPlan &plan,
