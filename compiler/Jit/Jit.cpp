@@ -199,6 +199,9 @@ runtime::KernelSource Jit::kernelSource() {
   source.decode = [this](const DecodeVariant &v) { return decode(v); };
   source.prefill = [this](const PrefillVariant &v) { return prefill(v); };
   source.appendKV = [this](const AppendKVVariant &v) { return appendKV(v); };
+  source.mergeStates = [this](const MergeStatesVariant &v) {
+    return mergeStates(v);
+  };
   return source;
 }
 

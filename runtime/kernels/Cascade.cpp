@@ -15,8 +15,9 @@ llvm::Error cascadeError(const llvm::Twine &message) {
   return llvm::createStringError("cascade: " + message.str());
 }
 
-/// What a cascade cannot split into levels, named; none when it can.
-std::optional<std::string> unsplittable(const DecodeVariant &v) {
+} // namespace
+
+std::optional<std::string> cascadeProblem(const DecodeVariant &v) {
   if (v.windowLeft)
     return "a sliding window depends on positions, which differ per level";
 #define ATTN_HEAD_TABLE(flag, ...)                                             \
@@ -30,6 +31,8 @@ std::optional<std::string> unsplittable(const DecodeVariant &v) {
     return "a cascade is decoder self attention";
   return std::nullopt;
 }
+
+namespace {
 
 /// Keys below which a shared level is not cut further: a chunk's CTA
 /// should stream long enough to amortize its start.
@@ -74,7 +77,7 @@ CascadeAttention::create(std::shared_ptr<const PrefillKernel> prefix,
   if (!prefix || !suffix || !merge)
     return cascadeError("the prefix, suffix and merge kernels must be given");
   const DecodeVariant &d = suffix->variant();
-  if (auto problem = unsplittable(d))
+  if (auto problem = cascadeProblem(d))
     return cascadeError(*problem);
   if (variantKey(suffix->variant()) != variantKey(cascadeSuffixVariant(d)))
     return cascadeError("the suffix kernel must write its LSE");
@@ -207,16 +210,18 @@ CascadeAttention::plan(llvm::ArrayRef<CascadeLevel> levels,
   if (!suffixPlan)
     return suffixPlan.takeError();
   plan.suffix = *suffixPlan;
+  plan.qCopies = ws.qCopies.get();
+  plan.partialOut = ws.partialOut.get();
+  plan.partialLse = ws.partialLse.get();
   return plan;
 }
 
 llvm::Error CascadeAttention::run(const CascadePlan &plan,
-                                  const CascadeArgs &a, CascadeWorkspace &ws,
-                                  CUstream stream) const {
+                                  const CascadeArgs &a, CUstream stream) const {
   const KernelSpec &s = suffix->spec();
   const int levels = int(plan.levels.size());
-  if (plan.batch > ws.maxBatch || levels > int(ws.levels.size()))
-    return cascadeError("the plan was made with a larger workspace");
+  if (!plan.qCopies || levels < 1)
+    return cascadeError("the plan is empty");
   const int64_t rows = int64_t(plan.batch) * s.queryLen;
   if (a.numQTokens != rows)
     return cascadeError(llvm::formatv("q has {0} tokens; the plan has {1} "
@@ -236,23 +241,37 @@ llvm::Error CascadeAttention::run(const CascadePlan &plan,
   const size_t stateBytes = size_t(rows) * rowBytes(s);
   const size_t stateLseBytes = size_t(rows) * lseBytes(s);
   auto partialOut = [&](int i) {
-    return reinterpret_cast<void *>(ws.partialOut.get() + i * stateBytes);
+    return reinterpret_cast<void *>(plan.partialOut + i * stateBytes);
   };
   auto partialLse = [&](int i) {
-    return reinterpret_cast<float *>(ws.partialLse.get() + i * stateLseBytes);
+    return reinterpret_cast<float *>(plan.partialLse + i * stateLseBytes);
   };
-  // The query rows once per chunk of the most cut level.
+  const int64_t dense = int64_t(s.numQHeads) * s.headDim;
+  const int64_t qStride = a.qStrideToken ? a.qStrideToken : dense;
+  if (qStride < dense || (a.outStrideToken && a.outStrideToken < dense))
+    return cascadeError(llvm::formatv("token strides of q ({0}) and out ({1}) "
+                                      "must be 0 or >= heads * head_dim ({2})",
+                                      a.qStrideToken, a.outStrideToken, dense));
+  // The query rows, dense, once per chunk of the most cut level.
   int maxChunks = 0;
   for (int c : plan.levelChunks)
     maxChunks = std::max(maxChunks, c);
-  for (int c = 0; c < maxChunks; ++c)
-    ATTN_CU_CHECK(cuMemcpyDtoDAsync(ws.qCopies.get() + c * stateBytes,
-                                    reinterpret_cast<CUdeviceptr>(a.q),
-                                    stateBytes, stream));
+  CUDA_MEMCPY2D copy{};
+  copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.srcDevice = reinterpret_cast<CUdeviceptr>(a.q);
+  copy.srcPitch = size_t(qStride) * sizeOf(s.qType);
+  copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.dstPitch = rowBytes(s);
+  copy.WidthInBytes = rowBytes(s);
+  copy.Height = size_t(rows);
+  for (int c = 0; c < maxChunks; ++c) {
+    copy.dstDevice = plan.qCopies + c * stateBytes;
+    ATTN_CU_CHECK(cuMemcpy2DAsync(&copy, stream));
+  }
   int state = 0;
   for (int l = 0; l < levels; ++l) {
     PagedPrefillArgs p;
-    p.q = ws.qCopies.ptr<void>();
+    p.q = reinterpret_cast<const void *>(plan.qCopies);
     p.qType = a.qType;
     p.numQTokens = plan.levelChunks[l] * rows;
     p.numQHeads = a.numQHeads;
@@ -271,6 +290,7 @@ llvm::Error CascadeAttention::run(const CascadePlan &plan,
   }
   DecodeArgs d;
   d.q = a.q;
+  d.qStrideToken = a.qStrideToken;
   d.qType = a.qType;
   d.numTokens = a.numQTokens;
   d.numQHeads = a.numQHeads;
@@ -296,6 +316,7 @@ llvm::Error CascadeAttention::run(const CascadePlan &plan,
     m.lses[i] = partialLse(i);
   }
   m.out = a.out;
+  m.outStrideToken = a.outStrideToken;
   m.lse = a.lse;
   return merge->run(m, stream);
 }

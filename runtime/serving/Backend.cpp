@@ -4,6 +4,8 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
+
 namespace attn::runtime {
 
 namespace {
@@ -24,6 +26,9 @@ KernelSource kernelsFrom(std::shared_ptr<const AotLibrary> library, Arch arch) {
   };
   source.appendKV = [library, arch](const AppendKVVariant &v) {
     return library->appendKV(v, arch);
+  };
+  source.mergeStates = [library, arch](const MergeStatesVariant &v) {
+    return library->mergeStates(v, arch);
   };
   return source;
 }
@@ -117,6 +122,34 @@ Backend::create(const BackendConfig &c, const KernelSource &kernels,
   if (!mixedWs)
     return mixedWs.takeError();
   b->mixedWorkspace.emplace(std::move(*mixedWs));
+  // Cascade decode over shared pages: its kernels now, so that no step
+  // compiles.
+  DecodeVariant decodeVariant = decodeVariantFor(paged);
+  if (c.cascade && c.kind == AttentionKind::Decoder &&
+      !cascadeProblem(decodeVariant)) {
+    if (!kernels.mergeStates)
+      return backendError("the kernel source has no merge_states kernels for "
+                          "cascade decode; set BackendConfig::cascade = false "
+                          "to serve without");
+    auto prefixKernel = kernels.prefill(cascadePrefixVariant(decodeVariant));
+    if (!prefixKernel)
+      return prefixKernel.takeError();
+    auto suffixKernel = kernels.decode(cascadeSuffixVariant(decodeVariant));
+    if (!suffixKernel)
+      return suffixKernel.takeError();
+    auto mergeKernel = kernels.mergeStates(cascadeMergeVariant(decodeVariant));
+    if (!mergeKernel)
+      return mergeKernel.takeError();
+    auto cascade = CascadeAttention::create(*prefixKernel, *suffixKernel,
+                                            *mergeKernel);
+    if (!cascade)
+      return cascade.takeError();
+    auto cascadeWs = cascade->createWorkspace(limits.maxBatch, 1);
+    if (!cascadeWs)
+      return cascadeWs.takeError();
+    b->cascade.emplace(std::move(*cascade));
+    b->cascadeWorkspace.emplace(std::move(*cascadeWs));
+  }
   AppendKVVariant append;
   append.inType = c.qType;
   append.kvType = c.kvType;
@@ -156,6 +189,37 @@ llvm::Error checkCacheConfig(const BackendConfig &c, const KVCacheConfig &k) {
                       problems);
 }
 
+int sharedLeadingPages(const AttentionMetadata &md, int pageSize) {
+  const int batch = md.batch();
+  if (md.numPrefills > 0 || batch < 2 || md.pageTableStride < 1)
+    return 0;
+  // Each request keeps at least its query tokens as its own suffix.
+  int pages = md.pageTableStride;
+  for (int b = 0; b < batch; ++b)
+    pages = std::min(pages, (md.seqLens[b] - md.maxDecodeQueryLen) / pageSize);
+  const int32_t *first = md.pageTables.data();
+  for (int b = 1; b < batch; ++b) {
+    const int32_t *row = first + size_t(b) * md.pageTableStride;
+    int same = 0;
+    while (same < pages && row[same] == first[same])
+      ++same;
+    pages = same;
+  }
+  return std::max(0, pages);
+}
+
+bool cascadePays(const BackendConfig &c, int batch, int sharedTokens) {
+  // The shared level reads the shared keys once per q head and group; plain
+  // decode once per KV head and request. Measured (32/8 heads, d128):
+  // 16-bit caches pay from a 4x read saving and 2k shared tokens, FP8
+  // caches (whose shared level is not on the wgmma path yet) from 16x and
+  // 4k.
+  const int64_t saving = int64_t(batch) * c.numKVHeads / c.numQHeads;
+  if (sizeOf(c.kvType) == 1)
+    return saving >= 16 && sharedTokens >= 4096;
+  return saving >= 4 && sharedTokens >= 2048;
+}
+
 llvm::Expected<StepPlan> Backend::plan(const AttentionMetadata &md,
                                        CUstream stream, bool forGraph) {
   StepPlan plan;
@@ -169,6 +233,23 @@ llvm::Expected<StepPlan> Backend::plan(const AttentionMetadata &md,
     return plan;
   }
   bool cross = backendConfig.kind == AttentionKind::Cross;
+  if (cascade && !forGraph) {
+    const int pageSize = backendConfig.pageSize;
+    int shared = sharedLeadingPages(md, pageSize);
+    if (cascadePays(backendConfig, md.batch(), shared * pageSize)) {
+      std::vector<int32_t> suffixLens;
+      for (int32_t len : md.seqLens)
+        suffixLens.push_back(len - shared * pageSize);
+      auto cascadePlan = cascade->plan(
+          {CascadeLevel{{0, md.batch()}, {shared * pageSize}}}, suffixLens,
+          *cascadeWorkspace, stream);
+      if (!cascadePlan)
+        return cascadePlan.takeError();
+      plan.cascade = std::move(*cascadePlan);
+      plan.sharedPages = shared;
+      return plan;
+    }
+  }
   auto mixedPlan = mixed->plan(md.queryStartLoc, md.kvLens(cross), md.numPrefills,
                                *mixedWorkspace, stream, forGraph);
   if (!mixedPlan)
@@ -185,7 +266,7 @@ llvm::Error Backend::forward(const StepPlan &plan, const LayerArgs &layer,
   const BackendConfig &c = backendConfig;
   if (c.kind == AttentionKind::Encoder)
     return forwardWithoutCache(plan, layer, stream);
-  if (!plan.mixed)
+  if (!plan.mixed && !plan.cascade)
     return backendError("the plan is not for a step over the cache (use forwardWithoutCache)");
   bool cross = c.kind == AttentionKind::Cross;
 
@@ -212,6 +293,28 @@ llvm::Error Backend::forward(const StepPlan &plan, const LayerArgs &layer,
       return error;
   }
 
+  if (plan.cascade) {
+    // Row 0's shared pages are every request's; each row's own pages
+    // follow them.
+    CascadeArgs args;
+    args.q = layer.q;
+    args.qType = c.qType;
+    args.numQTokens = md.numTokens();
+    args.numQHeads = c.numQHeads;
+    args.headDim = c.headDim;
+    args.qStrideToken = layer.qStrideToken;
+    args.out = layer.out;
+    args.outStrideToken = layer.outStrideToken;
+    args.cache = layer.cache;
+    args.levelPageTables[0] = md.device.pageTables;
+    args.levelPageTableStrides[0] = md.pageTableStride;
+    args.suffixPageTables = md.device.pageTables + plan.sharedPages;
+    args.suffixPageTableStride = md.pageTableStride;
+    args.kScale = layer.kScale;
+    args.vScale = layer.vScale;
+    args.numKVScales = layer.numKVScales;
+    return cascade->run(*plan.cascade, args, stream);
+  }
   MixedBatchArgs args;
   args.q = layer.q;
   args.qType = c.qType;
@@ -330,6 +433,14 @@ size_t Backend::workspaceBytes() const {
   size_t bytes = raggedWorkspace->deviceBytes();
   if (mixedWorkspace)
     bytes += mixedWorkspace->prefill.deviceBytes() + mixedWorkspace->decode.deviceBytes();
+  if (cascadeWorkspace) {
+    for (const PrefillWorkspace &level : cascadeWorkspace->levels)
+      bytes += level.deviceBytes();
+    bytes += cascadeWorkspace->suffix.deviceBytes() +
+             cascadeWorkspace->qCopies.size() +
+             cascadeWorkspace->partialOut.size() +
+             cascadeWorkspace->partialLse.size();
+  }
   return bytes;
 }
 

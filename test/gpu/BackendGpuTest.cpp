@@ -65,7 +65,7 @@ public:
     this->modifiers = modifiers;
     runtime::KVCacheConfig cache;
     cache.numLayers = numLayers;
-    cache.numPages = 256;
+    cache.numPages = numPages;
     cache.pageSize = kPage;
     cache.numKVHeads = kKVHeads;
     cache.headDim = kDim;
@@ -78,8 +78,8 @@ public:
     limits.pageSize = kPage;
     limits.numPages = cache.numPages;
     limits.maxBatch = 16;
-    limits.maxTokens = 2048;
-    limits.maxPagesPerSeq = 64;
+    limits.maxTokens = maxTokens;
+    limits.maxPagesPerSeq = maxPagesPerSeq;
     auto builder = runtime::AttentionMetadataBuilder::create(limits);
     if (!builder)
       return builder.takeError();
@@ -210,6 +210,8 @@ public:
     return decodeAll(ScalarType::BF16, bytes);
   }
 
+  // Sizes init() uses; a test may raise them first.
+  int numPages = 256, maxTokens = 2048, maxPagesPerSeq = 64;
   ScalarType kvType = ScalarType::BF16;
   std::optional<runtime::KVCache> cache;
   std::optional<runtime::PageAllocator> allocator;
@@ -275,6 +277,45 @@ TEST_P(BackendGpuTest, MixedStepsWithDocumentMaskMatchReference) {
   ATTN_ASSERT_OK(engine.init(GetParam(), /*numLayers=*/1, /*withSinks=*/false,
                              &docs));
   runMixedSteps(engine);
+}
+
+// Parallel samples of one prompt: a 2048-token prefill forked into 16
+// requests that share its pages; their decode steps run as a cascade (the
+// plan says so) and match the reference over each request's history.
+TEST(BackendCascadeGpuTest, DecodesOverASharedPromptRunAsCascade) {
+  ATTN_REQUIRE_GPU();
+  Engine engine;
+  engine.numPages = 512;
+  engine.maxTokens = 4096;
+  engine.maxPagesPerSeq = 160;
+  ATTN_ASSERT_OK(engine.init(ScalarType::BF16));
+  std::mt19937 rng(21);
+  std::vector<Request> prompt(1);
+  std::vector<double> expected;
+  ATTN_ASSIGN_OR_FAIL(md, engine.step(prompt, {2048}, 1, rng, expected));
+  ATTN_ASSIGN_OR_FAIL(plan, engine.backend->plan(md, engine.stream->get()));
+  EXPECT_FALSE(plan.cascade.has_value());
+  ATTN_ASSERT_OK(engine.backend->forward(plan, engine.layer(), engine.stream->get()));
+  ATTN_ASSIGN_OR_FAIL(got, engine.output(md.numTokens()));
+  EXPECT_LT(ref::relativeError(got, expected), 1e-2);
+
+  std::vector<Request> samples(16);
+  for (Request &r : samples) {
+    ATTN_ASSIGN_OR_FAIL(forked, prompt[0].table.fork(*engine.allocator));
+    r.table = std::move(forked);
+    r.k = prompt[0].k;
+    r.v = prompt[0].v;
+  }
+  for (int step = 0; step < 3; ++step) {
+    ATTN_ASSIGN_OR_FAIL(dmd, engine.step(samples, std::vector<int>(16, 1), 0,
+                                         rng, expected));
+    ATTN_ASSIGN_OR_FAIL(dplan, engine.backend->plan(dmd, engine.stream->get()));
+    ASSERT_TRUE(dplan.cascade.has_value()) << "step " << step;
+    EXPECT_EQ(dplan.sharedPages, 128);
+    ATTN_ASSERT_OK(engine.backend->forward(dplan, engine.layer(), engine.stream->get()));
+    ATTN_ASSIGN_OR_FAIL(dgot, engine.output(dmd.numTokens()));
+    EXPECT_LT(ref::relativeError(dgot, expected), 1e-2) << "step " << step;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Caches, BackendGpuTest,

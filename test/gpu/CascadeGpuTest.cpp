@@ -153,7 +153,7 @@ TEST_P(CascadeGpuTest, MatchesReference) {
     args.vScale = dCache.vScales.ptr<float>();
     args.numKVScales = int(cache.kScales.size());
   }
-  ATTN_ASSERT_OK(cascade.run(plan, args, ws, nullptr));
+  ATTN_ASSERT_OK(cascade.run(plan, args, nullptr));
   ATTN_ASSIGN_OR_FAIL(outBytes, download(out));
   ATTN_ASSIGN_OR_FAIL(lseBytes, download(lse));
   EXPECT_LT(ref::relativeError(decodeAll(v.qType, outBytes), refOut), 1e-2)

@@ -1016,7 +1016,7 @@ CascadeResult benchCascade(ScalarType kvType, int batch, int groupSize,
     c.numKVScales = 1;
   }
   r.cascadeUs = 1e3 * timeMedian(stream, 20, [&] {
-    BENCH_CHECK(cascade.run(cplan, c, cws, stream));
+    BENCH_CHECK(cascade.run(cplan, c, stream));
   });
   return r;
 }

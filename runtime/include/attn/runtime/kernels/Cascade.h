@@ -53,6 +53,10 @@ struct CascadeLevel {
   std::vector<int32_t> kvLens;      ///< numGroups
 };
 
+/// Why `variant` cannot run as a cascade (a window, ALiBi, sinks, modifier
+/// regions, or not decoder attention); none when it can.
+std::optional<std::string> cascadeProblem(const DecodeVariant &variant);
+
 /// The prefix-level (paged cross-attention prefill, LSE), suffix (decode,
 /// LSE) and merge kernels of a decode variant, as Jit::cascade builds them.
 PrefillVariant cascadePrefixVariant(const DecodeVariant &decode);
@@ -69,11 +73,14 @@ struct CascadeWorkspace {
   int maxBatch = 0;
 };
 
+/// A planned batch: every launch's plan and the workspace buffers run()
+/// writes (the workspace must outlive the plan).
 struct CascadePlan {
   int batch = 0;
   std::vector<PrefillPlan> levels;
   std::vector<int> levelChunks; ///< states (key chunks) of each level
   DecodePlan suffix;
+  CUdeviceptr qCopies = 0, partialOut = 0, partialLse = 0;
   int numStates() const {
     int n = 1;
     for (int c : levelChunks)
@@ -84,12 +91,14 @@ struct CascadePlan {
 
 /// Device arguments of one cascade call (one layer).
 struct CascadeArgs {
-  const void *q = nullptr; ///< [batch * queryLen, numQHeads, headDim], dense
+  const void *q = nullptr; ///< [batch * queryLen, numQHeads, headDim]
   ScalarType qType = ScalarType::BF16;
   int64_t numQTokens = 0;
   int numQHeads = 0;
   int headDim = 0;
-  void *out = nullptr; ///< like q (dense)
+  int64_t qStrideToken = 0; ///< elements; 0 means dense
+  void *out = nullptr;      ///< like q
+  int64_t outStrideToken = 0;
   float *lse = nullptr; ///< [numQTokens, numQHeads], or null
   PagedKVView cache;
   /// levelPageTables[l]: [numGroups of level l, levelPageTableStrides[l]].
@@ -125,8 +134,10 @@ public:
                                    CascadeWorkspace &workspace, CUstream stream,
                                    bool forGraph = false) const;
 
+  /// Copies the query rows once per chunk, then launches every level, the
+  /// suffix and the merge on `stream`: no allocation, no host sync.
   llvm::Error run(const CascadePlan &plan, const CascadeArgs &args,
-                  CascadeWorkspace &workspace, CUstream stream) const;
+                  CUstream stream) const;
 
 private:
   CascadeAttention() = default;

@@ -31,6 +31,7 @@
 
 #include "attn/runtime/cache/AotLibrary.h"
 #include "attn/runtime/kernels/AppendKV.h"
+#include "attn/runtime/kernels/Cascade.h"
 #include "attn/runtime/serving/AttentionMetadata.h"
 #include "attn/runtime/serving/KVCache.h"
 #include "attn/runtime/kernels/MixedBatch.h"
@@ -55,6 +56,9 @@ struct KernelSource {
   std::function<llvm::Expected<std::shared_ptr<const AppendKVKernel>>(
       const AppendKVVariant &)>
       appendKV;
+  std::function<llvm::Expected<std::shared_ptr<const MergeStatesKernel>>(
+      const MergeStatesVariant &)>
+      mergeStates;
 };
 
 /// Kernels of an AOT library for `arch` (kept alive by the source).
@@ -83,6 +87,12 @@ struct BackendConfig {
   /// in the step (prefills first, as the metadata has them), and
   /// LayerArgs::aux passes the tables it reads.
   std::string scoreMod, maskMod;
+  /// Decode steps whose requests share leading pages (a system prompt, the
+  /// prompt of parallel samples) run as cascade attention where it pays
+  /// (runtime/kernels/Cascade.h; docs/backend.md). Its kernels are loaded
+  /// at create for decoder configs a cascade can split (no window, ALiBi,
+  /// sinks or modifier regions); false serves without them.
+  bool cascade = true;
   /// Per-query-head tables (alibi, ...; templates/attn/variant_knobs.h):
   /// LayerArgs passes each layer's.
 #define ATTN_HEAD_TABLE(flag, ...) bool flag = false;
@@ -120,7 +130,21 @@ struct StepPlan {
   const AttentionMetadata *metadata = nullptr;
   std::optional<MixedBatchPlan> mixed; ///< decoder / encoder-decoder steps
   std::optional<PrefillPlan> ragged;   ///< encoder steps, runs without cache
+  /// Decode steps run as a cascade: the plan and the leading pages every
+  /// request shares.
+  std::optional<CascadePlan> cascade;
+  int sharedPages = 0;
 };
+
+/// The leading pages every request of a decode-only step shares (equal
+/// page ids in every page-table row), leaving each request at least its
+/// query tokens of its own; 0 for other steps.
+int sharedLeadingPages(const AttentionMetadata &md, int pageSize);
+
+/// Whether a cascade over `sharedTokens` shared by `batch` requests beats
+/// plain decode for `config`: the thresholds measured on the H200
+/// (docs/performance.md, "merge_states and cascade attention").
+bool cascadePays(const BackendConfig &config, int batch, int sharedTokens);
 
 class Backend {
 public:
@@ -136,7 +160,8 @@ public:
   const BackendConfig &config() const { return backendConfig; }
 
   /// Plans a step from its metadata (host arrays); `md` must outlive the
-  /// plan. With `forGraph`, grids are the workspace capacity.
+  /// plan. With `forGraph`, grids are the workspace capacity (and no
+  /// cascade: graphs capture the plain path).
   llvm::Expected<StepPlan> plan(const AttentionMetadata &md, CUstream stream,
                                 bool forGraph = false);
   /// One layer of the step.
@@ -178,6 +203,8 @@ private:
   std::optional<MixedBatchAttention> mixed;
   std::shared_ptr<const PrefillKernel> ragged;
   std::optional<MixedBatchWorkspace> mixedWorkspace;
+  std::optional<CascadeAttention> cascade;
+  std::optional<CascadeWorkspace> cascadeWorkspace;
   std::optional<PrefillWorkspace> raggedWorkspace;
   std::map<int, std::unique_ptr<Graph>> graphs;
 };
