@@ -1,6 +1,5 @@
 //===- Cascade.cpp - shared-prefix (cascade) decode -----------------------===//
 #include "attn/runtime/kernels/Cascade.h"
-#include "attn/runtime/cache/VariantKey.h"
 #include "attn/runtime/support/Error.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -33,6 +32,14 @@ std::optional<std::string> cascadeProblem(const DecodeVariant &v) {
 }
 
 namespace {
+
+/// Whether two variants' knobs (kind, mask, values, tables, LSE) agree.
+bool sameKnobs(const AttentionKnobs &a, const AttentionKnobs &b) {
+  bool same = true;
+  forEachKnob([&](const char *, const auto &x, const auto &y) { same = same && x == y; },
+              a, b);
+  return same;
+}
 
 /// Keys below which a shared level is not cut further: a chunk's CTA
 /// should stream long enough to amortize its start.
@@ -79,9 +86,16 @@ CascadeAttention::create(std::shared_ptr<const PrefillKernel> prefix,
   const DecodeVariant &d = suffix->variant();
   if (auto problem = cascadeProblem(d))
     return cascadeError(*problem);
-  if (variantKey(suffix->variant()) != variantKey(cascadeSuffixVariant(d)))
+  if (!d.writeLse)
     return cascadeError("the suffix kernel must write its LSE");
-  if (variantKey(prefix->variant()) != variantKey(cascadePrefixVariant(d)))
+  const PrefillVariant want = cascadePrefixVariant(d), &got = prefix->variant();
+  auto sameCache = [](const PagedKVFormat &a, const PagedKVFormat &b) {
+    return a.kvType == b.kvType && a.pageSize == b.pageSize &&
+           a.layout == b.layout && a.perHeadKVScale == b.perHeadKVScale;
+  };
+  if (!sameKnobs(want, got) || !got.paged || !sameCache(*got.paged, *want.paged) ||
+      got.qType != want.qType || got.numQHeads != want.numQHeads ||
+      got.numKVHeads != want.numKVHeads || got.headDim != want.headDim)
     return cascadeError("the prefix kernel must be the suffix variant's "
                         "cascadePrefixVariant (paged cross attention over the "
                         "same cache, writing its LSE)");
