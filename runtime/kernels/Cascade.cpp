@@ -45,7 +45,7 @@ bool sameKnobs(const AttentionKnobs &a, const AttentionKnobs &b) {
 /// should stream long enough to amortize its start.
 constexpr int kMinChunkKeys = 1024;
 
-/// Bytes of one state's rows of q / out, and of its LSE, for `rows` rows.
+/// Bytes of one token's row of q / out, and of its LSEs.
 size_t rowBytes(const KernelSpec &s) { return size_t(s.numQHeads) * s.headDim * sizeOf(s.qType); }
 size_t lseBytes(const KernelSpec &s) { return size_t(s.numQHeads) * sizeof(float); }
 
