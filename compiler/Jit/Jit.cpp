@@ -181,17 +181,7 @@ Jit::mixedBatch(const PrefillVariant &variant) {
 
 llvm::Expected<runtime::CascadeAttention>
 Jit::cascade(const DecodeVariant &variant) {
-  auto prefixKernel = prefill(runtime::cascadePrefixVariant(variant));
-  if (!prefixKernel)
-    return prefixKernel.takeError();
-  auto suffixKernel = decode(runtime::cascadeSuffixVariant(variant));
-  if (!suffixKernel)
-    return suffixKernel.takeError();
-  auto mergeKernel = mergeStates(runtime::cascadeMergeVariant(variant));
-  if (!mergeKernel)
-    return mergeKernel.takeError();
-  return runtime::CascadeAttention::create(*prefixKernel, *suffixKernel,
-                                           *mergeKernel);
+  return runtime::cascadeFrom(kernelSource(), variant);
 }
 
 runtime::KernelSource Jit::kernelSource() {

@@ -131,17 +131,7 @@ Backend::create(const BackendConfig &c, const KernelSource &kernels,
       return backendError("the kernel source has no merge_states kernels for "
                           "cascade decode; set BackendConfig::cascade = false "
                           "to serve without");
-    auto prefixKernel = kernels.prefill(cascadePrefixVariant(decodeVariant));
-    if (!prefixKernel)
-      return prefixKernel.takeError();
-    auto suffixKernel = kernels.decode(cascadeSuffixVariant(decodeVariant));
-    if (!suffixKernel)
-      return suffixKernel.takeError();
-    auto mergeKernel = kernels.mergeStates(cascadeMergeVariant(decodeVariant));
-    if (!mergeKernel)
-      return mergeKernel.takeError();
-    auto cascade = CascadeAttention::create(*prefixKernel, *suffixKernel,
-                                            *mergeKernel);
+    auto cascade = cascadeFrom(kernels, decodeVariant);
     if (!cascade)
       return cascade.takeError();
     auto cascadeWs = cascade->createWorkspace(limits.maxBatch, 1);
@@ -187,6 +177,23 @@ llvm::Error checkCacheConfig(const BackendConfig &c, const KVCacheConfig &k) {
     return llvm::Error::success();
   return backendError("the KV cache is not the one the config describes: " +
                       problems);
+}
+
+llvm::Expected<CascadeAttention> cascadeFrom(const KernelSource &kernels,
+                                             const DecodeVariant &variant) {
+  if (!kernels.prefill || !kernels.decode || !kernels.mergeStates)
+    return backendError("cascade: the kernel source lacks prefill, decode or "
+                        "merge_states kernels");
+  auto prefixKernel = kernels.prefill(cascadePrefixVariant(variant));
+  if (!prefixKernel)
+    return prefixKernel.takeError();
+  auto suffixKernel = kernels.decode(cascadeSuffixVariant(variant));
+  if (!suffixKernel)
+    return suffixKernel.takeError();
+  auto mergeKernel = kernels.mergeStates(cascadeMergeVariant(variant));
+  if (!mergeKernel)
+    return mergeKernel.takeError();
+  return CascadeAttention::create(*prefixKernel, *suffixKernel, *mergeKernel);
 }
 
 int sharedLeadingPages(const AttentionMetadata &md, int pageSize) {

@@ -64,6 +64,12 @@ struct KernelSource {
 /// Kernels of an AOT library for `arch` (kept alive by the source).
 KernelSource kernelsFrom(std::shared_ptr<const AotLibrary> library, Arch arch);
 
+/// Cascade decode for `variant` from `kernels`: its prefix, suffix and
+/// merge kernels (cascadePrefixVariant, ...; the JIT's and the Backend's
+/// one way to load them).
+llvm::Expected<CascadeAttention> cascadeFrom(const KernelSource &kernels,
+                                             const DecodeVariant &variant);
+
 /// One attention configuration of a model (every layer the same).
 struct BackendConfig {
   /// Decoder self attention, an encoder, or an encoder-decoder's cross
