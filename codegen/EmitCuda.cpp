@@ -88,10 +88,12 @@ static std::string emitConfig(const KernelSpec &spec) {
     config += fmt::format("  static constexpr int kWarps = {};\n"
                           "  static constexpr int kBlockM = {};\n"
                           "  static constexpr int kBlockN = {};\n"
-                          "  static constexpr int kStages = {};\n",
+                          "  static constexpr int kStages = {};\n"
+                          "  static constexpr bool kPackGqa = {};\n",
                           spec.prefillSchedule.warps, spec.prefillSchedule.blockM,
                           spec.prefillSchedule.blockN,
-                          spec.prefillSchedule.stages);
+                          spec.prefillSchedule.stages,
+                          boolStr(spec.prefillSchedule.packGqa));
   return config + "};\n";
 }
 

@@ -144,6 +144,32 @@ std::string checkSyncPrefillFit(const KernelSpec &spec) {
 
 } // namespace
 
+/// What packing a KV head's q heads into one tile needs (templates/attn/
+/// prefill.cuh): the mma.sync template, a tile that holds a whole group,
+/// and no per-head value that would differ between a tile's rows.
+std::string checkPackGqa(const KernelSpec &spec) {
+  const PrefillSchedule &s = spec.prefillSchedule;
+  if (!s.packGqa)
+    return "";
+  if (s.mma != PrefillMma::Sync)
+    return "prefill_schedule pack_gqa needs mma = sync";
+  if (s.blockM < spec.groupSize())
+    return fmt::format("prefill_schedule pack_gqa needs block_m ({}) of at "
+                       "least the q heads per KV head ({})",
+                       s.blockM, spec.groupSize());
+  // Every knob with a per-head table, and the regions (which take the q
+  // head), reads values per row the template hoists per CTA.
+  std::string perHead = spec.hasModifiers() ? "modifier regions" : "";
+#define ATTN_HEAD_TABLE(flag, pointer, operand, accessor)                      \
+  if (spec.flag)                                                               \
+    perHead = operand;
+#include "templates/attn/variant_knobs.h"
+  if (!perHead.empty())
+    return "prefill_schedule pack_gqa needs a variant without per-head "
+           "values; this one has " + perHead;
+  return "";
+}
+
 std::string checkDecodeSchedule(const DecodeSchedule &s) {
   return firstOf(
       checkRange("decode_schedule warps", s.warps, 1, kMaxWarps,
@@ -345,6 +371,8 @@ std::string checkKernelSpec(const KernelSpec &spec) {
   if (prefill) {
     if (std::string problem = checkPrefillSchedule(spec.prefillSchedule);
         !problem.empty())
+      return problem;
+    if (std::string problem = checkPackGqa(spec); !problem.empty())
       return problem;
     return spec.prefillSchedule.mma == PrefillMma::Wgmma
                ? checkWgmmaFit(spec)

@@ -83,6 +83,9 @@ constexpr int kMaxPrefillAccumulators = 192;
 std::string checkDecodeSchedule(const DecodeSchedule &schedule);
 /// The same for a prefill schedule (#attn.prefill_schedule).
 std::string checkPrefillSchedule(const PrefillSchedule &schedule);
+/// What spec.prefillSchedule.packGqa needs of the spec ("" when it is off
+/// or fits).
+std::string checkPackGqa(const KernelSpec &spec);
 
 /// Everything that keeps `spec` from being a kernel its template compiles
 /// and its arch runs: the variant fields, the schedule of its kind (above),

@@ -177,10 +177,11 @@ std::string KernelSpec::uri() const {
     if (!maskMod.empty())
       name += fmt::format("c{}", schedule.minChunkTokens);
   } else if (isPrefill())
-    name += fmt::format("_m{}n{}w{}s{}{}", prefillSchedule.blockM,
+    name += fmt::format("_m{}n{}w{}s{}{}{}", prefillSchedule.blockM,
                         prefillSchedule.blockN, prefillSchedule.warps,
                         prefillSchedule.stages,
-                        prefillSchedule.mma == PrefillMma::Wgmma ? "_wgmma" : "");
+                        prefillSchedule.mma == PrefillMma::Wgmma ? "_wgmma" : "",
+                        prefillSchedule.packGqa ? "_gqa" : "");
   return name;
 }
 

@@ -109,6 +109,13 @@ struct PrefillSchedule {
   /// most this many query tokens per request, else one CTA per pair; 0
   /// never. Not part of the binary (both grids are compiled in).
   int persistentMaxQLen = 2048;
+  /// mma.sync: a CTA takes the q heads of one KV head together, its blockM
+  /// rows being blockM / group tokens times the group's heads (the rows of
+  /// a token's heads adjacent). Short queries (decode-like rows, a cascade's
+  /// shared level) then fill the tile, and each K/V tile read serves every
+  /// head of its group. Only for variants without per-head values (ALiBi,
+  /// sinks, modifier regions), and only where blockM >= the group.
+  bool packGqa = false;
 
   bool operator==(const PrefillSchedule &o) const;
   bool operator!=(const PrefillSchedule &o) const { return !(*this == o); }
@@ -122,6 +129,7 @@ template <class F, class... S> void forEachPrefillScheduleField(F &&f, S &...s) 
   f("stages", s.stages...);
   f("mma", s.mma...);
   f("persistent_max_q_len", s.persistentMaxQLen...);
+  f("pack_gqa", s.packGqa...);
 }
 
 /// One kernel variant.
@@ -159,6 +167,16 @@ struct KernelSpec {
   PrefillSchedule prefillSchedule; ///< prefill and paged-prefill kernels
 
   int groupSize() const { return numQHeads / numKVHeads; }
+  /// Query tokens of one prefill tile: blockM, or blockM / group rows of
+  /// every head of a group when the schedule packs them (packGqa).
+  int prefillTileTokens() const {
+    return prefillSchedule.packGqa ? prefillSchedule.blockM / groupSize()
+                                   : prefillSchedule.blockM;
+  }
+  /// The heads a prefill grid spans in y: q heads, or KV heads when packed.
+  int prefillGridHeads() const {
+    return prefillSchedule.packGqa ? numKVHeads : numQHeads;
+  }
   bool isPrefill() const {
     return kind == KernelKind::Prefill || kind == KernelKind::PagedPrefill;
   }

@@ -141,6 +141,17 @@ void chooseSchedule(::attn::KernelSpec &spec) {
                                schedule.blockN, schedule.stages) >
           ::attn::maxSharedMemoryPerBlock(spec.arch))
     schedule.blockM = 16 * schedule.warps;
+  // Grouped heads: a tile takes the q heads of one KV head together where
+  // the variant allows (checkPackGqa), as FlashInfer's prefill does. Rows
+  // of short queries (a cascade's shared level, chunked decode-like steps)
+  // then fill the tile and each K/V tile, widened once for FP8 caches,
+  // serves the whole group; long prompts do the same work either way.
+  if (spec.groupSize() > 1) {
+    ::attn::KernelSpec packed = spec;
+    packed.prefillSchedule = schedule;
+    packed.prefillSchedule.packGqa = true;
+    schedule.packGqa = ::attn::checkPackGqa(packed).empty();
+  }
   return schedule;
 }
 

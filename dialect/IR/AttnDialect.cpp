@@ -409,13 +409,16 @@ void PrefillScheduleAttr::print(AsmPrinter &printer) const {
       [&](const char *name, const auto &value, const auto &byDefault) {
         std::string_view key = name;
         // The optional fields are left out at their defaults.
-        if ((key == "mma" || key == "persistent_max_q_len") &&
+        if ((key == "mma" || key == "persistent_max_q_len" ||
+             key == "pack_gqa") &&
             value == byDefault)
           return;
         printer << (first ? "" : ", ") << name << " = ";
-        if constexpr (std::is_same_v<std::decay_t<decltype(value)>,
-                                     ::attn::PrefillMma>)
+        using T = std::decay_t<decltype(value)>;
+        if constexpr (std::is_same_v<T, ::attn::PrefillMma>)
           printer << ::attn::toString(value);
+        else if constexpr (std::is_same_v<T, bool>)
+          printer << (value ? "true" : "false");
         else
           printer << value;
         first = false;

@@ -1,6 +1,8 @@
 //===- serve-sim.cpp - continuous batching over attn's serving backend ----===//
 //
 //   serve-sim [--requests N] [--kv bf16|e4m3] [--pages N] [--seed S]
+//             [--prompt-len N] [--samples] [--max-running N] [--graphs=false]
+//             [--cascade=false]
 //
 // A small serving engine on the GPU: a stack of attention layers with random
 // weights, requests arriving with different prompt lengths, prefills chunked
@@ -9,6 +11,11 @@
 // shared partial page), and a KV cache small enough that requests are
 // swapped out to host memory and back. Every step goes through
 // runtime::Backend as an inference engine's forward would.
+//
+// --samples makes every request continue system prompt 0 (parallel samples
+// of one long prompt); with --graphs=false its decode steps are planned, not
+// replayed, so the Backend runs them as cascade attention where that pays
+// (docs/backend.md): compare with --cascade=false.
 //
 // The model: token t at position p has x = emb[t] + pos(p); each layer's
 // q, k, v are random projections of x (precomputed per token and per
@@ -51,12 +58,32 @@ llvm::cl::opt<std::string> kvName("kv", llvm::cl::desc("cache type: bf16 or e4m3
 llvm::cl::opt<int> numPages("pages", llvm::cl::desc("device cache pages (of 16 tokens)"),
                              llvm::cl::init(640));
 llvm::cl::opt<unsigned> seed("seed", llvm::cl::desc("random seed"), llvm::cl::init(1));
+llvm::cl::opt<int> promptLen("prompt-len", llvm::cl::desc("tokens of each system prompt"),
+                             llvm::cl::init(200));
+llvm::cl::opt<bool> samples("samples",
+                            llvm::cl::desc("every request continues system prompt 0"),
+                            llvm::cl::init(false));
+llvm::cl::opt<int> maxRunning("max-running", llvm::cl::desc("requests running at once"),
+                              llvm::cl::init(48));
+llvm::cl::opt<bool> useGraphs("graphs",
+                              llvm::cl::desc("replay decode-only steps from CUDA graphs"),
+                              llvm::cl::init(true));
+llvm::cl::opt<bool> useCascade("cascade",
+                               llvm::cl::desc("let the Backend run shared-prefix decode "
+                                              "steps as cascade attention"),
+                               llvm::cl::init(true));
 
 constexpr int kLayers = 4, kHeads = 8, kKVHeads = 2, kDim = 128, kPage = 16;
-constexpr int kVocab = 512, kEmbed = 64, kMaxPos = 1536;
+constexpr int kVocab = 512, kEmbed = 64;
 constexpr int kQRow = kHeads * kDim, kKVRow = kKVHeads * kDim;
-constexpr int kTokenBudget = 512, kMaxRunning = 48, kPrefixLen = 200;
+constexpr int kTokenBudget = 512;
+constexpr int kMaxOwnPrompt = 700, kMaxOutput = 96;
 constexpr int kGraphSizes[] = {1, 2, 4, 8, 16, 32, 48};
+/// Positions the model knows: a system prompt, a request's own prompt and
+/// its output, rounded up to whole pages.
+int maxPositions() {
+  return (promptLen + kMaxOwnPrompt + kMaxOutput + kPage - 1) / kPage * kPage;
+}
 
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::errs() << "serve-sim: FAIL: " << message << "\n";
@@ -87,12 +114,15 @@ struct Model {
   std::vector<float> posQ, posK, posV;       ///< [layer][pos][row]
   ScalarType kvType;
 
-  explicit Model(std::mt19937 &rng, ScalarType kvType) : kvType(kvType) {
+  int maxPos;
+
+  Model(std::mt19937 &rng, ScalarType kvType, int maxPos)
+      : kvType(kvType), maxPos(maxPos) {
     std::normal_distribution<float> normal(0.f, 1.f);
-    std::vector<float> emb(size_t(kVocab) * kEmbed), pos(size_t(kMaxPos) * kEmbed);
+    std::vector<float> emb(size_t(kVocab) * kEmbed), pos(size_t(maxPos) * kEmbed);
     for (float &x : emb)
       x = normal(rng);
-    for (int p = 0; p < kMaxPos; ++p)
+    for (int p = 0; p < maxPos; ++p)
       for (int i = 0; i < kEmbed; ++i)
         pos[size_t(p) * kEmbed + i] =
             0.5f * std::sin(p / std::pow(1000.f, float(i) / kEmbed) + i);
@@ -114,16 +144,16 @@ struct Model {
     tokenQ = project(emb, kVocab, kQRow);
     tokenK = project(emb, kVocab, kKVRow);
     tokenV = project(emb, kVocab, kKVRow);
-    posQ = project(pos, kMaxPos, kQRow);
-    posK = project(pos, kMaxPos, kKVRow);
-    posV = project(pos, kMaxPos, kKVRow);
+    posQ = project(pos, maxPos, kQRow);
+    posK = project(pos, maxPos, kKVRow);
+    posV = project(pos, maxPos, kKVRow);
   }
 
   /// Row of q (width kQRow) or k / v (kKVRow) as the GPU gets it (bf16).
   void row(const std::vector<float> &tok, const std::vector<float> &posTable, int width,
            int layer, int token, int position, uint16_t *out) const {
     const float *a = &tok[(size_t(layer) * kVocab + token) * width];
-    const float *b = &posTable[(size_t(layer) * kMaxPos + position) * width];
+    const float *b = &posTable[(size_t(layer) * maxPos + position) * width];
     for (int i = 0; i < width; ++i)
       out[i] = toBf16(a[i] + b[i]);
   }
@@ -181,10 +211,16 @@ int run() {
   ScalarType kvType = kvName == "e4m3" ? ScalarType::F8E4M3 : ScalarType::BF16;
   if (kvName != "e4m3" && kvName != "bf16")
     fail("--kv must be bf16 or e4m3");
+  if (promptLen < 1 || promptLen > 65536)
+    fail("--prompt-len must be in 1..65536");
+  if (maxRunning < 1 || maxRunning > 1024)
+    fail("--max-running must be in 1..1024");
+  if (numRequests < 1)
+    fail("--requests must be at least 1");
   check(runtime::initCuda(), "CUDA");
   Arch arch = check(runtime::currentDeviceArch(), "arch");
   std::mt19937 rng(seed);
-  Model model(rng, kvType);
+  Model model(rng, kvType, maxPositions());
 
   // Cache, allocators, metadata, backend, cache ops.
   runtime::KVCacheConfig cacheConfig;
@@ -204,9 +240,9 @@ int run() {
   runtime::MetadataLimits limits;
   limits.pageSize = kPage;
   limits.numPages = numPages;
-  limits.maxBatch = kMaxRunning + 8;
-  limits.maxTokens = kTokenBudget + kMaxRunning;
-  limits.maxPagesPerSeq = kMaxPos / kPage;
+  limits.maxBatch = maxRunning + 8;
+  limits.maxTokens = kTokenBudget + maxRunning;
+  limits.maxPagesPerSeq = maxPositions() / kPage;
   runtime::AttentionMetadataBuilder builder =
       check(runtime::AttentionMetadataBuilder::create(limits), "metadata");
   runtime::BackendConfig config;
@@ -215,6 +251,7 @@ int run() {
   config.headDim = kDim;
   config.kvType = kvType;
   config.pageSize = kPage;
+  config.cascade = useCascade;
   std::unique_ptr<runtime::Backend> backend = check(
       runtime::Backend::create(config, Jit::global().kernelSource(), limits,
                                &cacheConfig),
@@ -252,6 +289,8 @@ int run() {
   // one token of the padding page.
   std::vector<int32_t> paddingTable = {paddingPage};
   for (int size : kGraphSizes) {
+    if (!useGraphs || size > maxRunning)
+      break;
     std::vector<ScheduledRequest> padded(size);
     for (ScheduledRequest &r : padded) {
       r.queryLen = 1;
@@ -268,17 +307,21 @@ int run() {
                                  size, bytes / 1024);
   }
 
-  // Requests: prompts of 16-700 tokens, 16-96 generated; every fourth
-  // continues one of two shared system prompts (prefix requests 0 and 1).
+  // Requests: prompts of 16-700 tokens, 16-96 generated; every fourth (with
+  // --samples every one) continues one of two shared system prompts (prefix
+  // requests 0 and 1; with --samples always 0).
   std::vector<Request> requests(numRequests + 2);
-  std::uniform_int_distribution<int> tokenDist(0, kVocab - 1), promptDist(16, 700),
-      outputDist(16, 96);
+  std::uniform_int_distribution<int> tokenDist(0, kVocab - 1),
+      promptDist(16, kMaxOwnPrompt), outputDist(16, kMaxOutput);
   for (int i = 0; i < int(requests.size()); ++i) {
     Request &r = requests[i];
     r.id = i;
     bool isPrefix = i < 2;
-    r.prefix = !isPrefix && i % 4 == 0 ? (i / 4) % 2 : -1;
-    int own = isPrefix ? kPrefixLen : promptDist(rng);
+    if (samples)
+      r.prefix = isPrefix ? -1 : 0;
+    else
+      r.prefix = !isPrefix && i % 4 == 0 ? (i / 4) % 2 : -1;
+    int own = isPrefix ? int(promptLen) : promptDist(rng);
     if (r.prefix >= 0)
       r.tokens = requests[r.prefix].tokens;
     for (int t = 0; t < own; ++t)
@@ -291,7 +334,7 @@ int run() {
   for (int i = 0; i < int(requests.size()); ++i)
     waiting.push_back(i);
   std::vector<int> running; // admission order
-  int64_t prefillTokens = 0, decodeTokens = 0, steps = 0, graphSteps = 0,
+  int64_t prefillTokens = 0, decodeTokens = 0, steps = 0, graphSteps = 0, cascadeSteps = 0,
           swapOuts = 0, swapIns = 0, swappedPages = 0, cowCopies = 0, checks = 0;
   double maxError = 0, checkSeconds = 0;
   std::uniform_real_distribution<double> unit(0, 1);
@@ -344,12 +387,12 @@ int run() {
   auto start = std::chrono::steady_clock::now();
   while (!waiting.empty() || !running.empty()) {
     // Admit: swapped requests first (swap in), then new ones.
-    while (!waiting.empty() && int(running.size()) < kMaxRunning) {
+    while (!waiting.empty() && int(running.size()) < maxRunning) {
       Request &r = requests[waiting.front()];
       if (r.prefix >= 0 && requests[r.prefix].computed < requests[r.prefix].promptLen)
         break; // its system prompt is not cached yet
       int32_t need = int32_t(r.swapped ? r.hostPages.size()
-                                       : (kPrefixLen + kPage) / kPage + 2);
+                                       : (promptLen + kPage) / kPage + 2);
       if (device.numFree() < need + 8)
         break;
       if (r.swapped) {
@@ -455,9 +498,11 @@ int run() {
       check(v[l].copyFromHost(hv.data(), hv.size() * 2), "v");
     }
     AttentionMetadata md = check(builder.build(scheduled, stream.get()), "metadata");
-    bool replayed = prefills.empty() && check(backend->replayGraph(md, stream.get()), "replay");
+    bool replayed = useGraphs && prefills.empty() &&
+                    check(backend->replayGraph(md, stream.get()), "replay");
     if (!replayed) {
       runtime::StepPlan plan = check(backend->plan(md, stream.get()), "plan");
+      cascadeSteps += plan.cascade.has_value();
       check(forwardAll(plan, stream.get()), "forward");
     }
     graphSteps += replayed;
@@ -528,15 +573,16 @@ int run() {
 
   llvm::outs() << llvm::formatv(
       "serve-sim: {0} requests, {1} layers x {2}/{3} heads x {4}, {5} cache of {6} "
-      "pages x {7} tokens, {8}\n",
+      "pages x {7} tokens, {8}; system prompts of {9} tokens{10}\n",
       numRequests, kLayers, kHeads, kKVHeads, kDim, toString(kvType), int(numPages),
-      kPage, toString(arch));
+      kPage, toString(arch), int(promptLen),
+      samples ? ", every request continues prompt 0" : "");
   llvm::outs() << llvm::formatv(
-      "  {0} steps ({1} replayed from graphs of sizes 1-48, {2:F1} MiB for all "
-      "graphs), {3} swap-outs ({4} pages) and {5} swap-ins, {6} copy-on-write "
-      "page copies\n",
-      steps, graphSteps, graphBytes / double(1 << 20), swapOuts, swappedPages, swapIns,
-      cowCopies);
+      "  {0} steps ({1} replayed from graphs, {2:F1} MiB for all graphs; {3} run "
+      "as cascade attention), {4} swap-outs ({5} pages) and {6} swap-ins, {7} "
+      "copy-on-write page copies\n",
+      steps, graphSteps, graphBytes / double(1 << 20), cascadeSteps, swapOuts,
+      swappedPages, swapIns, cowCopies);
   llvm::outs() << "  graph memory by padded batch size: " << graphMemory
                << "; the workspaces they share: "
                << llvm::formatv("{0:F1} MiB\n", backend->workspaceBytes() / double(1 << 20));

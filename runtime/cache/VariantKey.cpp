@@ -26,8 +26,9 @@ std::string scheduleOf(const std::optional<DecodeSchedule> &s) {
 }
 
 std::string scheduleOf(const std::optional<PrefillSchedule> &s) {
-  return s ? fmt::format(" schedule={},{},{},{},{}", s->warps, s->blockM,
-                         s->blockN, s->stages, toString(s->mma))
+  return s ? fmt::format(" schedule={},{},{},{},{}{}", s->warps, s->blockM,
+                         s->blockN, s->stages, toString(s->mma),
+                         s->packGqa ? ",pack_gqa" : "")
            : "";
 }
 

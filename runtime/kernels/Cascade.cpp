@@ -162,7 +162,7 @@ CascadeAttention::plan(llvm::ArrayRef<CascadeLevel> levels,
                                       "1 to {1}",
                                       levels.size(), ws.levels.size()));
   const int64_t rows = int64_t(batch) * s.queryLen;
-  const int blockM = prefix->spec().prefillSchedule.blockM;
+  const int tileTokens = prefix->spec().prefillTileTokens();
   int statesLeft = kMaxCascadeLevels;
   CascadePlan plan;
   plan.batch = batch;
@@ -189,11 +189,11 @@ CascadeAttention::plan(llvm::ArrayRef<CascadeLevel> levels,
             "the page size ({3}), so that no page is split between levels",
             l, g, level.kvLens[g], s.pageSize));
       maxKeys = std::max(maxKeys, level.kvLens[g]);
-      tiles += ((starts[g + 1] - starts[g]) * s.queryLen + blockM - 1) / blockM;
+      tiles += ((starts[g + 1] - starts[g]) * s.queryLen + tileTokens - 1) / tileTokens;
     }
     // Chunks: enough CTAs for two waves, no chunk under kMinChunkKeys, and
     // a state left for every later level.
-    const int64_t ctas = tiles * s.numQHeads;
+    const int64_t ctas = tiles * prefix->spec().prefillGridHeads();
     int64_t want = (2 * int64_t(suffix->numSMs()) + ctas - 1) / ctas;
     int64_t most = std::min<int64_t>(std::max(1, maxKeys / kMinChunkKeys),
                                      statesLeft - int(levels.size() - l - 1));

@@ -26,7 +26,7 @@ size_t alignUp(size_t x) { return (x + 255) / 256 * 256; }
 int64_t tileWork(const PrefillWorkItem &w, const KernelSpec &spec) {
   if (!spec.causal)
     return w.kvLen;
-  int lastPos = w.kvLen - w.qLen + std::min(w.qLen, w.tileBegin + spec.prefillSchedule.blockM) - 1;
+  int lastPos = w.kvLen - w.qLen + std::min(w.qLen, w.tileBegin + spec.prefillTileTokens()) - 1;
   return std::clamp(lastPos + 1, 0, w.kvLen);
 }
 
@@ -53,10 +53,10 @@ llvm::Error checkOffsets(const char *name, llvm::ArrayRef<int32_t> offsets) {
 /// short ones.
 std::vector<PrefillWorkItem> tilesOf(llvm::ArrayRef<PrefillPiece> pieces,
                                      const KernelSpec &spec) {
-  const int blockM = spec.prefillSchedule.blockM;
+  const int tileTokens = spec.prefillTileTokens();
   std::vector<PrefillWorkItem> items;
   for (const PrefillPiece &piece : pieces)
-    for (int begin = 0; begin < piece.qLen; begin += blockM)
+    for (int begin = 0; begin < piece.qLen; begin += tileTokens)
       items.push_back({piece.qStart, piece.qLen, piece.kvStart, piece.kvLen,
                        begin, piece.request});
   std::stable_sort(items.begin(), items.end(),
@@ -146,7 +146,7 @@ PrefillKernel::createWorkspace(int maxBatch, int64_t maxQTokens) const {
         maxBatch, maxQTokens));
   PrefillWorkspace ws;
   // Every request adds at most one partial tile.
-  int64_t tiles = maxQTokens / kernelSpec.prefillSchedule.blockM + maxBatch;
+  int64_t tiles = maxQTokens / kernelSpec.prefillTileTokens() + maxBatch;
   if (tiles > INT32_MAX)
     return llvm::createStringError("prefill workspace: too many query tiles");
   ws.tileCapacity = int(tiles);
@@ -352,7 +352,7 @@ llvm::Error PrefillKernel::launch(const PrefillPlan &plan, const PrefillParams &
   PrefillParams params = p;
   void *args[] = {&params};
   ATTN_CU_CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(entry), plan.gridX,
-                               kernelSpec.numQHeads, 1,
+                               kernelSpec.prefillGridHeads(), 1,
                                threadsPerBlock(kernelSpec), 1, 1, smemBytes,
                                stream, args, nullptr));
   return llvm::Error::success();

@@ -2,7 +2,10 @@
 //
 // FlashAttention-2-style prefill on mma.sync tensor cores for every arch from
 // sm_80. A CTA takes blockM query rows of one request and one q head (a plan
-// work item x grid.y); its warps own 16 or 32 rows each (one or two MMA row
+// work item x grid.y), or with Config::kPackGqa the rows of blockM / group
+// tokens for every q head of one KV head (row i: token i / group, head
+// i % group), so short queries fill the tile and one K/V read serves the
+// group; its warps own 16 or 32 rows each (one or two MMA row
 // tiles). K/V tiles of blockN keys
 // stream through a cp.async ring shared by the warps; S = Q K^T, the online
 // softmax and O += P V stay in registers. Tiles no row of the CTA can see
@@ -177,7 +180,8 @@ __device__ __forceinline__ void widenFP8Tiles(char *dst, const char *raw) {
   }
 }
 
-/// \brief Prefill: one query tile of one request and one q head.
+/// \brief Prefill: one query tile of one request and one q head (or one
+/// KV head's q heads, packed).
 template <class Config>
 __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   using Tr = PrefillTraits<Config>;
@@ -195,17 +199,23 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   const PrefillWorkItem work = p.workItems[blockIdx.x];
   if (int(blockIdx.x) >= *p.numWorkItems)
     return;
-  const int qHead = blockIdx.y;
-  const int kvHead = qHead / Config::kGroupSize;
+  // Packed: tile row i is token i / kRowsPerToken of head qHead + i %
+  // kRowsPerToken. The variant has no per-head values then (checkPackGqa),
+  // so qHead's stand for every row's.
+  constexpr int kRowsPerToken = Config::kPackGqa ? Config::kGroupSize : 1;
+  constexpr int kTileTokens = kBlockM / kRowsPerToken;
+  const int kvHead = Config::kPackGqa ? int(blockIdx.y) : blockIdx.y / Config::kGroupSize;
+  const int qHead = Config::kPackGqa ? kvHead * Config::kGroupSize : int(blockIdx.y);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = lane / 4, c = lane % 4;
 
   // Positions: query row i of the request sits at kvLen - qLen + i, so a
   // chunk of new tokens lines up with the end of its keys.
   const int shift = work.kvLen - work.qLen;
-  const int tileRows = min(kBlockM, work.qLen - work.tileBegin);
+  const int tileTokens = min(kTileTokens, work.qLen - work.tileBegin);
+  const int tileRows = tileTokens * kRowsPerToken;
   const int firstPos = shift + work.tileBegin;
-  const int lastPos = firstPos + tileRows - 1;
+  const int lastPos = firstPos + tileTokens - 1;
   // Keys any row of this tile can see; tiles outside are skipped.
   int kvEnd = work.kvLen, kvBegin = 0;
   if constexpr (Config::kCausal)
@@ -213,7 +223,8 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   if constexpr (Config::kSlidingWindow)
     kvBegin = max(0, firstPos - p.windowLeft) / kBlockN * kBlockN;
   Variant<Config>::template narrowKeys<kBlockN>(kvBegin, kvEnd, work.request,
-                                                firstPos, lastPos, qHead, qHead);
+                                                firstPos, lastPos, qHead,
+                                                qHead + kRowsPerToken - 1);
   const int numTiles = kvEnd > kvBegin ? (kvEnd - kvBegin + kBlockN - 1) / kBlockN : 0;
 
   extern __shared__ __align__(16) char smem[];
@@ -254,9 +265,10 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   // Q tile, then the first K/V tiles; all as cp.async groups.
   {
     const int64_t first = work.qStart + work.tileBegin;
-    const int64_t headOffset = int64_t(qHead) * Tr::kHeadDim;
-    loadRows<Config, 2>(qTile, Tr::kRowStride, p.q, tileRows, kBlockM,
-                        [&](int row) { return (first + row) * p.qStrideToken + headOffset; });
+    loadRows<Config, 2>(qTile, Tr::kRowStride, p.q, tileRows, kBlockM, [&](int row) {
+      return (first + row / kRowsPerToken) * p.qStrideToken +
+             int64_t(qHead + row % kRowsPerToken) * Tr::kHeadDim;
+    });
   }
   cpAsyncCommit();
 #pragma unroll
@@ -274,7 +286,7 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   for (int m = 0; m < kMTiles; ++m)
 #pragma unroll
     for (int h = 0; h < 2; ++h)
-      rowPos[m][h] = firstPos + warpRow0 + m * 16 + r + 8 * h;
+      rowPos[m][h] = firstPos + (warpRow0 + m * 16 + r + 8 * h) / kRowsPerToken;
   // The q head's per-head table values, loaded before the key loop.
   const typename Variant<Config>::Row headValues =
       Variant<Config>::row(p, work.request, qHead);
@@ -367,8 +379,8 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     // Score modifiers, masks, online softmax. Plain scores stay unscaled
     // until one FFMA folds scale, log2(e) and the running max into exp2's
     // argument; masks are applied only on tiles that cut a row's keys.
-    const int warpFirstPos = firstPos + warpRow0;
-    const int warpLastPos = warpFirstPos + 16 * kMTiles - 1;
+    const int warpFirstPos = firstPos + warpRow0 / kRowsPerToken;
+    const int warpLastPos = firstPos + (warpRow0 + 16 * kMTiles - 1) / kRowsPerToken;
     const bool needMask =
         Variant<Config>::maskModMayHide(work.request, warpFirstPos, warpLastPos,
                                         tileStart, tileStart + kBlockN - 1,
@@ -453,9 +465,10 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     float mRow = mRun[m][h] * expScale; // log2 units
     float numer = Variant<Config>::template finishRow<true>(headValues, mRow, l);
     float inv = l > 0.f ? vDequant * numer / l : 0.f; // no visible key: 0
-    int64_t token = work.qStart + work.tileBegin + row;
+    int64_t token = work.qStart + work.tileBegin + row / kRowsPerToken;
+    const int head = qHead + row % kRowsPerToken;
     QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
-              int64_t(qHead) * Tr::kHeadDim;
+              int64_t(head) * Tr::kHeadDim;
 #pragma unroll
     for (int j = 0; j < kOTiles; ++j) {
       int col = j * 8 + 2 * c;
@@ -465,7 +478,7 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     }
     if constexpr (Config::kWriteLse)
       if (c == 0)
-        p.lse[token * Config::kNumQHeads + qHead] =
+        p.lse[token * Config::kNumQHeads + head] =
             l > 0.f ? (mRow + log2f(l)) * kLn2 : negInf();
   }
 }

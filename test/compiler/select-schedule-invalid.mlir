@@ -72,6 +72,20 @@ func.func @pinned_prefill_shared_memory(%q: tensor<?x8x256xbf16>, %k: tensor<?x8
 
 // -----
 
+// Packing a KV head's q heads into one tile needs rows that share their
+// per-head values: ALiBi's slopes differ per head.
+func.func @pinned_pack_gqa_with_alibi(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
+                                      %cu: tensor<?xi32>, %slopes: tensor<32xf32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{'attn.prefill' op prefill_schedule pack_gqa needs a variant without per-head values; this one has alibi_slopes}}
+  %o = attn.prefill %q, %k, %k, %cu, %cu alibi(%slopes : tensor<32xf32>)
+      {schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2, pack_gqa = true>}
+      : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
+        tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// -----
+
 // A row_tiles past every bound is refused where it is written, before any
 // rule divides by it.
 func.func @pinned_decode_row_tiles_huge(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,

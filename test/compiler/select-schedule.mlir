@@ -180,8 +180,8 @@ func.func @prefill_gqa_bf16_d128(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xb
   // two 64-row consumer warpgroups, 128-key tiles); elsewhere mma.sync with
   // 64-key K/V tiles.
   // SM90: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>
-  // SM80: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
-  // SM89: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>
+  // SM80: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2, pack_gqa = true>
+  // SM89: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2, pack_gqa = true>
   %o = attn.prefill %q, %k, %v, %cu_q, %cu_kv {mask = #attn.mask<causal>}
       : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
         tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
@@ -212,8 +212,8 @@ func.func @prefill_causal_bf16_d64(%q: tensor<?x32x64xbf16>, %k: tensor<?x8x64xb
   // Causal at head dim 64: two consumers (192-row tiles waste more of the
   // diagonal on short prompts).
   // SM90: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>
-  // SM80: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
-  // SM89: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  // SM80: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2, pack_gqa = true>
+  // SM89: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2, pack_gqa = true>
   %o = attn.prefill %q, %k, %k, %cu, %cu {mask = #attn.mask<causal>}
       : tensor<?x32x64xbf16>, tensor<?x8x64xbf16>, tensor<?x8x64xbf16>,
         tensor<?xi32>, tensor<?xi32> -> tensor<?x32x64xbf16>
@@ -230,8 +230,8 @@ func.func @prefill_bf16_d256(%q: tensor<?x16x256xbf16>, %k: tensor<?x8x256xbf16>
   // elsewhere 32 keys per tile keep the mma.sync accumulators in registers
   // and the K/V ring at 64 KiB.
   // SM90: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 64, stages = 2, mma = wgmma>
-  // SM80: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
-  // SM89: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
+  // SM80: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2, pack_gqa = true>
+  // SM89: attn.prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2, pack_gqa = true>
   %o = attn.prefill %q, %k, %k, %cu, %cu {mask = #attn.mask<causal, window_left = 4096>, softcap = 50.0 : f32}
       : tensor<?x16x256xbf16>, tensor<?x8x256xbf16>, tensor<?x8x256xbf16>,
         tensor<?xi32>, tensor<?xi32> -> tensor<?x16x256xbf16>
@@ -275,8 +275,8 @@ func.func @paged_prefill_bf16_d128(%q: tensor<?x32x128xbf16>,
   // the wgmma template, 8 TMA boxes of 16-token pages per K/V tile). 128
   // rows: Q 34 KiB + ring 68 KiB = 102 KiB, over sm_89's 99 KiB.
   // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>
-  // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
-  // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>
+  // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2, pack_gqa = true>
+  // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2, pack_gqa = true>
   %o = attn.paged_prefill %q, %c, %cu, %bt, %lens {mask = #attn.mask<causal>}
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
@@ -291,9 +291,9 @@ func.func @paged_prefill_f16_p8_d64(%q: tensor<?x32x64xf16>,
     %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x64xf16> {
   // Pages of 8 tokens (16 TMA boxes per tile) keep the mma.sync template,
   // which gathers rows with cp.async; so do FP8 caches (below).
-  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
-  // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
-  // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
+  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2, pack_gqa = true>
+  // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2, pack_gqa = true>
+  // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2, pack_gqa = true>
   %o = attn.paged_prefill %q, %c, %cu, %bt, %lens {mask = #attn.mask<causal>}
       : tensor<?x32x64xf16>, !attn.paged_kv<8x64xf16, page_size = 8, layout = hnd>,
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x64xf16>
@@ -308,9 +308,9 @@ func.func @paged_prefill_fp8_d128(%q: tensor<?x32x128xbf16>,
     %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<8xf32>) -> tensor<?x32x128xbf16> {
   // FP8 cache: a 32 KiB ring of raw rows plus 34 KiB of widened K/V tiles;
   // with the 34 KiB Q tile 100 KiB, still over sm_89's 99 KiB.
-  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
-  // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2>
-  // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>
+  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2, pack_gqa = true>
+  // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2, pack_gqa = true>
+  // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2, pack_gqa = true>
   %o = attn.paged_prefill %q, %c, %cu, %bt, %lens kv_scales(%s, %s : tensor<8xf32>, tensor<8xf32>)
       {mask = #attn.mask<causal>}
       : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = hnd>,
@@ -328,8 +328,8 @@ func.func @paged_prefill_bf16_d256(%q: tensor<?x16x256xbf16>,
   // sm_90a takes the wgmma template with 64-key tiles (4 TMA boxes of
   // 16-token pages per column block).
   // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 64, stages = 2, mma = wgmma>
-  // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
-  // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
+  // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2, pack_gqa = true>
+  // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2, pack_gqa = true>
   %o = attn.paged_prefill %q, %c, %cu, %bt, %lens {mask = #attn.mask<causal, window_left = 4096>, softcap = 50.0 : f32}
       : tensor<?x16x256xbf16>, !attn.paged_kv<8x256xbf16, page_size = 16, layout = nhd>,
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x16x256xbf16>
@@ -344,9 +344,9 @@ func.func @paged_prefill_fp8_d256(%q: tensor<?x16x256xf16>,
     %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) -> tensor<?x16x256xf16> {
   // FP8 at head dim 256: Q 33 KiB + ring 32 KiB + widened 33 KiB = 98 KiB,
   // within sm_89's 99 KiB.
-  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
-  // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
-  // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2>
+  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2, pack_gqa = true>
+  // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2, pack_gqa = true>
+  // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2, pack_gqa = true>
   %o = attn.paged_prefill %q, %c, %cu, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>)
       {mask = #attn.mask<causal>}
       : tensor<?x16x256xf16>, !attn.paged_kv<8x256xf8E5M2, page_size = 32, layout = hnd>,

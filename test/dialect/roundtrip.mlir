@@ -228,11 +228,12 @@ func.func @kernel_launches(
 func.func @prefill_pinned_schedule(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
                                    %v: tensor<?x8x128xbf16>, %cu_q: tensor<?xi32>,
                                    %cu_kv: tensor<?xi32>) -> tensor<?x32x128xbf16> {
-  // A prefill schedule written on the op (pinned; attn-select-schedule keeps it).
+  // A prefill schedule written on the op (pinned; attn-select-schedule keeps
+  // it), taking a KV head's 4 q heads per tile.
   // CHECK: attn.prefill
-  // CHECK-SAME: schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 3>
+  // CHECK-SAME: schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 3, pack_gqa = true>
   %o = attn.prefill %q, %k, %v, %cu_q, %cu_kv
-      {mask = #attn.mask<causal>, schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 3>}
+      {mask = #attn.mask<causal>, schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 3, pack_gqa = true>}
       : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>,
         tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
   return %o : tensor<?x32x128xbf16>

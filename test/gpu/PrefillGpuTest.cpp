@@ -427,6 +427,70 @@ INSTANTIATE_TEST_SUITE_P(Sm90, PrefillWgmmaGpuTest,
                          ::testing::ValuesIn(wgmmaCases()),
                          [](const auto &info) { return info.param.name; });
 
+/// Every case whose q heads the mma.sync template may pack per KV head
+/// (grouped heads, no per-head values), pinned to a packed sync schedule,
+/// and a few of its own: groups of 7 (a tile of 18 tokens of 126 rows) and
+/// 32, decode-like rows over long keys (a cascade's shared level).
+std::vector<PrefillCase> packedCases() {
+  std::vector<PrefillCase> out;
+  std::vector<PrefillCase> all = cases();
+  {
+    auto v = base(ScalarType::BF16, 14, 2, 128);
+    v.writeLse = true;
+    all.push_back({"bf16_gqa7_causal_lse", v, {1, 17, 300}, {}});
+    all.push_back({"bf16_mqa32x1_window", base(ScalarType::F16, 32, 1, 64),
+                   {200, 5}, {900, 5}});
+    all.back().variant.windowLeft = 100;
+    auto c = paged(cross(base(ScalarType::BF16, 32, 8, 128)), ScalarType::F8E4M3, 16);
+    c.writeLse = true;
+    all.push_back({"paged_bf16_e4m3_cross_short_rows_lse", c, {64, 4, 1}, {3000, 1024, 16}});
+    all.back().kvScale = 0.05;
+  }
+  for (PrefillCase c : all) {
+    const PrefillVariant &v = c.variant;
+    if (v.numQHeads == v.numKVHeads || v.alibi || v.sinks ||
+        !v.scoreMod.empty() || !v.maskMod.empty())
+      continue;
+    PrefillSchedule s;
+    s.warps = 4;
+    s.blockM = v.headDim <= 128 ? 128 : 64;
+    s.blockN = v.headDim <= 128 ? 64 : 32;
+    s.stages = 2;
+    s.packGqa = true;
+    c.variant.schedule = s;
+    c.name += "_packed";
+    out.push_back(c);
+  }
+  return out;
+}
+
+class PrefillPackGqaGpuTest : public ::testing::TestWithParam<PrefillCase> {};
+
+TEST_P(PrefillPackGqaGpuTest, MatchesReference) {
+  ATTN_REQUIRE_GPU();
+  const PrefillCase &tc = GetParam();
+  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(tc.variant));
+  ASSERT_TRUE(kernel->spec().prefillSchedule.packGqa);
+  check::PrefillCheckOptions options;
+  options.qLens = tc.qLens;
+  options.kvLens = tc.kvLens;
+  options.extraTokenStride = tc.extraTokenStride;
+  options.kvScale = tc.kvScale;
+  options.interleavedKV = tc.interleavedKV;
+  options.seed = uint32_t(std::hash<std::string>()(tc.name));
+  ATTN_ASSIGN_OR_FAIL(result,
+                      check::checkPrefill(*kernel, tc.variant, options));
+  EXPECT_LT(result.outError, tolerance(tc.variant))
+      << tc.name << ": relative L2 error (" << result.gridX << " CTAs)";
+  if (tc.variant.writeLse) {
+    EXPECT_LT(result.lseError, 2e-3) << tc.name << ": worst LSE error";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sync, PrefillPackGqaGpuTest,
+                         ::testing::ValuesIn(packedCases()),
+                         [](const auto &info) { return info.param.name; });
+
 /// Three replays of one graph of `v` (with LSE), planned for graphs, against
 /// the fp64 reference.
 void expectGraphReplaysMatchReference(const PrefillVariant &v) {

@@ -1190,7 +1190,8 @@ int main(int argc, char **argv) {
            "         [--page N] [--hnd]   cache geometry (default: 16, NHD)\n"
            "       attn-bench decode|prefill ... --sinks   every variant with\n"
            "         attention sinks\n"
-           "       attn-bench prefill [--json] [--quick] [--prefill-schedule W,M,N,S]\n"
+           "       attn-bench prefill [--json] [--quick]\n"
+           "         [--prefill-schedule W,M,N,S[,sync|wgmma[,pack_gqa]]]\n"
            "         [--ragged-only] [--no-e4m3] [--identity-pages] [--head-dim N]\n"
            "         [--define NAME[=VALUE]]...   template experiments\n"
            "       attn-bench jit [--json]\n"
@@ -1251,13 +1252,16 @@ int main(int argc, char **argv) {
                      : std::sscanf((prefillSchedule + 1)->c_str(),
                                    "%d,%d,%d,%d,%15s", &s.warps, &s.blockM,
                                    &s.blockN, &s.stages, mma);
-    std::optional<PrefillMma> kind = parsePrefillMma(mma);
-    if (fields < 4 || !kind) {
+    // The tail: sync or wgmma, then optionally pack_gqa.
+    auto [mmaName, pack] = llvm::StringRef(mma).split(',');
+    std::optional<PrefillMma> kind = parsePrefillMma(mmaName);
+    if (fields < 4 || !kind || (!pack.empty() && pack != "pack_gqa")) {
       llvm::errs() << "attn-bench: --prefill-schedule takes "
-                      "warps,block_m,block_n,stages[,sync|wgmma]\n";
+                      "warps,block_m,block_n,stages[,sync|wgmma[,pack_gqa]]\n";
       return 1;
     }
     s.mma = *kind;
+    s.packGqa = pack == "pack_gqa";
     pinnedPrefillSchedule = s;
   }
   for (size_t i = 0; i + 1 < args.size(); ++i)

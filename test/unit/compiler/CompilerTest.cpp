@@ -224,6 +224,11 @@ PrefillSchedule prefillSchedule(int warps, int blockM, int blockN,
   s.stages = stages;
   return s;
 }
+/// `s` with a KV head's q heads packed into each tile.
+PrefillSchedule packed(PrefillSchedule s) {
+  s.packGqa = true;
+  return s;
+}
 
 TEST(FrontendTest, DefaultPrefillVariant) {
   PrefillVariant variant; // bf16, 32 q heads over 8, head dim 128, causal
@@ -255,12 +260,12 @@ TEST(FrontendTest, DefaultPrefillVariant) {
   EXPECT_EQ(spec->schedule, DecodeSchedule());
   EXPECT_EQ(::attn::kernelSymbol(*spec),
             "attn_prefill_qbf16_kvbf16_h32x8_d128_causal_m128n128w12s2_wgmma");
-  // sm_80 keeps the mma.sync template.
   llvm::Expected<KernelSpec> sm80 = compilePrefillVariant(variant, Arch::SM80);
   ASSERT_TRUE(static_cast<bool>(sm80)) << llvm::toString(sm80.takeError());
-  EXPECT_EQ(sm80->prefillSchedule, prefillSchedule(4, 128, 64, 2));
+  // sm_80 keeps the mma.sync template, each tile 32 tokens x 4 q heads.
+  EXPECT_EQ(sm80->prefillSchedule, packed(prefillSchedule(4, 128, 64, 2)));
   EXPECT_EQ(::attn::kernelSymbol(*sm80),
-            "attn_prefill_qbf16_kvbf16_h32x8_d128_causal_m128n64w4s2");
+            "attn_prefill_qbf16_kvbf16_h32x8_d128_causal_m128n64w4s2_gqa");
 }
 
 TEST(FrontendTest, PrefillVariantWithEveryFlag) {
@@ -951,7 +956,7 @@ TEST(ScheduleTest, PrefillChoicesPerShape) {
   for (Arch arch : {Arch::SM80, Arch::SM89, Arch::SM90a}) {
     for (int headDim : {32, 64, 96})
       EXPECT_EQ(choosePrefillSchedule(decodeSpec(arch, 32, 8, headDim)),
-                prefillSchedule(4, 128, 64, 2))
+                packed(prefillSchedule(4, 128, 64, 2)))
           << headDim;
     for (int headDim : {136, 192, 256})
       EXPECT_EQ(choosePrefillSchedule(decodeSpec(arch, 16, 16, headDim)),
@@ -960,11 +965,54 @@ TEST(ScheduleTest, PrefillChoicesPerShape) {
   }
   // Head dim 128: sm_89's 100 KiB cannot hold the 128-row Q tile too.
   EXPECT_EQ(choosePrefillSchedule(decodeSpec(Arch::SM90a, 32, 8, 128)),
-            prefillSchedule(4, 128, 64, 2));
+            packed(prefillSchedule(4, 128, 64, 2)));
   EXPECT_EQ(choosePrefillSchedule(decodeSpec(Arch::SM80, 32, 8, 128)),
-            prefillSchedule(4, 128, 64, 2));
+            packed(prefillSchedule(4, 128, 64, 2)));
   EXPECT_EQ(choosePrefillSchedule(decodeSpec(Arch::SM89, 32, 8, 128)),
-            prefillSchedule(4, 64, 64, 2));
+            packed(prefillSchedule(4, 64, 64, 2)));
+}
+
+TEST(ScheduleTest, SyncPrefillPacksGroupedHeadsWithoutPerHeadValues) {
+  // Grouped heads without per-head values: packed; MHA, ALiBi, sinks and
+  // modifier regions: one q head per tile.
+  EXPECT_TRUE(choosePrefillSchedule(decodeSpec(Arch::SM80, 32, 4, 128)).packGqa);
+  EXPECT_TRUE(choosePrefillSchedule(decodeSpec(Arch::SM80, 14, 2, 64)).packGqa);
+  EXPECT_FALSE(choosePrefillSchedule(decodeSpec(Arch::SM80, 16, 16, 128)).packGqa);
+  KernelSpec alibi = decodeSpec(Arch::SM80, 32, 8, 128);
+  alibi.alibi = true;
+  EXPECT_FALSE(choosePrefillSchedule(alibi).packGqa);
+  KernelSpec sinks = decodeSpec(Arch::SM80, 32, 8, 128);
+  sinks.sinks = true;
+  EXPECT_FALSE(choosePrefillSchedule(sinks).packGqa);
+  // The wgmma template takes one q head per tile.
+  KernelSpec ragged = decodeSpec(Arch::SM90a, 32, 8, 128);
+  ragged.kind = SpecKind::Prefill;
+  EXPECT_FALSE(choosePrefillSchedule(ragged).packGqa);
+}
+
+TEST(ScheduleTest, PackedGqaRefusesWhatItCannotPack) {
+  KernelSpec spec = decodeSpec(Arch::SM80, 32, 8, 128);
+  spec.kind = SpecKind::Prefill;
+  spec.pageSize = 0;
+  spec.prefillSchedule = packed(prefillSchedule(4, 128, 64, 2));
+  EXPECT_EQ(checkKernelSpec(spec), "");
+  KernelSpec alibi = spec;
+  alibi.alibi = true;
+  EXPECT_EQ(checkKernelSpec(alibi),
+            "prefill_schedule pack_gqa needs a variant without per-head "
+            "values; this one has alibi_slopes");
+  KernelSpec mqa = spec;
+  mqa.numKVHeads = 1;
+  mqa.numQHeads = 32;
+  mqa.prefillSchedule = packed(prefillSchedule(1, 16, 64, 2));
+  EXPECT_EQ(checkKernelSpec(mqa),
+            "prefill_schedule pack_gqa needs block_m (16) of at least the q "
+            "heads per KV head (32)");
+  KernelSpec wgmma = spec;
+  wgmma.arch = Arch::SM90a;
+  wgmma.prefillSchedule = packed(prefillSchedule(12, 128, 128, 2));
+  wgmma.prefillSchedule.mma = ::attn::PrefillMma::Wgmma;
+  EXPECT_EQ(checkKernelSpec(wgmma), "prefill_schedule pack_gqa needs mma = sync");
 }
 
 TEST(ScheduleTest, PagedPrefillTakesWgmmaOnSm90aForPagesOf16) {
@@ -1028,7 +1076,7 @@ TEST(ScheduleTest, RaggedPrefillTakesWgmmaOnSm90a) {
   EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM80, 256)).mma,
             ::attn::PrefillMma::Sync);
   EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM80, 128)),
-            prefillSchedule(4, 128, 64, 2));
+            packed(prefillSchedule(4, 128, 64, 2)));
   EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM89, 64)).mma,
             ::attn::PrefillMma::Sync);
 }
@@ -1049,21 +1097,23 @@ TEST(ScheduleTest, PagedPrefillChoicesPerShape) {
     // sm_89's 99 KiB take 64. On sm_90a a cache of q's type (bf16) takes
     // the wgmma template; FP8 caches keep mma.sync.
     EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM90a, 128, kvType)),
-              kvType == ScalarType::BF16 ? wgmma : prefillSchedule(4, 128, 64, 2));
+              kvType == ScalarType::BF16 ? wgmma
+                                         : packed(prefillSchedule(4, 128, 64, 2)));
     EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM80, 128, kvType)),
-              prefillSchedule(4, 128, 64, 2));
+              packed(prefillSchedule(4, 128, 64, 2)));
     EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM89, 128, kvType)),
-              prefillSchedule(4, 64, 64, 2));
+              packed(prefillSchedule(4, 64, 64, 2)));
     // Head dim 256 fits every arch, sm_89 included; on sm_90a a cache of
     // q's type takes the wgmma template with 64-key tiles.
     PrefillSchedule wgmma256 = prefillSchedule(12, 128, 64, 2);
     wgmma256.mma = ::attn::PrefillMma::Wgmma;
     EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM90a, 256, kvType)),
-              kvType == ScalarType::BF16 ? wgmma256 : prefillSchedule(4, 64, 32, 2));
+              kvType == ScalarType::BF16 ? wgmma256
+                                         : packed(prefillSchedule(4, 64, 32, 2)));
     for (Arch arch : {Arch::SM80, Arch::SM89}) {
       ::attn::PrefillSchedule s =
           choosePrefillSchedule(paged(arch, 256, kvType));
-      EXPECT_EQ(s, prefillSchedule(4, 64, 32, 2));
+      EXPECT_EQ(s, packed(prefillSchedule(4, 64, 32, 2)));
       EXPECT_LE(::attn::prefillSmemBytes(256, ::attn::sizeOf(kvType),
                                          s.blockM, s.blockN, s.stages),
                 sharedMemoryPerSM(Arch::SM89) - 1024);
