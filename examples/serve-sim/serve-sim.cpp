@@ -208,6 +208,7 @@ std::vector<double> referenceRow(const Model &m, const Request &r, int layer, in
 }
 
 int run() {
+  const auto setupStart = std::chrono::steady_clock::now();
   ScalarType kvType = kvName == "e4m3" ? ScalarType::F8E4M3 : ScalarType::BF16;
   if (kvName != "e4m3" && kvName != "bf16")
     fail("--kv must be bf16 or e4m3");
@@ -385,7 +386,22 @@ int run() {
   };
 
   auto start = std::chrono::steady_clock::now();
+  llvm::errs() << llvm::formatv(
+      "serve-sim: model, cache, kernels and graphs ready in {0:F1} s\n",
+      std::chrono::duration<double>(start - setupStart).count());
+  auto lastReport = start;
   while (!waiting.empty() || !running.empty()) {
+    // A line on stderr every few seconds: long runs do not look hung.
+    if (std::chrono::steady_clock::now() - lastReport > std::chrono::seconds(5)) {
+      lastReport = std::chrono::steady_clock::now();
+      int finished = 0;
+      for (const Request &r : requests)
+        finished += r.id >= 2 && r.done();
+      llvm::errs() << llvm::formatv("serve-sim: step {0}: {1} running, {2} waiting, "
+                                    "{3} of {4} requests done\n",
+                                    steps, running.size(), waiting.size(), finished,
+                                    int(numRequests));
+    }
     // Admit: swapped requests first (swap in), then new ones.
     while (!waiting.empty() && int(running.size()) < maxRunning) {
       Request &r = requests[waiting.front()];

@@ -132,9 +132,6 @@ CascadeAttention::createWorkspace(int maxBatch, int maxLevels) const {
   auto suffixWs = suffix->createWorkspace(maxBatch);
   if (!suffixWs)
     return suffixWs.takeError();
-  auto qCopies = DeviceBuffer::allocate(kMaxCascadeLevels * maxQTokens * rowBytes(s));
-  if (!qCopies)
-    return qCopies.takeError();
   auto partialOut = DeviceBuffer::allocate(kMaxMergeStates * maxQTokens * rowBytes(s));
   if (!partialOut)
     return partialOut.takeError();
@@ -142,7 +139,7 @@ CascadeAttention::createWorkspace(int maxBatch, int maxLevels) const {
   if (!partialLse)
     return partialLse.takeError();
   return CascadeWorkspace{std::move(levels), std::move(*suffixWs),
-                          std::move(*qCopies), std::move(*partialOut),
+                          std::move(*partialOut),
                           std::move(*partialLse), maxBatch};
 }
 
@@ -203,17 +200,19 @@ CascadeAttention::plan(llvm::ArrayRef<CascadeLevel> levels,
                          (chunkKeys + s.pageSize - 1) / s.pageSize * s.pageSize);
     chunks = std::max(1, (maxKeys + chunkKeys - 1) / chunkKeys);
     statesLeft -= chunks;
-    // Chunk c of every group reads copy c of the query rows.
+    // Chunk c of every group reads the group's query rows and writes
+    // state c of the level.
     std::vector<PrefillPiece> pieces;
     for (int c = 0; c < chunks; ++c)
       for (size_t g = 0; g + 1 < starts.size(); ++g) {
         int first = c * chunkKeys;
-        pieces.push_back({int32_t(c * rows + starts[g] * s.queryLen),
-                          (starts[g + 1] - starts[g]) * s.queryLen, int32_t(g),
-                          first,
-                          std::clamp(level.kvLens[g] - first, 0, chunkKeys)});
+        int32_t qStart = starts[g] * s.queryLen;
+        pieces.push_back({qStart, (starts[g + 1] - starts[g]) * s.queryLen,
+                          int32_t(g), first,
+                          std::clamp(level.kvLens[g] - first, 0, chunkKeys),
+                          int32_t(c * rows + qStart)});
       }
-    auto levelPlan = prefix->planPagedPieces(pieces, chunks * rows,
+    auto levelPlan = prefix->planPagedPieces(pieces, rows, chunks * rows,
                                              ws.levels[l], stream, forGraph);
     if (!levelPlan)
       return levelPlan.takeError();
@@ -224,7 +223,6 @@ CascadeAttention::plan(llvm::ArrayRef<CascadeLevel> levels,
   if (!suffixPlan)
     return suffixPlan.takeError();
   plan.suffix = *suffixPlan;
-  plan.qCopies = ws.qCopies.get();
   plan.partialOut = ws.partialOut.get();
   plan.partialLse = ws.partialLse.get();
   return plan;
@@ -234,7 +232,7 @@ llvm::Error CascadeAttention::run(const CascadePlan &plan,
                                   const CascadeArgs &a, CUstream stream) const {
   const KernelSpec &s = suffix->spec();
   const int levels = int(plan.levels.size());
-  if (!plan.qCopies || levels < 1)
+  if (!plan.partialOut || levels < 1)
     return cascadeError("the plan is empty");
   const int64_t rows = int64_t(plan.batch) * s.queryLen;
   if (a.numQTokens != rows)
@@ -266,28 +264,13 @@ llvm::Error CascadeAttention::run(const CascadePlan &plan,
     return cascadeError(llvm::formatv("token strides of q ({0}) and out ({1}) "
                                       "must be 0 or >= heads * head_dim ({2})",
                                       a.qStrideToken, a.outStrideToken, dense));
-  // The query rows, dense, once per chunk of the most cut level.
-  int maxChunks = 0;
-  for (int c : plan.levelChunks)
-    maxChunks = std::max(maxChunks, c);
-  CUDA_MEMCPY2D copy{};
-  copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  copy.srcDevice = reinterpret_cast<CUdeviceptr>(a.q);
-  copy.srcPitch = size_t(qStride) * sizeOf(s.qType);
-  copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  copy.dstPitch = rowBytes(s);
-  copy.WidthInBytes = rowBytes(s);
-  copy.Height = size_t(rows);
-  for (int c = 0; c < maxChunks; ++c) {
-    copy.dstDevice = plan.qCopies + c * stateBytes;
-    ATTN_CU_CHECK(cuMemcpy2DAsync(&copy, stream));
-  }
   int state = 0;
   for (int l = 0; l < levels; ++l) {
     PagedPrefillArgs p;
-    p.q = reinterpret_cast<const void *>(plan.qCopies);
+    p.q = a.q;
+    p.qStrideToken = qStride;
     p.qType = a.qType;
-    p.numQTokens = plan.levelChunks[l] * rows;
+    p.numQTokens = rows;
     p.numQHeads = a.numQHeads;
     p.headDim = a.headDim;
     p.out = partialOut(state);

@@ -58,7 +58,7 @@ std::vector<PrefillWorkItem> tilesOf(llvm::ArrayRef<PrefillPiece> pieces,
   for (const PrefillPiece &piece : pieces)
     for (int begin = 0; begin < piece.qLen; begin += tileTokens)
       items.push_back({piece.qStart, piece.qLen, piece.kvStart, piece.kvLen,
-                       begin, piece.request});
+                       begin, piece.request, piece.outStart});
   std::stable_sort(items.begin(), items.end(),
                    [&](const PrefillWorkItem &a, const PrefillWorkItem &b) {
                      return tileWork(a, spec) > tileWork(b, spec);
@@ -74,7 +74,7 @@ std::vector<PrefillWorkItem> tilesOf(llvm::ArrayRef<int32_t> cuQ,
   std::vector<PrefillPiece> pieces;
   for (size_t b = 0; b + 1 < cuQ.size(); ++b) {
     auto [kvStart, kvLen] = kvRange(b);
-    pieces.push_back({cuQ[b], cuQ[b + 1] - cuQ[b], int32_t(b), kvStart, kvLen});
+    pieces.push_back({cuQ[b], cuQ[b + 1] - cuQ[b], int32_t(b), kvStart, kvLen, cuQ[b]});
   }
   return tilesOf(pieces, spec);
 }
@@ -221,8 +221,9 @@ PrefillKernel::planPaged(llvm::ArrayRef<int32_t> cuSeqlensQ,
 
 llvm::Expected<PrefillPlan>
 PrefillKernel::planPagedPieces(llvm::ArrayRef<PrefillPiece> pieces,
-                               int64_t numQTokens, PrefillWorkspace &ws,
-                               CUstream stream, bool forGraph) const {
+                               int64_t numQTokens, int64_t numOutTokens,
+                               PrefillWorkspace &ws, CUstream stream,
+                               bool forGraph) const {
   if (kernelSpec.kind != KernelKind::PagedPrefill)
     return llvm::createStringError(
         "prefill plan: the kernel reads contiguous k/v; use plan");
@@ -230,13 +231,16 @@ PrefillKernel::planPagedPieces(llvm::ArrayRef<PrefillPiece> pieces,
   for (size_t i = 0; i < pieces.size(); ++i) {
     const PrefillPiece &p = pieces[i];
     if (p.qStart < 0 || p.qLen < 0 || p.qStart + int64_t(p.qLen) > numQTokens ||
+        p.outStart < 0 || p.outStart + int64_t(p.qLen) > numOutTokens ||
         p.request < 0 || p.kvStart < 0 || p.kvLen < 0 ||
         p.kvStart % kernelSpec.pageSize != 0 ||
         int64_t(p.kvStart) + p.kvLen > INT32_MAX)
       return llvm::createStringError(llvm::formatv(
-          "prefill plan: piece {0} (rows {1} + {2} of {3}, row {4}, keys {5} + "
-          "{6}) is out of range or starts its keys inside a page",
-          i, p.qStart, p.qLen, numQTokens, p.request, p.kvStart, p.kvLen));
+          "prefill plan: piece {0} (rows {1} + {2} of {3}, written at {4} of "
+          "{5}, row {6}, keys {7} + {8}) is out of range or starts its keys "
+          "inside a page",
+          i, p.qStart, p.qLen, numQTokens, p.outStart, numOutTokens, p.request,
+          p.kvStart, p.kvLen));
     maxKey = std::max(maxKey, p.kvStart + p.kvLen);
   }
   if (numQTokens > INT32_MAX)

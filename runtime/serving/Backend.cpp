@@ -216,15 +216,15 @@ int sharedLeadingPages(const AttentionMetadata &md, int pageSize) {
 }
 
 bool cascadePays(const BackendConfig &c, int batch, int sharedTokens) {
-  // The shared level reads the shared keys once per q head and group; plain
-  // decode once per KV head and request. Measured (32/8 heads, d128):
-  // 16-bit caches pay from a 4x read saving and 2k shared tokens, FP8
-  // caches (whose shared level is not on the wgmma path yet) from 16x and
-  // 4k.
+  // The shared level reads the shared keys once per group and q head (the
+  // wgmma prefill of 16-bit caches on sm_90a) or KV head (mma.sync packs a
+  // KV head's q heads: FP8 caches); plain decode once per KV head and
+  // request. Measured (`attn-bench cascade`, 32/8 heads, d128;
+  // docs/performance.md): both pay from a 4x read saving (16 requests at
+  // 32/8), 16-bit caches from 2k shared tokens, FP8 caches (which plain
+  // decode reads twice as fast) from 4k.
   const int64_t saving = int64_t(batch) * c.numKVHeads / c.numQHeads;
-  if (sizeOf(c.kvType) == 1)
-    return saving >= 16 && sharedTokens >= 4096;
-  return saving >= 4 && sharedTokens >= 2048;
+  return saving >= 4 && sharedTokens >= (sizeOf(c.kvType) == 1 ? 4096 : 2048);
 }
 
 llvm::Expected<StepPlan> Backend::plan(const AttentionMetadata &md,
@@ -444,7 +444,6 @@ size_t Backend::workspaceBytes() const {
     for (const PrefillWorkspace &level : cascadeWorkspace->levels)
       bytes += level.deviceBytes();
     bytes += cascadeWorkspace->suffix.deviceBytes() +
-             cascadeWorkspace->qCopies.size() +
              cascadeWorkspace->partialOut.size() +
              cascadeWorkspace->partialLse.size();
   }

@@ -91,6 +91,10 @@ struct PrefillWorkItem {
   int32_t kvLen;     ///< the request's keys (paged: its cached tokens)
   int32_t tileBegin; ///< first query row of this CTA, relative to qStart
   int32_t request;   ///< paged: the request's row of pageTables
+  /// The request's first row in out / lse: qStart, but for pieces that
+  /// read the same query rows and write apart (cascade attention's key
+  /// chunks of a shared prefix).
+  int32_t outStart;
 };
 
 /// Ragged and paged prefill (templates/attn/prefill.cuh). Ragged kernels

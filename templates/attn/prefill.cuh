@@ -465,7 +465,7 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     float mRow = mRun[m][h] * expScale; // log2 units
     float numer = Variant<Config>::template finishRow<true>(headValues, mRow, l);
     float inv = l > 0.f ? vDequant * numer / l : 0.f; // no visible key: 0
-    int64_t token = work.qStart + work.tileBegin + row / kRowsPerToken;
+    int64_t token = work.outStart + work.tileBegin + row / kRowsPerToken;
     const int head = qHead + row % kRowsPerToken;
     QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
               int64_t(head) * Tr::kHeadDim;

@@ -720,7 +720,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     float mRow = mRun[h] * expScale; // log2 units
     float numer = Variant<Config>::template finishRow<true>(headValues, mRow, l);
     float inv = l > 0.f ? numer / l : 0.f; // no visible key: 0
-    int64_t token = work.qStart + work.tileBegin + row;
+    int64_t token = work.outStart + work.tileBegin + row;
     QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
               int64_t(qHead) * D;
 #pragma unroll

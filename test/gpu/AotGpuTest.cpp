@@ -14,6 +14,7 @@
 #include "attn/runtime/cache/VariantKey.h"
 #include "compiler/Jit/Jit.h"
 #include "test/gpu/GpuTestUtil.h"
+#include "test/gpu/TestLibrary.h"
 #include "test/reference/Modifiers.h"
 #include "test/reference/PrefillCheck.h"
 
@@ -23,46 +24,6 @@ using namespace attn;
 using namespace attn::test;
 
 namespace {
-
-/// A temporary directory library holding `variants`' kernels for `arch`.
-class TestLibrary {
-public:
-  ~TestLibrary() {
-    if (!dir.empty())
-      llvm::sys::fs::remove_directories(dir);
-  }
-  template <class... Variants>
-  llvm::Error build(Arch arch, const Variants &...variants) {
-    if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("attn-aot-test", dir))
-      return llvm::createStringError(ec.message());
-    std::vector<runtime::AotKernel> kernels;
-    llvm::Error error = llvm::Error::success();
-    auto add = [&](const auto &variant) {
-      if (error)
-        return;
-      auto compiled = Jit::global().compile(variant, arch);
-      if (!compiled) {
-        error = compiled.takeError();
-        return;
-      }
-      runtime::AotKernel k;
-      k.name = compiled->spec.uri();
-      k.key = runtime::aotKey({k.name, compiled->source, arch}).hash;
-      k.kernelKeys = {runtime::kernelKey(variant)};
-      k.spec = compiled->spec;
-      error = runtime::writeKernelFiles(dir, k, compiled->source, *compiled->cubin);
-      kernels.push_back(k);
-    };
-    (add(variants), ...);
-    if (error)
-      return error;
-    return runtime::writeManifest(dir, kernels);
-  }
-  std::string path() const { return dir.str().str(); }
-
-private:
-  llvm::SmallString<128> dir;
-};
 
 runtime::KernelCache::Options libraryOnly(std::shared_ptr<const runtime::AotLibrary> library) {
   runtime::KernelCache::Options options;

@@ -6,11 +6,14 @@
 // the fp64 reference of every request over its whole sequence (shared
 // tokens, then its own), output and LSE. Cases: groups of different sizes,
 // a group sharing nothing, two shared levels, an FP8 cache and two query
-// tokens per request. Variants a cascade cannot split are refused.
+// tokens per request, each also with the kernels from an AOT library.
+// Variants a cascade cannot split are refused.
 //
 //===----------------------------------------------------------------------===//
+#include "attn/runtime/serving/Backend.h"
 #include "compiler/Jit/Jit.h"
 #include "test/gpu/GpuTestUtil.h"
+#include "test/gpu/TestLibrary.h"
 #include "test/reference/DecodeCheck.h"
 
 #include <cmath>
@@ -57,13 +60,10 @@ std::vector<CascadeCase> cases() {
 
 void PrintTo(const CascadeCase &c, std::ostream *os) { *os << c.name; }
 
-class CascadeGpuTest : public ::testing::TestWithParam<CascadeCase> {};
-
-TEST_P(CascadeGpuTest, MatchesReference) {
-  ATTN_REQUIRE_GPU();
-  const CascadeCase &tc = GetParam();
+/// `cascade` (of tc.variant) on a random cache against the fp64 reference.
+void expectMatchesReference(const CascadeCase &tc,
+                            const runtime::CascadeAttention &cascade) {
   const DecodeVariant &v = tc.variant;
-  ATTN_ASSIGN_OR_FAIL(cascade, Jit::global().cascade(v));
   std::mt19937 rng(uint32_t(std::hash<std::string>()(tc.name)));
   const int batch = int(tc.suffixLens.size());
 
@@ -166,6 +166,32 @@ TEST_P(CascadeGpuTest, MatchesReference) {
                                       ? std::numeric_limits<double>::infinity()
                                       : std::fabs(gotLse[i] - refLse[i]));
   EXPECT_LT(lseError, 2e-3) << tc.name;
+}
+
+class CascadeGpuTest : public ::testing::TestWithParam<CascadeCase> {};
+
+TEST_P(CascadeGpuTest, MatchesReference) {
+  ATTN_REQUIRE_GPU();
+  ATTN_ASSIGN_OR_FAIL(cascade, Jit::global().cascade(GetParam().variant));
+  expectMatchesReference(GetParam(), cascade);
+}
+
+// A host without the compiler: the three kernels from an AOT library (as
+// attn-aot's decode, paged prefill and merge_states entries write them).
+TEST(CascadeAotGpuTest, LibraryKernelsMatchReference) {
+  ATTN_REQUIRE_GPU();
+  ATTN_ASSIGN_OR_FAIL(arch, runtime::currentDeviceArch());
+  for (const CascadeCase &tc : cases()) {
+    const DecodeVariant &v = tc.variant;
+    TestLibrary built;
+    ATTN_ASSERT_OK(built.build(arch, runtime::cascadePrefixVariant(v),
+                               runtime::cascadeSuffixVariant(v),
+                               runtime::cascadeMergeVariant(v)));
+    ATTN_ASSIGN_OR_FAIL(library, runtime::AotLibrary::open(built.path()));
+    ATTN_ASSIGN_OR_FAIL(cascade,
+                        runtime::cascadeFrom(runtime::kernelsFrom(library, arch), v));
+    expectMatchesReference(tc, cascade);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, CascadeGpuTest, ::testing::ValuesIn(cases()),

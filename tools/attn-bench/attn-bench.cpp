@@ -23,6 +23,7 @@
 // e4m3) holding the same keys on shuffled pages.
 //
 //===----------------------------------------------------------------------===//
+#include "attn/runtime/serving/Backend.h"
 #include "compiler/Jit/Jit.h"
 #include "attn/runtime/support/Error.h"
 #include "attn/runtime/support/Nvrtc.h"
@@ -1037,30 +1038,39 @@ int runCascade(bool json) {
     shapes.push_back({std::max(64, group), group, 16384});
   for (int group : {1, 2})
     shapes.push_back({64, group, 16384});
+  for (int prefix : {2048, 4096, 8192})
+    shapes.push_back({64, 16, prefix});
   if (json)
     llvm::outs() << "[\n";
   else
-    llvm::outs() << llvm::formatv("{0,-6} {1,6} {2,6} {3,8} {4,12} {5,12} {6,8}\n",
+    llvm::outs() << llvm::formatv("{0,-6} {1,6} {2,6} {3,8} {4,12} {5,12} {6,8} {7,8}\n",
                                   "kv", "batch", "group", "prefix",
-                                  "plain us", "cascade us", "speedup");
+                                  "plain us", "cascade us", "speedup", "backend");
   bool first = true;
   for (ScalarType kv : {ScalarType::BF16, ScalarType::F8E4M3})
     for (const Shape &s : shapes) {
       CascadeResult r = benchCascade(kv, s.batch, s.groupSize, s.prefix, arch,
                                      stream.get());
+      // What the Backend picks for a decode step of one such group.
+      BackendConfig config;
+      config.numQHeads = 32;
+      config.numKVHeads = 8;
+      config.kvType = kv;
+      const char *picked =
+          cascadePays(config, s.groupSize, s.prefix) ? "cascade" : "plain";
       if (json) {
         llvm::outs() << llvm::formatv(
             "{0}  {{\"kv\": \"{1}\", \"batch\": {2}, \"group\": {3}, "
             "\"prefix\": {4}, \"plain_us\": {5:F2}, \"cascade_us\": {6:F2}, "
-            "\"speedup\": {7:F2}}",
+            "\"speedup\": {7:F2}, \"backend\": \"{8}\"}",
             first ? "" : ",\n", toString(kv), s.batch, s.groupSize, s.prefix,
-            r.plainUs, r.cascadeUs, r.plainUs / r.cascadeUs);
+            r.plainUs, r.cascadeUs, r.plainUs / r.cascadeUs, picked);
         first = false;
       } else {
         llvm::outs() << llvm::formatv(
-            "{0,-6} {1,6} {2,6} {3,8} {4,12:F2} {5,12:F2} {6,8:F2}\n",
+            "{0,-6} {1,6} {2,6} {3,8} {4,12:F2} {5,12:F2} {6,8:F2} {7,8}\n",
             toString(kv), s.batch, s.groupSize, s.prefix, r.plainUs,
-            r.cascadeUs, r.plainUs / r.cascadeUs);
+            r.cascadeUs, r.plainUs / r.cascadeUs, picked);
       }
     }
   if (json)

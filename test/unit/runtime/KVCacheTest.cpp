@@ -150,3 +150,22 @@ TEST(BackendCacheCheckTest, NamesEveryMismatch) {
   EXPECT_NE(message.find("layout nhd (the cache has hnd)"), std::string::npos)
       << message;
 }
+
+// The Backend takes the cascade where `attn-bench cascade` measured it to
+// pay: a 4x read saving and 2k (16-bit) or 4k (FP8) shared tokens.
+TEST(BackendCascadeChoice, FollowsTheMeasuredThresholds) {
+  BackendConfig config; // 32 q heads over 8 KV heads
+  config.numQHeads = 32;
+  config.numKVHeads = 8;
+  config.kvType = ScalarType::BF16;
+  EXPECT_TRUE(runtime::cascadePays(config, 16, 2048));
+  EXPECT_FALSE(runtime::cascadePays(config, 16, 2032));
+  EXPECT_FALSE(runtime::cascadePays(config, 15, 16384));
+  config.kvType = ScalarType::F8E4M3;
+  EXPECT_TRUE(runtime::cascadePays(config, 64, 4096));
+  EXPECT_FALSE(runtime::cascadePays(config, 64, 2048));
+  // MHA saves as much with a quarter of the requests.
+  config.numKVHeads = 32;
+  EXPECT_TRUE(runtime::cascadePays(config, 4, 4096));
+  EXPECT_FALSE(runtime::cascadePays(config, 3, 4096));
+}

@@ -67,9 +67,9 @@ MergeStatesVariant cascadeMergeVariant(const DecodeVariant &decode);
 struct CascadeWorkspace {
   std::vector<PrefillWorkspace> levels;
   DecodeWorkspace suffix;
-  /// The query rows once per chunk, then every state's partial output,
-  /// then every state's LSE (states dense, one after another).
-  DeviceBuffer qCopies, partialOut, partialLse;
+  /// Every state's partial output, then every state's LSE (states dense,
+  /// one after another).
+  DeviceBuffer partialOut, partialLse;
   int maxBatch = 0;
 };
 
@@ -80,7 +80,7 @@ struct CascadePlan {
   std::vector<PrefillPlan> levels;
   std::vector<int> levelChunks; ///< states (key chunks) of each level
   DecodePlan suffix;
-  CUdeviceptr qCopies = 0, partialOut = 0, partialLse = 0;
+  CUdeviceptr partialOut = 0, partialLse = 0;
   int numStates() const {
     int n = 1;
     for (int c : levelChunks)
@@ -134,8 +134,10 @@ public:
                                    CascadeWorkspace &workspace, CUstream stream,
                                    bool forGraph = false) const;
 
-  /// Copies the query rows once per chunk, then launches every level, the
-  /// suffix and the merge on `stream`: no allocation, no host sync.
+  /// Launches every level (its key chunks' pieces read the query rows in
+  /// place and write a state each), the suffix and the merge on `stream`:
+  /// no copy, no allocation, no host sync. q's token stride must be a
+  /// multiple of 8 elements, as prefill's is.
   llvm::Error run(const CascadePlan &plan, const CascadeArgs &args,
                   CUstream stream) const;
 

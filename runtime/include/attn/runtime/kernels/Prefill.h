@@ -44,13 +44,15 @@ partitionPagedPrefill(llvm::ArrayRef<int32_t> cuSeqlensQ,
 
 /// A piece of prefill work: query rows [qStart, qStart + qLen) see keys
 /// [kvStart, kvStart + kvLen): rows of k / v (ragged), or keys of
-/// page-table row `request` (paged; kvStart a multiple of the page size).
-/// Whole requests are pieces; cascade attention cuts a shared prefix into
-/// pieces of its keys.
+/// page-table row `request` (paged; kvStart a multiple of the page size),
+/// and write rows [outStart, outStart + qLen) of out / lse. Whole requests
+/// are pieces (outStart = qStart); cascade attention cuts a shared prefix
+/// into pieces of its keys, which read the same query rows.
 struct PrefillPiece {
   int32_t qStart = 0, qLen = 0;
   int32_t request = 0;
   int32_t kvStart = 0, kvLen = 0;
+  int32_t outStart = 0;
 };
 
 
@@ -148,14 +150,14 @@ public:
                                         CUstream stream,
                                         bool forGraph = false) const;
   /// Plans paged work given as pieces over q's `numQTokens` rows (which
-  /// pieces may share: each writes its own rows of out). Queries sit at
-  /// the end of their piece's keys, so a causal variant needs pieces that
-  /// end at the request's last key; cascade's cross-attention pieces have
-  /// no mask.
+  /// pieces may share) writing rows of an out (and lse) of `numOutTokens`
+  /// rows (which they must not). Queries sit at the end of their piece's
+  /// keys, so a causal variant needs pieces that end at the request's last
+  /// key; cascade's cross-attention pieces have no mask.
   llvm::Expected<PrefillPlan>
   planPagedPieces(llvm::ArrayRef<PrefillPiece> pieces, int64_t numQTokens,
-                  PrefillWorkspace &workspace, CUstream stream,
-                  bool forGraph = false) const;
+                  int64_t numOutTokens, PrefillWorkspace &workspace,
+                  CUstream stream, bool forGraph = false) const;
 
   llvm::Error checkArgs(const PrefillPlan &plan, const PrefillArgs &args) const;
   llvm::Error checkArgs(const PrefillPlan &plan,
