@@ -147,6 +147,13 @@ struct Model {
     posQ = project(pos, maxPos, kQRow);
     posK = project(pos, maxPos, kKVRow);
     posV = project(pos, maxPos, kKVRow);
+    cacheValue.resize(1 << 16);
+    for (uint32_t bits = 0; bits < (1u << 16); ++bits) {
+      double x = fromBf16(uint16_t(bits));
+      cacheValue[bits] = kvType == ScalarType::BF16 || !std::isfinite(x)
+                             ? x
+                             : ref::decode(kvType, ref::encode(kvType, x));
+    }
   }
 
   /// Row of q (width kQRow) or k / v (kKVRow) as the GPU gets it (bf16).
@@ -158,11 +165,9 @@ struct Model {
       out[i] = toBf16(a[i] + b[i]);
   }
   /// The value the cache holds for a k / v element (bf16, then the cache's
-  /// type with scale 1).
-  double cached(uint16_t bits) const {
-    double x = fromBf16(bits);
-    return kvType == ScalarType::BF16 ? x : ref::decode(kvType, ref::encode(kvType, x));
-  }
+  /// type with scale 1), by table: the checks read millions per step.
+  double cached(uint16_t bits) const { return cacheValue[bits]; }
+  std::vector<double> cacheValue; ///< by bf16 bit pattern
 };
 
 struct Request {
@@ -367,7 +372,9 @@ int run() {
     }
     return false;
   };
-  // Room for `n` more tokens of `r`, swapping others out while needed.
+  // Room for `n` more tokens of `r`, swapping requests out while needed;
+  // false when none is left to swap, true without room when `r` itself was
+  // swapped out (the caller skips it).
   auto grow = [&](Request &r, int n) -> bool {
     while (true) {
       auto copy = r.table.append(device, n);
@@ -382,6 +389,10 @@ int run() {
       llvm::consumeError(copy.takeError());
       if (!preemptOne())
         return false;
+      // `r` itself went to the host: it grows when it comes back (pages
+      // taken now would sit before its swapped-in ones).
+      if (r.swapped)
+        return true;
     }
   };
 
