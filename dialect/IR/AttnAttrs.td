@@ -99,7 +99,9 @@ def Attn_PrefillScheduleAttr : Attn_Attr<"PrefillSchedule", "prefill_schedule"> 
       loads and every further warpgroup owns 64 rows, so `block_m` is
       16 * (`warps` - 4), with 8, 12 or 16 warps (16, three consumers with
       160 registers each, at head dim 64 only).
-    - `block_m`: query rows of one q head per CTA (one query tile).
+    - `block_m`: query rows per CTA (one query tile): of one q head, or
+      with `pack_gqa` `block_m` / group tokens of each q head of one KV
+      head.
     - `block_n`: keys per K/V tile, a multiple of 16 (one MMA k-step of
       P * V); 64 or 128 with wgmma (64 at head dim 256).
     - `stages`: K/V tiles in flight in the shared-memory ring.
@@ -110,6 +112,11 @@ def Attn_PrefillScheduleAttr : Attn_Attr<"PrefillSchedule", "prefill_schedule"> 
       grid when a batch averages at most this many query tokens per
       request, else one CTA per (work item, q head); 0 never. 2048 by
       default (left out when printed). It does not change the binary.
+    - `pack_gqa` (mma.sync): a tile takes the q heads of one KV head
+      together, so short queries fill it and each K/V tile serves the
+      group; for variants without per-head values (ALiBi, sinks, modifier
+      regions) and `block_m` >= the group. The pass sets it wherever it
+      applies; false by default (left out when printed).
 
     ```mlir
     #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>
