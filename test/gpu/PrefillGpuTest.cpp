@@ -313,12 +313,9 @@ double tolerance(const PrefillVariant &v) {
   return v.qType == ScalarType::BF16 ? 1e-2 : 4e-3;
 }
 
-class PrefillGpuTest : public ::testing::TestWithParam<PrefillCase> {};
-
-TEST_P(PrefillGpuTest, MatchesReference) {
-  ATTN_REQUIRE_GPU();
-  const PrefillCase &tc = GetParam();
-  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(tc.variant));
+/// `kernel` (of tc.variant) on tc's random problem against fp64.
+void expectMatchesReference(const PrefillCase &tc,
+                            const runtime::PrefillKernel &kernel) {
   check::PrefillCheckOptions options;
   options.qLens = tc.qLens;
   options.kvLens = tc.kvLens;
@@ -326,13 +323,20 @@ TEST_P(PrefillGpuTest, MatchesReference) {
   options.kvScale = tc.kvScale;
   options.interleavedKV = tc.interleavedKV;
   options.seed = uint32_t(std::hash<std::string>()(tc.name));
-  ATTN_ASSIGN_OR_FAIL(result,
-                      check::checkPrefill(*kernel, tc.variant, options));
+  ATTN_ASSIGN_OR_FAIL(result, check::checkPrefill(kernel, tc.variant, options));
   EXPECT_LT(result.outError, tolerance(tc.variant))
       << tc.name << ": relative L2 error (" << result.gridX << " CTAs)";
   if (tc.variant.writeLse) {
     EXPECT_LT(result.lseError, 2e-3) << tc.name << ": worst LSE error";
   }
+}
+
+class PrefillGpuTest : public ::testing::TestWithParam<PrefillCase> {};
+
+TEST_P(PrefillGpuTest, MatchesReference) {
+  ATTN_REQUIRE_GPU();
+  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(GetParam().variant));
+  expectMatchesReference(GetParam(), *kernel);
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, PrefillGpuTest, ::testing::ValuesIn(cases()),
@@ -408,19 +412,7 @@ TEST_P(PrefillWgmmaGpuTest, MatchesReference) {
   const PrefillCase &tc = GetParam();
   ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(tc.variant));
   ASSERT_EQ(kernel->spec().prefillSchedule.mma, PrefillMma::Wgmma);
-  check::PrefillCheckOptions options;
-  options.qLens = tc.qLens;
-  options.kvLens = tc.kvLens;
-  options.extraTokenStride = tc.extraTokenStride;
-  options.interleavedKV = tc.interleavedKV;
-  options.seed = uint32_t(std::hash<std::string>()(tc.name));
-  ATTN_ASSIGN_OR_FAIL(result,
-                      check::checkPrefill(*kernel, tc.variant, options));
-  EXPECT_LT(result.outError, tolerance(tc.variant))
-      << tc.name << ": relative L2 error (" << result.gridX << " CTAs)";
-  if (tc.variant.writeLse) {
-    EXPECT_LT(result.lseError, 2e-3) << tc.name << ": worst LSE error";
-  }
+  expectMatchesReference(tc, *kernel);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sm90, PrefillWgmmaGpuTest,
@@ -471,20 +463,7 @@ TEST_P(PrefillPackGqaGpuTest, MatchesReference) {
   const PrefillCase &tc = GetParam();
   ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(tc.variant));
   ASSERT_TRUE(kernel->spec().prefillSchedule.packGqa);
-  check::PrefillCheckOptions options;
-  options.qLens = tc.qLens;
-  options.kvLens = tc.kvLens;
-  options.extraTokenStride = tc.extraTokenStride;
-  options.kvScale = tc.kvScale;
-  options.interleavedKV = tc.interleavedKV;
-  options.seed = uint32_t(std::hash<std::string>()(tc.name));
-  ATTN_ASSIGN_OR_FAIL(result,
-                      check::checkPrefill(*kernel, tc.variant, options));
-  EXPECT_LT(result.outError, tolerance(tc.variant))
-      << tc.name << ": relative L2 error (" << result.gridX << " CTAs)";
-  if (tc.variant.writeLse) {
-    EXPECT_LT(result.lseError, 2e-3) << tc.name << ": worst LSE error";
-  }
+  expectMatchesReference(tc, *kernel);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sync, PrefillPackGqaGpuTest,
