@@ -261,11 +261,16 @@ buildFunctionModule(Location loc, StringRef name, ArrayRef<Type> argTypes,
   return module;
 }
 
-/// The one spec a variant's freshly built module lowers to; `diagnostics`
-/// holds what building the module reported.
+/// The one spec `variant`'s module (made by `build`) lowers to for `arch`.
+template <class Variant>
 llvm::Expected<::attn::KernelSpec>
-singleSpec(OwningOpRef<ModuleOp> module, DiagnosticCollector &diagnostics,
-           ::attn::Arch arch) {
+compileVariant(OwningOpRef<ModuleOp> (*build)(MLIRContext &, const Variant &),
+               const Variant &variant, ::attn::Arch arch) {
+  // A context per call: hosts compile variants from several threads, and a
+  // context without its own threads costs far less than a kernel compile.
+  MLIRContext context(MLIRContext::Threading::DISABLED);
+  DiagnosticCollector diagnostics(context);
+  OwningOpRef<ModuleOp> module = build(context, variant);
   if (!module)
     return diagnostics.takeError("cannot build the attn IR of the variant");
   llvm::Expected<std::vector<::attn::KernelSpec>> specs =
@@ -518,35 +523,23 @@ mlir::attn::lowerToKernelSpecs(ModuleOp module, ::attn::Arch arch) {
 llvm::Expected<::attn::KernelSpec>
 mlir::attn::compileDecodeVariant(const ::attn::DecodeVariant &variant,
                                  ::attn::Arch arch) {
-  // A context per call: hosts compile variants from several threads, and a
-  // context without its own threads costs far less than a kernel compile.
-  MLIRContext context(MLIRContext::Threading::DISABLED);
-  DiagnosticCollector diagnostics(context);
-  return singleSpec(buildDecodeModule(context, variant), diagnostics, arch);
+  return compileVariant(buildDecodeModule, variant, arch);
 }
 
 llvm::Expected<::attn::KernelSpec>
 mlir::attn::compileAppendKVVariant(const ::attn::AppendKVVariant &variant,
                                    ::attn::Arch arch) {
-  MLIRContext context(MLIRContext::Threading::DISABLED);
-  DiagnosticCollector diagnostics(context);
-  return singleSpec(buildAppendKVModule(context, variant), diagnostics,
-                    arch);
+  return compileVariant(buildAppendKVModule, variant, arch);
 }
 
 llvm::Expected<::attn::KernelSpec>
 mlir::attn::compileMergeStatesVariant(const ::attn::MergeStatesVariant &variant,
                                       ::attn::Arch arch) {
-  MLIRContext context(MLIRContext::Threading::DISABLED);
-  DiagnosticCollector diagnostics(context);
-  return singleSpec(buildMergeStatesModule(context, variant), diagnostics,
-                    arch);
+  return compileVariant(buildMergeStatesModule, variant, arch);
 }
 
 llvm::Expected<::attn::KernelSpec>
 mlir::attn::compilePrefillVariant(const ::attn::PrefillVariant &variant,
                                   ::attn::Arch arch) {
-  MLIRContext context(MLIRContext::Threading::DISABLED);
-  DiagnosticCollector diagnostics(context);
-  return singleSpec(buildPrefillModule(context, variant), diagnostics, arch);
+  return compileVariant(buildPrefillModule, variant, arch);
 }
