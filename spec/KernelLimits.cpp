@@ -78,8 +78,9 @@ std::string checkDecodeFit(const KernelSpec &spec) {
 }
 
 /// What the sm_90a wgmma template needs of its variant (templates/attn/
-/// prefill_sm90.cuh): 16-bit k/v in TMA boxes of 64 dims, contiguous or in
-/// pages of a multiple of 8 tokens; registers per consumer (setmaxnreg).
+/// prefill_sm90.cuh): k/v in TMA boxes of 64 dims, contiguous 16-bit rows
+/// or pages of a multiple of 8 tokens of q's type or FP8; registers per
+/// consumer (setmaxnreg).
 std::string checkWgmmaFit(const KernelSpec &spec) {
   const PrefillSchedule &s = spec.prefillSchedule;
   if (spec.arch != Arch::SM90a)
@@ -87,10 +88,11 @@ std::string checkWgmmaFit(const KernelSpec &spec) {
         "prefill_schedule mma = wgmma needs arch sm_90a, got \"{}\"",
         toString(spec.arch));
   if (spec.kind == KernelKind::PagedPrefill &&
-      (spec.kvType != spec.qType || spec.pageSize % 8 != 0))
+      ((spec.kvType != spec.qType && !spec.isFP8KV()) ||
+       spec.pageSize % 8 != 0))
     return fmt::format("prefill_schedule mma = wgmma reads a paged cache of "
-                       "q's type with pages of a multiple of 8 tokens, got "
-                       "kv_type {} and page_size {}",
+                       "q's type or FP8 with pages of a multiple of 8 tokens, "
+                       "got kv_type {} and page_size {}",
                        toString(spec.kvType), spec.pageSize);
   if (spec.headDim != 64 && spec.headDim != 128 && spec.headDim != 256)
     return fmt::format(
@@ -114,7 +116,8 @@ std::string checkWgmmaFit(const KernelSpec &spec) {
       s.blockM, s.blockN, s.stages, spec.headDim);
   return checkSharedMemory(
       what.c_str(),
-      prefillSm90SmemBytes(spec.headDim, s.blockM, s.blockN, s.stages),
+      prefillSm90SmemBytes(spec.headDim, sizeOf(spec.kvType), s.blockM,
+                           s.blockN, s.stages),
       spec.arch);
 }
 

@@ -70,13 +70,15 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
 
 /// True where the sm_90a wgmma template (templates/attn/prefill_sm90.cuh)
 /// runs the variant: prefill of 16-bit q/k/v at head dim 64, 128 or 256 (TMA
-/// boxes of 64 dims), ragged, or paged over a cache of q's type whose pages
-/// are a multiple of 16 tokens (at most 8 TMA boxes per 128-key tile; FP8
-/// caches and smaller pages keep the mma.sync template, which gathers rows
-/// with cp.async). Every mask and score modifier is supported.
+/// boxes of 64 dims), ragged, or paged over a cache of q's type or FP8
+/// (widened to q's type in shared memory) whose pages are a multiple of 16
+/// tokens (at most 8 TMA boxes per 128-key tile; smaller pages keep the
+/// mma.sync template, which gathers rows with cp.async). Every mask and
+/// score modifier is supported.
 static bool wgmmaPrefillApplies(const ::attn::KernelSpec &spec) {
   const bool paged = spec.kind == ::attn::KernelKind::PagedPrefill &&
-                     spec.kvType == spec.qType && spec.pageSize % 16 == 0;
+                     (spec.kvType == spec.qType || spec.isFP8KV()) &&
+                     spec.pageSize % 16 == 0;
   return spec.arch == ::attn::Arch::SM90a &&
          (spec.kind == ::attn::KernelKind::Prefill || paged) &&
          (spec.headDim == 64 || spec.headDim == 128 || spec.headDim == 256);

@@ -412,24 +412,35 @@ llvm::Error encodePagesMap(TmaDescriptor &map, const void *base,
   if (reinterpret_cast<uintptr_t>(base) % 16)
     return argError("cache.k and cache.v must be 16-byte aligned for the "
                     "sm_90a (TMA) prefill");
+  // FP8 caches land raw and unswizzled (64-byte rows in the same order),
+  // to be widened in shared memory (templates/attn/prefill_sm90.cuh).
+  const bool fp8 = s.isFP8KV();
+  const cuuint64_t bytes = fp8 ? 1 : 2;
+  if ((pageStride * int64_t(bytes)) % 16)
+    return argError(llvm::formatv(
+        "cache.pageStride ({0} elements) must be a multiple of 16 bytes for "
+        "the sm_90a (TMA) prefill",
+        pageStride));
   const bool hnd = s.layout == KVLayout::HND;
   const cuuint64_t heads = cuuint64_t(s.numKVHeads),
                    colBlocks = cuuint64_t(s.headDim / 64),
                    groups = cuuint64_t(s.pageSize / 8);
   // Bytes between consecutive tokens of a page.
-  const cuuint64_t tokenStride = (hnd ? 1 : heads) * s.headDim * 2;
+  const cuuint64_t tokenStride = (hnd ? 1 : heads) * s.headDim * bytes;
   cuuint64_t dims[5] = {64, 8, hnd ? colBlocks : heads * colBlocks,
                         hnd ? heads * groups : groups, cuuint64_t(numPages)};
-  cuuint64_t strides[4] = {tokenStride, 128, 8 * tokenStride,
-                           cuuint64_t(pageStride) * 2};
+  cuuint64_t strides[4] = {tokenStride, 64 * bytes, 8 * tokenStride,
+                           cuuint64_t(pageStride) * bytes};
   cuuint32_t box[5] = {64, 8, cuuint32_t(colBlocks), cuuint32_t(boxRows / 8), 1};
   cuuint32_t elementStrides[5] = {1, 1, 1, 1, 1};
   ATTN_CU_CHECK(cuTensorMapEncodeTiled(
       reinterpret_cast<CUtensorMap *>(&map),
-      s.qType == ScalarType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+      fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+      : s.qType == ScalarType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
       5, const_cast<void *>(base), dims, strides, box, elementStrides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_INTERLEAVE_NONE,
+      fp8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return llvm::Error::success();
 }

@@ -124,6 +124,19 @@ template <> struct FP8ToHalf<__nv_fp8_e4m3> {
 #endif
 };
 
+/// \brief Two FP8 values (lo in bits 0-7) of cache type KVT to a pair of
+/// T (f16 or bf16) in one register, times 2^FP8ToHalf<KVT>::kLog2Ratio.
+/// Exact: every FP8 value (and its 2^-8 multiple) is an f16 and a bf16.
+template <class KVT, class T>
+__device__ __forceinline__ uint32_t widenFP8Pair(uint32_t pair) {
+  uint32_t halves = FP8ToHalf<KVT>::convert(pair);
+  if constexpr (IsSame<T, __nv_bfloat16>::value) {
+    float2 f = __half22float2(*reinterpret_cast<__half2 *>(&halves));
+    halves = pack2<T>(f.x, f.y);
+  }
+  return halves;
+}
+
 /// 2^kLog2Ratio the dequantization of cache type KVT leaves (0 unless FP8).
 template <class KVT, bool = IsFP8<KVT>::value> struct DequantRatio {
   static constexpr int kLog2 = 0;

@@ -166,15 +166,8 @@ __device__ __forceinline__ void widenFP8Tiles(char *dst, const char *raw) {
 #pragma unroll
     for (int w = 0; w < 2; ++w)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        uint32_t halves = FP8ToHalf<typename Tr::KVT>::convert(words[w] >> (16 * h));
-        if constexpr (IsSame<QT, __nv_bfloat16>::value) {
-          // Exact: every FP8 value (and its 2^-8 multiple) is a bf16.
-          float2 f = __half22float2(*reinterpret_cast<__half2 *>(&halves));
-          halves = pack2<QT>(f.x, f.y);
-        }
-        out[2 * w + h] = halves;
-      }
+      for (int h = 0; h < 2; ++h)
+        out[2 * w + h] = widenFP8Pair<typename Tr::KVT, QT>(words[w] >> (16 * h));
     *reinterpret_cast<uint4 *>(dst + row * Tr::kRowStride + piece * 16) =
         make_uint4(out[0], out[1], out[2], out[3]);
   }

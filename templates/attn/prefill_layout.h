@@ -34,15 +34,46 @@ constexpr int prefillSmemBytes(int headDim, int kvBytes, int blockM, int blockN,
          stages * 2 * blockN * prefillRingRowBytes(headDim, kvBytes) + widened;
 }
 
-/// Dynamic shared memory of one sm_90a prefill CTA
-/// (templates/attn/prefill_sm90.cuh): 1 KiB of slack to align the tiles to
-/// the 128-byte swizzle's 1024-byte period, the Q tile, `stages` K and V
-/// tiles, and 4 * stages + 2 mbarriers (full and empty per K and V stage,
-/// full and empty for Q).
-constexpr int prefillSm90SmemBytes(int headDim, int blockM, int blockN,
+/// sm_90a's dynamic shared memory per CTA (227 KiB).
+constexpr int kSm90SmemPerBlock = 227 * 1024;
+
+/// Bytes of an sm_90a prefill CTA before its FP8 raw ring: 1 KiB of slack
+/// to align the tiles to the 128-byte swizzle's 1024-byte period, the Q
+/// tile, `stages` 16-bit K and V tiles, and 4 * stages + 2 mbarriers (full
+/// and empty per K and V stage, full and empty for Q).
+constexpr int prefillSm90BaseBytes(int headDim, int blockM, int blockN,
                                    int stages) {
   return 1024 + (blockM + 2 * stages * blockN) * headDim * 2 +
          (4 * stages + 2) * 8;
+}
+
+/// Bytes of an FP8 raw ring of `raw` stages (templates/attn/prefill_sm90.cuh):
+/// a raw K and V tile and two mbarriers per stage, and the word that tells
+/// the wideners the last tile has passed.
+constexpr int prefillSm90RawBytes(int headDim, int blockN, int raw) {
+  return raw == 0 ? 0 : raw * (2 * blockN * headDim + 16) + 8;
+}
+
+/// Stages of the raw ring an FP8 cache lands in before it is widened into
+/// the 16-bit tiles: as many as fit (1 to 4); 0 for 16-bit caches.
+constexpr int prefillSm90RawStages(int headDim, int kvBytes, int blockM,
+                                   int blockN, int stages) {
+  int raw = kvBytes == 2 ? 0 : 4;
+  while (raw > 1 && prefillSm90BaseBytes(headDim, blockM, blockN, stages) +
+                            prefillSm90RawBytes(headDim, blockN, raw) >
+                        kSm90SmemPerBlock)
+    --raw;
+  return raw;
+}
+
+/// Dynamic shared memory of one sm_90a prefill CTA: the base above and, for
+/// FP8 caches, the raw ring.
+constexpr int prefillSm90SmemBytes(int headDim, int kvBytes, int blockM,
+                                   int blockN, int stages) {
+  return prefillSm90BaseBytes(headDim, blockM, blockN, stages) +
+         prefillSm90RawBytes(
+             headDim, blockN,
+             prefillSm90RawStages(headDim, kvBytes, blockM, blockN, stages));
 }
 
 } // namespace attn

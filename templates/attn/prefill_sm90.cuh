@@ -45,11 +45,20 @@
 // before P V, since P = 0 does not cancel NaN. The consumers are otherwise
 // the ragged ones.
 //
-// Supported: 16-bit q/k/v, head dims 64, 128 and 256 (256: 64-key tiles,
+// FP8 caches (e4m3, e5m2): the producer thread copies the same boxes, raw
+// and unswizzled (64-byte rows: the 16-bit layout at half the width), into
+// a ring of kRawStages raw K/V stages; the producer warpgroup's other three
+// warps widen each raw tile into the 16-bit K and V rings (to q's type,
+// exactly) while the consumers run the MMAs of earlier tiles, and complete
+// the 16-bit stages' full barriers themselves. K's dequantization scale
+// joins the softmax scale, V's the output normalization, as in prefill.cuh.
+//
+// Supported: 16-bit q, head dims 64, 128 and 256 (256: 64-key tiles,
 // O += P V as one N = 256 wgmma per 16 keys over the 4 column blocks of
 // V), every mask and score
-// modifier of the sm_80 template, LSE; contiguous (ragged) k/v, or a paged
-// cache of q's type with pages of a multiple of 8 tokens, NHD or HND.
+// modifier of the sm_80 template, LSE; contiguous (ragged) 16-bit k/v, or a
+// paged cache of q's type or FP8 with pages of a multiple of 8 tokens, NHD
+// or HND.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_TEMPLATES_PREFILL_SM90_CUH
@@ -67,6 +76,8 @@ constexpr int sm90Gcd(int a, int b) { return b == 0 ? a : sm90Gcd(b, a % b); }
 /// \brief Sizes derived from an sm_90a prefill Config.
 template <class Config> struct PrefillSm90Traits {
   using QT = typename Config::QType;
+  using KVT = typename Config::KVType;
+  static constexpr bool kFP8 = IsFP8<KVT>::value;
   static constexpr int kHeadDim = Config::kHeadDim;
   static constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN;
   static constexpr int kConsumers = Config::kWarps / 4 - 1; // warpgroups
@@ -74,8 +85,14 @@ template <class Config> struct PrefillSm90Traits {
   static constexpr int kColBlocks = kHeadDim / 64; // 128-byte column blocks
   static constexpr int kQWGBytes = 64 * kHeadDim * 2; // one consumer's Q
   static constexpr int kKVTileBytes = kBlockN * kHeadDim * 2;
-  static constexpr int kSmemBytes =
-      prefillSm90SmemBytes(kHeadDim, kBlockM, kBlockN, Config::kStages);
+  static constexpr int kSmemBytes = prefillSm90SmemBytes(
+      kHeadDim, kFP8 ? 1 : 2, kBlockM, kBlockN, Config::kStages);
+  /// FP8 caches: stages of the raw ring, bytes of one raw K or V tile, and
+  /// the producer threads that widen them (warps 1-3).
+  static constexpr int kRawStages = prefillSm90RawStages(
+      kHeadDim, kFP8 ? 1 : 2, kBlockM, kBlockN, Config::kStages);
+  static constexpr int kRawTileBytes = kBlockN * kHeadDim;
+  static constexpr int kWideners = 96;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "head dim 64, 128 or 256");
   // Head dim 256: O is 128 fp32 registers per thread, so S of a 128-key
@@ -86,7 +103,10 @@ template <class Config> struct PrefillSm90Traits {
   static_assert(kBlockM == 64 * kConsumers && kConsumers >= 1 && kConsumers <= 3,
                 "one to three consumer warpgroups of 64 query rows");
   /// Registers per consumer thread after setmaxnreg (the producer keeps
-  /// 24): 240 for one or two consumers, 160 for three (64K per SM).
+  /// 24): 240 for one or two consumers, 160 for three (64K per SM). With
+  /// FP8 wideners in the producer, 32/232 compiled without spills but hung
+  /// in setmaxnreg on the H200; at 24 the wideners spill a few loop
+  /// values (loaded once per tile).
   static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 240;
   // Three consumers: O (32 registers) and S of a 128-key tile (64) fit 160
   // at head dim 64 only.
@@ -98,9 +118,8 @@ template <class Config> struct PrefillSm90Traits {
   /// atom), so every box lands on the 128-byte swizzle pattern.
   static constexpr int kBoxRows =
       Config::kPaged ? sm90Gcd(Config::kPageSize, kBlockN) : kBlockN;
-  static_assert(!Config::kPaged ||
-                    IsSame<typename Config::KVType, QT>::value,
-                "the sm_90a template reads a cache of q's type");
+  static_assert(IsSame<KVT, QT>::value || (Config::kPaged && kFP8),
+                "the sm_90a template reads k/v of q's type or an FP8 cache");
   static_assert(!Config::kPaged || kBoxRows % 8 == 0,
                 "pages of a multiple of 8 tokens");
   /// K/V tiles in shared memory: ragged, kColBlocks blocks of blockN rows
@@ -224,6 +243,36 @@ template <int N> __device__ __forceinline__ void fenceRegs(uint32_t (&r)[N][4]) 
       asm volatile("" : "+r"(r[i][j])::"memory");
 }
 
+/// \brief Widens one raw FP8 K or V tile (unswizzled 64-byte rows) into the
+/// 128-byte-swizzled 16-bit tile at `dst`, as widener `thread` of
+/// kWideners. Raw byte o holds the element whose 16-bit offset (before the
+/// swizzle) is 2 o, so 16 raw bytes become two 16-byte chunks. The writes
+/// are made visible to the async proxy (wgmma) before the caller arrives.
+template <class Config>
+__device__ __forceinline__ void widenFP8TileSm90(uint32_t dst, uint32_t raw, int thread) {
+  using Tr = PrefillSm90Traits<Config>;
+  for (int i = thread; i < Tr::kRawTileBytes / 16; i += Tr::kWideners) {
+    uint32_t in[4];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(in[0]), "=r"(in[1]), "=r"(in[2]), "=r"(in[3])
+                 : "r"(raw + 16 * i));
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      uint32_t out[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        out[j] = widenFP8Pair<typename Tr::KVT, typename Tr::QT>(in[2 * half + j / 2] >>
+                                                               (16 * (j % 2)));
+      const uint32_t offset = 32 * i + 16 * half;
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                       dst + (offset ^ ((offset >> 3) & 0x70))),
+                   "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3])
+                   : "memory");
+    }
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 //===----------------------------------------------------------------------===//
 // Ablation switches (timing experiments only)
 //===----------------------------------------------------------------------===//
@@ -328,33 +377,50 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   (void)firstPos;
 
   // Shared memory: Q (one 64-row tile per consumer), the K ring, the V
-  // ring, then the barriers; tiles 1024-byte aligned for the swizzle. K and
-  // V have their own full/empty barriers: with the S wgmma of tile t + 1
-  // issued before the PV wgmma of tile t, a K stage is released before the
-  // V stage of the same tile.
+  // ring, the FP8 raw ring (K and V tiles per stage), then the barriers;
+  // tiles 1024-byte aligned for the swizzle. K and V have their own
+  // full/empty barriers: with the S wgmma of tile t + 1 issued before the
+  // PV wgmma of tile t, a K stage is released before the V stage of the
+  // same tile.
   extern __shared__ __align__(1024) char smemRaw[];
   const uint32_t smemBase = (smemAddr(smemRaw) + 1023) & ~1023u;
   const uint32_t qSmem = smemBase;
   const uint32_t kSmem = qSmem + Tr::kConsumers * Tr::kQWGBytes;
   const uint32_t vSmem = kSmem + kStages * Tr::kKVTileBytes;
-  const uint32_t bars = vSmem + kStages * Tr::kKVTileBytes;
+  const uint32_t rawSmem = vSmem + kStages * Tr::kKVTileBytes;
+  const uint32_t bars = rawSmem + Tr::kRawStages * 2 * Tr::kRawTileBytes;
   auto kFullBar = [&](int s) { return bars + 8 * s; };
   auto vFullBar = [&](int s) { return bars + 8 * (kStages + s); };
   auto kEmptyBar = [&](int s) { return bars + 8 * (2 * kStages + s); };
   auto vEmptyBar = [&](int s) { return bars + 8 * (3 * kStages + s); };
   const uint32_t qBar = bars + 32 * kStages;
   const uint32_t qEmptyBar = qBar + 8;
+  // FP8: a raw stage is full once both its tiles have landed, empty once
+  // every widener has read it. After the last tile the producer sets
+  // rawDone to the tile count + 1 and completes one more raw stage without
+  // copies.
+  auto rawFullBar = [&](int s) { return qEmptyBar + 8 + 8 * s; };
+  auto rawEmptyBar = [&](int s) { return qEmptyBar + 8 + 8 * (Tr::kRawStages + s); };
+  const uint32_t rawDone = qEmptyBar + 8 + 16 * Tr::kRawStages;
 
   const int warpGroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
+    // 16-bit stages are completed by one TMA arrival, or by the wideners.
+    const int fullCount = Tr::kFP8 ? Tr::kWideners : 1;
     for (int s = 0; s < kStages; ++s) {
-      mbarInit(kFullBar(s), 1);
-      mbarInit(vFullBar(s), 1);
+      mbarInit(kFullBar(s), fullCount);
+      mbarInit(vFullBar(s), fullCount);
       mbarInit(kEmptyBar(s), Tr::kConsumers * 128);
       mbarInit(vEmptyBar(s), Tr::kConsumers * 128);
     }
     mbarInit(qBar, 1);
     mbarInit(qEmptyBar, Tr::kConsumers * 128);
+    for (int s = 0; s < Tr::kRawStages; ++s) {
+      mbarInit(rawFullBar(s), 1);
+      mbarInit(rawEmptyBar(s), Tr::kWideners);
+    }
+    if constexpr (Tr::kFP8)
+      asm volatile("st.shared.u32 [%0], 0;\n" ::"r"(rawDone) : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -364,6 +430,32 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     // (spreading a paged tile's boxes over a warp's lanes measured up to
     // 25% slower at head dim 64 and no faster elsewhere).
     setMaxRegsDec<24>();
+    if constexpr (Tr::kFP8) {
+      // Warps 1-3 widen tile after tile (the rings' running index i, across
+      // pairs) until rawDone: raw stage -> the 16-bit K and V stages, each
+      // once the consumers have released it. Nothing per pair is computed
+      // here (24 registers).
+      if (threadIdx.x >= 32) {
+        for (int i = 0;; ++i) {
+          const int s = i % kStages, rs = i % Tr::kRawStages;
+          const uint32_t parity = ((i / kStages) & 1) ^ 1;
+          const uint32_t raw = rawSmem + rs * 2 * Tr::kRawTileBytes;
+          mbarWait(rawFullBar(rs), (i / Tr::kRawStages) & 1);
+          uint32_t done;
+          asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(done) : "r"(rawDone) : "memory");
+          if (done == uint32_t(i) + 1) // the stop, not a tile
+            return;
+          mbarWait(kEmptyBar(s), parity);
+          widenFP8TileSm90<Config>(kSmem + s * Tr::kKVTileBytes, raw, threadIdx.x - 32);
+          mbarArrive(kFullBar(s));
+          mbarWait(vEmptyBar(s), parity);
+          widenFP8TileSm90<Config>(vSmem + s * Tr::kKVTileBytes, raw + Tr::kRawTileBytes,
+                                   threadIdx.x - 32);
+          mbarArrive(vFullBar(s));
+          mbarArrive(rawEmptyBar(rs));
+        }
+      }
+    }
     if (threadIdx.x != 0)
       return;
     int base = 0; // tiles of the earlier pairs: the rings' running index
@@ -405,7 +497,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
       else
         tmaLoadPaged(dst, map, bar, kvHead * Tr::kColBlocks, offset / 8, page);
     };
-    constexpr uint32_t kBoxBytes = Tr::kBoxRows * Tr::kColBlocks * 128;
+    constexpr uint32_t kBoxBytes = Tr::kBoxRows * Tr::kColBlocks * 64 * sizeof(typename Tr::KVT);
     // One tile of `map` into `tile`: kBoxes boxes of kBoxRows rows
     // (paged), or one box of blockN rows per 64-dim column block (ragged).
     auto loadTile = [&](const TmaDescriptor *map, uint32_t tile, uint32_t bar,
@@ -441,6 +533,24 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
           offsets[b] = key % Config::kPageSize;
         }
       }
+      if constexpr (Tr::kFP8) {
+        // Both raw tiles into raw stage rs; the wideners fill the 16-bit
+        // stages.
+        const int rs = (base + t) % Tr::kRawStages;
+        const uint32_t raw = rawSmem + rs * 2 * Tr::kRawTileBytes;
+        mbarWait(rawEmptyBar(rs), (((base + t) / Tr::kRawStages) & 1) ^ 1);
+        if (load) {
+          mbarArriveExpectTx(rawFullBar(rs), 2 * Tr::kRawTileBytes);
+          loadTile(&sp.kMap, raw, rawFullBar(rs), token, pages, offsets);
+          loadTile(&sp.vMap, raw + Tr::kRawTileBytes, rawFullBar(rs), token, pages,
+                   offsets);
+        } else {
+          mbarArrive(rawFullBar(rs));
+        }
+        if (t == 0)
+          loadQ();
+        continue;
+      }
       mbarWait(kEmptyBar(s), parity);
       if (load) {
         mbarArriveExpectTx(kFullBar(s), Tr::kKVTileBytes);
@@ -461,6 +571,15 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
       }
     }
     base += numTiles;
+    }
+    if constexpr (Tr::kFP8) {
+      // The wideners' stop: one more raw stage, completed without copies,
+      // with rawDone = its index + 1 (wideners still on earlier tiles read
+      // it too, and go on).
+      const int rs = base % Tr::kRawStages;
+      mbarWait(rawEmptyBar(rs), ((base / Tr::kRawStages) & 1) ^ 1);
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(rawDone), "r"(base + 1) : "memory");
+      mbarArrive(rawFullBar(rs));
     }
     return;
   }
@@ -486,7 +605,15 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   // The q head's per-head table values, loaded before the key loop.
   const typename Variant<Config>::Row headValues =
       Variant<Config>::row(p, work.request, qHead);
-  const float qkScale = p.smScale;
+  // FP8 caches: K's dequantization scale joins the softmax scale, V's the
+  // output normalization (as prefill.cuh).
+  float qkScale = p.smScale, vDequant = 1.f;
+  if constexpr (Tr::kFP8) {
+    const int scaleIdx = Config::kPerHeadKVScale ? kvHead : 0;
+    const float unratio = exp2i(-DequantRatio<typename Tr::KVT>::kLog2);
+    qkScale *= p.kScale[scaleIdx] * unratio;
+    vDequant = p.vScale[scaleIdx] * unratio;
+  }
   constexpr bool kPlainScores = Variant<Config>::kPlainScores;
   const float expScale = kPlainScores ? qkScale * kLog2e : 1.f;
 
@@ -719,7 +846,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
       continue;
     float mRow = mRun[h] * expScale; // log2 units
     float numer = Variant<Config>::template finishRow<true>(headValues, mRow, l);
-    float inv = l > 0.f ? numer / l : 0.f; // no visible key: 0
+    float inv = l > 0.f ? numer / l * vDequant : 0.f; // no visible key: 0
     int64_t token = work.outStart + work.tileBegin + row;
     QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
               int64_t(qHead) * D;

@@ -304,6 +304,24 @@ std::vector<PrefillCase> cases() {
     add("paged_bf16_e5m2_kitchen_sink", v, {17, 1000, 64}, {500, 1000, 3000});
     c.back().kvScale = 0.5;
   }
+  {
+    // FP8 at head dim 64 (three consumer warpgroups among the sm_90a
+    // template's shapes), without a mask, over 8-token pages, interleaved.
+    auto v = paged(base(S::BF16, 32, 8, 64), S::F8E4M3, 16);
+    v.windowLeft = 300;
+    v.writeLse = true;
+    add("paged_bf16_e4m3_p16_d64_window_lse", v, {17, 400, 1}, {1000, 400, 2000});
+    c.back().kvScale = 0.25;
+    auto u = paged(base(S::F16, 16, 4, 64), S::F8E5M2, 32, L::HND, true);
+    u.causal = false;
+    add("paged_f16_e5m2_p32_hnd_d64_unmasked_headscale", u, {300, 64}, {400, 64});
+    add("paged_bf16_e4m3_p8_interleaved",
+        paged(base(S::BF16, 16, 4, 128), S::F8E4M3, 8), {100, 5}, {700, 900});
+    c.back().interleavedKV = true;
+    auto x = paged(cross(base(S::BF16, 16, 2, 256)), S::F8E5M2, 16);
+    x.writeLse = true;
+    add("paged_bf16_e5m2_p16_d256_cross_lse", x, {17, 200}, {1500, 64});
+  }
   return c;
 }
 
@@ -354,9 +372,9 @@ PrefillSchedule wgmmaSchedule(int consumers, int blockN) {
   return s;
 }
 
-/// Every case the sm_90a template supports (16-bit, head dim 64, 128 or 256;
-/// ragged, or paged over a cache of q's type with pages of a multiple of 8
-/// tokens), pinned to it, so that it stays tested whichever template the
+/// Every case the sm_90a template supports (16-bit q, head dim 64, 128 or
+/// 256; ragged, or paged over a cache of q's type or FP8 with pages of a
+/// multiple of 8 tokens), pinned to it, so that it stays tested whichever template the
 /// schedule picks by default; the default shape on all of them, one
 /// consumer warpgroup with 64-key tiles on a few, three on head dim 64.
 std::vector<PrefillCase> wgmmaCases() {
@@ -365,7 +383,8 @@ std::vector<PrefillCase> wgmmaCases() {
     const PrefillVariant &v = c.variant;
     if (v.headDim != 64 && v.headDim != 128 && v.headDim != 256)
       continue;
-    if (v.paged && (v.paged->kvType != v.qType || v.paged->pageSize % 8))
+    if (v.paged && ((v.paged->kvType != v.qType && sizeOf(v.paged->kvType) != 1) ||
+                    v.paged->pageSize % 8))
       continue;
     PrefillCase pinned = c;
     // Head dim 256 takes 64-key tiles (registers).
@@ -376,6 +395,7 @@ std::vector<PrefillCase> wgmmaCases() {
         c.name == "bf16_window100" || c.name == "bf16_cross_lse" ||
         c.name == "paged_bf16_p16_chunk_continuation_lse" ||
         c.name == "paged_bf16_p256_hnd_d128_lse" ||
+        c.name == "paged_bf16_e4m3_p16_lse" ||
         c.name == "bf16_d256_chunk_continuation_lse") {
       pinned.variant.schedule = wgmmaSchedule(1, 64);
       pinned.name = c.name + "_wgmma_m64n64";

@@ -448,7 +448,7 @@ std::optional<PrefillSchedule> pinnedPrefillSchedule;
 std::vector<std::string> benchDefines;
 /// --ragged-only: skip the paged columns of `prefill`.
 bool raggedOnly = false;
-/// --no-e4m3: skip the e4m3 paged column of `prefill` (reported as 0).
+/// --no-e4m3: skip the FP8 paged columns of `prefill` (reported as 0).
 bool noE4M3 = false;
 /// --identity-pages: paged prefill over page tables in page order (each
 /// request's pages consecutive) instead of shuffled: page locality alone.
@@ -631,31 +631,34 @@ int runPrefill(bool json, bool quick) {
   if (!json)
     llvm::outs() << llvm::formatv(
         "{1}, {0} SMs: bf16 prefill, 32 q heads, 16k tokens per batch\n\n"
-        "{2,-6} {3,-6} {4,-7} {5,-4} {6,-7} {7,10} {8,9} {9,9} {10,9}\n",
+        "{2,-6} {3,-6} {4,-7} {5,-4} {6,-7} {7,10} {8,9} {9,9} {10,10} {11,10}\n",
         sms, toString(arch), "batch", "seq", "heads", "dim", "mask", "time_ms",
-        "TFLOP/s", "paged", "paged_e4m3");
+        "TFLOP/s", "paged", "paged_e4m3", "paged_e5m2");
   // Paged prefill over the same shapes: a bf16 cache and an e4m3 one, page
   // 16, NHD (vLLM's default page size and layout).
   const PagedKVFormat pagedBF16{ScalarType::BF16, 16, KVLayout::NHD, false};
   const PagedKVFormat pagedE4M3{ScalarType::F8E4M3, 16, KVLayout::NHD, false};
+  const PagedKVFormat pagedE5M2{ScalarType::F8E5M2, 16, KVLayout::NHD, false};
   struct Row {
-    PrefillResult ragged, paged, pagedFP8;
+    PrefillResult ragged, paged, pagedFP8, pagedE5M2;
   };
   std::vector<Row> results;
   for (const PrefillConfig &cfg : configs) {
-    Row r{benchPrefill(cfg, arch, stream.get()), {}, {}};
+    Row r{benchPrefill(cfg, arch, stream.get()), {}, {}, {}};
     if (!raggedOnly) {
       r.paged = benchPrefill(cfg, arch, stream.get(), pagedBF16);
-      if (!noE4M3)
+      if (!noE4M3) {
         r.pagedFP8 = benchPrefill(cfg, arch, stream.get(), pagedE4M3);
+        r.pagedE5M2 = benchPrefill(cfg, arch, stream.get(), pagedE5M2);
+      }
     }
     results.push_back(r);
     if (!json)
       llvm::outs() << llvm::formatv(
-          "{0,-6} {1,-6} {2,-7} {3,-4} {4,-7} {5,10:F3} {6,9:F1} {7,9:F1} {8,9:F1}\n",
+          "{0,-6} {1,-6} {2,-7} {3,-4} {4,-7} {5,10:F3} {6,9:F1} {7,9:F1} {8,10:F1} {9,10:F1}\n",
           cfg.batch, cfg.seq, llvm::formatv("32/{0}", cfg.numKVHeads).str(),
           cfg.headDim, cfg.causal ? "causal" : "full", r.ragged.ms,
-          r.ragged.tflops, r.paged.tflops, r.pagedFP8.tflops);
+          r.ragged.tflops, r.paged.tflops, r.pagedFP8.tflops, r.pagedE5M2.tflops);
   }
   if (json) {
     llvm::outs() << llvm::formatv("{{\"arch\": \"{0}\", \"sms\": {1}, "
@@ -668,11 +671,13 @@ int runPrefill(bool json, bool quick) {
           "\"kv_heads\": {3}, \"head_dim\": {4}, \"causal\": {5}, "
           "\"time_ms\": {6:F4}, \"tflops\": {7:F2}, \"flops\": {8:E}, "
           "\"copies\": {9}, \"kernel\": \"{10}\", "
-          "\"paged_p16_tflops\": {11:F2}, \"paged_p16_e4m3_tflops\": {12:F2}}{13}\n",
+          "\"paged_p16_tflops\": {11:F2}, \"paged_p16_e4m3_tflops\": {12:F2}, "
+          "\"paged_p16_e5m2_tflops\": {14:F2}}{13}\n",
           r.config.batch, r.config.seq, kPrefillQHeads, r.config.numKVHeads,
           r.config.headDim, r.config.causal ? "true" : "false", r.ms, r.tflops,
           prefillFlops(r.config), r.copies, r.kernel, results[i].paged.tflops,
-          results[i].pagedFP8.tflops, i + 1 < results.size() ? "," : "");
+          results[i].pagedFP8.tflops, i + 1 < results.size() ? "," : "",
+          results[i].pagedE5M2.tflops);
     }
     llvm::outs() << "]}\n";
   }
