@@ -114,8 +114,9 @@ void chooseSchedule(::attn::KernelSpec &spec) {
     // rows, 160 registers each) keep more wgmma in flight per SM; on an
     // H200 +6-9% at seq >= 4k, the same at 16 x 1k. Causal keeps two: 192-row
     // tiles lost 10% on 16 x 1k prompts (docs/performance.md, "Three
-    // consumer warpgroups at head dim 64").
-    if (spec.headDim == 64 && !spec.causal) {
+    // consumer warpgroups at head dim 64"). FP8 caches keep two: beside
+    // the producer's wideners three consumers would spill.
+    if (spec.headDim == 64 && !spec.causal && !spec.isFP8KV()) {
       schedule.warps = 16;
       schedule.blockM = 192;
     }

@@ -78,6 +78,13 @@ template <class Config> struct PrefillSm90Traits {
   using QT = typename Config::QType;
   using KVT = typename Config::KVType;
   static constexpr bool kFP8 = IsFP8<KVT>::value;
+  /// The MMAs' input type: q's, or f16 over FP8 caches: one conversion
+  /// instruction widens two FP8 values to f16 (four to bf16), and P in
+  /// [0, 1] keeps 3 more bits than in bf16. A bf16 Q tile is then scaled
+  /// per warp by a power of two into f16's range and converted in place
+  /// (kQToHalf); the scores take the power back.
+  using MT = typename Conditional<kFP8, __half, QT>::type;
+  static constexpr bool kQToHalf = kFP8 && !IsSame<QT, __half>::value;
   static constexpr int kHeadDim = Config::kHeadDim;
   static constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN;
   static constexpr int kConsumers = Config::kWarps / 4 - 1; // warpgroups
@@ -102,12 +109,15 @@ template <class Config> struct PrefillSm90Traits {
                 "64-key tiles at head dim 256 (registers)");
   static_assert(kBlockM == 64 * kConsumers && kConsumers >= 1 && kConsumers <= 3,
                 "one to three consumer warpgroups of 64 query rows");
-  /// Registers per consumer thread after setmaxnreg (the producer keeps
-  /// 24): 240 for one or two consumers, 160 for three (64K per SM). With
-  /// FP8 wideners in the producer, 32/232 compiled without spills but hung
-  /// in setmaxnreg on the H200; at 24 the wideners spill a few loop
-  /// values (loaded once per tile).
-  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 240;
+  /// Registers per thread after setmaxnreg, within what the CTA launched
+  /// with (168 per thread at 384 threads, 128 at 512, 240 at 256): the
+  /// producer keeps 24 (one thread issues copies), 40 with FP8 wideners
+  /// (at 24 they spill) but at head dim 256, where O needs a consumer's
+  /// 240; consumers take the rest: 240 for one or two, 160 for three, 8
+  /// less each beside 40-register wideners.
+  static constexpr int kProducerRegs = kFP8 && kHeadDim <= 128 ? 40 : 24;
+  static constexpr int kConsumerRegs =
+      (kConsumers == 3 ? 160 : 240) - (kProducerRegs == 40 && kConsumers > 1 ? 8 : 0);
   // Three consumers: O (32 registers) and S of a 128-key tile (64) fit 160
   // at head dim 64 only.
   static_assert(kConsumers < 3 || kHeadDim == 64,
@@ -248,9 +258,11 @@ template <int N> __device__ __forceinline__ void fenceRegs(uint32_t (&r)[N][4]) 
 /// kWideners. Raw byte o holds the element whose 16-bit offset (before the
 /// swizzle) is 2 o, so 16 raw bytes become two 16-byte chunks. The writes
 /// are made visible to the async proxy (wgmma) before the caller arrives.
-template <class Config>
+template <class Config, class T>
 __device__ __forceinline__ void widenFP8TileSm90(uint32_t dst, uint32_t raw, int thread) {
   using Tr = PrefillSm90Traits<Config>;
+  // Two chunks in flight per thread where the registers allow (40).
+#pragma unroll(Tr::kProducerRegs >= 40 ? 2 : 1)
   for (int i = thread; i < Tr::kRawTileBytes / 16; i += Tr::kWideners) {
     uint32_t in[4];
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
@@ -261,8 +273,7 @@ __device__ __forceinline__ void widenFP8TileSm90(uint32_t dst, uint32_t raw, int
       uint32_t out[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        out[j] = widenFP8Pair<typename Tr::KVT, typename Tr::QT>(in[2 * half + j / 2] >>
-                                                               (16 * (j % 2)));
+        out[j] = widenFP8Pair<typename Tr::KVT, T>(in[2 * half + j / 2] >> (16 * (j % 2)));
       const uint32_t offset = 32 * i + 16 * half;
       asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
                        dst + (offset ^ ((offset >> 3) & 0x70))),
@@ -429,12 +440,12 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     // Producer. Every thread gives registers back; one issues the copies
     // (spreading a paged tile's boxes over a warp's lanes measured up to
     // 25% slower at head dim 64 and no faster elsewhere).
-    setMaxRegsDec<24>();
+    setMaxRegsDec<Tr::kProducerRegs>();
     if constexpr (Tr::kFP8) {
       // Warps 1-3 widen tile after tile (the rings' running index i, across
       // pairs) until rawDone: raw stage -> the 16-bit K and V stages, each
       // once the consumers have released it. Nothing per pair is computed
-      // here (24 registers).
+      // here.
       if (threadIdx.x >= 32) {
         for (int i = 0;; ++i) {
           const int s = i % kStages, rs = i % Tr::kRawStages;
@@ -446,11 +457,12 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
           if (done == uint32_t(i) + 1) // the stop, not a tile
             return;
           mbarWait(kEmptyBar(s), parity);
-          widenFP8TileSm90<Config>(kSmem + s * Tr::kKVTileBytes, raw, threadIdx.x - 32);
+          widenFP8TileSm90<Config, typename Tr::MT>(kSmem + s * Tr::kKVTileBytes, raw,
+                                                    threadIdx.x - 32);
           mbarArrive(kFullBar(s));
           mbarWait(vEmptyBar(s), parity);
-          widenFP8TileSm90<Config>(vSmem + s * Tr::kKVTileBytes, raw + Tr::kRawTileBytes,
-                                   threadIdx.x - 32);
+          widenFP8TileSm90<Config, typename Tr::MT>(vSmem + s * Tr::kKVTileBytes,
+                                                     raw + Tr::kRawTileBytes, threadIdx.x - 32);
           mbarArrive(vFullBar(s));
           mbarArrive(rawEmptyBar(rs));
         }
@@ -615,7 +627,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     vDequant = p.vScale[scaleIdx] * unratio;
   }
   constexpr bool kPlainScores = Variant<Config>::kPlainScores;
-  const float expScale = kPlainScores ? qkScale * kLog2e : 1.f;
+  float expScale = kPlainScores ? qkScale * kLog2e : 1.f;
 
   float o[kORegs];
 #pragma unroll
@@ -657,7 +669,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
 #pragma unroll
       for (int k = 0; k < D / 16; ++k) {
         const uint32_t colOffset = (k / 4) * 128, inRow = (k % 4) * 32;
-        Wgmma<QT, kBlockN>::ss(
+        Wgmma<typename Tr::MT, kBlockN>::ss(
             sAcc, smemDesc(qTile + colOffset * 64 + inRow, 16),
             smemDesc(kTile + (k / 4) * Tr::kKVColBlockBytes + inRow, 16, Tr::kKVRowGroupBytes),
             k > 0);
@@ -674,7 +686,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     if constexpr (!(kAblate & kAblatePV)) {
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk)
-        Wgmma<QT, D>::rs(o, pa[kk],
+        Wgmma<typename Tr::MT, D>::rs(o, pa[kk],
                          smemDesc(vTile + kk * 2 * Tr::kKVRowGroupBytes, Tr::kKVColBlockBytes,
                                   Tr::kKVRowGroupBytes),
                          1);
@@ -758,7 +770,8 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     for (int n = 0; n < kNTiles; ++n)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        pa[n / 2][(n % 2) * 2 + h] = pack2<QT>(sAcc[4 * n + 2 * h], sAcc[4 * n + 2 * h + 1]);
+        pa[n / 2][(n % 2) * 2 + h] =
+            pack2<typename Tr::MT>(sAcc[4 * n + 2 * h], sAcc[4 * n + 2 * h + 1]);
   };
   auto waitFull = [&](uint32_t bar, int t) { mbarWait(bar, ((base + t) / kStages) & 1); };
   auto stage = [&](int t) { return (base + t) % kStages; };
@@ -788,6 +801,59 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   };
 
   mbarWait(qBar, n & 1);
+  if constexpr (Tr::kQToHalf) {
+    // bf16 Q -> f16 in place, this warp's 16 rows times 2^-e, where e puts
+    // their largest magnitude in [2^14, 2^15) (every bf16 digit survives
+    // down to 2^-10 of it); S is then 2^-e times q.k, which the score
+    // scales take back. Every 128-byte row is whole in its column block,
+    // so the swizzle does not matter.
+    auto chunkAddr = [&](int i) { // 16 rows x 8 chunks per column block
+      const int block = i / 128, j = i % 128;
+      return qTile + block * 64 * 128 + (warp * 16 + j / 8) * 128 + (j % 8) * 16;
+    };
+    constexpr int kChunks = 128 * Tr::kColBlocks / 32; // per lane
+    float mx = 0.f;
+#pragma unroll
+    for (int m = 0; m < kChunks; ++m) {
+      uint32_t x[4];
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                   : "r"(chunkAddr(lane + 32 * m)));
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float2 f = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&x[j]));
+        mx = fmaxf(mx, fmaxf(fabsf(f.x), fabsf(f.y)));
+      }
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2)
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    // Past float's exponent range (or inf/NaN, which stay so) no scaling.
+    const int e = mx > 0.f && mx <= 3.4e38f ? max(ilogbf(mx) - 14, -100) : 0;
+    const float down = exp2i(-e);
+#pragma unroll
+    for (int m = 0; m < kChunks; ++m) {
+      const uint32_t addr = chunkAddr(lane + 32 * m);
+      uint32_t x[4];
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                   : "r"(addr));
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float2 f = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&x[j]));
+        x[j] = pack2<__half>(f.x * down, f.y * down);
+      }
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x[0]),
+                   "r"(x[1]), "r"(x[2]), "r"(x[3])
+                   : "memory");
+    }
+    qkScale *= exp2i(e);
+    if constexpr (kPlainScores)
+      expScale = qkScale * kLog2e;
+    // Visible to this warpgroup's wgmma (async proxy).
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    namedBarSync(3 + g, 128);
+  }
   if (numTiles > 0) {
     // Prologue: S and P of tile 0.
     waitFull(kFullBar(stage(0)), 0);

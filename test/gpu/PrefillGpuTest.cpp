@@ -318,6 +318,17 @@ std::vector<PrefillCase> cases() {
     add("paged_bf16_e4m3_p8_interleaved",
         paged(base(S::BF16, 16, 4, 128), S::F8E4M3, 8), {100, 5}, {700, 900});
     c.back().interleavedKV = true;
+    // Scales that leave most cache values subnormal (or zero) in FP8: the
+    // sm_90a template widens by placing bits, which must keep them exact.
+    add("paged_bf16_e4m3_p16_subnormal_cache",
+        paged(base(S::BF16, 16, 4, 128), S::F8E4M3, 16), {100, 5}, {700, 900});
+    c.back().kvScale = 200.0;
+    add("paged_f16_e4m3_p16_subnormal_cache",
+        paged(base(S::F16, 16, 4, 64), S::F8E4M3, 16), {100, 5}, {700, 900});
+    c.back().kvScale = 200.0;
+    add("paged_bf16_e5m2_p16_subnormal_cache",
+        paged(base(S::BF16, 16, 4, 128), S::F8E5M2, 16), {100, 5}, {700, 900});
+    c.back().kvScale = 20000.0;
     auto x = paged(cross(base(S::BF16, 16, 2, 256)), S::F8E5M2, 16);
     x.writeLse = true;
     add("paged_bf16_e5m2_p16_d256_cross_lse", x, {17, 200}, {1500, 64});
