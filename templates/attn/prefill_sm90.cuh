@@ -48,10 +48,15 @@
 // FP8 caches (e4m3, e5m2): the producer thread copies the same boxes, raw
 // and unswizzled (64-byte rows: the 16-bit layout at half the width), into
 // a ring of kRawStages raw K/V stages; the producer warpgroup's other three
-// warps widen each raw tile into the 16-bit K and V rings (to q's type,
-// exactly) while the consumers run the MMAs of earlier tiles, and complete
-// the 16-bit stages' full barriers themselves. K's dequantization scale
-// joins the softmax scale, V's the output normalization, as in prefill.cuh.
+// warps widen each raw tile into the 16-bit K and V rings (to f16, exactly:
+// one conversion per two values) while the consumers run the MMAs of
+// earlier tiles, and complete the 16-bit stages' full barriers themselves.
+// Both MMAs then run in f16 (Traits::MT); a bf16 Q tile is converted in
+// place once per work item (kQToHalf). K's dequantization scale joins the
+// softmax scale, V's the output normalization, as in prefill.cuh. On the
+// H200 this runs at 0.76-0.90x the bf16 cache's speed (docs/performance.md,
+// "FP8 caches on the wgmma path"); the widening's shared-memory traffic
+// (a 16-bit K and V tile written per tile) is the cost.
 //
 // Supported: 16-bit q, head dims 64, 128 and 256 (256: 64-key tiles,
 // O += P V as one N = 256 wgmma per 16 keys over the 4 column blocks of
@@ -302,6 +307,7 @@ enum : int {
   kAblatePV = 4,            ///< no O += P V wgmma
   kAblateDoubleSoftmax = 8, ///< the softmax twice per tile
   kAblateLoads = 16,        ///< K/V loaded once per stage, then reused
+  kAblateWiden = 32,        ///< FP8 caches: raw tiles copied, not widened
 };
 // The consumer loop issues the S wgmma of tile t before the P V wgmma of
 // tile t - 1 and runs the softmax of tile t while P V runs (FA3's
@@ -456,13 +462,16 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
           asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(done) : "r"(rawDone) : "memory");
           if (done == uint32_t(i) + 1) // the stop, not a tile
             return;
+          constexpr bool kWiden = !(kAblate & kAblateWiden);
           mbarWait(kEmptyBar(s), parity);
-          widenFP8TileSm90<Config, typename Tr::MT>(kSmem + s * Tr::kKVTileBytes, raw,
-                                                    threadIdx.x - 32);
+          if constexpr (kWiden)
+            widenFP8TileSm90<Config, typename Tr::MT>(kSmem + s * Tr::kKVTileBytes, raw,
+                                                      threadIdx.x - 32);
           mbarArrive(kFullBar(s));
           mbarWait(vEmptyBar(s), parity);
-          widenFP8TileSm90<Config, typename Tr::MT>(vSmem + s * Tr::kKVTileBytes,
-                                                     raw + Tr::kRawTileBytes, threadIdx.x - 32);
+          if constexpr (kWiden)
+            widenFP8TileSm90<Config, typename Tr::MT>(vSmem + s * Tr::kKVTileBytes,
+                                                       raw + Tr::kRawTileBytes, threadIdx.x - 32);
           mbarArrive(vFullBar(s));
           mbarArrive(rawEmptyBar(rs));
         }
@@ -804,7 +813,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   if constexpr (Tr::kQToHalf) {
     // bf16 Q -> f16 in place, this warp's 16 rows times 2^-e, where e puts
     // their largest magnitude in [2^14, 2^15) (every bf16 digit survives
-    // down to 2^-10 of it); S is then 2^-e times q.k, which the score
+    // down to 2^-28 of it); S is then 2^-e times q.k, which the score
     // scales take back. Every 128-byte row is whole in its column block,
     // so the swizzle does not matter.
     auto chunkAddr = [&](int i) { // 16 rows x 8 chunks per column block

@@ -35,8 +35,9 @@ func.func @llama3_chunked_prefill_fp8(%q: tensor<?x32x128xbf16>,
     %cache: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
     %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) -> tensor<?x32x128xbf16> {
   // A chunk of new tokens over an FP8 paged prefix: scheduled and lowered in
-  // one go; two 16-row tiles per warp where the CTA fits (not sm_89).
-  // SM90: attn.kernel_launch @attn_paged_prefill_qbf16_kve4m3_h32x8_d128_p16nhd_causal_m128n64w4s2
+  // one go; the wgmma template on sm_90a, elsewhere two 16-row tiles per
+  // warp where the CTA fits (not sm_89).
+  // SM90: attn.kernel_launch @attn_paged_prefill_qbf16_kve4m3_h32x8_d128_p16nhd_causal_m128n128w12s2_wgmma
   // SM90-SAME: kind = paged_prefill, arch = "sm_90a"
   // SM89: attn.kernel_launch @attn_paged_prefill_qbf16_kve4m3_h32x8_d128_p16nhd_causal_m64n64w4s2
   // SM89-SAME: kind = paged_prefill, arch = "sm_89"

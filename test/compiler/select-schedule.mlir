@@ -307,8 +307,9 @@ func.func @paged_prefill_fp8_d128(%q: tensor<?x32x128xbf16>,
     %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = hnd>,
     %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<8xf32>) -> tensor<?x32x128xbf16> {
   // FP8 cache: a 32 KiB ring of raw rows plus 34 KiB of widened K/V tiles;
-  // with the 34 KiB Q tile 100 KiB, still over sm_89's 99 KiB.
-  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2, pack_gqa = true>
+  // with the 34 KiB Q tile 100 KiB, still over sm_89's 99 KiB. sm_90a
+  // takes the wgmma template, widening in shared memory.
+  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma>
   // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 128, block_n = 64, stages = 2, pack_gqa = true>
   // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2, pack_gqa = true>
   %o = attn.paged_prefill %q, %c, %cu, %bt, %lens kv_scales(%s, %s : tensor<8xf32>, tensor<8xf32>)
@@ -343,8 +344,8 @@ func.func @paged_prefill_fp8_d256(%q: tensor<?x16x256xf16>,
     %c: !attn.paged_kv<8x256xf8E5M2, page_size = 32, layout = hnd>,
     %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) -> tensor<?x16x256xf16> {
   // FP8 at head dim 256: Q 33 KiB + ring 32 KiB + widened 33 KiB = 98 KiB,
-  // within sm_89's 99 KiB.
-  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2, pack_gqa = true>
+  // within sm_89's 99 KiB; the wgmma template on sm_90a.
+  // SM90: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 64, stages = 2, mma = wgmma>
   // SM80: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2, pack_gqa = true>
   // SM89: attn.paged_prefill {{.*}}schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 32, stages = 2, pack_gqa = true>
   %o = attn.paged_prefill %q, %c, %cu, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>)

@@ -1023,19 +1023,20 @@ TEST(ScheduleTest, PagedPrefillTakesWgmmaOnSm90aForPagesOf16) {
     return spec;
   };
   // Pages of a multiple of 16 tokens (at most 8 TMA boxes per 128-key
-  // tile), a cache of q's type, head dims 64 and 128.
-  for (int headDim : {64, 128})
-    for (int pageSize : {16, 32, 48, 128, 256})
-      EXPECT_EQ(choosePrefillSchedule(paged(headDim, pageSize, ScalarType::BF16)).mma,
-                ::attn::PrefillMma::Wgmma)
-          << headDim << " " << pageSize;
+  // tile), a cache of q's type or FP8, head dims 64 and 128.
+  for (ScalarType kvType : {ScalarType::BF16, ScalarType::F8E4M3, ScalarType::F8E5M2})
+    for (int headDim : {64, 128})
+      for (int pageSize : {16, 32, 48, 128, 256})
+        EXPECT_EQ(choosePrefillSchedule(paged(headDim, pageSize, kvType)).mma,
+                  ::attn::PrefillMma::Wgmma)
+            << headDim << " " << pageSize;
   for (int pageSize : {1, 8, 24, 100})
     EXPECT_EQ(choosePrefillSchedule(paged(128, pageSize, ScalarType::BF16)).mma,
               ::attn::PrefillMma::Sync)
         << pageSize;
   EXPECT_EQ(choosePrefillSchedule(paged(96, 16, ScalarType::BF16)).mma,
             ::attn::PrefillMma::Sync);
-  EXPECT_EQ(choosePrefillSchedule(paged(128, 16, ScalarType::F8E4M3)).mma,
+  EXPECT_EQ(choosePrefillSchedule(paged(128, 8, ScalarType::F8E4M3)).mma,
             ::attn::PrefillMma::Sync);
 }
 
@@ -1094,22 +1095,20 @@ TEST(ScheduleTest, PagedPrefillChoicesPerShape) {
   for (ScalarType kvType :
        {ScalarType::BF16, ScalarType::F8E4M3, ScalarType::F8E5M2}) {
     // Head dim 128: 102 KiB (16-bit) or 100 KiB (FP8) with 128 rows; only
-    // sm_89's 99 KiB take 64. On sm_90a a cache of q's type (bf16) takes
-    // the wgmma template; FP8 caches keep mma.sync.
-    EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM90a, 128, kvType)),
-              kvType == ScalarType::BF16 ? wgmma
-                                         : packed(prefillSchedule(4, 128, 64, 2)));
+    // sm_89's 99 KiB take 64. On sm_90a every cache takes the wgmma
+    // template (FP8 widened in shared memory, 225 KiB with its raw ring).
+    EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM90a, 128, kvType)), wgmma);
+    EXPECT_LE(::attn::prefillSm90SmemBytes(128, ::attn::sizeOf(kvType), 128, 128, 2),
+              ::attn::maxSharedMemoryPerBlock(Arch::SM90a));
     EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM80, 128, kvType)),
               packed(prefillSchedule(4, 128, 64, 2)));
     EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM89, 128, kvType)),
               packed(prefillSchedule(4, 64, 64, 2)));
-    // Head dim 256 fits every arch, sm_89 included; on sm_90a a cache of
-    // q's type takes the wgmma template with 64-key tiles.
+    // Head dim 256 fits every arch, sm_89 included; on sm_90a every cache
+    // takes the wgmma template with 64-key tiles.
     PrefillSchedule wgmma256 = prefillSchedule(12, 128, 64, 2);
     wgmma256.mma = ::attn::PrefillMma::Wgmma;
-    EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM90a, 256, kvType)),
-              kvType == ScalarType::BF16 ? wgmma256
-                                         : packed(prefillSchedule(4, 64, 32, 2)));
+    EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM90a, 256, kvType)), wgmma256);
     for (Arch arch : {Arch::SM80, Arch::SM89}) {
       ::attn::PrefillSchedule s =
           choosePrefillSchedule(paged(arch, 256, kvType));
