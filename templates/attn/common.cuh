@@ -148,6 +148,23 @@ template <class KVT> struct DequantRatio<KVT, true> {
 /// 2^e for an integer exponent in float range.
 __device__ __forceinline__ float exp2i(int e) { return __int_as_float((e + 127) << 23); }
 
+/// \brief A prefill's score scale and output factor over a cache of type
+/// KVT, KV head `kvHead`: an FP8 cache's K dequantization scale joins the
+/// softmax scale, V's the output normalization; both also undo the
+/// widening's 2^ratio. 16-bit caches: the softmax scale and 1.
+template <class KVT, bool kPerHeadKVScale>
+__device__ __forceinline__ void prefillScales(const PrefillParams &p, int kvHead,
+                                              float &qkScale, float &vDequant) {
+  qkScale = p.smScale;
+  vDequant = 1.f;
+  if constexpr (IsFP8<KVT>::value) {
+    const int scaleIdx = kPerHeadKVScale ? kvHead : 0;
+    const float unratio = exp2i(-DequantRatio<KVT>::kLog2);
+    qkScale *= p.kScale[scaleIdx] * unratio;
+    vDequant = p.vScale[scaleIdx] * unratio;
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // cp.async
 //===----------------------------------------------------------------------===//

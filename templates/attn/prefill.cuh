@@ -294,15 +294,8 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     mRun[m][0] = mRun[m][1] = negInf();
     lRun[m][0] = lRun[m][1] = 0.f;
   }
-  // FP8 caches: K's dequantization scale joins the softmax scale, V's the
-  // output normalization; both also undo the widening's 2^ratio.
-  float qkScale = p.smScale, vDequant = 1.f;
-  if constexpr (Tr::kFP8) {
-    const int scaleIdx = Config::kPerHeadKVScale ? kvHead : 0;
-    const float unratio = exp2i(-DequantRatio<typename Tr::KVT>::kLog2);
-    qkScale *= p.kScale[scaleIdx] * unratio;
-    vDequant = p.vScale[scaleIdx] * unratio;
-  }
+  float qkScale, vDequant;
+  prefillScales<typename Tr::KVT, Config::kPerHeadKVScale>(p, kvHead, qkScale, vDequant);
   // Plain scores keep the raw q.k scale in mRun and fold scale * log2(e)
   // into exp2's argument; modified scores are already in log2 units.
   constexpr bool kPlainScores = Variant<Config>::kPlainScores;

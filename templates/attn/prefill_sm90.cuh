@@ -626,15 +626,8 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   // The q head's per-head table values, loaded before the key loop.
   const typename Variant<Config>::Row headValues =
       Variant<Config>::row(p, work.request, qHead);
-  // FP8 caches: K's dequantization scale joins the softmax scale, V's the
-  // output normalization (as prefill.cuh).
-  float qkScale = p.smScale, vDequant = 1.f;
-  if constexpr (Tr::kFP8) {
-    const int scaleIdx = Config::kPerHeadKVScale ? kvHead : 0;
-    const float unratio = exp2i(-DequantRatio<typename Tr::KVT>::kLog2);
-    qkScale *= p.kScale[scaleIdx] * unratio;
-    vDequant = p.vScale[scaleIdx] * unratio;
-  }
+  float qkScale, vDequant;
+  prefillScales<typename Tr::KVT, Config::kPerHeadKVScale>(p, kvHead, qkScale, vDequant);
   constexpr bool kPlainScores = Variant<Config>::kPlainScores;
   float expScale = kPlainScores ? qkScale * kLog2e : 1.f;
 
