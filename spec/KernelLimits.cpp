@@ -19,7 +19,7 @@ namespace attn {
 int64_t maxSharedMemoryPerBlock(Arch arch) {
   switch (arch) {
   case Arch::SM90a:
-    return 227 * 1024;
+    return kSm90SmemPerBlock; // templates/attn/prefill_layout.h sizes by it
   case Arch::SM80:
     return 163 * 1024;
   case Arch::SM89:

@@ -48,10 +48,10 @@ constexpr int prefillSm90BaseBytes(int headDim, int blockM, int blockN,
 }
 
 /// Bytes of an FP8 raw ring of `raw` stages (templates/attn/prefill_sm90.cuh):
-/// a raw K and V tile and two mbarriers per stage, and the word that tells
-/// the wideners the last tile has passed.
+/// per stage two slots of a raw K or V tile with two mbarriers each, and
+/// the word that tells the wideners the last tile has passed.
 constexpr int prefillSm90RawBytes(int headDim, int blockN, int raw) {
-  return raw == 0 ? 0 : raw * (2 * blockN * headDim + 16) + 8;
+  return raw == 0 ? 0 : raw * 2 * (blockN * headDim + 16) + 8;
 }
 
 /// Stages of the raw ring an FP8 cache lands in before it is widened into

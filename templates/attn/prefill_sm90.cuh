@@ -47,7 +47,8 @@
 //
 // FP8 caches (e4m3, e5m2): the producer thread copies the same boxes, raw
 // and unswizzled (64-byte rows: the 16-bit layout at half the width), into
-// a ring of kRawStages raw K/V stages; the producer warpgroup's other three
+// a ring of raw slots (one K or V tile each, 2 * kRawStages); the producer
+// warpgroup's other three
 // warps widen each raw tile into the 16-bit K and V rings (to f16, exactly:
 // one conversion per two values) while the consumers run the MMAs of
 // earlier tiles, and complete the 16-bit stages' full barriers themselves.
@@ -104,6 +105,10 @@ template <class Config> struct PrefillSm90Traits {
   static constexpr int kRawStages = prefillSm90RawStages(
       kHeadDim, kFP8 ? 1 : 2, kBlockM, kBlockN, Config::kStages);
   static constexpr int kRawTileBytes = kBlockN * kHeadDim;
+  /// Raw slots of one K or V tile: tile i's K takes slot 2i mod kRawSlots,
+  /// its V the next, so K of tile i + 1 can land while V of tile i is
+  /// widened (with one stage's bytes, at head dim 256, too).
+  static constexpr int kRawSlots = 2 * kRawStages;
   static constexpr int kWideners = 96;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "head dim 64, 128 or 256");
@@ -412,13 +417,17 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   auto vEmptyBar = [&](int s) { return bars + 8 * (3 * kStages + s); };
   const uint32_t qBar = bars + 32 * kStages;
   const uint32_t qEmptyBar = qBar + 8;
-  // FP8: a raw stage is full once both its tiles have landed, empty once
-  // every widener has read it. After the last tile the producer sets
-  // rawDone to the tile count + 1 and completes one more raw stage without
-  // copies.
+  // FP8: a raw slot is full once its tile has landed, empty once every
+  // widener has read it. After the last tile the producer sets rawDone to
+  // the tile count + 1 and completes the next K slot without a copy.
   auto rawFullBar = [&](int s) { return qEmptyBar + 8 + 8 * s; };
-  auto rawEmptyBar = [&](int s) { return qEmptyBar + 8 + 8 * (Tr::kRawStages + s); };
-  const uint32_t rawDone = qEmptyBar + 8 + 16 * Tr::kRawStages;
+  auto rawEmptyBar = [&](int s) { return qEmptyBar + 8 + 8 * (Tr::kRawSlots + s); };
+  const uint32_t rawDone = qEmptyBar + 8 + 16 * Tr::kRawSlots;
+  // Raw slot j (K of tile i at j = 2i, its V at 2i + 1): address, barrier
+  // slot and the parity of its phase.
+  auto rawSlot = [&](int j) { return j % Tr::kRawSlots; };
+  auto rawTile = [&](int j) { return rawSmem + rawSlot(j) * Tr::kRawTileBytes; };
+  auto rawParity = [&](int j) { return uint32_t(j / Tr::kRawSlots) & 1; };
 
   const int warpGroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
@@ -432,7 +441,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     }
     mbarInit(qBar, 1);
     mbarInit(qEmptyBar, Tr::kConsumers * 128);
-    for (int s = 0; s < Tr::kRawStages; ++s) {
+    for (int s = 0; s < Tr::kRawSlots; ++s) {
       mbarInit(rawFullBar(s), 1);
       mbarInit(rawEmptyBar(s), Tr::kWideners);
     }
@@ -453,27 +462,29 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
       // once the consumers have released it. Nothing per pair is computed
       // here.
       if (threadIdx.x >= 32) {
+        constexpr bool kWiden = !(kAblate & kAblateWiden);
         for (int i = 0;; ++i) {
-          const int s = i % kStages, rs = i % Tr::kRawStages;
+          const int s = i % kStages;
           const uint32_t parity = ((i / kStages) & 1) ^ 1;
-          const uint32_t raw = rawSmem + rs * 2 * Tr::kRawTileBytes;
-          mbarWait(rawFullBar(rs), (i / Tr::kRawStages) & 1);
+          const int jk = 2 * i, jv = jk + 1;
+          mbarWait(rawFullBar(rawSlot(jk)), rawParity(jk));
           uint32_t done;
           asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(done) : "r"(rawDone) : "memory");
           if (done == uint32_t(i) + 1) // the stop, not a tile
             return;
-          constexpr bool kWiden = !(kAblate & kAblateWiden);
           mbarWait(kEmptyBar(s), parity);
           if constexpr (kWiden)
-            widenFP8TileSm90<Config, typename Tr::MT>(kSmem + s * Tr::kKVTileBytes, raw,
-                                                      threadIdx.x - 32);
+            widenFP8TileSm90<Config, typename Tr::MT>(kSmem + s * Tr::kKVTileBytes,
+                                                      rawTile(jk), threadIdx.x - 32);
           mbarArrive(kFullBar(s));
+          mbarArrive(rawEmptyBar(rawSlot(jk)));
+          mbarWait(rawFullBar(rawSlot(jv)), rawParity(jv));
           mbarWait(vEmptyBar(s), parity);
           if constexpr (kWiden)
             widenFP8TileSm90<Config, typename Tr::MT>(vSmem + s * Tr::kKVTileBytes,
-                                                       raw + Tr::kRawTileBytes, threadIdx.x - 32);
+                                                      rawTile(jv), threadIdx.x - 32);
           mbarArrive(vFullBar(s));
-          mbarArrive(rawEmptyBar(rs));
+          mbarArrive(rawEmptyBar(rawSlot(jv)));
         }
       }
     }
@@ -555,21 +566,22 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
         }
       }
       if constexpr (Tr::kFP8) {
-        // Both raw tiles into raw stage rs; the wideners fill the 16-bit
+        // K, then V, each into its raw slot; the wideners fill the 16-bit
         // stages.
-        const int rs = (base + t) % Tr::kRawStages;
-        const uint32_t raw = rawSmem + rs * 2 * Tr::kRawTileBytes;
-        mbarWait(rawEmptyBar(rs), (((base + t) / Tr::kRawStages) & 1) ^ 1);
-        if (load) {
-          mbarArriveExpectTx(rawFullBar(rs), 2 * Tr::kRawTileBytes);
-          loadTile(&sp.kMap, raw, rawFullBar(rs), token, pages, offsets);
-          loadTile(&sp.vMap, raw + Tr::kRawTileBytes, rawFullBar(rs), token, pages,
-                   offsets);
-        } else {
-          mbarArrive(rawFullBar(rs));
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int j = 2 * (base + t) + half;
+          mbarWait(rawEmptyBar(rawSlot(j)), rawParity(j) ^ 1);
+          if (load) {
+            mbarArriveExpectTx(rawFullBar(rawSlot(j)), Tr::kRawTileBytes);
+            loadTile(half ? &sp.vMap : &sp.kMap, rawTile(j), rawFullBar(rawSlot(j)), token,
+                     pages, offsets);
+          } else {
+            mbarArrive(rawFullBar(rawSlot(j)));
+          }
+          if (t == 0 && half == 0)
+            loadQ();
         }
-        if (t == 0)
-          loadQ();
         continue;
       }
       mbarWait(kEmptyBar(s), parity);
@@ -594,13 +606,13 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     base += numTiles;
     }
     if constexpr (Tr::kFP8) {
-      // The wideners' stop: one more raw stage, completed without copies,
-      // with rawDone = its index + 1 (wideners still on earlier tiles read
+      // The wideners' stop: the K slot of tile `base`, completed without a
+      // copy, with rawDone = base + 1 (wideners still on earlier tiles read
       // it too, and go on).
-      const int rs = base % Tr::kRawStages;
-      mbarWait(rawEmptyBar(rs), ((base / Tr::kRawStages) & 1) ^ 1);
+      const int j = 2 * base;
+      mbarWait(rawEmptyBar(rawSlot(j)), rawParity(j) ^ 1);
       asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(rawDone), "r"(base + 1) : "memory");
-      mbarArrive(rawFullBar(rs));
+      mbarArrive(rawFullBar(rawSlot(j)));
     }
     return;
   }
