@@ -55,8 +55,8 @@
 // Both MMAs then run in f16 (Traits::MT); a bf16 Q tile is converted in
 // place once per work item (kQToHalf). K's dequantization scale joins the
 // softmax scale, V's the output normalization, as in prefill.cuh. On the
-// H200 this runs at 0.73-0.90x the bf16 cache's speed at head dims 64 and
-// 128, 0.53-0.58x at 256 (docs/performance.md, "FP8 caches on the wgmma
+// H200 this runs at 0.76-0.90x the bf16 cache's speed at head dims 64 and
+// 128, 0.59-0.73x at 256 (docs/performance.md, "FP8 caches on the wgmma
 // path"); the widening is the limiting stage.
 //
 // Supported: 16-bit q, head dims 64, 128 and 256 (256: 64-key tiles,
