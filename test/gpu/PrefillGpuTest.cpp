@@ -306,7 +306,8 @@ std::vector<PrefillCase> cases() {
   }
   {
     // FP8 at head dim 64 (three consumer warpgroups among the sm_90a
-    // template's shapes), without a mask, over 8-token pages, interleaved.
+    // template's pinned shapes), without a mask, over 8-token pages,
+    // interleaved, at head dim 256 as cross attention.
     auto v = paged(base(S::BF16, 32, 8, 64), S::F8E4M3, 16);
     v.windowLeft = 300;
     v.writeLse = true;
@@ -319,7 +320,7 @@ std::vector<PrefillCase> cases() {
         paged(base(S::BF16, 16, 4, 128), S::F8E4M3, 8), {100, 5}, {700, 900});
     c.back().interleavedKV = true;
     // Scales that leave most cache values subnormal (or zero) in FP8: the
-    // sm_90a template widens by placing bits, which must keep them exact.
+    // widening (cvt, or bit placement on sm_80) must keep them exact.
     add("paged_bf16_e4m3_p16_subnormal_cache",
         paged(base(S::BF16, 16, 4, 128), S::F8E4M3, 16), {100, 5}, {700, 900});
     c.back().kvScale = 200.0;
@@ -385,8 +386,8 @@ PrefillSchedule wgmmaSchedule(int consumers, int blockN) {
 
 /// Every case the sm_90a template supports (16-bit q, head dim 64, 128 or
 /// 256; ragged, or paged over a cache of q's type or FP8 with pages of a
-/// multiple of 8 tokens), pinned to it, so that it stays tested whichever template the
-/// schedule picks by default; the default shape on all of them, one
+/// multiple of 8 tokens), pinned to it, so that it stays tested whichever
+/// template the schedule picks by default; the default shape on all of them, one
 /// consumer warpgroup with 64-key tiles on a few, three on head dim 64.
 std::vector<PrefillCase> wgmmaCases() {
   std::vector<PrefillCase> out;
