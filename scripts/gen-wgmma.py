@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Writes templates/attn/wgmma.cuh: the wgmma.mma_async wrappers the sm_90a
 prefill uses, one explicit specialization per element type and N, since each
-N is its own instruction with N/2 accumulator registers.
+N is its own instruction with N/2 accumulator registers: 16-bit (Wgmma) and
+FP8 with an e4m3 A (WgmmaFP8, by B's type).
 
     python3 scripts/gen-wgmma.py > templates/attn/wgmma.cuh
 """
 
 TYPES = [("__nv_bfloat16", "bf16"), ("__half", "f16")]
 NS = [64, 128, 256]
+FP8_TYPES = [("__nv_fp8_e4m3", "e4m3"), ("__nv_fp8_e5m2", "e5m2")]
+FP8_NS = [64, 128]
 
 HEAD = """//===- wgmma.cuh - wgmma.mma_async wrappers (generated) --------*- CUDA -*-===//
 //
@@ -19,6 +22,11 @@ HEAD = """//===- wgmma.cuh - wgmma.mma_async wrappers (generated) --------*- CUD
 //   ss: A and B from shared memory (descriptors), both K-major.
 //   rs: A from registers (four 16-bit pairs in the mma.sync A-fragment
 //       layout), B from shared memory, MN-major (imm-trans-b = 1).
+// WgmmaFP8<BT, N>: m64nNk32, A e4m3 and B of type BT (e4m3 or e5m2), both
+// K-major (FP8 wgmma has no transpose):
+//   ss: A and B from shared memory.
+//   rs: A from registers (four registers of 4 FP8 values: rows r and r + 8,
+//       k = 4c .. 4c + 3, then the same at k + 16, as mma.sync's m16n8k32).
 // scaleD = 0 ignores d's old contents (d = A B), 1 accumulates.
 //
 //===----------------------------------------------------------------------===//
@@ -30,6 +38,7 @@ HEAD = """//===- wgmma.cuh - wgmma.mma_async wrappers (generated) --------*- CUD
 namespace attn {
 
 template <class T, int N> struct Wgmma;
+template <class BT, int N> struct WgmmaFP8;
 """
 
 TAIL = """
@@ -47,24 +56,28 @@ def outs(n):
     return ", ".join(f'"+f"(d[{i}])' for i in range(n))
 
 
-def spec(ctype, ptype, n):
+def spec(ctype, ptype, n, fp8=False):
     nd = n // 2
+    shape = f"k32.f32.e4m3.{ptype}" if fp8 else f"k16.f32.{ptype}.{ptype}"
+    ss_tail = "p, 1, 1" if fp8 else "p, 1, 1, 0, 0"
+    rs_tail = "p, 1, 1" if fp8 else "p, 1, 1, 1"
+    struct = f"WgmmaFP8<{ctype}, {n}>" if fp8 else f"Wgmma<{ctype}, {n}>"
     ss = (
         f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nd + 2}, 0;\\n"\n'
-        f'                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptype}.{ptype} "\n'
-        f'                 "{{{regs(0, nd)}}}, %{nd}, %{nd + 1}, p, 1, 1, 0, 0;\\n}}\\n"\n'
+        f'                 "wgmma.mma_async.sync.aligned.m64n{n}{shape} "\n'
+        f'                 "{{{regs(0, nd)}}}, %{nd}, %{nd + 1}, {ss_tail};\\n}}\\n"\n'
         f"                 : {outs(nd)}\n"
         f'                 : "l"(a), "l"(b), "r"(scaleD));\n'
     )
     rs = (
         f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nd + 5}, 0;\\n"\n'
-        f'                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptype}.{ptype} "\n'
-        f'                 "{{{regs(0, nd)}}}, {{{regs(nd, 4)}}}, %{nd + 4}, p, 1, 1, 1;\\n}}\\n"\n'
+        f'                 "wgmma.mma_async.sync.aligned.m64n{n}{shape} "\n'
+        f'                 "{{{regs(0, nd)}}}, {{{regs(nd, 4)}}}, %{nd + 4}, {rs_tail};\\n}}\\n"\n'
         f"                 : {outs(nd)}\n"
         f'                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scaleD));\n'
     )
     return (
-        f"\ntemplate <> struct Wgmma<{ctype}, {n}> {{\n"
+        f"\ntemplate <> struct {struct} {{\n"
         f"  __device__ static __forceinline__ void ss(float (&d)[{nd}], uint64_t a,\n"
         f"                                            uint64_t b, int scaleD) {{\n"
         f"{ss}  }}\n"
@@ -81,6 +94,9 @@ def main():
     for ctype, ptype in TYPES:
         for n in NS:
             out.append(spec(ctype, ptype, n))
+    for ctype, ptype in FP8_TYPES:
+        for n in FP8_NS:
+            out.append(spec(ctype, ptype, n, fp8=True))
     out.append(TAIL)
     print("".join(out), end="")
 

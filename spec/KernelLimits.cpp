@@ -98,6 +98,9 @@ std::string checkWgmmaFit(const KernelSpec &spec) {
     return fmt::format(
         "prefill_schedule mma = wgmma needs head_dim 64, 128 or 256, got {}",
         spec.headDim);
+  // FP8 compute reads Q and K rows of 128-byte swizzle blocks.
+  if (spec.fp8Compute && spec.headDim == 64)
+    return "fp8_compute needs head_dim 128 or 256, got 64";
   // At head dim 256 the O accumulator takes 128 of a consumer's 240
   // registers: S of a 128-key tile no longer fits beside it.
   if (spec.headDim == 256 && s.blockN != 64)
@@ -116,7 +119,8 @@ std::string checkWgmmaFit(const KernelSpec &spec) {
       s.blockM, s.blockN, s.stages, spec.headDim);
   return checkSharedMemory(
       what.c_str(),
-      prefillSm90SmemBytes(spec.headDim, sizeOf(spec.kvType), s.blockM,
+      prefillSm90SmemBytes(spec.headDim, sizeOf(spec.kvType),
+                           spec.fp8Compute ? 1 : 2, s.blockM,
                            s.blockN, s.stages),
       spec.arch);
 }
@@ -349,6 +353,8 @@ std::string checkKernelSpec(const KernelSpec &spec) {
            "anyway)";
   if (spec.perHeadKVScale && !spec.isFP8KV())
     return "per_head_kv_scale needs an FP8 kv_type";
+  if (spec.fp8Compute && (!pagedPrefill || !spec.isFP8KV()))
+    return "fp8_compute needs a paged_prefill over an FP8 cache (e4m3, e5m2)";
   if (std::string problem = checkModifiers(spec); !problem.empty())
     return problem;
   if (spec.kind == KernelKind::AppendKV) {
@@ -377,6 +383,12 @@ std::string checkKernelSpec(const KernelSpec &spec) {
       return problem;
     if (std::string problem = checkPackGqa(spec); !problem.empty())
       return problem;
+    if (spec.fp8Compute && spec.prefillSchedule.mma != PrefillMma::Wgmma)
+      return fmt::format("fp8_compute needs the FP8 tensor cores of the "
+                         "wgmma schedule (arch sm_90a, head_dim 128 or 256, "
+                         "pages of a multiple of 8 tokens), got arch {}, "
+                         "head_dim {}, page_size {}",
+                         toString(spec.arch), spec.headDim, spec.pageSize);
     return spec.prefillSchedule.mma == PrefillMma::Wgmma
                ? checkWgmmaFit(spec)
                : checkSyncPrefillFit(spec);

@@ -99,6 +99,11 @@ struct PrefillVariant : AttentionKnobs {
   std::optional<PrefillSchedule> schedule;
   /// Keys and values come from this paged cache instead of k / v tensors.
   std::optional<PagedKVFormat> paged;
+  /// FP8 compute over an FP8 `paged` cache (sm_90a, head dim 128 or 256):
+  /// Q K^T and P V as FP8 tensor-core MMAs, q quantized per row by the
+  /// kernel (docs/semantics.md, "FP8 compute"); else the MMAs run in 16
+  /// bits.
+  bool fp8Compute = false;
 };
 
 /// Reshape-and-cache: write new K/V rows into their cache slots.

@@ -413,6 +413,11 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
       return nullptr;
   }
 
+  if (variant.fp8Compute && !(cache && cache.isFP8())) {
+    emitError(loc) << "fp8Compute needs a paged FP8 cache (paged->kvType "
+                      "e4m3 or e5m2)";
+    return nullptr;
+  }
   if (cache) {
     bool fp8 = cache.isFP8();
     return buildFunctionModule(
@@ -423,7 +428,8 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
           auto [slopes, sinks] = headTableArgs(variant, args.drop_back(numAux));
           auto prefill = b.create<PagedPrefillOp>(
               loc, qType, lse, args[0], args[1], args[2], args[3], args[4],
-              kScale, vScale, slopes, sinks, args.take_back(numAux), pinned, mask,
+              kScale, vScale, slopes, sinks, args.take_back(numAux), pinned,
+              variant.fp8Compute, mask,
               variant.kind, scale, softcap);
           modifiers->moveInto(prefill);
           return prefill->getResults();

@@ -139,6 +139,7 @@ FailureOr<::attn::KernelSpec> getPagedPrefillKernelSpec(PagedPrefillOp op,
   if (failed(perHead))
     return failure();
   spec.perHeadKVScale = *perHead;
+  spec.fp8Compute = op.getFp8Compute();
   return spec;
 }
 

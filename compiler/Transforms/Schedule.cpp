@@ -76,9 +76,10 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
 /// mma.sync template, which gathers rows with cp.async). Every mask and
 /// score modifier is supported.
 static bool wgmmaPrefillApplies(const ::attn::KernelSpec &spec) {
+  // FP8 compute has no mma.sync template: pages of 8 take wgmma too.
   const bool paged = spec.kind == ::attn::KernelKind::PagedPrefill &&
                      (spec.kvType == spec.qType || spec.isFP8KV()) &&
-                     spec.pageSize % 16 == 0;
+                     spec.pageSize % (spec.fp8Compute ? 8 : 16) == 0;
   return spec.arch == ::attn::Arch::SM90a &&
          (spec.kind == ::attn::KernelKind::Prefill || paged) &&
          (spec.headDim == 64 || spec.headDim == 128 || spec.headDim == 256);

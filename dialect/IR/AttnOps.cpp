@@ -390,6 +390,9 @@ LogicalResult PagedPrefillOp::verify() {
       failed(verifyPageTables(*this, getPageTables(), getSeqLens())) ||
       failed(verifyCuSeqlens(*this, "cu_seqlens_q", getCuSeqlensQ())))
     return failure();
+  if (getFp8Compute() && !cache.isFP8())
+    return emitOpError() << "fp8_compute needs an FP8 cache (e4m3, e5m2), got "
+                         << cache.getElementType();
   int64_t offsets = lengthOf(getCuSeqlensQ()), lens = lengthOf(getSeqLens());
   if (bothStatic(offsets, lens) && offsets != lens + 1)
     return emitOpError() << "cu_seqlens_q has " << offsets

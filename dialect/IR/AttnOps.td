@@ -114,6 +114,10 @@ def Attn_PagedPrefillOp
     (prefix plus new) through its row of `page_tables`. With a causal mask the
     queries are aligned to the last `q_len` keys. An FP8 cache needs
     `kv_scales`: one dequantization scale per tensor or one per KV head.
+    `fp8_compute` (FP8 caches only) runs Q K^T and P V as FP8 tensor-core
+    MMAs: the kernel quantizes each q row to e4m3 with its own scale, P is
+    e4m3 and O is accumulated in fp32 outside the MMAs (docs/semantics.md,
+    "FP8 compute"); it needs arch sm_90a and head dim 128 or 256.
     `schedule` is how the kernel (the prefill template, reading K/V pages)
     is laid out on the GPU; attn-select-schedule picks one unless it is
     already set (pinned).
@@ -136,7 +140,8 @@ def Attn_PagedPrefillOp
     Optional<Attn_SlopeVector>:$alibi_slopes,
     Optional<Attn_SinkVector>:$sinks,
     Variadic<Attn_AuxTensor>:$aux,
-    OptionalAttr<Attn_PrefillScheduleAttr>:$schedule), Attn_ScoreModAttrs);
+    OptionalAttr<Attn_PrefillScheduleAttr>:$schedule,
+    UnitAttr:$fp8_compute), Attn_ScoreModAttrs);
   let results = (outs
     Attn_ActivationTensor:$out,
     Optional<Attn_LseTensor>:$lse);

@@ -105,9 +105,10 @@ std::string kernelKey(const DecodeVariant &v) {
 std::string kernelKey(const PrefillVariant &v) {
   std::string paged = "ragged";
   if (v.paged)
-    paged = fmt::format("paged kv={} page={} layout={} headscale={}",
+    paged = fmt::format("paged kv={} page={} layout={} headscale={}{}",
                         toString(v.paged->kvType), v.paged->pageSize,
-                        toString(v.paged->layout), flag(v.paged->perHeadKVScale));
+                        toString(v.paged->layout), flag(v.paged->perHeadKVScale),
+                        v.fp8Compute ? " fp8mma=1" : "");
   return fmt::format("prefill {} q={} heads={}/{} dim={}{}{}", paged,
                      toString(v.qType), v.numQHeads, v.numKVHeads, v.headDim,
                      knobsKey(v), scheduleOf(v.schedule));

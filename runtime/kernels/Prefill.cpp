@@ -405,16 +405,20 @@ llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base,
 /// covers every column block (one box per page piece, not one per piece
 /// and column block). NHD folds the head into the column-block index
 /// (heads x column blocks, 128 bytes apart), HND into the group index
-/// (heads x groups per page). Page -1 reads as zeros.
+/// (heads x groups per page). Page -1 reads as zeros. FP8 caches land raw
+/// (`swizzledFP8` false: unswizzled 64-byte rows in the same order, to be
+/// widened or transposed in shared memory) or, for FP8 compute's K, as
+/// the FP8 MMA reads them (128 dims per 128-byte swizzled row).
 llvm::Error encodePagesMap(TmaDescriptor &map, const void *base,
                            const KernelSpec &s, int64_t numPages,
-                           int64_t pageStride, int boxRows) {
+                           int64_t pageStride, int boxRows,
+                           bool swizzledFP8 = false) {
   if (reinterpret_cast<uintptr_t>(base) % 16)
     return argError("cache.k and cache.v must be 16-byte aligned for the "
                     "sm_90a (TMA) prefill");
-  // FP8 caches land raw and unswizzled (64-byte rows in the same order),
-  // to be widened in shared memory (templates/attn/prefill_sm90.cuh).
   const bool fp8 = s.isFP8KV();
+  const bool swizzled = !fp8 || swizzledFP8;
+  const cuuint64_t blockDims = fp8 && swizzledFP8 ? 128 : 64; // per column block
   const cuuint64_t bytes = fp8 ? 1 : 2;
   if ((pageStride * int64_t(bytes)) % 16)
     return argError(llvm::formatv(
@@ -423,15 +427,16 @@ llvm::Error encodePagesMap(TmaDescriptor &map, const void *base,
         pageStride));
   const bool hnd = s.layout == KVLayout::HND;
   const cuuint64_t heads = cuuint64_t(s.numKVHeads),
-                   colBlocks = cuuint64_t(s.headDim / 64),
+                   colBlocks = cuuint64_t(s.headDim) / blockDims,
                    groups = cuuint64_t(s.pageSize / 8);
   // Bytes between consecutive tokens of a page.
   const cuuint64_t tokenStride = (hnd ? 1 : heads) * s.headDim * bytes;
-  cuuint64_t dims[5] = {64, 8, hnd ? colBlocks : heads * colBlocks,
+  cuuint64_t dims[5] = {blockDims, 8, hnd ? colBlocks : heads * colBlocks,
                         hnd ? heads * groups : groups, cuuint64_t(numPages)};
-  cuuint64_t strides[4] = {tokenStride, 64 * bytes, 8 * tokenStride,
+  cuuint64_t strides[4] = {tokenStride, blockDims * bytes, 8 * tokenStride,
                            cuuint64_t(pageStride) * bytes};
-  cuuint32_t box[5] = {64, 8, cuuint32_t(colBlocks), cuuint32_t(boxRows / 8), 1};
+  cuuint32_t box[5] = {cuuint32_t(blockDims), 8, cuuint32_t(colBlocks),
+                       cuuint32_t(boxRows / 8), 1};
   cuuint32_t elementStrides[5] = {1, 1, 1, 1, 1};
   ATTN_CU_CHECK(cuTensorMapEncodeTiled(
       reinterpret_cast<CUtensorMap *>(&map),
@@ -440,7 +445,7 @@ llvm::Error encodePagesMap(TmaDescriptor &map, const void *base,
                                     : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
       5, const_cast<void *>(base), dims, strides, box, elementStrides,
       CU_TENSOR_MAP_INTERLEAVE_NONE,
-      fp8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+      swizzled ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return llvm::Error::success();
 }
@@ -525,8 +530,8 @@ llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
   if (llvm::Error err = encodeRowsMap(params.qMap, a.q, s.qType, a.numQTokens,
                                       s.numQHeads, s.headDim, p.qStrideToken, 64))
     return err;
-  if (llvm::Error err = encodePagesMap(params.kMap, a.cache.k, s,
-                                       a.cache.numPages, p.pageStride, boxRows))
+  if (llvm::Error err = encodePagesMap(params.kMap, a.cache.k, s, a.cache.numPages,
+                                       p.pageStride, boxRows, s.fp8Compute))
     return err;
   if (llvm::Error err = encodePagesMap(params.vMap, a.cache.v, s,
                                        a.cache.numPages, p.pageStride, boxRows))

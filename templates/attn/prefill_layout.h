@@ -38,12 +38,13 @@ constexpr int prefillSmemBytes(int headDim, int kvBytes, int blockM, int blockN,
 constexpr int kSm90SmemPerBlock = 227 * 1024;
 
 /// Bytes of an sm_90a prefill CTA before its FP8 raw ring: 1 KiB of slack
-/// to align the tiles to the 128-byte swizzle's 1024-byte period, the Q
-/// tile, `stages` 16-bit K and V tiles, and 4 * stages + 2 mbarriers (full
-/// and empty per K and V stage, full and empty for Q).
-constexpr int prefillSm90BaseBytes(int headDim, int blockM, int blockN,
-                                   int stages) {
-  return 1024 + (blockM + 2 * stages * blockN) * headDim * 2 +
+/// to align the tiles to the 128-byte swizzle's 1024-byte period, the
+/// 16-bit Q tile, `stages` K and V tiles of the MMAs' type (`mmaBytes`: 2,
+/// or 1 for FP8 compute), and 4 * stages + 2 mbarriers (full and empty per
+/// K and V stage, full and empty for Q).
+constexpr int prefillSm90BaseBytes(int headDim, int mmaBytes, int blockM,
+                                   int blockN, int stages) {
+  return 1024 + blockM * headDim * 2 + 2 * stages * blockN * headDim * mmaBytes +
          (4 * stages + 2) * 8;
 }
 
@@ -55,11 +56,12 @@ constexpr int prefillSm90RawBytes(int headDim, int blockN, int raw) {
 }
 
 /// Stages of the raw ring an FP8 cache lands in before it is widened into
-/// the 16-bit tiles: as many as fit (1 to 4); 0 for 16-bit caches.
-constexpr int prefillSm90RawStages(int headDim, int kvBytes, int blockM,
-                                   int blockN, int stages) {
+/// the 16-bit tiles (or, FP8 compute, V transposed): as many as fit (1 to
+/// 4); 0 for 16-bit caches.
+constexpr int prefillSm90RawStages(int headDim, int kvBytes, int mmaBytes,
+                                   int blockM, int blockN, int stages) {
   int raw = kvBytes == 2 ? 0 : 4;
-  while (raw > 1 && prefillSm90BaseBytes(headDim, blockM, blockN, stages) +
+  while (raw > 1 && prefillSm90BaseBytes(headDim, mmaBytes, blockM, blockN, stages) +
                             prefillSm90RawBytes(headDim, blockN, raw) >
                         kSm90SmemPerBlock)
     --raw;
@@ -68,12 +70,12 @@ constexpr int prefillSm90RawStages(int headDim, int kvBytes, int blockM,
 
 /// Dynamic shared memory of one sm_90a prefill CTA: the base above and, for
 /// FP8 caches, the raw ring.
-constexpr int prefillSm90SmemBytes(int headDim, int kvBytes, int blockM,
-                                   int blockN, int stages) {
-  return prefillSm90BaseBytes(headDim, blockM, blockN, stages) +
-         prefillSm90RawBytes(
-             headDim, blockN,
-             prefillSm90RawStages(headDim, kvBytes, blockM, blockN, stages));
+constexpr int prefillSm90SmemBytes(int headDim, int kvBytes, int mmaBytes,
+                                   int blockM, int blockN, int stages) {
+  return prefillSm90BaseBytes(headDim, mmaBytes, blockM, blockN, stages) +
+         prefillSm90RawBytes(headDim, blockN,
+                             prefillSm90RawStages(headDim, kvBytes, mmaBytes,
+                                                  blockM, blockN, stages));
 }
 
 } // namespace attn

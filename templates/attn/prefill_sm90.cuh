@@ -89,27 +89,54 @@ template <class Config> struct PrefillSm90Traits {
   /// [0, 1] keeps 3 more bits than in bf16. A bf16 Q tile is then scaled
   /// per warp by a power of two into f16's range and converted in place
   /// (kQToHalf); the scores take the power back.
-  using MT = typename Conditional<kFP8, __half, QT>::type;
-  static constexpr bool kQToHalf = kFP8 && !IsSame<QT, __half>::value;
+  /// FP8 compute (Config::kFP8Compute): both MMAs in FP8 (e4m3 Q and P,
+  /// the cache's type for K and V); K lands swizzled for the MMA, V raw and
+  /// is transposed by the wideners (FP8 wgmma reads B K-major only).
+  static constexpr bool kFP8Compute = Config::kFP8Compute;
+  static constexpr bool kWiden = kFP8 && !kFP8Compute;
+  using MT = typename Conditional<kFP8, typename Conditional<kFP8Compute, KVT, __half>::type,
+                                  QT>::type;
+  static constexpr bool kQToHalf = kWiden && !IsSame<QT, __half>::value;
+  static constexpr int kMmaBytes = kFP8Compute ? 1 : 2; // of Q, K and V tiles
   static constexpr int kHeadDim = Config::kHeadDim;
   static constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN;
   static constexpr int kConsumers = Config::kWarps / 4 - 1; // warpgroups
   static constexpr int kThreads = Config::kWarps * 32;
-  static constexpr int kColBlocks = kHeadDim / 64; // 128-byte column blocks
+  /// 128-byte column blocks of a Q or K row as the MMAs read them, and of
+  /// the 16-bit Q tile TMA writes (FP8 compute quantizes it in place).
+  static constexpr int kColBlocks = kHeadDim * kMmaBytes / 128;
+  static constexpr int kQColBlocks = kHeadDim / 64;
   static constexpr int kQWGBytes = 64 * kHeadDim * 2; // one consumer's Q
-  static constexpr int kKVTileBytes = kBlockN * kHeadDim * 2;
+  static constexpr int kKVTileBytes = kBlockN * kHeadDim * kMmaBytes;
   static constexpr int kSmemBytes = prefillSm90SmemBytes(
-      kHeadDim, kFP8 ? 1 : 2, kBlockM, kBlockN, Config::kStages);
+      kHeadDim, kFP8 ? 1 : 2, kMmaBytes, kBlockM, kBlockN, Config::kStages);
   /// FP8 caches: stages of the raw ring, bytes of one raw K or V tile, and
-  /// the producer threads that widen them (warps 1-3).
+  /// the producer threads that widen (or, FP8 compute, transpose) them
+  /// (warps 1-3).
   static constexpr int kRawStages = prefillSm90RawStages(
-      kHeadDim, kFP8 ? 1 : 2, kBlockM, kBlockN, Config::kStages);
+      kHeadDim, kFP8 ? 1 : 2, kMmaBytes, kBlockM, kBlockN, Config::kStages);
   static constexpr int kRawTileBytes = kBlockN * kHeadDim;
   /// Raw slots of one K or V tile: tile i's K takes slot 2i mod kRawSlots,
   /// its V the next, so K of tile i + 1 can land while V of tile i is
-  /// widened (with one stage's bytes, at head dim 256, too).
+  /// widened (with one stage's bytes, at head dim 256, too). FP8 compute
+  /// puts only V there: tile i's in slot i.
   static constexpr int kRawSlots = 2 * kRawStages;
+  static constexpr int kRawPerTile = kFP8Compute ? 1 : 2;
   static constexpr int kWideners = 96;
+  /// FP8 compute: V^T (head dim rows x blockN keys) in wgmma's unswizzled
+  /// K-major layout, 8-row x 16-byte core matrices, 128 bytes apart along
+  /// the keys and kVtGroupBytes apart along the head dim; P's keys are
+  /// permuted (fp8VtSlot) so that the S accumulator is P's A fragment.
+  static constexpr uint32_t kVtGroupBytes = 8 * kBlockN;
+  /// O += P V in parts of kPVPartN head dims: each part's product goes to
+  /// a fresh fp32 accumulator that is then added to O on the CUDA cores
+  /// (two-level accumulation: the FP8 MMA's own accumulation keeps about 14
+  /// bits, so O summed across tiles inside it would lose precision as keys
+  /// grow).
+  /// One part at head dim 128 (64 more registers fit); four of 64 at 256.
+  static constexpr int kPVPartN = kFP8Compute && kHeadDim == 256 ? 64 : kHeadDim;
+  static_assert(!kFP8Compute || (Config::kPaged && kFP8 && kHeadDim >= 128),
+                "FP8 compute reads a paged FP8 cache at head dim 128 or 256");
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "head dim 64, 128 or 256");
   // Head dim 256: O is 128 fp32 registers per thread, so S of a 128-key
@@ -125,7 +152,7 @@ template <class Config> struct PrefillSm90Traits {
   /// (at 24 they spill) but at head dim 256, where O needs a consumer's
   /// 240; consumers take the rest: 240 for one or two, 160 for three, 8
   /// less each beside 40-register wideners.
-  static constexpr int kProducerRegs = kFP8 && kHeadDim <= 128 ? 40 : 24;
+  static constexpr int kProducerRegs = kFP8 && (kHeadDim <= 128 || kFP8Compute) ? 40 : 24;
   static constexpr int kConsumerRegs =
       (kConsumers == 3 ? 160 : 240) - (kProducerRegs == 40 && kConsumers > 1 ? 8 : 0);
   // Three consumers: O (32 registers) and S of a 128-key tile (64) fit 160
@@ -238,6 +265,14 @@ __device__ __forceinline__ uint64_t smemDesc(uint32_t addr, uint32_t lbo,
          uint64_t(sbo >> 4) << 32 | uint64_t(1) << 62;
 }
 
+/// \brief A wgmma shared-memory descriptor of an unswizzled K-major operand
+/// of 8-row x 16-byte core matrices: `lbo` bytes between core matrices
+/// along K, `sbo` along M or N.
+__device__ __forceinline__ uint64_t smemDescPlain(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | uint64_t(lbo >> 4) << 16 |
+         uint64_t(sbo >> 4) << 32;
+}
+
 /// \brief setmaxnreg: moves registers between warpgroups (sm_90a).
 template <int kRegs> __device__ __forceinline__ void setMaxRegsDec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
@@ -294,6 +329,80 @@ __device__ __forceinline__ void widenFP8TileSm90(uint32_t dst, uint32_t raw, int
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+/// \brief FP8 compute: the slot of key `key` of a tile in V^T's key order.
+/// Thread c of a quad holds S columns 2c, 2c + 1, 8 + 2c, 9 + 2c of every 16
+/// (the C fragment); the FP8 A fragment wants k = 4c .. 4c + 3 of every 16.
+/// Putting those four keys at those four slots (in V^T too) makes the S
+/// accumulator, converted in place, P's A fragment.
+__device__ __forceinline__ int fp8VtSlot(int key) {
+  const int r16 = key % 16, quad = (r16 % 8) / 2;
+  return key - r16 + 4 * quad + (r16 % 2) + (r16 >= 8 ? 2 : 0);
+}
+
+/// \brief Transposes one raw FP8 V tile (unswizzled 64-byte rows,
+/// [8-key group][64-dim block][8 keys][64 bytes]) into V^T at `dst`
+/// (PrefillSm90Traits::kVtGroupBytes; keys at fp8VtSlot), as transposer
+/// `thread` of kWideners. A warp step covers 32 dims x 16 keys: lane
+/// (group g, quad c) reads 4-dim words of keys 2c, 2c + 1, 8 + 2c, 9 + 2c,
+/// turns them into 4-key words of 4 dims (byte permutes) and stores each
+/// at its dim's row. Lane groups start their 4 dims rotated (g / 2) so
+/// that each store covers 32 banks; odd quads read the odd key first.
+template <class Config>
+__device__ __forceinline__ void transposeFP8VTileSm90(uint32_t dst, uint32_t raw, int thread) {
+  using Tr = PrefillSm90Traits<Config>;
+  constexpr int D = Tr::kHeadDim, kSteps = (D / 32) * (Tr::kBlockN / 16);
+  const int warp = thread / 32, lane = thread % 32;
+  const int c = lane % 4, g = lane / 4, rot = g / 2;
+  const int dLane = 4 * (g % 2) + 8 * (g / 2);
+  const uint32_t rotSel = (0x32103210u >> (4 * rot)) & 0xFFFFu;
+  const int odd = c & 1;
+  // Selectors that pair bytes of keys (2c, 2c + 1) whichever was read first.
+  const uint32_t pairLo = odd ? 0x1504u : 0x5140u, pairHi = odd ? 0x3726u : 0x7362u;
+  for (int step = warp; step < kSteps; step += Tr::kWideners / 32) {
+    const int d0 = (step % (D / 32)) * 32 + dLane, k16 = step / (D / 32);
+    auto rawAddr = [&](int key) {
+      return raw + (key / 8) * (D / 64) * 512 + (d0 / 64) * 512 + (key % 8) * 64 + d0 % 64;
+    };
+    const int k0 = 16 * k16 + 2 * c;
+    uint32_t w[4]; // keys k0 + odd, k0 + 1 - odd, k0 + 8 + odd, k0 + 9 - odd
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      asm volatile("ld.shared.u32 %0, [%1];\n"
+                   : "=r"(w[m])
+                   : "r"(rawAddr(k0 + (m / 2) * 8 + ((m % 2) ^ odd))));
+      w[m] = prmt(w[m], 0, rotSel); // byte j: dim d0 + (j + rot) % 4
+    }
+    const uint32_t lo01 = prmt(w[0], w[1], pairLo), hi01 = prmt(w[0], w[1], pairHi);
+    const uint32_t lo89 = prmt(w[2], w[3], pairLo), hi89 = prmt(w[2], w[3], pairHi);
+    uint32_t out[4]; // dim d0 + (j + rot) % 4, keys k0, k0 + 1, k0 + 8, k0 + 9
+    out[0] = prmt(lo01, lo89, 0x5410);
+    out[1] = prmt(lo01, lo89, 0x7632);
+    out[2] = prmt(hi01, hi89, 0x5410);
+    out[3] = prmt(hi01, hi89, 0x7632);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int d = d0 + ((j + rot) & 3);
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(dst + (d / 8) * Tr::kVtGroupBytes +
+                                                       k16 * 128 + (d % 8) * 16 + 4 * c),
+                   "r"(out[j])
+                   : "memory");
+    }
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/// Four fp32 values to e4m3 with saturation, in one register (a in bits 0-7).
+__device__ __forceinline__ uint32_t packE4M3x4(float a, float b, float c, float d) {
+  uint32_t r;
+  asm("{.reg .b16 lo, hi;\n"
+      " cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+      " cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      " mov.b32 %0, {lo, hi};}\n"
+      : "=r"(r)
+      : "f"(a), "f"(b), "f"(c), "f"(d));
+  return r;
+}
+
 //===----------------------------------------------------------------------===//
 // Ablation switches (timing experiments only)
 //===----------------------------------------------------------------------===//
@@ -313,6 +422,10 @@ enum : int {
   kAblateDoubleSoftmax = 8, ///< the softmax twice per tile
   kAblateLoads = 16,        ///< K/V loaded once per stage, then reused
   kAblateWiden = 32,        ///< FP8 caches: raw tiles copied, not widened
+  /// FP8 compute: O accumulated inside the FP8 MMA across tiles (one
+  /// level); right but less accurate as keys grow (the error-vs-length
+  /// comparison of docs/performance.md, "FP8 compute").
+  kAblateOneLevel = 64,
 };
 // The consumer loop issues the S wgmma of tile t before the P V wgmma of
 // tile t - 1 and runs the softmax of tile t while P V runs (FA3's
@@ -431,11 +544,10 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
 
   const int warpGroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
-    // 16-bit stages are completed by one TMA arrival, or by the wideners.
-    const int fullCount = Tr::kFP8 ? Tr::kWideners : 1;
+    // Stages are completed by one TMA arrival, or by the wideners.
     for (int s = 0; s < kStages; ++s) {
-      mbarInit(kFullBar(s), fullCount);
-      mbarInit(vFullBar(s), fullCount);
+      mbarInit(kFullBar(s), Tr::kWiden ? Tr::kWideners : 1);
+      mbarInit(vFullBar(s), Tr::kFP8 ? Tr::kWideners : 1);
       mbarInit(kEmptyBar(s), Tr::kConsumers * 128);
       mbarInit(vEmptyBar(s), Tr::kConsumers * 128);
     }
@@ -457,34 +569,39 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     // 25% slower at head dim 64 and no faster elsewhere).
     setMaxRegsDec<Tr::kProducerRegs>();
     if constexpr (Tr::kFP8) {
-      // Warps 1-3 widen tile after tile (the rings' running index i, across
-      // pairs) until rawDone: raw stage -> the 16-bit K and V stages, each
-      // once the consumers have released it. Nothing per pair is computed
-      // here.
+      // Warps 1-3 take tile after tile (the rings' running index i, across
+      // pairs) until rawDone: raw slot -> a K or V stage, once the
+      // consumers have released it, widened to f16 or (FP8 compute, V
+      // only) transposed. Nothing per pair is computed here.
       if (threadIdx.x >= 32) {
-        constexpr bool kWiden = !(kAblate & kAblateWiden);
+        constexpr bool kWork = !(kAblate & kAblateWiden);
+        const int thread = threadIdx.x - 32;
+        // Raw slot j into stage `tile` behind barriers `empty` and `full`.
+        auto fill = [&](int j, uint32_t tile, uint32_t empty, uint32_t full, uint32_t parity) {
+          mbarWait(empty, parity);
+          if constexpr (kWork && Tr::kFP8Compute)
+            transposeFP8VTileSm90<Config>(tile, rawTile(j), thread);
+          else if constexpr (kWork)
+            widenFP8TileSm90<Config, typename Tr::MT>(tile, rawTile(j), thread);
+          mbarArrive(full);
+          mbarArrive(rawEmptyBar(rawSlot(j)));
+        };
         for (int i = 0;; ++i) {
           const int s = i % kStages;
           const uint32_t parity = ((i / kStages) & 1) ^ 1;
-          const int jk = 2 * i, jv = jk + 1;
-          mbarWait(rawFullBar(rawSlot(jk)), rawParity(jk));
+          const int j = Tr::kRawPerTile * i; // K's slot, or FP8 compute's V
+          mbarWait(rawFullBar(rawSlot(j)), rawParity(j));
           uint32_t done;
           asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(done) : "r"(rawDone) : "memory");
           if (done == uint32_t(i) + 1) // the stop, not a tile
             return;
-          mbarWait(kEmptyBar(s), parity);
-          if constexpr (kWiden)
-            widenFP8TileSm90<Config, typename Tr::MT>(kSmem + s * Tr::kKVTileBytes,
-                                                      rawTile(jk), threadIdx.x - 32);
-          mbarArrive(kFullBar(s));
-          mbarArrive(rawEmptyBar(rawSlot(jk)));
-          mbarWait(rawFullBar(rawSlot(jv)), rawParity(jv));
-          mbarWait(vEmptyBar(s), parity);
-          if constexpr (kWiden)
-            widenFP8TileSm90<Config, typename Tr::MT>(vSmem + s * Tr::kKVTileBytes,
-                                                      rawTile(jv), threadIdx.x - 32);
-          mbarArrive(vFullBar(s));
-          mbarArrive(rawEmptyBar(rawSlot(jv)));
+          if constexpr (Tr::kWiden) {
+            fill(j, kSmem + s * Tr::kKVTileBytes, kEmptyBar(s), kFullBar(s), parity);
+            mbarWait(rawFullBar(rawSlot(j + 1)), rawParity(j + 1));
+            fill(j + 1, vSmem + s * Tr::kKVTileBytes, vEmptyBar(s), vFullBar(s), parity);
+          } else {
+            fill(j, vSmem + s * Tr::kKVTileBytes, vEmptyBar(s), vFullBar(s), parity);
+          }
         }
       }
     }
@@ -503,7 +620,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
 #pragma unroll
       for (int g = 0; g < Tr::kConsumers; ++g)
 #pragma unroll
-        for (int c = 0; c < Tr::kColBlocks; ++c)
+        for (int c = 0; c < Tr::kQColBlocks; ++c)
           tmaLoad3d(qSmem + g * Tr::kQWGBytes + c * 64 * 128, &sp.qMap, qBar, c * 64,
                     qHead, qToken + g * 64);
     };
@@ -520,25 +637,28 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
       pagesUsed = (work.kvLen + Config::kPageSize - 1) / Config::kPageSize;
     }
     // Paged: box of the page piece at token `offset` of page `page` into
-    // `dst` (every column block). NHD's maps index (head, column block) as
-    // one dim, HND's (head, token group).
-    auto loadBox = [&](const TmaDescriptor *map, uint32_t dst, uint32_t bar, int offset,
-                       int page) {
+    // `dst` (every column block; `colBlocks` of them per row in the map).
+    // NHD's maps index (head, column block) as one dim, HND's (head, token
+    // group).
+    auto loadBox = [&](const TmaDescriptor *map, int colBlocks, uint32_t dst, uint32_t bar,
+                       int offset, int page) {
       if constexpr (Config::kLayoutHND)
         tmaLoadPaged(dst, map, bar, 0, kvHead * (Config::kPageSize / 8) + offset / 8, page);
       else
-        tmaLoadPaged(dst, map, bar, kvHead * Tr::kColBlocks, offset / 8, page);
+        tmaLoadPaged(dst, map, bar, kvHead * colBlocks, offset / 8, page);
     };
-    constexpr uint32_t kBoxBytes = Tr::kBoxRows * Tr::kColBlocks * 64 * sizeof(typename Tr::KVT);
+    constexpr uint32_t kBoxBytes = Tr::kBoxRows * D * sizeof(typename Tr::KVT);
     // One tile of `map` into `tile`: kBoxes boxes of kBoxRows rows
     // (paged), or one box of blockN rows per 64-dim column block (ragged).
+    // Raw FP8 tiles have 64-byte rows of 64 dims per column block.
     auto loadTile = [&](const TmaDescriptor *map, uint32_t tile, uint32_t bar,
                         int token, const int (&pages)[kBoxes],
-                        const int (&offsets)[kBoxes]) {
+                        const int (&offsets)[kBoxes], bool raw = false) {
       if constexpr (Config::kPaged) {
 #pragma unroll
         for (int b = 0; b < kBoxes; ++b)
-          loadBox(map, tile + b * kBoxBytes, bar, offsets[b], pages[b]);
+          loadBox(map, raw ? D / 64 : Tr::kColBlocks, tile + b * kBoxBytes, bar, offsets[b],
+                  pages[b]);
       } else {
 #pragma unroll
         for (int c = 0; c < Tr::kColBlocks; ++c)
@@ -565,42 +685,46 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
           offsets[b] = key % Config::kPageSize;
         }
       }
-      if constexpr (Tr::kFP8) {
-        // K, then V, each into its raw slot; the wideners fill the 16-bit
-        // stages.
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int j = 2 * (base + t) + half;
-          mbarWait(rawEmptyBar(rawSlot(j)), rawParity(j) ^ 1);
+      // Raw tile j of `map` into its slot (FP8), completing on the slot's
+      // barrier; the wideners fill the stages.
+      auto loadRaw = [&](const TmaDescriptor *map, int j) {
+        mbarWait(rawEmptyBar(rawSlot(j)), rawParity(j) ^ 1);
+        if (load) {
+          mbarArriveExpectTx(rawFullBar(rawSlot(j)), Tr::kRawTileBytes);
+          loadTile(map, rawTile(j), rawFullBar(rawSlot(j)), token, pages, offsets, true);
+        } else {
+          mbarArrive(rawFullBar(rawSlot(j)));
+        }
+      };
+      if constexpr (Tr::kWiden) {
+        // K, then V, each into its raw slot.
+        loadRaw(&sp.kMap, 2 * (base + t));
+        if (t == 0)
+          loadQ();
+        loadRaw(&sp.vMap, 2 * (base + t) + 1);
+      } else {
+        mbarWait(kEmptyBar(s), parity);
+        if (load) {
+          mbarArriveExpectTx(kFullBar(s), Tr::kKVTileBytes);
+          loadTile(&sp.kMap, kSmem + s * Tr::kKVTileBytes, kFullBar(s), token,
+                   pages, offsets);
+        } else {
+          mbarArrive(kFullBar(s));
+        }
+        if (t == 0)
+          loadQ();
+        if constexpr (Tr::kFP8Compute) {
+          loadRaw(&sp.vMap, base + t);
+        } else {
+          mbarWait(vEmptyBar(s), parity);
           if (load) {
-            mbarArriveExpectTx(rawFullBar(rawSlot(j)), Tr::kRawTileBytes);
-            loadTile(half ? &sp.vMap : &sp.kMap, rawTile(j), rawFullBar(rawSlot(j)), token,
+            mbarArriveExpectTx(vFullBar(s), Tr::kKVTileBytes);
+            loadTile(&sp.vMap, vSmem + s * Tr::kKVTileBytes, vFullBar(s), token,
                      pages, offsets);
           } else {
-            mbarArrive(rawFullBar(rawSlot(j)));
+            mbarArrive(vFullBar(s));
           }
-          if (t == 0 && half == 0)
-            loadQ();
         }
-        continue;
-      }
-      mbarWait(kEmptyBar(s), parity);
-      if (load) {
-        mbarArriveExpectTx(kFullBar(s), Tr::kKVTileBytes);
-        loadTile(&sp.kMap, kSmem + s * Tr::kKVTileBytes, kFullBar(s), token,
-                 pages, offsets);
-      } else {
-        mbarArrive(kFullBar(s));
-      }
-      if (t == 0)
-        loadQ();
-      mbarWait(vEmptyBar(s), parity);
-      if (load) {
-        mbarArriveExpectTx(vFullBar(s), Tr::kKVTileBytes);
-        loadTile(&sp.vMap, vSmem + s * Tr::kKVTileBytes, vFullBar(s), token,
-                 pages, offsets);
-      } else {
-        mbarArrive(vFullBar(s));
       }
     }
     base += numTiles;
@@ -609,7 +733,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
       // The wideners' stop: the K slot of tile `base`, completed without a
       // copy, with rawDone = base + 1 (wideners still on earlier tiles read
       // it too, and go on).
-      const int j = 2 * base;
+      const int j = Tr::kRawPerTile * base;
       mbarWait(rawEmptyBar(rawSlot(j)), rawParity(j) ^ 1);
       asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(rawDone), "r"(base + 1) : "memory");
       mbarArrive(rawFullBar(rawSlot(j)));
@@ -641,7 +765,19 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   float qkScale, vDequant;
   prefillScales<typename Tr::KVT, Config::kPerHeadKVScale>(p, kvHead, qkScale, vDequant);
   constexpr bool kPlainScores = Variant<Config>::kPlainScores;
-  float expScale = kPlainScores ? qkScale * kLog2e : 1.f;
+  // Per row (h: rows r and r + 8): FP8 compute quantizes each Q row with
+  // its own scale, which its scores take back.
+  float qkScales[2] = {qkScale, qkScale};
+  float expScales[2];
+  auto setExpScales = [&] {
+    for (int h = 0; h < 2; ++h)
+      expScales[h] = kPlainScores ? qkScales[h] * kLog2e : 1.f;
+  };
+  setExpScales();
+  // FP8 compute: P is 2^8 times its value (e4m3 keeps its 3 bits down to
+  // 2^-6 of that, not of 1), and so are l and O until the end.
+  constexpr float kPScale = Tr::kFP8Compute ? 256.f : 1.f;
+  constexpr float kPLog2 = Tr::kFP8Compute ? 8.f : 0.f;
 
   float o[kORegs];
 #pragma unroll
@@ -649,7 +785,9 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     o[i] = 0.f;
   float mRun[2] = {negInf(), negInf()}, lRun[2] = {0.f, 0.f};
   float sAcc[kSRegs];
-  uint32_t pa[kBlockN / 16][4];
+  // P's A fragments: 16-bit, 16 keys each; FP8 compute, 32 keys each.
+  uint32_t pa[kBlockN / (Tr::kFP8Compute ? 32 : 16)][4];
+  float pv[Tr::kFP8Compute ? Tr::kPVPartN / 2 : 1]; // FP8 compute: one part of P V
   float corrs[2] = {1.f, 1.f};
 
   const uint32_t qTile = qSmem + g * Tr::kQWGBytes;
@@ -681,31 +819,74 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     wgmmaFence();
     if constexpr (!(kAblate & kAblateQK)) {
 #pragma unroll
-      for (int k = 0; k < D / 16; ++k) {
+      for (int k = 0; k < Tr::kColBlocks * 4; ++k) {
         const uint32_t colOffset = (k / 4) * 128, inRow = (k % 4) * 32;
-        Wgmma<typename Tr::MT, kBlockN>::ss(
-            sAcc, smemDesc(qTile + colOffset * 64 + inRow, 16),
-            smemDesc(kTile + (k / 4) * Tr::kKVColBlockBytes + inRow, 16, Tr::kKVRowGroupBytes),
-            k > 0);
+        const uint64_t a = smemDesc(qTile + colOffset * 64 + inRow, 16);
+        const uint64_t b =
+            smemDesc(kTile + (k / 4) * Tr::kKVColBlockBytes + inRow, 16, Tr::kKVRowGroupBytes);
+        if constexpr (Tr::kFP8Compute)
+          WgmmaFP8<typename Tr::KVT, kBlockN>::ss(sAcc, a, b, k > 0);
+        else
+          Wgmma<typename Tr::MT, kBlockN>::ss(sAcc, a, b, k > 0);
       }
     }
     wgmmaCommit();
   };
   // O += P V of tile t: key steps of 16 rows (two 8-row groups of every
   // column block); one commit group.
-  auto issuePV = [&](int t) {
+  // FP8 compute: part `part` of the head dims into pv (or, with
+  // kAblateOneLevel, straight into O); key steps of 32 over V^T.
+  constexpr bool kOneLevel = Tr::kFP8Compute && (kAblate & kAblateOneLevel);
+  constexpr int kPartRegs = Tr::kPVPartN / 2;
+  auto issuePV = [&](int t, int part = 0) {
     const uint32_t vTile = vSmem + ((base + t) % kStages) * Tr::kKVTileBytes;
-    fenceRegs(o);
-    wgmmaFence();
-    if constexpr (!(kAblate & kAblatePV)) {
+    if constexpr (Tr::kFP8Compute) {
+      float(&acc)[kPartRegs] =
+          *reinterpret_cast<float(*)[kPartRegs]>(kOneLevel ? o + part * kPartRegs : pv);
+      fenceRegs(acc);
+      wgmmaFence();
+      if constexpr (!(kAblate & kAblatePV)) {
 #pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk)
-        Wgmma<typename Tr::MT, D>::rs(o, pa[kk],
-                         smemDesc(vTile + kk * 2 * Tr::kKVRowGroupBytes, Tr::kKVColBlockBytes,
-                                  Tr::kKVRowGroupBytes),
-                         1);
+        for (int kk = 0; kk < kBlockN / 32; ++kk)
+          WgmmaFP8<typename Tr::KVT, Tr::kPVPartN>::rs(
+              acc, pa[kk],
+              smemDescPlain(vTile + kk * 256 + part * (Tr::kPVPartN / 8) * Tr::kVtGroupBytes,
+                            128, Tr::kVtGroupBytes),
+              kOneLevel || kk > 0);
+      }
+    } else {
+      fenceRegs(o);
+      wgmmaFence();
+      if constexpr (!(kAblate & kAblatePV)) {
+#pragma unroll
+        for (int kk = 0; kk < kBlockN / 16; ++kk)
+          Wgmma<typename Tr::MT, D>::rs(o, pa[kk],
+                           smemDesc(vTile + kk * 2 * Tr::kKVRowGroupBytes, Tr::kKVColBlockBytes,
+                                    Tr::kKVRowGroupBytes),
+                           1);
+      }
     }
     wgmmaCommit();
+  };
+  // Once the P V wgmma of tile t (part 0) has completed: FP8 compute adds
+  // it to O, then runs and adds the other parts one by one.
+  auto finishPV = [&](int t) {
+    if constexpr (Tr::kFP8Compute) {
+#pragma unroll
+      for (int part = 0; part < D / Tr::kPVPartN; ++part) {
+        if (part > 0) {
+          issuePV(t, part);
+          wgmmaWait<0>();
+        }
+        fenceRegs(pv);
+        fenceRegs(o);
+        if constexpr (!kOneLevel)
+#pragma unroll
+          for (int i = 0; i < kPartRegs; ++i)
+            o[part * kPartRegs + i] += pv[i];
+      }
+    }
+    fenceRegs(o);
   };
 
   // Score modifiers, masks, online softmax (as prefill.cuh) of tile t, in
@@ -734,7 +915,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
           for (int e = 0; e < 2; ++e) {
             int key = tileStart + n * 8 + 2 * c + e;
             float x = prefillScore<Config, decltype(maskTag)::value>(
-                sAcc[4 * n + 2 * h + e], key, rowPos[h], work.kvLen, qkScale, headValues, p);
+                sAcc[4 * n + 2 * h + e], key, rowPos[h], work.kvLen, qkScales[h], headValues, p);
             sAcc[4 * n + 2 * h + e] = x;
             tmax = fmaxf(tmax, x);
           }
@@ -744,8 +925,8 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
       tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
       tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
       float mNew = fmaxf(mRun[h], tmax);
-      float base = mNew == negInf() ? 0.f : mNew * expScale;
-      float corr = fastExp2(fmaf(mRun[h], expScale, -base));
+      float base = mNew == negInf() ? 0.f : mNew * expScales[h];
+      float corr = fastExp2(fmaf(mRun[h], expScales[h], -base));
       mRun[h] = mNew;
       float sum = 0.f;
 #pragma unroll
@@ -753,7 +934,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float &x = sAcc[4 * n + 2 * h + e];
-          x = fastExp2(fmaf(x, expScale, -base));
+          x = fastExp2(fmaf(x, expScales[h], kPLog2 - base));
           sum += x;
         }
       lRun[h] = lRun[h] * corr + sum;
@@ -778,22 +959,38 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
       o[4 * j + 3] *= corrs[1];
     }
   };
-  // The C fragment of S, rounded to 16 bits, is the A fragment of P.
+  // The C fragment of S, rounded to 16 bits, is the A fragment of P. In
+  // e4m3 (FP8 compute) it is too, in V^T's key order (fp8VtSlot): register
+  // 2q + h of 32 keys holds row h's columns of n-tiles 4 kk + 2q and + 1.
   auto packP = [&] {
+    if constexpr (Tr::kFP8Compute) {
 #pragma unroll
-    for (int n = 0; n < kNTiles; ++n)
+      for (int kk = 0; kk < kBlockN / 32; ++kk)
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        pa[n / 2][(n % 2) * 2 + h] =
-            pack2<typename Tr::MT>(sAcc[4 * n + 2 * h], sAcc[4 * n + 2 * h + 1]);
+        for (int q = 0; q < 2; ++q)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int n = 4 * kk + 2 * q;
+            pa[kk][2 * q + h] = packE4M3x4(sAcc[4 * n + 2 * h], sAcc[4 * n + 2 * h + 1],
+                                           sAcc[4 * n + 4 + 2 * h], sAcc[4 * n + 5 + 2 * h]);
+          }
+    } else {
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          pa[n / 2][(n % 2) * 2 + h] =
+              pack2<typename Tr::MT>(sAcc[4 * n + 2 * h], sAcc[4 * n + 2 * h + 1]);
+    }
   };
   auto waitFull = [&](uint32_t bar, int t) { mbarWait(bar, ((base + t) / kStages) & 1); };
   auto stage = [&](int t) { return (base + t) % kStages; };
   // Paged: zeroes the V rows of tile t past the request's end (only the
-  // last tile has any), whole 128-byte rows so the swizzle does not
-  // matter; each consumer zeroes all of them (the other writes the same
-  // zeros), then makes them visible to its wgmma (async proxy) and waits
-  // for its warpgroup (named barrier 3 + g).
+  // last tile has any): whole 128-byte rows, so the swizzle does not
+  // matter, or (FP8 compute) those keys' bytes of every V^T row. Each
+  // consumer zeroes all of them (the other writes the same zeros), then
+  // makes them visible to its wgmma (async proxy) and waits for its
+  // warpgroup (named barrier 3 + g).
   auto zeroVTail = [&](int t) {
     if constexpr (Config::kPaged) {
       const int first = work.kvLen - (kvBegin + t * kBlockN);
@@ -801,13 +998,24 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
         return;
       const int rows = kBlockN - max(first, 0);
       const uint32_t vTile = vSmem + ((base + t) % kStages) * Tr::kKVTileBytes;
-      for (int i = tid; i < rows * 8 * Tr::kColBlocks; i += 128) {
-        const int chunk = i % 8, row = kBlockN - rows + (i / 8) % rows,
-                  block = i / 8 / rows;
-        asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(
-                         vTile + Tr::kvOffset(row, block, chunk)),
-                     "r"(0)
-                     : "memory");
+      if constexpr (Tr::kFP8Compute) {
+        for (int i = tid; i < rows * D; i += 128) {
+          const int slot = fp8VtSlot(kBlockN - rows + i % rows), d = i / rows;
+          asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(
+                           vTile + (d / 8) * Tr::kVtGroupBytes + (slot / 16) * 128 +
+                           (d % 8) * 16 + slot % 16),
+                       "r"(0)
+                       : "memory");
+        }
+      } else {
+        for (int i = tid; i < rows * 8 * Tr::kColBlocks; i += 128) {
+          const int chunk = i % 8, row = kBlockN - rows + (i / 8) % rows,
+                    block = i / 8 / rows;
+          asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(
+                           vTile + Tr::kvOffset(row, block, chunk)),
+                       "r"(0)
+                       : "memory");
+        }
       }
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       namedBarSync(3 + g, 128);
@@ -825,7 +1033,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
       const int block = i / 128, j = i % 128;
       return qTile + block * 64 * 128 + (warp * 16 + j / 8) * 128 + (j % 8) * 16;
     };
-    constexpr int kChunks = 128 * Tr::kColBlocks / 32; // per lane
+    constexpr int kChunks = 128 * Tr::kQColBlocks / 32; // per lane
     float mx = 0.f;
 #pragma unroll
     for (int m = 0; m < kChunks; ++m) {
@@ -861,10 +1069,80 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
                    "r"(x[1]), "r"(x[2]), "r"(x[3])
                    : "memory");
     }
-    qkScale *= exp2i(e);
-    if constexpr (kPlainScores)
-      expScale = qkScale * kLog2e;
+    qkScales[0] = qkScales[1] = qkScale * exp2i(e);
+    setExpScales();
     // Visible to this warpgroup's wgmma (async proxy).
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    namedBarSync(3 + g, 128);
+  }
+  if constexpr (Tr::kFP8Compute) {
+    // The 16-bit Q tile -> e4m3 in place (the first half of it), each row
+    // times 448 / its largest magnitude; its scores take the inverse back.
+    // Lanes 2i and 2i + 1 take row i of the warp's 16, one 64-dim column
+    // block of every 128 each: read (twice: the maximum, then the
+    // values), then, once the warpgroup has read all of Q, write.
+    const int row = warp * 16 + lane / 2, half = lane % 2;
+    auto srcChunk = [&](int b8, int ch) { // 16-bit chunk ch of half `half`
+      return qTile + (2 * b8 + half) * 8192 + row * 128 + ((ch ^ (row % 8)) * 16);
+    };
+    auto load8 = [&](uint32_t addr, float (&f)[8]) {
+      uint32_t x[4];
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                   : "r"(addr));
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float2 v;
+        if constexpr (IsSame<QT, __half>::value)
+          v = __half22float2(*reinterpret_cast<__half2 *>(&x[j]));
+        else
+          v = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&x[j]));
+        f[2 * j] = v.x;
+        f[2 * j + 1] = v.y;
+      }
+    };
+    float mx = 0.f;
+#pragma unroll
+    for (int b8 = 0; b8 < Tr::kColBlocks; ++b8)
+#pragma unroll
+      for (int ch = 0; ch < 8; ++ch) {
+        float f[8];
+        load8(srcChunk(b8, ch), f);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          mx = fmaxf(mx, fabsf(f[j]));
+      }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    // A zero row, or one with inf/NaN (which stay so), is not scaled.
+    const bool scaled = mx > 0.f && mx <= 3.4e38f;
+    const float up = scaled ? 448.f / mx : 1.f, down = scaled ? mx / 448.f : 1.f;
+    uint32_t q8[Tr::kColBlocks][4][4];
+#pragma unroll
+    for (int b8 = 0; b8 < Tr::kColBlocks; ++b8)
+#pragma unroll
+      for (int c8 = 0; c8 < 4; ++c8) {
+        float f[16];
+        load8(srcChunk(b8, 2 * c8), *reinterpret_cast<float(*)[8]>(f));
+        load8(srcChunk(b8, 2 * c8 + 1), *reinterpret_cast<float(*)[8]>(f + 8));
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          q8[b8][c8][j] = packE4M3x4(f[4 * j] * up, f[4 * j + 1] * up, f[4 * j + 2] * up,
+                                     f[4 * j + 3] * up);
+      }
+    namedBarSync(3 + g, 128);
+#pragma unroll
+    for (int b8 = 0; b8 < Tr::kColBlocks; ++b8)
+#pragma unroll
+      for (int c8 = 0; c8 < 4; ++c8)
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                         qTile + b8 * 8192 + row * 128 + (((4 * half + c8) ^ (row % 8)) * 16)),
+                     "r"(q8[b8][c8][0]), "r"(q8[b8][c8][1]), "r"(q8[b8][c8][2]),
+                     "r"(q8[b8][c8][3])
+                     : "memory");
+    // Rows r and r + 8 of the MMA layout were quantized by lanes 2r, 2r + 16.
+    qkScales[0] = qkScale * __shfl_sync(0xffffffffu, down, 2 * r);
+    qkScales[1] = qkScale * __shfl_sync(0xffffffffu, down, 2 * r + 16);
+    setExpScales();
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     namedBarSync(3 + g, 128);
   }
@@ -894,7 +1172,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
       mbarArrive(kEmptyBar(stage(t)));
       softmaxStage(t);
       wgmmaWait<0>();
-      fenceRegs(o);
+      finishPV(t - 1);
       fenceRegs(pa);
       mbarArrive(vEmptyBar(stage(t - 1)));
       rescaleO();
@@ -907,7 +1185,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     issuePV(numTiles - 1);
     issueEnd(true);
     wgmmaWait<0>();
-    fenceRegs(o);
+    finishPV(numTiles - 1);
     fenceRegs(pa);
     mbarArrive(vEmptyBar(stage(numTiles - 1)));
 
@@ -921,12 +1199,13 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     float l = lRun[h];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
+    l *= 1.f / kPScale; // O keeps P's scale: inv takes it back
     int row = warpRow0 + r + 8 * h;
     if (row >= tileRows)
       continue;
-    float mRow = mRun[h] * expScale; // log2 units
+    float mRow = mRun[h] * expScales[h]; // log2 units
     float numer = Variant<Config>::template finishRow<true>(headValues, mRow, l);
-    float inv = l > 0.f ? numer / l * vDequant : 0.f; // no visible key: 0
+    float inv = l > 0.f ? numer / l * (vDequant / kPScale) : 0.f; // no visible key: 0
     int64_t token = work.outStart + work.tileBegin + row;
     QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
               int64_t(qHead) * D;

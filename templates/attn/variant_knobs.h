@@ -42,6 +42,9 @@ ATTN_FLAG(softcap, "softcap", "softcap", kSoftcap)
 ATTN_FLAG(sinks, "sinks", "sinks", kSinks)
 /// FP8 dequantization scales per KV head (else one per tensor).
 ATTN_FLAG(perHeadKVScale, "per_head_kv_scale", "headscale", kPerHeadKVScale)
+/// Paged prefill on sm_90a: Q K^T and P V as FP8 MMAs (q and P in e4m3,
+/// K and V in the cache's FP8 type; docs/semantics.md, "FP8 compute").
+ATTN_FLAG(fp8Compute, "fp8_compute", "fp8mma", kFP8Compute)
 /// The log-sum-exp of each row is written too.
 ATTN_FLAG(writeLse, "write_lse", "lse", kWriteLse)
 

@@ -16,6 +16,7 @@
 // No decode flags: every one is false.
 // CHECK: static constexpr bool kCausal = false;
 // CHECK: static constexpr bool kPerHeadKVScale = true;
+// CHECK-NEXT: static constexpr bool kFP8Compute = false;
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;

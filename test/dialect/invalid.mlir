@@ -829,3 +829,20 @@ func.func @launch_paged_prefill_operands(%q: tensor<?x32x128xbf16>, %c: !attn.pa
 
 // expected-error @+1 {{prefill_schedule persistent_max_q_len must be from 0 to 16777216, got -1 (query tokens per request)}}
 func.func @prefill_schedule_persistent() attributes {s = #attn.prefill_schedule<warps = 12, block_m = 128, block_n = 128, stages = 2, mma = wgmma, persistent_max_q_len = -1>}
+
+// -----
+
+// FP8 compute needs FP8 keys and values.
+func.func @fp8_compute_bf16_cache(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+                                  %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{'attn.paged_prefill' op fp8_compute needs an FP8 cache (e4m3, e5m2), got 'bf16'}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens {fp8_compute}
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// -----
+
+// expected-error @+1 {{kernel_spec fp8_compute needs a paged_prefill over an FP8 cache (e4m3, e5m2)}}
+func.func @spec_fp8_compute_decode() attributes {s = #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, fp8_compute = true, schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>}

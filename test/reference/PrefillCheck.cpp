@@ -143,7 +143,7 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
 
   // N(0, 1) entries: with the 1/sqrt(d) scale, logits are O(1) and the
   // softmax is neither uniform nor one-hot, so both P and V errors show.
-  Quantized q = randomValues(rng, v.qType, size_t(d.qTokens * qRow), 1.0);
+  Quantized q = randomValues(rng, v.qType, size_t(d.qTokens * qRow), tc.qStd);
   prob.q = q.values;
   // Ragged: contiguous k / v. Paged: a random cache; the reference reads
   // its pages gathered into rows.

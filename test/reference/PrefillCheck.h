@@ -30,6 +30,9 @@ struct PrefillCheckOptions {
   /// The variant's score_mod / mask_mod, as DecodeCheckOptions::modifiers.
   const TestModifiers *modifiers = nullptr;
   double kvScale = 1.0;       ///< paged FP8: as DecodeCheckOptions
+  /// Standard deviation of q's entries: above 1 the logits spread, and a
+  /// few large ones (needles) dominate many small ones.
+  double qStd = 1.0;
   bool interleavedKV = false; ///< paged: K and V of a page side by side
   uint32_t seed = 1;
   /// Elements added to every token stride of q, (ragged) k, v and out (a multiple of

@@ -365,6 +365,18 @@ std::vector<MatrixCase> wgmmaCases() {
   all.paged = PagedKVFormat{all.qType, 32, KVLayout::NHD, false};
   add("wgmma_paged_all_features_d64_mqa_m64n64", all, 1, 64);
   add("wgmma_paged_all_features_d64_mqa_m192", all, 3, 128);
+  // FP8 compute: e4m3 and e5m2 caches at head dims 128 and 256, every
+  // feature, 8-token HND pages.
+  PrefillVariant fp8 = v;
+  fp8.headDim = 128;
+  fp8.numKVHeads = 8;
+  fp8.sinks = true;
+  fp8.fp8Compute = true;
+  fp8.paged = PagedKVFormat{S::F8E4M3, 16, KVLayout::NHD, true};
+  add("wgmma_fp8mma_e4m3_all_features", fp8, 2, 128);
+  fp8.paged = PagedKVFormat{S::F8E5M2, 8, KVLayout::HND, false};
+  fp8.headDim = 256;
+  add("wgmma_fp8mma_e5m2_p8_hnd_d256", fp8, 2, 64);
   return cases;
 }
 

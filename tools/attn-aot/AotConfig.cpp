@@ -207,7 +207,7 @@ DecodeVariant readDecode(ComboReader &r) {
 /// Prefill fields that describe the paged cache: an error on an entry that
 /// is not "paged": true, where they would be silently ignored.
 constexpr const char *kPagedOnlyFields[] = {"kv_type", "page_size", "layout",
-                                            "per_head_scale"};
+                                            "per_head_scale", "fp8_compute"};
 
 PrefillVariant readPrefill(ComboReader &r) {
   PrefillVariant v;
@@ -226,6 +226,7 @@ PrefillVariant readPrefill(ComboReader &r) {
   r.integer("page_size", format.pageSize);
   r.layout("layout", format.layout);
   r.boolean("per_head_scale", format.perHeadKVScale);
+  r.boolean("fp8_compute", v.fp8Compute);
   if (paged)
     v.paged = format;
   return v;

@@ -25,6 +25,7 @@
 //   prefill:   q_type num_q_heads num_kv_heads head_dim causal cross encoder
 //              window_left softcap alibi sinks lse modifiers paged, and with
 //              "paged": true only: kv_type page_size layout per_head_scale
+//              fp8_compute
 //   append_kv: in_type kv_type num_kv_heads head_dim page_size layout
 //              per_head_scale
 //   merge_states: dtype (f16, bf16 or f32) num_heads head_dim

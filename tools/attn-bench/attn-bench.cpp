@@ -429,7 +429,28 @@ struct PrefillResult {
   std::string kernel;
   double ms, tflops;
   int copies;
+  std::vector<uint16_t> out; ///< the output (bf16 bits), when asked for
 };
+
+/// Relative L2 distance of bf16 output `a` from `b` (0 when either is
+/// missing).
+double relativeL2(const std::vector<uint16_t> &a, const std::vector<uint16_t> &b) {
+  if (a.empty() || a.size() != b.size())
+    return 0;
+  auto value = [](uint16_t x) {
+    uint32_t bits = uint32_t(x) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return double(f);
+  };
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double d = value(a[i]) - value(b[i]);
+    diff += d * d;
+    norm += value(b[i]) * value(b[i]);
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : 0;
+}
 
 constexpr int kPrefillQHeads = 32;
 
@@ -477,12 +498,16 @@ Jit &benchJit() {
 
 /// Times one prefill variant on `cfg`: ragged over contiguous k/v, or
 /// (with `paged`) over a paged cache holding every request's tokens on
-/// shuffled pages, as after appending a fresh prompt.
+/// shuffled pages, as after appending a fresh prompt; with `fp8Compute`
+/// its FP8 MMAs. `keepOutput`: the result holds the output (the inputs are
+/// the same in every call: fillRandom is deterministic).
 PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
-                           std::optional<PagedKVFormat> paged = std::nullopt) {
+                           std::optional<PagedKVFormat> paged = std::nullopt,
+                           bool fp8Compute = false, bool keepOutput = false) {
   PrefillVariant v;
+  v.fp8Compute = fp8Compute;
   v.schedule = pinnedPrefillSchedule;
-  // A pinned wgmma schedule does not apply to FP8 caches (mma.sync only).
+  // A pinned wgmma schedule is for 16-bit caches; FP8 ones keep the default.
   if (paged && paged->kvType != ScalarType::BF16 && v.schedule &&
       v.schedule->mma == PrefillMma::Wgmma)
     v.schedule.reset();
@@ -595,8 +620,14 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   BENCH_CHECK(sync());
   int call = 0;
   double ms = timeMedian(stream, 15, [&] { BENCH_CHECK(calls[call++ % copies]()); });
-  return {cfg, kernel->spec().uri(), ms, prefillFlops(cfg) / (ms * 1e-3) / 1e12,
-          copies};
+  PrefillResult result{cfg, kernel->spec().uri(), ms,
+                       prefillFlops(cfg) / (ms * 1e-3) / 1e12, copies, {}};
+  if (keepOutput) {
+    BENCH_CHECK(sync());
+    result.out.resize(qBytes / 2);
+    BENCH_CHECK(data[0].out.copyToHost(result.out.data(), qBytes));
+  }
+  return result;
 }
 
 int runPrefill(bool json, bool quick) {
@@ -630,35 +661,51 @@ int runPrefill(bool json, bool quick) {
 
   if (!json)
     llvm::outs() << llvm::formatv(
-        "{1}, {0} SMs: bf16 prefill, 32 q heads, 16k tokens per batch\n\n"
-        "{2,-6} {3,-6} {4,-7} {5,-4} {6,-7} {7,10} {8,9} {9,9} {10,10} {11,10}\n",
+        "{1}, {0} SMs: bf16 prefill, 32 q heads, 16k tokens per batch\n"
+        "fp8mma: FP8 compute over the e4m3 cache; err: its relative L2\n"
+        "distance from paged_e4m3's output (16-bit MMAs, same inputs)\n\n"
+        "{2,-6} {3,-6} {4,-7} {5,-4} {6,-7} {7,10} {8,9} {9,9} {10,10} {11,10} {12,10} {13,8}\n",
         sms, toString(arch), "batch", "seq", "heads", "dim", "mask", "time_ms",
-        "TFLOP/s", "paged", "paged_e4m3", "paged_e5m2");
+        "TFLOP/s", "paged", "paged_e4m3", "paged_e5m2", "fp8mma", "err");
   // Paged prefill over the same shapes: a bf16 cache and an e4m3 one, page
   // 16, NHD (vLLM's default page size and layout).
   const PagedKVFormat pagedBF16{ScalarType::BF16, 16, KVLayout::NHD, false};
   const PagedKVFormat pagedE4M3{ScalarType::F8E4M3, 16, KVLayout::NHD, false};
   const PagedKVFormat pagedE5M2{ScalarType::F8E5M2, 16, KVLayout::NHD, false};
   struct Row {
-    PrefillResult ragged, paged, pagedFP8, pagedE5M2;
+    PrefillResult ragged, paged, pagedFP8, pagedE5M2, fp8Compute;
+    double fp8ComputeError = 0;
+  };
+  // FP8 compute where the arch and head dim have it (sm_90a, 128 and 256).
+  auto hasFP8Compute = [&](const PrefillConfig &cfg) {
+    return arch == Arch::SM90a && cfg.headDim >= 128 && !pinnedPrefillSchedule;
   };
   std::vector<Row> results;
   for (const PrefillConfig &cfg : configs) {
-    Row r{benchPrefill(cfg, arch, stream.get()), {}, {}, {}};
+    Row r{benchPrefill(cfg, arch, stream.get()), {}, {}, {}, {}, 0};
     if (!raggedOnly) {
       r.paged = benchPrefill(cfg, arch, stream.get(), pagedBF16);
       if (!noE4M3) {
-        r.pagedFP8 = benchPrefill(cfg, arch, stream.get(), pagedE4M3);
+        const bool fp8mma = hasFP8Compute(cfg);
+        r.pagedFP8 = benchPrefill(cfg, arch, stream.get(), pagedE4M3, false, fp8mma);
         r.pagedE5M2 = benchPrefill(cfg, arch, stream.get(), pagedE5M2);
+        if (fp8mma) {
+          r.fp8Compute = benchPrefill(cfg, arch, stream.get(), pagedE4M3, true, true);
+          r.fp8ComputeError = relativeL2(r.fp8Compute.out, r.pagedFP8.out);
+          r.fp8Compute.out.clear();
+          r.pagedFP8.out.clear();
+        }
       }
     }
     results.push_back(r);
     if (!json)
       llvm::outs() << llvm::formatv(
-          "{0,-6} {1,-6} {2,-7} {3,-4} {4,-7} {5,10:F3} {6,9:F1} {7,9:F1} {8,10:F1} {9,10:F1}\n",
+          "{0,-6} {1,-6} {2,-7} {3,-4} {4,-7} {5,10:F3} {6,9:F1} {7,9:F1} {8,10:F1} {9,10:F1} "
+          "{10,10:F1} {11,8:F4}\n",
           cfg.batch, cfg.seq, llvm::formatv("32/{0}", cfg.numKVHeads).str(),
           cfg.headDim, cfg.causal ? "causal" : "full", r.ragged.ms,
-          r.ragged.tflops, r.paged.tflops, r.pagedFP8.tflops, r.pagedE5M2.tflops);
+          r.ragged.tflops, r.paged.tflops, r.pagedFP8.tflops, r.pagedE5M2.tflops,
+          r.fp8Compute.tflops, r.fp8ComputeError);
   }
   if (json) {
     llvm::outs() << llvm::formatv("{{\"arch\": \"{0}\", \"sms\": {1}, "
@@ -672,12 +719,14 @@ int runPrefill(bool json, bool quick) {
           "\"time_ms\": {6:F4}, \"tflops\": {7:F2}, \"flops\": {8:E}, "
           "\"copies\": {9}, \"kernel\": \"{10}\", "
           "\"paged_p16_tflops\": {11:F2}, \"paged_p16_e4m3_tflops\": {12:F2}, "
-          "\"paged_p16_e5m2_tflops\": {14:F2}}{13}\n",
+          "\"paged_p16_e5m2_tflops\": {14:F2}, \"paged_p16_e4m3_fp8mma_tflops\": {15:F2}, "
+          "\"paged_p16_e4m3_fp8mma_error\": {16:F5}}{13}\n",
           r.config.batch, r.config.seq, kPrefillQHeads, r.config.numKVHeads,
           r.config.headDim, r.config.causal ? "true" : "false", r.ms, r.tflops,
           prefillFlops(r.config), r.copies, r.kernel, results[i].paged.tflops,
           results[i].pagedFP8.tflops, i + 1 < results.size() ? "," : "",
-          results[i].pagedE5M2.tflops);
+          results[i].pagedE5M2.tflops, results[i].fp8Compute.tflops,
+          results[i].fp8ComputeError);
     }
     llvm::outs() << "]}\n";
   }

@@ -1063,13 +1063,13 @@ TEST(ScheduleTest, RaggedPrefillTakesWgmmaOnSm90a) {
   PrefillSchedule wgmma64 = prefillSchedule(16, 192, 128, 2);
   wgmma64.mma = ::attn::PrefillMma::Wgmma;
   EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM90a, 64)), wgmma64);
-  EXPECT_LE(::attn::prefillSm90SmemBytes(64, 2, 192, 128, 2),
+  EXPECT_LE(::attn::prefillSm90SmemBytes(64, 2, 2, 192, 128, 2),
             sharedMemoryPerSM(Arch::SM90a) - 1024);
   // Head dim 256: 64-key tiles (registers), 192 KiB of shared memory.
   PrefillSchedule wgmma256 = prefillSchedule(12, 128, 64, 2);
   wgmma256.mma = ::attn::PrefillMma::Wgmma;
   EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM90a, 256)), wgmma256);
-  EXPECT_LE(::attn::prefillSm90SmemBytes(256, 2, 128, 64, 2),
+  EXPECT_LE(::attn::prefillSm90SmemBytes(256, 2, 2, 128, 64, 2),
             sharedMemoryPerSM(Arch::SM90a) - 1024);
   // Other head dims on sm_90a, and every head dim elsewhere: mma.sync.
   EXPECT_EQ(choosePrefillSchedule(ragged(Arch::SM90a, 96)).mma,
@@ -1098,7 +1098,7 @@ TEST(ScheduleTest, PagedPrefillChoicesPerShape) {
     // sm_89's 99 KiB take 64. On sm_90a every cache takes the wgmma
     // template (FP8 widened in shared memory, 225 KiB with its raw ring).
     EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM90a, 128, kvType)), wgmma);
-    EXPECT_LE(::attn::prefillSm90SmemBytes(128, ::attn::sizeOf(kvType), 128, 128, 2),
+    EXPECT_LE(::attn::prefillSm90SmemBytes(128, ::attn::sizeOf(kvType), 2, 128, 128, 2),
               ::attn::maxSharedMemoryPerBlock(Arch::SM90a));
     EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM80, 128, kvType)),
               packed(prefillSchedule(4, 128, 64, 2)));

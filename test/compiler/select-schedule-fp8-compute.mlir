@@ -1,0 +1,16 @@
+// RUN: attn-opt %s --attn-select-schedule="arch=sm_90a" | FileCheck %s
+// RUN: not attn-opt %s --attn-select-schedule="arch=sm_80" 2>&1 | FileCheck %s --check-prefix=SM80
+
+// FP8 compute takes the wgmma template on sm_90a, pages of 8 included (it
+// has no mma.sync template); elsewhere and at head dim 64 it is an error.
+// CHECK-LABEL: func.func @fp8_compute_p8
+// CHECK: fp8_compute
+// CHECK-SAME: mma = wgmma
+// SM80: fp8_compute needs the FP8 tensor cores of the wgmma schedule (arch sm_90a, head_dim 128 or 256, pages of a multiple of 8 tokens), got arch sm_80, head_dim 128, page_size 8
+func.func @fp8_compute_p8(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 8, layout = nhd>,
+                          %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) -> tensor<?x32x128xbf16> {
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>) {fp8_compute}
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 8, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
