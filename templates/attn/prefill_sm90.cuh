@@ -59,6 +59,18 @@
 // 128, 0.59-0.73x at 256 (docs/performance.md, "FP8 caches on the wgmma
 // path"); the widening is the limiting stage.
 //
+// FP8 compute (Config::kFP8Compute, `fp8_compute`; paged FP8 caches at
+// head dims 128 and 256): both MMAs in FP8. K lands by TMA swizzled for the
+// MMA (128 dims per 128-byte row); V lands raw and the three warps
+// transpose it into V^T (transposeFP8VTileSm90), FP8 wgmma reading B
+// K-major only. Each consumer quantizes its Q rows to e4m3 in place, one
+// scale per row, taken back in that row's score scale; P is 2^8 times its
+// value in e4m3, in V^T's key order (fp8VtSlot); O is accumulated in two
+// levels (a fresh fp32 accumulator per tile, in parts of kPVPartN head
+// dims, added to O). On the H200 0.63-0.81x the bf16 cache; the V
+// transposition is the limiting stage (docs/performance.md, "FP8
+// compute").
+//
 // Supported: 16-bit q, head dims 64, 128 and 256 (256: 64-key tiles,
 // O += P V as one N = 256 wgmma per 16 keys over the 4 column blocks of
 // V), every mask and score
