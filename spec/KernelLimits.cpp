@@ -355,6 +355,8 @@ std::string checkKernelSpec(const KernelSpec &spec) {
     return "per_head_kv_scale needs an FP8 kv_type";
   if (spec.fp8Compute && (!pagedPrefill || !spec.isFP8KV()))
     return "fp8_compute needs a paged_prefill over an FP8 cache (e4m3, e5m2)";
+  if (spec.fp8Query && !spec.fp8Compute)
+    return "an e4m3 q (fp8_query, q_scale) needs fp8_compute";
   if (std::string problem = checkModifiers(spec); !problem.empty())
     return problem;
   if (spec.kind == KernelKind::AppendKV) {

@@ -175,13 +175,33 @@ bool appendScoreModTypes(Location loc, Builder &builder, int numQHeads,
 }
 
 /// The per-head table arguments appendScoreModTypes added, which end the
-/// argument list: the ALiBi slopes and the sinks (null when off).
-std::pair<Value, Value> headTableArgs(const ::attn::AttentionKnobs &knobs,
-                                      ValueRange args) {
-  size_t next = args.size() - size_t(knobs.alibi) - size_t(knobs.sinks);
-  Value slopes = knobs.alibi ? args[next++] : Value();
-  Value sinks = knobs.sinks ? args[next] : Value();
-  return {slopes, sinks};
+/// argument list: one per table of templates/attn/variant_knobs.h (ALiBi
+/// slopes, sinks, q_scale), null when off.
+struct HeadTableArgs {
+#define ATTN_HEAD_TABLE(flag, ...) Value flag;
+#include "templates/attn/variant_knobs.h"
+};
+HeadTableArgs headTableArgs(const ::attn::AttentionKnobs &knobs,
+                            ValueRange args) {
+  size_t next = args.size();
+#define ATTN_HEAD_TABLE(flag, ...) next -= size_t(knobs.flag);
+#include "templates/attn/variant_knobs.h"
+  HeadTableArgs tables;
+#define ATTN_HEAD_TABLE(flag, ...)                                             \
+  if (knobs.flag)                                                              \
+    tables.flag = args[next++];
+#include "templates/attn/variant_knobs.h"
+  return tables;
+}
+
+/// q's rows: of the output's type, or e4m3 for a query the caller quantized
+/// (fp8Query, with its q_scale).
+RankedTensorType queryType(Location loc, const ::attn::AttentionKnobs &knobs,
+                           RankedTensorType out) {
+  if (!out || !knobs.fp8Query)
+    return out;
+  return RankedTensorType::get(out.getShape(),
+                               Float8E4M3FNType::get(loc.getContext()));
 }
 
 /// A variant's score_mod and mask_mod, parsed from their IR text into a
@@ -293,8 +313,9 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
   Location loc = variantLoc(context, "attn::DecodeVariant");
   Builder builder(&context);
   Type qElement = getElementType(&context, variant.qType);
-  RankedTensorType qType =
+  RankedTensorType outType =
       rowsType(loc, variant.numQHeads, variant.headDim, qElement);
+  RankedTensorType qType = queryType(loc, variant, outType);
   PagedKVType cache =
       cacheType(loc, variant.numKVHeads, variant.headDim, variant.kvType,
                 variant.pageSize, variant.layout);
@@ -310,7 +331,7 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
   bool fp8 = isFP8Type(cache.getElementType());
   if (!appendKVScaleTypes(loc, cache, variant.perHeadKVScale, argTypes))
     return nullptr;
-  SmallVector<Type> resultTypes = {qType};
+  SmallVector<Type> resultTypes = {outType};
   RankedTensorType lse;
   if (!appendScoreModTypes(loc, builder, variant.numQHeads, variant, argTypes,
                            resultTypes, lse))
@@ -341,10 +362,11 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
       [&](OpBuilder &b, ValueRange args) -> ValueRange {
         Value kScale = fp8 ? args[4] : Value();
         Value vScale = fp8 ? args[5] : Value();
-        auto [slopes, sinks] = headTableArgs(variant, args.drop_back(numAux));
+        HeadTableArgs tables = headTableArgs(variant, args.drop_back(numAux));
         auto decode = b.create<DecodeOp>(
-            loc, qType, lse, args[0], args[1], args[2], args[3], kScale,
-            vScale, slopes, sinks, args.take_back(numAux),
+            loc, outType, lse, args[0], args[1], args[2], args[3], kScale,
+            vScale, tables.alibi, tables.sinks, tables.fp8Query,
+            args.take_back(numAux),
             uint64_t(int64_t(variant.queryLen)), pinned, mask, variant.kind,
             scale, softcap);
         modifiers->moveInto(decode);
@@ -359,10 +381,11 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
   Location loc = variantLoc(context, "attn::PrefillVariant");
   Builder builder(&context);
   Type element = getElementType(&context, variant.qType);
-  RankedTensorType qType =
+  RankedTensorType outType =
       rowsType(loc, variant.numQHeads, variant.headDim, element);
-  if (!qType)
+  if (!outType)
     return nullptr;
+  RankedTensorType qType = queryType(loc, variant, outType);
   RankedTensorType vector =
       RankedTensorType::get({ShapedType::kDynamic}, builder.getI32Type());
 
@@ -387,7 +410,7 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
       return nullptr;
     argTypes.append({kvType, kvType, vector, vector});
   }
-  SmallVector<Type> resultTypes = {qType};
+  SmallVector<Type> resultTypes = {outType};
   RankedTensorType lse;
   if (!appendScoreModTypes(loc, builder, variant.numQHeads, variant, argTypes,
                            resultTypes, lse))
@@ -425,10 +448,11 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
         [&](OpBuilder &b, ValueRange args) -> ValueRange {
           Value kScale = fp8 ? args[5] : Value();
           Value vScale = fp8 ? args[6] : Value();
-          auto [slopes, sinks] = headTableArgs(variant, args.drop_back(numAux));
+          HeadTableArgs tables = headTableArgs(variant, args.drop_back(numAux));
           auto prefill = b.create<PagedPrefillOp>(
-              loc, qType, lse, args[0], args[1], args[2], args[3], args[4],
-              kScale, vScale, slopes, sinks, args.take_back(numAux), pinned,
+              loc, outType, lse, args[0], args[1], args[2], args[3], args[4],
+              kScale, vScale, tables.alibi, tables.sinks, tables.fp8Query,
+              args.take_back(numAux), pinned,
               variant.fp8Compute, mask,
               variant.kind, scale, softcap);
           modifiers->moveInto(prefill);
@@ -438,10 +462,11 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
   return buildFunctionModule(
       loc, "prefill", argTypes, resultTypes,
       [&](OpBuilder &b, ValueRange args) -> ValueRange {
-        auto [slopes, sinks] = headTableArgs(variant, args.drop_back(numAux));
+        HeadTableArgs tables = headTableArgs(variant, args.drop_back(numAux));
         auto prefill = b.create<PrefillOp>(
-            loc, qType, lse, args[0], args[1], args[2], args[3], args[4],
-            slopes, sinks, args.take_back(numAux), pinned, mask, variant.kind,
+            loc, outType, lse, args[0], args[1], args[2], args[3], args[4],
+            tables.alibi, tables.sinks, tables.fp8Query,
+            args.take_back(numAux), pinned, mask, variant.kind,
             scale, softcap);
         modifiers->moveInto(prefill);
         return prefill->getResults();

@@ -50,8 +50,10 @@ void setCacheFields(::attn::KernelSpec &spec, PagedKVType cache) {
 LogicalResult setAttentionFields(::attn::KernelSpec &spec,
                                 AttentionOpInterface op) {
   auto qType = cast<RankedTensorType>(op.getQ().getType());
-  // The op verifiers admit only f16/bf16 q.
-  spec.qType = *toScalarType(qType.getElementType());
+  // q_type is the output's (q's, but for an e4m3 q with its q_scale, which
+  // sets fp8Query below); the op verifiers admit only f16/bf16 outputs.
+  spec.qType = *toScalarType(
+      cast<RankedTensorType>(op.getOut().getType()).getElementType());
   spec.numQHeads = int(qType.getDimSize(1));
   spec.headDim = int(qType.getDimSize(2));
   MaskAttr mask = op.getMaskAttr();

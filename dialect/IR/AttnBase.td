@@ -58,6 +58,8 @@ class Attn_Op<string mnemonic, list<Trait> traits = []>
 
 /// Query, key, value and output rows: tokens x heads x head_dim.
 def Attn_ActivationTensor : TensorRankOf<[F16, BF16], [3]>;
+/// Queries: activations, or e4m3 rows with their q_scale (fp8_compute).
+def Attn_QueryTensor : TensorRankOf<[F16, BF16, F8E4M3FN], [3]>;
 /// Partial outputs for merge_states may also be kept in f32.
 def Attn_PartialTensor : TensorRankOf<[F16, BF16, F32], [3]>;
 /// Log-sum-exp of the scores: tokens x heads, f32.

@@ -88,10 +88,20 @@ LogicalResult verifyAttention(AttentionOpInterface op, int64_t kvHeads,
     return op->emitOpError() << "q head_dim (" << q.headDim()
                              << ") must equal " << kvName << " head_dim ("
                              << kvHeadDim << ")";
+  // e4m3 q (quantized by the caller) comes with its q_scale and writes a
+  // 16-bit out; otherwise out is q's type.
+  bool fp8Query = isa<Float8E4M3FNType>(q.elementType());
+  Value qScale = op.getHeadTable("q_scale");
+  if (fp8Query && !qScale)
+    return op->emitOpError() << "an e4m3 q needs its q_scale";
+  if (!fp8Query && qScale)
+    return op->emitOpError() << "q_scale is for an e4m3 q, got q of "
+                             << q.elementType();
   if (failed(verifyCompatibleShape(out.type, q.type)) ||
-      out.elementType() != q.elementType())
-    return op->emitOpError() << "out type " << out.type
-                             << " must match q type " << q.type;
+      (fp8Query ? !out.elementType().isF16() && !out.elementType().isBF16()
+                : out.elementType() != q.elementType()))
+    return op->emitOpError() << "out type " << out.type << " must match q type "
+                             << q.type << (fp8Query ? " in f16 or bf16" : "");
   if (Value lse = op.getLse()) {
     auto lseType = cast<RankedTensorType>(lse.getType());
     if (failed(verifyCompatibleShape(lseType.getShape(),

@@ -71,13 +71,14 @@ def Attn_PrefillOp : Attn_Op<"prefill", [Pure, AttrSizedOperandSegments, Isolate
     ```
   }];
   let arguments = !con((ins
-    Attn_ActivationTensor:$q,
+    Attn_QueryTensor:$q,
     Attn_ActivationTensor:$k,
     Attn_ActivationTensor:$v,
     Attn_IndexVector:$cu_seqlens_q,
     Attn_IndexVector:$cu_seqlens_kv,
     Optional<Attn_SlopeVector>:$alibi_slopes,
     Optional<Attn_SinkVector>:$sinks,
+    Optional<Attn_ScaleVector>:$q_scale,
     Variadic<Attn_AuxTensor>:$aux,
     OptionalAttr<Attn_PrefillScheduleAttr>:$schedule), Attn_ScoreModAttrs);
   let results = (outs
@@ -89,6 +90,7 @@ def Attn_PrefillOp : Attn_Op<"prefill", [Pure, AttrSizedOperandSegments, Isolate
     $q `,` $k `,` $v `,` $cu_seqlens_q `,` $cu_seqlens_kv
     (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`q_scale` `(` $q_scale^ `:` type($q_scale) `)`)?
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     attr-dict `:` type($q) `,` type($k) `,` type($v) `,`
     type($cu_seqlens_q) `,` type($cu_seqlens_kv) `->` type($out)
@@ -130,7 +132,7 @@ def Attn_PagedPrefillOp
     ```
   }];
   let arguments = !con((ins
-    Attn_ActivationTensor:$q,
+    Attn_QueryTensor:$q,
     Attn_PagedKVType:$cache,
     Attn_IndexVector:$cu_seqlens_q,
     Attn_PageTable:$page_tables,
@@ -139,6 +141,7 @@ def Attn_PagedPrefillOp
     Optional<Attn_ScaleVector>:$v_scale,
     Optional<Attn_SlopeVector>:$alibi_slopes,
     Optional<Attn_SinkVector>:$sinks,
+    Optional<Attn_ScaleVector>:$q_scale,
     Variadic<Attn_AuxTensor>:$aux,
     OptionalAttr<Attn_PrefillScheduleAttr>:$schedule,
     UnitAttr:$fp8_compute), Attn_ScoreModAttrs);
@@ -153,6 +156,7 @@ def Attn_PagedPrefillOp
                     type($v_scale) `)`)?
     (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`q_scale` `(` $q_scale^ `:` type($q_scale) `)`)?
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     attr-dict `:` type($q) `,` qualified(type($cache)) `,`
     type($cu_seqlens_q) `,` type($page_tables) `,` type($seq_lens)
@@ -186,7 +190,7 @@ def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments, IsolatedF
     ```
   }];
   let arguments = !con((ins
-    Attn_ActivationTensor:$q,
+    Attn_QueryTensor:$q,
     Attn_PagedKVType:$cache,
     Attn_PageTable:$page_tables,
     Attn_IndexVector:$seq_lens,
@@ -194,6 +198,7 @@ def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments, IsolatedF
     Optional<Attn_ScaleVector>:$v_scale,
     Optional<Attn_SlopeVector>:$alibi_slopes,
     Optional<Attn_SinkVector>:$sinks,
+    Optional<Attn_ScaleVector>:$q_scale,
     Variadic<Attn_AuxTensor>:$aux,
     DefaultValuedAttr<I64Attr, "1">:$query_len,
     OptionalAttr<Attn_DecodeScheduleAttr>:$schedule), Attn_ScoreModAttrs);
@@ -208,6 +213,7 @@ def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments, IsolatedF
                     type($v_scale) `)`)?
     (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`q_scale` `(` $q_scale^ `:` type($q_scale) `)`)?
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     attr-dict `:` type($q) `,` qualified(type($cache)) `,`
     type($page_tables) `,` type($seq_lens) `->` type($out)

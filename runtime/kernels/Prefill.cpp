@@ -333,6 +333,11 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
                                   plan.maxKVLen, pagesNeeded, a.pageTableStride));
   if (auto problem = scaleMismatch(s, a.kScale, a.vScale, a.numKVScales))
     return argError(*problem);
+  // TMA reads rows 16 bytes apart: 16 e4m3 elements.
+  if (s.fp8Query && a.qStrideToken % 16)
+    return argError(llvm::formatv("e4m3 q token stride {0} must be a "
+                                  "multiple of 16",
+                                  a.qStrideToken));
   return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a,
                          a.lse);
 }
@@ -371,26 +376,30 @@ static_assert(sizeof(TmaDescriptor) == sizeof(CUtensorMap) &&
                   alignof(TmaDescriptor) >= 64,
               "TmaDescriptor (templates/attn/params.h) must be a CUtensorMap");
 
-/// The tensor map of one ragged [tokens, heads, headDim] 16-bit tensor
+/// The tensor map of one ragged [tokens, heads, headDim] tensor of `type`
 /// (token stride `strideToken` elements) as the sm_90a template reads it:
-/// boxes of 64 dims x 1 head x `boxRows` tokens, 128-byte swizzled; rows
-/// past the tensor read as zeros.
+/// boxes of one 128-byte row piece (64 16-bit dims, or 128 e4m3 ones) x 1
+/// head x `boxRows` tokens, 128-byte swizzled; rows past the tensor read as
+/// zeros.
 llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base,
                           ScalarType type, int64_t tokens, int heads,
                           int headDim, int64_t strideToken, int boxRows) {
   if (reinterpret_cast<uintptr_t>(base) % 16)
     return argError("q, k and v must be 16-byte aligned for the sm_90a "
                     "(TMA) prefill");
+  const cuuint64_t bytes = cuuint64_t(sizeOf(type));
   // A tensor map needs at least one row; an empty tensor is never read.
   cuuint64_t dims[3] = {cuuint64_t(headDim), cuuint64_t(heads),
                         cuuint64_t(std::max<int64_t>(tokens, 1))};
-  cuuint64_t strides[2] = {cuuint64_t(headDim) * 2, cuuint64_t(strideToken) * 2};
-  cuuint32_t box[3] = {64, 1, cuuint32_t(boxRows)};
+  cuuint64_t strides[2] = {cuuint64_t(headDim) * bytes,
+                           cuuint64_t(strideToken) * bytes};
+  cuuint32_t box[3] = {cuuint32_t(128 / bytes), 1, cuuint32_t(boxRows)};
   cuuint32_t elementStrides[3] = {1, 1, 1};
   ATTN_CU_CHECK(cuTensorMapEncodeTiled(
       reinterpret_cast<CUtensorMap *>(&map),
-      type == ScalarType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                               : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+      bytes == 1                    ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+      : type == ScalarType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
       3, const_cast<void *>(base), dims, strides, box, elementStrides,
       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
@@ -527,8 +536,10 @@ llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
   // Boxes of the largest piece of a page that tiles both pages and K/V
   // tiles (PrefillSm90Traits::kBoxRows).
   const int boxRows = std::gcd(s.pageSize, s.prefillSchedule.blockN);
-  if (llvm::Error err = encodeRowsMap(params.qMap, a.q, s.qType, a.numQTokens,
-                                      s.numQHeads, s.headDim, p.qStrideToken, 64))
+  // An e4m3 q (fp8Query) lands as the FP8 MMA reads it.
+  if (llvm::Error err = encodeRowsMap(
+          params.qMap, a.q, s.fp8Query ? ScalarType::F8E4M3 : s.qType,
+          a.numQTokens, s.numQHeads, s.headDim, p.qStrideToken, 64))
     return err;
   if (llvm::Error err = encodePagesMap(params.kMap, a.cache.k, s, a.cache.numPages,
                                        p.pageStride, boxRows, s.fp8Compute))

@@ -119,6 +119,14 @@ template <class Config> struct PrefillSm90Traits {
   static constexpr int kColBlocks = kHeadDim * kMmaBytes / 128;
   static constexpr int kQColBlocks = kHeadDim / 64;
   static constexpr int kQWGBytes = 64 * kHeadDim * 2; // one consumer's Q
+  /// FP8 compute over an e4m3 q the caller quantized (Config::kFP8Query):
+  /// TMA lands it as the MMA reads it, kColBlocks boxes of 128 dims, in
+  /// the first half of the Q tile; else kQColBlocks boxes of 64 dims.
+  static constexpr bool kFP8Query = Config::kFP8Query;
+  static constexpr int kQBoxes = kFP8Query ? kColBlocks : kQColBlocks;
+  static constexpr int kQBoxDims = kFP8Query ? 128 : 64;
+  static constexpr int kQLoadBytes = 64 * kHeadDim * (kFP8Query ? 1 : 2);
+  static_assert(!kFP8Query || kFP8Compute, "an e4m3 q needs FP8 compute");
   static constexpr int kKVTileBytes = kBlockN * kHeadDim * kMmaBytes;
   static constexpr int kSmemBytes = prefillSm90SmemBytes(
       kHeadDim, kFP8 ? 1 : 2, kMmaBytes, kBlockM, kBlockN, Config::kStages);
@@ -628,13 +636,13 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     auto loadQ = [&] {
       if (n > 0)
         mbarWait(qEmptyBar, (n - 1) & 1);
-      mbarArriveExpectTx(qBar, Tr::kConsumers * Tr::kQWGBytes);
+      mbarArriveExpectTx(qBar, Tr::kConsumers * Tr::kQLoadBytes);
 #pragma unroll
       for (int g = 0; g < Tr::kConsumers; ++g)
 #pragma unroll
-        for (int c = 0; c < Tr::kQColBlocks; ++c)
-          tmaLoad3d(qSmem + g * Tr::kQWGBytes + c * 64 * 128, &sp.qMap, qBar, c * 64,
-                    qHead, qToken + g * 64);
+        for (int c = 0; c < Tr::kQBoxes; ++c)
+          tmaLoad3d(qSmem + g * Tr::kQWGBytes + c * 64 * 128, &sp.qMap, qBar,
+                    c * Tr::kQBoxDims, qHead, qToken + g * 64);
     };
     if (numTiles == 0)
       loadQ();
@@ -1087,7 +1095,11 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     namedBarSync(3 + g, 128);
   }
-  if constexpr (Tr::kFP8Compute) {
+  if constexpr (Tr::kFP8Query) {
+    // q came quantized: its scale is the q head's.
+    qkScales[0] = qkScales[1] = qkScale * p.qScale[qHead];
+    setExpScales();
+  } else if constexpr (Tr::kFP8Compute) {
     // The 16-bit Q tile -> e4m3 in place (the first half of it), each row
     // times 448 / its largest magnitude; its scores take the inverse back.
     // Lanes 2i and 2i + 1 take row i of the warp's 16, one 64-dim column

@@ -45,11 +45,16 @@ ATTN_FLAG(perHeadKVScale, "per_head_kv_scale", "headscale", kPerHeadKVScale)
 /// Paged prefill on sm_90a: Q K^T and P V as FP8 MMAs (q and P in e4m3,
 /// K and V in the cache's FP8 type; docs/semantics.md, "FP8 compute").
 ATTN_FLAG(fp8Compute, "fp8_compute", "fp8mma", kFP8Compute)
+/// With fp8Compute: q arrives already quantized to e4m3, with one
+/// dequantization scale per q head (vLLM's quantized query), instead of
+/// in q_type (which is then the output's type) for the kernel to quantize.
+ATTN_FLAG(fp8Query, "fp8_query", "q8", kFP8Query)
 /// The log-sum-exp of each row is written too.
 ATTN_FLAG(writeLse, "write_lse", "lse", kWriteLse)
 
 ATTN_HEAD_TABLE(alibi, alibiSlopes, "alibi_slopes", getAlibiSlopes)
 ATTN_HEAD_TABLE(sinks, sinks, "sinks", getSinks)
+ATTN_HEAD_TABLE(fp8Query, qScale, "q_scale", getQScale)
 
 #undef ATTN_FLAG
 #undef ATTN_HEAD_TABLE

@@ -17,6 +17,7 @@
 // CHECK: static constexpr bool kCausal = false;
 // CHECK: static constexpr bool kPerHeadKVScale = true;
 // CHECK-NEXT: static constexpr bool kFP8Compute = false;
+// CHECK-NEXT: static constexpr bool kFP8Query = false;
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;

@@ -29,6 +29,7 @@
 // CHECK-NEXT: static constexpr bool kSinks = false;
 // CHECK-NEXT: static constexpr bool kPerHeadKVScale = false;
 // CHECK-NEXT: static constexpr bool kFP8Compute = false;
+// CHECK-NEXT: static constexpr bool kFP8Query = false;
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;

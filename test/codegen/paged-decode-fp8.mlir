@@ -18,6 +18,7 @@
 // CHECK-NEXT: static constexpr bool kSinks = false;
 // CHECK-NEXT: static constexpr bool kPerHeadKVScale = true;
 // CHECK-NEXT: static constexpr bool kFP8Compute = false;
+// CHECK-NEXT: static constexpr bool kFP8Query = false;
 // CHECK-NEXT: static constexpr bool kWriteLse = true;
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;
@@ -62,6 +63,7 @@ func.func @fp8_e4m3_every_modifier(%q: tensor<?x32x128xbf16>,
 // CHECK-NEXT: static constexpr bool kSinks = false;
 // CHECK-NEXT: static constexpr bool kPerHeadKVScale = false;
 // CHECK-NEXT: static constexpr bool kFP8Compute = false;
+// CHECK-NEXT: static constexpr bool kFP8Query = false;
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;

@@ -22,6 +22,7 @@
 // CHECK-NEXT: static constexpr bool kSinks = false;
 // CHECK-NEXT: static constexpr bool kPerHeadKVScale = true;
 // CHECK-NEXT: static constexpr bool kFP8Compute = false;
+// CHECK-NEXT: static constexpr bool kFP8Query = false;
 // CHECK-NEXT: static constexpr bool kWriteLse = true;
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;

@@ -14,3 +14,17 @@ func.func @fp8_compute_p8(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
   return %o : tensor<?x32x128xbf16>
 }
+
+// An e4m3 q with its per-head scales (fp8_query in the spec): the same
+// schedule; the kernel spec's q_type is the output's.
+// CHECK-LABEL: func.func @fp8_query
+// CHECK: q_scale(%{{.*}} : tensor<32xf32>) {fp8_compute
+// CHECK-SAME: mma = wgmma
+func.func @fp8_query(%q: tensor<?x32x128xf8E4M3FN>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+                     %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>,
+                     %qs: tensor<32xf32>) -> tensor<?x32x128xbf16> {
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>) q_scale(%qs : tensor<32xf32>) {fp8_compute}
+      : tensor<?x32x128xf8E4M3FN>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}

@@ -71,7 +71,7 @@ func.func @mask_old_window_spelling() attributes {m = #attn.mask<causal, window 
 
 func.func @element_type(%q: tensor<?x32x128xf32>, %c: !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
                         %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) {
-  // expected-error @+1 {{'attn.decode' op operand #0 must be 3D tensor of 16-bit float or bfloat16 type values, but got 'tensor<?x32x128xf32>'}}
+  // expected-error @+1 {{'attn.decode' op operand #0 must be 3D tensor of 16-bit float or bfloat16 type or f8E4M3FN type values, but got 'tensor<?x32x128xf32>'}}
   %o = attn.decode %q, %c, %bt, %lens : tensor<?x32x128xf32>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xf32>
   return
 }
@@ -245,7 +245,7 @@ func.func @scale_count(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E5M
 func.func @k_scale_alone(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
                          %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) {
   // expected-error @+1 {{'attn.decode' op k_scale and v_scale must be given together}}
-  %o = "attn.decode"(%q, %c, %bt, %lens, %s) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0>}> ({}, {}) : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32>, tensor<1xf32>) -> tensor<?x32x128xbf16>
+  %o = "attn.decode"(%q, %c, %bt, %lens, %s) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 0>}> ({}, {}) : (tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>, tensor<?x?xi32>, tensor<?xi32>, tensor<1xf32>) -> tensor<?x32x128xbf16>
   return
 }
 
@@ -846,3 +846,57 @@ func.func @fp8_compute_bf16_cache(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<
 
 // expected-error @+1 {{kernel_spec fp8_compute needs a paged_prefill over an FP8 cache (e4m3, e5m2)}}
 func.func @spec_fp8_compute_decode() attributes {s = #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, fp8_compute = true, schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>}
+
+// -----
+
+// An e4m3 q (quantized by the caller) comes with its per-head scales.
+func.func @fp8_query_without_scale(%q: tensor<?x32x128xf8E4M3FN>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+                                   %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{'attn.paged_prefill' op an e4m3 q needs its q_scale}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>) {fp8_compute}
+      : tensor<?x32x128xf8E4M3FN>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// -----
+
+func.func @q_scale_on_bf16_q(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+                             %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>,
+                             %qs: tensor<32xf32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{'attn.paged_prefill' op q_scale is for an e4m3 q, got q of 'bf16'}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>) q_scale(%qs : tensor<32xf32>) {fp8_compute}
+      : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// -----
+
+// The output of an e4m3 q is 16-bit.
+func.func @fp8_query_fp8_out(%q: tensor<?x32x128xf8E4M3FN>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+                             %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>,
+                             %qs: tensor<32xf32>) -> tensor<?x32x128xf8E4M3FN> {
+  // expected-error @+1 {{'attn.paged_prefill' op result #0 must be 3D tensor of 16-bit float or bfloat16 type values, but got 'tensor<?x32x128xf8E4M3FN>'}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>) q_scale(%qs : tensor<32xf32>) {fp8_compute}
+      : tensor<?x32x128xf8E4M3FN>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xf8E4M3FN>
+  return %o : tensor<?x32x128xf8E4M3FN>
+}
+
+// -----
+
+// q_scale is a per-head table: one value per q head.
+func.func @q_scale_length(%q: tensor<?x32x128xf8E4M3FN>, %c: !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+                          %cu: tensor<?xi32>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{'attn.paged_prefill' op q_scale must have one value per q head (32), got 1}}
+  %o = attn.paged_prefill %q, %c, %cu, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>) q_scale(%s : tensor<1xf32>) {fp8_compute}
+      : tensor<?x32x128xf8E4M3FN>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
+        tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// -----
+
+// expected-error @+1 {{kernel_spec an e4m3 q (fp8_query, q_scale) needs fp8_compute}}
+func.func @spec_fp8_query_without_fp8_compute() attributes {s = #attn.kernel_spec<kind = paged_prefill, arch = "sm_90a", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, fp8_query = true, prefill_schedule = #attn.prefill_schedule<mma = wgmma, block_m = 128, block_n = 128, warps = 12, stages = 2>>}

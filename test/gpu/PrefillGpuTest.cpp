@@ -493,6 +493,21 @@ std::vector<PrefillCase> fp8ComputeCases() {
   return out;
 }
 
+/// FP8 compute over an e4m3 q the caller quantized (fp8Query: one scale
+/// per q head, as vLLM's quantized query): the cases above whose token
+/// strides TMA can read in e4m3 (multiples of 16 elements).
+std::vector<PrefillCase> fp8QueryCases() {
+  std::vector<PrefillCase> out;
+  for (PrefillCase c : fp8ComputeCases()) {
+    if (c.extraTokenStride % 16)
+      continue;
+    c.variant.fp8Query = true;
+    c.name += "_q8";
+    out.push_back(c);
+  }
+  return out;
+}
+
 class PrefillFP8ComputeGpuTest : public ::testing::TestWithParam<PrefillCase> {};
 
 TEST_P(PrefillFP8ComputeGpuTest, MatchesReference) {
@@ -506,6 +521,9 @@ TEST_P(PrefillFP8ComputeGpuTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Sm90, PrefillFP8ComputeGpuTest,
                          ::testing::ValuesIn(fp8ComputeCases()),
+                         [](const auto &info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Sm90Query, PrefillFP8ComputeGpuTest,
+                         ::testing::ValuesIn(fp8QueryCases()),
                          [](const auto &info) { return info.param.name; });
 
 /// FP8 compute's error does not grow with the key count: 8 query rows

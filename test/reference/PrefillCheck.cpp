@@ -58,12 +58,45 @@ std::vector<int32_t> kvLens32(const std::vector<int> &lens) {
 
 namespace {
 
+/// q as a caller quantizes it for an fp8Query variant: N(0, sigma) entries
+/// (sigma growing with the head, so that heads' scales differ), stored in
+/// e4m3 as x / scale[h] with scale[h] = max |x| of head h / 448; `values`
+/// holds stored * scale[h].
+Quantized randomQuantizedQuery(std::mt19937 &rng, int64_t tokens, int heads,
+                               int headDim, double sigma,
+                               std::vector<float> &scales) {
+  std::vector<double> x(size_t(tokens) * heads * headDim);
+  std::vector<double> amax(heads, 0.0);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int h = 0; h < heads; ++h) {
+      std::normal_distribution<double> dist(0.0, sigma * (1.0 + 0.5 * (h % 3)));
+      for (int e = 0; e < headDim; ++e) {
+        double &value = x[(size_t(t) * heads + h) * headDim + e];
+        value = dist(rng);
+        amax[h] = std::max(amax[h], std::abs(value));
+      }
+    }
+  scales.resize(heads);
+  for (int h = 0; h < heads; ++h)
+    scales[h] = float(amax[h] > 0 ? amax[h] / 448.0 : 1.0);
+  Quantized q;
+  q.bytes.resize(x.size());
+  q.values.resize(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double scale = scales[(i / headDim) % heads];
+    const uint32_t bits = ref::encode(ScalarType::F8E4M3, x[i] / scale);
+    q.bytes[i] = uint8_t(bits);
+    q.values[i] = ref::decode(ScalarType::F8E4M3, bits) * scale;
+  }
+  return q;
+}
+
 /// One random problem on the device, for a launcher to run.
 struct DeviceProblem {
   std::vector<int32_t> cuQ, cuKV, kvLens;
   int64_t qTokens = 0, kvTokens = 0, qStride = 0, kvStride = 0;
   bool strided = false;
-  runtime::DeviceBuffer q, k, v, slopes, sinks, out, lse, seqLens;
+  runtime::DeviceBuffer q, k, v, slopes, sinks, qScales, out, lse, seqLens;
   std::vector<runtime::DeviceBuffer> auxBuffers;
   AuxTable aux[kMaxAuxTables] = {};
   RandomPagedCache cache;         ///< paged variants
@@ -82,6 +115,7 @@ void fillCommon(Args &args, const PrefillVariant &v, DeviceProblem &d) {
   args.lse = v.writeLse ? d.lse.ptr<float>() : nullptr;
   args.alibiSlopes = v.alibi ? d.slopes.ptr<float>() : nullptr;
   args.sinks = v.sinks ? d.sinks.ptr<float>() : nullptr;
+  args.qScale = v.fp8Query ? d.qScales.ptr<float>() : nullptr;
   for (int i = 0; i < kMaxAuxTables; ++i)
     args.aux[i] = d.aux[i];
 }
@@ -143,7 +177,11 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
 
   // N(0, 1) entries: with the 1/sqrt(d) scale, logits are O(1) and the
   // softmax is neither uniform nor one-hot, so both P and V errors show.
-  Quantized q = randomValues(rng, v.qType, size_t(d.qTokens * qRow), tc.qStd);
+  std::vector<float> qScales;
+  Quantized q = v.fp8Query
+                    ? randomQuantizedQuery(rng, d.qTokens, v.numQHeads, v.headDim,
+                                           tc.qStd, qScales)
+                    : randomValues(rng, v.qType, size_t(d.qTokens * qRow), tc.qStd);
   prob.q = q.values;
   // Ragged: contiguous k / v. Paged: a random cache; the reference reads
   // its pages gathered into rows.
@@ -172,7 +210,8 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
   const int64_t raggedKVRows = v.paged ? 0 : d.kvTokens;
   std::vector<float> slopes(prob.alibiSlopes.begin(), prob.alibiSlopes.end());
   for (auto [buffer, data] :
-       {std::pair{&d.q, spread(q.bytes, d.qTokens, qRow, d.qStride, bytesPer)},
+       {std::pair{&d.q, spread(q.bytes, d.qTokens, qRow, d.qStride,
+                               v.fp8Query ? 1 : bytesPer)},
         {&d.k, spread(k.bytes, raggedKVRows, kvRow, d.kvStride, bytesPer)},
         {&d.v, spread(val.bytes, raggedKVRows, kvRow, d.kvStride, bytesPer)}}) {
     auto uploaded = upload(data);
@@ -189,6 +228,10 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
   if (!sinksOr)
     return sinksOr.takeError();
   d.sinks = std::move(*sinksOr);
+  auto qScalesOr = upload(qScales);
+  if (!qScalesOr)
+    return qScalesOr.takeError();
+  d.qScales = std::move(*qScalesOr);
   auto lensOr = upload(kvLens32(d.kvLens));
   if (!lensOr)
     return lensOr.takeError();

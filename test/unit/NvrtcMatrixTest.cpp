@@ -377,6 +377,12 @@ std::vector<MatrixCase> wgmmaCases() {
   fp8.paged = PagedKVFormat{S::F8E5M2, 8, KVLayout::HND, false};
   fp8.headDim = 256;
   add("wgmma_fp8mma_e5m2_p8_hnd_d256", fp8, 2, 64);
+  // An e4m3 q with its per-head scales (fp8Query).
+  fp8.fp8Query = true;
+  add("wgmma_fp8mma_e5m2_p8_hnd_d256_q8", fp8, 2, 64);
+  fp8.headDim = 128;
+  fp8.paged = PagedKVFormat{S::F8E4M3, 16, KVLayout::NHD, true};
+  add("wgmma_fp8mma_e4m3_all_features_q8", fp8, 2, 128);
   return cases;
 }
 

@@ -31,7 +31,8 @@
 //   merge_states: dtype (f16, bf16 or f32) num_heads head_dim
 // Types are f16, bf16, e4m3, e5m2, or "q" for the query type; counts are
 // integers from 1 to 2^31 - 1; every per-head table of templates/attn/
-// variant_knobs.h (alibi, sinks) is a boolean under its knob's name;
+// variant_knobs.h (alibi, sinks, fp8Query: an e4m3 q with its q_scale)
+// is a boolean under its knob's name;
 // window_left and softcap are booleans (their
 // values are launch parameters, so one kernel serves all of them).
 // "modifiers" is the path (relative to CONFIG's directory) of a .mlir file

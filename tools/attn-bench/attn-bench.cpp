@@ -499,13 +499,16 @@ Jit &benchJit() {
 /// Times one prefill variant on `cfg`: ragged over contiguous k/v, or
 /// (with `paged`) over a paged cache holding every request's tokens on
 /// shuffled pages, as after appending a fresh prompt; with `fp8Compute`
-/// its FP8 MMAs. `keepOutput`: the result holds the output (the inputs are
-/// the same in every call: fillRandom is deterministic).
+/// its FP8 MMAs, and with `fp8Query` over an e4m3 q (per-head scales).
+/// `keepOutput`: the result holds the output (the inputs are the same in
+/// every call: fillRandom is deterministic).
 PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
                            std::optional<PagedKVFormat> paged = std::nullopt,
-                           bool fp8Compute = false, bool keepOutput = false) {
+                           bool fp8Compute = false, bool keepOutput = false,
+                           bool fp8Query = false) {
   PrefillVariant v;
   v.fp8Compute = fp8Compute;
+  v.fp8Query = fp8Query;
   v.schedule = pinnedPrefillSchedule;
   // A pinned wgmma schedule is for 16-bit caches; FP8 ones keep the default.
   if (paged && paged->kvType != ScalarType::BF16 && v.schedule &&
@@ -532,6 +535,7 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   const int pagesPerRequest = (cfg.seq + pageSize - 1) / pageSize;
   const int64_t numPages = int64_t(cfg.batch) * pagesPerRequest;
   const size_t qBytes = size_t(tokens) * v.numQHeads * v.headDim * 2;
+  const ScalarType qInType = fp8Query ? ScalarType::F8E4M3 : v.qType;
   const size_t kvBytes = size_t(numPages) * pageSize * v.numKVHeads * v.headDim *
                          sizeOf(kvType);
   const size_t copyBytes = 2 * qBytes + 2 * kvBytes; // q, out, k, v
@@ -548,7 +552,7 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
               unwrap(DeviceBuffer::allocate(kvBytes)),
               unwrap(DeviceBuffer::allocate(kvBytes)),
               unwrap(DeviceBuffer::allocate(qBytes))};
-    fillRandom(copy.q, v.qType, arch, stream);
+    fillRandom(copy.q, qInType, arch, stream); // an e4m3 q: its first half
     fillRandom(copy.k, kvType, arch, stream);
     fillRandom(copy.v, kvType, arch, stream);
     data.push_back(std::move(copy));
@@ -570,6 +574,9 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   DeviceBuffer sinks = unwrap(DeviceBuffer::allocate(sinkLogits.size() * 4));
   BENCH_CHECK(sinks.copyFromHost(sinkLogits.data(), sinkLogits.size() * 4));
   const float *sinksArg = v.sinks ? sinks.ptr<float>() : nullptr;
+  std::vector<float> qScales(v.numQHeads, 1.f);
+  DeviceBuffer qScale = unwrap(DeviceBuffer::allocate(qScales.size() * 4));
+  BENCH_CHECK(qScale.copyFromHost(qScales.data(), qScales.size() * 4));
 
   PrefillWorkspace ws = unwrap(kernel->createWorkspace(cfg.batch, tokens));
   PrefillPlan plan = unwrap(paged ? kernel->planPaged(cu, seqLens, ws, stream)
@@ -589,6 +596,7 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
       a.pageTables = pageTables.ptr<int32_t>();
       a.pageTableStride = pagesPerRequest;
       a.sinks = sinksArg;
+      a.qScale = fp8Query ? qScale.ptr<float>() : nullptr;
       a.alibiSlopes = v.alibi ? benchSlopes : nullptr;
       for (int i = 0; i < kernel->spec().numAuxTables(); ++i)
         a.aux[i] = benchAux[i];
@@ -663,17 +671,19 @@ int runPrefill(bool json, bool quick) {
     llvm::outs() << llvm::formatv(
         "{1}, {0} SMs: bf16 prefill, 32 q heads, 16k tokens per batch\n"
         "fp8mma: FP8 compute over the e4m3 cache; err: its relative L2\n"
-        "distance from paged_e4m3's output (16-bit MMAs, same inputs)\n\n"
-        "{2,-6} {3,-6} {4,-7} {5,-4} {6,-7} {7,10} {8,9} {9,9} {10,10} {11,10} {12,10} {13,8}\n",
+        "distance from paged_e4m3's output (16-bit MMAs, same inputs);\n"
+        "fp8q: fp8mma over an e4m3 q the caller quantized (per-head scales)\n\n"
+        "{2,-6} {3,-6} {4,-7} {5,-4} {6,-7} {7,10} {8,9} {9,9} {10,10} {11,10} {12,10} {13,8} "
+        "{14,8}\n",
         sms, toString(arch), "batch", "seq", "heads", "dim", "mask", "time_ms",
-        "TFLOP/s", "paged", "paged_e4m3", "paged_e5m2", "fp8mma", "err");
+        "TFLOP/s", "paged", "paged_e4m3", "paged_e5m2", "fp8mma", "err", "fp8q");
   // Paged prefill over the same shapes: a bf16 cache and an e4m3 one, page
   // 16, NHD (vLLM's default page size and layout).
   const PagedKVFormat pagedBF16{ScalarType::BF16, 16, KVLayout::NHD, false};
   const PagedKVFormat pagedE4M3{ScalarType::F8E4M3, 16, KVLayout::NHD, false};
   const PagedKVFormat pagedE5M2{ScalarType::F8E5M2, 16, KVLayout::NHD, false};
   struct Row {
-    PrefillResult ragged, paged, pagedFP8, pagedE5M2, fp8Compute;
+    PrefillResult ragged, paged, pagedFP8, pagedE5M2, fp8Compute, fp8Query;
     double fp8ComputeError = 0;
   };
   // FP8 compute where the arch and head dim have it (sm_90a, 128 and 256).
@@ -682,7 +692,7 @@ int runPrefill(bool json, bool quick) {
   };
   std::vector<Row> results;
   for (const PrefillConfig &cfg : configs) {
-    Row r{benchPrefill(cfg, arch, stream.get()), {}, {}, {}, {}, 0};
+    Row r{benchPrefill(cfg, arch, stream.get()), {}, {}, {}, {}, {}, 0};
     if (!raggedOnly) {
       r.paged = benchPrefill(cfg, arch, stream.get(), pagedBF16);
       if (!noE4M3) {
@@ -694,6 +704,7 @@ int runPrefill(bool json, bool quick) {
           r.fp8ComputeError = relativeL2(r.fp8Compute.out, r.pagedFP8.out);
           r.fp8Compute.out.clear();
           r.pagedFP8.out.clear();
+          r.fp8Query = benchPrefill(cfg, arch, stream.get(), pagedE4M3, true, false, true);
         }
       }
     }
@@ -701,11 +712,11 @@ int runPrefill(bool json, bool quick) {
     if (!json)
       llvm::outs() << llvm::formatv(
           "{0,-6} {1,-6} {2,-7} {3,-4} {4,-7} {5,10:F3} {6,9:F1} {7,9:F1} {8,10:F1} {9,10:F1} "
-          "{10,10:F1} {11,8:F4}\n",
+          "{10,10:F1} {11,8:F4} {12,8:F1}\n",
           cfg.batch, cfg.seq, llvm::formatv("32/{0}", cfg.numKVHeads).str(),
           cfg.headDim, cfg.causal ? "causal" : "full", r.ragged.ms,
           r.ragged.tflops, r.paged.tflops, r.pagedFP8.tflops, r.pagedE5M2.tflops,
-          r.fp8Compute.tflops, r.fp8ComputeError);
+          r.fp8Compute.tflops, r.fp8ComputeError, r.fp8Query.tflops);
   }
   if (json) {
     llvm::outs() << llvm::formatv("{{\"arch\": \"{0}\", \"sms\": {1}, "
@@ -720,13 +731,14 @@ int runPrefill(bool json, bool quick) {
           "\"copies\": {9}, \"kernel\": \"{10}\", "
           "\"paged_p16_tflops\": {11:F2}, \"paged_p16_e4m3_tflops\": {12:F2}, "
           "\"paged_p16_e5m2_tflops\": {14:F2}, \"paged_p16_e4m3_fp8mma_tflops\": {15:F2}, "
-          "\"paged_p16_e4m3_fp8mma_error\": {16:F5}}{13}\n",
+          "\"paged_p16_e4m3_fp8mma_error\": {16:F5}, "
+          "\"paged_p16_e4m3_fp8mma_q8_tflops\": {17:F2}}{13}\n",
           r.config.batch, r.config.seq, kPrefillQHeads, r.config.numKVHeads,
           r.config.headDim, r.config.causal ? "true" : "false", r.ms, r.tflops,
           prefillFlops(r.config), r.copies, r.kernel, results[i].paged.tflops,
           results[i].pagedFP8.tflops, i + 1 < results.size() ? "," : "",
           results[i].pagedE5M2.tflops, results[i].fp8Compute.tflops,
-          results[i].fp8ComputeError);
+          results[i].fp8ComputeError, results[i].fp8Query.tflops);
     }
     llvm::outs() << "]}\n";
   }

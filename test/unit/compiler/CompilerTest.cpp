@@ -330,6 +330,35 @@ TEST(FrontendTest, SinksReachEverySpec) {
   EXPECT_NE(::attn::runtime::kernelKey(plain), ::attn::runtime::kernelKey(decode));
 }
 
+TEST(FrontendTest, QuantizedQueryNeedsFP8Compute) {
+  // vLLM's quantized query: e4m3 q with per-head scales, bf16 out.
+  PrefillVariant variant;
+  variant.paged = ::attn::PagedKVFormat{};
+  variant.paged->kvType = ScalarType::F8E4M3;
+  variant.fp8Compute = true;
+  variant.fp8Query = true;
+  llvm::Expected<KernelSpec> spec = compilePrefillVariant(variant, Arch::SM90a);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  EXPECT_TRUE(spec->fp8Query && spec->fp8Compute);
+  EXPECT_EQ(spec->qType, ScalarType::BF16); // the output's type
+  EXPECT_NE(spec->uri().find("_q8"), std::string::npos) << spec->uri();
+  PrefillVariant plain = variant;
+  plain.fp8Query = false;
+  EXPECT_NE(::attn::runtime::kernelKey(plain), ::attn::runtime::kernelKey(variant));
+  // Without FP8 compute (the MMAs would be 16-bit) and on a decode, an
+  // error that names what is missing.
+  variant.fp8Compute = false;
+  EXPECT_NE(errorText(compilePrefillVariant(variant, Arch::SM90a))
+                .find("an e4m3 q (fp8_query, q_scale) needs fp8_compute"),
+            std::string::npos);
+  DecodeVariant decode;
+  decode.kvType = ScalarType::F8E4M3;
+  decode.fp8Query = true;
+  EXPECT_NE(errorText(compileDecodeVariant(decode, Arch::SM90a))
+                .find("needs fp8_compute"),
+            std::string::npos);
+}
+
 TEST(FrontendTest, EncoderAndCrossPrefillAreNotCausal) {
   PrefillVariant variant;
   variant.causal = false;

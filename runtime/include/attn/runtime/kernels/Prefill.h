@@ -103,8 +103,10 @@ struct PrefillArgs : HeadTables {
 /// Device arguments of one paged-prefill call (one layer). The new rows'
 /// keys and values must already be in the cache (attn.append_kv).
 struct PagedPrefillArgs : HeadTables {
-  const void *q = nullptr; ///< [numQTokens, numQHeads, headDim]
-  ScalarType qType = ScalarType::BF16; ///< of q and out
+  /// [numQTokens, numQHeads, headDim]: of qType, or e4m3 when the variant
+  /// takes a quantized q (fp8Query; qScale its [numQHeads] scales).
+  const void *q = nullptr;
+  ScalarType qType = ScalarType::BF16; ///< the variant's: of out (and q)
   int64_t numQTokens = 0;
   int numQHeads = 0;
   int headDim = 0;
