@@ -34,7 +34,9 @@ struct AttentionKnobs {
   std::optional<float> softcap; ///< logits soft-cap c: c * tanh(s / c)
   std::optional<float> scale;   ///< softmax scale; default 1/sqrt(headDim)
   /// Per-query-head f32 tables the kernel reads (templates/attn/
-  /// variant_knobs.h): `alibi` adds -slope[h] * |key_pos - query_pos|.
+  /// variant_knobs.h): `alibi` adds -slope[h] * |key_pos - query_pos|;
+  /// `fp8Query` (with PrefillVariant::fp8Compute) takes q in e4m3 with its
+  /// q_scale per head, qType then being the output's.
 #define ATTN_HEAD_TABLE(flag, ...) bool flag = false;
 #include "templates/attn/variant_knobs.h"
   bool writeLse = false; ///< also write log-sum-exp per row (natural log)

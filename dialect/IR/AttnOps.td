@@ -119,7 +119,10 @@ def Attn_PagedPrefillOp
     `fp8_compute` (FP8 caches only) runs Q K^T and P V as FP8 tensor-core
     MMAs: the kernel quantizes each q row to e4m3 with its own scale, P is
     e4m3 and O is accumulated in fp32 outside the MMAs (docs/semantics.md,
-    "FP8 compute"); it needs arch sm_90a and head dim 128 or 256.
+    "FP8 compute"); it needs arch sm_90a and head dim 128 or 256. Over an
+    e4m3 `q` the caller quantized, `q_scale` holds its dequantization
+    scale per q head and the kernel uses q as given (vLLM's quantized
+    query); the result is then f16 or bf16.
     `schedule` is how the kernel (the prefill template, reading K/V pages)
     is laid out on the GPU; attn-select-schedule picks one unless it is
     already set (pinned).
