@@ -324,15 +324,13 @@ std::string checkKernelSpec(const KernelSpec &spec) {
                        "{} from {} to {}",
                        spec.headDim, kHeadDimMultiple, kMinHeadDim,
                        kMaxHeadDim);
-  // Ragged prefill reads contiguous k/v and takes its query rows from
-  // cu_seqlens: the cache and decode fields have one value, so equal prefill
-  // kernels are one spec.
-  if (raggedPrefill &&
-      (spec.kvType != spec.qType || spec.pageSize != 0 ||
-       spec.layout != KVLayout::NHD || spec.queryLen != 1 ||
-       spec.perHeadKVScale))
-    return "of a prefill kernel reads no KV cache: it has kv_type == q_type, "
-           "layout = nhd and no page_size, query_len or per_head_kv_scale";
+  // Ragged prefill reads contiguous k/v (of q's type or FP8) and takes its
+  // query rows from cu_seqlens: the other cache and decode fields have one
+  // value, so equal prefill kernels are one spec.
+  if (raggedPrefill && (spec.pageSize != 0 || spec.layout != KVLayout::NHD ||
+                        spec.queryLen != 1))
+    return "of a prefill kernel reads no KV cache: it has layout = nhd and "
+           "no page_size or query_len";
   // A paged prefill reads the cache like decode, but its query rows come
   // from cu_seqlens like ragged prefill: no query_len.
   if (pagedPrefill && spec.queryLen != 1)
@@ -353,8 +351,8 @@ std::string checkKernelSpec(const KernelSpec &spec) {
            "anyway)";
   if (spec.perHeadKVScale && !spec.isFP8KV())
     return "per_head_kv_scale needs an FP8 kv_type";
-  if (spec.fp8Compute && (!pagedPrefill || !spec.isFP8KV()))
-    return "fp8_compute needs a paged_prefill over an FP8 cache (e4m3, e5m2)";
+  if (spec.fp8Compute && (!prefill || !spec.isFP8KV()))
+    return "fp8_compute needs a prefill over FP8 k/v (e4m3, e5m2)";
   if (spec.fp8Query && !spec.fp8Compute)
     return "an e4m3 q (fp8_query, q_scale) needs fp8_compute";
   if (std::string problem = checkModifiers(spec); !problem.empty())

@@ -87,6 +87,13 @@ struct PagedKVFormat {
   bool perHeadKVScale = false; ///< FP8 scales per KV head, else one
 };
 
+/// Ragged k and v stored in FP8, with their dequantization scales (stored
+/// value = x / scale), as attn.prefill's kv_scales.
+struct FP8RowsFormat {
+  ScalarType kvType = ScalarType::F8E4M3; ///< F8E4M3 or F8E5M2
+  bool perHeadKVScale = false; ///< scales per KV head, else one
+};
+
 /// Prefill. Ragged: request b's query rows cu_seqlens_q[b] .. [b+1] attend
 /// to its key/value rows cu_seqlens_kv[b] .. [b+1] of contiguous q/k/v.
 /// Paged (`paged` set; chunked prefill, prefix caching): the request's new
@@ -101,7 +108,11 @@ struct PrefillVariant : AttentionKnobs {
   std::optional<PrefillSchedule> schedule;
   /// Keys and values come from this paged cache instead of k / v tensors.
   std::optional<PagedKVFormat> paged;
-  /// FP8 compute over an FP8 `paged` cache (sm_90a, head dim 128 or 256):
+  /// Ragged k / v in FP8 instead of qType (not with `paged`: a cache's
+  /// format holds its own type).
+  std::optional<FP8RowsFormat> fp8KV;
+  /// FP8 compute over an FP8 `paged` cache or `fp8KV` rows (sm_90a, head
+  /// dim 128 or 256):
   /// Q K^T and P V as FP8 tensor-core MMAs, q quantized per row by the
   /// kernel (docs/semantics.md, "FP8 compute"); else the MMAs run in 16
   /// bits.

@@ -404,11 +404,26 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
     if (!appendKVScaleTypes(loc, cache, paged->perHeadKVScale, argTypes))
       return nullptr;
   } else {
-    RankedTensorType kvType =
-        rowsType(loc, variant.numKVHeads, variant.headDim, element);
+    // Ragged k, v: of q's type, or FP8 with their kv_scales.
+    const std::optional<::attn::FP8RowsFormat> &fp8 = variant.fp8KV;
+    RankedTensorType kvType = rowsType(
+        loc, variant.numKVHeads, variant.headDim,
+        fp8 ? getElementType(&context, fp8->kvType) : element);
     if (!kvType)
       return nullptr;
     argTypes.append({kvType, kvType, vector, vector});
+    if (fp8) {
+      if (!isFP8Type(kvType.getElementType())) {
+        emitError(loc) << "fp8KV->kvType must be e4m3 or e5m2, got "
+                       << kvType.getElementType();
+        return nullptr;
+      }
+      RankedTensorType scales =
+          scaleType(loc, variant.numKVHeads, fp8->perHeadKVScale);
+      if (!scales)
+        return nullptr;
+      argTypes.append({scales, scales});
+    }
   }
   SmallVector<Type> resultTypes = {outType};
   RankedTensorType lse;
@@ -436,9 +451,14 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
       return nullptr;
   }
 
-  if (variant.fp8Compute && !(cache && cache.isFP8())) {
-    emitError(loc) << "fp8Compute needs a paged FP8 cache (paged->kvType "
-                      "e4m3 or e5m2)";
+  if (variant.paged && variant.fp8KV) {
+    emitError(loc) << "fp8KV is for ragged k/v; a paged cache's type is "
+                      "paged->kvType";
+    return nullptr;
+  }
+  if (variant.fp8Compute && !(cache && cache.isFP8()) && !variant.fp8KV) {
+    emitError(loc) << "fp8Compute needs FP8 keys and values (paged->kvType "
+                      "or fp8KV e4m3 or e5m2)";
     return nullptr;
   }
   if (cache) {
@@ -462,12 +482,14 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
   return buildFunctionModule(
       loc, "prefill", argTypes, resultTypes,
       [&](OpBuilder &b, ValueRange args) -> ValueRange {
+        Value kScale = variant.fp8KV ? args[5] : Value();
+        Value vScale = variant.fp8KV ? args[6] : Value();
         HeadTableArgs tables = headTableArgs(variant, args.drop_back(numAux));
         auto prefill = b.create<PrefillOp>(
             loc, outType, lse, args[0], args[1], args[2], args[3], args[4],
-            tables.alibi, tables.sinks, tables.fp8Query,
-            args.take_back(numAux), pinned, mask, variant.kind,
-            scale, softcap);
+            kScale, vScale, tables.alibi, tables.sinks, tables.fp8Query,
+            args.take_back(numAux), pinned, variant.fp8Compute, mask,
+            variant.kind, scale, softcap);
         modifiers->moveInto(prefill);
         return prefill->getResults();
       });

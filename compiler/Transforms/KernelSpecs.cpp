@@ -118,14 +118,19 @@ FailureOr<::attn::KernelSpec> getPrefillKernelSpec(PrefillOp op,
   spec.arch = arch;
   if (failed(setPrefillFields(spec, op)))
     return failure();
-  // The op verifier admits only k, v of q's type and head dim.
-  spec.numKVHeads =
-      int(cast<RankedTensorType>(op.getK().getType()).getDimSize(1));
+  // The op verifier admits only k, v of q's head dim, and of the output's
+  // type or FP8.
+  auto kType = cast<RankedTensorType>(op.getK().getType());
+  spec.numKVHeads = int(kType.getDimSize(1));
+  spec.kvType = *toScalarType(kType.getElementType());
+  FailureOr<bool> perHead = isPerHeadKVScale(op, op.getKScale(), op.getVScale());
+  if (failed(perHead))
+    return failure();
+  spec.perHeadKVScale = *perHead;
+  spec.fp8Compute = op.getFp8Compute();
   // No cache: the canonical cache fields of a prefill spec.
-  spec.kvType = spec.qType;
   spec.pageSize = 0;
   spec.layout = ::attn::KVLayout::NHD;
-  spec.perHeadKVScale = false;
   return spec;
 }
 

@@ -69,8 +69,8 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
 }
 
 /// True where the sm_90a wgmma template (templates/attn/prefill_sm90.cuh)
-/// runs the variant: prefill of 16-bit q/k/v at head dim 64, 128 or 256 (TMA
-/// boxes of 64 dims), ragged, or paged over a cache of q's type or FP8
+/// runs the variant: prefill of 16-bit q at head dim 64, 128 or 256 (TMA
+/// boxes of 64 dims), ragged (k/v of q's type or FP8), or paged over a cache of q's type or FP8
 /// (widened to f16 in shared memory) whose pages are a multiple of 16
 /// tokens (at most 8 TMA boxes per 128-key tile; smaller pages keep the
 /// mma.sync template, which gathers rows with cp.async). Every mask and

@@ -60,6 +60,8 @@ class Attn_Op<string mnemonic, list<Trait> traits = []>
 def Attn_ActivationTensor : TensorRankOf<[F16, BF16], [3]>;
 /// Queries: activations, or e4m3 rows with their q_scale (fp8_compute).
 def Attn_QueryTensor : TensorRankOf<[F16, BF16, F8E4M3FN], [3]>;
+/// Ragged keys and values: activations, or FP8 with their kv_scales.
+def Attn_KVRowsTensor : TensorRankOf<[F16, BF16, F8E4M3FN, F8E5M2], [3]>;
 /// Partial outputs for merge_states may also be kept in f32.
 def Attn_PartialTensor : TensorRankOf<[F16, BF16, F32], [3]>;
 /// Log-sum-exp of the scores: tokens x heads, f32.

@@ -152,29 +152,36 @@ LogicalResult verifyAttention(AttentionOpInterface op, int64_t kvHeads,
   return success();
 }
 
-/// FP8 caches need dequantization scales, others must not have them; a scale
-/// vector holds one value per tensor or one per KV head.
-LogicalResult verifyKVScales(Operation *op, PagedKVType cache, Value kScale,
-                             Value vScale) {
+/// FP8 k/v (`what`: "cache" or "k/v") need dequantization scales, others
+/// must not have them; a scale vector holds one value per tensor or one per
+/// KV head.
+LogicalResult verifyKVScales(Operation *op, StringRef what, Type kvElement,
+                             int64_t numKvHeads, Value kScale, Value vScale) {
+  const bool fp8 = isFP8Type(kvElement);
   if (!kScale != !vScale)
     return op->emitOpError() << "k_scale and v_scale must be given together";
-  if (cache.isFP8() && !kScale)
-    return op->emitOpError() << "an FP8 cache (" << cache.getElementType()
+  if (fp8 && !kScale)
+    return op->emitOpError() << "an FP8 " << what << " (" << kvElement
                              << ") needs kv_scales";
-  if (!cache.isFP8() && kScale)
-    return op->emitOpError() << "kv_scales given, but the cache stores "
-                             << cache.getElementType() << ", not FP8";
+  if (!fp8 && kScale)
+    return op->emitOpError() << "kv_scales given, but the " << what
+                             << " stores " << kvElement << ", not FP8";
   for (auto [name, scale] : {std::pair<StringRef, Value>{"k_scale", kScale},
                              std::pair<StringRef, Value>{"v_scale", vScale}}) {
     if (!scale)
       continue;
     int64_t n = lengthOf(scale);
-    if (!ShapedType::isDynamic(n) && n != 1 && n != cache.getNumKvHeads())
+    if (!ShapedType::isDynamic(n) && n != 1 && n != numKvHeads)
       return op->emitOpError()
-             << name << " must have 1 element (per tensor) or "
-             << cache.getNumKvHeads() << " (one per kv head), got " << n;
+             << name << " must have 1 element (per tensor) or " << numKvHeads
+             << " (one per kv head), got " << n;
   }
   return success();
+}
+LogicalResult verifyKVScales(Operation *op, PagedKVType cache, Value kScale,
+                             Value vScale) {
+  return verifyKVScales(op, "cache", cache.getElementType(),
+                        cache.getNumKvHeads(), kScale, vScale);
 }
 
 /// An f16/bf16 cache stores what the queries compute in; FP8 is quantized.
@@ -222,10 +229,20 @@ LogicalResult PrefillOp::verify() {
   if (failed(verifyCompatibleShape(k.type, v.type)))
     return emitOpError() << "k " << k.type << " and v " << v.type
                          << " must have the same shape";
-  if (k.elementType() != q.elementType() || v.elementType() != q.elementType())
-    return emitOpError() << "k and v element types must equal the q element "
+  // k and v are of the output's type (q's, but for an e4m3 q) or FP8.
+  Type outElement = rowsOf(getOut()).elementType();
+  if (k.elementType() != v.elementType() ||
+      (k.elementType() != outElement && !isFP8Type(k.elementType())))
+    return emitOpError() << "k and v must both be of the output's element "
                             "type ("
-                         << q.elementType() << ")";
+                         << outElement << ") or both FP8, got "
+                         << k.elementType() << " and " << v.elementType();
+  if (failed(verifyKVScales(*this, "k/v", k.elementType(), k.heads(),
+                            getKScale(), getVScale())))
+    return failure();
+  if (getFp8Compute() && !isFP8Type(k.elementType()))
+    return emitOpError() << "fp8_compute needs FP8 k/v (e4m3, e5m2), got "
+                         << k.elementType();
   if (failed(verifyCuSeqlens(*this, "cu_seqlens_q", getCuSeqlensQ())) ||
       failed(verifyCuSeqlens(*this, "cu_seqlens_kv", getCuSeqlensKv())))
     return failure();

@@ -60,9 +60,12 @@ def Attn_PrefillOp : Attn_Op<"prefill", [Pure, AttrSizedOperandSegments, Isolate
     attention is usually causal; encoder attention is bidirectional; cross
     attention reads keys and values of the encoder sequences. Query heads are
     grouped over KV heads (MHA, GQA, MQA). The optional second result is the
-    log-sum-exp of each row's scores. `schedule` is how the kernel is laid
-    out on the GPU; attn-select-schedule picks one unless it is already set
-    (pinned).
+    log-sum-exp of each row's scores. k and v are of q's type, or FP8
+    (e4m3, e5m2) with `kv_scales`: one dequantization scale per tensor or
+    one per KV head (stored value = x / scale). `fp8_compute` and an e4m3
+    `q` with its `q_scale` are as on attn.paged_prefill (FP8 k/v only).
+    `schedule` is how the kernel is laid out on the GPU;
+    attn-select-schedule picks one unless it is already set (pinned).
 
     ```mlir
     %o = attn.prefill %q, %k, %v, %cu_q, %cu_kv {mask = #attn.mask<causal>}
@@ -72,15 +75,18 @@ def Attn_PrefillOp : Attn_Op<"prefill", [Pure, AttrSizedOperandSegments, Isolate
   }];
   let arguments = !con((ins
     Attn_QueryTensor:$q,
-    Attn_ActivationTensor:$k,
-    Attn_ActivationTensor:$v,
+    Attn_KVRowsTensor:$k,
+    Attn_KVRowsTensor:$v,
     Attn_IndexVector:$cu_seqlens_q,
     Attn_IndexVector:$cu_seqlens_kv,
+    Optional<Attn_ScaleVector>:$k_scale,
+    Optional<Attn_ScaleVector>:$v_scale,
     Optional<Attn_SlopeVector>:$alibi_slopes,
     Optional<Attn_SinkVector>:$sinks,
     Optional<Attn_ScaleVector>:$q_scale,
     Variadic<Attn_AuxTensor>:$aux,
-    OptionalAttr<Attn_PrefillScheduleAttr>:$schedule), Attn_ScoreModAttrs);
+    OptionalAttr<Attn_PrefillScheduleAttr>:$schedule,
+    UnitAttr:$fp8_compute), Attn_ScoreModAttrs);
   let results = (outs
     Attn_ActivationTensor:$out,
     Optional<Attn_LseTensor>:$lse);
@@ -88,6 +94,8 @@ def Attn_PrefillOp : Attn_Op<"prefill", [Pure, AttrSizedOperandSegments, Isolate
   let hasRegionVerifier = 1;
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $cu_seqlens_q `,` $cu_seqlens_kv
+    (`kv_scales` `(` $k_scale^ `,` $v_scale `:` type($k_scale) `,`
+                    type($v_scale) `)`)?
     (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     (`q_scale` `(` $q_scale^ `:` type($q_scale) `)`)?

@@ -105,10 +105,14 @@ std::string kernelKey(const DecodeVariant &v) {
 std::string kernelKey(const PrefillVariant &v) {
   std::string paged = "ragged";
   if (v.paged)
-    paged = fmt::format("paged kv={} page={} layout={} headscale={}{}",
+    paged = fmt::format("paged kv={} page={} layout={} headscale={}",
                         toString(v.paged->kvType), v.paged->pageSize,
-                        toString(v.paged->layout), flag(v.paged->perHeadKVScale),
-                        v.fp8Compute ? " fp8mma=1" : "");
+                        toString(v.paged->layout), flag(v.paged->perHeadKVScale));
+  else if (v.fp8KV)
+    paged = fmt::format("ragged kv={} headscale={}", toString(v.fp8KV->kvType),
+                        flag(v.fp8KV->perHeadKVScale));
+  if (v.fp8Compute)
+    paged += " fp8mma=1";
   return fmt::format("prefill {} q={} heads={}/{} dim={}{}{}", paged,
                      toString(v.qType), v.numQHeads, v.numKVHeads, v.headDim,
                      knobsKey(v), scheduleOf(v.schedule));

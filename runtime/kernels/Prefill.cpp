@@ -287,6 +287,12 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
   if (a.dtype != s.qType)
     return argError(llvm::formatv("q/k/v are {0}, the kernel was compiled for {1}",
                                   toString(a.dtype), toString(s.qType)));
+  if (a.kvType.value_or(a.dtype) != s.kvType)
+    return argError(llvm::formatv("k/v are {0}, the kernel was compiled for {1}",
+                                  toString(a.kvType.value_or(a.dtype)),
+                                  toString(s.kvType)));
+  if (auto problem = scaleMismatch(s, a.kScale, a.vScale, a.numKVScales))
+    return argError(*problem);
   if (a.numQHeads != s.numQHeads || a.numKVHeads != s.numKVHeads ||
       a.headDim != s.headDim)
     return argError(llvm::formatv(
@@ -297,12 +303,18 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
     return argError(llvm::formatv(
         "{0} q and {1} kv tokens; the plan's cu_seqlens end at {2} and {3}",
         a.numQTokens, a.numKVTokens, plan.numQTokens, plan.numKVTokens));
+  // Rows 16 bytes apart: 8 16-bit or 16 FP8 elements.
   int64_t kvRow = int64_t(s.numKVHeads) * s.headDim;
+  const int kvAlign = s.isFP8KV() ? 16 : 8;
   for (auto [name, stride] : {std::pair{"k", a.kStrideToken}, std::pair{"v", a.vStrideToken}})
-    if (stride && (stride < kvRow || stride % 8))
+    if (stride && (stride < kvRow || stride % kvAlign))
       return argError(llvm::formatv("{0} token stride {1} must be >= {2} and "
-                                    "a multiple of 8",
-                                    name, stride, kvRow));
+                                    "a multiple of {3}",
+                                    name, stride, kvRow, kvAlign));
+  if (s.fp8Query && a.qStrideToken % 16)
+    return argError(llvm::formatv("e4m3 q token stride {0} must be a "
+                                  "multiple of 16",
+                                  a.qStrideToken));
   return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a,
                          a.lse);
 }
@@ -378,12 +390,14 @@ static_assert(sizeof(TmaDescriptor) == sizeof(CUtensorMap) &&
 
 /// The tensor map of one ragged [tokens, heads, headDim] tensor of `type`
 /// (token stride `strideToken` elements) as the sm_90a template reads it:
-/// boxes of one 128-byte row piece (64 16-bit dims, or 128 e4m3 ones) x 1
-/// head x `boxRows` tokens, 128-byte swizzled; rows past the tensor read as
-/// zeros.
+/// boxes of one 128-byte row piece (64 16-bit dims, or 128 FP8 ones) x 1
+/// head x `boxRows` tokens, 128-byte swizzled, or (`raw`, FP8 rows to be
+/// widened or transposed in shared memory) unswizzled 64-byte pieces; rows
+/// past the tensor read as zeros.
 llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base,
                           ScalarType type, int64_t tokens, int heads,
-                          int headDim, int64_t strideToken, int boxRows) {
+                          int headDim, int64_t strideToken, int boxRows,
+                          bool raw = false) {
   if (reinterpret_cast<uintptr_t>(base) % 16)
     return argError("q, k and v must be 16-byte aligned for the sm_90a "
                     "(TMA) prefill");
@@ -393,7 +407,7 @@ llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base,
                         cuuint64_t(std::max<int64_t>(tokens, 1))};
   cuuint64_t strides[2] = {cuuint64_t(headDim) * bytes,
                            cuuint64_t(strideToken) * bytes};
-  cuuint32_t box[3] = {cuuint32_t(128 / bytes), 1, cuuint32_t(boxRows)};
+  cuuint32_t box[3] = {cuuint32_t((raw ? 64 : 128) / bytes), 1, cuuint32_t(boxRows)};
   cuuint32_t elementStrides[3] = {1, 1, 1};
   ATTN_CU_CHECK(cuTensorMapEncodeTiled(
       reinterpret_cast<CUtensorMap *>(&map),
@@ -401,7 +415,8 @@ llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base,
       : type == ScalarType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
       3, const_cast<void *>(base), dims, strides, box, elementStrides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_INTERLEAVE_NONE,
+      raw ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return llvm::Error::success();
 }
@@ -510,16 +525,20 @@ llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
   params.base = p;
   // Three host-side encodings per call (no driver round trip to the GPU):
   // the maps hold the buffers' addresses, which change from call to call.
-  if (llvm::Error err = encodeRowsMap(params.qMap, a.q, s.qType, a.numQTokens,
-                                      s.numQHeads, s.headDim, p.qStrideToken, 64))
+  // FP8 k/v land raw (to be widened, and V transposed for FP8 compute)
+  // but FP8 compute's K, which lands as the MMA reads it; so does an e4m3 q.
+  const bool fp8 = s.isFP8KV();
+  if (llvm::Error err = encodeRowsMap(
+          params.qMap, a.q, s.fp8Query ? ScalarType::F8E4M3 : s.qType,
+          a.numQTokens, s.numQHeads, s.headDim, p.qStrideToken, 64))
     return err;
-  if (llvm::Error err = encodeRowsMap(params.kMap, a.k, s.qType, a.numKVTokens,
+  if (llvm::Error err = encodeRowsMap(params.kMap, a.k, s.kvType, a.numKVTokens,
                                       s.numKVHeads, s.headDim, p.kStrideToken,
-                                      s.prefillSchedule.blockN))
+                                      s.prefillSchedule.blockN, fp8 && !s.fp8Compute))
     return err;
-  if (llvm::Error err = encodeRowsMap(params.vMap, a.v, s.qType, a.numKVTokens,
+  if (llvm::Error err = encodeRowsMap(params.vMap, a.v, s.kvType, a.numKVTokens,
                                       s.numKVHeads, s.headDim, p.vStrideToken,
-                                      s.prefillSchedule.blockN))
+                                      s.prefillSchedule.blockN, fp8))
     return err;
   return launchSm90(plan, params, stream);
 }
@@ -564,6 +583,8 @@ llvm::Error PrefillKernel::run(const PrefillPlan &plan, const PrefillArgs &a,
   p.out = a.out;
   p.lse = a.lse;
   setHeadTables(p, a);
+  p.kScale = a.kScale;
+  p.vScale = a.vScale;
   p.qStrideToken = a.qStrideToken ? a.qStrideToken : qRow;
   p.kStrideToken = a.kStrideToken ? a.kStrideToken : kvRow;
   p.vStrideToken = a.vStrideToken ? a.vStrideToken : kvRow;

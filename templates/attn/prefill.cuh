@@ -13,7 +13,7 @@
 //
 // Keys and values come from contiguous ragged k / v (Config::kPaged false)
 // or from a paged cache through the request's page-table row (chunked
-// prefill, prefix caching). FP8 cache rows land raw in the ring and are
+// prefill, prefix caching). FP8 rows (ragged or cached) land raw in the ring and are
 // widened to the MMA type in one pass per tile; their dequantization scales
 // fold into the softmax scale (K) and the output normalization (V).
 //
@@ -56,7 +56,6 @@ template <class Config> struct PrefillTraits {
                     (kMTiles == 1 || kMTiles == 2),
                 "a warp owns 16 or 32 query rows");
   static_assert(Config::kBlockN % 16 == 0, "keys come in 16-key MMA steps");
-  static_assert(Config::kPaged || !kFP8, "only paged caches hold FP8");
 };
 
 /// \brief ldmatrix: four 8x8 b16 matrices; lane l gives the row address of

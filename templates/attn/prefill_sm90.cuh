@@ -59,8 +59,8 @@
 // 128, 0.59-0.73x at 256 (docs/performance.md, "FP8 caches on the wgmma
 // path"); the widening is the limiting stage.
 //
-// FP8 compute (Config::kFP8Compute, `fp8_compute`; paged FP8 caches at
-// head dims 128 and 256): both MMAs in FP8. K lands by TMA swizzled for the
+// FP8 compute (Config::kFP8Compute, `fp8_compute`; FP8 caches or ragged
+// FP8 k/v at head dims 128 and 256): both MMAs in FP8. K lands by TMA swizzled for the
 // MMA (128 dims per 128-byte row); V lands raw and the three warps
 // transpose it into V^T (transposeFP8VTileSm90), FP8 wgmma reading B
 // K-major only. Each consumer quantizes its Q rows to e4m3 in place, one
@@ -74,9 +74,11 @@
 // Supported: 16-bit q, head dims 64, 128 and 256 (256: 64-key tiles,
 // O += P V as one N = 256 wgmma per 16 keys over the 4 column blocks of
 // V), every mask and score
-// modifier of the sm_80 template, LSE; contiguous (ragged) 16-bit k/v, or a
-// paged cache of q's type or FP8 with pages of a multiple of 8 tokens, NHD
-// or HND.
+// modifier of the sm_80 template, LSE; contiguous (ragged) k/v of q's type
+// or FP8, or a paged cache of q's type or FP8 with pages of a multiple of 8
+// tokens, NHD or HND. FP8 k/v, ragged or paged, take the same two paths
+// (widened to f16, or FP8 compute); only their tiles' layout differs
+// (kvOffset, rawOffset).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_TEMPLATES_PREFILL_SM90_CUH
@@ -155,8 +157,8 @@ template <class Config> struct PrefillSm90Traits {
   /// grow).
   /// One part at head dim 128 (64 more registers fit); four of 64 at 256.
   static constexpr int kPVPartN = kFP8Compute && kHeadDim == 256 ? 64 : kHeadDim;
-  static_assert(!kFP8Compute || (Config::kPaged && kFP8 && kHeadDim >= 128),
-                "FP8 compute reads a paged FP8 cache at head dim 128 or 256");
+  static_assert(!kFP8Compute || (kFP8 && kHeadDim >= 128),
+                "FP8 compute reads FP8 k/v at head dim 128 or 256");
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "head dim 64, 128 or 256");
   // Head dim 256: O is 128 fp32 registers per thread, so S of a 128-key
@@ -185,8 +187,8 @@ template <class Config> struct PrefillSm90Traits {
   /// atom), so every box lands on the 128-byte swizzle pattern.
   static constexpr int kBoxRows =
       Config::kPaged ? sm90Gcd(Config::kPageSize, kBlockN) : kBlockN;
-  static_assert(IsSame<KVT, QT>::value || (Config::kPaged && kFP8),
-                "the sm_90a template reads k/v of q's type or an FP8 cache");
+  static_assert(IsSame<KVT, QT>::value || kFP8,
+                "the sm_90a template reads k/v of q's type or FP8");
   static_assert(!Config::kPaged || kBoxRows % 8 == 0,
                 "pages of a multiple of 8 tokens");
   /// K/V tiles in shared memory: ragged, kColBlocks blocks of blockN rows
@@ -200,6 +202,15 @@ template <class Config> struct PrefillSm90Traits {
   static __device__ __forceinline__ uint32_t kvOffset(int row, int block, int chunk) {
     return (row / 8) * kKVRowGroupBytes + block * kKVColBlockBytes + (row % 8) * 128 +
            chunk * 16;
+  }
+  /// Raw FP8 tiles (unswizzled 64-byte rows of 64 dims) in the same order
+  /// at half the width: paged [8-row group][64-dim block][8 rows][64 bytes],
+  /// ragged [64-dim block][blockN rows][64 bytes]. Byte offset of dim
+  /// `dim` of row `row`; byte o widens to 16-bit offset 2 o of the tile.
+  static __device__ __forceinline__ uint32_t rawOffset(int row, int dim) {
+    return Config::kPaged ? (row / 8) * (kHeadDim / 64) * 512 + (dim / 64) * 512 +
+                                (row % 8) * 64 + dim % 64
+                          : (dim / 64) * kBlockN * 64 + row * 64 + dim % 64;
   }
 };
 
@@ -360,7 +371,7 @@ __device__ __forceinline__ int fp8VtSlot(int key) {
 }
 
 /// \brief Transposes one raw FP8 V tile (unswizzled 64-byte rows,
-/// [8-key group][64-dim block][8 keys][64 bytes]) into V^T at `dst`
+/// PrefillSm90Traits::rawOffset) into V^T at `dst`
 /// (PrefillSm90Traits::kVtGroupBytes; keys at fp8VtSlot), as transposer
 /// `thread` of kWideners. A warp step covers 32 dims x 16 keys: lane
 /// (group g, quad c) reads 4-dim words of keys 2c, 2c + 1, 8 + 2c, 9 + 2c,
@@ -380,9 +391,7 @@ __device__ __forceinline__ void transposeFP8VTileSm90(uint32_t dst, uint32_t raw
   const uint32_t pairLo = odd ? 0x1504u : 0x5140u, pairHi = odd ? 0x3726u : 0x7362u;
   for (int step = warp; step < kSteps; step += Tr::kWideners / 32) {
     const int d0 = (step % (D / 32)) * 32 + dLane, k16 = step / (D / 32);
-    auto rawAddr = [&](int key) {
-      return raw + (key / 8) * (D / 64) * 512 + (d0 / 64) * 512 + (key % 8) * 64 + d0 % 64;
-    };
+    auto rawAddr = [&](int key) { return raw + Tr::rawOffset(key, d0); };
     const int k0 = 16 * k16 + 2 * c;
     uint32_t w[4]; // keys k0 + odd, k0 + 1 - odd, k0 + 8 + odd, k0 + 9 - odd
 #pragma unroll
@@ -669,8 +678,9 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     };
     constexpr uint32_t kBoxBytes = Tr::kBoxRows * D * sizeof(typename Tr::KVT);
     // One tile of `map` into `tile`: kBoxes boxes of kBoxRows rows
-    // (paged), or one box of blockN rows per 64-dim column block (ragged).
-    // Raw FP8 tiles have 64-byte rows of 64 dims per column block.
+    // (paged), or one box of blockN rows per 128-byte column block
+    // (ragged). Raw FP8 tiles have 64-byte rows of 64 dims per column
+    // block (Tr::rawOffset).
     auto loadTile = [&](const TmaDescriptor *map, uint32_t tile, uint32_t bar,
                         int token, const int (&pages)[kBoxes],
                         const int (&offsets)[kBoxes], bool raw = false) {
@@ -679,10 +689,15 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
         for (int b = 0; b < kBoxes; ++b)
           loadBox(map, raw ? D / 64 : Tr::kColBlocks, tile + b * kBoxBytes, bar, offsets[b],
                   pages[b]);
+      } else if (raw) {
+#pragma unroll
+        for (int c = 0; c < D / 64; ++c)
+          tmaLoad3d(tile + c * kBlockN * 64, map, bar, c * 64, kvHead, token);
       } else {
 #pragma unroll
         for (int c = 0; c < Tr::kColBlocks; ++c)
-          tmaLoad3d(tile + c * Tr::kKVColBlockBytes, map, bar, c * 64, kvHead, token);
+          tmaLoad3d(tile + c * Tr::kKVColBlockBytes, map, bar, c * (128 / Tr::kMmaBytes),
+                    kvHead, token);
       }
     };
     for (int t = 0; t < numTiles; ++t) {

@@ -28,3 +28,17 @@ func.func @fp8_query(%q: tensor<?x32x128xf8E4M3FN>, %c: !attn.paged_kv<8x128xf8E
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
   return %o : tensor<?x32x128xbf16>
 }
+
+// FP8 compute over ragged e5m2 k/v and an e4m3 q with its q_scale: the
+// output is bf16.
+// CHECK-LABEL: func.func @ragged_fp8_compute
+// CHECK: q_scale(%{{.*}} : tensor<32xf32>) {fp8_compute
+// CHECK-SAME: mma = wgmma
+func.func @ragged_fp8_compute(%q: tensor<?x32x256xf8E4M3FN>, %k: tensor<?x8x256xf8E5M2>, %v: tensor<?x8x256xf8E5M2>,
+                              %cu: tensor<?xi32>, %cukv: tensor<?xi32>, %s: tensor<1xf32>,
+                              %qs: tensor<32xf32>) -> tensor<?x32x256xbf16> {
+  %o = attn.prefill %q, %k, %v, %cu, %cukv kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>) q_scale(%qs : tensor<32xf32>) {fp8_compute}
+      : tensor<?x32x256xf8E4M3FN>, tensor<?x8x256xf8E5M2>, tensor<?x8x256xf8E5M2>, tensor<?xi32>, tensor<?xi32>
+        -> tensor<?x32x256xbf16>
+  return %o : tensor<?x32x256xbf16>
+}

@@ -313,7 +313,7 @@ func.func @kv_shape(%q: tensor<?x8x128xbf16>, %k: tensor<?x8x128xbf16>, %v: tens
 // -----
 
 func.func @kv_element_type(%q: tensor<?x8x128xbf16>, %k: tensor<?x8x128xf16>, %cu: tensor<?xi32>) {
-  // expected-error @+1 {{'attn.prefill' op k and v element types must equal the q element type ('bf16')}}
+  // expected-error @+1 {{'attn.prefill' op k and v must both be of the output's element type ('bf16') or both FP8, got 'f16' and 'f16'}}
   %o = attn.prefill %q, %k, %k, %cu, %cu : tensor<?x8x128xbf16>, tensor<?x8x128xf16>, tensor<?x8x128xf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x8x128xbf16>
   return
 }
@@ -657,22 +657,23 @@ func.func @spec_cache_op() attributes {s = #attn.kernel_spec<kind = copy_pages, 
 // -----
 
 // A prefill kernel reads no cache: its cache fields have one value.
-// expected-error @+1 {{kernel_spec of a prefill kernel reads no KV cache: it has kv_type == q_type, layout = nhd and no page_size, query_len or per_head_kv_scale}}
+// expected-error @+1 {{kernel_spec of a prefill kernel reads no KV cache: it has layout = nhd and no page_size or query_len}}
 func.func @spec_prefill_page_size() attributes {s = #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}
 
 // -----
 
-// expected-error @+1 {{kernel_spec of a prefill kernel reads no KV cache: it has kv_type == q_type, layout = nhd and no page_size, query_len or per_head_kv_scale}}
-func.func @spec_prefill_kv_type() attributes {s = #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}
+// Ragged k/v are of q's type or FP8.
+// expected-error @+1 {{kernel_spec kv_type must be q_type (bf16) or FP8 (e4m3, e5m2), got f16}}
+func.func @spec_prefill_kv_type() attributes {s = #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = f16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}
 
 // -----
 
-// expected-error @+1 {{kernel_spec of a prefill kernel reads no KV cache: it has kv_type == q_type, layout = nhd and no page_size, query_len or per_head_kv_scale}}
+// expected-error @+1 {{kernel_spec of a prefill kernel reads no KV cache: it has layout = nhd and no page_size or query_len}}
 func.func @spec_prefill_layout() attributes {s = #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = hnd, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}
 
 // -----
 
-// expected-error @+1 {{kernel_spec of a prefill kernel reads no KV cache: it has kv_type == q_type, layout = nhd and no page_size, query_len or per_head_kv_scale}}
+// expected-error @+1 {{kernel_spec of a prefill kernel reads no KV cache: it has layout = nhd and no page_size or query_len}}
 func.func @spec_prefill_query_len() attributes {s = #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, query_len = 4, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>}
 
 // -----
@@ -844,7 +845,7 @@ func.func @fp8_compute_bf16_cache(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<
 
 // -----
 
-// expected-error @+1 {{kernel_spec fp8_compute needs a paged_prefill over an FP8 cache (e4m3, e5m2)}}
+// expected-error @+1 {{kernel_spec fp8_compute needs a prefill over FP8 k/v (e4m3, e5m2)}}
 func.func @spec_fp8_compute_decode() attributes {s = #attn.kernel_spec<kind = decode, arch = "sm_90a", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, fp8_compute = true, schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>}
 
 // -----
@@ -900,3 +901,33 @@ func.func @q_scale_length(%q: tensor<?x32x128xf8E4M3FN>, %c: !attn.paged_kv<8x12
 
 // expected-error @+1 {{kernel_spec an e4m3 q (fp8_query, q_scale) needs fp8_compute}}
 func.func @spec_fp8_query_without_fp8_compute() attributes {s = #attn.kernel_spec<kind = paged_prefill, arch = "sm_90a", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, fp8_query = true, prefill_schedule = #attn.prefill_schedule<mma = wgmma, block_m = 128, block_n = 128, warps = 12, stages = 2>>}
+
+// -----
+
+// Ragged FP8 k/v need their scales.
+func.func @ragged_fp8_without_scales(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xf8E4M3FN>, %v: tensor<?x8x128xf8E4M3FN>,
+                                     %cu: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{'attn.prefill' op an FP8 k/v ('f8E4M3FN') needs kv_scales}}
+  %o = attn.prefill %q, %k, %v, %cu, %cu
+      : tensor<?x32x128xbf16>, tensor<?x8x128xf8E4M3FN>, tensor<?x8x128xf8E4M3FN>, tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// -----
+
+func.func @ragged_mixed_kv(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xf8E4M3FN>, %v: tensor<?x8x128xf8E5M2>,
+                           %cu: tensor<?xi32>, %s: tensor<1xf32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{'attn.prefill' op k and v must both be of the output's element type ('bf16') or both FP8, got 'f8E4M3FN' and 'f8E5M2'}}
+  %o = attn.prefill %q, %k, %v, %cu, %cu kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>)
+      : tensor<?x32x128xbf16>, tensor<?x8x128xf8E4M3FN>, tensor<?x8x128xf8E5M2>, tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}
+
+// -----
+
+func.func @ragged_fp8_compute_bf16(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>, %cu: tensor<?xi32>) -> tensor<?x32x128xbf16> {
+  // expected-error @+1 {{'attn.prefill' op fp8_compute needs FP8 k/v (e4m3, e5m2), got 'bf16'}}
+  %o = attn.prefill %q, %k, %k, %cu, %cu {fp8_compute}
+      : tensor<?x32x128xbf16>, tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
+  return %o : tensor<?x32x128xbf16>
+}

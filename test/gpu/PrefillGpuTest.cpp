@@ -334,6 +334,30 @@ std::vector<PrefillCase> cases() {
     x.writeLse = true;
     add("paged_bf16_e5m2_p16_d256_cross_lse", x, {17, 200}, {1500, 64});
   }
+  // Ragged FP8 k/v with their scales (per tensor and per head): the wgmma
+  // head dims and two only mma.sync runs (80, 96), one strided.
+  {
+    auto fp8 = [](PrefillVariant v, ScalarType kvType, bool perHead = false) {
+      v.fp8KV = FP8RowsFormat{kvType, perHead};
+      return v;
+    };
+    add("ragged_bf16_e4m3_d128", fp8(base(S::BF16, 16, 4, 128), S::F8E4M3),
+        {1, 200, 1000});
+    auto x = fp8(cross(base(S::F16, 8, 2, 64)), S::F8E5M2, true);
+    x.writeLse = true;
+    add("ragged_f16_e5m2_d64_headscale_cross_lse", x, {17, 64}, {300, 1000});
+    auto w = fp8(base(S::BF16, 8, 2, 256), S::F8E4M3, true);
+    w.windowLeft = 100;
+    add("ragged_bf16_e4m3_d256_window_headscale", w, {300, 64});
+    c.back().extraTokenStride = 16;
+    add("ragged_f16_e4m3_d96_headscale", fp8(base(S::F16, 8, 8, 96), S::F8E4M3, true),
+        {200, 17});
+    auto k = fp8(base(S::BF16, 8, 4, 80), S::F8E5M2);
+    k.sinks = true;
+    k.writeLse = true;
+    add("ragged_bf16_e5m2_d80_sinks_lse", k, {64, 333});
+    c.back().kvScale = 0.01;
+  }
   return c;
 }
 
@@ -460,15 +484,16 @@ INSTANTIATE_TEST_SUITE_P(Sm90, PrefillWgmmaGpuTest,
                          ::testing::ValuesIn(wgmmaCases()),
                          [](const auto &info) { return info.param.name; });
 
-/// FP8 compute: every paged FP8 case at head dim 128 or 256 (e4m3 and e5m2,
-/// per-tensor and per-head scales, pages of 8 to 64, NHD/HND/interleaved,
+/// FP8 compute: every FP8 case at head dim 128 or 256, ragged and paged
+/// (e4m3 and e5m2, per-tensor and per-head scales, pages of 8 to 64, NHD/HND/interleaved,
 /// masks, modifiers, sinks, LSE, subnormal caches), with one consumer
 /// warpgroup on a few, and a few of its own.
 std::vector<PrefillCase> fp8ComputeCases() {
   std::vector<PrefillCase> out;
   for (PrefillCase c : cases()) {
     const PrefillVariant &v = c.variant;
-    if (!v.paged || sizeOf(v.paged->kvType) != 1 || v.headDim < 128 || v.paged->pageSize % 8)
+    const bool fp8Cache = v.paged && sizeOf(v.paged->kvType) == 1 && v.paged->pageSize % 8 == 0;
+    if (!(fp8Cache || v.fp8KV) || v.headDim < 128)
       continue;
     c.variant.fp8Compute = true;
     c.name += "_fp8mma";

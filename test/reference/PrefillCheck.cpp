@@ -37,6 +37,14 @@ std::vector<uint8_t> spread(const std::vector<uint8_t> &dense, int64_t rows,
   return out;
 }
 
+/// The bytes of `values`, to upload with the problem's other buffers.
+std::vector<uint8_t> bytesOf(const std::vector<float> &values) {
+  std::vector<uint8_t> bytes(values.size() * sizeof(float));
+  if (!bytes.empty())
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
 /// The inverse of spread for a downloaded output.
 std::vector<uint8_t> gather(const std::vector<uint8_t> &strided, int64_t rows,
                             int64_t rowElems, int64_t stride, int bytesPer) {
@@ -91,12 +99,31 @@ Quantized randomQuantizedQuery(std::mt19937 &rng, int64_t tokens, int heads,
   return q;
 }
 
+/// Ragged FP8 k or v: N(0, 1) entries stored in `type` as x / scales[h]
+/// (h the row's KV head); `values` holds stored * scales[h].
+Quantized randomFP8Rows(std::mt19937 &rng, ScalarType type, int64_t tokens,
+                        int heads, int headDim, const std::vector<float> &scales) {
+  std::normal_distribution<double> dist(0.0, 1.0);
+  Quantized rows;
+  rows.bytes.resize(size_t(tokens) * heads * headDim);
+  rows.values.resize(rows.bytes.size());
+  for (size_t i = 0; i < rows.bytes.size(); ++i) {
+    const double scale = scales[scales.size() == 1 ? 0 : (i / headDim) % heads];
+    const uint32_t bits = ref::encode(type, dist(rng) / scale);
+    rows.bytes[i] = uint8_t(bits);
+    rows.values[i] = ref::decode(type, bits) * scale;
+  }
+  return rows;
+}
+
 /// One random problem on the device, for a launcher to run.
 struct DeviceProblem {
   std::vector<int32_t> cuQ, cuKV, kvLens;
   int64_t qTokens = 0, kvTokens = 0, qStride = 0, kvStride = 0;
   bool strided = false;
   runtime::DeviceBuffer q, k, v, slopes, sinks, qScales, out, lse, seqLens;
+  runtime::DeviceBuffer kScales, vScales; ///< ragged FP8 k/v
+  int numKVScales = 0;
   std::vector<runtime::DeviceBuffer> auxBuffers;
   AuxTable aux[kMaxAuxTables] = {};
   RandomPagedCache cache;         ///< paged variants
@@ -186,6 +213,7 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
   // Ragged: contiguous k / v. Paged: a random cache; the reference reads
   // its pages gathered into rows.
   Quantized k, val;
+  std::vector<float> kScales, vScales; // ragged FP8 k/v
   PagedCacheShape shape;
   if (v.paged) {
     shape.kvType = v.paged->kvType;
@@ -198,6 +226,16 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
     shape.interleavedKV = tc.interleavedKV;
     d.cache = randomPagedCache(rng, shape, d.kvLens);
     gatherPages(d.cache, shape, d.kvLens, prob.k, prob.v);
+  } else if (v.fp8KV) {
+    // Scales of kvScale (and up to twice it, per head), v's half k's.
+    for (int h = 0; h < (v.fp8KV->perHeadKVScale ? v.numKVHeads : 1); ++h) {
+      kScales.push_back(float(tc.kvScale * (1.0 + 0.5 * (h % 3))));
+      vScales.push_back(0.5f * kScales.back());
+    }
+    k = randomFP8Rows(rng, v.fp8KV->kvType, d.kvTokens, v.numKVHeads, v.headDim, kScales);
+    val = randomFP8Rows(rng, v.fp8KV->kvType, d.kvTokens, v.numKVHeads, v.headDim, vScales);
+    prob.k = k.values;
+    prob.v = val.values;
   } else {
     k = randomValues(rng, v.qType, size_t(d.kvTokens * kvRow), 1.0);
     val = randomValues(rng, v.qType, size_t(d.kvTokens * kvRow), 1.0);
@@ -208,12 +246,16 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
   ref::prefillReference(prob, refOut, refLse);
 
   const int64_t raggedKVRows = v.paged ? 0 : d.kvTokens;
+  const int kvBytesPer = v.fp8KV ? 1 : bytesPer;
+  d.numKVScales = int(kScales.size());
   std::vector<float> slopes(prob.alibiSlopes.begin(), prob.alibiSlopes.end());
   for (auto [buffer, data] :
        {std::pair{&d.q, spread(q.bytes, d.qTokens, qRow, d.qStride,
                                v.fp8Query ? 1 : bytesPer)},
-        {&d.k, spread(k.bytes, raggedKVRows, kvRow, d.kvStride, bytesPer)},
-        {&d.v, spread(val.bytes, raggedKVRows, kvRow, d.kvStride, bytesPer)}}) {
+        {&d.k, spread(k.bytes, raggedKVRows, kvRow, d.kvStride, kvBytesPer)},
+        {&d.v, spread(val.bytes, raggedKVRows, kvRow, d.kvStride, kvBytesPer)},
+        {&d.kScales, bytesOf(kScales)},
+        {&d.vScales, bytesOf(vScales)}}) {
     auto uploaded = upload(data);
     if (!uploaded)
       return uploaded.takeError();
@@ -324,6 +366,12 @@ checkPrefill(const runtime::PrefillKernel &kernel, const PrefillVariant &v,
     args.k = d.k.ptr<void>();
     args.v = d.v.ptr<void>();
     args.dtype = v.qType;
+    if (v.fp8KV) {
+      args.kvType = v.fp8KV->kvType;
+      args.kScale = d.kScales.ptr<float>();
+      args.vScale = d.vScales.ptr<float>();
+      args.numKVScales = d.numKVScales;
+    }
     args.numQTokens = d.qTokens;
     args.numKVTokens = d.kvTokens;
     args.numKVHeads = v.numKVHeads;

@@ -52,10 +52,10 @@
 // EMPTY-DAG: error: {{.*}}empty.json: decode[0]: "head_dim" is an empty list
 // EMPTY-DAG: error: {{.*}}empty.json: "prefill" is an empty list
 
-// RUN: echo '{"prefill": [{"kv_type": "e4m3", "window": true}]}' > %t/fields.json
+// RUN: echo '{"prefill": [{"page_size": 16, "window": true}]}' > %t/fields.json
 // RUN: not attn-aot %t/fields.json --arch sm_90a -o %t/out 2>&1 | FileCheck %s --check-prefix=FIELDS
 // FIELDS-DAG: error: {{.*}}fields.json: prefill[0]: unknown field "window" (renamed "window_left")
-// FIELDS-DAG: error: {{.*}}fields.json: prefill[0]: "kv_type" applies to paged prefill only, and this entry is not paged
+// FIELDS-DAG: error: {{.*}}fields.json: prefill[0]: "page_size" applies to paged prefill only, and this entry is not paged
 
 // RUN: echo '{"cache_ops": false}' > %t/none.json
 // RUN: not attn-aot %t/none.json --arch sm_90a -o %t/out 2>&1 | FileCheck %s --check-prefix=NONE

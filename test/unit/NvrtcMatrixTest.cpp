@@ -192,6 +192,21 @@ std::vector<MatrixCase> matrixCases() {
     v.windowLeft.reset();
     addPrefill("paged_prefill_cross_e5m2", v);
   }
+  // Ragged FP8 k/v: an odd head dim (8-byte rows) and every feature.
+  {
+    PrefillVariant v;
+    v.qType = S::F16;
+    v.headDim = 72;
+    v.fp8KV = FP8RowsFormat{S::F8E4M3, true};
+    addPrefill("prefill_f16_e4m3_headscale_d72", v);
+    v.headDim = 128;
+    v.fp8KV = FP8RowsFormat{S::F8E5M2, false};
+    v.windowLeft = 4096;
+    v.alibi = true;
+    v.softcap = 30.f;
+    v.writeLse = true;
+    addPrefill("prefill_all_features_e5m2", v);
+  }
 
   // Programmable modifiers (a score_mod with math and an aux table, a
   // mask_mod with an aux table, and a score_mod with a mask_mod) in decode,
@@ -377,6 +392,20 @@ std::vector<MatrixCase> wgmmaCases() {
   fp8.paged = PagedKVFormat{S::F8E5M2, 8, KVLayout::HND, false};
   fp8.headDim = 256;
   add("wgmma_fp8mma_e5m2_p8_hnd_d256", fp8, 2, 64);
+  // Ragged FP8 k/v: widened (16-bit MMAs) at every head dim, and FP8
+  // compute.
+  for (int d : {64, 128, 256}) {
+    PrefillVariant r = v;
+    r.headDim = d;
+    r.fp8KV = FP8RowsFormat{d == 128 ? S::F8E5M2 : S::F8E4M3, d == 256};
+    add("wgmma_ragged_fp8_d" + std::to_string(d), r, 2, d == 256 ? 64 : 128);
+    if (d >= 128) {
+      r.fp8Compute = true;
+      add("wgmma_ragged_fp8mma_d" + std::to_string(d), r, 2, d == 256 ? 64 : 128);
+      r.fp8Query = true;
+      add("wgmma_ragged_fp8mma_q8_d" + std::to_string(d), r, 2, d == 256 ? 64 : 128);
+    }
+  }
   // An e4m3 q with its per-head scales (fp8Query).
   fp8.fp8Query = true;
   add("wgmma_fp8mma_e5m2_p8_hnd_d256_q8", fp8, 2, 64);

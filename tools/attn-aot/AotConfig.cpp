@@ -205,9 +205,9 @@ DecodeVariant readDecode(ComboReader &r) {
 }
 
 /// Prefill fields that describe the paged cache: an error on an entry that
-/// is not "paged": true, where they would be silently ignored.
-constexpr const char *kPagedOnlyFields[] = {"kv_type", "page_size", "layout",
-                                            "per_head_scale", "fp8_compute"};
+/// is not "paged": true, where they would be silently ignored. (kv_type,
+/// per_head_scale and fp8_compute apply to ragged FP8 k/v too.)
+constexpr const char *kPagedOnlyFields[] = {"page_size", "layout"};
 
 PrefillVariant readPrefill(ComboReader &r) {
   PrefillVariant v;
@@ -229,6 +229,8 @@ PrefillVariant readPrefill(ComboReader &r) {
   r.boolean("fp8_compute", v.fp8Compute);
   if (paged)
     v.paged = format;
+  else if (format.kvType != v.qType)
+    v.fp8KV = FP8RowsFormat{format.kvType, format.perHeadKVScale};
   return v;
 }
 

@@ -23,9 +23,9 @@
 //              layout query_len causal cross window_left softcap alibi
 //              sinks per_head_scale lse modifiers
 //   prefill:   q_type num_q_heads num_kv_heads head_dim causal cross encoder
-//              window_left softcap alibi sinks lse modifiers paged, and with
-//              "paged": true only: kv_type page_size layout per_head_scale
-//              fp8_compute
+//              window_left softcap alibi sinks lse modifiers paged kv_type
+//              per_head_scale fp8_compute (kv_type FP8 on a ragged entry:
+//              FP8 k/v rows), and with "paged": true only: page_size layout
 //   append_kv: in_type kv_type num_kv_heads head_dim page_size layout
 //              per_head_scale
 //   merge_states: dtype (f16, bf16 or f32) num_heads head_dim

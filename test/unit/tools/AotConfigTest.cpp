@@ -264,13 +264,10 @@ TEST(AotConfigTest, UnknownAndInapplicableFieldsAreErrors) {
   expectRefused(R"({"append_kv": [{"causal": true}]})",
                 {"append_kv[0]: unknown field \"causal\""});
   // Fields of the paged cache on a prefill entry that is not always paged.
-  for (const char *field : {"kv_type", "page_size", "layout", "per_head_scale"})
+  for (const char *field : {"page_size", "layout"})
     for (const char *paged :
          {"", ", \"paged\": false", ", \"paged\": [false, true]"}) {
-      std::string value = std::string(field) == "kv_type"     ? "\"q\""
-                          : std::string(field) == "page_size" ? "16"
-                          : std::string(field) == "layout"    ? "\"nhd\""
-                                                              : "false";
+      std::string value = std::string(field) == "page_size" ? "16" : "\"nhd\"";
       std::string text = std::string(R"({"prefill": [{")") + field +
                          "\": " + value + paged + "}]}";
       expectRefused(text, {std::string("c.json: prefill[0]: \"") + field +
@@ -282,6 +279,15 @@ TEST(AotConfigTest, UnknownAndInapplicableFieldsAreErrors) {
   EXPECT_TRUE(paged.errors.empty()) << errorsOf(paged);
   ASSERT_EQ(paged.jobs.size(), 1u);
   EXPECT_EQ(paged.jobs[0].spec.kvType, ScalarType::F8E4M3);
+  // kv_type on a ragged entry: FP8 k/v rows with their scales.
+  ConfigJobs ragged = readConfig(
+      R"({"prefill": [{"kv_type": "e5m2", "per_head_scale": true, "fp8_compute": true}]})",
+      "c.json", kOneArch);
+  EXPECT_TRUE(ragged.errors.empty()) << errorsOf(ragged);
+  ASSERT_EQ(ragged.jobs.size(), 1u);
+  EXPECT_EQ(ragged.jobs[0].spec.kind, KernelKind::Prefill);
+  EXPECT_EQ(ragged.jobs[0].spec.kvType, ScalarType::F8E5M2);
+  EXPECT_TRUE(ragged.jobs[0].spec.perHeadKVScale && ragged.jobs[0].spec.fp8Compute);
 }
 
 TEST(AotConfigTest, StructureErrorsNameTheSection) {

@@ -23,6 +23,7 @@
 #include <cuda.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace attn::runtime {
@@ -83,10 +84,18 @@ struct PrefillPlan {
 
 /// Device arguments of one prefill call (one layer).
 struct PrefillArgs : HeadTables {
-  const void *q = nullptr; ///< [numQTokens, numQHeads, headDim]
+  /// [numQTokens, numQHeads, headDim]: of dtype, or e4m3 when the variant
+  /// takes a quantized q (fp8Query; qScale its [numQHeads] scales).
+  const void *q = nullptr;
   const void *k = nullptr; ///< [numKVTokens, numKVHeads, headDim]
   const void *v = nullptr; ///< [numKVTokens, numKVHeads, headDim]
-  ScalarType dtype = ScalarType::BF16; ///< of q, k, v and out
+  ScalarType dtype = ScalarType::BF16; ///< of out (and q, and k, v unless FP8)
+  /// FP8 k and v (PrefillVariant::fp8KV): their type and dequantization
+  /// scales, [1] or [numKVHeads] each (stored value = x / scale).
+  std::optional<ScalarType> kvType;
+  const float *kScale = nullptr;
+  const float *vScale = nullptr;
+  int numKVScales = 0;
   int64_t numQTokens = 0;
   int64_t numKVTokens = 0;
   int numQHeads = 0;
