@@ -496,19 +496,29 @@ Jit &benchJit() {
   return *jit;
 }
 
-/// Times one prefill variant on `cfg`: ragged over contiguous k/v, or
-/// (with `paged`) over a paged cache holding every request's tokens on
-/// shuffled pages, as after appending a fresh prompt; with `fp8Compute`
-/// its FP8 MMAs, and with `fp8Query` over an e4m3 q (per-head scales).
-/// `keepOutput`: the result holds the output (the inputs are the same in
-/// every call: fillRandom is deterministic).
+/// What one prefill measurement reads and computes in (benchPrefill).
+struct PrefillInputs {
+  /// Keys and values from a paged cache holding every request's tokens on
+  /// shuffled pages, as after appending a fresh prompt; else ragged k/v.
+  std::optional<PagedKVFormat> paged;
+  std::optional<ScalarType> raggedFP8; ///< ragged k/v in FP8, else bf16
+  bool fp8Compute = false; ///< FP8 MMAs
+  bool fp8Query = false;   ///< an e4m3 q with per-head scales
+  /// The result holds the output (the inputs are the same in every call:
+  /// fillRandom is deterministic).
+  bool keepOutput = false;
+};
+
+/// Times one prefill variant on `cfg` over `in`.
 PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
-                           std::optional<PagedKVFormat> paged = std::nullopt,
-                           bool fp8Compute = false, bool keepOutput = false,
-                           bool fp8Query = false) {
+                           const PrefillInputs &in = {}) {
+  const std::optional<PagedKVFormat> &paged = in.paged;
+  const bool fp8Query = in.fp8Query;
   PrefillVariant v;
-  v.fp8Compute = fp8Compute;
+  v.fp8Compute = in.fp8Compute;
   v.fp8Query = fp8Query;
+  if (in.raggedFP8)
+    v.fp8KV = FP8RowsFormat{*in.raggedFP8, false};
   v.schedule = pinnedPrefillSchedule;
   // A pinned wgmma schedule is for 16-bit caches; FP8 ones keep the default.
   if (paged && paged->kvType != ScalarType::BF16 && v.schedule &&
@@ -530,7 +540,7 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   auto kernel = unwrap(benchJit().prefill(v));
 
   const int64_t tokens = int64_t(cfg.batch) * cfg.seq;
-  const ScalarType kvType = paged ? paged->kvType : v.qType;
+  const ScalarType kvType = paged ? paged->kvType : in.raggedFP8.value_or(v.qType);
   const int pageSize = paged ? paged->pageSize : 1;
   const int pagesPerRequest = (cfg.seq + pageSize - 1) / pageSize;
   const int64_t numPages = int64_t(cfg.batch) * pagesPerRequest;
@@ -612,6 +622,12 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
       a.v = data[c].v.ptr<void>();
       a.out = data[c].out.ptr<void>();
       a.dtype = v.qType;
+      a.qScale = fp8Query ? qScale.ptr<float>() : nullptr;
+      if (in.raggedFP8) {
+        a.kvType = kvType;
+        a.kScale = a.vScale = scale.ptr<float>();
+        a.numKVScales = 1;
+      }
       a.numQTokens = a.numKVTokens = tokens;
       a.numQHeads = v.numQHeads;
       a.numKVHeads = v.numKVHeads;
@@ -630,7 +646,7 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   double ms = timeMedian(stream, 15, [&] { BENCH_CHECK(calls[call++ % copies]()); });
   PrefillResult result{cfg, kernel->spec().uri(), ms,
                        prefillFlops(cfg) / (ms * 1e-3) / 1e12, copies, {}};
-  if (keepOutput) {
+  if (in.keepOutput) {
     BENCH_CHECK(sync());
     result.out.resize(qBytes / 2);
     BENCH_CHECK(data[0].out.copyToHost(result.out.data(), qBytes));
@@ -672,18 +688,19 @@ int runPrefill(bool json, bool quick) {
         "{1}, {0} SMs: bf16 prefill, 32 q heads, 16k tokens per batch\n"
         "fp8mma: FP8 compute over the e4m3 cache; err: its relative L2\n"
         "distance from paged_e4m3's output (16-bit MMAs, same inputs);\n"
-        "fp8q: fp8mma over an e4m3 q the caller quantized (per-head scales)\n\n"
+        "fp8q: fp8mma over an e4m3 q the caller quantized (per-head scales);\n"
+        "rag_fp8q: the same over ragged e4m3 k/v rows (FlashAttention 3's FP8)\n\n"
         "{2,-6} {3,-6} {4,-7} {5,-4} {6,-7} {7,10} {8,9} {9,9} {10,10} {11,10} {12,10} {13,8} "
-        "{14,8}\n",
+        "{14,8} {15,8}\n",
         sms, toString(arch), "batch", "seq", "heads", "dim", "mask", "time_ms",
-        "TFLOP/s", "paged", "paged_e4m3", "paged_e5m2", "fp8mma", "err", "fp8q");
+        "TFLOP/s", "paged", "paged_e4m3", "paged_e5m2", "fp8mma", "err", "fp8q", "rag_fp8q");
   // Paged prefill over the same shapes: a bf16 cache and an e4m3 one, page
   // 16, NHD (vLLM's default page size and layout).
   const PagedKVFormat pagedBF16{ScalarType::BF16, 16, KVLayout::NHD, false};
   const PagedKVFormat pagedE4M3{ScalarType::F8E4M3, 16, KVLayout::NHD, false};
   const PagedKVFormat pagedE5M2{ScalarType::F8E5M2, 16, KVLayout::NHD, false};
   struct Row {
-    PrefillResult ragged, paged, pagedFP8, pagedE5M2, fp8Compute, fp8Query;
+    PrefillResult ragged, paged, pagedFP8, pagedE5M2, fp8Compute, fp8Query, raggedFP8Query;
     double fp8ComputeError = 0;
   };
   // FP8 compute where the arch and head dim have it (sm_90a, 128 and 256).
@@ -692,19 +709,25 @@ int runPrefill(bool json, bool quick) {
   };
   std::vector<Row> results;
   for (const PrefillConfig &cfg : configs) {
-    Row r{benchPrefill(cfg, arch, stream.get()), {}, {}, {}, {}, {}, 0};
+    Row r{benchPrefill(cfg, arch, stream.get()), {}, {}, {}, {}, {}, {}, 0};
     if (!raggedOnly) {
-      r.paged = benchPrefill(cfg, arch, stream.get(), pagedBF16);
+      r.paged = benchPrefill(cfg, arch, stream.get(), {pagedBF16});
       if (!noE4M3) {
         const bool fp8mma = hasFP8Compute(cfg);
-        r.pagedFP8 = benchPrefill(cfg, arch, stream.get(), pagedE4M3, false, fp8mma);
-        r.pagedE5M2 = benchPrefill(cfg, arch, stream.get(), pagedE5M2);
+        r.pagedFP8 = benchPrefill(cfg, arch, stream.get(),
+                                  {pagedE4M3, std::nullopt, false, false, fp8mma});
+        r.pagedE5M2 = benchPrefill(cfg, arch, stream.get(), {pagedE5M2});
         if (fp8mma) {
-          r.fp8Compute = benchPrefill(cfg, arch, stream.get(), pagedE4M3, true, true);
+          r.fp8Compute = benchPrefill(cfg, arch, stream.get(),
+                                      {pagedE4M3, std::nullopt, true, false, true});
           r.fp8ComputeError = relativeL2(r.fp8Compute.out, r.pagedFP8.out);
           r.fp8Compute.out.clear();
           r.pagedFP8.out.clear();
-          r.fp8Query = benchPrefill(cfg, arch, stream.get(), pagedE4M3, true, false, true);
+          r.fp8Query = benchPrefill(cfg, arch, stream.get(),
+                                    {pagedE4M3, std::nullopt, true, true});
+          // FlashAttention 3's FP8 forward: e4m3 q, k and v rows.
+          r.raggedFP8Query = benchPrefill(
+              cfg, arch, stream.get(), {std::nullopt, ScalarType::F8E4M3, true, true});
         }
       }
     }
@@ -712,11 +735,12 @@ int runPrefill(bool json, bool quick) {
     if (!json)
       llvm::outs() << llvm::formatv(
           "{0,-6} {1,-6} {2,-7} {3,-4} {4,-7} {5,10:F3} {6,9:F1} {7,9:F1} {8,10:F1} {9,10:F1} "
-          "{10,10:F1} {11,8:F4} {12,8:F1}\n",
+          "{10,10:F1} {11,8:F4} {12,8:F1} {13,8:F1}\n",
           cfg.batch, cfg.seq, llvm::formatv("32/{0}", cfg.numKVHeads).str(),
           cfg.headDim, cfg.causal ? "causal" : "full", r.ragged.ms,
           r.ragged.tflops, r.paged.tflops, r.pagedFP8.tflops, r.pagedE5M2.tflops,
-          r.fp8Compute.tflops, r.fp8ComputeError, r.fp8Query.tflops);
+          r.fp8Compute.tflops, r.fp8ComputeError, r.fp8Query.tflops,
+          r.raggedFP8Query.tflops);
   }
   if (json) {
     llvm::outs() << llvm::formatv("{{\"arch\": \"{0}\", \"sms\": {1}, "
@@ -732,13 +756,15 @@ int runPrefill(bool json, bool quick) {
           "\"paged_p16_tflops\": {11:F2}, \"paged_p16_e4m3_tflops\": {12:F2}, "
           "\"paged_p16_e5m2_tflops\": {14:F2}, \"paged_p16_e4m3_fp8mma_tflops\": {15:F2}, "
           "\"paged_p16_e4m3_fp8mma_error\": {16:F5}, "
-          "\"paged_p16_e4m3_fp8mma_q8_tflops\": {17:F2}}{13}\n",
+          "\"paged_p16_e4m3_fp8mma_q8_tflops\": {17:F2}, "
+          "\"ragged_e4m3_fp8mma_q8_tflops\": {18:F2}}{13}\n",
           r.config.batch, r.config.seq, kPrefillQHeads, r.config.numKVHeads,
           r.config.headDim, r.config.causal ? "true" : "false", r.ms, r.tflops,
           prefillFlops(r.config), r.copies, r.kernel, results[i].paged.tflops,
           results[i].pagedFP8.tflops, i + 1 < results.size() ? "," : "",
           results[i].pagedE5M2.tflops, results[i].fp8Compute.tflops,
-          results[i].fp8ComputeError, results[i].fp8Query.tflops);
+          results[i].fp8ComputeError, results[i].fp8Query.tflops,
+          results[i].raggedFP8Query.tflops);
     }
     llvm::outs() << "]}\n";
   }
@@ -838,7 +864,7 @@ int runModifiers(bool json) {
     double base = 0;
     for (const Knobs &k : knobs) {
       editKnobs = k.edit;
-      PrefillResult r = benchPrefill(cfg, arch, stream.get(), std::nullopt);
+      PrefillResult r = benchPrefill(cfg, arch, stream.get());
       if (base == 0)
         base = r.ms;
       report("prefill", shape, k.name, r.ms, base, r.kernel);
