@@ -195,9 +195,15 @@ HeadTableArgs headTableArgs(const ::attn::AttentionKnobs &knobs,
 }
 
 /// q's rows: of the output's type, or e4m3 for a query the caller quantized
-/// (fp8Query, with its q_scale).
+/// (fp8Query, with its q_scale). Null, after an error, for an FP8 `out`.
 RankedTensorType queryType(Location loc, const ::attn::AttentionKnobs &knobs,
                            RankedTensorType out) {
+  if (out && isFP8Type(out.getElementType())) {
+    emitError(loc) << "qType (of q and the output) must be f16 or bf16, got "
+                   << out.getElementType()
+                   << "; an e4m3 q the caller quantized is fp8Query";
+    return nullptr;
+  }
   if (!out || !knobs.fp8Query)
     return out;
   return RankedTensorType::get(out.getShape(),
@@ -386,6 +392,8 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
   if (!outType)
     return nullptr;
   RankedTensorType qType = queryType(loc, variant, outType);
+  if (!qType)
+    return nullptr;
   RankedTensorType vector =
       RankedTensorType::get({ShapedType::kDynamic}, builder.getI32Type());
 

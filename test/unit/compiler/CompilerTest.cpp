@@ -422,8 +422,8 @@ TEST(FrontendTest, InvalidPrefillVariants) {
   cases.push_back({"window", v, "a sliding window needs a causal mask"});
   v = PrefillVariant();
   v.qType = ScalarType::F8E4M3;
-  cases.push_back({"fp8 q", v, "must be 3D tensor of 16-bit float or "
-                               "bfloat16 type values"});
+  cases.push_back({"fp8 q", v, "qType (of q and the output) must be f16 or "
+                               "bf16, got 'f8E4M3FN'"});
   v = PrefillVariant();
   v.scale = 0.0f;
   cases.push_back({"scale", v, "scale must be positive and finite, got 0"});
@@ -580,8 +580,8 @@ TEST(FrontendTest, InvalidPagedPrefillVariants) {
   v = pagedPrefillVariant();
   v.qType = ScalarType::F8E4M3;
   v.paged->kvType = ScalarType::F8E4M3;
-  cases.push_back({"fp8 q", v, "must be 3D tensor of 16-bit float or "
-                               "bfloat16 type values"});
+  cases.push_back({"fp8 q", v, "qType (of q and the output) must be f16 or "
+                               "bf16, got 'f8E4M3FN'"});
   v = pagedPrefillVariant();
   v.schedule = prefillSchedule(4, 48, 64, 2);
   cases.push_back({"schedule", v, "prefill_schedule block_m must be 16 * "
@@ -634,8 +634,9 @@ TEST(FrontendTest, OtherInvalidVariants) {
   v = DecodeVariant();
   v.qType = ScalarType::F8E4M3;
   v.kvType = ScalarType::F8E4M3;
-  cases.push_back({"fp8 q", v, "operand #0 must be 3D tensor of 16-bit float "
-                               "or bfloat16 type values"});
+  cases.push_back({"fp8 q", v, "qType (of q and the output) must be f16 or "
+                               "bf16, got 'f8E4M3FN'; an e4m3 q the caller "
+                               "quantized is fp8Query"});
   v = DecodeVariant();
   v.queryLen = 17;
   cases.push_back({"query_len", v, "query_len must be from 1 to 16, got 17"});
