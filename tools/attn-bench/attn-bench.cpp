@@ -694,11 +694,11 @@ int runPrefill(bool json, bool quick) {
         "{14,8} {15,8}\n",
         sms, toString(arch), "batch", "seq", "heads", "dim", "mask", "time_ms",
         "TFLOP/s", "paged", "paged_e4m3", "paged_e5m2", "fp8mma", "err", "fp8q", "rag_fp8q");
-  // Paged prefill over the same shapes: a bf16 cache and an e4m3 one, page
-  // 16, NHD (vLLM's default page size and layout).
-  const PagedKVFormat pagedBF16{ScalarType::BF16, 16, KVLayout::NHD, false};
-  const PagedKVFormat pagedE4M3{ScalarType::F8E4M3, 16, KVLayout::NHD, false};
-  const PagedKVFormat pagedE5M2{ScalarType::F8E5M2, 16, KVLayout::NHD, false};
+  // Paged prefill over the same shapes: a bf16 cache and e4m3 / e5m2 ones,
+  // page 16, NHD by default (vLLM's default page size and layout).
+  const PagedKVFormat pagedBF16{ScalarType::BF16, benchPageSize, benchLayout, false};
+  const PagedKVFormat pagedE4M3{ScalarType::F8E4M3, benchPageSize, benchLayout, false};
+  const PagedKVFormat pagedE5M2{ScalarType::F8E5M2, benchPageSize, benchLayout, false};
   struct Row {
     PrefillResult ragged, paged, pagedFP8, pagedE5M2, fp8Compute, fp8Query, raggedFP8Query;
     double fp8ComputeError = 0;
@@ -1289,7 +1289,8 @@ int main(int argc, char **argv) {
         << "usage: attn-bench decode [--json] [--quick] [--schedule "
            "W,S,R,C,M]\n"
            "       attn-bench decode --only bf16|e4m3,KV_HEADS,BATCH,CONTEXT\n"
-           "         [--page N] [--hnd]   cache geometry (default: 16, NHD)\n"
+           "         [--page N] [--hnd]   cache geometry (default: 16, NHD;\n"
+           "         prefill's paged columns take them too)\n"
            "       attn-bench decode|prefill ... --sinks   every variant with\n"
            "         attention sinks\n"
            "       attn-bench prefill [--json] [--quick]\n"
