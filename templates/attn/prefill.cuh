@@ -13,9 +13,10 @@
 //
 // Keys and values come from contiguous ragged k / v (Config::kPaged false)
 // or from a paged cache through the request's page-table row (chunked
-// prefill, prefix caching). FP8 rows (ragged or cached) land raw in the ring and are
-// widened to the MMA type in one pass per tile; their dequantization scales
-// fold into the softmax scale (K) and the output normalization (V).
+// prefill, prefix caching). FP8 rows (ragged or cached) land raw in the
+// ring and are widened to the MMA type in one pass per tile; their
+// dequantization scales fold into the softmax scale (K) and the output
+// normalization (V).
 //
 // Operands: Q and K tiles are read with ldmatrix, V with ldmatrix.trans;
 // shared-memory rows are padded by 16 bytes so the 8 rows of every ldmatrix

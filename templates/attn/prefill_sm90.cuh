@@ -60,25 +60,26 @@
 // path"); the widening is the limiting stage.
 //
 // FP8 compute (Config::kFP8Compute, `fp8_compute`; FP8 caches or ragged
-// FP8 k/v at head dims 128 and 256): both MMAs in FP8. K lands by TMA swizzled for the
-// MMA (128 dims per 128-byte row); V lands raw and the three warps
-// transpose it into V^T (transposeFP8VTileSm90), FP8 wgmma reading B
-// K-major only. Each consumer quantizes its Q rows to e4m3 in place, one
-// scale per row, taken back in that row's score scale; P is 2^8 times its
-// value in e4m3, in V^T's key order (fp8VtSlot); O is accumulated in two
-// levels (a fresh fp32 accumulator per tile, in parts of kPVPartN head
-// dims, added to O). On the H200 0.63-0.81x the bf16 cache; the V
-// transposition is the limiting stage (docs/performance.md, "FP8
-// compute").
+// FP8 k/v at head dims 128 and 256): both MMAs in FP8. K lands by TMA
+// swizzled for the MMA (128 dims per 128-byte row); V lands raw and the
+// three warps transpose it into V^T (transposeFP8VTileSm90), FP8 wgmma
+// reading B K-major only. Each consumer quantizes its Q rows to e4m3 in
+// place, one scale per row, taken back in that row's score scale (or,
+// Config::kFP8Query, takes an e4m3 q the caller quantized with its scale
+// per q head); P is 2^8 times its value in e4m3, in V^T's key order
+// (fp8VtSlot); O is accumulated in two levels (a fresh fp32 accumulator
+// per tile, in parts of kPVPartN head dims, added to O). On the H200
+// 0.63-0.81x the bf16 cache (0.76-0.97x ragged bf16 over ragged e4m3
+// rows); the V transposition is the limiting stage (docs/performance.md,
+// "FP8 compute").
 //
-// Supported: 16-bit q, head dims 64, 128 and 256 (256: 64-key tiles,
-// O += P V as one N = 256 wgmma per 16 keys over the 4 column blocks of
-// V), every mask and score
-// modifier of the sm_80 template, LSE; contiguous (ragged) k/v of q's type
-// or FP8, or a paged cache of q's type or FP8 with pages of a multiple of 8
-// tokens, NHD or HND. FP8 k/v, ragged or paged, take the same two paths
-// (widened to f16, or FP8 compute); only their tiles' layout differs
-// (kvOffset, rawOffset).
+// Supported: 16-bit q (and e4m3 q with FP8 compute), head dims 64, 128 and
+// 256 (256: 64-key tiles, O += P V as one N = 256 wgmma per 16 keys over
+// the 4 column blocks of V), every mask and score modifier of the sm_80
+// template, LSE; contiguous (ragged) k/v of q's type or FP8, or a paged
+// cache of q's type or FP8 with pages of a multiple of 8 tokens, NHD or
+// HND. FP8 k/v, ragged or paged, take the same two paths (widened to f16,
+// or FP8 compute); only their tiles' layout differs (kvOffset, rawOffset).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_TEMPLATES_PREFILL_SM90_CUH
