@@ -27,6 +27,7 @@
 #include "compiler/Jit/Jit.h"
 #include "attn/runtime/support/Error.h"
 #include "attn/runtime/support/Nvrtc.h"
+#include "spec/KernelLimits.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -225,6 +226,8 @@ double measureReadBandwidth(Arch arch, CUstream stream) {
 struct DecodeConfig {
   int batch, context, numKVHeads;
   ScalarType kvType;
+  int numQHeads = 32;
+  int queryLen = 1; ///< 1, or 1 + draft tokens (speculative decoding)
 };
 
 struct DecodeResult {
@@ -232,6 +235,7 @@ struct DecodeResult {
   std::string kernel;
   double us, gbps, fractionOfRead;
   int chunkTokens;
+  double bytes = 0; ///< read and written per call: K, V, q and out
 };
 
 /// A schedule pinned with --schedule, instead of attn-select-schedule's.
@@ -251,6 +255,8 @@ AuxTable benchAux[kMaxAuxTables] = {};
 /// Cache geometry of every decode config (--page, --layout).
 int benchPageSize = 16;
 KVLayout benchLayout = KVLayout::NHD;
+/// Query tokens per request of every decode config (--query-len).
+int benchQueryLen = 1;
 
 DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
                          CUstream stream) {
@@ -258,9 +264,10 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   v.schedule = pinnedSchedule;
   v.qType = ScalarType::BF16;
   v.kvType = cfg.kvType;
-  v.numQHeads = 32;
+  v.numQHeads = cfg.numQHeads;
   v.numKVHeads = cfg.numKVHeads;
   v.headDim = 128;
+  v.queryLen = cfg.queryLen;
   v.pageSize = benchPageSize;
   v.layout = benchLayout;
   v.sinks = benchSinks;
@@ -295,7 +302,7 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   std::vector<float> scales = {0.01f};
   DeviceBuffer dScale = unwrap(DeviceBuffer::allocate(4));
   BENCH_CHECK(dScale.copyFromHost(scales.data(), 4));
-  const size_t qBytes = size_t(cfg.batch) * v.numQHeads * v.headDim * 2;
+  const size_t qBytes = size_t(cfg.batch) * cfg.queryLen * v.numQHeads * v.headDim * 2;
   DeviceBuffer q = unwrap(DeviceBuffer::allocate(qBytes));
   fillRandom(q, v.qType, arch, stream);
   DeviceBuffer out = unwrap(DeviceBuffer::allocate(qBytes));
@@ -310,7 +317,7 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
     DecodeArgs &a = args[c];
     a.q = q.ptr<void>();
     a.qType = v.qType;
-    a.numTokens = cfg.batch;
+    a.numTokens = int64_t(cfg.batch) * cfg.queryLen;
     a.numQHeads = v.numQHeads;
     a.headDim = v.headDim;
     a.out = out.ptr<void>();
@@ -351,7 +358,7 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   double bytes = double(cfg.batch) * cfg.context * v.numKVHeads * v.headDim * kvBytes * 2 +
                  2.0 * qBytes;
   DecodeResult r{cfg, kernel->spec().uri(), ms * 1e3, bytes / (ms * 1e-3) / 1e9, 0,
-                 plan.chunkTokens};
+                 plan.chunkTokens, bytes};
   r.fractionOfRead = bytes / (ms * 1e-3) / readBw;
   return r;
 }
@@ -368,8 +375,11 @@ int runDecode(bool json, bool quick) {
                                     : std::vector<int>{1024, 4096, 16384, 32768};
   if (onlyConfig)
     configs.push_back(*onlyConfig);
-  for (ScalarType kv : {ScalarType::BF16, ScalarType::F8E4M3})
-    for (int hkv : {32, 8, 4})
+  // Head ratios (q heads / KV heads): MHA, GQA 4 and 8 (Llama 3 8B), and
+  // 64/8 (Llama 3 70B).
+  const std::pair<int, int> ratios[] = {{32, 32}, {32, 8}, {32, 4}, {64, 8}};
+  for (ScalarType kv : {ScalarType::BF16, ScalarType::F8E4M3, ScalarType::F8E5M2})
+    for (auto [hq, hkv] : ratios)
       for (int b : batches)
         for (int ctx : contexts) {
           if (onlyConfig)
@@ -377,23 +387,24 @@ int runDecode(bool json, bool quick) {
           double gib = double(b) * ctx * hkv * 128 * sizeOf(kv) * 2 / (1 << 30);
           if (gib > 12)
             continue; // keep each config's cache within a few GiB
-          configs.push_back({b, ctx, hkv, kv});
+          configs.push_back({b, ctx, hkv, kv, hq, benchQueryLen});
         }
   std::vector<DecodeResult> results;
   if (!json)
     llvm::outs() << llvm::formatv(
         "read bandwidth (16-byte loads, 4 GiB): {0:F1} GB/s\n"
-        "q bf16, 32 q heads, head dim 128, page {9}, {10}\n\n"
+        "q bf16, head dim 128, page {9}, {10}, query_len {11}\n\n"
         "{1,-5} {2,-7} {3,-6} {4,-8} {5,10} {6,10} {7,8} {8,7}\n",
         readBw / 1e9, "kv", "heads", "batch", "context", "time_us", "GB/s",
-        "%read", "chunk", benchPageSize, toString(benchLayout));
+        "%read", "chunk", benchPageSize, toString(benchLayout), benchQueryLen);
   for (const DecodeConfig &cfg : configs) {
     DecodeResult r = benchDecode(cfg, readBw, arch, stream.get());
     results.push_back(r);
     if (!json)
       llvm::outs() << llvm::formatv(
           "{0,-5} {1,-7} {2,-6} {3,-8} {4,10:F1} {5,10:F1} {6,7:F1}% {7,7}\n",
-          toString(cfg.kvType), llvm::formatv("32/{0}", cfg.numKVHeads).str(),
+          toString(cfg.kvType),
+          llvm::formatv("{0}/{1}", cfg.numQHeads, cfg.numKVHeads).str(),
           cfg.batch, cfg.context, r.us, r.gbps, 100 * r.fractionOfRead,
           r.chunkTokens);
   }
@@ -403,12 +414,14 @@ int runDecode(bool json, bool quick) {
     for (size_t i = 0; i < results.size(); ++i) {
       const DecodeResult &r = results[i];
       llvm::outs() << llvm::formatv(
-          "  {{\"kv\": \"{0}\", \"q_heads\": 32, \"kv_heads\": {1}, \"batch\": "
-          "{2}, \"context\": {3}, \"time_us\": {4:F2}, \"gbps\": {5:F1}, "
-          "\"fraction_of_read\": {6:F4}, \"kernel\": \"{7}\"}{8}\n",
+          "  {{\"kv\": \"{0}\", \"q_heads\": {9}, \"kv_heads\": {1}, \"batch\": "
+          "{2}, \"context\": {3}, \"query_len\": {10}, \"page_size\": {11}, "
+          "\"layout\": \"{12}\", \"bytes\": {13:F0}, \"time_us\": {4:F2}, "
+          "\"gbps\": {5:F1}, \"fraction_of_read\": {6:F4}, \"kernel\": \"{7}\"}{8}\n",
           toString(r.config.kvType), r.config.numKVHeads, r.config.batch,
           r.config.context, r.us, r.gbps, r.fractionOfRead, r.kernel,
-          i + 1 < results.size() ? "," : "");
+          i + 1 < results.size() ? "," : "", r.config.numQHeads, r.config.queryLen,
+          benchPageSize, toString(benchLayout), r.bytes);
     }
     llvm::outs() << "]}\n";
   }
@@ -1288,9 +1301,11 @@ int main(int argc, char **argv) {
     llvm::outs()
         << "usage: attn-bench decode [--json] [--quick] [--schedule "
            "W,S,R,C,M]\n"
-           "       attn-bench decode --only bf16|e4m3,KV_HEADS,BATCH,CONTEXT\n"
+           "       attn-bench decode --only bf16|e4m3|e5m2,KV_HEADS,BATCH,CONTEXT\n"
            "         [--page N] [--hnd]   cache geometry (default: 16, NHD;\n"
            "         prefill's paged columns take them too)\n"
+           "         [--query-len N]   query tokens per request (speculative\n"
+           "         decoding; default 1)\n"
            "       attn-bench decode|prefill ... --sinks   every variant with\n"
            "         attention sinks\n"
            "       attn-bench prefill [--json] [--quick]\n"
@@ -1328,11 +1343,11 @@ int main(int argc, char **argv) {
     if (only + 1 == args.end() ||
         std::sscanf((only + 1)->c_str(), "%7[^,],%d,%d,%d", kv, &c.numKVHeads,
                     &c.batch, &c.context) != 4 ||
-        (std::string(kv) != "bf16" && std::string(kv) != "e4m3")) {
-      llvm::errs() << "attn-bench: --only takes bf16|e4m3,kv_heads,batch,context\n";
+        !parseScalarType(kv) || sizeOf(*parseScalarType(kv)) == 4) {
+      llvm::errs() << "attn-bench: --only takes bf16|f16|e4m3|e5m2,kv_heads,batch,context\n";
       return 1;
     }
-    c.kvType = std::string(kv) == "bf16" ? ScalarType::BF16 : ScalarType::F8E4M3;
+    c.kvType = *parseScalarType(kv);
     onlyConfig = c;
   }
   auto page = std::find(args.begin(), args.end(), "--page");
@@ -1343,6 +1358,16 @@ int main(int argc, char **argv) {
   }
   if (has("--hnd"))
     benchLayout = KVLayout::HND;
+  auto queryLen = std::find(args.begin(), args.end(), "--query-len");
+  if (queryLen != args.end() &&
+      (queryLen + 1 == args.end() ||
+       std::sscanf((queryLen + 1)->c_str(), "%d", &benchQueryLen) != 1 ||
+       benchQueryLen < 1 || benchQueryLen > int(kMaxDecodeQueryLen))) {
+    llvm::errs() << "attn-bench: --query-len takes 1 to " << kMaxDecodeQueryLen << "\n";
+    return 1;
+  }
+  if (onlyConfig)
+    onlyConfig->queryLen = benchQueryLen;
   benchSinks = has("--sinks");
   if (args[0] == "decode")
     return runDecode(has("--json"), has("--quick"));
