@@ -739,28 +739,24 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
           loadQ();
         loadRaw(&sp.vMap, 2 * (base + t) + 1);
       } else {
-        mbarWait(kEmptyBar(s), parity);
-        if (load) {
-          mbarArriveExpectTx(kFullBar(s), Tr::kKVTileBytes);
-          loadTile(&sp.kMap, kSmem + s * Tr::kKVTileBytes, kFullBar(s), token,
-                   pages, offsets);
-        } else {
-          mbarArrive(kFullBar(s));
-        }
+        // A K or V tile of `map` straight into stage s of its ring.
+        auto loadStage = [&](const TmaDescriptor *map, uint32_t ring, uint32_t full,
+                             uint32_t empty) {
+          mbarWait(empty, parity);
+          if (load) {
+            mbarArriveExpectTx(full, Tr::kKVTileBytes);
+            loadTile(map, ring + s * Tr::kKVTileBytes, full, token, pages, offsets);
+          } else {
+            mbarArrive(full);
+          }
+        };
+        loadStage(&sp.kMap, kSmem, kFullBar(s), kEmptyBar(s));
         if (t == 0)
           loadQ();
-        if constexpr (Tr::kFP8Compute) {
+        if constexpr (Tr::kFP8Compute)
           loadRaw(&sp.vMap, base + t);
-        } else {
-          mbarWait(vEmptyBar(s), parity);
-          if (load) {
-            mbarArriveExpectTx(vFullBar(s), Tr::kKVTileBytes);
-            loadTile(&sp.vMap, vSmem + s * Tr::kKVTileBytes, vFullBar(s), token,
-                     pages, offsets);
-          } else {
-            mbarArrive(vFullBar(s));
-          }
-        }
+        else
+          loadStage(&sp.vMap, vSmem, vFullBar(s), vEmptyBar(s));
       }
     }
     base += numTiles;
