@@ -94,6 +94,8 @@ DecodeKernel::create(const KernelSpec &spec, const DecodeVariant &variant,
   // The planner sizes waves by how many CTAs really share an SM.
   CUfunction function;
   ATTN_CU_CHECK(cuKernelGetFunction(&function, *entry));
+  ATTN_CU_CHECK(cuCtxGetCurrent(&kernel.decodeContext));
+  kernel.decodeFunction = function;
   ATTN_CU_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(
       &kernel.residentCTAs, function, spec.schedule.warps * 32, *smem));
   if (kernel.residentCTAs < 1)
@@ -257,7 +259,11 @@ llvm::Error DecodeKernel::run(const DecodePlan &plan, const DecodeArgs &a,
 
   if (plan.gridX > 0) {
     void *args[] = {&p};
-    ATTN_CU_CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(decodeEntry),
+    CUfunction function = reinterpret_cast<CUfunction>(decodeEntry);
+    CUcontext current = nullptr;
+    if (cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == decodeContext)
+      function = decodeFunction;
+    ATTN_CU_CHECK(cuLaunchKernel(function,
                                  plan.gridX, s.numKVHeads, rowBlocks(s),
                                  s.schedule.warps * 32, 1, 1, smemBytes, stream,
                                  args, nullptr));

@@ -189,6 +189,19 @@ __device__ __forceinline__ void cpAsync(void *smem, const void *gmem,
                  "l"(gmem), "n"(kBytes), "r"(srcBytes));
 }
 
+/// \brief cpAsync<16> for rows read once from DRAM (decode's K/V pages):
+/// the L2 fetches the whole 128-byte line at the first 16-byte request
+/// (.L2::128B). On an H200 +1.3-1.6 points of read bandwidth for decode;
+/// a 256-byte prefetch lost 6-12 points on FP8 NHD caches, whose rows of
+/// one head are 128 bytes (docs/performance.md, "Decode against the read
+/// roof").
+__device__ __forceinline__ void cpAsyncStream16(void *smem, const void *gmem,
+                                                bool valid) {
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(
+                   smemAddr(smem)),
+               "l"(gmem), "r"(valid ? 16 : 0));
+}
+
 __device__ __forceinline__ void cpAsyncCommit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }

@@ -128,9 +128,14 @@ template <class Config> struct KVTileLoader {
         if (!valid)
           src = 0; // zero-fill: nothing is read
         char *dst = stage + dstOffset[u];
-        cpAsync<Tr::kCopyBytes>(dst, kBase + src, valid);
-        cpAsync<Tr::kCopyBytes>(dst + Tr::kTileTokens * Tr::kRowStride, vBase + src,
-                                valid);
+        char *vDst = dst + Tr::kTileTokens * Tr::kRowStride;
+        if constexpr (Tr::kCopyBytes == 16) {
+          cpAsyncStream16(dst, kBase + src, valid);
+          cpAsyncStream16(vDst, vBase + src, valid);
+        } else {
+          cpAsync<Tr::kCopyBytes>(dst, kBase + src, valid);
+          cpAsync<Tr::kCopyBytes>(vDst, vBase + src, valid);
+        }
       }
     }
   }
@@ -240,25 +245,38 @@ __device__ __forceinline__ void mergePartials(const DecodeParams &p,
   if (!isLast)
     return;
   __threadfence();
+  // Each (row, 8 dims) is merged by `lanes` neighbouring threads, a power
+  // of two up to a warp, as many as the CTA holds and the partials need:
+  // each reads every lanes-th partial, kBatch at a time, so a request split
+  // 64 ways is read in one round rather than 8, and the lanes combine their
+  // states by shuffles.
   constexpr int kSegments = Tr::kHeadDim / 8;
-  for (int i = threadIdx.x; i < Tr::kTileRows * kSegments; i += blockDim.x) {
-    int gr = rowBase + i / kSegments, d0 = (i % kSegments) * 8;
-    if (gr >= Tr::kRows)
-      continue;
+  const int units = min(Tr::kTileRows, Tr::kRows - rowBase) * kSegments;
+  constexpr int kBatch = 8; // partials a thread reads at once
+  int lanes = 1;
+  while (lanes < 32 && units * lanes * 2 <= int(blockDim.x) &&
+         lanes * kBatch < work.numPartials)
+    lanes *= 2;
+  // Whole warps run each round (the shuffles need every lane).
+  for (int i0 = 0; i0 < units * lanes; i0 += blockDim.x) {
+    const int i = i0 + threadIdx.x;
+    const bool active = i < units * lanes;
+    const int unit = active ? i / lanes : 0, sub = i % lanes;
+    int gr = rowBase + unit / kSegments, d0 = (unit % kSegments) * 8;
     int qi = gr / Config::kGroupSize;
     int qh = head * Config::kGroupSize + gr % Config::kGroupSize;
     int prow = qi * Config::kNumQHeads + qh;
     // Other CTAs wrote these: read through L2 (__ldcg), never a stale L1.
     // Partials are read kBatch at a time with no branch between the loads,
     // so their latencies overlap; a running max keeps it one pass.
-    constexpr int kBatch = 8;
+    const int count = active ? work.numPartials : 0;
     float base = negInf(), sum = 0.f, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int k0 = 0; k0 < work.numPartials; k0 += kBatch) {
+    for (int k0 = sub; k0 < count; k0 += kBatch * lanes) {
       float lse[kBatch];
       float4 lo[kBatch], hi[kBatch];
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
-        int k = min(k0 + j, work.numPartials - 1); // in bounds; masked below
+        int k = min(k0 + j * lanes, count - 1); // in bounds; masked below
         int64_t slot = int64_t(work.firstPartial + k) * kPartialRows + prow;
         const float4 *src =
             reinterpret_cast<const float4 *>(p.partialOut + slot * Tr::kHeadDim + d0);
@@ -269,7 +287,7 @@ __device__ __forceinline__ void mergePartials(const DecodeParams &p,
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         // Past the end, and chunks that saw no visible key, weigh nothing.
-        float l = k0 + j < work.numPartials ? lse[j] : negInf();
+        float l = k0 + j * lanes < count ? lse[j] : negInf();
         float mNew = fmaxf(base, l);
         bool none = mNew == negInf();
         float rescale = none ? 1.f : __expf(base - mNew);
@@ -286,6 +304,23 @@ __device__ __forceinline__ void mergePartials(const DecodeParams &p,
         acc[7] = acc[7] * rescale + w * hi[j].w;
       }
     }
+    // Combine the lanes' states (base, sum, acc) pairwise.
+    for (int offset = lanes / 2; offset > 0; offset /= 2) {
+      float otherBase = __shfl_xor_sync(0xffffffffu, base, offset);
+      float otherSum = __shfl_xor_sync(0xffffffffu, sum, offset);
+      float mNew = fmaxf(base, otherBase);
+      bool none = mNew == negInf();
+      float mine = none ? 0.f : __expf(base - mNew);
+      float theirs = none ? 0.f : __expf(otherBase - mNew);
+      base = mNew;
+      sum = sum * mine + otherSum * theirs;
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        acc[e] = acc[e] * mine +
+                 __shfl_xor_sync(0xffffffffu, acc[e], offset) * theirs;
+    }
+    if (!active || sub != 0)
+      continue;
     float numer = Variant<Config>::template finishRow<false>(
         Variant<Config>::row(p, batchIndex(p, work), qh), base, sum);
     float inv = sum > 0.f ? numer / sum : 0.f;
@@ -368,27 +403,38 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   auto tileStart = [&](int i) {
     return work.kvBegin + (warp + i * kWarps) * Tr::kTileTokens;
   };
-  // Page lookups. With pages of 16 or more tokens a tile lies in one page:
-  // lane j holds the page of this warp's tile base + j, and the next 32
-  // tiles' pages are loaded 32 tiles ahead, so no tile waits on the block
-  // table. With smaller pages, lane t < 16 looks up token t's page per tile.
+  // Page lookups, loaded a window ahead so that no tile waits on the block
+  // table. With pages of 16 or more tokens a tile lies in one page: lane j
+  // holds the page of this warp's tile base + j, 32 tiles per window. Pages
+  // of 1, 2, 4 or 8 tokens give a tile kEntries = 16 / P pages: lane j holds
+  // entry j % kEntries of tile base + j / kEntries. Other page sizes look
+  // each tile's pages up as it is loaded (lane t < 16: token t's page).
   constexpr bool kOnePage = Config::kPageSize % Tr::kTileTokens == 0;
+  constexpr bool kWindowed = kOnePage || Tr::kTileTokens % Config::kPageSize == 0;
+  constexpr int kEntries = kOnePage ? 1 : Tr::kTileTokens / Config::kPageSize;
+  constexpr int kWindowTiles = kWindowed ? 32 / kEntries : 1;
   auto lookUp = [&](int i, int token) {
     int pos = tileStart(i) + token;
     return i < myTiles && pos < work.kvEnd ? pageTable[pos / Config::kPageSize] : 0;
   };
+  auto lookUpWindow = [&](int base) {
+    return kWindowed ? lookUp(base + lane / kEntries,
+                              (lane % kEntries) * Config::kPageSize)
+                     : 0;
+  };
   int windowBase = 0;
-  int window = kOnePage ? lookUp(lane, 0) : 0;
-  int nextWindow = kOnePage ? lookUp(32 + lane, 0) : 0;
+  int window = lookUpWindow(0);
+  int nextWindow = lookUpWindow(kWindowTiles);
   // Called with nondecreasing i.
   auto pageOf = [&](int i) {
-    if constexpr (kOnePage) {
-      if (i >= windowBase + 32) {
-        windowBase += 32;
+    if constexpr (kWindowed) {
+      if (i >= windowBase + kWindowTiles) {
+        windowBase += kWindowTiles;
         window = nextWindow;
-        nextWindow = lookUp(windowBase + 32 + lane, 0);
+        nextWindow = lookUpWindow(windowBase + kWindowTiles);
       }
-      return __shfl_sync(0xffffffffu, window, i - windowBase);
+      int entry = kOnePage ? 0 : (lane & 15) / Config::kPageSize;
+      return __shfl_sync(0xffffffffu, window, (i - windowBase) * kEntries + entry);
     } else {
       return lookUp(i, lane & 15);
     }

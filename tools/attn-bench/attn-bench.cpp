@@ -258,6 +258,39 @@ KVLayout benchLayout = KVLayout::NHD;
 /// Query tokens per request of every decode config (--query-len).
 int benchQueryLen = 1;
 
+/// Preprocessor definitions given with --define (template experiments,
+/// e.g. ATTN_SM90_ABLATE=1); compiled by a JIT of their own, disk cache off.
+std::vector<std::string> benchDefines;
+/// --ragged-only: skip the paged columns of `prefill`.
+bool raggedOnly = false;
+/// --no-e4m3: skip the FP8 paged columns of `prefill` (reported as 0).
+bool noE4M3 = false;
+/// --identity-pages: paged prefill and decode over page tables in page
+/// order (each request's pages consecutive) instead of shuffled: page
+/// locality alone.
+bool identityPages = false;
+/// attn-bench prefill --head-dim N: only the shapes of head dim N.
+int onlyHeadDim = 0;
+
+/// The JIT decode and prefill kernels come from: the global one, or one whose NVRTC
+/// options carry --define's definitions (they are part of the cache key).
+Jit &benchJit() {
+  if (benchDefines.empty())
+    return Jit::global();
+  static KernelCache *cache = [] {
+    KernelCache::Options options;
+    options.useDisk = false;
+    options.nvrtc.defines = benchDefines;
+    return new KernelCache(std::move(options));
+  }();
+  static Jit *jit = [] {
+    Jit::Options options;
+    options.cache = cache;
+    return new Jit(options);
+  }();
+  return *jit;
+}
+
 DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
                          CUstream stream) {
   DecodeVariant v;
@@ -273,7 +306,7 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   v.sinks = benchSinks;
   if (editKnobs)
     editKnobs(v);
-  auto kernel = unwrap(Jit::global().decode(v));
+  auto kernel = unwrap(benchJit().decode(v));
 
   const int pagesPerSeq = (cfg.context + v.pageSize - 1) / v.pageSize;
   const int64_t pageElems = int64_t(v.pageSize) * v.numKVHeads * v.headDim;
@@ -291,7 +324,8 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   std::vector<int32_t> tables(size_t(copies) * cfg.batch * pagesPerSeq);
   std::vector<int> perm(totalPages);
   std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(1));
+  if (!identityPages)
+    std::shuffle(perm.begin(), perm.end(), std::mt19937(1));
   for (size_t i = 0; i < tables.size(); ++i)
     tables[i] = perm[i];
   DeviceBuffer dTables = unwrap(DeviceBuffer::allocate(tables.size() * 4));
@@ -477,38 +511,6 @@ double prefillFlops(const PrefillConfig &cfg) {
 
 /// A prefill schedule pinned with --prefill-schedule.
 std::optional<PrefillSchedule> pinnedPrefillSchedule;
-/// Preprocessor definitions given with --define (template experiments,
-/// e.g. ATTN_SM90_ABLATE=1); compiled by a JIT of their own, disk cache off.
-std::vector<std::string> benchDefines;
-/// --ragged-only: skip the paged columns of `prefill`.
-bool raggedOnly = false;
-/// --no-e4m3: skip the FP8 paged columns of `prefill` (reported as 0).
-bool noE4M3 = false;
-/// --identity-pages: paged prefill over page tables in page order (each
-/// request's pages consecutive) instead of shuffled: page locality alone.
-bool identityPages = false;
-/// attn-bench prefill --head-dim N: only the shapes of head dim N.
-int onlyHeadDim = 0;
-
-/// The JIT prefill kernels come from: the global one, or one whose NVRTC
-/// options carry --define's definitions (they are part of the cache key).
-Jit &benchJit() {
-  if (benchDefines.empty())
-    return Jit::global();
-  static KernelCache *cache = [] {
-    KernelCache::Options options;
-    options.useDisk = false;
-    options.nvrtc.defines = benchDefines;
-    return new KernelCache(std::move(options));
-  }();
-  static Jit *jit = [] {
-    Jit::Options options;
-    options.cache = cache;
-    return new Jit(options);
-  }();
-  return *jit;
-}
-
 /// What one prefill measurement reads and computes in (benchPrefill).
 struct PrefillInputs {
   /// Keys and values from a paged cache holding every request's tokens on
@@ -1221,7 +1223,7 @@ int runJit(bool json) {
   llvm::sys::fs::remove_directories(dir);
 
   // In memory: the JIT's variant map (GPU) or the cache's memory layer.
-  double memoryS = 0, runS = -1;
+  double memoryS = 0, runS = -1, launchS = -1, launchFnS = -1, planS = -1;
   const int n = 10000;
   if (haveGpu()) {
     Jit &jit = Jit::global();
@@ -1266,6 +1268,39 @@ int runJit(bool json) {
       BENCH_CHECK(kernel->run(plan, a, stream.get()));
     runS = seconds(Clock::now() - t0) / runs;
     BENCH_CHECK(sync());
+
+    // The driver's share: cuLaunchKernel of an empty kernel (the bench's
+    // fill over no words), the floor under any run(), through the
+    // context-independent CUkernel and through the context's CUfunction.
+    CUkernel empty = benchKernels(arch).fill;
+    unsigned long long none = 0;
+    unsigned keep = 0, set = 0;
+    CUdeviceptr nowhere = 0;
+    void *emptyArgs[] = {&nowhere, &none, &keep, &set};
+    t0 = Clock::now();
+    for (int i = 0; i < runs; ++i)
+      BENCH_CHECK(checkCu(cuLaunchKernel(reinterpret_cast<CUfunction>(empty), 1, 1,
+                                         1, 32, 1, 1, 0, stream.get(), emptyArgs,
+                                         nullptr),
+                          "cuLaunchKernel(empty)"));
+    launchS = seconds(Clock::now() - t0) / runs;
+    BENCH_CHECK(sync());
+    CUfunction emptyFn;
+    BENCH_CHECK(checkCu(cuKernelGetFunction(&emptyFn, empty), "cuKernelGetFunction"));
+    t0 = Clock::now();
+    for (int i = 0; i < runs; ++i)
+      BENCH_CHECK(checkCu(cuLaunchKernel(emptyFn, 1, 1, 1, 32, 1, 1, 0, stream.get(),
+                                         emptyArgs, nullptr),
+                          "cuLaunchKernel(empty)"));
+    launchFnS = seconds(Clock::now() - t0) / runs;
+    BENCH_CHECK(sync());
+
+    // plan(): host time of a 64-request plan (partition and upload).
+    t0 = Clock::now();
+    for (int i = 0; i < runs; ++i)
+      plan = unwrap(kernel->plan(lens, ws, stream.get()));
+    planS = seconds(Clock::now() - t0) / runs;
+    BENCH_CHECK(sync());
   } else {
     t0 = Clock::now();
     for (int i = 0; i < n; ++i)
@@ -1275,17 +1310,25 @@ int runJit(bool json) {
   if (json) {
     llvm::outs() << llvm::formatv(
         "{{\"cold_compile_s\": {0:F3}, \"disk_hit_ms\": {1:F3}, "
-        "\"memory_hit_us\": {2:F3}, \"run_host_us\": {3:F3}}\n",
-        coldS, diskS * 1e3, memoryS * 1e6, runS * 1e6);
+        "\"memory_hit_us\": {2:F3}, \"run_host_us\": {3:F3}, "
+        "\"empty_launch_us\": {4:F3}, \"empty_launch_function_us\": {5:F3}, "
+        "\"plan_host_us\": {6:F3}}\n",
+        coldS, diskS * 1e3, memoryS * 1e6, runS * 1e6, launchS * 1e6,
+        launchFnS * 1e6, planS * 1e6);
   } else {
     llvm::outs() << llvm::formatv("cold NVRTC compile ({0}):  {1:F3} s\n",
                                   compiled.spec.uri(), coldS);
     llvm::outs() << llvm::formatv("disk cache hit:            {0:F3} ms\n", diskS * 1e3);
     llvm::outs() << llvm::formatv("in-memory hit:             {0:F3} us\n", memoryS * 1e6);
-    if (runS >= 0)
+    if (runS >= 0) {
       llvm::outs() << llvm::formatv("run() host overhead:       {0:F3} us\n", runS * 1e6);
-    else
+      llvm::outs() << llvm::formatv(
+          "empty cuLaunchKernel:      {0:F3} us (CUkernel), {1:F3} us (CUfunction)\n",
+          launchS * 1e6, launchFnS * 1e6);
+      llvm::outs() << llvm::formatv("plan() of 64 requests:     {0:F3} us\n", planS * 1e6);
+    } else {
       llvm::outs() << "run() host overhead:       not measured (no GPU)\n";
+    }
   }
   return 0;
 }
@@ -1302,16 +1345,18 @@ int main(int argc, char **argv) {
         << "usage: attn-bench decode [--json] [--quick] [--schedule "
            "W,S,R,C,M]\n"
            "       attn-bench decode --only bf16|e4m3|e5m2,KV_HEADS,BATCH,CONTEXT\n"
-           "         [--page N] [--hnd]   cache geometry (default: 16, NHD;\n"
-           "         prefill's paged columns take them too)\n"
+           "         [--page N] [--hnd] [--identity-pages]   cache geometry\n"
+           "         (default: 16, NHD, shuffled pages; prefill's paged columns\n"
+           "         take them too)\n"
            "         [--query-len N]   query tokens per request (speculative\n"
            "         decoding; default 1)\n"
            "       attn-bench decode|prefill ... --sinks   every variant with\n"
            "         attention sinks\n"
            "       attn-bench prefill [--json] [--quick]\n"
            "         [--prefill-schedule W,M,N,S[,sync|wgmma[,pack_gqa]]]\n"
-           "         [--ragged-only] [--no-e4m3] [--identity-pages] [--head-dim N]\n"
-           "         [--define NAME[=VALUE]]...   template experiments\n"
+           "         [--ragged-only] [--no-e4m3] [--head-dim N]\n"
+           "       attn-bench decode|prefill ... [--define NAME[=VALUE]]...\n"
+           "         template experiments\n"
            "       attn-bench jit [--json]\n"
            "       attn-bench modifiers [--json]   score_mod / mask_mod regions\n"
            "         against the built-in knobs and plain causal attention\n"
@@ -1369,6 +1414,10 @@ int main(int argc, char **argv) {
   if (onlyConfig)
     onlyConfig->queryLen = benchQueryLen;
   benchSinks = has("--sinks");
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--define")
+      benchDefines.push_back(args[i + 1]);
+  identityPages = has("--identity-pages");
   if (args[0] == "decode")
     return runDecode(has("--json"), has("--quick"));
   auto prefillSchedule = std::find(args.begin(), args.end(), "--prefill-schedule");
@@ -1392,12 +1441,8 @@ int main(int argc, char **argv) {
     s.packGqa = pack == "pack_gqa";
     pinnedPrefillSchedule = s;
   }
-  for (size_t i = 0; i + 1 < args.size(); ++i)
-    if (args[i] == "--define")
-      benchDefines.push_back(args[i + 1]);
   raggedOnly = has("--ragged-only");
   noE4M3 = has("--no-e4m3");
-  identityPages = has("--identity-pages");
   auto headDim = std::find(args.begin(), args.end(), "--head-dim");
   if (headDim != args.end() &&
       (headDim + 1 == args.end() ||

@@ -163,6 +163,11 @@ private:
   DecodeVariant decodeVariant;
   std::shared_ptr<CudaLibrary> library;
   CUkernel decodeEntry = nullptr;
+  /// decodeEntry in the context current at create(): launched through it
+  /// while that context is current (about 1 us less host time per launch
+  /// than the context-independent CUkernel; attn-bench jit).
+  CUcontext decodeContext = nullptr;
+  CUfunction decodeFunction = nullptr;
   int smemBytes = 0;
   int smCount = 0;
   int residentCTAs = 1;
