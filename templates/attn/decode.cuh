@@ -403,38 +403,27 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   auto tileStart = [&](int i) {
     return work.kvBegin + (warp + i * kWarps) * Tr::kTileTokens;
   };
-  // Page lookups, loaded a window ahead so that no tile waits on the block
-  // table. With pages of 16 or more tokens a tile lies in one page: lane j
-  // holds the page of this warp's tile base + j, 32 tiles per window. Pages
-  // of 1, 2, 4 or 8 tokens give a tile kEntries = 16 / P pages: lane j holds
-  // entry j % kEntries of tile base + j / kEntries. Other page sizes look
-  // each tile's pages up as it is loaded (lane t < 16: token t's page).
+  // Page lookups. With pages of 16 or more tokens a tile lies in one page:
+  // lane j holds the page of this warp's tile base + j, and the next 32
+  // tiles' pages are loaded 32 tiles ahead, so no tile waits on the block
+  // table. With smaller pages, lane t < 16 looks up token t's page per tile.
   constexpr bool kOnePage = Config::kPageSize % Tr::kTileTokens == 0;
-  constexpr bool kWindowed = kOnePage || Tr::kTileTokens % Config::kPageSize == 0;
-  constexpr int kEntries = kOnePage ? 1 : Tr::kTileTokens / Config::kPageSize;
-  constexpr int kWindowTiles = kWindowed ? 32 / kEntries : 1;
   auto lookUp = [&](int i, int token) {
     int pos = tileStart(i) + token;
     return i < myTiles && pos < work.kvEnd ? pageTable[pos / Config::kPageSize] : 0;
   };
-  auto lookUpWindow = [&](int base) {
-    return kWindowed ? lookUp(base + lane / kEntries,
-                              (lane % kEntries) * Config::kPageSize)
-                     : 0;
-  };
   int windowBase = 0;
-  int window = lookUpWindow(0);
-  int nextWindow = lookUpWindow(kWindowTiles);
+  int window = kOnePage ? lookUp(lane, 0) : 0;
+  int nextWindow = kOnePage ? lookUp(32 + lane, 0) : 0;
   // Called with nondecreasing i.
   auto pageOf = [&](int i) {
-    if constexpr (kWindowed) {
-      if (i >= windowBase + kWindowTiles) {
-        windowBase += kWindowTiles;
+    if constexpr (kOnePage) {
+      if (i >= windowBase + 32) {
+        windowBase += 32;
         window = nextWindow;
-        nextWindow = lookUpWindow(windowBase + kWindowTiles);
+        nextWindow = lookUp(windowBase + 32 + lane, 0);
       }
-      int entry = kOnePage ? 0 : (lane & 15) / Config::kPageSize;
-      return __shfl_sync(0xffffffffu, window, (i - windowBase) * kEntries + entry);
+      return __shfl_sync(0xffffffffu, window, i - windowBase);
     } else {
       return lookUp(i, lane & 15);
     }

@@ -55,9 +55,8 @@ std::vector<DecodeCase> cases() {
     add("f16_gqa8_d64_p1_hnd", v, {100, 1000});
   }
   add("bf16_mqa32_d128_p32", base(S::BF16, S::BF16, 32, 1, 128, 32), {700, 5});
-  // Page lookups a window ahead: pages of 2 tokens (4 tiles a window, many
-  // windows per warp, a split request), and 24 tokens (no window: a tile
-  // may straddle pages of a size that does not divide 16).
+  // Pages smaller than a 16-token tile: 2 tokens (8 pages a tile, a split
+  // request), and 24 tokens (a tile may straddle two pages).
   add("e4m3_bf16_gqa4_d128_p2", base(S::BF16, S::F8E4M3, 32, 8, 128, 2),
       {6000, 31}, 0.05);
   add("bf16_gqa4_d128_p24", base(S::BF16, S::BF16, 32, 8, 128, 24), {1, 50, 777});
