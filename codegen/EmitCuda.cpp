@@ -112,14 +112,18 @@ std::string emitCuda(const KernelSpec &spec) {
         "extern \"C\" __device__ const int {}_smem_bytes =\n"
         "    attn::{}<Config>::kSmemBytes;\n\n",
         kernelSymbol(spec), tmpl.traits);
-  // Kernels with a schedule hold one CTA per SM's worth of registers.
-  bool scheduled = tmpl.threads == 0;
+  // Kernels with a schedule: decode asks for its schedule's CTAs per SM,
+  // which bounds the registers of a thread; prefill holds one CTA per SM's
+  // worth of registers.
+  std::string minBlocks;
+  if (tmpl.threads == 0)
+    minBlocks = fmt::format(", {}", spec.isPrefill() ? 1 : spec.schedule.ctasPerSM);
   source += fmt::format(
       "extern \"C\" __global__ void __launch_bounds__({}{})\n"
       "{}(const __grid_constant__ attn::{} params) {{\n"
       "  attn::{}{}(params);\n"
       "}}\n",
-      threadsPerBlock(spec), scheduled ? ", 1" : "", kernelSymbol(spec),
+      threadsPerBlock(spec), minBlocks, kernelSymbol(spec),
       tmpl.params, tmpl.entry, tmpl.configured ? "<Config>" : "");
   return source;
 }

@@ -188,7 +188,10 @@ std::string checkDecodeSchedule(const DecodeSchedule &s) {
       checkRange("decode_schedule min_chunk_tokens", s.minChunkTokens, 1,
                  kMaxMinChunkTokens, "tokens"),
       checkRange("decode_schedule ctas_per_sm", s.ctasPerSM, 1, kMaxCtasPerSM,
-                 "resident CTAs per SM"));
+                 "resident CTAs per SM"),
+      checkRange("decode_schedule ctas_per_sm", s.ctasPerSM, 1,
+                 kMaxThreadsPerSM / (32 * std::clamp(s.warps, 1, kMaxWarps)),
+                 "CTAs of `warps` warps an SM runs at once: 2048 threads"));
 }
 
 std::string checkPrefillSchedule(const PrefillSchedule &s) {

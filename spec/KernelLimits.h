@@ -68,9 +68,11 @@ constexpr int kMaxStages = 16;
 constexpr int kMaxDecodeAccumulators = 128;
 constexpr int kMaxRowTiles = 2 * kMaxDecodeAccumulators / int(kMinHeadDim);
 /// Decode split-KV chunk floor, in tokens, and the planner's CTAs per SM
-/// (no SM holds more than 32 CTAs).
+/// (no SM holds more than 32 CTAs, nor more than 2048 threads: the decode
+/// entry's __launch_bounds__ asks for ctas_per_sm CTAs of its warps).
 constexpr int kMaxMinChunkTokens = 1 << 24;
 constexpr int kMaxCtasPerSM = 32;
+constexpr int kMaxThreadsPerSM = 2048;
 /// mma.sync prefill: keys per tile, and the fp32 O and S accumulators of a
 /// warp's 16 or 32 rows, rows / 16 * (head_dim + block_n) / 2 registers per
 /// thread, at most 192 of the 255 (the rest hold fragments and addresses).

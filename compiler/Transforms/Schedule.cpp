@@ -55,11 +55,21 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
   // How many such CTAs share an SM by shared memory, 1 KiB of each reserved
   // by the system (the runtime measures the real occupancy; this records
   // the intent in the IR).
-  schedule.ctasPerSM = int(std::clamp<int64_t>(
+  int64_t smemCtas =
       (sharedMemoryPerSM(spec.arch) - 1024) /
-          (::attn::decodeSmemBytes(headDim, kvBytes, schedule.rowTiles,
-                                   schedule.warps, 2) + 1024),
-      1, ::attn::kMaxCtasPerSM));
+      (::attn::decodeSmemBytes(headDim, kvBytes, schedule.rowTiles,
+                               schedule.warps, 2) + 1024);
+  // And by registers: the entry's __launch_bounds__ asks for ctasPerSM CTAs
+  // (codegen/EmitCuda.cpp), which caps a thread at 64K / (ctasPerSM x
+  // threads). Up to one row tile at head dim 128 (O accumulators of 64
+  // registers) the loop fits 128 registers; left unbounded it took 126-140,
+  // and above 128 two 8-warp CTAs no longer share an SM (FP8 caches with
+  // pages under 16 tokens lost 3-5 points of read bandwidth to that on an
+  // H200). Larger accumulators keep one CTA's worth of registers.
+  int64_t registerCtas =
+      schedule.rowTiles * headDim <= 128 ? 65536 / (schedule.warps * 32 * 128) : 1;
+  schedule.ctasPerSM = int(std::clamp<int64_t>(std::min(smemCtas, registerCtas), 1,
+                                               ::attn::kMaxCtasPerSM));
 
   // Split-KV: a request is split only into chunks of at least 256 tokens
   // (shorter chunks cost more in the merge than they gain); the planner

@@ -8,7 +8,9 @@
 //   row_tiles = min(ceil(group * query_len / 16), head_dim <= 128 ? 2 : 1)
 //   warps = 8 and stages = 2 when such a CTA (templates/attn/decode_layout.h)
 //           fits an SM's shared memory (228/164/100 KiB), else warps = 4
-//   ctas_per_sm = how many of those CTAs the SM's shared memory holds
+//   ctas_per_sm = how many of those CTAs the SM's shared memory holds, at
+//           most 64K registers / (threads x 128) up to one row tile at head
+//           dim 128 (2 for 8 warps), else 1
 // and choosePrefillSchedule: on sm_90a, ragged attn.prefill at head dim 64,
 // 128 or 256, and attn.paged_prefill there over a cache of q's type with
 // pages of a multiple of 16 tokens, take the wgmma template (mma = wgmma:
@@ -130,8 +132,8 @@ func.func @query_len4_gqa8(%q: tensor<?x64x128xbf16>,
 func.func @gqa4_bf16_d64(%q: tensor<?x32x64xbf16>,
     %c: !attn.paged_kv<8x64xbf16, page_size = 16, layout = nhd>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x64xbf16> {
-  // Head dim 64: a stage is 16 KiB, Q 2 KiB: 108K / 16K = 6; 78K / 16K = 4; 46K / 16K = 2.
-  // SM90: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 3>
+  // Head dim 64: shared memory holds 3 CTAs on sm_90a; registers 2.
+  // SM90: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
   // SM80: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
   // SM89: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 1>
   %o = attn.decode %q, %c, %bt, %lens
@@ -146,9 +148,9 @@ func.func @gqa4_bf16_d64(%q: tensor<?x32x64xbf16>,
 func.func @fp8_d64_deepest(%q: tensor<?x8x64xf16>,
     %c: !attn.paged_kv<8x64xf8E5M2, page_size = 32, layout = hnd>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %s: tensor<1xf32>) -> tensor<?x8x64xf16> {
-  // 8 KiB stages: 13 fit on sm_90a and 9 on sm_80, capped at 8; (48K - 2K) / 8K = 5.
-  // SM90: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 5>
-  // SM80: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 3>
+  // Shared memory holds 5 CTAs on sm_90a, 3 on sm_80; registers 2.
+  // SM90: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
+  // SM80: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
   // SM89: schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
   %o = attn.decode %q, %c, %bt, %lens kv_scales(%s, %s : tensor<1xf32>, tensor<1xf32>)
       : tensor<?x8x64xf16>, !attn.paged_kv<8x64xf8E5M2, page_size = 32, layout = hnd>,

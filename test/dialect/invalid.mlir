@@ -568,6 +568,12 @@ func.func @schedule_ctas_per_sm() attributes {s = #attn.decode_schedule<warps = 
 
 // -----
 
+// The entry's __launch_bounds__ asks for ctas_per_sm CTAs of 32 warps.
+// expected-error @+1 {{decode_schedule ctas_per_sm must be from 1 to 2, got 4 (CTAs of `warps` warps an SM runs at once: 2048 threads)}}
+func.func @schedule_threads_per_sm() attributes {s = #attn.decode_schedule<warps = 32, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 4>}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // #attn.prefill_schedule
 //===----------------------------------------------------------------------===//
