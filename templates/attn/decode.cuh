@@ -5,13 +5,14 @@
 //
 // Work: a CTA takes one KV chunk of one request (a plan work item) and one
 // KV head (grid.x x grid.y, numbered head first), and up to 16*kRowTiles
-// query rows of that head's group (grid.z); rows are (query token, q head of the group), so every q head of a
-// group shares each K/V byte loaded. Each warp streams every kWarps-th tile of
-// 16 tokens through a private cp.async ring of kStages stages and keeps its
-// own online-softmax state; warps meet once, at the end, to merge. A chunk
-// that is a whole request writes the output; otherwise the CTA writes an f32
-// partial and its LSE, and the CTA that finishes a request's last chunk
-// merges all of them (no second launch).
+// query rows of that head's group (grid.z); rows are (query token, q head
+// of the group), so every q head of a group shares each K/V byte loaded.
+// Each warp streams every kWarps-th tile of 16 tokens through a private
+// cp.async ring of kStages stages and keeps its own online-softmax state;
+// warps meet once, at the end, to merge. A chunk that is a whole request
+// writes the output; otherwise the CTA writes an f32 partial and its LSE,
+// and the CTA that finishes a request's last chunk merges all of them (no
+// second launch).
 //
 // MMA operand layouts: the head dim is processed in groups of 32. For QK^T a
 // thread (r = lane/4, c = lane%4) feeds dims 32a + 8c .. 32a + 8c + 7 of its
