@@ -61,13 +61,15 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
                                schedule.warps, 2) + 1024);
   // And by registers: the entry's __launch_bounds__ asks for ctasPerSM CTAs
   // (codegen/EmitCuda.cpp), which caps a thread at 64K / (ctasPerSM x
-  // threads). Up to one row tile at head dim 128 (O accumulators of 64
-  // registers) the loop fits 128 registers; left unbounded it took 126-140,
+  // threads). With O accumulators of up to 64 registers (row tiles x head
+  // dim / 2: one row tile at head dim 128, two at 64) the loop fits 128; left unbounded it took 126-140,
   // and above 128 two 8-warp CTAs no longer share an SM (FP8 caches with
   // pages under 16 tokens lost 3-5 points of read bandwidth to that on an
-  // H200). Larger accumulators keep one CTA's worth of registers.
-  int64_t registerCtas =
-      schedule.rowTiles * headDim <= 128 ? 65536 / (schedule.warps * 32 * 128) : 1;
+  // H200). Larger accumulators, and score_mod / mask_mod regions (code of
+  // any size), keep one CTA's worth of registers.
+  int64_t registerCtas = schedule.rowTiles * headDim <= 128 && !spec.hasModifiers()
+                             ? 65536 / (schedule.warps * 32 * 128)
+                             : 1;
   schedule.ctasPerSM = int(std::clamp<int64_t>(std::min(smemCtas, registerCtas), 1,
                                                ::attn::kMaxCtasPerSM));
 

@@ -9,8 +9,8 @@
 //   warps = 8 and stages = 2 when such a CTA (templates/attn/decode_layout.h)
 //           fits an SM's shared memory (228/164/100 KiB), else warps = 4
 //   ctas_per_sm = how many of those CTAs the SM's shared memory holds, at
-//           most 64K registers / (threads x 128) up to one row tile at head
-//           dim 128 (2 for 8 warps), else 1
+//           most 64K registers / (threads x 128) (2 for 8 warps) while
+//           row_tiles x head_dim <= 128 and no modifier region, else 1
 // and choosePrefillSchedule: on sm_90a, ragged attn.prefill at head dim 64,
 // 128 or 256, and attn.paged_prefill there over a cache of q's type with
 // pages of a multiple of 16 tokens, take the wgmma template (mma = wgmma:

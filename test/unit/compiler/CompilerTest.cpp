@@ -934,10 +934,19 @@ TEST(ScheduleTest, ChoicesPerShape) {
   EXPECT_EQ(chooseDecodeSchedule(
                 decodeSpec(Arch::SM90a, 64, 8, 128, ScalarType::BF16, 4)),
             schedule(8, 2, 2, 1));
-  // Small heads in FP8: five CTAs share an SM.
+  // Small heads in FP8: shared memory holds five CTAs, registers two (the
+  // entry's launch bounds then keep a thread within 128 registers).
   EXPECT_EQ(chooseDecodeSchedule(
                 decodeSpec(Arch::SM90a, 8, 8, 64, ScalarType::F8E5M2)),
-            schedule(8, 2, 1, 5));
+            schedule(8, 2, 1, 2));
+  // Two row tiles of FP8 at head dim 64 (accumulators of 64 registers) keep
+  // two CTAs; at head dim 128 (128 registers) one.
+  EXPECT_EQ(chooseDecodeSchedule(
+                decodeSpec(Arch::SM90a, 32, 1, 64, ScalarType::F8E5M2)),
+            schedule(8, 2, 2, 2));
+  EXPECT_EQ(chooseDecodeSchedule(
+                decodeSpec(Arch::SM90a, 32, 1, 128, ScalarType::F8E5M2)),
+            schedule(8, 2, 2, 1));
   // sm_89's 100 KiB take four warps at head dim 128 in bf16.
   EXPECT_EQ(chooseDecodeSchedule(decodeSpec(Arch::SM89, 32, 8, 128)),
             schedule(4, 2, 1, 1));
