@@ -1364,8 +1364,9 @@ int main(int argc, char **argv) {
            "         read + write bandwidth\n"
            "       attn-bench cascade [--json]   shared-prefix decode against\n"
            "         plain paged decode over the same cache\n"
-           "  --schedule pins warps, stages, row tiles, CTAs per SM and the\n"
-           "  minimum chunk instead of the schedule attn-select-schedule picks\n";
+           "  --schedule pins warps, stages, row tiles, CTAs per SM (also the\n"
+           "  decode entry's launch bounds) and the minimum chunk instead of\n"
+           "  the schedule attn-select-schedule picks\n";
     return args.empty() ? 1 : 0;
   }
   auto schedule = std::find(args.begin(), args.end(), "--schedule");
