@@ -67,7 +67,9 @@ struct DecodeSchedule {
   int rowTiles = 1;
   /// Smallest KV chunk, in tokens, a CTA takes when a request is split.
   int minChunkTokens = 256;
-  /// The planner splits KV until there are this many CTAs per SM.
+  /// CTAs per SM the decode entry's __launch_bounds__ asks for, which caps
+  /// a thread at 64K / (ctasPerSM x threads) registers; the planner sizes
+  /// its waves by the occupancy the runtime measures.
   int ctasPerSM = 2;
 
   bool operator==(const DecodeSchedule &o) const;
