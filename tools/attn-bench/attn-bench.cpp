@@ -1260,47 +1260,41 @@ int runJit(bool json) {
     a.pageTables = dTables.ptr<int32_t>();
     a.pageTableStride = 128;
     a.seqLens = dLens.ptr<int32_t>();
+    // Host seconds per call of `call`, made `runs` times back to back (no
+    // sync inside), then drained.
     const int runs = 200;
+    auto hostSeconds = [&](auto &&call) {
+      auto start = Clock::now();
+      for (int i = 0; i < runs; ++i)
+        call();
+      double s = seconds(Clock::now() - start) / runs;
+      BENCH_CHECK(sync());
+      return s;
+    };
     BENCH_CHECK(kernel->run(plan, a, stream.get()));
     BENCH_CHECK(sync());
-    t0 = Clock::now();
-    for (int i = 0; i < runs; ++i)
-      BENCH_CHECK(kernel->run(plan, a, stream.get()));
-    runS = seconds(Clock::now() - t0) / runs;
-    BENCH_CHECK(sync());
+    runS = hostSeconds([&] { BENCH_CHECK(kernel->run(plan, a, stream.get())); });
 
     // The driver's share: cuLaunchKernel of an empty kernel (the bench's
     // fill over no words), the floor under any run(), through the
     // context-independent CUkernel and through the context's CUfunction.
     CUkernel empty = benchKernels(arch).fill;
+    CUfunction emptyFn;
+    BENCH_CHECK(checkCu(cuKernelGetFunction(&emptyFn, empty), "cuKernelGetFunction"));
     unsigned long long none = 0;
     unsigned keep = 0, set = 0;
     CUdeviceptr nowhere = 0;
     void *emptyArgs[] = {&nowhere, &none, &keep, &set};
-    t0 = Clock::now();
-    for (int i = 0; i < runs; ++i)
-      BENCH_CHECK(checkCu(cuLaunchKernel(reinterpret_cast<CUfunction>(empty), 1, 1,
-                                         1, 32, 1, 1, 0, stream.get(), emptyArgs,
-                                         nullptr),
-                          "cuLaunchKernel(empty)"));
-    launchS = seconds(Clock::now() - t0) / runs;
-    BENCH_CHECK(sync());
-    CUfunction emptyFn;
-    BENCH_CHECK(checkCu(cuKernelGetFunction(&emptyFn, empty), "cuKernelGetFunction"));
-    t0 = Clock::now();
-    for (int i = 0; i < runs; ++i)
-      BENCH_CHECK(checkCu(cuLaunchKernel(emptyFn, 1, 1, 1, 32, 1, 1, 0, stream.get(),
+    auto launchEmpty = [&](CUfunction f) {
+      BENCH_CHECK(checkCu(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, stream.get(),
                                          emptyArgs, nullptr),
                           "cuLaunchKernel(empty)"));
-    launchFnS = seconds(Clock::now() - t0) / runs;
-    BENCH_CHECK(sync());
+    };
+    launchS = hostSeconds([&] { launchEmpty(reinterpret_cast<CUfunction>(empty)); });
+    launchFnS = hostSeconds([&] { launchEmpty(emptyFn); });
 
     // plan(): host time of a 64-request plan (partition and upload).
-    t0 = Clock::now();
-    for (int i = 0; i < runs; ++i)
-      plan = unwrap(kernel->plan(lens, ws, stream.get()));
-    planS = seconds(Clock::now() - t0) / runs;
-    BENCH_CHECK(sync());
+    planS = hostSeconds([&] { plan = unwrap(kernel->plan(lens, ws, stream.get())); });
   } else {
     t0 = Clock::now();
     for (int i = 0; i < n; ++i)
