@@ -3,7 +3,8 @@
 (docs/architecture.md draws them): spec/ and templates/ are the leaves;
 codegen/ uses spec/; dialect/ uses spec/; runtime/ uses spec/, codegen/ and
 its own folders bottom up (support -> kernels -> cache -> serving); the
-compiler may use all of those but the runtime (the JIT in compiler/Jit may)."""
+compiler may use all of those but the runtime (the JIT in compiler/Jit may);
+capi/ (the C ABI) sits on top and may use everything."""
 import os, re, sys
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -16,6 +17,7 @@ allowed = {
     "dialect": {"spec", "dialect"},
     "runtime": {"spec", "codegen", "runtime"},
     "compiler": {"spec", "codegen", "dialect", "compiler"},
+    "capi": {"spec", "codegen", "dialect", "compiler", "runtime", "capi"},
 }
 include = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -32,9 +32,10 @@ int threadsOf(KernelKind kind) {
   return threadsPerBlock(cacheOpSpec(kind, Arch::SM80));
 }
 
-/// The geometry copyPages needs of `cache`.
-llvm::Error checkCopyCache(const KVCache &cache) {
-  const KVCacheConfig &c = cache.config();
+/// The geometry copyPages needs of a cache.
+llvm::Error checkCopyCache(const KVCacheConfig &c, CUdeviceptr layerTable) {
+  if (!layerTable)
+    return copyError("the layer table is null");
   if (c.pageBytes() % 16)
     return copyError(llvm::formatv(
         "a page is {0} bytes ({1} tokens x {2} heads x {3} dims of {4}); the "
@@ -137,9 +138,22 @@ llvm::Expected<CacheOps> CacheOps::create(KernelCache &cache, Arch arch,
 
 llvm::Error CacheOps::copyPages(KVCache &cache, llvm::ArrayRef<PagePair> pairs,
                                  CUstream stream) {
-  if (llvm::Error error = checkCopyCache(cache))
+  return copyPages(cache.config(), cache.layerTable(), pairs, stream);
+}
+
+llvm::Error CacheOps::copyPages(KVCache &cache, const PagePair *devicePairs,
+                                 int64_t numPairs, CUstream stream) const {
+  return copyPages(cache.config(), cache.layerTable(), devicePairs, numPairs,
+                   stream);
+}
+
+llvm::Error CacheOps::copyPages(const KVCacheConfig &config,
+                                CUdeviceptr layerTable,
+                                llvm::ArrayRef<PagePair> pairs,
+                                CUstream stream) {
+  if (llvm::Error error = checkCopyCache(config, layerTable))
     return error;
-  if (llvm::Error error = checkCopyPairs(pairs, cache.config().numPages))
+  if (llvm::Error error = checkCopyPairs(pairs, config.numPages))
     return error;
   if (int64_t(pairs.size()) > pairCapacity)
     return copyError(llvm::formatv(
@@ -155,13 +169,14 @@ llvm::Error CacheOps::copyPages(KVCache &cache, llvm::ArrayRef<PagePair> pairs,
   std::memcpy(*host, pairs.data(), pairs.size() * sizeof(PagePair));
   if (llvm::Error error = pairBuffer.upload(stream))
     return error;
-  return copyPages(cache, pairBuffer.device().ptr<const PagePair>(),
-                    int64_t(pairs.size()), stream);
+  return copyPages(config, layerTable, pairBuffer.device().ptr<const PagePair>(),
+                   int64_t(pairs.size()), stream);
 }
 
-llvm::Error CacheOps::copyPages(KVCache &cache, const PagePair *devicePairs,
-                                 int64_t numPairs, CUstream stream) const {
-  if (llvm::Error error = checkCopyCache(cache))
+llvm::Error CacheOps::copyPages(const KVCacheConfig &c, CUdeviceptr layerTable,
+                                const PagePair *devicePairs, int64_t numPairs,
+                                CUstream stream) const {
+  if (llvm::Error error = checkCopyCache(c, layerTable))
     return error;
   if (numPairs < 0 || numPairs > INT32_MAX)
     return copyError(llvm::formatv("numPairs {0} is outside [0, {1}]",
@@ -172,9 +187,8 @@ llvm::Error CacheOps::copyPages(KVCache &cache, const PagePair *devicePairs,
     return copyError("devicePairs is null");
   static_assert(sizeof(PagePair) == 2 * sizeof(int64_t),
                 "PagePair is the kernel's int64 [n, 2] pair array");
-  const KVCacheConfig &c = cache.config();
   CopyPagesParams p{};
-  p.layers = reinterpret_cast<const uint64_t *>(cache.layerTable());
+  p.layers = reinterpret_cast<const uint64_t *>(layerTable);
   p.pairs = reinterpret_cast<const int64_t *>(devicePairs);
   p.numPairs = numPairs;
   p.numPages = c.numPages;

@@ -102,6 +102,10 @@ ATTN_CUDA_FORWARD(cuMemcpyHtoDAsync,
 ATTN_CUDA_FORWARD(cuMemcpyDtoHAsync,
                   (void *dst, CUdeviceptr src, size_t bytes, CUstream stream),
                   (dst, src, bytes, stream))
+ATTN_CUDA_FORWARD(cuMemcpyAsync,
+                  (CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                   CUstream stream),
+                  (dst, src, bytes, stream))
 ATTN_CUDA_FORWARD(cuMemsetD8,
                   (CUdeviceptr dst, unsigned char value, size_t count),
                   (dst, value, count))

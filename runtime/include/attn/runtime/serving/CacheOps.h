@@ -109,6 +109,15 @@ public:
   /// satisfy checkCopyPairs, or pages are read and written out of range.
   llvm::Error copyPages(KVCache &cache, const PagePair *devicePairs,
                          int64_t numPairs, CUstream stream) const;
+  /// Both, for a cache the host allocated itself (the C ABI's, a PyTorch
+  /// tensor per layer): its geometry and a device array of config.numLayers
+  /// uint64 layer addresses, each a [2, numPages, ...] buffer (the form of
+  /// KVCache::layerTable()). The KVCache overloads call these.
+  llvm::Error copyPages(const KVCacheConfig &config, CUdeviceptr layerTable,
+                        llvm::ArrayRef<PagePair> pairs, CUstream stream);
+  llvm::Error copyPages(const KVCacheConfig &config, CUdeviceptr layerTable,
+                        const PagePair *devicePairs, int64_t numPairs,
+                        CUstream stream) const;
 
   /// Moves the decode batch of `args` one token forward (see
   /// AdvanceStepArgs) and, when `plan` is given, the plan's device work

@@ -1,0 +1,694 @@
+//===- Kernels.cpp - the kernel handles of the C ABI ----------------------===//
+//
+// Each handle holds what its C++ kernel needs between calls: the kernel
+// (from the context's KernelSource), its workspace and the last plan. Launch
+// arguments are completed from the variant and the plan (types, heads, token
+// counts), so a C caller passes only pointers and strides.
+//
+//===----------------------------------------------------------------------===//
+#include "capi/CApi.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace attn;
+using namespace attn::capi;
+
+namespace {
+
+CUstream toStream(void *stream) { return static_cast<CUstream>(stream); }
+
+/// An error unless `count` >= 0 and, when positive, `p` is given.
+llvm::Error checkArray(const void *p, int64_t count, const char *name,
+                       const char *countName) {
+  if (count < 0)
+    return argError(llvm::formatv("{0} is {1}", countName, count));
+  if (count > 0 && !p)
+    return argError(llvm::formatv("{0} is null ({1} is {2})", name, countName,
+                                  count));
+  return llvm::Error::success();
+}
+
+/// An error naming the first null pointer of `pointers`.
+llvm::Error
+checkPointers(std::initializer_list<std::pair<const void *, const char *>>
+                  pointers) {
+  for (auto [p, name] : pointers)
+    if (llvm::Error error = requireNonNull(p, name))
+      return error;
+  return llvm::Error::success();
+}
+
+/// The context's kernel source, or why there is none (an AOT context
+/// without a GPU). Called after the arguments are checked, so that those
+/// errors need no GPU.
+llvm::Expected<const runtime::KernelSource *> kernelsOf(attn_context *context) {
+  return context->kernels();
+}
+
+llvm::Error noPlan(const char *plan) {
+  return argError(llvm::formatv("the handle has no plan: call {0} first", plan));
+}
+
+} // namespace
+
+//===--- Decode ------------------------------------------------------------===//
+
+extern "C" {
+
+attn_status attn_decode_create(attn_context *context,
+                               const attn_decode_variant *v, int max_batch,
+                               attn_decode **out) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(out, "out"))
+      return error;
+    *out = nullptr;
+    if (llvm::Error error = requireNonNull(context, "context"))
+      return error;
+    auto variant = toVariant(v);
+    if (!variant)
+      return variant.takeError();
+    if (max_batch < 1)
+      return argError(llvm::formatv("max_batch is {0}", max_batch));
+    auto kernels = kernelsOf(context);
+    if (!kernels)
+      return kernels.takeError();
+    auto kernel = (*kernels)->decode(*variant);
+    if (!kernel)
+      return kernel.takeError();
+    auto workspace = (*kernel)->createWorkspace(max_batch);
+    if (!workspace)
+      return workspace.takeError();
+    *out = new attn_decode{*kernel, std::move(*workspace), std::nullopt};
+    return llvm::Error::success();
+  });
+}
+
+void attn_decode_destroy(attn_decode *decode) { delete decode; }
+
+attn_status attn_decode_plan(attn_decode *decode, const int32_t *seq_lens,
+                             int batch, int for_graph, void *stream) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(decode, "decode"))
+      return error;
+    if (llvm::Error error = checkArray(seq_lens, batch, "seq_lens", "batch"))
+      return error;
+    decode->plan.reset();
+    auto plan = decode->kernel->plan(llvm::ArrayRef(seq_lens, size_t(batch)),
+                                     decode->workspace, toStream(stream),
+                                     for_graph != 0);
+    if (!plan)
+      return plan.takeError();
+    decode->plan = *plan;
+    return llvm::Error::success();
+  });
+}
+
+attn_status attn_decode_run(attn_decode *decode, const attn_decode_args *args,
+                            void *stream) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(decode, "decode"))
+      return error;
+    ATTN_CHECK_STRUCT(args, attn_decode_args);
+    if (llvm::Error error = checkPointers(
+            {{args->q, "args->q"}, {args->out, "args->out"},
+             {args->cache.k, "args->cache.k"}, {args->cache.v, "args->cache.v"},
+             {args->page_tables, "args->page_tables"}}))
+      return error;
+    if (!decode->plan)
+      return noPlan("attn_decode_plan");
+    auto cache = toView(args->cache, "args->cache");
+    if (!cache)
+      return cache.takeError();
+    const DecodeVariant &variant = decode->kernel->variant();
+    runtime::DecodeArgs a;
+    setHeadTables(a, args->tables);
+    a.q = args->q;
+    a.qType = variant.qType;
+    a.numTokens = int64_t(decode->plan->batch) * variant.queryLen;
+    a.numQHeads = variant.numQHeads;
+    a.headDim = variant.headDim;
+    a.qStrideToken = args->q_stride_token;
+    a.out = args->out;
+    a.outStrideToken = args->out_stride_token;
+    a.lse = args->lse;
+    a.cache = *cache;
+    a.pageTables = args->page_tables;
+    a.pageTableStride = args->page_table_stride;
+    a.seqLens = args->seq_lens;
+    a.kScale = args->cache.k_scale;
+    a.vScale = args->cache.v_scale;
+    a.numKVScales = args->cache.num_kv_scales;
+    a.firstRequest = args->first_request;
+    return decode->kernel->run(*decode->plan, a, toStream(stream));
+  });
+}
+
+} // extern "C"
+
+//===--- Prefill -----------------------------------------------------------===//
+
+namespace {
+
+runtime::PagedPrefillArgs pagedPrefillArgs(const PrefillVariant &variant,
+                                           int64_t numQTokens,
+                                           const attn_prefill_args &args,
+                                           const runtime::PagedKVView &cache) {
+  runtime::PagedPrefillArgs a;
+  setHeadTables(a, args.tables);
+  a.q = args.q;
+  a.qType = variant.qType;
+  a.numQTokens = numQTokens;
+  a.numQHeads = variant.numQHeads;
+  a.headDim = variant.headDim;
+  a.qStrideToken = args.q_stride_token;
+  a.out = args.out;
+  a.outStrideToken = args.out_stride_token;
+  a.lse = args.lse;
+  a.cache = cache;
+  a.pageTables = args.page_tables;
+  a.pageTableStride = args.page_table_stride;
+  a.kScale = args.cache.k_scale;
+  a.vScale = args.cache.v_scale;
+  a.numKVScales = args.cache.num_kv_scales;
+  return a;
+}
+
+/// The pointers every paged call needs, named.
+llvm::Error checkPagedPointers(const attn_prefill_args &args) {
+  return checkPointers({{args.q, "args->q"},
+                        {args.out, "args->out"},
+                        {args.cache.k, "args->cache.k"},
+                        {args.cache.v, "args->cache.v"},
+                        {args.page_tables, "args->page_tables"}});
+}
+
+} // namespace
+
+extern "C" {
+
+attn_status attn_prefill_create(attn_context *context,
+                                const attn_prefill_variant *v, int max_batch,
+                                int64_t max_q_tokens, attn_prefill **out) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(out, "out"))
+      return error;
+    *out = nullptr;
+    if (llvm::Error error = requireNonNull(context, "context"))
+      return error;
+    auto variant = toVariant(v);
+    if (!variant)
+      return variant.takeError();
+    if (max_batch < 1)
+      return argError(llvm::formatv("max_batch is {0}", max_batch));
+    if (max_q_tokens < 1)
+      return argError(llvm::formatv("max_q_tokens is {0}", max_q_tokens));
+    auto kernels = kernelsOf(context);
+    if (!kernels)
+      return kernels.takeError();
+    auto kernel = (*kernels)->prefill(*variant);
+    if (!kernel)
+      return kernel.takeError();
+    auto workspace = (*kernel)->createWorkspace(max_batch, max_q_tokens);
+    if (!workspace)
+      return workspace.takeError();
+    *out = new attn_prefill{*kernel, std::move(*workspace), std::nullopt};
+    return llvm::Error::success();
+  });
+}
+
+void attn_prefill_destroy(attn_prefill *prefill) { delete prefill; }
+
+attn_status attn_prefill_plan(attn_prefill *prefill,
+                              const int32_t *cu_seqlens_q,
+                              const int32_t *cu_seqlens_kv, int batch,
+                              int for_graph, void *stream) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(prefill, "prefill"))
+      return error;
+    if (prefill->kernel->variant().paged)
+      return argError("the variant is paged: plan it with "
+                      "attn_prefill_plan_paged");
+    if (batch < 0)
+      return argError(llvm::formatv("batch is {0}", batch));
+    if (llvm::Error error = checkPointers({{cu_seqlens_q, "cu_seqlens_q"},
+                                          {cu_seqlens_kv, "cu_seqlens_kv"}}))
+      return error;
+    prefill->plan.reset();
+    auto plan = prefill->kernel->plan(
+        llvm::ArrayRef(cu_seqlens_q, size_t(batch) + 1),
+        llvm::ArrayRef(cu_seqlens_kv, size_t(batch) + 1), prefill->workspace,
+        toStream(stream), for_graph != 0);
+    if (!plan)
+      return plan.takeError();
+    prefill->plan = *plan;
+    return llvm::Error::success();
+  });
+}
+
+attn_status attn_prefill_plan_paged(attn_prefill *prefill,
+                                    const int32_t *cu_seqlens_q,
+                                    const int32_t *seq_lens, int batch,
+                                    int for_graph, void *stream) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(prefill, "prefill"))
+      return error;
+    if (!prefill->kernel->variant().paged)
+      return argError("the variant is ragged: plan it with attn_prefill_plan");
+    if (batch < 0)
+      return argError(llvm::formatv("batch is {0}", batch));
+    if (llvm::Error error = requireNonNull(cu_seqlens_q, "cu_seqlens_q"))
+      return error;
+    if (llvm::Error error = checkArray(seq_lens, batch, "seq_lens", "batch"))
+      return error;
+    prefill->plan.reset();
+    auto plan = prefill->kernel->planPaged(
+        llvm::ArrayRef(cu_seqlens_q, size_t(batch) + 1),
+        llvm::ArrayRef(seq_lens, size_t(batch)), prefill->workspace,
+        toStream(stream), for_graph != 0);
+    if (!plan)
+      return plan.takeError();
+    prefill->plan = *plan;
+    return llvm::Error::success();
+  });
+}
+
+attn_status attn_prefill_run(attn_prefill *prefill,
+                             const attn_prefill_args *args, void *stream) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(prefill, "prefill"))
+      return error;
+    ATTN_CHECK_STRUCT(args, attn_prefill_args);
+    const PrefillVariant &variant = prefill->kernel->variant();
+    if (variant.paged) {
+      if (llvm::Error error = checkPagedPointers(*args))
+        return error;
+      if (!prefill->plan)
+        return noPlan("attn_prefill_plan_paged");
+      auto cache = toView(args->cache, "args->cache");
+      if (!cache)
+        return cache.takeError();
+      return prefill->kernel->run(
+          *prefill->plan,
+          pagedPrefillArgs(variant, prefill->plan->numQTokens, *args, *cache),
+          toStream(stream));
+    }
+    if (llvm::Error error = checkPointers({{args->q, "args->q"},
+                                           {args->out, "args->out"},
+                                           {args->k, "args->k"},
+                                           {args->v, "args->v"}}))
+      return error;
+    if (!prefill->plan)
+      return noPlan("attn_prefill_plan");
+    runtime::PrefillArgs a;
+    setHeadTables(a, args->tables);
+    a.q = args->q;
+    a.k = args->k;
+    a.v = args->v;
+    a.dtype = variant.qType;
+    if (variant.fp8KV)
+      a.kvType = variant.fp8KV->kvType;
+    a.kScale = args->k_scale;
+    a.vScale = args->v_scale;
+    a.numKVScales = args->num_kv_scales;
+    a.numQTokens = prefill->plan->numQTokens;
+    a.numKVTokens = prefill->plan->numKVTokens;
+    a.numQHeads = variant.numQHeads;
+    a.numKVHeads = variant.numKVHeads;
+    a.headDim = variant.headDim;
+    a.qStrideToken = args->q_stride_token;
+    a.kStrideToken = args->k_stride_token;
+    a.vStrideToken = args->v_stride_token;
+    a.out = args->out;
+    a.outStrideToken = args->out_stride_token;
+    a.lse = args->lse;
+    return prefill->kernel->run(*prefill->plan, a, toStream(stream));
+  });
+}
+
+} // extern "C"
+
+//===--- Mixed batches -----------------------------------------------------===//
+
+extern "C" {
+
+attn_status attn_mixed_batch_create(attn_context *context,
+                                    const attn_prefill_variant *v,
+                                    int max_batch, int64_t max_q_tokens,
+                                    attn_mixed_batch **out) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(out, "out"))
+      return error;
+    *out = nullptr;
+    if (llvm::Error error = requireNonNull(context, "context"))
+      return error;
+    auto variant = toVariant(v);
+    if (!variant)
+      return variant.takeError();
+    if (!variant->paged)
+      return argError("v->paged is 0: a mixed batch reads the paged cache");
+    if (max_batch < 1)
+      return argError(llvm::formatv("max_batch is {0}", max_batch));
+    if (max_q_tokens < 1)
+      return argError(llvm::formatv("max_q_tokens is {0}", max_q_tokens));
+    auto kernels = kernelsOf(context);
+    if (!kernels)
+      return kernels.takeError();
+    // The JIT's Jit::mixedBatch and the Backend pair kernels this way.
+    auto prefill = (*kernels)->prefill(*variant);
+    if (!prefill)
+      return prefill.takeError();
+    auto decode = (*kernels)->decode(runtime::decodeVariantFor(*variant));
+    if (!decode)
+      return decode.takeError();
+    auto attention = runtime::MixedBatchAttention::create(*prefill, *decode);
+    if (!attention)
+      return attention.takeError();
+    auto workspace = attention->createWorkspace(max_batch, max_q_tokens);
+    if (!workspace)
+      return workspace.takeError();
+    *out = new attn_mixed_batch{std::move(*attention), std::move(*workspace),
+                                std::nullopt};
+    return llvm::Error::success();
+  });
+}
+
+void attn_mixed_batch_destroy(attn_mixed_batch *mixed) { delete mixed; }
+
+attn_status attn_mixed_batch_plan(attn_mixed_batch *mixed,
+                                  const int32_t *cu_seqlens_q,
+                                  const int32_t *seq_lens, int batch,
+                                  int num_prefills, int for_graph,
+                                  void *stream) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(mixed, "mixed"))
+      return error;
+    if (batch < 0)
+      return argError(llvm::formatv("batch is {0}", batch));
+    if (llvm::Error error = requireNonNull(cu_seqlens_q, "cu_seqlens_q"))
+      return error;
+    if (llvm::Error error = checkArray(seq_lens, batch, "seq_lens", "batch"))
+      return error;
+    mixed->plan.reset();
+    auto plan = mixed->attention.plan(
+        llvm::ArrayRef(cu_seqlens_q, size_t(batch) + 1),
+        llvm::ArrayRef(seq_lens, size_t(batch)), num_prefills,
+        mixed->workspace, toStream(stream), for_graph != 0);
+    if (!plan)
+      return plan.takeError();
+    mixed->plan = std::move(*plan);
+    return llvm::Error::success();
+  });
+}
+
+attn_status attn_mixed_batch_run(attn_mixed_batch *mixed,
+                                 const attn_prefill_args *args,
+                                 const int32_t *seq_lens, void *stream) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(mixed, "mixed"))
+      return error;
+    ATTN_CHECK_STRUCT(args, attn_prefill_args);
+    if (llvm::Error error = checkPagedPointers(*args))
+      return error;
+    if (!mixed->plan)
+      return noPlan("attn_mixed_batch_plan");
+    auto cache = toView(args->cache, "args->cache");
+    if (!cache)
+      return cache.takeError();
+    const PrefillVariant &variant = mixed->attention.prefillKernel().variant();
+    const runtime::MixedBatchPlan &plan = *mixed->plan;
+    runtime::MixedBatchArgs a;
+    setHeadTables(a, args->tables);
+    a.q = args->q;
+    a.qType = variant.qType;
+    a.numQTokens = plan.numPrefillTokens + plan.numDecodeTokens;
+    a.numQHeads = variant.numQHeads;
+    a.headDim = variant.headDim;
+    a.qStrideToken = args->q_stride_token;
+    a.out = args->out;
+    a.outStrideToken = args->out_stride_token;
+    a.lse = args->lse;
+    a.cache = *cache;
+    a.pageTables = args->page_tables;
+    a.pageTableStride = args->page_table_stride;
+    a.seqLens = seq_lens;
+    a.kScale = args->cache.k_scale;
+    a.vScale = args->cache.v_scale;
+    a.numKVScales = args->cache.num_kv_scales;
+    return mixed->attention.run(plan, a, toStream(stream));
+  });
+}
+
+} // extern "C"
+
+//===--- merge_states ------------------------------------------------------===//
+
+extern "C" {
+
+attn_status attn_merge_states_create(attn_context *context,
+                                     const attn_merge_states_variant *v,
+                                     attn_merge_states **out) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(out, "out"))
+      return error;
+    *out = nullptr;
+    if (llvm::Error error = requireNonNull(context, "context"))
+      return error;
+    auto variant = toVariant(v);
+    if (!variant)
+      return variant.takeError();
+    auto kernels = kernelsOf(context);
+    if (!kernels)
+      return kernels.takeError();
+    auto kernel = (*kernels)->mergeStates(*variant);
+    if (!kernel)
+      return kernel.takeError();
+    *out = new attn_merge_states{*kernel, *variant};
+    return llvm::Error::success();
+  });
+}
+
+void attn_merge_states_destroy(attn_merge_states *merge) { delete merge; }
+
+attn_status attn_merge_states_run(attn_merge_states *merge,
+                                  const attn_merge_states_args *args,
+                                  void *stream) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(merge, "merge"))
+      return error;
+    ATTN_CHECK_STRUCT(args, attn_merge_states_args);
+    if (args->num_states < 2 || args->num_states > ATTN_MAX_MERGE_STATES)
+      return argError(llvm::formatv("args->num_states is {0}, not in [2, {1}]",
+                                    args->num_states, ATTN_MAX_MERGE_STATES));
+    if (llvm::Error error = requireNonNull(args->out, "args->out"))
+      return error;
+    runtime::MergeStatesArgs a;
+    a.dtype = merge->variant.dtype;
+    a.numTokens = args->num_tokens;
+    a.numHeads = merge->variant.numHeads;
+    a.headDim = merge->variant.headDim;
+    a.numStates = args->num_states;
+    for (int i = 0; i < args->num_states; ++i) {
+      if (!args->outs[i] || !args->lses[i])
+        return argError(llvm::formatv("args->outs[{0}] or args->lses[{0}] is "
+                                      "null",
+                                      i));
+      a.outs[i] = args->outs[i];
+      a.lses[i] = args->lses[i];
+    }
+    a.statesStrideToken = args->states_stride_token;
+    a.out = args->out;
+    a.outStrideToken = args->out_stride_token;
+    a.lse = args->lse;
+    return merge->kernel->run(a, toStream(stream));
+  });
+}
+
+} // extern "C"
+
+//===--- Cascade -----------------------------------------------------------===//
+
+extern "C" {
+
+attn_status attn_cascade_create(attn_context *context,
+                                const attn_decode_variant *v, int max_batch,
+                                int max_levels, attn_cascade **out) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(out, "out"))
+      return error;
+    *out = nullptr;
+    if (llvm::Error error = requireNonNull(context, "context"))
+      return error;
+    auto variant = toVariant(v);
+    if (!variant)
+      return variant.takeError();
+    if (max_batch < 1)
+      return argError(llvm::formatv("max_batch is {0}", max_batch));
+    if (max_levels < 1 || max_levels > ATTN_MAX_CASCADE_LEVELS)
+      return argError(llvm::formatv("max_levels is {0}, not in [1, {1}]",
+                                    max_levels, ATTN_MAX_CASCADE_LEVELS));
+    if (std::optional<std::string> problem = runtime::cascadeProblem(*variant))
+      return argError("the variant cannot run as a cascade: " + *problem);
+    auto kernels = kernelsOf(context);
+    if (!kernels)
+      return kernels.takeError();
+    auto attention = runtime::cascadeFrom(**kernels, *variant);
+    if (!attention)
+      return attention.takeError();
+    auto workspace = attention->createWorkspace(max_batch, max_levels);
+    if (!workspace)
+      return workspace.takeError();
+    *out = new attn_cascade{*variant, std::move(*attention),
+                            std::move(*workspace), max_levels, std::nullopt};
+    return llvm::Error::success();
+  });
+}
+
+void attn_cascade_destroy(attn_cascade *cascade) { delete cascade; }
+
+attn_status attn_cascade_plan(attn_cascade *cascade,
+                              const attn_cascade_level *levels, int num_levels,
+                              const int32_t *suffix_lens, int batch,
+                              int for_graph, void *stream) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(cascade, "cascade"))
+      return error;
+    if (num_levels < 0 || num_levels > cascade->maxLevels)
+      return argError(llvm::formatv("num_levels is {0}, not in [0, {1}] "
+                                    "(max_levels)",
+                                    num_levels, cascade->maxLevels));
+    if (llvm::Error error = checkArray(levels, num_levels, "levels",
+                                       "num_levels"))
+      return error;
+    if (llvm::Error error = checkArray(suffix_lens, batch, "suffix_lens",
+                                       "batch"))
+      return error;
+    std::vector<runtime::CascadeLevel> converted(num_levels);
+    for (int l = 0; l < num_levels; ++l) {
+      const attn_cascade_level &level = levels[l];
+      if (level.num_groups < 0 || !level.group_starts ||
+          (level.num_groups > 0 && !level.kv_lens))
+        return argError(llvm::formatv(
+            "levels[{0}]: num_groups is {1}, group_starts {2}, kv_lens {3}", l,
+            level.num_groups, level.group_starts ? "set" : "null",
+            level.kv_lens ? "set" : "null"));
+      converted[l].groupStarts.assign(level.group_starts,
+                                      level.group_starts + level.num_groups + 1);
+      converted[l].kvLens.assign(level.kv_lens,
+                                 level.kv_lens + level.num_groups);
+    }
+    cascade->plan.reset();
+    auto plan = cascade->attention.plan(
+        converted, llvm::ArrayRef(suffix_lens, size_t(batch)),
+        cascade->workspace, toStream(stream), for_graph != 0);
+    if (!plan)
+      return plan.takeError();
+    cascade->plan = std::move(*plan);
+    return llvm::Error::success();
+  });
+}
+
+attn_status attn_cascade_run(attn_cascade *cascade,
+                             const attn_cascade_args *args, void *stream) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(cascade, "cascade"))
+      return error;
+    ATTN_CHECK_STRUCT(args, attn_cascade_args);
+    if (llvm::Error error = checkPointers(
+            {{args->q, "args->q"}, {args->out, "args->out"},
+             {args->cache.k, "args->cache.k"}, {args->cache.v, "args->cache.v"},
+             {args->suffix_page_tables, "args->suffix_page_tables"}}))
+      return error;
+    if (!cascade->plan)
+      return noPlan("attn_cascade_plan");
+    auto cache = toView(args->cache, "args->cache");
+    if (!cache)
+      return cache.takeError();
+    const DecodeVariant &variant = cascade->variant;
+    runtime::CascadeArgs a;
+    a.q = args->q;
+    a.qType = variant.qType;
+    a.numQTokens = int64_t(cascade->plan->batch) * variant.queryLen;
+    a.numQHeads = variant.numQHeads;
+    a.headDim = variant.headDim;
+    a.qStrideToken = args->q_stride_token;
+    a.out = args->out;
+    a.outStrideToken = args->out_stride_token;
+    a.lse = args->lse;
+    a.cache = *cache;
+    for (int l = 0; l < runtime::kMaxCascadeLevels; ++l) {
+      a.levelPageTables[l] = args->level_page_tables[l];
+      a.levelPageTableStrides[l] = args->level_page_table_strides[l];
+    }
+    a.suffixPageTables = args->suffix_page_tables;
+    a.suffixPageTableStride = args->suffix_page_table_stride;
+    a.kScale = args->cache.k_scale;
+    a.vScale = args->cache.v_scale;
+    a.numKVScales = args->cache.num_kv_scales;
+    return cascade->attention.run(*cascade->plan, a, toStream(stream));
+  });
+}
+
+} // extern "C"
+
+//===--- Append-KV ---------------------------------------------------------===//
+
+extern "C" {
+
+attn_status attn_append_kv_create(attn_context *context,
+                                  const attn_append_kv_variant *v,
+                                  attn_append_kv **out) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(out, "out"))
+      return error;
+    *out = nullptr;
+    if (llvm::Error error = requireNonNull(context, "context"))
+      return error;
+    auto variant = toVariant(v);
+    if (!variant)
+      return variant.takeError();
+    auto kernels = kernelsOf(context);
+    if (!kernels)
+      return kernels.takeError();
+    auto kernel = (*kernels)->appendKV(*variant);
+    if (!kernel)
+      return kernel.takeError();
+    *out = new attn_append_kv{*kernel, *variant};
+    return llvm::Error::success();
+  });
+}
+
+void attn_append_kv_destroy(attn_append_kv *append) { delete append; }
+
+attn_status attn_append_kv_run(attn_append_kv *append,
+                               const attn_append_kv_args *args, void *stream) {
+  return guard(__func__, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(append, "append"))
+      return error;
+    ATTN_CHECK_STRUCT(args, attn_append_kv_args);
+    if (llvm::Error error = checkPointers(
+            {{args->k, "args->k"}, {args->v, "args->v"},
+             {args->cache.k, "args->cache.k"}, {args->cache.v, "args->cache.v"},
+             {args->slot_mapping, "args->slot_mapping"}}))
+      return error;
+    auto cache = toView(args->cache, "args->cache");
+    if (!cache)
+      return cache.takeError();
+    runtime::AppendKVArgs a;
+    a.k = args->k;
+    a.v = args->v;
+    a.inType = append->variant.inType;
+    a.numTokens = args->num_tokens;
+    a.numKVHeads = append->variant.numKVHeads;
+    a.headDim = append->variant.headDim;
+    a.kStrideToken = args->k_stride_token;
+    a.vStrideToken = args->v_stride_token;
+    a.cache = *cache;
+    a.slotMapping = args->slot_mapping;
+    a.kScale = args->cache.k_scale;
+    a.vScale = args->cache.v_scale;
+    a.numKVScales = args->cache.num_kv_scales;
+    return append->kernel->run(a, toStream(stream));
+  });
+}
+
+} // extern "C"

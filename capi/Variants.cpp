@@ -1,0 +1,377 @@
+//===- Variants.cpp - C variants <-> spec/Variant.h -----------------------===//
+//
+// One conversion per variant struct, every field; the *_init functions take
+// their defaults from the C++ structs, so the two cannot drift apart.
+//
+//===----------------------------------------------------------------------===//
+#include "capi/CApi.h"
+
+#include "attn/runtime/cache/VariantKey.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace attn;
+using namespace attn::capi;
+
+namespace attn::capi {
+
+namespace {
+
+// attn_knobs names each per-head table of templates/attn/variant_knobs.h;
+// a new table needs its field there (and in attn_head_tables).
+constexpr int kHeadTables = 0
+#define ATTN_HEAD_TABLE(...) +1
+#include "templates/attn/variant_knobs.h"
+    ;
+static_assert(kHeadTables == 3, "attn_knobs / attn_head_tables lack a table "
+                                "of variant_knobs.h");
+static_assert(ATTN_MAX_AUX_TABLES == kMaxAuxTables, "aux table count");
+static_assert(sizeof(attn_aux_table) == sizeof(AuxTable), "aux table layout");
+static_assert(ATTN_MAX_MERGE_STATES == kMaxMergeStates, "merge state count");
+static_assert(ATTN_MAX_CASCADE_LEVELS == runtime::kMaxCascadeLevels,
+              "cascade level count");
+
+llvm::Error toKnobs(const attn_knobs &k, AttentionKnobs &out, const char *v) {
+  if (k.kind < ATTN_KIND_DECODER || k.kind > ATTN_KIND_CROSS)
+    return argError(llvm::formatv("{0}->knobs.kind is {1}, not an attn_kind",
+                                  v, int(k.kind)));
+  out.kind = AttentionKind(k.kind);
+  out.causal = k.causal != 0;
+  out.windowLeft = k.window_left < 0 ? std::nullopt
+                                     : std::optional<int>(k.window_left);
+  out.softcap = k.softcap == 0 ? std::nullopt
+                               : std::optional<float>(k.softcap);
+  out.scale = k.scale == 0 ? std::nullopt : std::optional<float>(k.scale);
+  out.alibi = k.alibi != 0;
+  out.sinks = k.sinks != 0;
+  out.fp8Query = k.fp8_query != 0;
+  out.writeLse = k.write_lse != 0;
+  out.scoreMod = k.score_mod ? k.score_mod : "";
+  out.maskMod = k.mask_mod ? k.mask_mod : "";
+  return llvm::Error::success();
+}
+
+void fromKnobs(const AttentionKnobs &k, attn_knobs &out) {
+  out.kind = toC(k.kind);
+  out.causal = k.causal;
+  out.window_left = k.windowLeft.value_or(-1);
+  out.softcap = k.softcap.value_or(0.0f);
+  out.scale = k.scale.value_or(0.0f);
+  out.alibi = k.alibi;
+  out.sinks = k.sinks;
+  out.fp8_query = k.fp8Query;
+  out.write_lse = k.writeLse;
+  // Default regions are empty: NULL.
+  out.score_mod = nullptr;
+  out.mask_mod = nullptr;
+}
+
+/// Sets `*out` from `value` or names the field that is out of range.
+template <class T>
+llvm::Error convert(llvm::Expected<T> value, T &out) {
+  if (!value)
+    return value.takeError();
+  out = *value;
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<ScalarType> toScalarType(int dtype, const char *name) {
+  switch (dtype) {
+  case ATTN_DTYPE_F16:
+    return ScalarType::F16;
+  case ATTN_DTYPE_BF16:
+    return ScalarType::BF16;
+  case ATTN_DTYPE_F32:
+    return ScalarType::F32;
+  case ATTN_DTYPE_E4M3:
+    return ScalarType::F8E4M3;
+  case ATTN_DTYPE_E5M2:
+    return ScalarType::F8E5M2;
+  }
+  return argError(llvm::formatv("{0} is {1}, not an attn_dtype", name, dtype));
+}
+
+llvm::Expected<KVLayout> toLayout(int layout, const char *name) {
+  switch (layout) {
+  case ATTN_LAYOUT_NHD:
+    return KVLayout::NHD;
+  case ATTN_LAYOUT_HND:
+    return KVLayout::HND;
+  }
+  return argError(llvm::formatv("{0} is {1}, not an attn_layout", name, layout));
+}
+
+attn_dtype toC(ScalarType type) {
+  switch (type) {
+  case ScalarType::F16:
+    return ATTN_DTYPE_F16;
+  case ScalarType::BF16:
+    return ATTN_DTYPE_BF16;
+  case ScalarType::F32:
+    return ATTN_DTYPE_F32;
+  case ScalarType::F8E4M3:
+    return ATTN_DTYPE_E4M3;
+  case ScalarType::F8E5M2:
+    return ATTN_DTYPE_E5M2;
+  }
+  return ATTN_DTYPE_BF16;
+}
+
+attn_layout toC(KVLayout layout) {
+  return layout == KVLayout::NHD ? ATTN_LAYOUT_NHD : ATTN_LAYOUT_HND;
+}
+
+attn_kind toC(AttentionKind kind) {
+  switch (kind) {
+  case AttentionKind::Decoder:
+    return ATTN_KIND_DECODER;
+  case AttentionKind::Encoder:
+    return ATTN_KIND_ENCODER;
+  case AttentionKind::Cross:
+    return ATTN_KIND_CROSS;
+  }
+  return ATTN_KIND_DECODER;
+}
+
+llvm::Expected<DecodeVariant> toVariant(const attn_decode_variant *v) {
+  ATTN_CHECK_STRUCT(v, attn_decode_variant);
+  DecodeVariant out;
+  if (llvm::Error error = toKnobs(v->knobs, out, "v"))
+    return std::move(error);
+  if (llvm::Error error = convert(toScalarType(v->q_type, "v->q_type"), out.qType))
+    return std::move(error);
+  if (llvm::Error error = convert(toScalarType(v->kv_type, "v->kv_type"), out.kvType))
+    return std::move(error);
+  if (llvm::Error error = convert(toLayout(v->layout, "v->layout"), out.layout))
+    return std::move(error);
+  out.numQHeads = v->num_q_heads;
+  out.numKVHeads = v->num_kv_heads;
+  out.headDim = v->head_dim;
+  out.pageSize = v->page_size;
+  out.queryLen = v->query_len;
+  out.perHeadKVScale = v->per_head_kv_scale != 0;
+  return out;
+}
+
+llvm::Expected<PrefillVariant> toVariant(const attn_prefill_variant *v) {
+  ATTN_CHECK_STRUCT(v, attn_prefill_variant);
+  PrefillVariant out;
+  if (llvm::Error error = toKnobs(v->knobs, out, "v"))
+    return std::move(error);
+  if (llvm::Error error = convert(toScalarType(v->q_type, "v->q_type"), out.qType))
+    return std::move(error);
+  ScalarType kvType = ScalarType::BF16;
+  if (llvm::Error error = convert(toScalarType(v->kv_type, "v->kv_type"), kvType))
+    return std::move(error);
+  KVLayout layout = KVLayout::NHD;
+  if (llvm::Error error = convert(toLayout(v->layout, "v->layout"), layout))
+    return std::move(error);
+  out.numQHeads = v->num_q_heads;
+  out.numKVHeads = v->num_kv_heads;
+  out.headDim = v->head_dim;
+  out.fp8Compute = v->fp8_compute != 0;
+  if (v->paged) {
+    out.paged = PagedKVFormat{kvType, v->page_size, layout,
+                              v->per_head_kv_scale != 0};
+  } else if (kvType == ScalarType::F8E4M3 || kvType == ScalarType::F8E5M2) {
+    out.fp8KV = FP8RowsFormat{kvType, v->per_head_kv_scale != 0};
+  } else if (kvType != out.qType) {
+    return argError(llvm::formatv(
+        "v->kv_type is {0}: ragged k / v rows are q_type ({1}), e4m3 or "
+        "e5m2",
+        toString(kvType), toString(out.qType)));
+  }
+  return out;
+}
+
+llvm::Expected<AppendKVVariant> toVariant(const attn_append_kv_variant *v) {
+  ATTN_CHECK_STRUCT(v, attn_append_kv_variant);
+  AppendKVVariant out;
+  if (llvm::Error error = convert(toScalarType(v->in_type, "v->in_type"), out.inType))
+    return std::move(error);
+  if (llvm::Error error = convert(toScalarType(v->kv_type, "v->kv_type"), out.kvType))
+    return std::move(error);
+  if (llvm::Error error = convert(toLayout(v->layout, "v->layout"), out.layout))
+    return std::move(error);
+  out.numKVHeads = v->num_kv_heads;
+  out.headDim = v->head_dim;
+  out.pageSize = v->page_size;
+  out.perHeadKVScale = v->per_head_kv_scale != 0;
+  return out;
+}
+
+llvm::Expected<MergeStatesVariant>
+toVariant(const attn_merge_states_variant *v) {
+  ATTN_CHECK_STRUCT(v, attn_merge_states_variant);
+  MergeStatesVariant out;
+  if (llvm::Error error = convert(toScalarType(v->dtype, "v->dtype"), out.dtype))
+    return std::move(error);
+  out.numHeads = v->num_heads;
+  out.headDim = v->head_dim;
+  return out;
+}
+
+llvm::Expected<runtime::PagedKVView> toView(const attn_paged_kv &c,
+                                            const char *name) {
+  runtime::PagedKVView view;
+  std::string prefix(name);
+  if (llvm::Error error = convert(
+          toScalarType(c.dtype, (prefix + ".dtype").c_str()), view.dtype))
+    return std::move(error);
+  if (llvm::Error error = convert(
+          toLayout(c.layout, (prefix + ".layout").c_str()), view.layout))
+    return std::move(error);
+  view.k = c.k;
+  view.v = c.v;
+  view.numKVHeads = c.num_kv_heads;
+  view.headDim = c.head_dim;
+  view.pageSize = c.page_size;
+  view.numPages = c.num_pages;
+  view.pageStride = c.page_stride;
+  return view;
+}
+
+void setHeadTables(runtime::HeadTables &out, const attn_head_tables &t) {
+  out.alibiSlopes = t.alibi_slopes;
+  out.sinks = t.sinks;
+  out.qScale = t.q_scale;
+  for (int i = 0; i < kMaxAuxTables; ++i) {
+    out.aux[i].data = t.aux[i].data;
+    for (int d = 0; d < 3; ++d)
+      out.aux[i].dims[d] = t.aux[i].dims[d];
+  }
+}
+
+} // namespace attn::capi
+
+extern "C" {
+
+void attn_decode_variant_init(attn_decode_variant *v) {
+  if (!v)
+    return;
+  ATTN_INIT(v);
+  const DecodeVariant d;
+  fromKnobs(d, v->knobs);
+  v->q_type = toC(d.qType);
+  v->kv_type = toC(d.kvType);
+  v->num_q_heads = d.numQHeads;
+  v->num_kv_heads = d.numKVHeads;
+  v->head_dim = d.headDim;
+  v->page_size = d.pageSize;
+  v->layout = toC(d.layout);
+  v->query_len = d.queryLen;
+  v->per_head_kv_scale = d.perHeadKVScale;
+}
+
+void attn_prefill_variant_init(attn_prefill_variant *v) {
+  if (!v)
+    return;
+  ATTN_INIT(v);
+  const PrefillVariant p;
+  // The fields of a paged cache default to PagedKVFormat's.
+  const PagedKVFormat paged;
+  fromKnobs(p, v->knobs);
+  v->q_type = toC(p.qType);
+  v->num_q_heads = p.numQHeads;
+  v->num_kv_heads = p.numKVHeads;
+  v->head_dim = p.headDim;
+  v->paged = p.paged.has_value();
+  v->kv_type = toC(paged.kvType);
+  v->page_size = paged.pageSize;
+  v->layout = toC(paged.layout);
+  v->per_head_kv_scale = paged.perHeadKVScale;
+  v->fp8_compute = p.fp8Compute;
+}
+
+void attn_append_kv_variant_init(attn_append_kv_variant *v) {
+  if (!v)
+    return;
+  ATTN_INIT(v);
+  const AppendKVVariant a;
+  v->in_type = toC(a.inType);
+  v->kv_type = toC(a.kvType);
+  v->num_kv_heads = a.numKVHeads;
+  v->head_dim = a.headDim;
+  v->page_size = a.pageSize;
+  v->layout = toC(a.layout);
+  v->per_head_kv_scale = a.perHeadKVScale;
+}
+
+void attn_merge_states_variant_init(attn_merge_states_variant *v) {
+  if (!v)
+    return;
+  ATTN_INIT(v);
+  const MergeStatesVariant m;
+  v->dtype = toC(m.dtype);
+  v->num_heads = m.numHeads;
+  v->head_dim = m.headDim;
+}
+
+} // extern "C"
+
+namespace {
+/// A key of a converted variant into the caller's buffer.
+template <class CVariant, class KeyFn>
+attn_status writeKey(const char *function, const CVariant *v, KeyFn key,
+                     char *buffer, size_t capacity, size_t *length) {
+  return guard(function, [&]() -> llvm::Error {
+    auto variant = toVariant(v);
+    if (!variant)
+      return variant.takeError();
+    return writeString(key(*variant), buffer, capacity, length);
+  });
+}
+} // namespace
+
+extern "C" {
+
+attn_status attn_decode_kernel_key(const attn_decode_variant *v, char *buffer,
+                                   size_t capacity, size_t *length) {
+  return writeKey(
+      __func__, v, [](const DecodeVariant &d) { return runtime::kernelKey(d); },
+      buffer, capacity, length);
+}
+
+attn_status attn_prefill_kernel_key(const attn_prefill_variant *v, char *buffer,
+                                    size_t capacity, size_t *length) {
+  return writeKey(
+      __func__, v, [](const PrefillVariant &p) { return runtime::kernelKey(p); },
+      buffer, capacity, length);
+}
+
+attn_status attn_append_kv_kernel_key(const attn_append_kv_variant *v,
+                                      char *buffer, size_t capacity,
+                                      size_t *length) {
+  return writeKey(
+      __func__, v, [](const AppendKVVariant &a) { return runtime::kernelKey(a); },
+      buffer, capacity, length);
+}
+
+attn_status attn_merge_states_kernel_key(const attn_merge_states_variant *v,
+                                         char *buffer, size_t capacity,
+                                         size_t *length) {
+  return writeKey(
+      __func__, v,
+      [](const MergeStatesVariant &m) { return runtime::kernelKey(m); }, buffer,
+      capacity, length);
+}
+
+attn_status attn_decode_variant_key(const attn_decode_variant *v, char *buffer,
+                                    size_t capacity, size_t *length) {
+  return writeKey(
+      __func__, v, [](const DecodeVariant &d) { return runtime::variantKey(d); },
+      buffer, capacity, length);
+}
+
+attn_status attn_prefill_variant_key(const attn_prefill_variant *v,
+                                     char *buffer, size_t capacity,
+                                     size_t *length) {
+  return writeKey(
+      __func__, v,
+      [](const PrefillVariant &p) { return runtime::variantKey(p); }, buffer,
+      capacity, length);
+}
+
+} // extern "C"
