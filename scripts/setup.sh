@@ -44,6 +44,8 @@ if [[ ! -f "$build_dir/build.ninja" ]]; then
 fi
 say "building with $jobs jobs"
 cmake --build "$build_dir" -j "$jobs"
+say "installing the Python package into $build_dir/venv"
+BUILD_DIR="$build_dir" "$root/scripts/install-python.sh"
 
 # --- The main job -----------------------------------------------------------
 # The example spec through every stage: parse and verify, schedule and lower

@@ -1,0 +1,1722 @@
+"""FlashInfer's Python API over attn's kernels.
+
+Switching is one line::
+
+    import attn.flashinfer as flashinfer     # was: import flashinfer
+
+The wrappers keep FlashInfer's names, constructor and ``plan``/``run``
+signatures: ``BatchDecodeWithPagedKVCacheWrapper``,
+``BatchPrefillWithRaggedKVCacheWrapper``,
+``BatchPrefillWithPagedKVCacheWrapper``, ``MultiLevelCascadeAttentionWrapper``,
+``append_paged_kv_cache``, ``merge_state``, ``merge_state_in_place``,
+``merge_states``, ``get_seq_lens``, ``get_batch_indices_positions``.
+
+How it maps onto attn
+---------------------
+- Page tables: FlashInfer's CSR tables (``indptr``, ``indices``,
+  ``last_page_len``) become attn's dense ``[batch, max_pages]`` tables and
+  per-request lengths in ``plan()`` (the lengths are read back to the host,
+  which synchronizes, as FlashInfer's plan does). The dense tables live in
+  the wrapper at fixed device addresses.
+- Paged cache: a single ``[num_pages, 2, page_size, heads, dim]`` (NHD) or
+  ``[num_pages, 2, heads, page_size, dim]`` (HND) tensor, or a ``(k, v)``
+  tuple of ``[num_pages, ...]`` tensors. attn reads K and V through one page
+  stride, so the interleaved layout needs no copy.
+- Kernels: ``plan()`` creates (JIT-compiles on first use, then cached on
+  disk) the kernel of the planned variant; a ``run()`` that asks for
+  another variant (``return_lse``, ``sinks``, per-head scales) creates it
+  on its first call. One handle per variant is cached in the wrapper.
+- ``float_workspace_buffer`` is accepted for compatibility and only tells
+  the device: attn owns its workspaces (sized for the batch, grown as
+  needed, fixed under ``use_cuda_graph``).
+- LSE: FlashInfer's LSEs are base 2; so are this module's (``run(...,
+  return_lse=True)`` returns ``log2(sum exp(s))`` and ``merge_state(s)``
+  take and return base-2 LSEs). attn's kernels and C ABI use the natural
+  log (docs/semantics.md); the wrappers convert.
+- Streams: every ``plan``/``run`` launches on ``torch.cuda.current_stream()``
+  unless given ``stream=`` (an attn extension).
+- CUDA graphs: with ``use_cuda_graph=True`` the batch size and the table
+  capacity are fixed at construction (as FlashInfer's), ``plan()`` plans
+  for graph replay, and a captured ``run()`` stays valid for any later
+  ``plan()`` of the same batch size. Run every variant once before
+  capturing (its kernel is created and planned outside capture).
+
+Extensions (keyword-only, not in FlashInfer): ``stream=`` on plan/run;
+``score_mod=`` / ``mask_mod=`` (attn IR regions, docs/semantics.md) on plan
+and ``aux=`` (their tables) on run; ``k_scale`` / ``v_scale`` may be
+tensors (``[1]`` or ``[num_kv_heads]`` float32, per-head FP8 scales);
+``max_pages_per_request=`` on the decode and paged-prefill constructors
+(graph mode's table width, default the indices buffer's length),
+``max_num_tokens=`` on the prefill constructors (graph mode's query-row
+capacity); ``k_scale``/``v_scale`` on ``append_paged_kv_cache`` (FP8 caches
+quantize by them).
+
+What attn does not do raises ``NotImplementedError`` naming it: RoPE inside
+attention (``pos_encoding_mode='ROPE_LLAMA'``), custom masks
+(``custom_mask``; use ``mask_mod``), ``head_dim_vo != head_dim_qk``,
+``window_right``, an output dtype other than q's, FP8 queries, NVFP4 caches
+(``kv_cache_sf``), jit_args, other backends. ALiBi follows
+docs/semantics.md: for causal attention it equals FlashInfer's; for
+non-causal prefill attn penalizes ``|key - query|`` where FlashInfer adds
+``slope * (key - query)``.
+"""
+
+import dataclasses
+import math
+import numbers
+from collections import OrderedDict
+
+from . import _runtime
+from . import _tensors as _t
+from ._kernels import (AppendKV, AppendKVVariant, Cascade, Decode, DecodeVariant, Knobs,
+                       MergeStates, MergeStatesVariant, Prefill, PrefillVariant, shared)
+from . import _lib
+
+LOG2E = 1.4426950408889634  # log2(e): natural-log LSE -> base 2
+LN2 = 0.6931471805599453    # ln(2): base 2 -> natural log
+
+_BACKENDS = ("auto", "fa2", "fa3")
+_MAX_HANDLES = 8
+
+__all__ = [
+    "BatchDecodeWithPagedKVCacheWrapper",
+    "CUDAGraphBatchDecodeWithPagedKVCacheWrapper",
+    "BatchPrefillWithRaggedKVCacheWrapper",
+    "BatchPrefillWithPagedKVCacheWrapper",
+    "MultiLevelCascadeAttentionWrapper",
+    "append_paged_kv_cache",
+    "merge_state",
+    "merge_state_in_place",
+    "merge_states",
+    "get_seq_lens",
+    "get_batch_indices_positions",
+    "get_alibi_slopes",
+]
+
+
+# --- argument helpers -----------------------------------------------------
+
+
+def _check_layout(kv_layout):
+    s = str(kv_layout).upper()
+    if s not in ("NHD", "HND"):
+        raise ValueError("kv_layout: expected 'NHD' or 'HND', got %r" % (kv_layout,))
+    return s
+
+
+def _check_backend(backend, cls):
+    if backend not in _BACKENDS:
+        raise NotImplementedError(
+            "backend=%r: attn generates its own kernels; %s takes backend 'auto' ('fa2' and "
+            "'fa3' are accepted and mean the same)" % (backend, cls))
+
+
+def _no_jit(jit_args, jit_kwargs=None):
+    if jit_args is not None or jit_kwargs:
+        raise NotImplementedError(
+            "jit_args: FlashInfer's custom JIT modules do not apply to attn; attn's "
+            "programmable variants are plan(score_mod=..., mask_mod=...) (docs/semantics.md)")
+
+
+def _int(value, name, minimum=1):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError("%s: expected an int, got %r" % (name, value))
+    value = int(value)
+    if value < minimum:
+        raise ValueError("%s: expected >= %d, got %d" % (name, minimum, value))
+    return value
+
+
+def _buffer_device(buf):
+    if buf is None:
+        return -1
+    torch = _runtime.torch_or_none()
+    if torch is not None and isinstance(buf, torch.Tensor):
+        return buf.device.index if buf.device.type == "cuda" else -1
+    try:
+        return _t.adapt(buf, "float_workspace_buffer").device
+    except Exception:
+        return -1
+
+
+def _array_device(x):
+    torch = _runtime.torch_or_none()
+    if torch is not None and isinstance(x, torch.Tensor) and x.device.type == "cuda":
+        return x.device.index
+    return -1
+
+
+def _resolve_dtypes(q_data_type, kv_data_type, o_data_type=None, data_type=None):
+    if data_type is not None:
+        q = _t.dtype_name(data_type, "data_type")
+        kv = _t.dtype_name(kv_data_type, "kv_data_type") if kv_data_type is not None else q
+    else:
+        q = _t.dtype_name(q_data_type if q_data_type is not None else "float16", "q_data_type")
+        kv = _t.dtype_name(kv_data_type, "kv_data_type") if kv_data_type is not None else q
+    if q in _t.FP8_DTYPES:
+        raise NotImplementedError(
+            "q_data_type %s: attn's FlashInfer-style wrappers take float16 or bfloat16 "
+            "queries (FP8 caches are fine: kv_data_type)" % q)
+    if q not in ("float16", "bfloat16"):
+        raise TypeError("q_data_type: expected float16 or bfloat16, got %s" % q)
+    if kv not in (q,) + _t.FP8_DTYPES:
+        raise TypeError("kv_data_type: expected %s (q's dtype), float8_e4m3fn or float8_e5m2, "
+                        "got %s" % (q, kv))
+    if o_data_type is not None:
+        o = _t.dtype_name(o_data_type, "o_data_type")
+        if o != q:
+            raise NotImplementedError("o_data_type %s: attn writes the output in q's dtype (%s)"
+                                      % (o, q))
+    return q, kv
+
+
+def _check_heads(num_qo_heads, num_kv_heads, head_dim):
+    hq = _int(num_qo_heads, "num_qo_heads")
+    hkv = _int(num_kv_heads, "num_kv_heads")
+    d = _int(head_dim, "head_dim")
+    if hq % hkv:
+        raise ValueError("num_qo_heads (%d) must be a multiple of num_kv_heads (%d)" % (hq, hkv))
+    return hq, hkv, d
+
+
+def get_alibi_slopes(n_heads):
+    """The standard ALiBi slopes for ``n_heads`` heads (FlashInfer's
+    ``get_alibi_slopes``: ``2^(-8 (h + 1) / n)`` for a power of two n, the
+    interleaved extension otherwise), as a list of floats."""
+    n_heads = _int(n_heads, "n_heads")
+    n = 2 ** int(math.floor(math.log2(n_heads)))
+    m0 = 2.0 ** (-8.0 / n)
+    slopes = [m0 ** i for i in range(1, n + 1)]
+    if n < n_heads:
+        m_hat0 = 2.0 ** (-4.0 / n)
+        slopes += [m_hat0 ** i for i in range(1, 1 + 2 * (n_heads - n), 2)]
+    return slopes
+
+
+def _knobs(pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, sm_scale=None,
+           causal=True, score_mod=None, mask_mod=None, window_right=0):
+    mode = str(pos_encoding_mode).upper()
+    if mode == "NONE":
+        alibi = False
+    elif mode == "ALIBI":
+        alibi = True
+    elif mode.startswith("ROPE"):
+        raise NotImplementedError(
+            "pos_encoding_mode=%r: attn does not apply RoPE inside attention; rotate q and k "
+            "before (your model's rotary embedding) and plan with pos_encoding_mode='NONE'"
+            % pos_encoding_mode)
+    else:
+        raise ValueError("pos_encoding_mode: expected 'NONE', 'ALIBI' or 'ROPE_LLAMA', got %r"
+                         % (pos_encoding_mode,))
+    if window_right not in (0, None):
+        raise NotImplementedError("window_right=%r: attn's windows look left only "
+                                  "(window_left)" % (window_right,))
+    window = -1 if window_left is None or int(window_left) < 0 else int(window_left)
+    if window >= 0 and not causal:
+        raise ValueError("window_left: attn applies a sliding window to causal attention only "
+                         "(causal=False here)")
+    softcap = float(logits_soft_cap) if logits_soft_cap is not None else 0.0
+    if softcap < 0:
+        raise ValueError("logits_soft_cap: expected >= 0, got %r" % logits_soft_cap)
+    scale = 0.0
+    if sm_scale is not None:
+        scale = float(sm_scale)
+        if not scale > 0:
+            raise ValueError("sm_scale: expected > 0, got %r" % sm_scale)
+    return Knobs(causal=bool(causal), window_left=window, softcap=softcap, scale=scale,
+                 alibi=alibi, score_mod=score_mod or None, mask_mod=mask_mod or None)
+
+
+def _unsupported_run_args(args, kv_cache_sf=None, skip_softmax_threshold_scale_factor=None,
+                          q_scale=None):
+    if args:
+        raise NotImplementedError("run(*args): FlashInfer's custom-kernel arguments do not "
+                                  "apply to attn (aux tables: run(aux=...))")
+    if kv_cache_sf is not None:
+        raise NotImplementedError("kv_cache_sf: attn has no NVFP4 caches (FP8 e4m3/e5m2 with "
+                                  "k_scale/v_scale)")
+    if skip_softmax_threshold_scale_factor is not None:
+        raise NotImplementedError("skip_softmax_threshold_scale_factor: attn computes exact "
+                                  "softmax")
+    if q_scale not in (None, 1, 1.0):
+        raise NotImplementedError("q_scale: these wrappers take 16-bit queries; q_scale must "
+                                  "be None or 1.0")
+
+
+def _as_torch(obj):
+    torch = _runtime.require_torch("converting an LSE")
+    if isinstance(obj, torch.Tensor):
+        return obj
+    if hasattr(obj, "__cuda_array_interface__"):
+        return torch.as_tensor(obj, device="cuda")
+    return torch.from_dlpack(obj)
+
+
+def _to_base2(lse, stream, device):
+    """Natural-log LSE (attn's) to base 2 (FlashInfer's), in place."""
+    t = _as_torch(lse)
+    with _runtime.torch_stream(stream, device):
+        t.mul_(LOG2E)
+
+
+# --- shared pieces: scales, tables, the paged cache ----------------------------
+
+
+class _Scale:
+    """One FP8 dequantization scale as a device float32 at a fixed
+    address; a float argument is written into it (only when it changes, so
+    a captured graph replays with the value it was captured with)."""
+
+    def __init__(self, device, what):
+        torch = _runtime.require_torch(what)
+        self.buf = torch.ones(1, dtype=torch.float32, device=_runtime._torch_device(device))
+        self.value = 1.0
+        self.device = device
+
+    def pointer(self, value, stream):
+        if value != self.value:
+            with _runtime.torch_stream(stream, self.device):
+                self.buf.fill_(float(value))
+            self.value = value
+        return self.buf.data_ptr()
+
+
+def _scales(wrapper, k_scale, v_scale, num_kv_heads, kv_type, stream, device):
+    """(k pointer, v pointer, count, per_head) for attn_paged_kv / prefill
+    args. 16-bit caches take no scales (1.0 or None only)."""
+    fp8 = kv_type in _t.FP8_DTYPES
+    if not fp8:
+        for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
+            if s is not None and not (isinstance(s, numbers.Real) and float(s) == 1.0):
+                raise NotImplementedError("%s: attn applies dequantization scales to FP8 caches "
+                                          "only (this one is %s)" % (name, kv_type))
+        return None, None, 0, False
+    ptrs, counts = [], []
+    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if s is None or isinstance(s, numbers.Real):
+            holder = wrapper._scale_bufs.get(name)
+            if holder is None:
+                if _runtime.capturing():
+                    raise RuntimeError("attn: %s's first use came during CUDA graph capture; "
+                                       "run once before capturing" % name)
+                holder = _Scale(device, "FP8 scales")
+                wrapper._scale_bufs[name] = holder
+            ptrs.append(holder.pointer(1.0 if s is None else float(s), stream))
+            counts.append(1)
+        else:
+            t = _t.tensor(s, name, dtype="float32")
+            if t.numel() not in (1, num_kv_heads):
+                raise ValueError("%s: expected 1 or num_kv_heads (%d) float32 scales, got shape %s"
+                                 % (name, num_kv_heads, t.shape))
+            ptrs.append(t.ptr)
+            counts.append(t.numel())
+    if counts[0] != counts[1]:
+        raise ValueError("k_scale and v_scale: expected the same number of scales, got %d and %d"
+                         % tuple(counts))
+    return ptrs[0], ptrs[1], counts[0], counts[0] > 1
+
+
+def _page_shape(layout, page_size, num_kv_heads, head_dim):
+    if layout == "NHD":
+        return (page_size, num_kv_heads, head_dim), "page_size, num_kv_heads, head_dim"
+    return (num_kv_heads, page_size, head_dim), "num_kv_heads, page_size, head_dim"
+
+
+def paged_kv(cache, layout, num_kv_heads, head_dim, page_size, kv_type, name="paged_kv_cache"):
+    """The attn_paged_kv (without scales) of a FlashInfer paged cache, and
+    the tensors read (for device checks)."""
+    shape, dims = _page_shape(layout, page_size, num_kv_heads, head_dim)
+    c = _lib.attn_paged_kv()
+    if isinstance(cache, (tuple, list)):
+        if len(cache) != 2:
+            raise ValueError("%s: expected a tensor or a (k_cache, v_cache) tuple, got %d items"
+                             % (name, len(cache)))
+        k = _t.tensor(cache[0], name + "[0]", dtype=kv_type, dense=False)
+        v = _t.tensor(cache[1], name + "[1]", dtype=kv_type, dense=False)
+        for t in (k, v):
+            if t.shape[1:] != shape or len(t.shape) != 4:
+                _t.check_shape(t, (None,) + shape, "num_pages, " + dims)
+            _t.check_dense(t, token_stride=True)
+        if k.shape != v.shape:
+            raise ValueError("%s: k_cache %s and v_cache %s differ in shape"
+                             % (name, k.shape, v.shape))
+        if k.shape[0] > 1 and k.strides[0] != v.strides[0]:
+            raise ValueError("%s: k_cache and v_cache must have the same page stride (%d and %d "
+                             "elements)" % (name, k.strides[0], v.strides[0]))
+        c.k, c.v = k.ptr, v.ptr
+        c.page_stride = k.token_stride()
+        c.num_pages = k.shape[0]
+        tensors = (k, v)
+    else:
+        t = _t.tensor(cache, name, dtype=kv_type, dense=False)
+        if len(t.shape) != 5 or t.shape[1:] != (2,) + shape:
+            _t.check_shape(t, (None, 2) + shape, "num_pages, 2, " + dims)
+        if t.strides[2:] != _t._dense_cached(shape):
+            _t.check_dense(t, from_dim=2)
+        c.k = t.ptr
+        c.v = t.offset(t.strides[1])
+        c.page_stride = t.strides[0] if t.shape[0] > 1 else t.row_elements()
+        c.num_pages = t.shape[0]
+        tensors = (t,)
+    c.dtype = _lib.DTYPE_CODES[kv_type]
+    c.num_kv_heads, c.head_dim, c.page_size = num_kv_heads, head_dim, page_size
+    c.layout = _lib.LAYOUT_NHD if layout == "NHD" else _lib.LAYOUT_HND
+    return c, tensors
+
+
+def _set_scales(c, k_ptr, v_ptr, count):
+    c.k_scale = k_ptr
+    c.v_scale = v_ptr
+    c.num_kv_scales = count
+
+
+def _fill_tables(tables, alibi_ptr, sinks_ptr, aux, stream):
+    tables.alibi_slopes = alibi_ptr
+    tables.sinks = sinks_ptr
+    if aux:
+        if len(aux) > _lib.MAX_AUX_TABLES:
+            raise ValueError("aux: at most %d tables, got %d" % (_lib.MAX_AUX_TABLES, len(aux)))
+        for i, a in enumerate(aux):
+            t = _t.tensor(a, "aux[%d]" % i, dtype=("float32", "int32"), stream=stream)
+            if not 1 <= t.ndim <= 3:
+                raise ValueError("aux[%d]: expected 1 to 3 dimensions, got %d" % (i, t.ndim))
+            tables.aux[i].data = t.ptr
+            for d in range(3):
+                tables.aux[i].dims[d] = t.shape[d] if d < t.ndim else 1  # 1 past the rank
+    _clear_aux(tables, len(aux) if aux else 0)
+
+
+def _clear_aux(tables, start=0):
+    for i in range(start, _lib.MAX_AUX_TABLES):
+        if tables.aux[i].data:
+            tables.aux[i].data = None
+            for d in range(3):
+                tables.aux[i].dims[d] = 0
+
+
+class _PageTables:
+    """Dense ``[batch, stride]`` int32 page tables and ``[batch]`` lengths
+    on the device, at fixed addresses (fixed sizes under use_cuda_graph)."""
+
+    def __init__(self, device, fixed_batch=0, fixed_stride=0, what="plan()"):
+        fixed = fixed_batch > 0
+        self.device = device
+        self.pages = _runtime.DeviceInts("int32", device, fixed_batch * fixed_stride, fixed, what)
+        self.lens = _runtime.DeviceInts("int32", device, fixed_batch, fixed, what)
+        self.fixed_stride = fixed_stride
+        self.stride = max(1, fixed_stride)
+
+    def fill_csr(self, indptr, indices, last_page_len, page_size, stream,
+                 names=("indptr", "indices", "last_page_len")):
+        """FlashInfer's CSR page table -> dense rows; returns the host
+        lengths (tokens per request)."""
+        ip = _runtime.host_ints(indptr, names[0])
+        lp = _runtime.host_ints(last_page_len, names[2])
+        batch = len(lp)
+        if len(ip) != batch + 1:
+            raise ValueError("%s: expected %d entries (the batch size %d of %s, + 1), got %d"
+                             % (names[0], batch + 1, batch, names[2], len(ip)))
+        seq_lens, counts = [], []
+        for b in range(batch):
+            n = ip[b + 1] - ip[b]
+            if n < 0:
+                raise ValueError("%s: decreases at request %d (%d > %d)"
+                                 % (names[0], b, ip[b], ip[b + 1]))
+            if n == 0:
+                seq_lens.append(0)
+            else:
+                if not 1 <= lp[b] <= page_size:
+                    raise ValueError("%s[%d] = %d: expected 1 to page_size (%d)"
+                                     % (names[2], b, lp[b], page_size))
+                seq_lens.append((n - 1) * page_size + lp[b])
+            counts.append(n)
+        max_pages = max(counts) if counts else 0
+        stride = self.fixed_stride or max(1, max_pages)
+        if max_pages > stride:
+            raise ValueError("%s: a request has %d pages, more than the %d per request this "
+                             "wrapper holds (max_pages_per_request)" % (names[1], max_pages, stride))
+        torch = _runtime.require_torch("plan()")
+        dev = self.device
+        tdev = _runtime._torch_device(dev)
+        if isinstance(indices, torch.Tensor):
+            idx = indices.to(device=tdev, dtype=torch.int32)
+        elif hasattr(indices, "__cuda_array_interface__") or hasattr(indices, "__dlpack__"):
+            idx = torch.as_tensor(_runtime.host_ints(indices, names[1]), dtype=torch.int32,
+                                  device=tdev)
+        else:
+            idx = torch.tensor(_runtime.host_ints(indices, names[1]), dtype=torch.int32,
+                               device=tdev)
+        if idx.dim() != 1:
+            raise ValueError("%s: expected a 1-D array, got shape %s" % (names[1], tuple(idx.shape)))
+        if batch and idx.numel() < ip[-1]:
+            raise ValueError("%s: has %d entries, but %s[-1] is %d"
+                             % (names[1], idx.numel(), names[0], ip[-1]))
+        self.pages.ensure(batch * stride, names[1])
+        self.lens.upload(seq_lens, stream, names[2])
+        if batch:
+            with _runtime.torch_stream(stream, dev):
+                starts = torch.tensor(ip[:-1], dtype=torch.int64).to(tdev)
+                cnt = torch.tensor(counts, dtype=torch.int64).to(tdev)
+                col = torch.arange(stride, dtype=torch.int64, device=tdev)
+                mask = col[None, :] < cnt[:, None]
+                gidx = torch.where(mask, starts[:, None] + col[None, :], torch.zeros_like(col))
+                if idx.numel():
+                    vals = torch.where(mask, idx[gidx], torch.zeros((), dtype=torch.int32,
+                                                                   device=tdev))
+                else:
+                    vals = torch.zeros((batch, stride), dtype=torch.int32, device=tdev)
+                self.pages.buf[:batch * stride].copy_(vals.reshape(-1))
+        self.stride = stride
+        return seq_lens
+
+    @property
+    def pages_ptr(self):
+        return self.pages.ptr
+
+    @property
+    def lens_ptr(self):
+        return self.lens.ptr
+
+
+class _Plan:
+    __slots__ = ("gen", "batch", "seq_lens", "cu_q", "variant", "for_graph", "num_q_tokens",
+                 "stride", "page_tables_ptr", "seq_lens_ptr", "window_left", "keep", "levels",
+                 "level_tables", "num_levels", "device", "run_handles", "run_args")
+
+    def __init__(self, **kw):
+        for k in self.__slots__:
+            setattr(self, k, kw.get(k))
+        self.run_handles = {}  # (lse, sinks, per-head scales) -> planned handle
+
+
+class _Wrapper:
+    """What the wrappers share: device, handle cache (one handle per
+    variant), lazy planning of new variants, ALiBi slopes."""
+
+    _what = "wrapper"
+
+    def __init__(self, float_workspace_buffer, kv_layout, use_cuda_graph):
+        self._kv_layout = _check_layout(kv_layout)
+        self._device = _buffer_device(float_workspace_buffer)
+        self._workspace = float_workspace_buffer
+        self._use_cuda_graph = bool(use_cuda_graph)
+        self._handles = OrderedDict()
+        self._plan = None
+        self._gen = 0
+        self._scale_bufs = {}
+        self._alibi = {}
+
+    @property
+    def is_cuda_graph_enabled(self):
+        """Whether the wrapper was built with use_cuda_graph=True."""
+        return self._use_cuda_graph
+
+    def reset_workspace_buffer(self, float_workspace_buffer, int_workspace_buffer=None):
+        """Accepted for compatibility: attn owns its workspaces (the
+        buffers only tell the device)."""
+        dev = _buffer_device(float_workspace_buffer)
+        if dev >= 0:
+            self._device = dev
+
+    def end_forward(self):
+        """Accepted for compatibility (nothing to release)."""
+
+    def _resolve_device(self, *arrays):
+        if self._device >= 0:
+            return self._device
+        for a in arrays:
+            d = _array_device(a)
+            if d >= 0:
+                self._device = d
+                return d
+        self._device = max(0, _runtime.current_device())
+        return self._device
+
+    def _alibi_ptr(self, num_heads, stream):
+        buf = self._alibi.get(num_heads)
+        if buf is None:
+            torch = _runtime.require_torch(self._what)
+            buf = torch.tensor(get_alibi_slopes(num_heads), dtype=torch.float32)
+            with _runtime.torch_stream(stream, self._device):
+                buf = buf.to(_runtime._torch_device(self._device))
+            self._alibi[num_heads] = buf
+        return buf.data_ptr()
+
+    def _need_plan(self):
+        if self._plan is None:
+            raise RuntimeError("attn: %s.run() before plan(): call plan() first" % self._what)
+        return self._plan
+
+    def _make_handle(self, variant, plan):
+        raise NotImplementedError
+
+    def _plan_handle(self, handle, plan, stream):
+        raise NotImplementedError
+
+    def _handle(self, variant, stream):
+        """The planned handle of ``variant`` (created and planned now when
+        new: never during graph capture)."""
+        plan = self._plan
+        h = self._handles.get(variant)
+        if h is not None and not self._fits(h, plan):
+            self._handles.pop(variant)
+            h = None
+        if h is None or h.planned != plan.gen:
+            if _runtime.capturing():
+                raise RuntimeError(
+                    "attn: %s.run() needs a kernel it has not planned (a new variant: "
+                    "return_lse, sinks, scales) during CUDA graph capture; run it once with "
+                    "the same arguments before capturing" % self._what)
+            if h is None:
+                h = self._make_handle(variant, plan)
+                self._handles[variant] = h
+                while len(self._handles) > _MAX_HANDLES:
+                    self._handles.popitem(last=False)
+            self._plan_handle(h, plan, stream)
+            h.planned = plan.gen
+        self._handles.move_to_end(variant)
+        return h
+
+    def _fits(self, h, plan):
+        return plan.batch <= h.max_batch
+
+    def _run_handle(self, plan, want_lse, sinks, per_head, stream):
+        """The planned handle run() launches: the plan's variant with the
+        LSE, sinks and per-head scales this call asks for (looked up once
+        per plan)."""
+        key = (want_lse, sinks, per_head)
+        h = plan.run_handles.get(key)
+        if h is None:
+            base = plan.variant
+            knobs = base.knobs
+            if want_lse or sinks:
+                knobs = dataclasses.replace(knobs, write_lse=want_lse, sinks=sinks)
+            h = self._handle(base.replace(knobs=knobs, per_head_kv_scale=per_head), stream)
+            plan.run_handles[key] = h
+        return h
+
+    def _replan_all(self, stream):
+        """Plans every cached handle of the new plan's variant family (a
+        captured graph of any of them stays valid after a re-plan)."""
+        plan = self._plan
+        base = plan.variant
+        for variant in list(self._handles):
+            if _same_family(variant, base):
+                h = self._handles[variant]
+                if self._fits(h, plan):
+                    self._plan_handle(h, plan, stream)
+                    h.planned = plan.gen
+                else:
+                    self._handles.pop(variant)
+            else:
+                self._handles.pop(variant)
+        self._handle(base, stream)
+
+    def _sinks(self, sinks, num_qo_heads):
+        if sinks is None:
+            return 0
+        t = _t.tensor(sinks, "sinks", dtype="float32", shape=(num_qo_heads,))
+        return t.ptr
+
+
+def _family(v):
+    return v.replace(knobs=dataclasses.replace(v.knobs, write_lse=False, sinks=False),
+                     per_head_kv_scale=False)
+
+
+def _same_family(a, b):
+    """Variants that differ only in what run() chooses (LSE, sinks,
+    per-head scales)."""
+    return _family(a) == _family(b)
+
+
+def _capacity(n, minimum=16):
+    c = minimum
+    while c < n:
+        c *= 2
+    return c
+
+
+def _out_and_lse(out, lse, want_lse, q_shape, q_type, num_q_heads, device, what):
+    rows = q_shape[0]
+    if out is None:
+        out_t = _t.adapt(_runtime.empty(q_shape, q_type, device, what), "out")
+    else:
+        out_t = _t.tensor(out, "out", dtype=q_type, shape=q_shape, token_stride=True)
+    lse_t = None
+    if want_lse:
+        if lse is None:
+            lse_t = _t.adapt(_runtime.empty((rows, num_q_heads), "float32", device, what), "lse")
+        else:
+            lse_t = _t.tensor(lse, "lse", dtype="float32", shape=(rows, num_q_heads))
+    return out_t, lse_t
+
+
+# --- decode ------------------------------------------------------------------
+
+
+class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
+    """Batch decode over a paged KV cache (FlashInfer's wrapper of the same
+    name): ``plan()`` once per step, ``run()`` per layer.
+
+    Parameters follow FlashInfer's: ``float_workspace_buffer`` (accepted;
+    tells the device: attn owns its workspaces), ``kv_layout`` ('NHD' or
+    'HND'), ``use_cuda_graph`` (fixed batch size ``len(
+    paged_kv_last_page_len_buffer)`` and table width; plan for graph
+    replay), ``use_tensor_cores`` and ``backend`` (accepted, ignored: attn
+    picks its schedule), the ``paged_kv_*_buffer`` arguments (graph mode
+    sizes; attn keeps its own dense tables), ``jit_args`` (not supported).
+    Extension: ``max_pages_per_request`` (graph mode's table width; default
+    ``len(paged_kv_indices_buffer)``).
+    """
+
+    _what = "BatchDecodeWithPagedKVCacheWrapper"
+
+    def __init__(self, float_workspace_buffer=None, kv_layout="NHD", use_cuda_graph=False,
+                 use_tensor_cores=False, paged_kv_indptr_buffer=None,
+                 paged_kv_indices_buffer=None, paged_kv_last_page_len_buffer=None,
+                 backend="auto", jit_args=None, *, max_pages_per_request=None):
+        _check_backend(backend, self._what)
+        _no_jit(jit_args)
+        super().__init__(float_workspace_buffer, kv_layout, use_cuda_graph)
+        self._use_tensor_cores = bool(use_tensor_cores)
+        self._fixed_batch = 0
+        self._fixed_stride = 0
+        if self._use_cuda_graph:
+            if paged_kv_last_page_len_buffer is None or paged_kv_indptr_buffer is None:
+                raise ValueError("paged_kv_indptr_buffer and paged_kv_last_page_len_buffer: "
+                                 "required with use_cuda_graph=True (they fix the batch size)")
+            self._fixed_batch = len(paged_kv_last_page_len_buffer)
+            if len(paged_kv_indptr_buffer) != self._fixed_batch + 1:
+                raise ValueError("paged_kv_indptr_buffer: expected batch size + 1 = %d entries, "
+                                 "got %d" % (self._fixed_batch + 1, len(paged_kv_indptr_buffer)))
+            if max_pages_per_request is None:
+                if paged_kv_indices_buffer is None:
+                    raise ValueError("paged_kv_indices_buffer (or max_pages_per_request): "
+                                     "required with use_cuda_graph=True")
+                max_pages_per_request = len(paged_kv_indices_buffer)
+            self._fixed_stride = _int(max_pages_per_request, "max_pages_per_request")
+            for buf in (paged_kv_indptr_buffer, paged_kv_last_page_len_buffer,
+                        paged_kv_indices_buffer):
+                if self._device < 0:
+                    self._device = _array_device(buf)
+        self._buffers = (paged_kv_indptr_buffer, paged_kv_indices_buffer,
+                         paged_kv_last_page_len_buffer)
+        self._tables = None
+
+    @property
+    def use_tensor_cores(self):
+        """Accepted for compatibility (attn picks its own schedule)."""
+        return self._use_tensor_cores
+
+    def plan(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim,
+             page_size, pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None,
+             q_data_type="float16", kv_data_type=None, o_data_type=None, data_type=None,
+             sm_scale=None, rope_scale=None, rope_theta=None, non_blocking=True,
+             block_tables=None, seq_lens=None, fixed_split_size=None, disable_split_kv=False,
+             q_len_per_req=1, *, window_right=0, stream=None, score_mod=None, mask_mod=None):
+        """Plans a decode batch (host work and one upload; not under graph
+        capture).
+
+        ``indptr`` [batch + 1], ``indices`` [indptr[-1]] and
+        ``last_page_len`` [batch] (1..page_size) are FlashInfer's CSR page
+        table; ``block_tables`` [batch, pages] int32 with ``seq_lens``
+        [batch] may replace it. ``pos_encoding_mode`` 'NONE' or 'ALIBI'
+        (standard slopes), ``window_left`` (FlashInfer's: W keys before the
+        query and its own), ``logits_soft_cap``, ``sm_scale`` (default
+        1/sqrt(head_dim)), ``q_data_type`` float16/bfloat16,
+        ``kv_data_type`` q's or float8_e4m3fn/float8_e5m2,
+        ``q_len_per_req`` (speculative decoding: query rows per request,
+        causal among them). ``rope_*``, ``non_blocking``,
+        ``fixed_split_size`` and ``disable_split_kv`` are accepted and
+        ignored. Extensions: ``stream``, ``score_mod``/``mask_mod``.
+        """
+        hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim)
+        page_size = _int(page_size, "page_size")
+        q_len = _int(q_len_per_req, "q_len_per_req")
+        q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type, o_data_type, data_type)
+        knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, True,
+                       score_mod, mask_mod, window_right)
+        variant = DecodeVariant(knobs=knobs, q_type=q_type, kv_type=kv_type, num_q_heads=hq,
+                                num_kv_heads=hkv, head_dim=d, page_size=page_size,
+                                layout=self._kv_layout, query_len=q_len)
+        device = self._resolve_device(indptr, indices, last_page_len, block_tables)
+        s = _runtime.stream_handle(stream, device)
+        if _runtime.capturing():
+            raise RuntimeError("attn: plan() during CUDA graph capture; plan before capturing "
+                               "(a captured run() stays valid for later plans)")
+        if self._tables is None:
+            self._tables = _PageTables(device, self._fixed_batch, self._fixed_stride,
+                                       self._what + ".plan()")
+        if block_tables is not None:
+            lens, pt_ptr, stride = self._direct_tables(block_tables, seq_lens, indptr,
+                                                       last_page_len, page_size, s)
+        else:
+            lens = self._tables.fill_csr(indptr, indices, last_page_len, page_size, s)
+            pt_ptr, stride = self._tables.pages_ptr, self._tables.stride
+        batch = len(lens)
+        if self._use_cuda_graph and batch != self._fixed_batch:
+            raise ValueError("last_page_len: the batch size is fixed at %d in CUDA graph mode, "
+                             "got %d" % (self._fixed_batch, batch))
+        self._gen += 1
+        self._plan = _Plan(gen=self._gen, batch=batch, seq_lens=lens, variant=variant,
+                           for_graph=self._use_cuda_graph, num_q_tokens=batch * q_len,
+                           stride=stride, page_tables_ptr=pt_ptr,
+                           seq_lens_ptr=self._tables.lens_ptr, window_left=knobs.window_left,
+                           device=device)
+        if knobs.alibi:
+            self._alibi_ptr(hq, s)
+        self._replan_all(s)
+
+    begin_forward = plan
+
+    def _direct_tables(self, block_tables, seq_lens, indptr, last_page_len, page_size, stream):
+        bt = _t.tensor(block_tables, "block_tables", dtype="int32", shape=(None, None))
+        if seq_lens is not None:
+            lens = _runtime.host_ints(seq_lens, "seq_lens")
+        else:
+            ip = _runtime.host_ints(indptr, "indptr")
+            lp = _runtime.host_ints(last_page_len, "last_page_len")
+            lens = [0 if ip[b + 1] == ip[b] else (ip[b + 1] - ip[b] - 1) * page_size + lp[b]
+                    for b in range(len(lp))]
+        if bt.shape[0] < len(lens):
+            raise ValueError("block_tables: %d rows for a batch of %d" % (bt.shape[0], len(lens)))
+        self._tables.lens.upload(lens, stream, "seq_lens")
+        self._direct = bt  # keep it alive with the plan
+        return lens, bt.ptr, bt.token_stride()
+
+    def _make_handle(self, variant, plan):
+        cap = self._fixed_batch if self._use_cuda_graph else _capacity(plan.batch)
+        return Decode(plan.device, variant, cap)
+
+    def _plan_handle(self, handle, plan, stream):
+        handle.plan(plan.seq_lens, plan.for_graph, stream)
+
+    def forward(self, q, paged_kv_cache, pos_encoding_mode="NONE", q_scale=None, k_scale=None,
+                v_scale=None, window_left=-1, logits_soft_cap=None, sm_scale=None,
+                rope_scale=None, rope_theta=None):
+        """Deprecated in FlashInfer: ``run()``."""
+        return self.run(q, paged_kv_cache, q_scale=q_scale, k_scale=k_scale, v_scale=v_scale)
+
+    def run(self, q, paged_kv_cache, *args, q_scale=None, k_scale=None, v_scale=None, out=None,
+            lse=None, return_lse=False, enable_pdl=None, window_left=None, sinks=None,
+            q_len_per_req=None, skip_softmax_threshold_scale_factor=None, kv_cache_sf=None,
+            stream=None, aux=None):
+        """Decode attention of ``q`` [batch * q_len_per_req, num_qo_heads,
+        head_dim] over ``paged_kv_cache`` (the planned batch).
+
+        ``k_scale``/``v_scale``: FP8 dequantization scales (float, or a
+        float32 tensor of 1 or num_kv_heads); ``out`` [like q] and ``lse``
+        [rows, num_qo_heads] float32 are written when given, else
+        allocated; ``return_lse`` returns ``(out, lse)`` with base-2 LSEs
+        (FlashInfer's); ``sinks`` [num_qo_heads] float32 attention-sink
+        logits; ``window_left`` must be None or the planned one;
+        ``enable_pdl`` is ignored. Extensions: ``stream``, ``aux``.
+        """
+        plan = self._need_plan()
+        _unsupported_run_args(args, kv_cache_sf, skip_softmax_threshold_scale_factor, q_scale)
+        if window_left is not None and (window_left if window_left >= 0 else -1) != \
+                plan.window_left:
+            raise ValueError("window_left: %d differs from the planned %d (plan() sets it)"
+                             % (window_left, plan.window_left))
+        base = plan.variant
+        if q_len_per_req is not None and q_len_per_req != base.query_len:
+            raise ValueError("q_len_per_req: %d differs from the planned %d"
+                             % (q_len_per_req, base.query_len))
+        device = plan.device
+        s = _runtime.stream_handle(stream, device)
+        hq, d = base.num_q_heads, base.head_dim
+        q_shape = (plan.num_q_tokens, hq, d)
+        q_t = _t.tensor(q, "q", dtype=base.q_type, shape=q_shape, token_stride=True, stream=s,
+                        what="batch * q_len_per_req, num_qo_heads, head_dim")
+        cache, cache_ts = paged_kv(paged_kv_cache, self._kv_layout, base.num_kv_heads, d,
+                                   base.page_size, base.kv_type)
+        ks, vs, nscales, per_head = _scales(self, k_scale, v_scale, base.num_kv_heads,
+                                            base.kv_type, s, device)
+        _set_scales(cache, ks, vs, nscales)
+        sinks_ptr = self._sinks(sinks, hq)
+        want_lse = bool(return_lse or lse is not None)
+        out_t, lse_t = _out_and_lse(out, lse, want_lse, q_shape, base.q_type, hq, device,
+                                    self._what)
+        _t.same_device([q_t, out_t, lse_t] + list(cache_ts))
+        h = self._run_handle(plan, want_lse, bool(sinks_ptr), per_head, s)
+        # One args struct per plan and variant: the plan's fields are set
+        # once, each call sets its arrays (the C call reads it only while it
+        # runs; wrappers, like handles, are not for concurrent threads).
+        a = plan.run_args.get(h) if plan.run_args is not None else None
+        if a is None:
+            a = _lib.init(_lib.attn_decode_args)
+            a.page_tables, a.page_table_stride = plan.page_tables_ptr, plan.stride
+            a.seq_lens = plan.seq_lens_ptr
+            _fill_tables(a.tables, self._alibi_ptr(hq, s) if h.variant.knobs.alibi else None,
+                         None, None, s)
+            plan.run_args = plan.run_args or {}
+            plan.run_args[h] = a
+        a.q, a.q_stride_token = q_t.ptr, q_t.token_stride()
+        a.out, a.out_stride_token = out_t.ptr, out_t.token_stride()
+        a.lse = lse_t.ptr if lse_t is not None else None
+        a.cache = cache
+        a.tables.sinks = sinks_ptr or None
+        if aux:
+            _fill_tables(a.tables, a.tables.alibi_slopes, sinks_ptr or None, aux, s)
+        elif a.tables.aux[0].data:
+            _clear_aux(a.tables)
+        h.run(a, s)
+        result = _runtime.as_result(out_t)
+        if lse_t is not None:
+            _to_base2(lse_t.obj, s, device)
+            if return_lse:
+                return result, lse_t.obj
+        return result
+
+    def run_return_lse(self, q, paged_kv_cache, *args, **kwargs):
+        """``run(..., return_lse=True)``."""
+        kwargs["return_lse"] = True
+        return self.run(q, paged_kv_cache, *args, **kwargs)
+
+
+class CUDAGraphBatchDecodeWithPagedKVCacheWrapper(BatchDecodeWithPagedKVCacheWrapper):
+    """FlashInfer's CUDA-graph decode wrapper: the decode wrapper with
+    ``use_cuda_graph=True`` and the buffers given positionally."""
+
+    def __init__(self, workspace_buffer, indptr_buffer, indices_buffer, last_page_len_buffer,
+                 kv_layout="NHD", use_tensor_cores=False, *, max_pages_per_request=None):
+        super().__init__(workspace_buffer, kv_layout, use_cuda_graph=True,
+                         use_tensor_cores=use_tensor_cores,
+                         paged_kv_indptr_buffer=indptr_buffer,
+                         paged_kv_indices_buffer=indices_buffer,
+                         paged_kv_last_page_len_buffer=last_page_len_buffer,
+                         max_pages_per_request=max_pages_per_request)
+
+
+# --- prefill -------------------------------------------------------------------
+
+
+class _PrefillBase(_Wrapper):
+
+    def __init__(self, float_workspace_buffer, kv_layout, use_cuda_graph, qo_indptr_buf,
+                 backend, jit_args, jit_kwargs, custom_mask_buf, mask_indptr_buf,
+                 max_num_tokens):
+        _check_backend(backend, self._what)
+        _no_jit(jit_args, jit_kwargs)
+        if custom_mask_buf is not None or mask_indptr_buf is not None:
+            raise NotImplementedError("custom_mask_buf: attn has no dense custom masks; use "
+                                      "plan(mask_mod=...) (docs/semantics.md)")
+        super().__init__(float_workspace_buffer, kv_layout, use_cuda_graph)
+        self._fixed_batch = 0
+        self._max_num_tokens = max_num_tokens
+        if self._use_cuda_graph:
+            if qo_indptr_buf is None:
+                raise ValueError("qo_indptr_buf: required with use_cuda_graph=True (it fixes the "
+                                 "batch size)")
+            self._fixed_batch = len(qo_indptr_buf) - 1
+            if self._device < 0:
+                self._device = _array_device(qo_indptr_buf)
+
+    def _fits(self, h, plan):
+        return plan.batch <= h.max_batch and plan.num_q_tokens <= h.max_q_tokens
+
+    def _make_handle(self, variant, plan):
+        if self._use_cuda_graph:
+            batch = self._fixed_batch
+            tokens = max(plan.num_q_tokens, self._max_num_tokens or 0)
+            if self._max_tokens_fixed is None:
+                self._max_tokens_fixed = tokens
+            tokens = self._max_tokens_fixed
+        else:
+            batch = _capacity(plan.batch)
+            tokens = _capacity(plan.num_q_tokens, 256)
+        return Prefill(plan.device, variant, batch, tokens)
+
+    _max_tokens_fixed = None
+
+    def _cu_q(self, qo_indptr):
+        cu_q = _runtime.host_ints(qo_indptr, "qo_indptr")
+        if not cu_q:
+            raise ValueError("qo_indptr: expected batch size + 1 entries, got none")
+        for b in range(len(cu_q) - 1):
+            if cu_q[b + 1] < cu_q[b]:
+                raise ValueError("qo_indptr: decreases at request %d (%d > %d)"
+                                 % (b, cu_q[b], cu_q[b + 1]))
+        if cu_q[0] != 0:
+            raise ValueError("qo_indptr[0]: expected 0, got %d" % cu_q[0])
+        if self._use_cuda_graph and len(cu_q) - 1 != self._fixed_batch:
+            raise ValueError("qo_indptr: the batch size is fixed at %d in CUDA graph mode, got %d"
+                             % (self._fixed_batch, len(cu_q) - 1))
+        if self._use_cuda_graph and self._max_tokens_fixed is not None and \
+                cu_q[-1] > self._max_tokens_fixed:
+            # A larger workspace would move what a captured graph reads.
+            raise ValueError("qo_indptr: %d query rows, more than the %d this CUDA-graph wrapper "
+                             "holds (its first plan's, or max_num_tokens)"
+                             % (cu_q[-1], self._max_tokens_fixed))
+        return cu_q
+
+    def _run(self, q, out, lse, return_lse, sinks, aux, stream, fill_args, cache_tensors=()):
+        plan = self._need_plan()
+        base = plan.variant
+        device = plan.device
+        s = _runtime.stream_handle(stream, device)
+        hq, d = base.num_q_heads, base.head_dim
+        q_shape = (plan.num_q_tokens, hq, d)
+        q_t = _t.tensor(q, "q", dtype=base.q_type, shape=q_shape, token_stride=True, stream=s,
+                        what="qo_indptr[-1], num_qo_heads, head_dim")
+        a = _lib.init(_lib.attn_prefill_args)
+        per_head, tensors = fill_args(a, s)
+        sinks_ptr = self._sinks(sinks, hq)
+        want_lse = bool(return_lse or lse is not None)
+        out_t, lse_t = _out_and_lse(out, lse, want_lse, q_shape, base.q_type, hq, device,
+                                    self._what)
+        _t.same_device([q_t, out_t, lse_t] + list(tensors))
+        h = self._run_handle(plan, want_lse, bool(sinks_ptr), per_head, s)
+        knobs = h.variant.knobs
+        a.q, a.q_stride_token = q_t.ptr, q_t.token_stride()
+        a.out, a.out_stride_token = out_t.ptr, out_t.token_stride()
+        a.lse = lse_t.ptr if lse_t is not None else None
+        _fill_tables(a.tables, self._alibi_ptr(hq, s) if knobs.alibi else None, sinks_ptr or None,
+                     aux, s)
+        h.run(a, s)
+        result = _runtime.as_result(out_t)
+        if lse_t is not None:
+            _to_base2(lse_t.obj, s, device)
+            if return_lse:
+                return result, lse_t.obj
+        return result
+
+
+class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
+    """Batch prefill over ragged (contiguous) k/v (FlashInfer's wrapper of
+    the same name): request b's query rows ``qo_indptr[b]..[b+1]`` attend
+    to its key/value rows ``kv_indptr[b]..[b+1]`` (causal: aligned to the
+    end of the keys).
+
+    ``float_workspace_buffer`` is accepted (tells the device), ``kv_layout``
+    is accepted (ragged rows are ``[tokens, heads, dim]`` either way), with
+    ``use_cuda_graph`` the batch size is ``len(qo_indptr_buf) - 1`` and the
+    query-row capacity the first plan's (or ``max_num_tokens``, an
+    extension). Custom masks and ``jit_args`` are not supported.
+    """
+
+    _what = "BatchPrefillWithRaggedKVCacheWrapper"
+
+    def __init__(self, float_workspace_buffer=None, kv_layout="NHD", use_cuda_graph=False,
+                 qo_indptr_buf=None, kv_indptr_buf=None, custom_mask_buf=None,
+                 mask_indptr_buf=None, backend="auto", jit_args=None, jit_kwargs=None, *,
+                 max_num_tokens=None):
+        super().__init__(float_workspace_buffer, kv_layout, use_cuda_graph, qo_indptr_buf,
+                         backend, jit_args, jit_kwargs, custom_mask_buf, mask_indptr_buf,
+                         max_num_tokens)
+
+    def plan(self, qo_indptr, kv_indptr, num_qo_heads, num_kv_heads, head_dim_qk,
+             head_dim_vo=None, custom_mask=None, packed_custom_mask=None, causal=False,
+             pos_encoding_mode="NONE", use_fp16_qk_reduction=False, window_left=-1,
+             logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None,
+             q_data_type="float16", kv_data_type=None, o_data_type=None, non_blocking=True,
+             prefix_len_ptr=None, token_pos_in_items_ptr=None, token_pos_in_items_len=0,
+             max_item_len_ptr=None, fixed_split_size=None, disable_split_kv=False,
+             seq_lens=None, seq_lens_q=None, max_token_per_sequence=None, max_sequence_kv=None,
+             v_indptr=None, o_indptr=None, *, stream=None, score_mod=None, mask_mod=None):
+        """Plans a ragged prefill batch from ``qo_indptr`` and ``kv_indptr``
+        ([batch + 1] each; host or device). ``causal`` (default False, as
+        FlashInfer's), ``pos_encoding_mode`` 'NONE'/'ALIBI',
+        ``window_left``, ``logits_soft_cap``, ``sm_scale``,
+        ``q_data_type`` float16/bfloat16, ``kv_data_type`` q's or FP8
+        (k/v rows in e4m3/e5m2 with run's k_scale/v_scale).
+        """
+        _check_no_mask(custom_mask, packed_custom_mask, head_dim_qk, head_dim_vo)
+        _check_no_items(prefix_len_ptr, token_pos_in_items_ptr, max_item_len_ptr,
+                        v_indptr, o_indptr)
+        hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim_qk)
+        q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type, o_data_type)
+        knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
+                       score_mod, mask_mod)
+        cu_q = self._cu_q(qo_indptr)
+        cu_kv = _runtime.host_ints(kv_indptr, "kv_indptr")
+        if len(cu_kv) != len(cu_q):
+            raise ValueError("kv_indptr: expected %d entries (as qo_indptr), got %d"
+                             % (len(cu_q), len(cu_kv)))
+        for b in range(len(cu_kv) - 1):
+            if cu_kv[b + 1] < cu_kv[b]:
+                raise ValueError("kv_indptr: decreases at request %d (%d > %d)"
+                                 % (b, cu_kv[b], cu_kv[b + 1]))
+        variant = PrefillVariant(knobs=knobs, q_type=q_type, num_q_heads=hq, num_kv_heads=hkv,
+                                 head_dim=d, paged=False,
+                                 kv_type=kv_type if kv_type != q_type else None,
+                                 layout=self._kv_layout)
+        device = self._resolve_device(qo_indptr, kv_indptr)
+        s = _runtime.stream_handle(stream, device)
+        if _runtime.capturing():
+            raise RuntimeError("attn: plan() during CUDA graph capture; plan before capturing")
+        self._gen += 1
+        self._plan = _Plan(gen=self._gen, batch=len(cu_q) - 1, cu_q=cu_q, seq_lens=cu_kv,
+                           variant=variant, for_graph=self._use_cuda_graph,
+                           num_q_tokens=cu_q[-1], device=device)
+        self._num_kv_tokens = cu_kv[-1] - cu_kv[0]
+        if knobs.alibi:
+            self._alibi_ptr(hq, s)
+        self._replan_all(s)
+
+    begin_forward = plan
+
+    def _plan_handle(self, handle, plan, stream):
+        handle.plan(plan.cu_q, plan.seq_lens, plan.for_graph, stream)
+
+    def forward(self, q, k, v, causal=True, pos_encoding_mode="NONE", use_fp16_qk_reduction=False,
+                window_left=-1, logits_soft_cap=None, sm_scale=None, rope_scale=None,
+                rope_theta=None):
+        """Deprecated in FlashInfer: ``run()``."""
+        return self.run(q, k, v)
+
+    def run(self, q, k, v, *args, q_scale=None, k_scale=None, v_scale=None, o_scale=None,
+            out=None, lse=None, return_lse=False, enable_pdl=None, kv_cache_sf=None,
+            sinks=None, stream=None, aux=None):
+        """Prefill of ``q`` [qo_indptr[-1], num_qo_heads, head_dim] over
+        ``k``, ``v`` [kv_indptr[-1], num_kv_heads, head_dim] (token strides
+        may be padded). ``return_lse`` returns ``(out, lse)``, base 2.
+        ``k_scale``/``v_scale``: FP8 k/v scales. ``sinks``, ``stream``,
+        ``aux``: as the decode wrapper's.
+        """
+        _unsupported_run_args(args, kv_cache_sf, None, q_scale)
+        if o_scale not in (None, 1, 1.0):
+            raise NotImplementedError("o_scale: attn writes unscaled outputs")
+        plan = self._need_plan()
+        base = plan.variant
+        kv_type = base.kv_type or base.q_type
+        rows = plan.seq_lens[-1]
+
+        def fill(a, s):
+            shape = (rows, base.num_kv_heads, base.head_dim)
+            kt = _t.tensor(k, "k", dtype=kv_type, shape=shape, token_stride=True, stream=s,
+                           what="kv_indptr[-1], num_kv_heads, head_dim")
+            vt = _t.tensor(v, "v", dtype=kv_type, shape=shape, token_stride=True, stream=s,
+                           what="kv_indptr[-1], num_kv_heads, head_dim")
+            a.k, a.v = kt.ptr, vt.ptr
+            a.k_stride_token, a.v_stride_token = kt.token_stride(), vt.token_stride()
+            ks, vs, n, per_head = _scales(self, k_scale, v_scale, base.num_kv_heads, kv_type, s,
+                                          plan.device)
+            a.k_scale, a.v_scale, a.num_kv_scales = ks, vs, n
+            return per_head, (kt, vt)
+
+        return self._run(q, out, lse, return_lse, sinks, aux, stream, fill)
+
+    def run_return_lse(self, q, k, v, *args, **kwargs):
+        """``run(..., return_lse=True)``."""
+        kwargs["return_lse"] = True
+        return self.run(q, k, v, *args, **kwargs)
+
+
+def _check_no_mask(custom_mask, packed_custom_mask, head_dim_qk, head_dim_vo):
+    if custom_mask is not None or packed_custom_mask is not None:
+        raise NotImplementedError("custom_mask: attn has no dense custom masks; use "
+                                  "plan(mask_mod=...) (docs/semantics.md)")
+    if head_dim_vo is not None and head_dim_vo != head_dim_qk:
+        raise NotImplementedError("head_dim_vo (%s) != head_dim_qk (%s): attn's kernels take one "
+                                  "head dim" % (head_dim_vo, head_dim_qk))
+
+
+def _check_no_items(*ptrs):
+    if any(p is not None for p in ptrs):
+        raise NotImplementedError("prefix_len_ptr / token_pos_in_items_ptr / max_item_len_ptr / "
+                                  "v_indptr / o_indptr: FlashInfer's multi-item scoring is not "
+                                  "in attn")
+
+
+class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
+    """Batch prefill over a paged KV cache (FlashInfer's wrapper of the
+    same name; chunked prefill, prefix caching): request b's query rows
+    ``qo_indptr[b]..[b+1]`` attend to all its cached tokens (new ones
+    appended first: ``append_paged_kv_cache``), queries aligned to the end
+    of the keys when ``causal``.
+
+    Constructor as FlashInfer's; with ``use_cuda_graph`` the batch size is
+    ``len(qo_indptr_buf) - 1``, the table width ``max_pages_per_request``
+    (an extension; default ``len(paged_kv_indices_buf)``) and the
+    query-row capacity the first plan's (or ``max_num_tokens``).
+    """
+
+    _what = "BatchPrefillWithPagedKVCacheWrapper"
+
+    def __init__(self, float_workspace_buffer=None, kv_layout="NHD", use_cuda_graph=False,
+                 qo_indptr_buf=None, paged_kv_indptr_buf=None, paged_kv_indices_buf=None,
+                 paged_kv_last_page_len_buf=None, custom_mask_buf=None, mask_indptr_buf=None,
+                 backend="auto", jit_args=None, jit_kwargs=None, *, max_pages_per_request=None,
+                 max_num_tokens=None):
+        super().__init__(float_workspace_buffer, kv_layout, use_cuda_graph, qo_indptr_buf,
+                         backend, jit_args, jit_kwargs, custom_mask_buf, mask_indptr_buf,
+                         max_num_tokens)
+        self._fixed_stride = 0
+        if self._use_cuda_graph:
+            if max_pages_per_request is None:
+                if paged_kv_indices_buf is None:
+                    raise ValueError("paged_kv_indices_buf (or max_pages_per_request): required "
+                                     "with use_cuda_graph=True")
+                max_pages_per_request = len(paged_kv_indices_buf)
+            self._fixed_stride = _int(max_pages_per_request, "max_pages_per_request")
+        self._tables = None
+
+    def plan(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len,
+             num_qo_heads, num_kv_heads, head_dim_qk, page_size, head_dim_vo=None,
+             custom_mask=None, packed_custom_mask=None, causal=False, pos_encoding_mode="NONE",
+             use_fp16_qk_reduction=False, sm_scale=None, window_left=-1, logits_soft_cap=None,
+             rope_scale=None, rope_theta=None, q_data_type="float16", kv_data_type=None,
+             o_data_type=None, non_blocking=True, prefix_len_ptr=None,
+             token_pos_in_items_ptr=None, token_pos_in_items_len=0, max_item_len_ptr=None,
+             seq_lens=None, seq_lens_q=None, block_tables=None, max_token_per_sequence=None,
+             max_sequence_kv=None, fixed_split_size=None, disable_split_kv=False, *,
+             stream=None, score_mod=None, mask_mod=None):
+        """Plans a paged prefill batch: ``qo_indptr`` [batch + 1] query
+        rows, FlashInfer's CSR page table (``paged_kv_indptr``,
+        ``paged_kv_indices``, ``paged_kv_last_page_len``) counting every
+        cached token, new ones included. Knobs as the ragged wrapper's;
+        ``kv_data_type`` q's or FP8 (the cache's)."""
+        _check_no_mask(custom_mask, packed_custom_mask, head_dim_qk, head_dim_vo)
+        _check_no_items(prefix_len_ptr, token_pos_in_items_ptr, max_item_len_ptr)
+        hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim_qk)
+        page_size = _int(page_size, "page_size")
+        q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type, o_data_type)
+        knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
+                       score_mod, mask_mod)
+        cu_q = self._cu_q(qo_indptr)
+        device = self._resolve_device(qo_indptr, paged_kv_indptr, paged_kv_indices)
+        s = _runtime.stream_handle(stream, device)
+        if _runtime.capturing():
+            raise RuntimeError("attn: plan() during CUDA graph capture; plan before capturing")
+        if self._tables is None:
+            self._tables = _PageTables(device, self._fixed_batch, self._fixed_stride,
+                                       self._what + ".plan()")
+        if block_tables is not None:
+            bt = _t.tensor(block_tables, "block_tables", dtype="int32", shape=(None, None))
+            lens = _runtime.host_ints(seq_lens, "seq_lens") if seq_lens is not None else \
+                self._lens_from_csr(paged_kv_indptr, paged_kv_last_page_len, page_size)
+            self._tables.lens.upload(lens, s, "seq_lens")
+            self._direct = bt
+            pt_ptr, stride = bt.ptr, bt.token_stride()
+        else:
+            lens = self._tables.fill_csr(paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len,
+                                         page_size, s, ("paged_kv_indptr", "paged_kv_indices",
+                                                        "paged_kv_last_page_len"))
+            pt_ptr, stride = self._tables.pages_ptr, self._tables.stride
+        if len(lens) != len(cu_q) - 1:
+            raise ValueError("paged_kv_last_page_len: %d requests, qo_indptr has %d"
+                             % (len(lens), len(cu_q) - 1))
+        for b in range(len(lens)):
+            if cu_q[b + 1] - cu_q[b] > lens[b]:
+                raise ValueError("request %d: %d query rows but %d cached tokens (append the new "
+                                 "tokens to the cache before planning)"
+                                 % (b, cu_q[b + 1] - cu_q[b], lens[b]))
+        variant = PrefillVariant(knobs=knobs, q_type=q_type, num_q_heads=hq, num_kv_heads=hkv,
+                                 head_dim=d, paged=True, kv_type=kv_type, page_size=page_size,
+                                 layout=self._kv_layout)
+        self._gen += 1
+        self._plan = _Plan(gen=self._gen, batch=len(lens), cu_q=cu_q, seq_lens=lens,
+                           variant=variant, for_graph=self._use_cuda_graph,
+                           num_q_tokens=cu_q[-1], stride=stride, page_tables_ptr=pt_ptr,
+                           seq_lens_ptr=self._tables.lens_ptr, device=device)
+        if knobs.alibi:
+            self._alibi_ptr(hq, s)
+        self._replan_all(s)
+
+    begin_forward = plan
+
+    @staticmethod
+    def _lens_from_csr(indptr, last_page_len, page_size):
+        ip = _runtime.host_ints(indptr, "paged_kv_indptr")
+        lp = _runtime.host_ints(last_page_len, "paged_kv_last_page_len")
+        return [0 if ip[b + 1] == ip[b] else (ip[b + 1] - ip[b] - 1) * page_size + lp[b]
+                for b in range(len(lp))]
+
+    def _plan_handle(self, handle, plan, stream):
+        handle.plan_paged(plan.cu_q, plan.seq_lens, plan.for_graph, stream)
+
+    def forward(self, q, paged_kv_cache, causal=True, pos_encoding_mode="NONE",
+                use_fp16_qk_reduction=False, k_scale=None, v_scale=None, window_left=-1,
+                logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None):
+        """Deprecated in FlashInfer: ``run()``."""
+        return self.run(q, paged_kv_cache, k_scale=k_scale, v_scale=v_scale)
+
+    def run(self, q, paged_kv_cache, *args, q_scale=None, k_scale=None, v_scale=None, out=None,
+            lse=None, return_lse=False, enable_pdl=None, window_left=None, sinks=None,
+            kv_cache_sf=None, skip_softmax_threshold_scale_factor=None, use_fp16_softmax=None,
+            uses_spcompress=None, stream=None, aux=None):
+        """Prefill of ``q`` [qo_indptr[-1], num_qo_heads, head_dim] over
+        ``paged_kv_cache`` (the decode wrapper's forms). Keywords as the
+        decode wrapper's run."""
+        _unsupported_run_args(args, kv_cache_sf, skip_softmax_threshold_scale_factor, q_scale)
+        plan = self._need_plan()
+        base = plan.variant
+        if window_left is not None and (window_left if window_left >= 0 else -1) != \
+                base.knobs.window_left:
+            raise ValueError("window_left: %d differs from the planned %d"
+                             % (window_left, base.knobs.window_left))
+
+        def fill(a, s):
+            cache, ts = paged_kv(paged_kv_cache, self._kv_layout, base.num_kv_heads,
+                                 base.head_dim, base.page_size, base.kv_type)
+            ks, vs, n, per_head = _scales(self, k_scale, v_scale, base.num_kv_heads,
+                                          base.kv_type, s, plan.device)
+            _set_scales(cache, ks, vs, n)
+            a.cache = cache
+            a.page_tables, a.page_table_stride = plan.page_tables_ptr, plan.stride
+            return per_head, ts
+
+        return self._run(q, out, lse, return_lse, sinks, aux, stream, fill)
+
+    def run_return_lse(self, q, paged_kv_cache, *args, **kwargs):
+        """``run(..., return_lse=True)``."""
+        kwargs["return_lse"] = True
+        return self.run(q, paged_kv_cache, *args, **kwargs)
+
+
+# --- cascade -------------------------------------------------------------------
+
+
+class MultiLevelCascadeAttentionWrapper(_Wrapper):
+    """Multi-level cascade decode (FlashInfer's wrapper of the same name)
+    over attn's cascade kernels: levels ``0 .. num_levels - 2`` are shared
+    prefixes, each read once per group of requests; the last level is each
+    request's own suffix; partial states are merged by their LSEs.
+
+    attn's cascade is a decode: every request has the same number of query
+    rows (``qo_indptr_arr[-1]`` uniform), a shared level's groups are
+    consecutive requests and each shares whole pages
+    (``paged_kv_last_page_len`` of a shared level must be ``page_size``).
+    Windows, ALiBi, soft-cap... are as attn's cascade allows (no window,
+    ALiBi or sinks). ``use_cuda_graph`` fixes the batch size at the last
+    level's ``len(paged_kv_last_page_len_buf_arr[-1])``.
+    """
+
+    _what = "MultiLevelCascadeAttentionWrapper"
+
+    def __init__(self, num_levels, float_workspace_buffer=None, kv_layout="NHD",
+                 use_cuda_graph=False, qo_indptr_buf_arr=None, paged_kv_indptr_buf_arr=None,
+                 paged_kv_indices_buf_arr=None, paged_kv_last_page_len_buf_arr=None, *,
+                 max_pages_per_request=None):
+        num_levels = _int(num_levels, "num_levels")
+        if num_levels - 1 > _lib.MAX_CASCADE_LEVELS:
+            raise ValueError("num_levels: attn's cascade has at most %d shared levels (+1 suffix), "
+                             "got %d levels" % (_lib.MAX_CASCADE_LEVELS, num_levels))
+        super().__init__(float_workspace_buffer, kv_layout, use_cuda_graph)
+        self._num_levels = num_levels
+        self._fixed_batch = 0
+        self._fixed_strides = [0] * num_levels
+        if self._use_cuda_graph:
+            if not paged_kv_last_page_len_buf_arr or not paged_kv_indices_buf_arr:
+                raise ValueError("paged_kv_last_page_len_buf_arr and paged_kv_indices_buf_arr: "
+                                 "required with use_cuda_graph=True")
+            self._fixed_batch = len(paged_kv_last_page_len_buf_arr[-1])
+            self._fixed_strides = [max_pages_per_request or len(b)
+                                   for b in paged_kv_indices_buf_arr]
+            self._fixed_groups = [len(b) for b in paged_kv_last_page_len_buf_arr]
+        self._tables = None
+
+    def plan(self, qo_indptr_arr, paged_kv_indptr_arr, paged_kv_indices_arr,
+             paged_kv_last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
+             causal=False, pos_encoding_mode="NONE", use_fp16_qk_reduction=False, sm_scale=None,
+             window_left=-1, logits_soft_cap=None, rope_scale=None, rope_theta=None,
+             q_data_type="float16", kv_data_type=None, *, stream=None):
+        """Plans the levels: per level its ``qo_indptr`` (query rows per
+        group), CSR page table and last-page lengths, outermost first, the
+        last level per request. ``causal`` applies to the last level (with
+        several query rows per request)."""
+        n = self._num_levels
+        for name, arr in (("qo_indptr_arr", qo_indptr_arr),
+                          ("paged_kv_indptr_arr", paged_kv_indptr_arr),
+                          ("paged_kv_indices_arr", paged_kv_indices_arr),
+                          ("paged_kv_last_page_len", paged_kv_last_page_len)):
+            if len(arr) != n:
+                raise ValueError("%s: expected %d levels (num_levels), got %d"
+                                 % (name, n, len(arr)))
+        hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim)
+        page_size = _int(page_size, "page_size")
+        q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type)
+        device = self._resolve_device(*qo_indptr_arr)
+        s = _runtime.stream_handle(stream, device)
+        if _runtime.capturing():
+            raise RuntimeError("attn: plan() during CUDA graph capture; plan before capturing")
+        last_q = _runtime.host_ints(qo_indptr_arr[-1], "qo_indptr_arr[%d]" % (n - 1))
+        batch = len(last_q) - 1
+        if batch < 1:
+            raise ValueError("qo_indptr_arr[%d]: expected batch size + 1 entries" % (n - 1))
+        q_len = last_q[1] - last_q[0]
+        for b in range(batch):
+            if last_q[b + 1] - last_q[b] != q_len or q_len < 1:
+                raise NotImplementedError(
+                    "qo_indptr_arr[%d]: attn's cascade is a decode: every request needs the same "
+                    "number of query rows (request 0 has %d, request %d has %d)"
+                    % (n - 1, q_len, b, last_q[b + 1] - last_q[b]))
+        if self._use_cuda_graph and batch != self._fixed_batch:
+            raise ValueError("qo_indptr_arr[%d]: the batch size is fixed at %d in CUDA graph mode, "
+                             "got %d" % (n - 1, self._fixed_batch, batch))
+        if self._tables is None:
+            self._tables = [_PageTables(device, self._fixed_groups[l] if self._use_cuda_graph
+                                        else 0, self._fixed_strides[l], self._what + ".plan()")
+                            for l in range(n)]
+        levels = []
+        for l in range(n):
+            names = ("paged_kv_indptr_arr[%d]" % l, "paged_kv_indices_arr[%d]" % l,
+                     "paged_kv_last_page_len[%d]" % l)
+            lens = self._tables[l].fill_csr(paged_kv_indptr_arr[l], paged_kv_indices_arr[l],
+                                            paged_kv_last_page_len[l], page_size, s, names)
+            if l == n - 1:
+                if len(lens) != batch:
+                    raise ValueError("%s: %d requests, qo_indptr_arr[%d] has %d"
+                                     % (names[2], len(lens), l, batch))
+                suffix = lens
+                continue
+            qo = _runtime.host_ints(qo_indptr_arr[l], "qo_indptr_arr[%d]" % l)
+            if len(qo) != len(lens) + 1:
+                raise ValueError("qo_indptr_arr[%d]: expected %d entries (groups + 1), got %d"
+                                 % (l, len(lens) + 1, len(qo)))
+            starts = []
+            for g, row in enumerate(qo):
+                if row % q_len:
+                    raise NotImplementedError(
+                        "qo_indptr_arr[%d][%d] = %d: a group must hold whole requests (%d query "
+                        "rows each)" % (l, g, row, q_len))
+                starts.append(row // q_len)
+            if starts[0] != 0 or starts[-1] != batch:
+                raise ValueError("qo_indptr_arr[%d]: expected groups covering requests 0..%d, "
+                                 "got %s..%s" % (l, batch, starts[0], starts[-1]))
+            for g, tokens in enumerate(lens):
+                if tokens % page_size:
+                    raise NotImplementedError(
+                        "%s[%d]: attn's cascade shares whole pages: a shared level's last page "
+                        "must be full (page_size %d, this group shares %d tokens)"
+                        % (names[2], g, page_size, tokens))
+            levels.append((starts, lens))
+        knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale,
+                       causal if q_len > 1 else True)
+        variant = DecodeVariant(knobs=knobs, q_type=q_type, kv_type=kv_type, num_q_heads=hq,
+                                num_kv_heads=hkv, head_dim=d, page_size=page_size,
+                                layout=self._kv_layout, query_len=q_len)
+        self._gen += 1
+        self._plan = _Plan(gen=self._gen, batch=batch, seq_lens=suffix, variant=variant,
+                           for_graph=self._use_cuda_graph, num_q_tokens=batch * q_len,
+                           levels=levels, num_levels=n - 1, device=device)
+        self._replan_all(s)
+
+    begin_forward = plan
+
+    def _fits(self, h, plan):
+        return plan.batch <= h.max_batch and plan.num_levels <= h.max_levels
+
+    def _make_handle(self, variant, plan):
+        cap = self._fixed_batch if self._use_cuda_graph else _capacity(plan.batch)
+        return Cascade(plan.device, variant, cap, max(1, self._num_levels - 1))
+
+    def _plan_handle(self, handle, plan, stream):
+        handle.plan(plan.levels, plan.seq_lens, plan.for_graph, stream)
+
+    def run(self, q, paged_kv_cache, *, k_scale=None, v_scale=None, out=None, lse=None,
+            return_lse=False, stream=None):
+        """Cascade decode of ``q`` [batch * rows, num_qo_heads, head_dim]
+        over ``paged_kv_cache``; returns the output (and, with
+        ``return_lse``, the base-2 LSE: extensions)."""
+        plan = self._need_plan()
+        base = plan.variant
+        device = plan.device
+        s = _runtime.stream_handle(stream, device)
+        hq, d = base.num_q_heads, base.head_dim
+        q_shape = (plan.num_q_tokens, hq, d)
+        q_t = _t.tensor(q, "q", dtype=base.q_type, shape=q_shape, token_stride=True, stream=s)
+        cache, cache_ts = paged_kv(paged_kv_cache, self._kv_layout, base.num_kv_heads, d,
+                                   base.page_size, base.kv_type)
+        ks, vs, n, per_head = _scales(self, k_scale, v_scale, base.num_kv_heads, base.kv_type, s,
+                                      device)
+        _set_scales(cache, ks, vs, n)
+        want_lse = return_lse or lse is not None
+        out_t, lse_t = _out_and_lse(out, lse, want_lse, q_shape, base.q_type, hq, device,
+                                    self._what)
+        _t.same_device([q_t, out_t, lse_t] + list(cache_ts))
+        h = self._run_handle(plan, False, False, per_head, s)
+        a = _lib.init(_lib.attn_cascade_args)
+        a.q, a.q_stride_token = q_t.ptr, q_t.token_stride()
+        a.out, a.out_stride_token = out_t.ptr, out_t.token_stride()
+        a.lse = lse_t.ptr if lse_t is not None else None
+        a.cache = cache
+        for l in range(plan.num_levels):
+            a.level_page_tables[l] = self._tables[l].pages_ptr
+            a.level_page_table_strides[l] = self._tables[l].stride
+        a.suffix_page_tables = self._tables[-1].pages_ptr
+        a.suffix_page_table_stride = self._tables[-1].stride
+        h.run(a, s)
+        result = _runtime.as_result(out_t)
+        if lse_t is not None:
+            _to_base2(lse_t.obj, s, device)
+            if return_lse:
+                return result, lse_t.obj
+        return result
+
+    forward = run
+
+
+# --- append ---------------------------------------------------------------------
+
+
+def _cache_geometry(paged_kv_cache, layout):
+    """(num_kv_heads, head_dim, page_size, dtype) of a FlashInfer paged
+    cache (a 5-D tensor or a (k, v) tuple)."""
+    first = paged_kv_cache[0] if isinstance(paged_kv_cache, (tuple, list)) else paged_kv_cache
+    t = _t.adapt(first, "paged_kv_cache")
+    tuple_form = isinstance(paged_kv_cache, (tuple, list))
+    want = 4 if tuple_form else 5
+    if t.ndim != want:
+        raise ValueError("paged_kv_cache: expected a %d-D %s, got shape %s"
+                         % (want, "k/v tensor" if tuple_form else "tensor", t.shape))
+    page_dims = t.shape[1:] if tuple_form else t.shape[2:]
+    if layout == "NHD":
+        page_size, heads, dim = page_dims
+    else:
+        heads, page_size, dim = page_dims
+    return heads, dim, page_size, t.dtype
+
+
+def _torch_index(x, name, torch, device):
+    if isinstance(x, torch.Tensor):
+        return x.to(device=device)
+    if hasattr(x, "__cuda_array_interface__"):
+        return torch.as_tensor(x, device=device)
+    if hasattr(x, "__dlpack__"):
+        return torch.from_dlpack(x).to(device=device)
+    return torch.tensor(_runtime.host_ints(x, name), dtype=torch.int64, device=device)
+
+
+def append_paged_kv_cache(append_key, append_value, batch_indices, positions, paged_kv_cache,
+                          kv_indices, kv_indptr, kv_last_page_len, kv_layout="NHD", *,
+                          k_scale=None, v_scale=None, kv_data_type=None, stream=None):
+    """Writes ``append_key``/``append_value`` [nnz, num_kv_heads, head_dim]
+    into ``paged_kv_cache`` at request ``batch_indices[i]``, position
+    ``positions[i]`` (FlashInfer's function; the page table must already
+    cover the new tokens). The slots are computed on the device (no
+    synchronization: graph-capturable). Extensions: FP8 caches quantize by
+    ``k_scale``/``v_scale`` (stored = x / scale; default 1), whose format
+    ``kv_data_type`` names when the cache is uint8; ``stream``."""
+    layout = _check_layout(kv_layout)
+    heads, dim, page_size, cache_dtype = _cache_geometry(paged_kv_cache, layout)
+    if kv_data_type is not None:
+        kv_type = _t.dtype_name(kv_data_type, "kv_data_type")
+    elif cache_dtype in ("uint8", "void8"):
+        kv_type = "float8_e4m3fn"
+    else:
+        kv_type = cache_dtype
+    k = _t.tensor(append_key, "append_key", dtype=("float16", "bfloat16"),
+                  shape=(None, heads, dim), token_stride=True)
+    in_type = k.dtype
+    v = _t.tensor(append_value, "append_value", dtype=in_type, shape=k.shape, token_stride=True)
+    if kv_type not in (in_type,) + _t.FP8_DTYPES:
+        raise TypeError("paged_kv_cache: expected dtype %s (append_key's) or an FP8 dtype, got %s"
+                        % (in_type, kv_type))
+    cache, cache_ts = paged_kv(paged_kv_cache, layout, heads, dim, page_size, kv_type)
+    device = _t.same_device([k, v] + list(cache_ts))
+    if device < 0:
+        device = max(0, _runtime.current_device())
+    torch = _runtime.require_torch("append_paged_kv_cache")
+    s = _runtime.stream_handle(stream, device)
+    tdev = _runtime._torch_device(device)
+    nnz = k.shape[0]
+    with _runtime.torch_stream(s, device):
+        b = _torch_index(batch_indices, "batch_indices", torch, tdev).long()
+        pos = _torch_index(positions, "positions", torch, tdev).long()
+        if b.shape != (nnz,) or pos.shape != (nnz,):
+            raise ValueError("batch_indices, positions: expected shape (%d,) each (append_key's "
+                             "rows), got %s and %s" % (nnz, tuple(b.shape), tuple(pos.shape)))
+        indptr = _torch_index(kv_indptr, "kv_indptr", torch, tdev).long()
+        indices = _torch_index(kv_indices, "kv_indices", torch, tdev).long()
+        page = indices[indptr[b] + torch.div(pos, page_size, rounding_mode="floor")]
+        slots = page * page_size + torch.remainder(pos, page_size)
+    per_head = False
+    if kv_type in _t.FP8_DTYPES:
+        holder = _AppendScales.get(device)
+        ks, vs, n, per_head = _scales(holder, k_scale, v_scale, heads, kv_type, s, device)
+        _set_scales(cache, ks, vs, n)
+    else:
+        _scales(None, k_scale, v_scale, heads, kv_type, s, device)
+    variant = AppendKVVariant(in_type=in_type, kv_type=kv_type, num_kv_heads=heads,
+                              head_dim=dim, page_size=page_size, layout=layout,
+                              per_head_kv_scale=per_head)
+    append_rows(variant, k, v, cache, slots.data_ptr(), nnz, s, device)
+    del kv_last_page_len  # FlashInfer's argument; the slots need only indptr and indices
+
+
+class _AppendScales:
+    _holders = {}
+
+    def __init__(self):
+        self._scale_bufs = {}
+
+    @classmethod
+    def get(cls, device):
+        h = cls._holders.get(device)
+        if h is None:
+            h = cls._holders[device] = cls()
+        return h
+
+
+def append_rows(variant, k, v, cache, slot_mapping_ptr, num_tokens, stream, device):
+    """attn_append_kv_run of rows ``k``/``v`` (Tensors) into ``cache`` (an
+    attn_paged_kv with its scales) through an int64 slot mapping."""
+    h = shared(AppendKV, device, variant)
+    a = _lib.init(_lib.attn_append_kv_args)
+    a.k, a.v = k.ptr, v.ptr
+    a.num_tokens = int(num_tokens)
+    a.k_stride_token, a.v_stride_token = k.token_stride(), v.token_stride()
+    a.cache = cache
+    a.slot_mapping = slot_mapping_ptr
+    if num_tokens:
+        h.run(a, stream)
+
+
+def get_seq_lens(kv_indptr, kv_last_page_len, page_size):
+    """Tokens per request of a CSR page table (FlashInfer's helper)."""
+    torch = _runtime.require_torch("get_seq_lens")
+    return (torch.clamp(kv_indptr[1:] - kv_indptr[:-1] - 1, min=0) * page_size
+            + kv_last_page_len)
+
+
+def get_batch_indices_positions(append_indptr, seq_lens, nnz, batch_indices=None,
+                                positions=None):
+    """For each of ``nnz`` appended rows (ragged by ``append_indptr``), its
+    request and its position in the request's sequence of ``seq_lens``
+    tokens (new ones included): FlashInfer's helper, on the device."""
+    torch = _runtime.require_torch("get_batch_indices_positions")
+    device = append_indptr.device
+    counts = (append_indptr[1:] - append_indptr[:-1]).long()
+    batch = counts.numel()
+    b = torch.repeat_interleave(torch.arange(batch, device=device), counts, output_size=nnz)
+    rank = torch.arange(nnz, device=device) - append_indptr.long()[b]
+    pos = seq_lens.to(device).long()[b] - counts[b] + rank
+    if batch_indices is None:
+        batch_indices = b.to(torch.int32)
+    else:
+        batch_indices.copy_(b)
+    if positions is None:
+        positions = pos.to(torch.int32)
+    else:
+        positions.copy_(pos)
+    return batch_indices, positions
+
+
+# --- merge states -------------------------------------------------------------
+
+
+def _merge(outs, lses, stride, out, lse_ptr, num_tokens, dtype, heads, dim, device, stream):
+    """One attn_merge_states_run over up to 16 states (natural-log LSEs)."""
+    h = shared(MergeStates, device, MergeStatesVariant(dtype=dtype, num_heads=heads,
+                                                       head_dim=dim))
+    a = _lib.init(_lib.attn_merge_states_args)
+    a.num_tokens = int(num_tokens)
+    a.num_states = len(outs)
+    for i, (o, s) in enumerate(zip(outs, lses)):
+        a.outs[i] = o
+        a.lses[i] = s
+    a.states_stride_token = stride
+    a.out, a.out_stride_token = out, 0
+    a.lse = lse_ptr
+    if num_tokens:
+        h.run(a, stream)
+
+
+def _state(v, s, vname, sname, shape=None):
+    vt = _t.tensor(v, vname, dtype=("float16", "bfloat16", "float32"), shape=shape)
+    if vt.ndim != 3 and shape is None:
+        raise ValueError("%s: expected shape (seq_len, num_heads, head_dim), got %s"
+                         % (vname, vt.shape))
+    st = _t.tensor(s, sname, dtype="float32", shape=vt.shape[:2], what="seq_len, num_heads")
+    return vt, st
+
+
+def merge_state(v_a, s_a, v_b, s_b, *, stream=None):
+    """Merges two partial attention states (FlashInfer's ``merge_state``):
+    ``v_*`` [seq_len, num_heads, head_dim] (f16, bf16 or f32), ``s_*``
+    [seq_len, num_heads] float32 base-2 LSEs. Returns ``(v, s)``."""
+    va, sa = _state(v_a, s_a, "v_a", "s_a")
+    vb, sb = _state(v_b, s_b, "v_b", "s_b", shape=va.shape)
+    _t.check_dtype(vb, va.dtype)
+    device = _t.same_device([va, sa, vb, sb])
+    torch = _runtime.require_torch("merge_state")
+    st = _runtime.stream_handle(stream, device)
+    n, heads, dim = va.shape
+    v_out = _runtime.empty(va.shape, va.dtype, device, "merge_state")
+    with _runtime.torch_stream(st, device):
+        ln = torch.empty((2, n, heads), dtype=torch.float32, device=v_out.device)
+        ln[0].copy_(_as_torch(s_a)).mul_(LN2)
+        ln[1].copy_(_as_torch(s_b)).mul_(LN2)
+        s_out = torch.empty((n, heads), dtype=torch.float32, device=v_out.device)
+    _merge([va.ptr, vb.ptr], [ln[0].data_ptr(), ln[1].data_ptr()], 0, v_out.data_ptr(),
+           s_out.data_ptr(), n, va.dtype, heads, dim, device, st)
+    with _runtime.torch_stream(st, device):
+        s_out.mul_(LOG2E)
+    return v_out, s_out
+
+
+def merge_state_in_place(v, s, v_other, s_other, mask=None, *, stream=None):
+    """Merges ``(v_other, s_other)`` into ``(v, s)`` in place
+    (FlashInfer's ``merge_state_in_place``; base-2 LSEs). ``mask`` is not
+    supported."""
+    if mask is not None:
+        raise NotImplementedError("mask: attn's merge_states merges every row (a row of LSE "
+                                  "-inf weighs nothing)")
+    vt, st_ = _state(v, s, "v", "s")
+    vo, so = _state(v_other, s_other, "v_other", "s_other", shape=vt.shape)
+    _t.check_dtype(vo, vt.dtype)
+    device = _t.same_device([vt, st_, vo, so])
+    _runtime.require_torch("merge_state_in_place")
+    stream_h = _runtime.stream_handle(stream, device)
+    n, heads, dim = vt.shape
+    s_t = _as_torch(s)
+    with _runtime.torch_stream(stream_h, device):
+        other = _as_torch(s_other).mul(LN2)
+        s_t.mul_(LN2)
+    _merge([vt.ptr, vo.ptr], [st_.ptr, other.data_ptr()], 0, vt.ptr, st_.ptr, n, vt.dtype,
+           heads, dim, device, stream_h)
+    with _runtime.torch_stream(stream_h, device):
+        s_t.mul_(LOG2E)
+
+
+def merge_states(v, s, *, stream=None):
+    """Merges ``num_states`` partial states per row (FlashInfer's
+    ``merge_states``): ``v`` [seq_len, num_states, num_heads, head_dim],
+    ``s`` [seq_len, num_states, num_heads] float32 base-2 LSEs. Returns
+    ``(v_merged [seq_len, num_heads, head_dim], s_merged [seq_len,
+    num_heads])``. More than 16 states merge in rounds of 16."""
+    vt = _t.tensor(v, "v", dtype=("float16", "bfloat16", "float32"))
+    if vt.ndim != 4:
+        raise ValueError("v: expected shape (seq_len, num_states, num_heads, head_dim), got %s"
+                         % (vt.shape,))
+    n, k, heads, dim = vt.shape
+    _t.tensor(s, "s", dtype="float32", shape=(n, k, heads), what="seq_len, num_states, num_heads")
+    device = _t.same_device([vt])
+    st = _runtime.stream_handle(stream, device)
+    if k < 1:
+        raise ValueError("v: expected at least one state, got num_states 0")
+    torch = _runtime.require_torch("merge_states")
+    v_t = _as_torch(v)
+    with _runtime.torch_stream(st, device):
+        # Each state's LSEs dense [seq_len, num_heads] (the C ABI's lses have
+        # no stride), in natural log.
+        lse_states = _as_torch(s).transpose(0, 1).mul(LN2).contiguous()
+        if k == 1:
+            return v_t[:, 0].clone(), lse_states[0].mul(LOG2E)
+    states = [(vt.offset(i * heads * dim), lse_states[i].data_ptr()) for i in range(k)]
+    stride = k * heads * dim
+    keep = [lse_states]
+    while len(states) > _lib.MAX_MERGE_STATES:
+        # Even groups (every group >= 2 states), merged into dense partials.
+        groups = -(-len(states) // _lib.MAX_MERGE_STATES)
+        bounds = [len(states) * g // groups for g in range(groups + 1)]
+        outs = torch.empty((groups, n, heads, dim), dtype=v_t.dtype, device=v_t.device)
+        lses = torch.empty((groups, n, heads), dtype=torch.float32, device=v_t.device)
+        keep += [outs, lses]
+        for g in range(groups):
+            part = states[bounds[g]:bounds[g + 1]]
+            _merge([o for o, _ in part], [l for _, l in part], stride, outs[g].data_ptr(),
+                   lses[g].data_ptr(), n, vt.dtype, heads, dim, device, st)
+        states = [(outs[g].data_ptr(), lses[g].data_ptr()) for g in range(groups)]
+        stride = heads * dim
+    v_out = torch.empty((n, heads, dim), dtype=v_t.dtype, device=v_t.device)
+    s_out = torch.empty((n, heads), dtype=torch.float32, device=v_t.device)
+    _merge([o for o, _ in states], [l for _, l in states], stride, v_out.data_ptr(),
+           s_out.data_ptr(), n, vt.dtype, heads, dim, device, st)
+    with _runtime.torch_stream(st, device):
+        s_out.mul_(LOG2E)
+    del keep  # the partials stay alive until here (the stream orders their reuse)
+    return v_out, s_out

@@ -1,0 +1,681 @@
+"""CPU tests of the attn Python package: no GPU and no torch needed.
+
+Import and version, the C ABI binding (every function declared, every
+struct's layout equal to the C compiler's), queries, argument errors that
+name the argument (fake __cuda_array_interface__ and DLPack objects),
+NVRTC compiles for sm_80/sm_89/sm_90a without a GPU, errors of bad variants,
+and the compile progress line.
+
+    ATTN_LIBRARY=build/lib/libattn_c.so /usr/bin/python3 -m pytest -q python/tests/test_cpu.py
+"""
+import ctypes
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+import attn
+import attn.flashinfer as fi
+import attn.vllm_backend as vb
+from attn import _lib, _runtime
+from attn import _tensors as _t
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+HEADER = os.path.join(REPO, "capi", "include", "attn_c.h")
+
+
+def _library_available():
+    try:
+        _lib.load()
+        return True
+    except OSError:
+        return False
+
+
+# Without $ATTN_LIBRARY, tests that need the library skip when it is not
+# found (a checkout before its build); with it (ctest), they must run.
+needs_lib = pytest.mark.skipif(
+    not os.environ.get("ATTN_LIBRARY") and not _library_available(),
+    reason="the attn C library is not built (set ATTN_LIBRARY to build/lib/libattn_c.so)")
+
+SOFTCAP_REGION = """{
+^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
+  %cap = arith.constant 30.0 : f32
+  %x = arith.divf %score, %cap : f32
+  %t = math.tanh %x : f32
+  %y = arith.mulf %t, %cap : f32
+  attn.yield %y : f32
+}"""
+
+
+# --- fakes ------------------------------------------------------------------
+
+
+class FakeCAI:
+    """A CUDA array by __cuda_array_interface__ (no memory behind it)."""
+
+    def __init__(self, typestr, shape, strides=None, ptr=0x7F0000000000, version=3):
+        self.__cuda_array_interface__ = {
+            "typestr": typestr, "shape": tuple(shape), "strides": strides,
+            "data": (ptr, False), "version": version}
+
+
+_PyCapsule_New = ctypes.pythonapi.PyCapsule_New
+_PyCapsule_New.restype = ctypes.py_object
+_PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+
+
+class FakeDLPack:
+    """A DLPack producer over a ctypes DLManagedTensor (no memory behind
+    it, no deleter)."""
+
+    def __init__(self, code, bits, shape, strides=None, device_type=2, device_id=0,
+                 ptr=0x7F0000001000, byte_offset=0):
+        n = len(shape)
+        self._shape = (ctypes.c_int64 * n)(*shape)
+        self._strides = (ctypes.c_int64 * n)(*strides) if strides is not None else None
+        self._name = ctypes.create_string_buffer(b"dltensor")
+        mt = _t.DLManagedTensor()
+        mt.dl_tensor.data = ptr
+        mt.dl_tensor.device.device_type = device_type
+        mt.dl_tensor.device.device_id = device_id
+        mt.dl_tensor.ndim = n
+        mt.dl_tensor.dtype.code, mt.dl_tensor.dtype.bits, mt.dl_tensor.dtype.lanes = code, bits, 1
+        mt.dl_tensor.shape = ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64))
+        if self._strides is not None:
+            mt.dl_tensor.strides = ctypes.cast(self._strides, ctypes.POINTER(ctypes.c_int64))
+        mt.dl_tensor.byte_offset = byte_offset
+        self._mt = mt
+        self.device_type = device_type
+        self.streams = []
+
+    def __dlpack_device__(self):
+        return (self.device_type, 0)
+
+    def __dlpack__(self, stream=None):
+        self.streams.append(stream)
+        return _PyCapsule_New(ctypes.addressof(self._mt), ctypes.addressof(self._name), None)
+
+
+# --- import, version, docs ----------------------------------------------------
+
+
+def test_version_matches_cmake():
+    text = open(os.path.join(REPO, "CMakeLists.txt")).read()
+    m = re.search(r"project\(attn\s+VERSION\s+([0-9.]+)", text)
+    assert m, "CMakeLists.txt has no project(attn VERSION ...)"
+    assert attn.__version__ == m.group(1)
+
+
+def test_import_needs_no_library_gpu_or_torch():
+    env = dict(os.environ, ATTN_LIBRARY="/nonexistent/libattn_c.so")
+    code = ("import sys, attn; print(attn.__version__); "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd=os.path.dirname(HERE))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [attn.__version__, "False"]
+
+
+def test_missing_library_is_a_clear_oserror():
+    env = dict(os.environ, ATTN_LIBRARY="/nonexistent/libattn_c.so")
+    code = "import attn\ntry:\n    attn.supported_archs()\nexcept OSError as e:\n    print(e)\n"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd=os.path.dirname(HERE))
+    assert out.returncode == 0, out.stderr
+    assert "/nonexistent/libattn_c.so (not found)" in out.stdout
+    assert "ATTN_LIBRARY" in out.stdout
+
+
+def _public_objects():
+    objs = []
+    for mod in (attn, fi, vb):
+        names = [n for n in getattr(mod, "__all__") if n != "__version__"]
+        for n in names:
+            obj = getattr(mod, n)
+            objs.append(("%s.%s" % (mod.__name__, n), obj))
+            if isinstance(obj, type):
+                for m, member in vars(obj).items():
+                    if m.startswith("_") or not callable(member) and not isinstance(
+                            member, (staticmethod, classmethod, property)):
+                        continue
+                    objs.append(("%s.%s.%s" % (mod.__name__, n, m), getattr(obj, m)))
+    return objs
+
+
+def test_every_public_name_has_a_docstring():
+    missing = [name for name, obj in _public_objects()
+               if not (getattr(obj, "__doc__", None) or "").strip()
+               and not isinstance(obj, (int, float, str, list, tuple, dict))]
+    assert not missing, "no docstring: " + ", ".join(missing)
+
+
+def test_help_renders():
+    import pydoc
+    text = pydoc.render_doc(attn, renderer=pydoc.plaintext)
+    assert "BatchDecodeWithPagedKVCacheWrapper" in text
+    assert "compile_decode" in text
+    for mod in (fi, vb):
+        assert pydoc.render_doc(mod, renderer=pydoc.plaintext)
+
+
+def test_has_gpu_is_a_bool():
+    assert isinstance(attn.has_gpu(), bool)
+
+
+# --- the binding ---------------------------------------------------------------
+
+
+def _header_functions():
+    text = open(HEADER).read()
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    return set(re.findall(r"ATTN_C_EXPORT\s+[^;{(]*?\b(attn_\w+)\s*\(", text))
+
+
+@pytest.mark.skipif(not os.path.exists(HEADER), reason="capi/include/attn_c.h not in this tree")
+def test_every_header_function_is_declared():
+    header = _header_functions()
+    assert len(header) > 40
+    assert header == set(_lib.PROTOTYPES), (
+        "missing: %s; extra: %s" % (sorted(header - set(_lib.PROTOTYPES)),
+                                    sorted(set(_lib.PROTOTYPES) - header)))
+
+
+@pytest.mark.skipif(not os.path.exists(HEADER), reason="capi/include/attn_c.h not in this tree")
+def test_every_header_struct_is_mirrored():
+    text = re.sub(r"/\*.*?\*/", "", open(HEADER).read(), flags=re.S)
+    header = set(re.findall(r"typedef\s+struct\s+(attn_\w+)\s*\{", text))
+    assert header == {s.__name__ for s in _lib.STRUCTS}
+
+
+@pytest.mark.skipif(not os.path.exists(HEADER), reason="capi/include/attn_c.h not in this tree")
+@pytest.mark.skipif(not shutil.which("cc"), reason="no C compiler (cc) to compare layouts with")
+def test_struct_layouts_match_the_c_compiler():
+    lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "attn_c.h"',
+             "int main(void) {"]
+    expect = []
+    for s in _lib.STRUCTS:
+        n = s.__name__
+        lines.append('printf("%%s %%zu\\n", "%s", sizeof(%s));' % (n, n))
+        expect.append("%s %d" % (n, ctypes.sizeof(s)))
+        for f, _ in s._fields_:
+            lines.append('printf("%%s.%%s %%zu\\n", "%s", "%s", offsetof(%s, %s));'
+                         % (n, f, n, f))
+            expect.append("%s.%s %d" % (n, f, getattr(s, f).offset))
+    lines.append("return 0; }")
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = os.path.join(d, "layout.c"), os.path.join(d, "layout")
+        open(src, "w").write("\n".join(lines))
+        subprocess.check_call(["cc", "-I", os.path.dirname(HEADER), "-o", exe, src])
+        got = subprocess.check_output([exe]).decode().splitlines()
+    assert got == expect
+
+
+@needs_lib
+def test_too_small_struct_size_is_rejected():
+    v = _lib.attn_decode_variant()
+    _lib.load().attn_decode_variant_init(ctypes.byref(v))
+    assert v.struct_size == ctypes.sizeof(_lib.attn_decode_variant)
+    v.struct_size = 8
+    length = ctypes.c_size_t()
+    with pytest.raises(ValueError, match="struct_size is 8"):
+        _lib.call("attn_decode_kernel_key", ctypes.byref(v), None, 0, ctypes.byref(length))
+
+
+@needs_lib
+def test_library_version_and_queries():
+    release, api = attn.library_version()
+    assert release == attn.__version__
+    assert api == 1
+    assert attn.supported_archs() == ["sm_80", "sm_89", "sm_90a"]
+    assert attn.supported_head_sizes() == list(range(32, 257, 8))
+    assert attn.kv_cache_shape(10, 16, 8, 128) == (2, 10, 16, 8, 128)
+    assert attn.kv_cache_shape(10, 16, 8, 128, layout="HND") == (2, 10, 8, 16, 128)
+    with pytest.raises(ValueError, match="head"):
+        attn.kv_cache_shape(10, 16, 8, 100)
+    with pytest.raises(ValueError, match="layout"):
+        attn.kv_cache_shape(10, 16, 8, 128, layout="XYZ")
+
+
+# --- the argument adapter ------------------------------------------------------------
+
+
+def test_cuda_array_interface_is_read():
+    q = _t.tensor(FakeCAI("<f2", (4, 32, 128)), "q", dtype="float16", shape=(4, 32, 128))
+    assert (q.dtype, q.shape, q.strides, q.ptr) == ("float16", (4, 32, 128), (4096, 128, 1),
+                                                     0x7F0000000000)
+    # A padded token stride (in bytes in the interface) is allowed where asked for.
+    padded = FakeCAI("<f2", (4, 32, 128), strides=(2 * 6144, 256, 2))
+    t = _t.tensor(padded, "q", dtype="float16", shape=(4, 32, 128), token_stride=True)
+    assert t.token_stride() == 6144
+    with pytest.raises(ValueError, match="q: every dimension must be dense"):
+        _t.tensor(padded, "q", dtype="float16")
+
+
+def test_wrong_dtype_names_the_argument():
+    with pytest.raises(TypeError, match="q: expected dtype bfloat16, got float16"):
+        _t.tensor(FakeCAI("<f2", (4, 32, 128)), "q", dtype="bfloat16")
+    with pytest.raises(TypeError, match="lse: expected dtype float32, got int32"):
+        _t.tensor(FakeCAI("<i4", (4, 32)), "lse", dtype="float32")
+
+
+def test_ambiguous_typestrs_are_taken_as_expected():
+    # '<V2' (ml_dtypes' bfloat16) where bfloat16 is expected; never as float16.
+    t = _t.tensor(FakeCAI("<V2", (2, 8)), "q", dtype="bfloat16")
+    assert t.itemsize == 2
+    with pytest.raises(TypeError, match="q: expected dtype float16, got void16"):
+        _t.tensor(FakeCAI("<V2", (2, 8)), "q", dtype="float16")
+    # One-byte data where an FP8 format is expected (vLLM's uint8 caches).
+    _t.tensor(FakeCAI("|u1", (2, 8)), "kv_cache", dtype="float8_e4m3fn")
+    _t.tensor(FakeCAI("|V1", (2, 8)), "kv_cache", dtype="float8_e5m2")
+
+
+def test_wrong_shape_and_strides_name_the_argument():
+    with pytest.raises(ValueError, match=r"q: expected shape \(4, 32, 128\).*got \(4, 32, 64\)"):
+        _t.tensor(FakeCAI("<f2", (4, 32, 64)), "q", dtype="float16", shape=(4, 32, 128))
+    # Inner dimensions must be dense even where the token stride may be padded.
+    inner = FakeCAI("<f2", (4, 32, 128), strides=(2 * 8192, 2 * 256, 2))
+    with pytest.raises(ValueError, match="q: dimensions 1..2 must be dense"):
+        _t.tensor(inner, "q", dtype="float16", token_stride=True)
+    short = FakeCAI("<f2", (4, 32, 128), strides=(2 * 100, 2 * 128, 2))
+    with pytest.raises(ValueError, match="q: token stride 100 is smaller than a row"):
+        _t.tensor(short, "q", dtype="float16", token_stride=True)
+    with pytest.raises(ValueError, match="not a multiple of the element size"):
+        _t.tensor(FakeCAI("<f2", (4, 8), strides=(17, 2)), "q")
+
+
+def test_not_a_cuda_array_is_a_type_error():
+    with pytest.raises(TypeError, match=r"q: expected a CUDA tensor .*got list"):
+        _t.tensor([1, 2, 3], "q")
+    with pytest.raises(TypeError, match="q: expected a CUDA tensor, got None"):
+        _t.tensor(None, "q")
+    with pytest.raises(TypeError, match="unsupported __cuda_array_interface__ typestr"):
+        _t.tensor(FakeCAI(">f2", (4,)), "q")
+
+
+def test_dlpack_capsules_are_parsed():
+    # bfloat16 and FP8 travel by DLPack with their own type codes.
+    obj = FakeDLPack(4, 16, (3, 8, 64), strides=(1024, 64, 1), byte_offset=256)
+    t = _t.tensor(obj, "q", dtype="bfloat16", shape=(3, 8, 64), token_stride=True, stream=7)
+    assert (t.dtype, t.shape, t.strides, t.token_stride()) == ("bfloat16", (3, 8, 64),
+                                                               (1024, 64, 1), 1024)
+    assert t.ptr == 0x7F0000001000 + 256
+    assert obj.streams == [7]
+    e4m3 = _t.tensor(FakeDLPack(10, 8, (5, 2)), "cache", dtype="float8_e4m3fn")
+    assert e4m3.strides == (2, 1)
+    assert _t.adapt(FakeDLPack(12, 8, (1,)), "cache").dtype == "float8_e5m2"
+    with pytest.raises(ValueError, match="k: expected a CUDA array, got one on cpu"):
+        _t.tensor(FakeDLPack(2, 16, (2,), device_type=1), "k")
+    with pytest.raises(TypeError, match=r"v: unsupported DLPack dtype \(code 5, 64 bits\)"):
+        _t.tensor(FakeDLPack(5, 64, (2,)), "v")
+
+
+def test_device_mismatch_names_the_argument():
+    a = _t.Tensor("q", 1, "float16", (2,), (1,), 0, None)
+    b = _t.Tensor("out", 1, "float16", (2,), (1,), 1, None)
+    with pytest.raises(ValueError, match=r"out: expected a tensor on cuda:0 \(where q is\)"):
+        _t.same_device([a, None, b])
+
+
+def test_streams():
+    assert _runtime.stream_handle(5) == 5
+
+    class S:
+        cuda_stream = 1234
+
+    class P:
+        def __cuda_stream__(self):
+            return (0, 99)
+
+    assert _runtime.stream_handle(S()) == 1234
+    assert _runtime.stream_handle(P()) == 99
+    with pytest.raises(TypeError, match="stream"):
+        _runtime.stream_handle(True)
+    with pytest.raises(TypeError, match="stream"):
+        _runtime.stream_handle("s")
+    if "torch" not in sys.modules:
+        assert _runtime.stream_handle(None) == 0
+
+
+def test_dtype_names():
+    assert _t.dtype_name("bf16") == "bfloat16"
+    assert _t.dtype_name("half") == "float16"
+    assert _t.dtype_name("fp8_e4m3") == "float8_e4m3fn"
+    with pytest.raises(TypeError, match="q_data_type: unknown dtype 'float7'"):
+        _t.dtype_name("float7", "q_data_type")
+
+
+# --- FlashInfer-style wrappers: errors before any GPU work ------------------------------
+
+
+def test_decode_plan_argument_errors():
+    w = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD")
+    ip, idx, last = [0, 2, 3], [0, 1, 2], [16, 5]
+    with pytest.raises(ValueError, match=r"num_qo_heads \(12\) must be a multiple of "
+                                         r"num_kv_heads \(8\)"):
+        w.plan(ip, idx, last, 12, 8, 128, 16)
+    with pytest.raises(NotImplementedError, match="ROPE_LLAMA"):
+        w.plan(ip, idx, last, 32, 8, 128, 16, pos_encoding_mode="ROPE_LLAMA")
+    with pytest.raises(NotImplementedError, match="q_data_type float8_e4m3fn"):
+        w.plan(ip, idx, last, 32, 8, 128, 16, q_data_type="float8_e4m3fn")
+    with pytest.raises(TypeError, match="kv_data_type: expected bfloat16"):
+        w.plan(ip, idx, last, 32, 8, 128, 16, q_data_type="bfloat16", kv_data_type="float32")
+    with pytest.raises(NotImplementedError, match="o_data_type float32"):
+        w.plan(ip, idx, last, 32, 8, 128, 16, o_data_type="float32")
+    with pytest.raises(NotImplementedError, match="window_right"):
+        w.plan(ip, idx, last, 32, 8, 128, 16, window_right=4)
+    with pytest.raises(ValueError, match=r"last_page_len\[1\] = 17: expected 1 to page_size"):
+        w.plan(ip, idx, [16, 17], 32, 8, 128, 16)
+    with pytest.raises(ValueError, match="indptr: expected 3 entries"):
+        w.plan([0, 2], idx, last, 32, 8, 128, 16)
+    with pytest.raises(ValueError, match="indptr: decreases at request 1"):
+        w.plan([0, 2, 1], idx, last, 32, 8, 128, 16)
+    with pytest.raises(TypeError, match="page_size: expected an int"):
+        w.plan(ip, idx, last, 32, 8, 128, 16.0)
+    with pytest.raises(RuntimeError, match=r"run\(\) before plan\(\)"):
+        w.run(FakeCAI("<f2", (2, 32, 128)), FakeCAI("<f2", (4, 2, 16, 8, 128)))
+
+
+def test_wrapper_constructor_errors():
+    with pytest.raises(NotImplementedError, match="backend='trtllm-gen'"):
+        fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD", backend="trtllm-gen")
+    with pytest.raises(NotImplementedError, match="jit_args"):
+        fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD", jit_args=[1])
+    with pytest.raises(ValueError, match="kv_layout: expected 'NHD' or 'HND'"):
+        fi.BatchDecodeWithPagedKVCacheWrapper(None, "NDH")
+    with pytest.raises(ValueError, match="paged_kv_indptr_buffer"):
+        fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD", use_cuda_graph=True)
+    with pytest.raises(NotImplementedError, match="custom_mask_buf"):
+        fi.BatchPrefillWithPagedKVCacheWrapper(None, "NHD", custom_mask_buf=[1])
+    with pytest.raises(ValueError, match="num_levels"):
+        fi.MultiLevelCascadeAttentionWrapper(17, None)
+
+
+def test_prefill_plan_argument_errors():
+    w = fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD")
+    with pytest.raises(NotImplementedError, match="custom_mask"):
+        w.plan([0, 4], [0, 4], 8, 8, 64, custom_mask=[1])
+    with pytest.raises(NotImplementedError, match=r"head_dim_vo \(128\) != head_dim_qk \(64\)"):
+        w.plan([0, 4], [0, 4], 8, 8, 64, head_dim_vo=128)
+    with pytest.raises(ValueError, match="window_left: attn applies a sliding window to causal"):
+        w.plan([0, 4], [0, 4], 8, 8, 64, causal=False, window_left=16)
+    with pytest.raises(ValueError, match="kv_indptr: expected 2 entries"):
+        w.plan([0, 4], [0, 4, 8], 8, 8, 64)
+    with pytest.raises(ValueError, match=r"qo_indptr\[0\]: expected 0"):
+        w.plan([1, 4], [0, 4], 8, 8, 64)
+    with pytest.raises(ValueError, match="logits_soft_cap"):
+        w.plan([0, 4], [0, 4], 8, 8, 64, logits_soft_cap=-1.0)
+
+
+def test_paged_cache_errors_name_the_cache():
+    ok = FakeCAI("<f2", (10, 2, 16, 8, 128))
+    c, _ = fi.paged_kv(ok, "NHD", 8, 128, 16, "float16")
+    assert c.page_stride == 2 * 16 * 8 * 128
+    assert c.v - c.k == 2 * 16 * 8 * 128  # FlashInfer's interleaved K, V
+    with pytest.raises(ValueError, match=r"paged_kv_cache: expected shape \(\*, 2, 16, 8, 128\)"):
+        fi.paged_kv(FakeCAI("<f2", (10, 2, 32, 8, 128)), "NHD", 8, 128, 16, "float16")
+    with pytest.raises(TypeError, match="paged_kv_cache: expected dtype bfloat16, got float16"):
+        fi.paged_kv(ok, "NHD", 8, 128, 16, "bfloat16")
+    hnd = FakeCAI("<f2", (10, 2, 8, 16, 128))
+    c, _ = fi.paged_kv(hnd, "HND", 8, 128, 16, "float16")
+    assert c.layout == _lib.LAYOUT_HND
+    k = FakeCAI("<f2", (10, 16, 8, 128), strides=(2 * 16 * 8 * 128, 2 * 8 * 128, 256, 2))
+    v = FakeCAI("<f2", (10, 16, 8, 128), strides=(4 * 16 * 8 * 128, 2 * 8 * 128, 256, 2))
+    with pytest.raises(ValueError, match="same page stride"):
+        fi.paged_kv((k, v), "NHD", 8, 128, 16, "float16")
+
+
+def test_merge_state_argument_errors():
+    va, vb_ = FakeCAI("<f2", (4, 8, 64)), FakeCAI("<f2", (4, 8, 64))
+    sa, sb = FakeCAI("<f4", (4, 8)), FakeCAI("<f4", (4, 8))
+    with pytest.raises(TypeError, match="s_a: expected dtype float32, got float16"):
+        fi.merge_state(va, FakeCAI("<f2", (4, 8)), vb_, sb)
+    with pytest.raises(ValueError, match=r"v_b: expected shape \(4, 8, 64\)"):
+        fi.merge_state(va, sa, FakeCAI("<f2", (4, 8, 32)), sb)
+    with pytest.raises(ValueError, match=r"s_b: expected shape \(4, 8\)"):
+        fi.merge_state(va, sa, vb_, FakeCAI("<f4", (4, 9)))
+    with pytest.raises(ValueError, match=r"v: expected shape \(seq_len, num_states"):
+        fi.merge_states(va, sa)
+    with pytest.raises(ValueError, match=r"s: expected shape \(4, 3, 8\)"):
+        fi.merge_states(FakeCAI("<f2", (4, 3, 8, 64)), FakeCAI("<f4", (4, 8)))
+    with pytest.raises(NotImplementedError, match="mask"):
+        fi.merge_state_in_place(va, sa, vb_, sb, mask=[1])
+
+
+def test_append_argument_errors():
+    cache = FakeCAI("<f2", (10, 2, 16, 8, 128))
+    k = FakeCAI("<f2", (5, 8, 128))
+    with pytest.raises(TypeError, match="append_value: expected dtype float16, got bfloat16"):
+        fi.append_paged_kv_cache(k, FakeDLPack(4, 16, (5, 8, 128)), [0] * 5, list(range(5)),
+                                 cache, [0], [0, 1], [5])
+    with pytest.raises(ValueError, match=r"append_key: expected shape \(\*, 8, 128\)"):
+        fi.append_paged_kv_cache(FakeCAI("<f2", (5, 4, 128)), k, [0] * 5, list(range(5)), cache,
+                                 [0], [0, 1], [5])
+    with pytest.raises(ValueError, match="paged_kv_cache: expected a 5-D tensor"):
+        fi.append_paged_kv_cache(k, k, [0] * 5, list(range(5)), FakeCAI("<f2", (10, 16, 8, 128)),
+                                 [0], [0, 1], [5])
+
+
+def test_alibi_slopes():
+    assert fi.get_alibi_slopes(8) == [2.0 ** (-i) for i in range(1, 9)]
+    s = fi.get_alibi_slopes(12)
+    assert len(s) == 12 and s[:8] == fi.get_alibi_slopes(8)
+
+
+# --- the vLLM backend ----------------------------------------------------------------
+
+
+def test_vllm_backend_static_interface():
+    B = vb.AttnBackend
+    assert B.get_name() == "ATTN"
+    assert B.get_impl_cls() is vb.AttnImpl
+    assert B.get_metadata_cls() is vb.AttnMetadata
+    assert B.get_builder_cls() is vb.AttnMetadataBuilder
+    assert B.get_kv_cache_shape(100, 16, 8, 128) == (2, 100, 16, 8, 128)
+    assert B.get_kv_cache_shape(100, 16, 8, 128, cache_dtype_str="fp8") == (2, 100, 16, 8, 128)
+    with pytest.raises(ValueError, match="block_size 512"):
+        B.get_kv_cache_shape(100, 512, 8, 128)
+    with pytest.raises(ValueError, match="head_size 100"):
+        B.get_kv_cache_shape(100, 16, 8, 100)
+    with pytest.raises(NotImplementedError, match="kv_cache_dtype 'fp4'"):
+        B.get_kv_cache_shape(100, 16, 8, 128, cache_dtype_str="fp4")
+    assert B.get_kv_cache_stride_order() == (0, 1, 2, 3, 4)
+    assert set(B.supported_kv_cache_dtypes) >= {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"}
+    assert B.supports_sink() and not B.is_mla()
+    assert B.supports_attn_type("decoder") and not B.supports_attn_type("encoder_decoder")
+    assert B.validate_configuration(128, "bfloat16", "fp8", 16) == []
+    assert "head_size not supported" in B.validate_configuration(100, "bfloat16", "auto", 16)
+    support = vb.AttnMetadataBuilder.get_cudagraph_support(None, None)
+    assert support.name == "UNIFORM_SINGLE_TOKEN_DECODE" and support.value == 1
+
+
+@needs_lib
+def test_vllm_supported_head_sizes():
+    assert vb.AttnBackend.get_supported_head_sizes() == attn.supported_head_sizes()
+
+
+def test_vllm_impl_argument_errors():
+    with pytest.raises(ValueError, match=r"num_heads \(12\) must be a multiple of num_kv_heads"):
+        vb.AttnImpl(12, 128, 0.1, 8)
+    with pytest.raises(ValueError, match="head_size 100"):
+        vb.AttnImpl(8, 100, 0.1, 8)
+    with pytest.raises(NotImplementedError, match="encoder_decoder"):
+        vb.AttnImpl(8, 128, 0.1, 8, attn_type="encoder_decoder")
+    with pytest.raises(NotImplementedError, match="sliding_window on encoder_only"):
+        vb.AttnImpl(8, 128, 0.1, 8, sliding_window=128, attn_type="encoder_only")
+    with pytest.raises(ValueError, match=r"alibi_slopes: expected 8 slopes"):
+        vb.AttnImpl(8, 128, 0.1, 8, alibi_slopes=[0.5])
+    with pytest.raises(NotImplementedError, match="kv_cache_dtype 'int8'"):
+        vb.AttnImpl(8, 128, 0.1, 8, kv_cache_dtype="int8")
+    impl = vb.AttnImpl(8, 128, 0.1, 2, sliding_window=4096, logits_soft_cap=30.0)
+    assert impl.window_left == 4095  # vLLM counts the query's own key
+    v = impl._variant("bfloat16", 16, "NHD")
+    assert v.paged and v.knobs.window_left == 4095 and v.knobs.softcap == 30.0
+    assert v.kv_type == "bfloat16" and v.page_size == 16
+    fp8 = vb.AttnImpl(8, 128, 0.1, 2, kv_cache_dtype="fp8_e5m2")._variant("float16", 32, "HND")
+    assert (fp8.kv_type, fp8.layout, fp8.page_size) == ("float8_e5m2", "HND", 32)
+    enc = vb.AttnImpl(8, 64, 0.1, 8, attn_type="encoder_only")._variant("float16", 16, "NHD")
+    assert not enc.paged and enc.knobs.kind == "encoder" and not enc.knobs.causal
+
+
+def test_mixed_batch_split_rule():
+    # The trailing run of one-token requests with a context runs as decodes.
+    assert vb._split([5, 3, 1, 1], [0, 10, 7, 9]) == 2
+    assert vb._split([1, 5, 1], [4, 0, 3]) == 2
+    assert vb._split([1, 1], [0, 3]) == 1  # a one-token prompt is a prefill
+    assert vb._split([1, 1], None) == 0
+
+
+# --- compiling without a GPU -----------------------------------------------------------
+
+
+@needs_lib
+@pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90a"])
+def test_compile_decode_without_gpu(arch):
+    plain = attn.compile_decode(arch, q_dtype="float16", num_q_heads=8, num_kv_heads=2,
+                                head_dim=64, page_size=16)
+    assert plain.arch == arch and plain.cubin_size > 0
+    assert plain.kernel_name in plain.source
+    knobs = attn.compile_decode(arch, num_q_heads=8, num_kv_heads=2, head_dim=64,
+                                kv_dtype="float8_e4m3fn", sinks=True, softcap=30.0,
+                                window_left=127, score_mod=SOFTCAP_REGION, write_lse=True)
+    assert knobs.cubin_size > 0 and knobs.kernel_name != plain.kernel_name
+    assert "tanh" in knobs.source
+    for word in ("kv=e4m3", "softcap=1", "sinks=1", "write_lse=1", "score_mod="):
+        assert word in knobs.key, (word, knobs.key)
+
+
+@needs_lib
+@pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90a"])
+def test_compile_prefill_without_gpu(arch):
+    ragged = attn.compile_prefill(arch, num_q_heads=8, num_kv_heads=8, head_dim=64,
+                                  causal=True, alibi=True)
+    assert ragged.cubin_size > 0 and "alibi=1" in ragged.key
+    paged = attn.compile_prefill(arch, num_q_heads=8, num_kv_heads=2, head_dim=64, paged=True,
+                                 kv_dtype="float8_e5m2", page_size=16, layout="HND")
+    assert paged.cubin_size > 0 and "paged" in paged.key and "hnd" in paged.key
+
+
+@needs_lib
+def test_bad_variants_raise_naming_the_problem():
+    with pytest.raises(ValueError, match="head_dim 100"):
+        attn.compile_decode("sm_90a", head_dim=100)
+    with pytest.raises(ValueError, match=r"q heads \(12\) must be a multiple of cache heads \(8\)"):
+        attn.compile_decode("sm_90a", num_q_heads=12, num_kv_heads=8)
+    with pytest.raises(ValueError, match='arch "sm_75" is not an arch attn targets'):
+        attn.compile_decode("sm_75")
+    with pytest.raises(attn.AttnError) as e:
+        attn.compile_decode("sm_90a", score_mod="{ garbage }")
+    assert e.value.status == "ATTN_ERROR_COMPILE" and "garbage" in str(e.value)
+    with pytest.raises(TypeError, match="q_dtype: unknown dtype"):
+        attn.compile_decode("sm_90a", q_dtype="float7")
+
+
+@needs_lib
+def test_kernel_key():
+    a = attn.kernel_key("decode", num_q_heads=32, num_kv_heads=8)
+    b = attn.kernel_key("decode", num_q_heads=32, num_kv_heads=8, window_left=10)
+    assert a != b and a.startswith("decode ")
+    assert attn.kernel_key("prefill", paged=True).startswith("prefill paged")
+    with pytest.raises(ValueError, match="kind"):
+        attn.kernel_key("merge")
+
+
+@needs_lib
+def test_runtime_library_has_no_compiler():
+    lib = _lib.loaded_path()
+    runtime = os.path.join(os.path.dirname(lib), "libattn_runtime_c.so")
+    if not os.path.exists(runtime):
+        pytest.skip("no libattn_runtime_c.so next to %s" % lib)
+    env = dict(os.environ, ATTN_LIBRARY=runtime)
+    code = ("import attn\ntry:\n    attn.compile_decode('sm_90a')\n"
+            "except NotImplementedError as e:\n    print('unsupported:', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd=os.path.dirname(HERE))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("unsupported:")
+
+
+@needs_lib
+@pytest.mark.skipif(attn.has_gpu(), reason="checks the error without a GPU")
+def test_kernels_without_gpu_raise_attn_error():
+    from attn._kernels import Decode, DecodeVariant
+    with pytest.raises((attn.AttnError, NotImplementedError)) as e:
+        Decode(-1, DecodeVariant(), 16)
+    assert str(e.value)
+
+
+# --- the progress line -------------------------------------------------------------
+
+
+def test_progress_line_for_a_slow_call(capsys, monkeypatch):
+    monkeypatch.delenv("ATTN_QUIET", raising=False)
+    result = _lib.compiling("decode kernel (test) for sm_90a", lambda: time.sleep(1.3) or 7)
+    assert result == 7
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == ("attn: compiling decode kernel (test) for sm_90a (first use; cached "
+                      "afterwards)...")
+    assert re.fullmatch(r"attn: compiling decode kernel \(test\) for sm_90a \.\.\. done in "
+                        r"1\.[0-9] s", err[1])
+
+
+def test_no_progress_line_for_a_fast_call_or_when_quiet(capsys, monkeypatch):
+    monkeypatch.delenv("ATTN_QUIET", raising=False)
+    _lib.compiling("fast", lambda: None)
+    monkeypatch.setenv("ATTN_QUIET", "1")
+    _lib.compiling("quiet", lambda: time.sleep(1.2))
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_line_when_the_slow_call_fails(capsys, monkeypatch):
+    monkeypatch.delenv("ATTN_QUIET", raising=False)
+
+    def slow_failure():
+        time.sleep(1.2)
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        _lib.compiling("x for sm_80", slow_failure)
+    err = capsys.readouterr().err
+    assert "attn: compiling x for sm_80 (first use" in err and "done in" in err
+
+
+@needs_lib
+def test_progress_line_of_a_real_compile(capsys, monkeypatch):
+    monkeypatch.delenv("ATTN_QUIET", raising=False)
+    monkeypatch.setattr(_lib, "PROGRESS_DELAY_S", 0.0)
+    attn.compile_decode("sm_80", num_q_heads=4, num_kv_heads=4, head_dim=32, page_size=8)
+    err = capsys.readouterr().err
+    assert re.search(r"attn: compiling decode kernel \(q bf16, bf16 cache, 4/4 heads, dim 32, "
+                     r"page 8, NHD\) for sm_80 \(first use; cached afterwards\)\.\.\.", err), err
+    assert re.search(r"for sm_80 \.\.\. done in [0-9.]+ s", err), err
+
+
+@needs_lib
+def test_progress_line_through_a_slow_c_call(capsys, monkeypatch):
+    """A C call that takes over a second (monkeypatched) prints the line
+    before its error surfaces."""
+    monkeypatch.delenv("ATTN_QUIET", raising=False)
+    lib = _lib.load()
+    real = lib.attn_compile_decode
+
+    def slow(*args):
+        time.sleep(1.2)
+        return _lib.ATTN_ERROR_UNSUPPORTED
+
+    monkeypatch.setattr(lib, "attn_compile_decode", slow)
+    try:
+        with pytest.raises(NotImplementedError):
+            attn.compile_decode("sm_90a")
+    finally:
+        monkeypatch.setattr(lib, "attn_compile_decode", real)
+    err = capsys.readouterr().err
+    assert "attn: compiling decode kernel (q bf16, bf16 cache, 32/8 heads, dim 128, page 16, " \
+           "NHD) for sm_90a (first use; cached afterwards)..." in err
+    assert "done in 1." in err

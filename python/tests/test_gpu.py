@@ -1,0 +1,784 @@
+"""GPU tests of the attn Python package: every wrapper against an fp64
+reference written in torch (and, where it applies, against
+torch.nn.functional.scaled_dot_product_attention), CUDA graph capture, and
+inputs given as __cuda_array_interface__ and DLPack objects.
+
+Skipped, with the reason shown, without torch or a CUDA GPU.
+
+    ATTN_LIBRARY=build/lib/libattn_c.so python3 -m pytest -q python/tests/test_gpu.py
+"""
+import math
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the GPU tests need PyTorch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU (torch.cuda.is_available() is False)", allow_module_level=True)
+
+import attn  # noqa: E402
+import attn.flashinfer as fi  # noqa: E402
+import attn.vllm_backend as vb  # noqa: E402
+
+DEV = torch.device("cuda", torch.cuda.current_device())
+LOG2E = math.log2(math.e)
+BF16, F16 = torch.bfloat16, torch.float16
+TOL = {BF16: 2e-2, F16: 5e-3}
+WS = None
+
+
+def workspace():
+    global WS
+    if WS is None:
+        WS = torch.empty(1 << 20, dtype=torch.uint8, device=DEV)
+    return WS
+
+
+def gen(seed):
+    return torch.Generator(device=DEV).manual_seed(seed)
+
+
+def randn(shape, dtype, seed, scale=1.0):
+    return (torch.randn(shape, generator=gen(seed), device=DEV, dtype=torch.float32)
+            * scale).to(dtype)
+
+
+# --- the fp64 reference ------------------------------------------------------
+
+
+def reference(q, k, v, causal=True, window_left=-1, softcap=0.0, scale=None, alibi=None,
+              sinks=None):
+    """docs/semantics.md in fp64: q [Lq, Hq, D], k/v [Lk, Hkv, D] ->
+    out [Lq, Hq, D], natural-log LSE [Lq, Hq]."""
+    q, k, v = q.double(), k.double(), v.double()
+    lq, hq, d = q.shape
+    lk, hkv = k.shape[0], k.shape[1]
+    group = hq // hkv
+    k = k.repeat_interleave(group, 1)
+    v = v.repeat_interleave(group, 1)
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    s = torch.einsum("qhd,khd->hqk", q, k) * scale
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    qpos = torch.arange(lq, device=q.device, dtype=torch.float64) + (lk - lq)
+    kpos = torch.arange(lk, device=q.device, dtype=torch.float64)
+    if alibi is not None:
+        a = torch.as_tensor(alibi, dtype=torch.float64, device=q.device)
+        s = s - a[:, None, None] * (kpos[None, None, :] - qpos[None, :, None]).abs()
+    mask = torch.ones(lq, lk, dtype=torch.bool, device=q.device)
+    if causal:
+        mask &= kpos[None, :] <= qpos[:, None]
+    if window_left is not None and window_left >= 0:
+        mask &= kpos[None, :] >= qpos[:, None] - window_left
+    s = s.masked_fill(~mask[None], float("-inf"))
+    if sinks is not None:
+        sk = torch.as_tensor(sinks, dtype=torch.float64, device=q.device)
+        s = torch.cat([s, sk[:, None, None].expand(hq, lq, 1)], dim=2)
+    lse = torch.logsumexp(s, dim=2)  # [Hq, Lq]
+    p = torch.exp(s - lse[..., None])
+    p = torch.nan_to_num(p, nan=0.0)
+    if sinks is not None:
+        p = p[..., :lk]
+    out = torch.einsum("hqk,khd->qhd", p, v)
+    return out, lse.transpose(0, 1)
+
+
+def sdpa(q, k, v, causal=True, scale=None):
+    """torch's SDPA in float32 with bottom-right causal alignment."""
+    lq, hq, d = q.shape
+    lk, hkv = k.shape[0], k.shape[1]
+    k = k.float().repeat_interleave(hq // hkv, 1)
+    v = v.float().repeat_interleave(hq // hkv, 1)
+    mask = None
+    if causal:
+        qpos = torch.arange(lq, device=q.device) + (lk - lq)
+        mask = torch.arange(lk, device=q.device)[None, :] <= qpos[:, None]
+    o = torch.nn.functional.scaled_dot_product_attention(
+        q.float().transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
+        attn_mask=mask, scale=scale)
+    return o[0].transpose(0, 1)
+
+
+def assert_close(out, ref, dtype, what, tol=None):
+    tol = TOL[dtype] if tol is None else tol
+    err = (out.double() - ref.double()).abs().max().item()
+    bound = tol * max(1.0, ref.double().abs().max().item())
+    assert err <= bound, "%s: max error %.3g > %.3g" % (what, err, bound)
+
+
+def assert_lse(lse2, ref_lse, what):
+    """attn.flashinfer's LSEs are base 2 (FlashInfer's)."""
+    ref2 = ref_lse * LOG2E
+    finite = torch.isfinite(ref2)
+    assert torch.equal(torch.isfinite(lse2.double()), finite), what + ": -inf rows differ"
+    err = (lse2.double()[finite] - ref2[finite]).abs().max().item() if finite.any() else 0.0
+    assert err <= 2e-2, "%s: LSE max error %.3g" % (what, err)
+
+
+# --- paged caches --------------------------------------------------------------------
+
+
+class Paged:
+    """A FlashInfer paged cache with random contents and a random page
+    assignment, its CSR table and a way back to each request's keys."""
+
+    def __init__(self, lens, page_size, hkv, d, dtype, layout="NHD", seed=0, extra=3,
+                 kv_scale=None):
+        self.lens, self.page, self.layout = list(lens), page_size, layout
+        counts = [-(-n // page_size) for n in lens]
+        total = sum(counts) + extra
+        perm = torch.randperm(total, generator=torch.Generator().manual_seed(seed)).tolist()
+        self.pages, at = [], 0
+        for c in counts:
+            self.pages.append(perm[at:at + c])
+            at += c
+        self.indptr = torch.tensor([0] + list(_cumsum(counts)), dtype=torch.int32, device=DEV)
+        self.indices = torch.tensor([p for ps in self.pages for p in ps] or [0],
+                                    dtype=torch.int32, device=DEV)[:sum(counts)]
+        self.last = torch.tensor([n - (c - 1) * page_size if c else 0
+                                  for n, c in zip(lens, counts)], dtype=torch.int32, device=DEV)
+        page_shape = (page_size, hkv, d) if layout == "NHD" else (hkv, page_size, d)
+        data = torch.randn((total, 2) + page_shape, generator=gen(seed + 1), device=DEV)
+        if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+            ks, vs = kv_scale
+            scale = torch.tensor([ks, vs], device=DEV).view(1, 2, 1, 1, 1)
+            self.cache = (data / scale).to(dtype)
+            self.values = self.cache.double() * scale.double()
+        else:
+            self.cache = data.to(dtype)
+            self.values = self.cache.double()
+
+    def kv(self, b):
+        sel = self.values[self.pages[b]]
+        k, v = sel[:, 0], sel[:, 1]
+        if self.layout == "HND":
+            k, v = k.transpose(1, 2), v.transpose(1, 2)
+        h, d = k.shape[-2], k.shape[-1]
+        return k.reshape(-1, h, d)[:self.lens[b]], v.reshape(-1, h, d)[:self.lens[b]]
+
+
+def _cumsum(xs):
+    s = 0
+    for x in xs:
+        s += x
+        yield s
+
+
+# --- decode ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [BF16, F16], ids=["bf16", "f16"])
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+@pytest.mark.parametrize("page_size", [1, 16])
+def test_decode(dtype, layout, page_size):
+    hq, hkv, d = 8, 2, 128
+    lens = [1, 17, 100, 300]
+    pc = Paged(lens, page_size, hkv, d, dtype, layout, seed=page_size)
+    q = randn((len(lens), hq, d), dtype, 7)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), layout)
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page_size, q_data_type=dtype,
+           kv_data_type=dtype)
+    out, lse = w.run(q, pc.cache, return_lse=True)
+    out2 = w.run(q, pc.cache)  # the planned LSE-less variant
+    assert out.dtype == dtype and out.shape == q.shape and lse.shape == (len(lens), hq)
+    for b in range(len(lens)):
+        k, v = pc.kv(b)
+        ref, ref_lse = reference(q[b:b + 1], k, v)
+        assert_close(out[b:b + 1], ref, dtype, "decode request %d" % b)
+        assert_close(out2[b:b + 1], ref, dtype, "decode (no LSE) request %d" % b)
+        assert_lse(lse[b:b + 1], ref_lse, "decode request %d" % b)
+        assert_close(out[b:b + 1], sdpa(q[b:b + 1], k.to(dtype), v.to(dtype)), dtype,
+                     "decode vs SDPA, request %d" % b)
+
+
+def test_decode_tuple_cache_and_replan_to_a_larger_batch():
+    hq, hkv, d, page = 8, 8, 64, 16
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    for lens in ([5, 40], [3] * 40 + [77]):
+        pc = Paged(lens, page, hkv, d, BF16, seed=len(lens))
+        k_cache = pc.cache[:, 0].contiguous()
+        v_cache = pc.cache[:, 1].contiguous()
+        q = randn((len(lens), hq, d), BF16, 3)
+        w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, q_data_type=BF16)
+        out = torch.empty_like(q)
+        res = w.run(q, (k_cache, v_cache), out=out)
+        assert res is out
+        for b in (0, len(lens) - 1):
+            k, v = pc.kv(b)
+            assert_close(out[b:b + 1], reference(q[b:b + 1], k, v)[0], BF16, "tuple cache")
+
+
+@pytest.mark.parametrize("per_head", [False, True], ids=["tensor-scale", "head-scales"])
+def test_decode_e4m3_cache_with_scales(per_head):
+    hq, hkv, d, page = 8, 2, 128, 16
+    lens = [33, 260]
+    pc = Paged(lens, page, hkv, d, torch.float8_e4m3fn, seed=11, kv_scale=(0.5, 2.0))
+    q = randn((2, hq, d), BF16, 12)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, q_data_type=BF16,
+           kv_data_type=torch.float8_e4m3fn)
+    if per_head:
+        ks = torch.full((hkv,), 0.5, device=DEV)
+        vs = torch.full((hkv,), 2.0, device=DEV)
+        out = w.run(q, pc.cache, k_scale=ks, v_scale=vs)
+    else:
+        out = w.run(q, pc.cache, k_scale=0.5, v_scale=2.0)
+    for b in range(2):
+        k, v = pc.kv(b)
+        assert_close(out[b:b + 1], reference(q[b:b + 1], k, v)[0], BF16, "e4m3 request %d" % b)
+
+
+@pytest.mark.parametrize("knob", ["sinks", "softcap", "window", "alibi", "query_len"])
+def test_decode_knobs(knob):
+    hq, hkv, d, page = 8, 2, 128, 16
+    lens = [50, 300]
+    pc = Paged(lens, page, hkv, d, BF16, seed=21)
+    q_len = 2 if knob == "query_len" else 1
+    q = randn((2 * q_len, hq, d), BF16, 22)
+    plan_kw, run_kw, ref_kw = {}, {}, {}
+    if knob == "sinks":
+        sinks = randn((hq,), torch.float32, 23, scale=2.0)
+        run_kw["sinks"], ref_kw["sinks"] = sinks, sinks
+    elif knob == "softcap":
+        plan_kw["logits_soft_cap"], ref_kw["softcap"] = 5.0, 5.0
+        q = randn((2, hq, d), BF16, 22, scale=4.0)  # logits that the cap bends
+    elif knob == "window":
+        plan_kw["window_left"], ref_kw["window_left"] = 37, 37
+    elif knob == "alibi":
+        plan_kw["pos_encoding_mode"] = "ALIBI"
+        ref_kw["alibi"] = fi.get_alibi_slopes(hq)
+    else:
+        plan_kw["q_len_per_req"] = q_len
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, q_data_type=BF16, **plan_kw)
+    out, lse = w.run(q, pc.cache, return_lse=True, **run_kw)
+    for b in range(2):
+        k, v = pc.kv(b)
+        rows = slice(b * q_len, (b + 1) * q_len)
+        ref, ref_lse = reference(q[rows], k, v, **ref_kw)
+        assert_close(out[rows], ref, BF16, "%s request %d" % (knob, b))
+        assert_lse(lse[rows], ref_lse, "%s request %d" % (knob, b))
+
+
+ALIBI_REGION = """{
+^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32, %s: tensor<8xf32>):
+  %slope = attn.aux_load %s[%q_head] : tensor<8xf32>
+  %d = arith.subi %k_pos, %q_pos : i32
+  %a = math.absi %d : i32
+  %af = arith.sitofp %a : i32 to f32
+  %bias = arith.mulf %slope, %af : f32
+  %r = arith.subf %score, %bias : f32
+  attn.yield %r : f32
+}"""
+
+
+def test_decode_score_mod_with_an_aux_table():
+    """attn's extension: plan(score_mod=IR text), run(aux=[tables])."""
+    hq, hkv, d, page = 8, 2, 128, 16
+    pc = Paged([40, 150], page, hkv, d, BF16, seed=25)
+    q = randn((2, hq, d), BF16, 26)
+    slopes = torch.tensor(fi.get_alibi_slopes(hq), dtype=torch.float32, device=DEV) * 3
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, q_data_type=BF16,
+           score_mod=ALIBI_REGION)
+    out = w.run(q, pc.cache, aux=[slopes])
+    for b in range(2):
+        k, v = pc.kv(b)
+        ref = reference(q[b:b + 1], k, v, alibi=slopes.tolist())[0]
+        assert_close(out[b:b + 1], ref, BF16, "score_mod request %d" % b)
+
+
+# --- prefill -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+def test_ragged_prefill(causal):
+    hq, hkv, d = 8, 2, 64
+    q_lens, kv_lens = [5, 33, 64], [5, 40, 64]
+    qo = torch.tensor([0] + list(_cumsum(q_lens)), dtype=torch.int32, device=DEV)
+    kvp = torch.tensor([0] + list(_cumsum(kv_lens)), dtype=torch.int32, device=DEV)
+    q = randn((sum(q_lens), hq, d), BF16, 31)
+    k = randn((sum(kv_lens), hkv, d), BF16, 32)
+    v = randn((sum(kv_lens), hkv, d), BF16, 33)
+    w = attn.BatchPrefillWithRaggedKVCacheWrapper(workspace(), "NHD")
+    w.plan(qo, kvp, hq, hkv, d, causal=causal, q_data_type=BF16)
+    out, lse = w.run(q, k, v, return_lse=True)
+    for b in range(3):
+        qs = slice(qo[b].item(), qo[b + 1].item())
+        ks = slice(kvp[b].item(), kvp[b + 1].item())
+        ref, ref_lse = reference(q[qs], k[ks], v[ks], causal=causal)
+        assert_close(out[qs], ref, BF16, "ragged request %d" % b)
+        assert_lse(lse[qs], ref_lse, "ragged request %d" % b)
+        assert_close(out[qs], sdpa(q[qs], k[ks], v[ks], causal=causal), BF16,
+                     "ragged vs SDPA, request %d" % b)
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_paged_prefill(layout):
+    hq, hkv, d, page = 8, 2, 128, 16
+    q_lens, seq_lens = [7, 16, 1], [27, 61, 9]
+    pc = Paged(seq_lens, page, hkv, d, BF16, layout, seed=41)
+    qo = torch.tensor([0] + list(_cumsum(q_lens)), dtype=torch.int32, device=DEV)
+    q = randn((sum(q_lens), hq, d), BF16, 42)
+    w = attn.BatchPrefillWithPagedKVCacheWrapper(workspace(), layout)
+    w.plan(qo, pc.indptr, pc.indices, pc.last, hq, hkv, d, page, causal=True,
+           q_data_type=BF16, kv_data_type=BF16)
+    out = w.run(q, pc.cache)
+    for b in range(3):
+        rows = slice(qo[b].item(), qo[b + 1].item())
+        k, v = pc.kv(b)
+        assert_close(out[rows], reference(q[rows], k, v)[0], BF16, "paged request %d" % b)
+        assert_close(out[rows], sdpa(q[rows], k.to(BF16), v.to(BF16)), BF16,
+                     "paged vs SDPA, request %d" % b)
+
+
+# --- append, merge, cascade ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kv_dtype", [BF16, torch.float8_e4m3fn], ids=["bf16", "e4m3"])
+def test_append_paged_kv_cache(kv_dtype):
+    hkv, d, page = 2, 64, 16
+    seq_lens = [20, 3, 40]
+    append_lens = [20, 1, 8]  # a prompt, a decode token, a chunk after 32 cached
+    pc = Paged(seq_lens, page, hkv, d, BF16, seed=51)
+    cache = torch.zeros(pc.cache.shape, device=DEV, dtype=kv_dtype)
+    nnz = sum(append_lens)
+    k_new = randn((nnz, hkv, d), BF16, 52)
+    v_new = randn((nnz, hkv, d), BF16, 53)
+    append_indptr = torch.tensor([0] + list(_cumsum(append_lens)), dtype=torch.int32, device=DEV)
+    seq = fi.get_seq_lens(pc.indptr, pc.last, page)
+    assert seq.tolist() == seq_lens
+    b_idx, pos = fi.get_batch_indices_positions(append_indptr, seq, nnz)
+    kw = {"k_scale": 0.5, "v_scale": 2.0} if kv_dtype != BF16 else {}
+    fi.append_paged_kv_cache(k_new, v_new, b_idx, pos, cache, pc.indices, pc.indptr, pc.last,
+                             "NHD", **kw)
+    torch.cuda.synchronize()
+    for i in range(nnz):
+        b, p = b_idx[i].item(), pos[i].item()
+        assert p == seq_lens[b] - append_lens[b] + (i - append_indptr[b].item())
+        page_id = pc.pages[b][p // page]
+        got_k = cache[page_id, 0, p % page]
+        got_v = cache[page_id, 1, p % page]
+        if kv_dtype == BF16:
+            assert torch.equal(got_k, k_new[i]) and torch.equal(got_v, v_new[i]), i
+        else:
+            want_k = (k_new[i].float() / 0.5).to(kv_dtype)
+            want_v = (v_new[i].float() / 2.0).to(kv_dtype)
+            assert torch.equal(got_k.view(torch.uint8), want_k.view(torch.uint8)), i
+            assert torch.equal(got_v.view(torch.uint8), want_v.view(torch.uint8)), i
+    # Nothing else was written.
+    written = torch.zeros(cache.shape[0], page, dtype=torch.bool, device=DEV)
+    for i in range(nnz):
+        b, p = b_idx[i].item(), pos[i].item()
+        written[pc.pages[b][p // page], p % page] = True
+    untouched = cache.view(torch.uint8 if kv_dtype != BF16 else torch.int16)
+    assert not untouched.permute(0, 2, 1, 3, 4)[~written].any()
+
+
+def _merge_ref(vs, ss):
+    """States (v [n, h, d], base-2 s [n, h]) merged in fp64."""
+    s = torch.stack([x.double() for x in ss])  # [k, n, h]
+    m = torch.logsumexp(s / LOG2E, dim=0)  # natural
+    w = torch.exp(s / LOG2E - m[None])
+    v = sum(w[i][..., None] * vs[i].double() for i in range(len(vs)))
+    return v, m * LOG2E
+
+
+def test_merge_state_and_in_place():
+    n, h, d = 37, 8, 64
+    va, vb_ = randn((n, h, d), F16, 61), randn((n, h, d), F16, 62)
+    sa, sb = randn((n, h), torch.float32, 63, 3.0), randn((n, h), torch.float32, 64, 3.0)
+    sb[0, 0] = float("-inf")  # an empty partial weighs nothing
+    v, s = fi.merge_state(va, sa, vb_, sb)
+    ref_v, ref_s = _merge_ref([va, vb_], [sa, sb])
+    assert_close(v, ref_v, F16, "merge_state")
+    assert (s.double() - ref_s).abs().max().item() < 1e-4
+    v2, s2 = va.clone(), sa.clone()
+    fi.merge_state_in_place(v2, s2, vb_, sb)
+    assert_close(v2, ref_v, F16, "merge_state_in_place")
+    assert (s2.double() - ref_s).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize("num_states", [3, 20])
+def test_merge_states(num_states):
+    n, h, d = 9, 4, 128
+    v = randn((n, num_states, h, d), BF16, 70 + num_states)
+    s = randn((n, num_states, h), torch.float32, 80 + num_states, 2.0)
+    vm, sm = fi.merge_states(v, s)
+    ref_v, ref_s = _merge_ref([v[:, i] for i in range(num_states)],
+                              [s[:, i] for i in range(num_states)])
+    assert_close(vm, ref_v, BF16, "merge_states(%d)" % num_states)
+    assert (sm.double() - ref_s).abs().max().item() < 1e-3
+
+
+def test_decode_split_and_merged_equals_whole():
+    """Two decodes over halves of each request's keys, merged with their
+    (base-2) LSEs, equal one decode over all the keys."""
+    hq, hkv, d, page = 8, 2, 128, 16
+    lens = [64, 160]
+    pc = Paged(lens, page, hkv, d, BF16, seed=91)
+    q = randn((2, hq, d), BF16, 92)
+    halves = []
+    for part in range(2):
+        pages = [ps[:len(ps) // 2] if part == 0 else ps[len(ps) // 2:] for ps in pc.pages]
+        indptr = torch.tensor([0] + list(_cumsum([len(p) for p in pages])), dtype=torch.int32,
+                              device=DEV)
+        indices = torch.tensor([x for p in pages for x in p], dtype=torch.int32, device=DEV)
+        last = torch.full((2,), page, dtype=torch.int32, device=DEV)
+        w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+        w.plan(indptr, indices, last, hq, hkv, d, page, q_data_type=BF16)
+        halves.append(w.run(q, pc.cache, return_lse=True))
+    v, _ = fi.merge_state(halves[0][0], halves[0][1], halves[1][0], halves[1][1])
+    for b in range(2):
+        k, vv = pc.kv(b)
+        assert_close(v[b:b + 1], reference(q[b:b + 1], k, vv)[0], BF16, "merged request %d" % b)
+
+
+def test_cascade():
+    hq, hkv, d, page = 8, 2, 128, 16
+    batch, shared_pages = 5, 4
+    unique_lens = [1, 9, 30, 16, 50]
+    counts = [-(-n // page) for n in unique_lens]
+    total = shared_pages + sum(counts) + 2
+    cache = randn((total, 2, page, hkv, d), BF16, 101)
+    perm = torch.randperm(total, generator=torch.Generator().manual_seed(5)).tolist()
+    shared = perm[:shared_pages]
+    unique, at = [], shared_pages
+    for c in counts:
+        unique.append(perm[at:at + c])
+        at += c
+    i32 = dict(dtype=torch.int32, device=DEV)
+    qo_arr = [torch.tensor([0, batch], **i32), torch.arange(batch + 1, **i32)]
+    indptr_arr = [torch.tensor([0, shared_pages], **i32),
+                  torch.tensor([0] + list(_cumsum(counts)), **i32)]
+    indices_arr = [torch.tensor(shared, **i32),
+                   torch.tensor([p for ps in unique for p in ps], **i32)]
+    last_arr = [torch.tensor([page], **i32),
+                torch.tensor([n - (c - 1) * page for n, c in zip(unique_lens, counts)], **i32)]
+    q = randn((batch, hq, d), BF16, 102)
+    w = attn.MultiLevelCascadeAttentionWrapper(2, workspace(), "NHD")
+    w.plan(qo_arr, indptr_arr, indices_arr, last_arr, hq, hkv, d, page, q_data_type=BF16)
+    out = w.run(q, cache)
+    c = cache.double()
+    for b in range(batch):
+        pages = shared + unique[b]
+        n = shared_pages * page + unique_lens[b]
+        k = c[pages, 0].reshape(-1, hkv, d)[:n]
+        v = c[pages, 1].reshape(-1, hkv, d)[:n]
+        assert_close(out[b:b + 1], reference(q[b:b + 1], k, v)[0], BF16, "cascade request %d" % b)
+
+
+# --- graphs, streams, foreign arrays -------------------------------------------------------
+
+
+def test_decode_graph_replayed_after_replan():
+    hq, hkv, d, page, batch = 8, 2, 128, 16, 4
+    i32 = dict(dtype=torch.int32, device=DEV)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(
+        workspace(), "NHD", use_cuda_graph=True,
+        paged_kv_indptr_buffer=torch.empty(batch + 1, **i32),
+        paged_kv_indices_buffer=torch.empty(256, **i32),
+        paged_kv_last_page_len_buffer=torch.empty(batch, **i32), max_pages_per_request=32)
+    first = Paged([10, 50, 3, 100], page, hkv, d, BF16, seed=111, extra=40)
+    w.plan(first.indptr, first.indices, first.last, hq, hkv, d, page, q_data_type=BF16)
+    q_static = randn((batch, hq, d), BF16, 112)
+    out_static = torch.empty_like(q_static)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        w.run(q_static, first.cache, out=out_static)  # warm-up: kernel created and planned
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        w.run(q_static, first.cache, out=out_static)
+    # Re-plan a different batch (same size; new lengths and pages) into the
+    # same cache buffer, then replay the captured run.
+    second = Paged([200, 7, 64, 1], page, hkv, d, BF16, seed=113, extra=0)
+    first.cache[:second.cache.shape[0]].copy_(second.cache)
+    w.plan(second.indptr, second.indices, second.last, hq, hkv, d, page, q_data_type=BF16)
+    q_new = randn((batch, hq, d), BF16, 114)
+    q_static.copy_(q_new)
+    graph.replay()
+    torch.cuda.synchronize()
+    for b in range(batch):
+        k, v = second.kv(b)
+        assert_close(out_static[b:b + 1], reference(q_new[b:b + 1], k, v)[0], BF16,
+                     "replayed request %d" % b)
+    with pytest.raises(ValueError, match="fixed at 4"):
+        w.plan(second.indptr[:3], second.indices, second.last[:2], hq, hkv, d, page,
+               q_data_type=BF16)
+
+
+def test_run_on_a_given_stream():
+    hq, hkv, d, page = 8, 2, 64, 16
+    pc = Paged([30, 70], page, hkv, d, BF16, seed=121)
+    q = randn((2, hq, d), BF16, 122)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, q_data_type=BF16, stream=s)
+    out = torch.empty_like(q)
+    w.run(q, pc.cache, out=out, stream=s)
+    s.synchronize()
+    for b in range(2):
+        k, v = pc.kv(b)
+        assert_close(out[b:b + 1], reference(q[b:b + 1], k, v)[0], BF16, "stream request %d" % b)
+
+
+class CAI:
+    """A CUDA array known only by __cuda_array_interface__."""
+
+    def __init__(self, t):
+        self._t = t
+        self.__cuda_array_interface__ = t.__cuda_array_interface__
+
+
+class DLPack:
+    """A CUDA array known only by DLPack."""
+
+    def __init__(self, t):
+        self._t = t
+
+    def __dlpack__(self, stream=None):
+        return self._t.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self._t.__dlpack_device__()
+
+
+def test_foreign_arrays_as_inputs():
+    hq, hkv, d, page = 8, 2, 128, 16
+    for dtype in (F16, BF16):
+        pc = Paged([40, 90], page, hkv, d, dtype, seed=131)
+        q = randn((2, hq, d), dtype, 132)
+        out = torch.empty_like(q)
+        w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+        w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, q_data_type=dtype)
+        # torch has no bfloat16 __cuda_array_interface__: bf16 goes by DLPack.
+        q_in = CAI(q) if dtype == F16 else DLPack(q)
+        res = w.run(q_in, DLPack(pc.cache), out=DLPack(out))
+        assert isinstance(res, DLPack)
+        torch.cuda.synchronize()
+        for b in range(2):
+            k, v = pc.kv(b)
+            assert_close(out[b:b + 1], reference(q[b:b + 1], k, v)[0], dtype,
+                         "foreign %s request %d" % (dtype, b))
+    w2 = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    pc = Paged([4], page, hkv, d, F16, seed=133)
+    w2.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, q_data_type=F16)
+    with pytest.raises(TypeError, match="q: expected dtype float16, got bfloat16"):
+        w2.run(DLPack(randn((1, hq, d), BF16, 1)), pc.cache)
+    with pytest.raises(ValueError, match=r"q: expected shape \(1, 8, 128\)"):
+        w2.run(randn((2, hq, d), F16, 1), pc.cache)
+
+
+# --- the vLLM backend ----------------------------------------------------------------------
+
+
+def _vllm_step(kv_dtype="auto", seed=141):
+    """A mixed step: two prefills (a prompt, a chunk after 30 cached tokens)
+    then three one-token decodes, over a vLLM cache with history."""
+    h, hkv, d, bs, nb = 8, 2, 128, 16, 64
+    query_lens = [20, 12, 1, 1, 1]
+    context_lens = [0, 30, 40, 7, 16]
+    perm = torch.randperm(nb, generator=torch.Generator().manual_seed(seed)).tolist()
+    tables, at = [], 0
+    for q, c in zip(query_lens, context_lens):
+        n = -(-(q + c) // bs)
+        tables.append(perm[at:at + n])
+        at += n
+    fp8 = kv_dtype != "auto"
+    cache = torch.zeros((2, nb, bs, hkv, d), dtype=torch.uint8 if fp8 else BF16, device=DEV)
+    ks, vs = 0.5, 2.0
+    hist_k = randn((sum(context_lens), hkv, d), BF16, seed + 1)
+    hist_v = randn((sum(context_lens), hkv, d), BF16, seed + 2)
+    flat = cache.view(2, nb * bs, hkv, d)
+    at = 0
+    for b, c in enumerate(context_lens):
+        slots = torch.tensor([tables[b][p // bs] * bs + p % bs for p in range(c)], device=DEV,
+                             dtype=torch.long)
+        if fp8:
+            flat[0, slots] = (hist_k[at:at + c].float() / ks).to(torch.float8_e4m3fn).view(
+                torch.uint8)
+            flat[1, slots] = (hist_v[at:at + c].float() / vs).to(torch.float8_e4m3fn).view(
+                torch.uint8)
+        else:
+            flat[0, slots] = hist_k[at:at + c]
+            flat[1, slots] = hist_v[at:at + c]
+        at += c
+    tokens = sum(query_lens)
+    query = randn((tokens, h, d), BF16, seed + 3)
+    # key and value as vLLM slices them out of one qkv projection: padded rows.
+    qkv = randn((tokens, (h + 2 * hkv) * d), BF16, seed + 4)
+    key = qkv[:, h * d:(h + hkv) * d].view(tokens, hkv, d)
+    value = qkv[:, (h + hkv) * d:].view(tokens, hkv, d)
+    layer = types.SimpleNamespace(_k_scale=torch.tensor([ks], device=DEV),
+                                  _v_scale=torch.tensor([vs], device=DEV))
+    return dict(h=h, hkv=hkv, d=d, bs=bs, query_lens=query_lens, context_lens=context_lens,
+                tables=tables, cache=cache, query=query, key=key, value=value, layer=layer,
+                fp8=fp8, scales=(ks, vs))
+
+
+def _check_vllm_step(st, out, what, **ref_kw):
+    hkv, d, bs = st["hkv"], st["d"], st["bs"]
+    cache = st["cache"]
+    if st["fp8"]:
+        ks, vs = st["scales"]
+        vals = cache.view(torch.float8_e4m3fn).double()
+        vals = torch.stack([vals[0] * ks, vals[1] * vs])
+    else:
+        vals = cache.double()
+    flat = vals.view(2, -1, hkv, d)
+    row = 0
+    for b, (q, c) in enumerate(zip(st["query_lens"], st["context_lens"])):
+        n = q + c
+        slots = torch.tensor([st["tables"][b][p // bs] * bs + p % bs for p in range(n)],
+                             device=DEV)
+        k, v = flat[0, slots], flat[1, slots]
+        new = slice(row, row + q)
+        if not st["fp8"]:  # the appended rows are the step's keys and values
+            assert torch.equal(cache[0].view(-1, hkv, d)[slots[c:]], st["key"][new]), b
+            assert torch.equal(cache[1].view(-1, hkv, d)[slots[c:]], st["value"][new]), b
+        else:
+            want = (st["key"][new].float() / st["scales"][0]).to(torch.float8_e4m3fn)
+            got = cache[0].view(-1, hkv, d)[slots[c:]]
+            assert (got == want.view(torch.uint8)).float().mean().item() > 0.999, b
+        ref = reference(st["query"][new], k, v, **ref_kw)[0]
+        assert_close(out[new], ref, BF16, "%s request %d" % (what, b))
+        row += q
+
+
+@pytest.mark.parametrize("kv_dtype", ["auto", "fp8"])
+def test_vllm_forward_mixed_batch(kv_dtype):
+    st = _vllm_step(kv_dtype)
+    assert vb.AttnBackend.get_kv_cache_shape(64, 16, 2, 128) == tuple(st["cache"].shape)
+    builder = vb.AttnMetadataBuilder(block_size=16, max_num_seqs=16, max_num_batched_tokens=256,
+                                     max_model_len=1024, dtype=BF16, device=DEV)
+    impl = vb.AttnImpl(st["h"], st["d"], 1.0 / math.sqrt(st["d"]), st["hkv"],
+                       kv_cache_dtype=kv_dtype)
+    md = builder.build_step(st["query_lens"], st["context_lens"], st["tables"])
+    assert (md.num_prefills, md.num_decodes) == (2, 3)
+    out = torch.empty_like(st["query"])
+    res = impl.forward(st["layer"], st["query"], st["key"], st["value"], st["cache"], md,
+                       output=out)
+    assert res is out
+    torch.cuda.synchronize()
+    _check_vllm_step(st, out, "vLLM " + kv_dtype)
+
+
+def test_vllm_forward_with_window_softcap_and_sinks():
+    st = _vllm_step(seed=171)
+    builder = vb.AttnMetadataBuilder(block_size=16, max_num_seqs=16, max_num_batched_tokens=256,
+                                     max_model_len=1024, dtype=BF16, device=DEV)
+    sinks = randn((st["h"],), BF16, 172, scale=2.0)  # a model parameter, bf16
+    impl = vb.AttnImpl(st["h"], st["d"], 1.0 / math.sqrt(st["d"]), st["hkv"],
+                       sliding_window=25, logits_soft_cap=20.0, sinks=sinks)
+    md = builder.build_step(st["query_lens"], st["context_lens"], st["tables"])
+    out = impl.forward(st["layer"], st["query"], st["key"], st["value"], st["cache"], md)
+    torch.cuda.synchronize()
+    _check_vllm_step(st, out, "vLLM window/softcap/sinks", window_left=24, softcap=20.0,
+                     sinks=sinks.float())
+
+
+def test_vllm_decode_graph_replayed_after_rebuild():
+    """UNIFORM_SINGLE_TOKEN_DECODE: a decode-only step's forward captured in
+    a graph replays the next step after build_step() re-planned it."""
+    h, hkv, d, bs, nb = 8, 2, 128, 16, 32
+    tables = [[3, 9, 4], [0, 1, 2, 5], [7]]
+    contexts = [10, 40, 7]
+    cache = randn((2, nb, bs, hkv, d), BF16, 181)
+    builder = vb.AttnMetadataBuilder(block_size=bs, max_num_seqs=4, max_num_batched_tokens=64,
+                                     max_model_len=256, dtype=BF16, device=DEV)
+    impl = vb.AttnImpl(h, d, 1.0 / math.sqrt(d), hkv)
+    layer = types.SimpleNamespace()
+    q = torch.zeros((3, h, d), dtype=BF16, device=DEV)
+    k = torch.zeros((3, hkv, d), dtype=BF16, device=DEV)
+    v = torch.zeros((3, hkv, d), dtype=BF16, device=DEV)
+    out = torch.zeros_like(q)
+    md = builder.build_step([1, 1, 1], contexts, tables, for_graph=True)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        impl.forward(layer, q, k, v, cache, md, output=out)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        impl.forward(layer, q, k, v, cache, md, output=out)
+    # The next step: one more token each (new lengths, same tables).
+    contexts = [c + 1 for c in contexts]
+    md2 = builder.build_step([1, 1, 1], contexts, tables, for_graph=True)
+    assert md2.num_decodes == 3
+    q.copy_(randn((3, h, d), BF16, 182))
+    k.copy_(randn((3, hkv, d), BF16, 183))
+    v.copy_(randn((3, hkv, d), BF16, 184))
+    graph.replay()
+    torch.cuda.synchronize()
+    flat = cache.view(2, -1, hkv, d).double()
+    for b in range(3):
+        n = contexts[b] + 1
+        slots = torch.tensor([tables[b][p // bs] * bs + p % bs for p in range(n)], device=DEV)
+        assert torch.equal(cache.view(2, -1, hkv, d)[0, slots[-1]], k[b]), b
+        ref = reference(q[b:b + 1], flat[0, slots], flat[1, slots])[0]
+        assert_close(out[b:b + 1], ref, BF16, "vLLM graph request %d" % b)
+
+
+def test_vllm_build_from_common_metadata():
+    """The path vLLM takes: CommonAttentionMetadata's tensors, 2-D output."""
+    st = _vllm_step(seed=151)
+    ql, cl = st["query_lens"], st["context_lens"]
+    n = len(ql)
+    width = max(len(t) for t in st["tables"])
+    bt = torch.zeros((n, width + 3), dtype=torch.int32, device=DEV)
+    for b, t in enumerate(st["tables"]):
+        bt[b, :len(t)] = torch.tensor(t)
+    slots = [st["tables"][b][p // 16] * 16 + p % 16 for b in range(n)
+             for p in range(cl[b], cl[b] + ql[b])]
+    qsl = torch.tensor([0] + list(_cumsum(ql)), dtype=torch.int32)
+    seq = torch.tensor([q + c for q, c in zip(ql, cl)], dtype=torch.int32)
+    cm = types.SimpleNamespace(
+        num_reqs=n, num_actual_tokens=sum(ql), query_start_loc_cpu=qsl,
+        query_start_loc=qsl.to(DEV), seq_lens=seq.to(DEV), _seq_lens_cpu=seq,
+        block_table_tensor=bt, slot_mapping=torch.tensor(slots, dtype=torch.int64, device=DEV),
+        causal=True)
+    vllm_config = types.SimpleNamespace(
+        scheduler_config=types.SimpleNamespace(max_num_seqs=8, max_num_batched_tokens=128),
+        model_config=types.SimpleNamespace(max_model_len=512, dtype=BF16),
+        compilation_config=None)
+    spec = types.SimpleNamespace(block_size=16)
+    builder = vb.AttnBackend.get_builder_cls()(spec, ["layer.0"], vllm_config, DEV)
+    impl = vb.AttnBackend.get_impl_cls()(st["h"], st["d"], 1.0 / math.sqrt(st["d"]), st["hkv"],
+                                         None, None, "auto")
+    md = builder.build(0, cm)
+    assert md.num_prefills == 2 and md.num_decodes == 3
+    out = torch.zeros(sum(ql), st["h"] * st["d"], dtype=BF16, device=DEV)
+    q2 = st["query"].view(sum(ql), -1)
+    impl.forward(st["layer"], q2, st["key"], st["value"], st["cache"], md, output=out)
+    torch.cuda.synchronize()
+    _check_vllm_step(st, out.view(-1, st["h"], st["d"]), "vLLM common metadata")
+    assert impl.forward(st["layer"], q2, None, None, st["cache"], None, output=out) is out
+
+
+def test_vllm_copy_and_swap_blocks():
+    nb, bs, hkv, d = 12, 16, 2, 64
+    layers = [randn((2, nb, bs, hkv, d), BF16, 160 + i) for i in range(2)]
+    before = [x.clone() for x in layers]
+    vb.AttnBackend.copy_blocks(layers, torch.tensor([[1, 5], [2, 6]], dtype=torch.int64))
+    dev_pairs = torch.tensor([[3, 9]], dtype=torch.int64, device=DEV)
+    vb.AttnBackend.copy_blocks(layers, dev_pairs)
+    torch.cuda.synchronize()
+    for x, y in zip(layers, before):
+        expect = y.clone()
+        expect[:, 5], expect[:, 6], expect[:, 9] = y[:, 1], y[:, 2], y[:, 3]
+        assert torch.equal(x, expect)
+    with pytest.raises(ValueError):
+        vb.AttnBackend.copy_blocks(layers, torch.tensor([[1, 5], [2, 5]], dtype=torch.int64))
+    host = torch.zeros((2, 4, bs, hkv, d), dtype=BF16).pin_memory()
+    vb.AttnBackend.swap_blocks(layers[0], host, torch.tensor([[3, 0], [4, 1], [7, 3]]))
+    torch.cuda.synchronize()
+    assert torch.equal(host[:, 0], layers[0][:, 3].cpu())
+    assert torch.equal(host[:, 1], layers[0][:, 4].cpu())
+    assert torch.equal(host[:, 3], layers[0][:, 7].cpu())
+    back = torch.zeros_like(layers[0])
+    vb.AttnBackend.swap_blocks(host, back, torch.tensor([[0, 10], [1, 11]]))
+    torch.cuda.synchronize()
+    assert torch.equal(back[:, 10], layers[0][:, 3]) and torch.equal(back[:, 11], layers[0][:, 4])
