@@ -143,6 +143,7 @@ def greedy_sdpa(model, prompt, steps):
     logits, tokens = [], []
     out = model(prompt, past_key_values=cache, use_cache=True)
     step_logits = out.logits[:, -1].float()
+    _mark_decode_start()
     for _ in range(steps):
         logits.append(step_logits)
         nxt = step_logits.argmax(-1, keepdim=True)
@@ -150,6 +151,19 @@ def greedy_sdpa(model, prompt, steps):
         out = model(nxt, past_key_values=cache, use_cache=True)
         step_logits = out.logits[:, -1].float()
     return torch.stack(logits, 1), torch.cat(tokens, 1)
+
+
+@torch.inference_mode()
+def greedy_forced(model, prompt, forced):
+    """Logits of transformers' own path fed `forced` tokens."""
+    from transformers import DynamicCache
+    cache = DynamicCache(config=model.config)
+    out = model(prompt, past_key_values=cache, use_cache=True)
+    logits = [out.logits[:, -1].float()]
+    for i in range(forced.shape[1] - 1):
+        out = model(forced[:, i:i + 1], past_key_values=cache, use_cache=True)
+        logits.append(out.logits[:, -1].float())
+    return torch.stack(logits, 1)
 
 
 @torch.inference_mode()
@@ -167,6 +181,7 @@ def greedy_attn(model, prompt, steps, page_size, forced=None):
     pos = torch.arange(p, device=prompt.device).expand(b, p)
     out = model(prompt, position_ids=pos, use_cache=False)
     step_logits = out.logits[:, -1].float()
+    _mark_decode_start()
     for i in range(steps):
         logits.append(step_logits)
         nxt = step_logits.argmax(-1, keepdim=True)
@@ -180,12 +195,22 @@ def greedy_attn(model, prompt, steps, page_size, forced=None):
     return torch.stack(logits, 1), torch.cat(tokens, 1)
 
 
+DECODE_START = [0.0]
+
+
+def _mark_decode_start():
+    torch.cuda.synchronize()
+    DECODE_START[0] = time.perf_counter()
+
+
 def timed(fn, *a):
+    """(result, seconds in all, seconds of the decode steps)."""
     torch.cuda.synchronize()
     t = time.perf_counter()
     r = fn(*a)
     torch.cuda.synchronize()
-    return r, time.perf_counter() - t
+    end = time.perf_counter()
+    return r, end - t, end - DECODE_START[0]
 
 
 def compare(ref, forced, ref_tokens, tokens, tol):
@@ -206,7 +231,7 @@ def compare(ref, forced, ref_tokens, tokens, tol):
     logits_ok = diff <= tol * spread
     tokens_ok = bool(same.all()) or all(
         _tie(ref, ref_tokens, tokens, r, tol * spread) for r in (~same).nonzero()[:, 0].tolist())
-    print(f"logits (teacher-forced): max |diff| {diff:.4f} = {diff / spread:.2e} of the logit "
+    print(f"logits (teacher-forced against sdpa): max |diff| {diff:.4f} = {diff / spread:.2e} of the logit "
           f"range {spread:.2f} (tolerance {tol:.0e}); greedy tokens equal in "
           f"{int(same.sum())}/{len(same)} requests"
           + (f"; first difference {first}" if first else ""))
@@ -306,18 +331,32 @@ def main():
     # Warm-up (kernel compiles, allocator), then timed runs.
     greedy_sdpa(sdpa_model, prompt[:, :32], 2)
     greedy_attn(attn_model, prompt[:, :32], 2, args.page_size)
-    (ref, ref_tok), t_sdpa = timed(greedy_sdpa, sdpa_model, prompt, args.steps)
-    (_, tok), t_attn = timed(greedy_attn, attn_model, prompt, args.steps, args.page_size)
+    (ref, ref_tok), t_sdpa, d_sdpa = timed(greedy_sdpa, sdpa_model, prompt, args.steps)
+    (_, tok), t_attn, d_attn = timed(greedy_attn, attn_model, prompt, args.steps, args.page_size)
     forced, _ = greedy_attn(attn_model, prompt, args.steps, args.page_size, ref_tok)
     ok, tokens_ok, same, diff, first = compare(ref, forced, ref_tok, tok, args.tol)
+    # The control: transformers' own eager attention (bf16 matmuls, another
+    # correct kernel) against sdpa, measured the same way.
+    eager_model = build_model(args, "eager")
+    eager, eager_tok = greedy_sdpa(eager_model, prompt, args.steps)
+    eager_forced = greedy_forced(eager_model, prompt, ref_tok)
+    print("control, transformers' eager against sdpa:", end=" ")
+    _, _, _, eager_diff, eager_first = compare(ref, eager_forced, ref_tok, eager_tok, args.tol)
+    del eager, eager_model
     tokens = args.batch * args.steps
-    print(f"sdpa: {tokens} tokens in {t_sdpa:.3f} s = {tokens / t_sdpa:.0f} tokens/s (prefill included)")
-    print(f"attn: {tokens} tokens in {t_attn:.3f} s = {tokens / t_attn:.0f} tokens/s (prefill included)")
+    for name, t, d in (("sdpa", t_sdpa, d_sdpa), ("attn", t_attn, d_attn)):
+        print(f"{name}: {tokens} tokens in {t:.3f} s = {tokens / t:.0f} tokens/s (prefill "
+              f"included); decode steps {d / args.steps * 1e3:.2f} ms each")
     figures = {"transformers": transformers.__version__, "torch": torch.__version__,
                "gpu": torch.cuda.get_device_name(), "args": vars(args),
                "max_logit_diff": diff, "logits_within_tol": ok, "tokens_equal": same,
                "tokens_equal_but_ties": tokens_ok,
+               "eager_control": {"max_logit_diff": eager_diff, "first_difference": eager_first,
+                                 "tokens_equal_requests": int((eager_tok == ref_tok).all(1).sum())},
+               "attn_tokens_equal_requests": int((tok == ref_tok).all(1).sum()),
                "first_difference": first, "sdpa_s": t_sdpa, "attn_s": t_attn,
+               "sdpa_decode_step_ms": d_sdpa / args.steps * 1e3,
+               "attn_decode_step_ms": d_attn / args.steps * 1e3,
                "sdpa_tokens_per_s": tokens / t_sdpa, "attn_tokens_per_s": tokens / t_attn}
     if args.continuous_batching:
         try:
