@@ -40,6 +40,8 @@ import attn
 
 # The state of the step being run; the attention function reads it.
 STATE = None
+# The model's dtype (--dtype).
+DTYPE = [torch.float16]
 
 
 class PagedState:
@@ -51,13 +53,13 @@ class PagedState:
         self.num_q_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
-        self.dtype = config.torch_dtype if hasattr(config, "torch_dtype") else torch.bfloat16
+        self.dtype = DTYPE[0]
         pages_per_seq = math.ceil(max_len / page_size)
         self.pages_per_seq = pages_per_seq
         num_pages = batch * pages_per_seq
         self.caches = [
             torch.zeros(num_pages, 2, page_size, self.num_kv_heads, self.head_dim,
-                        dtype=torch.bfloat16, device=device)
+                        dtype=self.dtype, device=device)
             for _ in range(config.num_hidden_layers)
         ]
         # Request b owns pages [b * pages_per_seq, (b + 1) * pages_per_seq).
@@ -87,13 +89,13 @@ class PagedState:
             qo_indptr = torch.arange(0, b + 1, dtype=torch.int32, device=dev) * new_tokens
             self.prefill.plan(qo_indptr, self.kv_indptr, self.kv_indices, self.kv_last_page_len,
                               self.num_q_heads, self.num_kv_heads, self.head_dim, p,
-                              causal=True, sm_scale=scale, q_data_type=torch.bfloat16,
-                              kv_data_type=torch.bfloat16)
+                              causal=True, sm_scale=scale, q_data_type=self.dtype,
+                              kv_data_type=self.dtype)
         else:
             self.decode.plan(self.kv_indptr, self.kv_indices, self.kv_last_page_len,
                              self.num_q_heads, self.num_kv_heads, self.head_dim, p,
-                             sm_scale=scale, q_data_type=torch.bfloat16,
-                             kv_data_type=torch.bfloat16)
+                             sm_scale=scale, q_data_type=self.dtype,
+                             kv_data_type=self.dtype)
 
 
 def attn_attention(module, query, key, value, attention_mask, scaling=None,
@@ -126,9 +128,9 @@ def build_model(args, implementation):
         max_position_embeddings=args.prompt + args.steps + 16, rope_theta=10000.0,
         initializer_range=args.init_std, tie_word_embeddings=False)
     torch.manual_seed(args.seed)
-    model = LlamaForCausalLM(config).to(device="cuda", dtype=torch.bfloat16).eval()
-    # Logits in f32: bf16 logits tie exactly so often (8 bits of mantissa
-    # over a range of ~8) that argmax would follow rounding, not attention.
+    model = LlamaForCausalLM(config).to(device="cuda", dtype=DTYPE[0]).eval()
+    # Logits in f32: 16-bit logits tie exactly so often (bf16: 8 bits of
+    # mantissa over a range of ~8) that argmax would follow rounding.
     model.lm_head.float()
     model.lm_head.register_forward_pre_hook(lambda m, a: (a[0].float(),))
     model.set_attn_implementation(implementation)
@@ -312,6 +314,9 @@ def main():
     ap.add_argument("--page-size", type=int, default=16)
     ap.add_argument("--init-std", type=float, default=0.02)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dtype", choices=["float16", "bfloat16"], default="float16",
+                    help="model dtype; float16's 3 more mantissa bits keep two correct "
+                         "kernels' greedy tokens together for longer than bfloat16's")
     ap.add_argument("--tol", type=float, default=0.02,
                     help="max |logit difference| allowed, as a fraction of the logit range")
     ap.add_argument("--continuous-batching", action="store_true")
@@ -322,6 +327,7 @@ def main():
         return 2
     from transformers import AttentionInterface
     import transformers
+    DTYPE[0] = getattr(torch, args.dtype)
     AttentionInterface.register("attn", attn_attention)
 
     torch.manual_seed(args.seed + 1)
