@@ -38,16 +38,49 @@ checkPointers(std::initializer_list<std::pair<const void *, const char *>>
   return llvm::Error::success();
 }
 
-/// The context's kernel source, or why there is none (an AOT context
-/// without a GPU). Called after the arguments are checked, so that those
-/// errors need no GPU.
-llvm::Expected<const runtime::KernelSource *> kernelsOf(attn_context *context) {
-  return context->kernels();
-}
-
 llvm::Error noPlan(const char *plan) {
   return argError(llvm::formatv("the handle has no plan: call {0} first", plan));
 }
+
+/// An error unless `value` >= 1, naming it.
+llvm::Error checkPositive(int64_t value, const char *name) {
+  if (value < 1)
+    return argError(llvm::formatv("{0} is {1}", name, value));
+  return llvm::Error::success();
+}
+
+/// Every attn_*_create: clears `*out`, checks the context and converts the
+/// C variant, runs `check(variant)` (the caller's own arguments: these
+/// errors need no GPU), then `make(variant, kernels)` builds the handle from
+/// the context's kernel source.
+template <class Handle, class CVariant, class Check, class Make>
+attn_status createHandle(const char *function, attn_context *context,
+                         const CVariant *v, Handle **out, Check &&check,
+                         Make &&make) {
+  return guard(function, [&]() -> llvm::Error {
+    if (llvm::Error error = requireNonNull(out, "out"))
+      return error;
+    *out = nullptr;
+    if (llvm::Error error = requireNonNull(context, "context"))
+      return error;
+    auto variant = toVariant(v);
+    if (!variant)
+      return variant.takeError();
+    if (llvm::Error error = check(*variant))
+      return error;
+    auto kernels = context->kernels();
+    if (!kernels)
+      return kernels.takeError();
+    llvm::Expected<Handle *> handle = make(*variant, **kernels);
+    if (!handle)
+      return handle.takeError();
+    *out = *handle;
+    return llvm::Error::success();
+  });
+}
+
+/// For creates whose only arguments are the context and the variant.
+constexpr auto noCheck = [](const auto &) { return llvm::Error::success(); };
 
 } // namespace
 
@@ -58,29 +91,21 @@ extern "C" {
 attn_status attn_decode_create(attn_context *context,
                                const attn_decode_variant *v, int max_batch,
                                attn_decode **out) {
-  return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(out, "out"))
-      return error;
-    *out = nullptr;
-    if (llvm::Error error = requireNonNull(context, "context"))
-      return error;
-    auto variant = toVariant(v);
-    if (!variant)
-      return variant.takeError();
-    if (max_batch < 1)
-      return argError(llvm::formatv("max_batch is {0}", max_batch));
-    auto kernels = kernelsOf(context);
-    if (!kernels)
-      return kernels.takeError();
-    auto kernel = (*kernels)->decode(*variant);
-    if (!kernel)
-      return kernel.takeError();
-    auto workspace = (*kernel)->createWorkspace(max_batch);
-    if (!workspace)
-      return workspace.takeError();
-    *out = new attn_decode{*kernel, std::move(*workspace), std::nullopt};
-    return llvm::Error::success();
-  });
+  return createHandle(
+      __func__, context, v, out,
+      [&](const DecodeVariant &) {
+        return checkPositive(max_batch, "max_batch");
+      },
+      [&](const DecodeVariant &variant, const runtime::KernelSource &kernels)
+          -> llvm::Expected<attn_decode *> {
+        auto kernel = kernels.decode(variant);
+        if (!kernel)
+          return kernel.takeError();
+        auto workspace = (*kernel)->createWorkspace(max_batch);
+        if (!workspace)
+          return workspace.takeError();
+        return new attn_decode{*kernel, std::move(*workspace), std::nullopt};
+      });
 }
 
 void attn_decode_destroy(attn_decode *decode) { delete decode; }
@@ -189,31 +214,23 @@ extern "C" {
 attn_status attn_prefill_create(attn_context *context,
                                 const attn_prefill_variant *v, int max_batch,
                                 int64_t max_q_tokens, attn_prefill **out) {
-  return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(out, "out"))
-      return error;
-    *out = nullptr;
-    if (llvm::Error error = requireNonNull(context, "context"))
-      return error;
-    auto variant = toVariant(v);
-    if (!variant)
-      return variant.takeError();
-    if (max_batch < 1)
-      return argError(llvm::formatv("max_batch is {0}", max_batch));
-    if (max_q_tokens < 1)
-      return argError(llvm::formatv("max_q_tokens is {0}", max_q_tokens));
-    auto kernels = kernelsOf(context);
-    if (!kernels)
-      return kernels.takeError();
-    auto kernel = (*kernels)->prefill(*variant);
-    if (!kernel)
-      return kernel.takeError();
-    auto workspace = (*kernel)->createWorkspace(max_batch, max_q_tokens);
-    if (!workspace)
-      return workspace.takeError();
-    *out = new attn_prefill{*kernel, std::move(*workspace), std::nullopt};
-    return llvm::Error::success();
-  });
+  return createHandle(
+      __func__, context, v, out,
+      [&](const PrefillVariant &) -> llvm::Error {
+        if (llvm::Error error = checkPositive(max_batch, "max_batch"))
+          return error;
+        return checkPositive(max_q_tokens, "max_q_tokens");
+      },
+      [&](const PrefillVariant &variant, const runtime::KernelSource &kernels)
+          -> llvm::Expected<attn_prefill *> {
+        auto kernel = kernels.prefill(variant);
+        if (!kernel)
+          return kernel.takeError();
+        auto workspace = (*kernel)->createWorkspace(max_batch, max_q_tokens);
+        if (!workspace)
+          return workspace.takeError();
+        return new attn_prefill{*kernel, std::move(*workspace), std::nullopt};
+      });
 }
 
 void attn_prefill_destroy(attn_prefill *prefill) { delete prefill; }
@@ -335,41 +352,33 @@ attn_status attn_mixed_batch_create(attn_context *context,
                                     const attn_prefill_variant *v,
                                     int max_batch, int64_t max_q_tokens,
                                     attn_mixed_batch **out) {
-  return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(out, "out"))
-      return error;
-    *out = nullptr;
-    if (llvm::Error error = requireNonNull(context, "context"))
-      return error;
-    auto variant = toVariant(v);
-    if (!variant)
-      return variant.takeError();
-    if (!variant->paged)
-      return argError("v->paged is 0: a mixed batch reads the paged cache");
-    if (max_batch < 1)
-      return argError(llvm::formatv("max_batch is {0}", max_batch));
-    if (max_q_tokens < 1)
-      return argError(llvm::formatv("max_q_tokens is {0}", max_q_tokens));
-    auto kernels = kernelsOf(context);
-    if (!kernels)
-      return kernels.takeError();
-    // The JIT's Jit::mixedBatch and the Backend pair kernels this way.
-    auto prefill = (*kernels)->prefill(*variant);
-    if (!prefill)
-      return prefill.takeError();
-    auto decode = (*kernels)->decode(runtime::decodeVariantFor(*variant));
-    if (!decode)
-      return decode.takeError();
-    auto attention = runtime::MixedBatchAttention::create(*prefill, *decode);
-    if (!attention)
-      return attention.takeError();
-    auto workspace = attention->createWorkspace(max_batch, max_q_tokens);
-    if (!workspace)
-      return workspace.takeError();
-    *out = new attn_mixed_batch{std::move(*attention), std::move(*workspace),
-                                std::nullopt};
-    return llvm::Error::success();
-  });
+  return createHandle(
+      __func__, context, v, out,
+      [&](const PrefillVariant &variant) -> llvm::Error {
+        if (!variant.paged)
+          return argError("v->paged is 0: a mixed batch reads the paged cache");
+        if (llvm::Error error = checkPositive(max_batch, "max_batch"))
+          return error;
+        return checkPositive(max_q_tokens, "max_q_tokens");
+      },
+      [&](const PrefillVariant &variant, const runtime::KernelSource &kernels)
+          -> llvm::Expected<attn_mixed_batch *> {
+        // The JIT's Jit::mixedBatch and the Backend pair kernels this way.
+        auto prefill = kernels.prefill(variant);
+        if (!prefill)
+          return prefill.takeError();
+        auto decode = kernels.decode(runtime::decodeVariantFor(variant));
+        if (!decode)
+          return decode.takeError();
+        auto attention = runtime::MixedBatchAttention::create(*prefill, *decode);
+        if (!attention)
+          return attention.takeError();
+        auto workspace = attention->createWorkspace(max_batch, max_q_tokens);
+        if (!workspace)
+          return workspace.takeError();
+        return new attn_mixed_batch{std::move(*attention),
+                                    std::move(*workspace), std::nullopt};
+      });
 }
 
 void attn_mixed_batch_destroy(attn_mixed_batch *mixed) { delete mixed; }
@@ -447,24 +456,16 @@ extern "C" {
 attn_status attn_merge_states_create(attn_context *context,
                                      const attn_merge_states_variant *v,
                                      attn_merge_states **out) {
-  return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(out, "out"))
-      return error;
-    *out = nullptr;
-    if (llvm::Error error = requireNonNull(context, "context"))
-      return error;
-    auto variant = toVariant(v);
-    if (!variant)
-      return variant.takeError();
-    auto kernels = kernelsOf(context);
-    if (!kernels)
-      return kernels.takeError();
-    auto kernel = (*kernels)->mergeStates(*variant);
-    if (!kernel)
-      return kernel.takeError();
-    *out = new attn_merge_states{*kernel, *variant};
-    return llvm::Error::success();
-  });
+  return createHandle(
+      __func__, context, v, out, noCheck,
+      [&](const MergeStatesVariant &variant,
+          const runtime::KernelSource &kernels)
+          -> llvm::Expected<attn_merge_states *> {
+        auto kernel = kernels.mergeStates(variant);
+        if (!kernel)
+          return kernel.takeError();
+        return new attn_merge_states{*kernel, variant};
+      });
 }
 
 void attn_merge_states_destroy(attn_merge_states *merge) { delete merge; }
@@ -512,35 +513,30 @@ extern "C" {
 attn_status attn_cascade_create(attn_context *context,
                                 const attn_decode_variant *v, int max_batch,
                                 int max_levels, attn_cascade **out) {
-  return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(out, "out"))
-      return error;
-    *out = nullptr;
-    if (llvm::Error error = requireNonNull(context, "context"))
-      return error;
-    auto variant = toVariant(v);
-    if (!variant)
-      return variant.takeError();
-    if (max_batch < 1)
-      return argError(llvm::formatv("max_batch is {0}", max_batch));
-    if (max_levels < 1 || max_levels > ATTN_MAX_CASCADE_LEVELS)
-      return argError(llvm::formatv("max_levels is {0}, not in [1, {1}]",
-                                    max_levels, ATTN_MAX_CASCADE_LEVELS));
-    if (std::optional<std::string> problem = runtime::cascadeProblem(*variant))
-      return argError("the variant cannot run as a cascade: " + *problem);
-    auto kernels = kernelsOf(context);
-    if (!kernels)
-      return kernels.takeError();
-    auto attention = runtime::cascadeFrom(**kernels, *variant);
-    if (!attention)
-      return attention.takeError();
-    auto workspace = attention->createWorkspace(max_batch, max_levels);
-    if (!workspace)
-      return workspace.takeError();
-    *out = new attn_cascade{*variant, std::move(*attention),
-                            std::move(*workspace), max_levels, std::nullopt};
-    return llvm::Error::success();
-  });
+  return createHandle(
+      __func__, context, v, out,
+      [&](const DecodeVariant &variant) -> llvm::Error {
+        if (llvm::Error error = checkPositive(max_batch, "max_batch"))
+          return error;
+        if (max_levels < 1 || max_levels > ATTN_MAX_CASCADE_LEVELS)
+          return argError(llvm::formatv("max_levels is {0}, not in [1, {1}]",
+                                        max_levels, ATTN_MAX_CASCADE_LEVELS));
+        if (std::optional<std::string> problem = runtime::cascadeProblem(variant))
+          return argError("the variant cannot run as a cascade: " + *problem);
+        return llvm::Error::success();
+      },
+      [&](const DecodeVariant &variant, const runtime::KernelSource &kernels)
+          -> llvm::Expected<attn_cascade *> {
+        auto attention = runtime::cascadeFrom(kernels, variant);
+        if (!attention)
+          return attention.takeError();
+        auto workspace = attention->createWorkspace(max_batch, max_levels);
+        if (!workspace)
+          return workspace.takeError();
+        return new attn_cascade{variant, std::move(*attention),
+                                std::move(*workspace), max_levels,
+                                std::nullopt};
+      });
 }
 
 void attn_cascade_destroy(attn_cascade *cascade) { delete cascade; }
@@ -637,24 +633,15 @@ extern "C" {
 attn_status attn_append_kv_create(attn_context *context,
                                   const attn_append_kv_variant *v,
                                   attn_append_kv **out) {
-  return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(out, "out"))
-      return error;
-    *out = nullptr;
-    if (llvm::Error error = requireNonNull(context, "context"))
-      return error;
-    auto variant = toVariant(v);
-    if (!variant)
-      return variant.takeError();
-    auto kernels = kernelsOf(context);
-    if (!kernels)
-      return kernels.takeError();
-    auto kernel = (*kernels)->appendKV(*variant);
-    if (!kernel)
-      return kernel.takeError();
-    *out = new attn_append_kv{*kernel, *variant};
-    return llvm::Error::success();
-  });
+  return createHandle(
+      __func__, context, v, out, noCheck,
+      [&](const AppendKVVariant &variant, const runtime::KernelSource &kernels)
+          -> llvm::Expected<attn_append_kv *> {
+        auto kernel = kernels.appendKV(variant);
+        if (!kernel)
+          return kernel.takeError();
+        return new attn_append_kv{*kernel, variant};
+      });
 }
 
 void attn_append_kv_destroy(attn_append_kv *append) { delete append; }

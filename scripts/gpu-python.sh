@@ -42,7 +42,7 @@ for s in "${steps[@]}"; do
     pytest) run pytest python3 -m pytest -q -rs python/tests ;;
     overhead) run python-overhead python3 bench/python_overhead.py \
                 --json "$out/python-overhead.json" ;;
-    hf) run hf-llama python3 examples/python/hf_llama.py --continuous-batching \
+    hf) run hf-llama python3 examples/python/hf_llama.py --continuous-batching --agreement-seeds 3 \
           --json "$out/hf-llama.json" ;;
     cp)
       if (($(nvidia-smi -L | wc -l) >= 2)); then

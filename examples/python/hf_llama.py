@@ -21,7 +21,8 @@ wrappers are planned once per step and run by every layer.
 
 With ``--continuous-batching`` it also runs transformers' continuous
 batching (``generate_batch`` over its own paged cache) with ``paged|sdpa``
-and with attn registered as ``paged|attn``, and reports both.
+and with attn registered as ``paged|attn`` (attn's paged kernels reading
+transformers' cache tensors in place), and reports both.
 
     python3 examples/python/hf_llama.py [--batch 8 --prompt 512 --steps 64]
 
@@ -250,32 +251,69 @@ def _tie(ref, ref_tokens, tokens, row, tol):
 def continuous_batching(args, prompts):
     """transformers' continuous batching with paged|sdpa and with paged|attn.
 
-    paged|attn: the cache update as transformers does it, then attn's ragged
-    prefill kernel (causal, aligned to each request's last key) over the keys
-    the cache returns; decode-only batches too (one query row per request).
+    paged|sdpa: transformers' cache update writes the step's keys and values
+    into its paged cache, gathers every request's keys into one contiguous
+    tensor and runs sdpa over them. paged|attn: no gather. attn reads
+    transformers' own cache tensors in place as a paged cache (each layer's
+    ``[num_blocks * block_size + 2, kv_heads, head_dim]`` K and V tensors
+    are NHD pages of ``block_size`` tokens); the page table comes from the
+    cache's read indices (a request's tokens fill its blocks in order), the
+    new keys go in with ``attn.append_paged_kv_cache`` and the step runs
+    ``BatchPrefillWithPagedKVCacheWrapper`` (causal; a decode is a request
+    with one query row). Layer 0 plans the step; the others reuse the plan.
     """
     from transformers import AttentionInterface, GenerationConfig
-    from transformers.integrations.sdpa_paged import sdpa_attention_paged_forward  # noqa: F401
-    wrappers = {}
+    step = {}
+
+    def plan_step(cache, group, cu_q, cu_k, read_index, module, q_heads, dtype):
+        bs = cache.block_size
+        cu_q = cu_q.to(torch.int32)
+        cu_k = cu_k.to(torch.int32)
+        k_len = (cu_k[1:] - cu_k[:-1]).long()
+        pages = (k_len + bs - 1) // bs
+        total = int(pages.sum())
+        indptr = torch.zeros(pages.numel() + 1, dtype=torch.int32, device=cu_k.device)
+        indptr[1:] = pages.cumsum(0)
+        req = torch.repeat_interleave(torch.arange(pages.numel(), device=cu_k.device), pages,
+                                      output_size=total)
+        first_token = cu_k.long()[req] + (torch.arange(total, device=cu_k.device)
+                                          - indptr.long()[req]) * bs
+        starts = read_index[group].long()[first_token]
+        if bool((starts % bs != 0).any()):
+            raise RuntimeError("paged|attn: a request's tokens do not start its cache blocks; "
+                               "this transformers' cache layout is not the one assumed here")
+        indices = (starts // bs).to(torch.int32)
+        last = (k_len - (pages - 1) * bs).to(torch.int32)
+        total_q = int(cu_q[-1])
+        w = step.get("wrapper")
+        if w is None:
+            ws = torch.empty(128 << 20, dtype=torch.uint8, device=cu_k.device)
+            w = step["wrapper"] = attn.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD")
+        w.plan(cu_q, indptr, indices, last, q_heads, cache.num_key_value_heads, cache.head_dim,
+               bs, causal=True, sm_scale=module.scaling, q_data_type=dtype, kv_data_type=dtype)
+        step["table"] = (indices, indptr, last)
+        step["rows"] = attn.get_batch_indices_positions(cu_q, k_len.to(torch.int32), total_q)
 
     def paged_attn(module, q, k, v, attention_mask, cache=None, cu_seq_lens_q=None,
                    cu_seq_lens_k=None, max_seqlen_q=None, max_seqlen_k=None, **kwargs):
-        k, v = cache.update(key_states=k, value_states=v, layer_idx=module.layer_idx,
-                            read_index=kwargs["read_index"], write_index=kwargs["write_index"])
+        layer = module.layer_idx
+        if cache.sliding_windows[layer] != 1:
+            raise NotImplementedError("paged|attn: sliding-window layers")
+        group, j = cache.layer_index_to_group_indices[layer]
         if isinstance(cu_seq_lens_k, dict):
             cu_seq_lens_k = cu_seq_lens_k["full_attention"]
-        qq = q.transpose(1, 2).squeeze(0)
-        key = (module.layer_idx == 0, int(cu_seq_lens_q.numel()))
-        w = wrappers.get("ragged")
-        if w is None:
-            ws = torch.empty(128 << 20, dtype=torch.uint8, device=q.device)
-            w = wrappers["ragged"] = attn.BatchPrefillWithRaggedKVCacheWrapper(ws, "NHD")
-        if module.layer_idx == 0:
-            w.plan(cu_seq_lens_q.to(torch.int32), cu_seq_lens_k.to(torch.int32),
-                   qq.shape[1], k.shape[1], qq.shape[2], causal=True, sm_scale=module.scaling,
-                   q_data_type=qq.dtype)
-        del key
-        return w.run(qq.contiguous(), k.contiguous(), v.contiguous()), None
+        qq = q.transpose(1, 2).squeeze(0).contiguous()
+        if layer == 0:
+            plan_step(cache, group, cu_seq_lens_q, cu_seq_lens_k, kwargs["read_index"], module,
+                      qq.shape[1], qq.dtype)
+        n = cache.num_blocks * cache.block_size
+        page = (cache.num_blocks, cache.block_size, cache.num_key_value_heads, cache.head_dim)
+        kv = (cache.key_cache[j][:n].view(page), cache.value_cache[j][:n].view(page))
+        indices, indptr, last = step["table"]
+        batch_indices, positions = step["rows"]
+        attn.append_paged_kv_cache(k.transpose(1, 2).squeeze(0).contiguous(),
+                                   v.transpose(1, 2).squeeze(0).contiguous(), batch_indices, positions, kv, indices, indptr, last, "NHD")
+        return step["wrapper"].run(qq, kv), None
 
     AttentionInterface.register("paged|attn", paged_attn)
     results = {}
@@ -302,6 +340,24 @@ def continuous_batching(args, prompts):
     return results
 
 
+def token_agreement(args, seed):
+    """For models and prompts of `seed`: in how many requests attn's greedy
+    tokens equal sdpa's over all the steps, and in how many transformers'
+    own eager attention's do (the rate at which two correct kernels' 16-bit
+    rounding flips a near tie)."""
+    run_args = argparse.Namespace(**dict(vars(args), seed=seed))
+    torch.manual_seed(seed + 1)
+    prompt = torch.randint(0, 32000, (args.batch, args.prompt), device="cuda")
+    model = build_model(run_args, "sdpa")
+    _, ref_tok = greedy_sdpa(model, prompt, args.steps)
+    model.set_attn_implementation("eager")
+    _, eager_tok = greedy_sdpa(model, prompt, args.steps)
+    model.set_attn_implementation("attn")
+    _, tok = greedy_attn(model, prompt, args.steps, args.page_size)
+    return {"seed": seed, "attn": int((tok == ref_tok).all(1).sum()),
+            "eager": int((eager_tok == ref_tok).all(1).sum()), "requests": args.batch}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, default=8)
@@ -319,6 +375,9 @@ def main():
                          "kernels' greedy tokens together for longer than bfloat16's")
     ap.add_argument("--tol", type=float, default=0.02,
                     help="max |logit difference| allowed, as a fraction of the logit range")
+    ap.add_argument("--agreement-seeds", type=int, default=0,
+                    help="also count, for this many more seeds, the requests whose greedy "
+                         "tokens equal sdpa's with attn and with transformers' eager")
     ap.add_argument("--continuous-batching", action="store_true")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
@@ -364,6 +423,13 @@ def main():
                "sdpa_decode_step_ms": d_sdpa / args.steps * 1e3,
                "attn_decode_step_ms": d_attn / args.steps * 1e3,
                "sdpa_tokens_per_s": tokens / t_sdpa, "attn_tokens_per_s": tokens / t_attn}
+    if args.agreement_seeds:
+        rows = [token_agreement(args, args.seed + 1 + i) for i in range(args.agreement_seeds)]
+        figures["token_agreement"] = rows
+        n = sum(r["requests"] for r in rows)
+        print("greedy tokens equal to sdpa's over %d more seeds: attn %d/%d requests, "
+              "transformers' eager %d/%d" % (len(rows), sum(r["attn"] for r in rows), n,
+                                             sum(r["eager"] for r in rows), n))
     if args.continuous_batching:
         try:
             figures["continuous_batching"] = continuous_batching(args, prompt.cpu())

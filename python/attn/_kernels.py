@@ -273,106 +273,95 @@ class Handle:
         self._ptr = out.value
 
 
-class Decode(Handle):
+class KernelHandle(Handle):
+    """A kernel made from a variant: ``_create_fn(context, &variant,
+    *limits, &out)`` (may JIT-compile: the progress line), launched with
+    ``_run_fn(handle, &args, *extra, stream)``; ``planned`` is the plan
+    generation the wrappers last planned it for."""
+
+    _create_fn = _run_fn = None
+
+    def __init__(self, device, variant, *limits, progress=None):
+        super().__init__(device)
+        self.variant = variant
+        self._c_variant = variant.to_c()
+        self._create(self._create_fn, ctypes.byref(self._c_variant), *[int(x) for x in limits],
+                     progress=progress or variant.describe())
+        self.planned = None
+
+    def _launch(self, args, stream, *extra):
+        if _runtime.other_device(self.device):
+            with _runtime.on_device(self.device):
+                _lib.call(self._run_fn, self.ptr, ctypes.byref(args), *extra, stream)
+        else:
+            _lib.call(self._run_fn, self.ptr, ctypes.byref(args), *extra, stream)
+
+    def run(self, args, stream):
+        self._launch(args, stream)
+
+    def _plan(self, function, *args):
+        with _runtime.on_device(self.device):
+            _lib.call(function, self.ptr, *args)
+
+
+class Decode(KernelHandle):
     _destroy = "attn_decode_destroy"
+    _create_fn, _run_fn = "attn_decode_create", "attn_decode_run"
 
     def __init__(self, device, variant, max_batch):
-        super().__init__(device)
-        self.variant = variant
+        super().__init__(device, variant, max_batch)
         self.max_batch = max_batch
-        self._c_variant = variant.to_c()
-        self._create("attn_decode_create", ctypes.byref(self._c_variant), int(max_batch),
-                     progress=variant.describe())
-        self.planned = None
 
     def plan(self, seq_lens, for_graph, stream):
-        arr = _lib.int32_array(seq_lens)
-        with _runtime.on_device(self.device):
-            _lib.call("attn_decode_plan", self.ptr, arr, len(seq_lens), int(bool(for_graph)),
-                      stream)
-
-    def run(self, args, stream):
-        if _runtime.other_device(self.device):
-            with _runtime.on_device(self.device):
-                _lib.call("attn_decode_run", self.ptr, ctypes.byref(args), stream)
-        else:
-            _lib.call("attn_decode_run", self.ptr, ctypes.byref(args), stream)
+        self._plan("attn_decode_plan", _lib.int32_array(seq_lens), len(seq_lens),
+                   int(bool(for_graph)), stream)
 
 
-class Prefill(Handle):
+class Prefill(KernelHandle):
     _destroy = "attn_prefill_destroy"
+    _create_fn, _run_fn = "attn_prefill_create", "attn_prefill_run"
 
     def __init__(self, device, variant, max_batch, max_q_tokens):
-        super().__init__(device)
-        self.variant = variant
+        super().__init__(device, variant, max_batch, max_q_tokens)
         self.max_batch = max_batch
         self.max_q_tokens = max_q_tokens
-        self._c_variant = variant.to_c()
-        self._create("attn_prefill_create", ctypes.byref(self._c_variant), int(max_batch),
-                     int(max_q_tokens), progress=variant.describe())
-        self.planned = None
 
     def plan(self, cu_q, cu_kv, for_graph, stream):
-        a, b = _lib.int32_array(cu_q), _lib.int32_array(cu_kv)
-        with _runtime.on_device(self.device):
-            _lib.call("attn_prefill_plan", self.ptr, a, b, len(cu_q) - 1, int(bool(for_graph)),
-                      stream)
+        self._plan("attn_prefill_plan", _lib.int32_array(cu_q), _lib.int32_array(cu_kv),
+                   len(cu_q) - 1, int(bool(for_graph)), stream)
 
     def plan_paged(self, cu_q, seq_lens, for_graph, stream):
-        a, b = _lib.int32_array(cu_q), _lib.int32_array(seq_lens)
-        with _runtime.on_device(self.device):
-            _lib.call("attn_prefill_plan_paged", self.ptr, a, b, len(seq_lens),
-                      int(bool(for_graph)), stream)
-
-    def run(self, args, stream):
-        if _runtime.other_device(self.device):
-            with _runtime.on_device(self.device):
-                _lib.call("attn_prefill_run", self.ptr, ctypes.byref(args), stream)
-        else:
-            _lib.call("attn_prefill_run", self.ptr, ctypes.byref(args), stream)
+        self._plan("attn_prefill_plan_paged", _lib.int32_array(cu_q), _lib.int32_array(seq_lens),
+                   len(seq_lens), int(bool(for_graph)), stream)
 
 
-class MixedBatch(Handle):
+class MixedBatch(KernelHandle):
     _destroy = "attn_mixed_batch_destroy"
+    _create_fn, _run_fn = "attn_mixed_batch_create", "attn_mixed_batch_run"
 
     def __init__(self, device, variant, max_batch, max_q_tokens):
-        super().__init__(device)
-        self.variant = variant
+        super().__init__(device, variant, max_batch, max_q_tokens,
+                         progress=variant.describe("mixed prefill+decode"))
         self.max_batch = max_batch
         self.max_q_tokens = max_q_tokens
-        self._c_variant = variant.to_c()
-        self._create("attn_mixed_batch_create", ctypes.byref(self._c_variant), int(max_batch),
-                     int(max_q_tokens),
-                     progress=variant.describe("mixed prefill+decode"))
-        self.planned = None
 
     def plan(self, cu_q, seq_lens, num_prefills, for_graph, stream):
-        a, b = _lib.int32_array(cu_q), _lib.int32_array(seq_lens)
-        with _runtime.on_device(self.device):
-            _lib.call("attn_mixed_batch_plan", self.ptr, a, b, len(seq_lens), int(num_prefills),
-                      int(bool(for_graph)), stream)
+        self._plan("attn_mixed_batch_plan", _lib.int32_array(cu_q), _lib.int32_array(seq_lens),
+                   len(seq_lens), int(num_prefills), int(bool(for_graph)), stream)
 
     def run(self, args, seq_lens_ptr, stream):
-        if _runtime.other_device(self.device):
-            with _runtime.on_device(self.device):
-                _lib.call("attn_mixed_batch_run", self.ptr, ctypes.byref(args), seq_lens_ptr,
-                          stream)
-        else:
-            _lib.call("attn_mixed_batch_run", self.ptr, ctypes.byref(args), seq_lens_ptr, stream)
+        self._launch(args, stream, seq_lens_ptr)
 
 
-class Cascade(Handle):
+class Cascade(KernelHandle):
     _destroy = "attn_cascade_destroy"
+    _create_fn, _run_fn = "attn_cascade_create", "attn_cascade_run"
 
     def __init__(self, device, variant, max_batch, max_levels):
-        super().__init__(device)
-        self.variant = variant
+        super().__init__(device, variant, max_batch, max_levels,
+                         progress=variant.describe().replace("decode", "cascade", 1))
         self.max_batch = max_batch
         self.max_levels = max_levels
-        self._c_variant = variant.to_c()
-        self._create("attn_cascade_create", ctypes.byref(self._c_variant), int(max_batch),
-                     int(max_levels), progress=variant.describe().replace("decode", "cascade", 1))
-        self.planned = None
 
     def plan(self, levels, suffix_lens, for_graph, stream):
         """levels: [(group_starts, kv_lens)] host lists, outermost first."""
@@ -384,53 +373,18 @@ class Cascade(Handle):
             c_levels[i].group_starts = ctypes.cast(a, ctypes.POINTER(ctypes.c_int32))
             c_levels[i].kv_lens = ctypes.cast(b, ctypes.POINTER(ctypes.c_int32))
             c_levels[i].num_groups = len(lens)
-        suffix = _lib.int32_array(suffix_lens)
-        with _runtime.on_device(self.device):
-            _lib.call("attn_cascade_plan", self.ptr, c_levels, len(levels), suffix,
-                      len(suffix_lens), int(bool(for_graph)), stream)
-
-    def run(self, args, stream):
-        if _runtime.other_device(self.device):
-            with _runtime.on_device(self.device):
-                _lib.call("attn_cascade_run", self.ptr, ctypes.byref(args), stream)
-        else:
-            _lib.call("attn_cascade_run", self.ptr, ctypes.byref(args), stream)
+        self._plan("attn_cascade_plan", c_levels, len(levels), _lib.int32_array(suffix_lens),
+                   len(suffix_lens), int(bool(for_graph)), stream)
 
 
-class MergeStates(Handle):
+class MergeStates(KernelHandle):
     _destroy = "attn_merge_states_destroy"
-
-    def __init__(self, device, variant):
-        super().__init__(device)
-        self.variant = variant
-        self._c_variant = variant.to_c()
-        self._create("attn_merge_states_create", ctypes.byref(self._c_variant),
-                     progress=variant.describe())
-
-    def run(self, args, stream):
-        if _runtime.other_device(self.device):
-            with _runtime.on_device(self.device):
-                _lib.call("attn_merge_states_run", self.ptr, ctypes.byref(args), stream)
-        else:
-            _lib.call("attn_merge_states_run", self.ptr, ctypes.byref(args), stream)
+    _create_fn, _run_fn = "attn_merge_states_create", "attn_merge_states_run"
 
 
-class AppendKV(Handle):
+class AppendKV(KernelHandle):
     _destroy = "attn_append_kv_destroy"
-
-    def __init__(self, device, variant):
-        super().__init__(device)
-        self.variant = variant
-        self._c_variant = variant.to_c()
-        self._create("attn_append_kv_create", ctypes.byref(self._c_variant),
-                     progress=variant.describe())
-
-    def run(self, args, stream):
-        if _runtime.other_device(self.device):
-            with _runtime.on_device(self.device):
-                _lib.call("attn_append_kv_run", self.ptr, ctypes.byref(args), stream)
-        else:
-            _lib.call("attn_append_kv_run", self.ptr, ctypes.byref(args), stream)
+    _create_fn, _run_fn = "attn_append_kv_create", "attn_append_kv_run"
 
 
 class CacheOps(Handle):

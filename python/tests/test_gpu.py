@@ -434,37 +434,49 @@ def test_decode_split_and_merged_equals_whole():
         assert_close(v[b:b + 1], reference(q[b:b + 1], k, vv)[0], BF16, "merged request %d" % b)
 
 
+class _cascade_case:
+    """A two-level cascade: ``shared_pages`` pages shared by every request,
+    then each request's own ``unique_lens`` tokens; random pages of a
+    random cache (``pages`` of them, default as many as needed + 2)."""
+
+    def __init__(self, batch, shared_pages, unique_lens, page, seed, hkv=2, d=128, pages=None):
+        counts = [-(-n // page) for n in unique_lens]
+        total = pages or shared_pages + sum(counts) + 2
+        self.cache = randn((total, 2, page, hkv, d), BF16, seed)
+        perm = torch.randperm(total, generator=torch.Generator().manual_seed(seed)).tolist()
+        self.shared = perm[:shared_pages]
+        self.unique, at = [], shared_pages
+        for c in counts:
+            self.unique.append(perm[at:at + c])
+            at += c
+        self.lens = [shared_pages * page + n for n in unique_lens]
+        i32 = dict(dtype=torch.int32, device=DEV)
+        self.arrays = (
+            [torch.tensor([0, batch], **i32), torch.arange(batch + 1, **i32)],
+            [torch.tensor([0, shared_pages], **i32),
+             torch.tensor([0] + list(_cumsum(counts)), **i32)],
+            [torch.tensor(self.shared, **i32),
+             torch.tensor([p for ps in self.unique for p in ps], **i32)],
+            [torch.tensor([page], **i32),
+             torch.tensor([n - (c - 1) * page for n, c in zip(unique_lens, counts)], **i32)])
+
+    def kv(self, b):
+        c = self.cache.double()
+        pages = self.shared + self.unique[b]
+        hkv, d = c.shape[-2], c.shape[-1]
+        return (c[pages, 0].reshape(-1, hkv, d)[:self.lens[b]],
+                c[pages, 1].reshape(-1, hkv, d)[:self.lens[b]])
+
+
 def test_cascade():
-    hq, hkv, d, page = 8, 2, 128, 16
-    batch, shared_pages = 5, 4
-    unique_lens = [1, 9, 30, 16, 50]
-    counts = [-(-n // page) for n in unique_lens]
-    total = shared_pages + sum(counts) + 2
-    cache = randn((total, 2, page, hkv, d), BF16, 101)
-    perm = torch.randperm(total, generator=torch.Generator().manual_seed(5)).tolist()
-    shared = perm[:shared_pages]
-    unique, at = [], shared_pages
-    for c in counts:
-        unique.append(perm[at:at + c])
-        at += c
-    i32 = dict(dtype=torch.int32, device=DEV)
-    qo_arr = [torch.tensor([0, batch], **i32), torch.arange(batch + 1, **i32)]
-    indptr_arr = [torch.tensor([0, shared_pages], **i32),
-                  torch.tensor([0] + list(_cumsum(counts)), **i32)]
-    indices_arr = [torch.tensor(shared, **i32),
-                   torch.tensor([p for ps in unique for p in ps], **i32)]
-    last_arr = [torch.tensor([page], **i32),
-                torch.tensor([n - (c - 1) * page for n, c in zip(unique_lens, counts)], **i32)]
+    hq, hkv, d, page, batch = 8, 2, 128, 16, 5
+    case = _cascade_case(batch, 4, [1, 9, 30, 16, 50], page, 101)
     q = randn((batch, hq, d), BF16, 102)
     w = attn.MultiLevelCascadeAttentionWrapper(2, workspace(), "NHD")
-    w.plan(qo_arr, indptr_arr, indices_arr, last_arr, hq, hkv, d, page, q_data_type=BF16)
-    out = w.run(q, cache)
-    c = cache.double()
+    w.plan(*case.arrays, hq, hkv, d, page, q_data_type=BF16)
+    out = w.run(q, case.cache)
     for b in range(batch):
-        pages = shared + unique[b]
-        n = shared_pages * page + unique_lens[b]
-        k = c[pages, 0].reshape(-1, hkv, d)[:n]
-        v = c[pages, 1].reshape(-1, hkv, d)[:n]
+        k, v = case.kv(b)
         assert_close(out[b:b + 1], reference(q[b:b + 1], k, v)[0], BF16, "cascade request %d" % b)
 
 
@@ -508,6 +520,196 @@ def test_decode_graph_replayed_after_replan():
         w.plan(second.indptr[:3], second.indices, second.last[:2], hq, hkv, d, page,
                q_data_type=BF16)
 
+
+
+def _capture(run):
+    """A CUDA graph of ``run()``, warmed up first on a side stream (kernel
+    created and planned outside the capture, as torch's docs ask)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    return graph
+
+
+def test_paged_prefill_graph_replayed_after_replan():
+    """A captured paged prefill replays a later plan of the same batch size
+    and query rows (other splits, lengths and pages): what a serving loop
+    does with FlashInfer's use_cuda_graph wrappers."""
+    hq, hkv, d, page, batch = 8, 2, 128, 16, 3
+    i32 = dict(dtype=torch.int32, device=DEV)
+    w = attn.BatchPrefillWithPagedKVCacheWrapper(
+        workspace(), "NHD", use_cuda_graph=True, qo_indptr_buf=torch.empty(batch + 1, **i32),
+        paged_kv_indptr_buf=torch.empty(batch + 1, **i32),
+        paged_kv_indices_buf=torch.empty(64, **i32),
+        paged_kv_last_page_len_buf=torch.empty(batch, **i32), max_pages_per_request=16)
+    cases = [([8, 1, 23], [40, 9, 100], 141), ([16, 15, 1], [16, 200, 33], 143)]
+    first = Paged(cases[0][1], page, hkv, d, BF16, seed=cases[0][2], extra=30)
+    qo = torch.tensor([0] + list(_cumsum(cases[0][0])), **i32)
+    w.plan(qo, first.indptr, first.indices, first.last, hq, hkv, d, page, causal=True,
+           q_data_type=BF16, kv_data_type=BF16)
+    q_static = randn((32, hq, d), BF16, 142)
+    out_static = torch.empty_like(q_static)
+    graph = _capture(lambda: w.run(q_static, first.cache, out=out_static))
+    q_lens, seq_lens, seed = cases[1]
+    second = Paged(seq_lens, page, hkv, d, BF16, seed=seed, extra=0)
+    first.cache[:second.cache.shape[0]].copy_(second.cache)
+    qo = torch.tensor([0] + list(_cumsum(q_lens)), **i32)
+    w.plan(qo, second.indptr, second.indices, second.last, hq, hkv, d, page, causal=True,
+           q_data_type=BF16, kv_data_type=BF16)
+    q_new = randn((32, hq, d), BF16, 144)
+    q_static.copy_(q_new)
+    graph.replay()
+    torch.cuda.synchronize()
+    for b in range(batch):
+        rows = slice(qo[b].item(), qo[b + 1].item())
+        k, v = second.kv(b)
+        assert_close(out_static[rows], reference(q_new[rows], k, v)[0], BF16,
+                     "replayed paged prefill, request %d" % b)
+    with pytest.raises(ValueError, match="more than the 32"):
+        w.plan(torch.tensor([0, 1, 2, 40], **i32), second.indptr, second.indices, second.last,
+               hq, hkv, d, page, causal=True, q_data_type=BF16, kv_data_type=BF16)
+
+
+def test_ragged_prefill_graph_replayed_after_replan():
+    hq, hkv, d, batch = 8, 2, 64, 2
+    i32 = dict(dtype=torch.int32, device=DEV)
+    w = attn.BatchPrefillWithRaggedKVCacheWrapper(
+        workspace(), "NHD", use_cuda_graph=True, qo_indptr_buf=torch.empty(batch + 1, **i32),
+        kv_indptr_buf=torch.empty(batch + 1, **i32))
+    q = randn((40, hq, d), BF16, 151)
+    k = randn((100, hkv, d), BF16, 152)
+    v = randn((100, hkv, d), BF16, 153)
+    out = torch.empty_like(q)
+    w.plan(torch.tensor([0, 10, 40], **i32), torch.tensor([0, 10, 100], **i32), hq, hkv, d,
+           causal=True, q_data_type=BF16)
+    graph = _capture(lambda: w.run(q, k, v, out=out))
+    qo, kvp = [0, 33, 40], [0, 70, 100]
+    w.plan(torch.tensor(qo, **i32), torch.tensor(kvp, **i32), hq, hkv, d, causal=True,
+           q_data_type=BF16)
+    q.copy_(randn((40, hq, d), BF16, 154))
+    graph.replay()
+    torch.cuda.synchronize()
+    for b in range(batch):
+        rows, keys = slice(qo[b], qo[b + 1]), slice(kvp[b], kvp[b + 1])
+        assert_close(out[rows], reference(q[rows], k[keys], v[keys])[0], BF16,
+                     "replayed ragged prefill, request %d" % b)
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.float8_e4m3fn, torch.float8_e5m2],
+                         ids=["e4m3", "e5m2"])
+def test_ragged_prefill_fp8_kv(kv_dtype):
+    """Ragged k/v rows in FP8 with per-tensor scales (dequantized in the
+    kernel), bf16 queries and output."""
+    hq, hkv, d = 8, 2, 128
+    q_lens, kv_lens = [9, 64], [30, 64]
+    qo = torch.tensor([0] + list(_cumsum(q_lens)), dtype=torch.int32, device=DEV)
+    kvp = torch.tensor([0] + list(_cumsum(kv_lens)), dtype=torch.int32, device=DEV)
+    q = randn((sum(q_lens), hq, d), BF16, 161)
+    k_scale, v_scale = 0.25, 0.5
+    k8 = (randn((sum(kv_lens), hkv, d), torch.float32, 162) / k_scale).to(kv_dtype)
+    v8 = (randn((sum(kv_lens), hkv, d), torch.float32, 163) / v_scale).to(kv_dtype)
+    w = attn.BatchPrefillWithRaggedKVCacheWrapper(workspace(), "NHD")
+    w.plan(qo, kvp, hq, hkv, d, causal=True, q_data_type=BF16, kv_data_type=kv_dtype)
+    out = w.run(q, k8, v8, k_scale=k_scale, v_scale=v_scale)
+    k, v = k8.double() * k_scale, v8.double() * v_scale
+    for b in range(2):
+        rows, keys = slice(qo[b].item(), qo[b + 1].item()), slice(kvp[b].item(), kvp[b + 1].item())
+        assert_close(out[rows], reference(q[rows], k[keys], v[keys])[0], BF16,
+                     "ragged FP8 request %d" % b)
+
+
+def test_cascade_graph_replayed_after_replan():
+    hq, hkv, d, page, batch = 8, 2, 128, 16, 4
+    i32 = dict(dtype=torch.int32, device=DEV)
+    w = attn.MultiLevelCascadeAttentionWrapper(
+        2, workspace(), "NHD", use_cuda_graph=True,
+        qo_indptr_buf_arr=[torch.empty(2, **i32), torch.empty(batch + 1, **i32)],
+        paged_kv_indptr_buf_arr=[torch.empty(2, **i32), torch.empty(batch + 1, **i32)],
+        paged_kv_indices_buf_arr=[torch.empty(8, **i32), torch.empty(64, **i32)],
+        paged_kv_last_page_len_buf_arr=[torch.empty(1, **i32), torch.empty(batch, **i32)])
+    q = randn((batch, hq, d), BF16, 171)
+    out = torch.empty_like(q)
+    first = _cascade_case(batch, 2, [3, 20, 1, 16], page, 172, pages=16)
+    w.plan(*first.arrays, hq, hkv, d, page, q_data_type=BF16)
+    graph = _capture(lambda: w.run(q, first.cache, out=out))
+    second = _cascade_case(batch, 5, [40, 1, 17, 8], page, 173, pages=16)
+    first.cache.copy_(second.cache)
+    w.plan(*second.arrays, hq, hkv, d, page, q_data_type=BF16)
+    q.copy_(randn((batch, hq, d), BF16, 174))
+    graph.replay()
+    torch.cuda.synchronize()
+    for b in range(batch):
+        k, v = second.kv(b)
+        assert_close(out[b:b + 1], reference(q[b:b + 1], k, v)[0], BF16,
+                     "replayed cascade request %d" % b)
+
+
+def test_runtime_only_library_serves_an_attn_aot_library(tmp_path):
+    """libattn_runtime_c.so (no compiler) from Python: a decode served from a
+    library attn-aot builds here, checked against fp64 in a fresh process
+    (the library is loaded once per process); a variant the library lacks
+    is an error naming it, not a compile."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from attn import _lib
+    lib_dir = os.path.dirname(_lib.loaded_path())
+    runtime = os.path.join(lib_dir, "libattn_runtime_c.so")
+    tool = os.environ.get("ATTN_AOT_TOOL") or os.path.join(lib_dir, "..", "bin", "attn-aot")
+    if not os.path.exists(runtime) or not os.path.exists(tool):
+        pytest.skip("needs libattn_runtime_c.so beside %s and attn-aot (ATTN_AOT_TOOL): not found"
+                    % _lib.loaded_path())
+    major, minor = torch.cuda.get_device_capability()
+    arch = {(9, 0): "sm_90a", (8, 9): "sm_89"}.get((major, minor), "sm_80")
+    (tmp_path / "kernels.json").write_text(json.dumps(
+        {"decode": [{"q_type": "bf16", "kv_type": "bf16", "num_q_heads": 8, "num_kv_heads": 2,
+                     "head_dim": 128, "page_size": 16}]}))
+    subprocess.run([tool, str(tmp_path / "kernels.json"), "--arch", arch, "-o",
+                    str(tmp_path / "lib")], check=True)
+    script = """
+import math, sys, torch, attn
+from attn import _lib
+assert not _lib.load().attn_has_compiler(), "the runtime-only library has no compiler"
+dev = torch.device("cuda")
+g = torch.Generator(device=dev).manual_seed(7)
+cache = torch.randn(9, 2, 16, 2, 128, generator=g, device=dev).to(torch.bfloat16)
+q = torch.randn(2, 8, 128, generator=g, device=dev).to(torch.bfloat16)
+pages, lens = [[4, 0, 7], [2]], [40, 5]
+i32 = dict(dtype=torch.int32, device=dev)
+w = attn.BatchDecodeWithPagedKVCacheWrapper(torch.empty(1 << 20, dtype=torch.uint8, device=dev))
+w.plan(torch.tensor([0, 3, 4], **i32), torch.tensor([4, 0, 7, 2], **i32),
+       torch.tensor([8, 5], **i32), 8, 2, 128, 16, q_data_type=torch.bfloat16)
+out = w.run(q, cache)
+err = 0.0
+for b in range(2):
+    kv = cache[pages[b]].double()
+    k = kv[:, 0].reshape(-1, 2, 128)[:lens[b]].repeat_interleave(4, 1)
+    v = kv[:, 1].reshape(-1, 2, 128)[:lens[b]].repeat_interleave(4, 1)
+    p = torch.softmax(torch.einsum("hd,khd->hk", q[b].double(), k) / math.sqrt(128), -1)
+    err = max(err, (torch.einsum("hk,khd->hd", p, v) - out[b].double()).abs().max().item())
+print("runtime-only decode max error", err)
+assert err < 2e-2, err
+try:
+    w.plan(torch.tensor([0, 3, 4], **i32), torch.tensor([4, 0, 7, 2], **i32),
+           torch.tensor([8, 5], **i32), 8, 1, 128, 16, q_data_type=torch.bfloat16)
+    w.run(q, cache[:, :, :, :1].contiguous())
+except (attn.AttnError, NotImplementedError, ValueError) as e:
+    print("missing variant:", e)
+    sys.exit(0)
+sys.exit("a variant missing from the AOT library ran")
+"""
+    env = dict(os.environ, ATTN_LIBRARY=runtime, ATTN_AOT_LIBRARY=str(tmp_path / "lib"),
+               ATTN_CACHE_DISABLE="1")
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    print(r.stdout, r.stderr)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "missing variant:" in r.stdout
 
 def test_run_on_a_given_stream():
     hq, hkv, d, page = 8, 2, 64, 16
