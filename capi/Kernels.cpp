@@ -82,6 +82,39 @@ attn_status createHandle(const char *function, attn_context *context,
 /// For creates whose only arguments are the context and the variant.
 constexpr auto noCheck = [](const auto &) { return llvm::Error::success(); };
 
+/// An error naming the first null pointer among those every call over the
+/// paged cache needs: q, out, the cache's k and v, and its page tables.
+template <class CArgs>
+llvm::Error checkPagedPointers(const CArgs &args, const void *pageTables,
+                               const char *pageTablesName) {
+  return checkPointers({{args.q, "args->q"},
+                        {args.out, "args->out"},
+                        {args.cache.k, "args->cache.k"},
+                        {args.cache.v, "args->cache.v"},
+                        {pageTables, pageTablesName}});
+}
+
+/// The launch fields every call over the paged cache shares (decode, paged
+/// prefill, mixed batches, cascade): q, out and lse as the caller passed
+/// them, q's type, heads and head dim from the variant, the cache and its
+/// FP8 scales.
+template <class RuntimeArgs, class CArgs, class Variant>
+void setPagedQuery(RuntimeArgs &a, const CArgs &args, const Variant &variant,
+                   const runtime::PagedKVView &cache) {
+  a.q = args.q;
+  a.qType = variant.qType;
+  a.numQHeads = variant.numQHeads;
+  a.headDim = variant.headDim;
+  a.qStrideToken = args.q_stride_token;
+  a.out = args.out;
+  a.outStrideToken = args.out_stride_token;
+  a.lse = args.lse;
+  a.cache = cache;
+  a.kScale = args.cache.k_scale;
+  a.vScale = args.cache.v_scale;
+  a.numKVScales = args.cache.num_kv_scales;
+}
+
 } // namespace
 
 //===--- Decode ------------------------------------------------------------===//
@@ -134,10 +167,8 @@ attn_status attn_decode_run(attn_decode *decode, const attn_decode_args *args,
     if (llvm::Error error = requireNonNull(decode, "decode"))
       return error;
     ATTN_CHECK_STRUCT(args, attn_decode_args);
-    if (llvm::Error error = checkPointers(
-            {{args->q, "args->q"}, {args->out, "args->out"},
-             {args->cache.k, "args->cache.k"}, {args->cache.v, "args->cache.v"},
-             {args->page_tables, "args->page_tables"}}))
+    if (llvm::Error error = checkPagedPointers(*args, args->page_tables,
+                                               "args->page_tables"))
       return error;
     if (!decode->plan)
       return noPlan("attn_decode_plan");
@@ -147,22 +178,11 @@ attn_status attn_decode_run(attn_decode *decode, const attn_decode_args *args,
     const DecodeVariant &variant = decode->kernel->variant();
     runtime::DecodeArgs a;
     setHeadTables(a, args->tables);
-    a.q = args->q;
-    a.qType = variant.qType;
+    setPagedQuery(a, *args, variant, *cache);
     a.numTokens = int64_t(decode->plan->batch) * variant.queryLen;
-    a.numQHeads = variant.numQHeads;
-    a.headDim = variant.headDim;
-    a.qStrideToken = args->q_stride_token;
-    a.out = args->out;
-    a.outStrideToken = args->out_stride_token;
-    a.lse = args->lse;
-    a.cache = *cache;
     a.pageTables = args->page_tables;
     a.pageTableStride = args->page_table_stride;
     a.seqLens = args->seq_lens;
-    a.kScale = args->cache.k_scale;
-    a.vScale = args->cache.v_scale;
-    a.numKVScales = args->cache.num_kv_scales;
     a.firstRequest = args->first_request;
     return decode->kernel->run(*decode->plan, a, toStream(stream));
   });
@@ -180,31 +200,11 @@ runtime::PagedPrefillArgs pagedPrefillArgs(const PrefillVariant &variant,
                                            const runtime::PagedKVView &cache) {
   runtime::PagedPrefillArgs a;
   setHeadTables(a, args.tables);
-  a.q = args.q;
-  a.qType = variant.qType;
+  setPagedQuery(a, args, variant, cache);
   a.numQTokens = numQTokens;
-  a.numQHeads = variant.numQHeads;
-  a.headDim = variant.headDim;
-  a.qStrideToken = args.q_stride_token;
-  a.out = args.out;
-  a.outStrideToken = args.out_stride_token;
-  a.lse = args.lse;
-  a.cache = cache;
   a.pageTables = args.page_tables;
   a.pageTableStride = args.page_table_stride;
-  a.kScale = args.cache.k_scale;
-  a.vScale = args.cache.v_scale;
-  a.numKVScales = args.cache.num_kv_scales;
   return a;
-}
-
-/// The pointers every paged call needs, named.
-llvm::Error checkPagedPointers(const attn_prefill_args &args) {
-  return checkPointers({{args.q, "args->q"},
-                        {args.out, "args->out"},
-                        {args.cache.k, "args->cache.k"},
-                        {args.cache.v, "args->cache.v"},
-                        {args.page_tables, "args->page_tables"}});
 }
 
 } // namespace
@@ -297,7 +297,8 @@ attn_status attn_prefill_run(attn_prefill *prefill,
     ATTN_CHECK_STRUCT(args, attn_prefill_args);
     const PrefillVariant &variant = prefill->kernel->variant();
     if (variant.paged) {
-      if (llvm::Error error = checkPagedPointers(*args))
+      if (llvm::Error error = checkPagedPointers(*args, args->page_tables,
+                                               "args->page_tables"))
         return error;
       if (!prefill->plan)
         return noPlan("attn_prefill_plan_paged");
@@ -416,7 +417,8 @@ attn_status attn_mixed_batch_run(attn_mixed_batch *mixed,
     if (llvm::Error error = requireNonNull(mixed, "mixed"))
       return error;
     ATTN_CHECK_STRUCT(args, attn_prefill_args);
-    if (llvm::Error error = checkPagedPointers(*args))
+    if (llvm::Error error = checkPagedPointers(*args, args->page_tables,
+                                               "args->page_tables"))
       return error;
     if (!mixed->plan)
       return noPlan("attn_mixed_batch_plan");
@@ -427,22 +429,11 @@ attn_status attn_mixed_batch_run(attn_mixed_batch *mixed,
     const runtime::MixedBatchPlan &plan = *mixed->plan;
     runtime::MixedBatchArgs a;
     setHeadTables(a, args->tables);
-    a.q = args->q;
-    a.qType = variant.qType;
+    setPagedQuery(a, *args, variant, *cache);
     a.numQTokens = plan.numPrefillTokens + plan.numDecodeTokens;
-    a.numQHeads = variant.numQHeads;
-    a.headDim = variant.headDim;
-    a.qStrideToken = args->q_stride_token;
-    a.out = args->out;
-    a.outStrideToken = args->out_stride_token;
-    a.lse = args->lse;
-    a.cache = *cache;
     a.pageTables = args->page_tables;
     a.pageTableStride = args->page_table_stride;
     a.seqLens = seq_lens;
-    a.kScale = args->cache.k_scale;
-    a.vScale = args->cache.v_scale;
-    a.numKVScales = args->cache.num_kv_scales;
     return mixed->attention.run(plan, a, toStream(stream));
   });
 }
@@ -589,10 +580,9 @@ attn_status attn_cascade_run(attn_cascade *cascade,
     if (llvm::Error error = requireNonNull(cascade, "cascade"))
       return error;
     ATTN_CHECK_STRUCT(args, attn_cascade_args);
-    if (llvm::Error error = checkPointers(
-            {{args->q, "args->q"}, {args->out, "args->out"},
-             {args->cache.k, "args->cache.k"}, {args->cache.v, "args->cache.v"},
-             {args->suffix_page_tables, "args->suffix_page_tables"}}))
+    if (llvm::Error error =
+            checkPagedPointers(*args, args->suffix_page_tables,
+                               "args->suffix_page_tables"))
       return error;
     if (!cascade->plan)
       return noPlan("attn_cascade_plan");
@@ -601,25 +591,14 @@ attn_status attn_cascade_run(attn_cascade *cascade,
       return cache.takeError();
     const DecodeVariant &variant = cascade->variant;
     runtime::CascadeArgs a;
-    a.q = args->q;
-    a.qType = variant.qType;
+    setPagedQuery(a, *args, variant, *cache);
     a.numQTokens = int64_t(cascade->plan->batch) * variant.queryLen;
-    a.numQHeads = variant.numQHeads;
-    a.headDim = variant.headDim;
-    a.qStrideToken = args->q_stride_token;
-    a.out = args->out;
-    a.outStrideToken = args->out_stride_token;
-    a.lse = args->lse;
-    a.cache = *cache;
     for (int l = 0; l < runtime::kMaxCascadeLevels; ++l) {
       a.levelPageTables[l] = args->level_page_tables[l];
       a.levelPageTableStrides[l] = args->level_page_table_strides[l];
     }
     a.suffixPageTables = args->suffix_page_tables;
     a.suffixPageTableStride = args->suffix_page_table_stride;
-    a.kScale = args->cache.k_scale;
-    a.vScale = args->cache.v_scale;
-    a.numKVScales = args->cache.num_kv_scales;
     return cascade->attention.run(*cascade->plan, a, toStream(stream));
   });
 }
