@@ -248,7 +248,7 @@ def _tie(ref, ref_tokens, tokens, row, tol):
     return (top2[0] - top2[1]).item() <= tol
 
 
-def continuous_batching(args, prompts):
+def continuous_batching(args, prompts, sdpa_tokens):
     """transformers' continuous batching with paged|sdpa and with paged|attn.
 
     paged|sdpa: transformers' cache update writes the step's keys and values
@@ -261,6 +261,9 @@ def continuous_batching(args, prompts):
     new keys go in with ``attn.append_paged_kv_cache`` and the step runs
     ``BatchPrefillWithPagedKVCacheWrapper`` (causal; a decode is a request
     with one query row). Layer 0 plans the step; the others reuse the plan.
+    Both paths' greedy tokens are compared with ``sdpa_tokens`` (the same
+    model and prompts through transformers' DynamicCache): paged|sdpa is
+    the control for how often two correct paths part at a near tie.
     """
     from transformers import AttentionInterface, GenerationConfig
     step = {}
@@ -343,10 +346,15 @@ def continuous_batching(args, prompts):
     complete = all(results[i]["tokens"] == expected for i in results)
     ref, got = results["paged|sdpa"]["outputs"], results["paged|attn"]["outputs"]
     equal = sum(ref.get(k) == got.get(k) for k in ref)
-    print(f"continuous batching: every request generated {args.steps} tokens: {complete}; "
-          f"greedy tokens equal in {equal}/{len(ref)} requests")
+    # Request ids are req_<i> in the order of the inputs.
     for r in results.values():
-        r.pop("outputs")
+        outs = r.pop("outputs")
+        r["sdpa_tokens_equal_requests"] = sum(
+            outs.get(f"req_{i}") == sdpa_tokens[i].tolist() for i in range(len(sdpa_tokens)))
+    print(f"continuous batching: every request generated {args.steps} tokens: {complete}; "
+          f"greedy tokens equal in {equal}/{len(ref)} requests; equal to sdpa's "
+          f"(DynamicCache) in {results['paged|sdpa']['sdpa_tokens_equal_requests']} (paged|sdpa) "
+          f"and {results['paged|attn']['sdpa_tokens_equal_requests']} (paged|attn)")
     results.update({"complete": complete, "tokens_equal_requests": equal,
                     "requests": len(ref)})
     return results
@@ -444,7 +452,7 @@ def main():
                                              sum(r["eager"] for r in rows), n))
     if args.continuous_batching:
         try:
-            figures["continuous_batching"] = continuous_batching(args, prompt.cpu())
+            figures["continuous_batching"] = continuous_batching(args, prompt.cpu(), ref_tok.cpu())
         except Exception as e:  # report, do not hide, what this transformers lacks
             print(f"continuous batching: not run: {type(e).__name__}: {e}")
             figures["continuous_batching"] = {"error": f"{type(e).__name__}: {e}"}
