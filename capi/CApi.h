@@ -23,6 +23,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -107,8 +108,20 @@ llvm::Error checkStructSize(const void *s, uint32_t structSize, size_t v1Size,
 
 //===--- Conversions -------------------------------------------------------===//
 
-llvm::Expected<ScalarType> toScalarType(int dtype, const char *name);
-llvm::Expected<KVLayout> toLayout(int layout, const char *name);
+/// The int a C caller stored in an enum field or parameter. C enums hold
+/// any int, but in C++ loading a value outside the enumerators' range as
+/// the enum type is undefined: read the bytes instead, then range-check.
+template <class Enum> int enumValue(const Enum &value) {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are ints");
+  int raw;
+  std::memcpy(&raw, &value, sizeof raw);
+  return raw;
+}
+
+/// Enum fields by reference, so that only enumValue reads them.
+llvm::Expected<ScalarType> toScalarType(const attn_dtype &dtype,
+                                        const char *name);
+llvm::Expected<KVLayout> toLayout(const attn_layout &layout, const char *name);
 attn_dtype toC(ScalarType type);
 attn_layout toC(KVLayout layout);
 attn_kind toC(AttentionKind kind);

@@ -32,10 +32,11 @@ static_assert(ATTN_MAX_CASCADE_LEVELS == runtime::kMaxCascadeLevels,
               "cascade level count");
 
 llvm::Error toKnobs(const attn_knobs &k, AttentionKnobs &out, const char *v) {
-  if (k.kind < ATTN_KIND_DECODER || k.kind > ATTN_KIND_CROSS)
+  int kind = enumValue(k.kind);
+  if (kind < ATTN_KIND_DECODER || kind > ATTN_KIND_CROSS)
     return argError(llvm::formatv("{0}->knobs.kind is {1}, not an attn_kind",
-                                  v, int(k.kind)));
-  out.kind = AttentionKind(k.kind);
+                                  v, kind));
+  out.kind = AttentionKind(kind);
   out.causal = k.causal != 0;
   out.windowLeft = k.window_left < 0 ? std::nullopt
                                      : std::optional<int>(k.window_left);
@@ -77,7 +78,9 @@ llvm::Error convert(llvm::Expected<T> value, T &out) {
 
 } // namespace
 
-llvm::Expected<ScalarType> toScalarType(int dtype, const char *name) {
+llvm::Expected<ScalarType> toScalarType(const attn_dtype &field,
+                                        const char *name) {
+  int dtype = enumValue(field);
   switch (dtype) {
   case ATTN_DTYPE_F16:
     return ScalarType::F16;
@@ -93,7 +96,8 @@ llvm::Expected<ScalarType> toScalarType(int dtype, const char *name) {
   return argError(llvm::formatv("{0} is {1}, not an attn_dtype", name, dtype));
 }
 
-llvm::Expected<KVLayout> toLayout(int layout, const char *name) {
+llvm::Expected<KVLayout> toLayout(const attn_layout &field, const char *name) {
+  int layout = enumValue(field);
   switch (layout) {
   case ATTN_LAYOUT_NHD:
     return KVLayout::NHD;
