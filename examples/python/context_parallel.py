@@ -89,23 +89,49 @@ def run_config(args, batch, context, rank, world, group):
                             100 + r, device) for r in mine}
     runs = {r: decoder(args, shards[r], device) for r in mine}
 
-    def sharded_step():
+    def gather(o, s):
+        """Every rank's (output, LSE) as merge_states takes them: [batch,
+        ranks, ...]. One all-gather of both as bytes (each NCCL call costs
+        its latency), then one reorder each."""
+        nv = o.numel() * o.element_size()
+        packed = torch.cat([o.reshape(-1).view(torch.uint8), s.reshape(-1).view(torch.uint8)])
+        every = torch.empty(world, packed.numel(), dtype=torch.uint8, device=device)
+        torch.distributed.all_gather_into_tensor(every, packed, group=group)
+        v = every[:, :nv].contiguous().view(o.dtype).view(world, *o.shape)
+        lse = every[:, nv:].contiguous().view(s.dtype).view(world, *s.shape)
+        return v.transpose(0, 1).contiguous(), lse.transpose(0, 1).contiguous()
+
+    def gather_separately(o, s):
+        """The same with one all-gather per tensor (the A/B of gather)."""
+        vs = [torch.empty_like(o) for _ in range(world)]
+        ss = [torch.empty_like(s) for _ in range(world)]
+        torch.distributed.all_gather(vs, o, group=group)
+        torch.distributed.all_gather(ss, s, group=group)
+        return torch.stack(vs, 1), torch.stack(ss, 1)
+
+    def partial_states():
         if args.simulate:
             outs = [runs[r](q) for r in range(parts)]
-            v = torch.stack([o for o, _ in outs], 1)
-            s = torch.stack([s for _, s in outs], 1)
-        else:
-            o, s = runs[rank](q)
-            vs = [torch.empty_like(o) for _ in range(world)]
-            ss = [torch.empty_like(s) for _ in range(world)]
-            torch.distributed.all_gather(vs, o, group=group)
-            torch.distributed.all_gather(ss, s, group=group)
-            v, s = torch.stack(vs, 1), torch.stack(ss, 1)
-        return attn.merge_states(v, s)
+            return torch.stack([o for o, _ in outs], 1), torch.stack([s for _, s in outs], 1)
+        return gather(*runs[rank](q))
+
+    def sharded_step():
+        return attn.merge_states(*partial_states())
 
     out, lse = sharded_step()
     result = {"batch": batch, "context": context, "shards": parts}
     t_sharded = bench(sharded_step, args.iters)
+    # Where the sharded step's time goes: this rank's decode alone, the
+    # gather of every rank's states, and the merge.
+    o_mine, s_mine = runs[rank if not args.simulate else 0](q)
+    t_decode = bench(lambda: runs[rank if not args.simulate else 0](q), args.iters)
+    states = partial_states()
+    t_merge = bench(lambda: attn.merge_states(*states), args.iters)
+    if not args.simulate:
+        result["gather_ms"] = bench(lambda: gather(o_mine, s_mine), args.iters)
+        result["gather_separately_ms"] = bench(lambda: gather_separately(o_mine, s_mine),
+                                               args.iters)
+    result.update({"shard_decode_ms": t_decode, "merge_ms": t_merge})
     if rank == 0:
         # The whole context on one GPU: the shards' pages back to back, per
         # request (so the same keys in the same order).
@@ -133,8 +159,11 @@ def run_config(args, batch, context, rank, world, group):
         print(f"batch {batch} x {context} tokens ({gbytes:.1f} GB of KV), {parts} shards"
               f"{' simulated on one GPU' if args.simulate else ''}: "
               f"error {err:.2e} (out, relative), {lse_err:.2e} (LSE); "
-              f"one GPU {t_one:.3f} ms, sharded {t_sharded:.3f} ms ({t_one / t_sharded:.2f}x)",
-              flush=True)
+              f"one GPU {t_one:.3f} ms, sharded {t_sharded:.3f} ms ({t_one / t_sharded:.2f}x); "
+              f"alone: shard decode {t_decode:.3f} ms, "
+              + (f"gather {result['gather_ms']:.3f} ms (two all-gathers: "
+                 f"{result['gather_separately_ms']:.3f} ms), " if not args.simulate else "")
+              + f"merge {t_merge:.3f} ms", flush=True)
         del whole, cache
     return result
 
