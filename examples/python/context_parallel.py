@@ -109,18 +109,21 @@ def run_config(args, batch, context, rank, world, group):
         torch.distributed.all_gather(ss, s, group=group)
         return torch.stack(vs, 1), torch.stack(ss, 1)
 
-    def partial_states():
+    def partial_states(gather_fn=gather):
         if args.simulate:
             outs = [runs[r](q) for r in range(parts)]
             return torch.stack([o for o, _ in outs], 1), torch.stack([s for _, s in outs], 1)
-        return gather(*runs[rank](q))
+        return gather_fn(*runs[rank](q))
 
-    def sharded_step():
-        return attn.merge_states(*partial_states())
+    def sharded_step(gather_fn=gather):
+        return attn.merge_states(*partial_states(gather_fn))
 
     out, lse = sharded_step()
     result = {"batch": batch, "context": context, "shards": parts}
     t_sharded = bench(sharded_step, args.iters)
+    if not args.simulate:
+        result["sharded_separately_ms"] = bench(lambda: sharded_step(gather_separately),
+                                                args.iters)
     # Where the sharded step's time goes: this rank's decode alone, the
     # gather of every rank's states, and the merge.
     o_mine, s_mine = runs[rank if not args.simulate else 0](q)
@@ -159,7 +162,9 @@ def run_config(args, batch, context, rank, world, group):
         print(f"batch {batch} x {context} tokens ({gbytes:.1f} GB of KV), {parts} shards"
               f"{' simulated on one GPU' if args.simulate else ''}: "
               f"error {err:.2e} (out, relative), {lse_err:.2e} (LSE); "
-              f"one GPU {t_one:.3f} ms, sharded {t_sharded:.3f} ms ({t_one / t_sharded:.2f}x); "
+              f"one GPU {t_one:.3f} ms, sharded {t_sharded:.3f} ms ({t_one / t_sharded:.2f}x"
+              + (f"; {result['sharded_separately_ms']:.3f} ms with two all-gathers"
+                 if not args.simulate else "") + "); "
               f"alone: shard decode {t_decode:.3f} ms, "
               + (f"gather {result['gather_ms']:.3f} ms (two all-gathers: "
                  f"{result['gather_separately_ms']:.3f} ms), " if not args.simulate else "")
