@@ -73,7 +73,7 @@ std::string checkDecodeFit(const KernelSpec &spec) {
   return checkSharedMemory(
       what.c_str(),
       decodeSmemBytes(spec.headDim, sizeOf(spec.kvType), s.rowTiles, s.warps,
-                      s.stages),
+                      s.stages, spec.groupSize() * spec.queryLen),
       spec.arch);
 }
 

@@ -50,7 +50,7 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
   schedule.warps = 8;
   while (schedule.warps > 1 &&
          ::attn::decodeSmemBytes(headDim, kvBytes, schedule.rowTiles,
-                                 schedule.warps, 2) > smemPerCta)
+                                 schedule.warps, 2, rows) > smemPerCta)
     schedule.warps /= 2;
   // How many such CTAs share an SM by shared memory, 1 KiB of each reserved
   // by the system (the runtime measures the real occupancy; this records
@@ -58,7 +58,7 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
   int64_t smemCtas =
       (sharedMemoryPerSM(spec.arch) - 1024) /
       (::attn::decodeSmemBytes(headDim, kvBytes, schedule.rowTiles,
-                               schedule.warps, 2) + 1024);
+                               schedule.warps, 2, rows) + 1024);
   // And by registers: the entry's __launch_bounds__ asks for ctasPerSM CTAs
   // (codegen/EmitCuda.cpp), which caps a thread at 64K / (ctasPerSM x
   // threads). With O accumulators of up to 64 registers (row tiles x head

@@ -1,7 +1,8 @@
 //===- decode.cuh - paged decode attention ---------------------*- CUDA -*-===//
 //
 // Paged decode on tensor cores, one template for every head ratio, head dim,
-// page size, layout and KV dtype.
+// page size, layout and KV dtype; CTAs of one query row (MHA, one query
+// token) take a CUDA-core path instead (simtRowLoop, below).
 //
 // Work: a CTA takes one KV chunk of one request (a plan work item) and one
 // KV head (grid.x x grid.y, numbered head first), and up to 16*kRowTiles
@@ -68,7 +69,9 @@ template <class Config> struct DecodeTraits {
   static constexpr int kOStride = kDimPad + 4;
   static constexpr int kSmemBytes =
       decodeSmemBytes(kHeadDim, kKVBytes, Config::kRowTiles, Config::kWarps,
-                      Config::kStages);
+                      Config::kStages, kRows);
+  /// One query row: the CUDA-core path (decode_layout.h, decodeSimt).
+  static constexpr bool kSimt = decodeSimt(kRows, kHeadDim, kKVBytes);
 
   // FP8 on sm_80: 2^kLog2Ratio left by dequantization, undone in the scales.
   static constexpr int kLog2Ratio = DequantRatio<KVT>::kLog2;
@@ -336,6 +339,247 @@ __device__ __forceinline__ void mergePartials(const DecodeParams &p,
   }
 }
 
+/// \brief The key loop of a CTA with one query row (decodeSimt): q.k and
+/// p.v on CUDA cores, K and V read from global memory straight into
+/// registers, no shared-memory ring. kLanes lanes hold a token's row, 16
+/// bytes each, so a warp reads 32 / kLanes tokens per load and kUnroll
+/// loads of K and of V are in flight per lane; each lane group keeps an
+/// online-softmax state for its tokens, merged across the warp at the end.
+/// Writes the warp's state (m, l in log2 units, unnormalized O) to
+/// mAll/lAll/oAll[warp] for finishCta.
+template <class Config>
+__device__ __forceinline__ void simtRowLoop(const DecodeParams &p,
+                                            const DecodeWorkItem &work, int head,
+                                            float scoreScale, float *oAll,
+                                            float *mAll, float *lAll) {
+  using Tr = DecodeTraits<Config>;
+  using QT = typename Tr::QT;
+  using KVT = typename Tr::KVT;
+  constexpr int D = Tr::kHeadDim;
+  constexpr int kVec = 16 / Tr::kKVBytes;       // elements per 16-byte load
+  constexpr int kLanes = decodeSimtLanes(D, Tr::kKVBytes);
+  constexpr int kTokens = 32 / kLanes;          // tokens per warp load
+  constexpr int kUnroll = 4;                    // loads of K (and V) in flight
+  constexpr int kStep = kTokens * kUnroll;      // tokens per warp step
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int sub = lane % kLanes, slot = lane / kLanes;
+
+  // This lane's kVec dims of q (query token = the request, q head = head).
+  float q[kVec];
+  {
+    const QT *src = static_cast<const QT *>(p.q) +
+                    int64_t(work.request) * p.qStrideToken + head * D + sub * kVec;
+#pragma unroll
+    for (int h = 0; h < kVec / 8; ++h) {
+      uint4 raw = *reinterpret_cast<const uint4 *>(src + 8 * h);
+      const QT *e = reinterpret_cast<const QT *>(&raw);
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        q[8 * h + k] = toFloat(e[k]);
+    }
+  }
+  const typename Variant<Config>::Row row =
+      Variant<Config>::row(p, batchIndex(p, work), head);
+  const int qpos = work.seqLen - 1;
+  const int32_t *pageTable =
+      p.pageTables + int64_t(work.request) * p.pageTableStride;
+  const char *kBase = static_cast<const char *>(p.kCache);
+  const char *vBase = static_cast<const char *>(p.vCache);
+
+  // A 16-byte piece as kVec floats (FP8: times 2^kLog2Ratio, as the MMA
+  // path's f16 conversion leaves them; the scales undo it).
+  auto widen = [](const uint4 &raw, float (&x)[kVec]) {
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+    if constexpr (Tr::kFP8) {
+      using Cvt = FP8ToHalf<KVT>;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        uint32_t lo = Cvt::convert(w[i]), hi = Cvt::convert(w[i] >> 16);
+        float2 a = __half22float2(*reinterpret_cast<__half2 *>(&lo));
+        float2 b = __half22float2(*reinterpret_cast<__half2 *>(&hi));
+        x[4 * i] = a.x, x[4 * i + 1] = a.y, x[4 * i + 2] = b.x, x[4 * i + 3] = b.y;
+      }
+    } else {
+      const QT *e = reinterpret_cast<const QT *>(w);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i)
+        x[i] = toFloat(e[i]);
+    }
+  };
+
+  float m = negInf(), l = 0.f, o[kVec];
+#pragma unroll
+  for (int i = 0; i < kVec; ++i)
+    o[i] = 0.f;
+  // The pages of a step's tokens are loaded a step ahead, so that no K/V
+  // load waits on the page table (pages of one token: 3 points of read
+  // bandwidth on an H200 with FP8 otherwise).
+  constexpr int kStride = Config::kWarps * kStep;
+  auto lookUp = [&](int t0, int (&page)[kUnroll]) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      int pos = t0 + u * kTokens + slot;
+      page[u] = pos < work.kvEnd ? pageTable[pos / Config::kPageSize] : 0;
+    }
+  };
+  int page[kUnroll];
+  lookUp(work.kvBegin + warp * kStep, page);
+  for (int t0 = work.kvBegin + warp * kStep; t0 < work.kvEnd; t0 += kStride) {
+    // Every load of the step first, then the math: kUnroll pieces of K and
+    // of V in flight per lane (zeros past the chunk: nothing is read).
+    uint4 kr[kUnroll], vr[kUnroll];
+    int pos[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      pos[u] = t0 + u * kTokens + slot;
+      kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+      if (pos[u] < work.kvEnd) {
+        int64_t off = kvOffset<Config>(page[u], pos[u] % Config::kPageSize, head,
+                                       p.pageStride) * Tr::kKVBytes + sub * 16;
+        kr[u] = __ldcs(reinterpret_cast<const uint4 *>(kBase + off));
+        vr[u] = __ldcs(reinterpret_cast<const uint4 *>(vBase + off));
+      }
+    }
+    lookUp(t0 + kStride, page);
+    float sc[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      float k[kVec];
+      widen(kr[u], k);
+      float dot = 0.f;
+#pragma unroll
+      for (int i = 0; i < kVec; ++i)
+        dot = fmaf(q[i], k[i], dot);
+#pragma unroll
+      for (int off = kLanes / 2; off > 0; off /= 2)
+        dot += __shfl_xor_sync(0xffffffffu, dot, off);
+      float x = Variant<Config>::template score<false>(dot, pos[u], qpos,
+                                                       scoreScale, row, p);
+      sc[u] = Variant<Config>::visible(pos[u], work.kvEnd, qpos, row, p) ? x
+                                                                          : negInf();
+    }
+    float mNew = m;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      mNew = fmaxf(mNew, sc[u]);
+    // A lane group that has seen no visible key keeps a finite base so that
+    // exp2 gives 0, not NaN.
+    float base = mNew == negInf() ? 0.f : mNew;
+    float corr = fastExp2(m - base);
+    m = mNew;
+    l *= corr;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i)
+      o[i] *= corr;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      float pr = fastExp2(sc[u] - base);
+      l += pr;
+      float v[kVec];
+      widen(vr[u], v);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i)
+        o[i] = fmaf(pr, v[i], o[i]);
+    }
+  }
+  // The warp's lane groups hold the same dims of different tokens: merge
+  // them pairwise.
+#pragma unroll
+  for (int off = kLanes; off < 32; off *= 2) {
+    float mo = __shfl_xor_sync(0xffffffffu, m, off);
+    float lo = __shfl_xor_sync(0xffffffffu, l, off);
+    float mNew = fmaxf(m, mo);
+    float base = mNew == negInf() ? 0.f : mNew;
+    float mine = fastExp2(m - base), theirs = fastExp2(mo - base);
+    m = mNew;
+    l = l * mine + lo * theirs;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i)
+      o[i] = o[i] * mine + __shfl_xor_sync(0xffffffffu, o[i], off) * theirs;
+  }
+  if (slot == 0) {
+    float *dst = oAll + warp * Tr::kOStride + sub * kVec;
+#pragma unroll
+    for (int i = 0; i < kVec; i += 4)
+      *reinterpret_cast<float4 *>(dst + i) = make_float4(o[i], o[i + 1], o[i + 2], o[i + 3]);
+    if (sub == 0) {
+      mAll[warp] = m;
+      lAll[warp] = l;
+    }
+  }
+}
+
+/// \brief The end of a CTA: merges the warps' states of its rows (kRowsPerWarp
+/// rows of the scratch per warp: m and l in log2 units, unnormalized O rows
+/// of kOStride floats) and writes the output, or this chunk's partial and
+/// then, in the CTA that completes a split request, the merge of all of them.
+template <class Config, int kRowsPerWarp>
+__device__ __forceinline__ void finishCta(const DecodeParams &p,
+                                          const DecodeWorkItem &work, int head,
+                                          int rowBase, const float *oAll,
+                                          const float *mAll, const float *lAll,
+                                          float outScale) {
+  using Tr = DecodeTraits<Config>;
+  using QT = typename Tr::QT;
+  constexpr int kWarps = Config::kWarps;
+  // Each thread finishes 8 dims of one row at a time.
+  constexpr int kSegments = Tr::kHeadDim / 8;
+  constexpr int kPartialRows = Config::kQueryLen * Config::kNumQHeads;
+  for (int i = threadIdx.x; i < kRowsPerWarp * kSegments; i += kWarps * 32) {
+    int row = i / kSegments, d0 = (i % kSegments) * 8;
+    int gr = rowBase + row;
+    if (gr >= Tr::kRows)
+      continue;
+    float mMax = negInf();
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      mMax = fmaxf(mMax, mAll[w * kRowsPerWarp + row]);
+    float base = mMax == negInf() ? 0.f : mMax;
+    float l = 0.f, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      float wgt = exp2f(mAll[w * kRowsPerWarp + row] - base);
+      l += lAll[w * kRowsPerWarp + row] * wgt;
+      const float *src = oAll + (w * kRowsPerWarp + row) * Tr::kOStride + d0;
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        acc[k] += src[k] * wgt;
+    }
+    int qi = gr / Config::kGroupSize;
+    int qh = head * Config::kGroupSize + gr % Config::kGroupSize;
+    // A split request's chunk is a partial: its row is finished once, by
+    // the merge.
+    float numer = 1.f;
+    if (work.partialIdx < 0)
+      numer = Variant<Config>::template finishRow<true>(
+          Variant<Config>::row(p, batchIndex(p, work), qh), base, l);
+    // l == 0 only for a row that saw no visible key: output 0, LSE -inf.
+    float inv = l > 0.f ? outScale * numer / l : 0.f;
+    float lse = l > 0.f ? (base + log2f(l)) * kLn2 : negInf();
+    int token = work.request * Config::kQueryLen + qi;
+    if (work.partialIdx < 0) {
+      storeOut8<QT>(static_cast<QT *>(p.out) + int64_t(token) * p.outStrideToken +
+                        qh * Tr::kHeadDim + d0,
+                    acc, inv);
+      if constexpr (Config::kWriteLse)
+        if (d0 == 0)
+          p.lse[int64_t(token) * Config::kNumQHeads + qh] = lse;
+    } else {
+      int prow = qi * Config::kNumQHeads + qh;
+      float *dst = p.partialOut +
+                   (int64_t(work.partialIdx) * kPartialRows + prow) * Tr::kHeadDim + d0;
+      *reinterpret_cast<float4 *>(dst) =
+          make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+      *reinterpret_cast<float4 *>(dst + 4) =
+          make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
+      if (d0 == 0)
+        p.partialLse[int64_t(work.partialIdx) * kPartialRows + prow] = lse;
+    }
+  }
+  if (work.partialIdx >= 0)
+    mergePartials<Config>(p, work, head, rowBase);
+}
+
 /// \brief Paged decode: one work item x KV head x row block per CTA.
 /// \tparam Config the variant (see codegen/EmitCuda.cpp)
 template <class Config>
@@ -390,10 +634,26 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
       work.kvEnd = min(hi, work.kvBegin + chunk);
     }
   }
+  float scoreScale = p.smScale;
+  float outScale = 1.f;
+  if constexpr (Tr::kFP8) {
+    int si = Config::kPerHeadKVScale ? head : 0;
+    scoreScale *= p.kScale[si] * exp2i(-Tr::kLog2Ratio);
+    outScale = p.vScale[si] * exp2i(-Tr::kLog2Ratio);
+  }
+  extern __shared__ __align__(16) char smem[];
+  if constexpr (Tr::kSimt) {
+    float *oAll = reinterpret_cast<float *>(smem);
+    float *mAll = oAll + kWarps * Tr::kOStride;
+    float *lAll = mAll + kWarps;
+    simtRowLoop<Config>(p, work, head, scoreScale, oAll, mAll, lAll);
+    __syncthreads();
+    finishCta<Config, 1>(p, work, head, rowBase, oAll, mAll, lAll, outScale);
+    return;
+  }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = lane / 4, c = lane % 4;
 
-  extern __shared__ __align__(16) char smem[];
   // Q in fragment order: for row tile m and dim group a, lane l's two A
   // fragments are the 8 words at qFrag + ((m * kDimGroups + a) * 32 + l) * 8.
   uint32_t *qFrag = reinterpret_cast<uint32_t *>(smem);
@@ -501,13 +761,6 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
                                   : typename Variant<Config>::Row();
     }
 
-  float scoreScale = p.smScale;
-  float outScale = 1.f;
-  if constexpr (Tr::kFP8) {
-    int si = Config::kPerHeadKVScale ? head : 0;
-    scoreScale *= p.kScale[si] * exp2i(-Tr::kLog2Ratio);
-    outScale = p.vScale[si] * exp2i(-Tr::kLog2Ratio);
-  }
 
   float o[kRowTiles][kDimGroups * 4][4];
   float mRun[kRowTiles][2], lRun[kRowTiles][2];
@@ -665,62 +918,8 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
     }
   __syncthreads();
 
-  // Each thread finishes 8 dims of one row at a time.
-  constexpr int kSegments = Tr::kHeadDim / 8;
-  constexpr int kPartialRows = Config::kQueryLen * Config::kNumQHeads;
-  for (int i = threadIdx.x; i < Tr::kTileRows * kSegments; i += kWarps * 32) {
-    int row = i / kSegments, d0 = (i % kSegments) * 8;
-    int gr = rowBase + row;
-    if (gr >= Tr::kRows)
-      continue;
-    float mMax = negInf();
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w)
-      mMax = fmaxf(mMax, mAll[w * Tr::kTileRows + row]);
-    float base = mMax == negInf() ? 0.f : mMax;
-    float l = 0.f, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      float wgt = exp2f(mAll[w * Tr::kTileRows + row] - base);
-      l += lAll[w * Tr::kTileRows + row] * wgt;
-      const float *src = oAll + (w * Tr::kTileRows + row) * Tr::kOStride + d0;
-#pragma unroll
-      for (int k = 0; k < 8; ++k)
-        acc[k] += src[k] * wgt;
-    }
-    int qi = gr / Config::kGroupSize;
-    int qh = head * Config::kGroupSize + gr % Config::kGroupSize;
-    // A split request's chunk is a partial: its row is finished once, by
-    // the merge.
-    float numer = 1.f;
-    if (work.partialIdx < 0)
-      numer = Variant<Config>::template finishRow<true>(
-          Variant<Config>::row(p, batchIndex(p, work), qh), base, l);
-    // l == 0 only for a row that saw no visible key: output 0, LSE -inf.
-    float inv = l > 0.f ? outScale * numer / l : 0.f;
-    float lse = l > 0.f ? (base + log2f(l)) * kLn2 : negInf();
-    int token = work.request * Config::kQueryLen + qi;
-    if (work.partialIdx < 0) {
-      storeOut8<QT>(static_cast<QT *>(p.out) + int64_t(token) * p.outStrideToken +
-                        qh * Tr::kHeadDim + d0,
-                    acc, inv);
-      if constexpr (Config::kWriteLse)
-        if (d0 == 0)
-          p.lse[int64_t(token) * Config::kNumQHeads + qh] = lse;
-    } else {
-      int prow = qi * Config::kNumQHeads + qh;
-      float *dst = p.partialOut +
-                   (int64_t(work.partialIdx) * kPartialRows + prow) * Tr::kHeadDim + d0;
-      *reinterpret_cast<float4 *>(dst) =
-          make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
-      *reinterpret_cast<float4 *>(dst + 4) =
-          make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
-      if (d0 == 0)
-        p.partialLse[int64_t(work.partialIdx) * kPartialRows + prow] = lse;
-    }
-  }
-  if (work.partialIdx >= 0)
-    mergePartials<Config>(p, work, head, rowBase);
+  finishCta<Config, Tr::kTileRows>(p, work, head, rowBase, oAll, mAll, lAll,
+                                   outScale);
 }
 
 } // namespace attn

@@ -34,17 +34,38 @@ constexpr int decodeQBytes(int headDim, int rowTiles) {
   return kDecodeTileRows * rowTiles * decodeDimPad(headDim) * 2;
 }
 
-/// The end-of-CTA merge scratch: f32 O rows plus m and l per row and warp.
-constexpr int decodeMergeBytes(int headDim, int rowTiles, int warps) {
-  return warps * kDecodeTileRows * rowTiles * (decodeDimPad(headDim) + 4 + 2) * 4;
+/// Lanes that hold one K/V row of the CUDA-core path, 16 bytes each.
+constexpr int decodeSimtLanes(int headDim, int kvBytes) {
+  return headDim * kvBytes / 16;
 }
 
-/// Dynamic shared memory of one CTA: the Q tile, then the warps' pipelines,
-/// whose space the merge scratch reuses.
+/// Whether a CTA of `rows` query rows runs the CUDA-core path (decode.cuh,
+/// simtRowLoop): one row (one q head per KV head, one query token), whose
+/// K/V rows split into 16-byte pieces over a power of two of lanes up to a
+/// warp. A 16-row MMA tile would waste 15 of its rows and hold a 16 x
+/// head dim accumulator per warp.
+constexpr bool decodeSimt(int rows, int headDim, int kvBytes) {
+  return rows == 1 && headDim * kvBytes % 16 == 0 &&
+         decodeSimtLanes(headDim, kvBytes) <= 32 &&
+         32 % decodeSimtLanes(headDim, kvBytes) == 0;
+}
+
+/// The end-of-CTA merge scratch: f32 O rows plus m and l per row and warp
+/// (one row per warp on the CUDA-core path).
+constexpr int decodeMergeBytes(int headDim, int rowTiles, int warps, bool simt) {
+  return warps * (simt ? 1 : kDecodeTileRows * rowTiles) *
+         (decodeDimPad(headDim) + 4 + 2) * 4;
+}
+
+/// Dynamic shared memory of one CTA of `rows` query rows: the Q tile, then
+/// the warps' pipelines, whose space the merge scratch reuses; the
+/// CUDA-core path keeps q and K/V in registers and needs only the scratch.
 constexpr int decodeSmemBytes(int headDim, int kvBytes, int rowTiles, int warps,
-                              int stages) {
+                              int stages, int rows) {
+  if (decodeSimt(rows, headDim, kvBytes))
+    return decodeMergeBytes(headDim, rowTiles, warps, true);
   int pipe = warps * stages * decodeStageBytes(headDim, kvBytes);
-  int merge = decodeMergeBytes(headDim, rowTiles, warps);
+  int merge = decodeMergeBytes(headDim, rowTiles, warps, false);
   return decodeQBytes(headDim, rowTiles) + (pipe > merge ? pipe : merge);
 }
 

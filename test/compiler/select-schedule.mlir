@@ -33,11 +33,11 @@
 func.func @mha_bf16_d128(%q: tensor<?x32x128xbf16>,
     %c: !attn.paged_kv<32x128xbf16, page_size = 16, layout = nhd>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x32x128xbf16> {
-  // One row per CTA; a stage is 4 x 8 KiB: (110K - 4K) / 32K = 3; (80K - 4K) / 32K = 2;
-  // (48K - 4K) / 32K = 1, raised to 2.
-  // SM90: attn.decode {{.*}}schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 1>
-  // SM80: attn.decode {{.*}}schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 1>
-  // SM89: attn.decode {{.*}}schedule = #attn.decode_schedule<warps = 4, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 1>
+  // One row per CTA: the CUDA-core path, no ring (4 KiB of merge scratch),
+  // so eight warps everywhere and two CTAs per SM by registers.
+  // SM90: attn.decode {{.*}}schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
+  // SM80: attn.decode {{.*}}schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
+  // SM89: attn.decode {{.*}}schedule = #attn.decode_schedule<warps = 8, stages = 2, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>
   %o = attn.decode %q, %c, %bt, %lens
       : tensor<?x32x128xbf16>, !attn.paged_kv<32x128xbf16, page_size = 16, layout = nhd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>

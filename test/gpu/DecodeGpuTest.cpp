@@ -108,6 +108,29 @@ std::vector<DecodeCase> cases() {
     v.queryLen = 4; // 64 rows per KV head: two row blocks
     add("bf16_gqa16_querylen4", v, {500, 2500});
   }
+  // Warps that hold several row tiles: FP8 with 32 rows (speculative
+  // decoding over 8 q heads per KV head) and a window, four row tiles at
+  // head dim 64 on a deeper ring, and an odd warp count.
+  {
+    auto v = base(S::BF16, S::F8E4M3, 32, 4, 128, 16);
+    v.queryLen = 4;
+    v.windowLeft = 700;
+    v.writeLse = true;
+    add("e4m3_bf16_gqa8_querylen4_window_lse", v, {6000, 40, 4}, 0.05);
+  }
+  {
+    auto v = base(S::BF16, S::BF16, 64, 4, 64, 16);
+    v.queryLen = 4;
+    v.schedule = DecodeSchedule{/*warps=*/8, /*stages=*/3, /*rowTiles=*/4,
+                                /*minChunkTokens=*/256, /*ctasPerSM=*/1};
+    add("bf16_gqa16_d64_querylen4_rowtiles4", v, {3000, 9});
+  }
+  {
+    auto v = base(S::BF16, S::BF16, 32, 1, 128, 32);
+    v.schedule = DecodeSchedule{/*warps=*/3, /*stages=*/2, /*rowTiles=*/2,
+                                /*minChunkTokens=*/256, /*ctasPerSM=*/1};
+    add("bf16_mqa32_d128_3warps", v, {2000, 5});
+  }
   {
     auto v = base(S::F16, S::F8E4M3, 16, 4, 128, 8);
     v.layout = KVLayout::HND;
@@ -153,6 +176,29 @@ std::vector<DecodeCase> cases() {
     v.alibi = true;
     v.softcap = 30.0f;
     add("e5m2_bf16_p1_sinks_alibi_softcap", v, {900, 1}, 0.5);
+  }
+  // One q head per KV head and one query token: the CUDA-core path
+  // (decodeSimt), with every knob it must keep, pages of one token (page
+  // ids loaded a step ahead) and head dim 256 (a warp per token row).
+  {
+    auto v = base(S::F16, S::F8E4M3, 8, 8, 128, 1);
+    v.sinks = true;
+    v.windowLeft = 300;
+    v.softcap = 30.0f;
+    v.perHeadKVScale = true;
+    v.writeLse = true;
+    add("e4m3_f16_mha_p1_sinks_window_softcap_lse", v, {2500, 7, 1}, 0.1);
+  }
+  {
+    auto v = base(S::BF16, S::BF16, 4, 4, 256, 16);
+    v.layout = KVLayout::HND;
+    v.writeLse = true;
+    add("bf16_mha_d256_hnd_lse", v, {3000, 20});
+  }
+  {
+    auto v = base(S::BF16, S::F8E5M2, 16, 16, 64, 8);
+    v.alibi = true;
+    add("e5m2_bf16_mha_d64_p8_alibi", v, {4100, 33}, 0.5);
   }
   c.push_back({"bf16_interleaved_kv", base(S::BF16, S::BF16, 16, 4, 128, 16),
                {1000, 10}, 1.0, /*interleavedKV=*/true});
