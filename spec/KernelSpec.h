@@ -61,7 +61,9 @@ struct DecodeSchedule {
   /// Warps per CTA. Each warp streams its own share of the KV chunk through a
   /// private cp.async ring, so warps never wait for each other until the end.
   int warps = 4;
-  /// cp.async stages per warp (loads in flight = stages - 1 tiles).
+  /// cp.async stages per warp (loads in flight = stages - 1 tiles); the
+  /// CUDA-core path of one query row (templates/attn/decode_layout.h,
+  /// decodeSimt) has no ring and ignores it.
   int stages = 4;
   /// 16-row MMA tiles per CTA; rows are (query token, q head of the group).
   int rowTiles = 1;

@@ -768,7 +768,6 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
                                   : typename Variant<Config>::Row();
     }
 
-
   float o[kRowTiles][kDimGroups * 4][4];
   float mRun[kRowTiles][2], lRun[kRowTiles][2];
 #pragma unroll
