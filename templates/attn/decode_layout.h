@@ -50,11 +50,10 @@ constexpr bool decodeSimt(int rows, int headDim, int kvBytes) {
          32 % decodeSimtLanes(headDim, kvBytes) == 0;
 }
 
-/// The end-of-CTA merge scratch: f32 O rows plus m and l per row and warp
-/// (one row per warp on the CUDA-core path).
-constexpr int decodeMergeBytes(int headDim, int rowTiles, int warps, bool simt) {
-  return warps * (simt ? 1 : kDecodeTileRows * rowTiles) *
-         (decodeDimPad(headDim) + 4 + 2) * 4;
+/// The end-of-CTA merge scratch: f32 O rows plus m and l per row, for
+/// `rowsPerWarp` rows of each warp (one on the CUDA-core path).
+constexpr int decodeMergeBytes(int headDim, int rowsPerWarp, int warps) {
+  return warps * rowsPerWarp * (decodeDimPad(headDim) + 4 + 2) * 4;
 }
 
 /// Dynamic shared memory of one CTA of `rows` query rows: the Q tile, then
@@ -63,9 +62,9 @@ constexpr int decodeMergeBytes(int headDim, int rowTiles, int warps, bool simt) 
 constexpr int decodeSmemBytes(int headDim, int kvBytes, int rowTiles, int warps,
                               int stages, int rows) {
   if (decodeSimt(rows, headDim, kvBytes))
-    return decodeMergeBytes(headDim, rowTiles, warps, true);
+    return decodeMergeBytes(headDim, 1, warps);
   int pipe = warps * stages * decodeStageBytes(headDim, kvBytes);
-  int merge = decodeMergeBytes(headDim, rowTiles, warps, false);
+  int merge = decodeMergeBytes(headDim, kDecodeTileRows * rowTiles, warps);
   return decodeQBytes(headDim, rowTiles) + (pipe > merge ? pipe : merge);
 }
 
