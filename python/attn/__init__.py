@@ -124,18 +124,37 @@ def kv_cache_shape(num_pages, page_size, num_kv_heads, head_dim, layout="NHD"):
     import ctypes
     from ._kernels import layout_code
     shape = (ctypes.c_int64 * 5)()
-    _lib.call("attn_kv_cache_shape", int(num_pages), int(page_size), int(num_kv_heads),
-              int(head_dim), layout_code(layout, "layout"), shape)
+    _lib.call("attn_kv_cache_shape", _lib.check_int(num_pages, "num_pages", 0, _lib.INT64_MAX),
+              _lib.check_int(page_size, "page_size", 1, _lib.INT32_MAX),
+              _lib.check_int(num_kv_heads, "num_kv_heads", 1, _lib.INT32_MAX),
+              _lib.check_int(head_dim, "head_dim", 1, _lib.INT32_MAX),
+              layout_code(layout, "layout"), shape)
     return tuple(int(x) for x in shape)
+
+
+def _int(value, name):
+    return _lib.check_int(value, name, 1, _lib.INT32_MAX)
+
+
+def _flag(value, name):
+    return bool(_lib.check_flag(value, name))
 
 
 def _knobs(kind, causal, window_left, softcap, scale, alibi, sinks, write_lse, score_mod,
            mask_mod, fp8_query=False):
-    return Knobs(kind=kind, causal=causal,
-                 window_left=-1 if window_left is None else int(window_left),
-                 softcap=float(softcap or 0.0), scale=float(scale or 0.0), alibi=bool(alibi),
-                 sinks=bool(sinks), fp8_query=bool(fp8_query), write_lse=bool(write_lse),
-                 score_mod=score_mod or None, mask_mod=mask_mod or None)
+    # Every value checked here (types, ranges, NULs) so that a variant holds
+    # exactly what was asked for: its key and kernel never differ from it.
+    return Knobs(kind=kind, causal=_flag(causal, "causal"),
+                 window_left=-1 if window_left is None else
+                 max(-1, _lib.check_int(window_left, "window_left", None, _lib.INT32_MAX)),
+                 softcap=0.0 if softcap is None else
+                 _lib.check_float(softcap, "softcap", minimum=0.0),
+                 scale=0.0 if scale is None else _lib.check_float(scale, "scale", minimum=0.0),
+                 alibi=_flag(alibi, "alibi"), sinks=_flag(sinks, "sinks"),
+                 fp8_query=_flag(fp8_query, "fp8_query"),
+                 write_lse=_flag(write_lse, "write_lse"),
+                 score_mod=_lib.check_str(score_mod, "score_mod") or None,
+                 mask_mod=_lib.check_str(mask_mod, "mask_mod") or None)
 
 
 def _dtype(x, name):
@@ -151,9 +170,17 @@ def _decode_variant(num_q_heads, num_kv_heads, head_dim, page_size, q_dtype, kv_
         knobs=_knobs(kind, causal, window_left, softcap, scale, alibi, sinks, write_lse,
                      score_mod, mask_mod),
         q_type=q, kv_type=_dtype(kv_dtype, "kv_dtype") if kv_dtype is not None else q,
-        num_q_heads=int(num_q_heads), num_kv_heads=int(num_kv_heads), head_dim=int(head_dim),
-        page_size=int(page_size), layout=str(layout).upper(), query_len=int(query_len),
-        per_head_kv_scale=bool(per_head_kv_scale))
+        num_q_heads=_int(num_q_heads, "num_q_heads"),
+        num_kv_heads=_int(num_kv_heads, "num_kv_heads"), head_dim=_int(head_dim, "head_dim"),
+        page_size=_int(page_size, "page_size"), layout=_layout(layout),
+        query_len=_int(query_len, "query_len"),
+        per_head_kv_scale=_flag(per_head_kv_scale, "per_head_kv_scale"))
+
+
+def _layout(layout):
+    from ._kernels import layout_code
+    layout_code(layout, "layout")
+    return layout.upper() if isinstance(layout, str) else ("NHD", "HND")[layout]
 
 
 def _prefill_variant(num_q_heads, num_kv_heads, head_dim, q_dtype, paged, kv_dtype, page_size,
@@ -163,11 +190,13 @@ def _prefill_variant(num_q_heads, num_kv_heads, head_dim, q_dtype, paged, kv_dty
     return PrefillVariant(
         knobs=_knobs(kind, causal, window_left, softcap, scale, alibi, sinks, write_lse,
                      score_mod, mask_mod, fp8_query),
-        q_type=q, num_q_heads=int(num_q_heads), num_kv_heads=int(num_kv_heads),
-        head_dim=int(head_dim), paged=bool(paged),
+        q_type=q, num_q_heads=_int(num_q_heads, "num_q_heads"),
+        num_kv_heads=_int(num_kv_heads, "num_kv_heads"), head_dim=_int(head_dim, "head_dim"),
+        paged=_flag(paged, "paged"),
         kv_type=_dtype(kv_dtype, "kv_dtype") if kv_dtype is not None else None,
-        page_size=int(page_size), layout=str(layout).upper(),
-        per_head_kv_scale=bool(per_head_kv_scale), fp8_compute=bool(fp8_compute))
+        page_size=_int(page_size, "page_size"), layout=_layout(layout),
+        per_head_kv_scale=_flag(per_head_kv_scale, "per_head_kv_scale"),
+        fp8_compute=_flag(fp8_compute, "fp8_compute"))
 
 
 def compile_decode(arch="sm_90a", *, num_q_heads=32, num_kv_heads=8, head_dim=128, page_size=16,
@@ -214,6 +243,8 @@ def kernel_key(kind="decode", **variant):
     cache file it under. Needs the library, not a GPU."""
     from ._kernels import kernel_key as _key
     variant.pop("arch", None)
+    if not isinstance(kind, str):
+        raise TypeError("kind: expected 'decode' or 'prefill', got %r" % (kind,))
     if kind == "decode":
         defaults = dict(num_q_heads=32, num_kv_heads=8, head_dim=128, page_size=16,
                         q_dtype="bfloat16", kv_dtype=None, layout="NHD", query_len=1,

@@ -1,11 +1,14 @@
 """Variants and handles: the C ABI's objects with Python lifetimes.
 
 A variant is a frozen dataclass (hashable: the wrappers cache one handle per
-variant) that writes its C struct on demand. A handle owns one C object
-(decode, prefill, mixed batch, cascade, merge_states, append-KV, cache ops,
-metadata builder) and destroys it when collected. Creating a kernel handle
-may JIT-compile (NVRTC, seconds on first use): those calls print the
-progress line (``_lib.compiling``).
+variant) that writes its C struct on demand; the struct mirrors check every
+value written (``_lib.CStruct``), so a field that does not fit its C type is
+an error naming the field. A handle owns one C object (decode, prefill,
+mixed batch, cascade, merge_states, append-KV, cache ops, metadata builder)
+and destroys it once: when closed or collected. A closed handle raises on
+use; handles cannot be copied or pickled (a copy would destroy the C object
+twice). Creating a kernel handle may JIT-compile (NVRTC, seconds on first
+use): those calls print the progress line (``_lib.compiling``).
 """
 
 import ctypes
@@ -27,16 +30,18 @@ LAYOUTS = {"NHD": LAYOUT_NHD, "HND": LAYOUT_HND}
 def dtype_code(name, what):
     try:
         return _lib.DTYPE_CODES[name]
-    except KeyError:
+    except (KeyError, TypeError):
         raise TypeError("%s: attn does not take dtype %s (float16, bfloat16, float32, "
                         "float8_e4m3fn, float8_e5m2)" % (what, name)) from None
 
 
 def layout_code(layout, what="kv_layout"):
-    if isinstance(layout, int) and layout in (LAYOUT_NHD, LAYOUT_HND):
+    if type(layout) is int and layout in (LAYOUT_NHD, LAYOUT_HND):
         return layout
+    if not isinstance(layout, str):
+        raise TypeError("%s: expected 'NHD' or 'HND', got %r" % (what, layout))
     try:
-        return LAYOUTS[str(layout).upper()]
+        return LAYOUTS[layout.upper()]
     except KeyError:
         raise ValueError("%s: expected 'NHD' or 'HND', got %r" % (what, layout)) from None
 
@@ -57,21 +62,28 @@ class Knobs:
     mask_mod: Optional[str] = None
 
     def fill(self, c):
-        if self.kind not in KINDS:
-            raise ValueError("kind: expected 'decoder', 'encoder' or 'cross', got %r" % self.kind)
+        if not isinstance(self.kind, str) or self.kind not in KINDS:
+            raise ValueError("kind: expected 'decoder', 'encoder' or 'cross', got %r"
+                             % (self.kind,))
         c.kind = KINDS[self.kind]
-        c.causal = int(bool(self.causal))
-        c.window_left = -1 if self.window_left is None or self.window_left < 0 \
-            else int(self.window_left)
-        c.softcap = float(self.softcap or 0.0)
-        c.scale = float(self.scale or 0.0)
-        c.alibi = int(bool(self.alibi))
-        c.sinks = int(bool(self.sinks))
-        c.fp8_query = int(bool(self.fp8_query))
-        c.write_lse = int(bool(self.write_lse))
-        # ctypes keeps the bytes alive in the struct's _objects.
-        c.score_mod = _lib.cstr(self.score_mod)
-        c.mask_mod = _lib.cstr(self.mask_mod)
+        c.causal = self.causal
+        # None or any negative value: no window.
+        window = -1 if self.window_left is None else _lib.check_int(self.window_left,
+                                                                    "window_left")
+        c.window_left = max(window, -1)
+        # 0 (or None) means off (soft-cap) and 1/sqrt(head_dim) (scale).
+        c.softcap = 0.0 if self.softcap is None else _lib.check_float(self.softcap, "softcap",
+                                                                      minimum=0.0)
+        c.scale = 0.0 if self.scale is None else _lib.check_float(self.scale, "scale",
+                                                                  minimum=0.0)
+        c.alibi = self.alibi
+        c.sinks = self.sinks
+        c.fp8_query = self.fp8_query
+        c.write_lse = self.write_lse
+        # Region text: a str without NULs ("" is none); ctypes keeps the bytes
+        # alive in the struct's _objects.
+        c.score_mod = self.score_mod
+        c.mask_mod = self.mask_mod
 
     def describe(self):
         parts = []
@@ -122,7 +134,7 @@ class DecodeVariant:
         v.head_dim, v.page_size = self.head_dim, self.page_size
         v.layout = layout_code(self.layout)
         v.query_len = self.query_len
-        v.per_head_kv_scale = int(bool(self.per_head_kv_scale))
+        v.per_head_kv_scale = self.per_head_kv_scale
         return v
 
     def replace(self, **kw):
@@ -158,12 +170,13 @@ class PrefillVariant:
         v.q_type = dtype_code(self.q_type, "q_data_type")
         v.num_q_heads, v.num_kv_heads, v.head_dim = (self.num_q_heads, self.num_kv_heads,
                                                      self.head_dim)
-        v.paged = int(bool(self.paged))
+        v.paged = self.paged
         v.kv_type = dtype_code(self.kv_type or self.q_type, "kv_data_type")
-        v.page_size = self.page_size if self.paged else v.page_size
+        if v.paged:
+            v.page_size = self.page_size
         v.layout = layout_code(self.layout)
-        v.per_head_kv_scale = int(bool(self.per_head_kv_scale))
-        v.fp8_compute = int(bool(self.fp8_compute))
+        v.per_head_kv_scale = self.per_head_kv_scale
+        v.fp8_compute = self.fp8_compute
         return v
 
     def replace(self, **kw):
@@ -199,7 +212,7 @@ class AppendKVVariant:
         v.kv_type = dtype_code(self.kv_type, "paged_kv_cache")
         v.num_kv_heads, v.head_dim, v.page_size = self.num_kv_heads, self.head_dim, self.page_size
         v.layout = layout_code(self.layout)
-        v.per_head_kv_scale = int(bool(self.per_head_kv_scale))
+        v.per_head_kv_scale = self.per_head_kv_scale
         return v
 
     def describe(self):
@@ -233,23 +246,46 @@ class MergeStatesVariant:
 
 
 class Handle:
-    """Owns one C object; destroys it when collected."""
+    """Owns one C object; destroys it once, when closed or collected."""
 
     _destroy = None
 
     def __init__(self, device):
         self._ptr = None
+        self._closed = False
         self.device = device
 
     @property
     def ptr(self):
         if not self._ptr:
-            raise RuntimeError("attn: use of a destroyed handle")
+            if getattr(self, "_closed", False):
+                raise RuntimeError("attn: this %s handle is closed (used after close())"
+                                   % type(self).__name__)
+            raise RuntimeError("attn: this %s handle holds no C object (its creation failed)"
+                               % type(self).__name__)
         return self._ptr
 
+    @property
+    def closed(self):
+        """Whether close() has run."""
+        return getattr(self, "_closed", False)
+
+    def __copy__(self):
+        raise TypeError("attn: a %s handle owns a C object and cannot be copied"
+                        % type(self).__name__)
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def __reduce__(self):
+        raise TypeError("attn: a %s handle owns a C object and cannot be pickled"
+                        % type(self).__name__)
+
     def close(self):
-        """Destroys the C object now (idempotent)."""
+        """Destroys the C object now. A second close() does nothing (the C
+        object is destroyed once); any other use after it raises."""
         ptr, self._ptr = getattr(self, "_ptr", None), None
+        self._closed = True
         if not ptr or not self._destroy:
             return
         try:
@@ -285,7 +321,7 @@ class KernelHandle(Handle):
         super().__init__(device)
         self.variant = variant
         self._c_variant = variant.to_c()
-        self._create(self._create_fn, ctypes.byref(self._c_variant), *[int(x) for x in limits],
+        self._create(self._create_fn, ctypes.byref(self._c_variant), *limits,
                      progress=progress or variant.describe())
         self.planned = None
 
@@ -313,7 +349,7 @@ class Decode(KernelHandle):
         self.max_batch = max_batch
 
     def plan(self, seq_lens, for_graph, stream):
-        self._plan("attn_decode_plan", _lib.int32_array(seq_lens), len(seq_lens),
+        self._plan("attn_decode_plan", _lib.int32_array(seq_lens, "seq_lens"), len(seq_lens),
                    int(bool(for_graph)), stream)
 
 
@@ -327,12 +363,14 @@ class Prefill(KernelHandle):
         self.max_q_tokens = max_q_tokens
 
     def plan(self, cu_q, cu_kv, for_graph, stream):
-        self._plan("attn_prefill_plan", _lib.int32_array(cu_q), _lib.int32_array(cu_kv),
-                   len(cu_q) - 1, int(bool(for_graph)), stream)
+        self._plan("attn_prefill_plan", _lib.int32_array(cu_q, "qo_indptr"),
+                   _lib.int32_array(cu_kv, "kv_indptr"), len(cu_q) - 1, int(bool(for_graph)),
+                   stream)
 
     def plan_paged(self, cu_q, seq_lens, for_graph, stream):
-        self._plan("attn_prefill_plan_paged", _lib.int32_array(cu_q), _lib.int32_array(seq_lens),
-                   len(seq_lens), int(bool(for_graph)), stream)
+        self._plan("attn_prefill_plan_paged", _lib.int32_array(cu_q, "qo_indptr"),
+                   _lib.int32_array(seq_lens, "seq_lens"), len(seq_lens), int(bool(for_graph)),
+                   stream)
 
 
 class MixedBatch(KernelHandle):
@@ -346,8 +384,9 @@ class MixedBatch(KernelHandle):
         self.max_q_tokens = max_q_tokens
 
     def plan(self, cu_q, seq_lens, num_prefills, for_graph, stream):
-        self._plan("attn_mixed_batch_plan", _lib.int32_array(cu_q), _lib.int32_array(seq_lens),
-                   len(seq_lens), int(num_prefills), int(bool(for_graph)), stream)
+        self._plan("attn_mixed_batch_plan", _lib.int32_array(cu_q, "query_start_loc"),
+                   _lib.int32_array(seq_lens, "seq_lens"), len(seq_lens), num_prefills,
+                   int(bool(for_graph)), stream)
 
     def run(self, args, seq_lens_ptr, stream):
         self._launch(args, stream, seq_lens_ptr)
@@ -368,12 +407,14 @@ class Cascade(KernelHandle):
         keep = []
         c_levels = (_lib.attn_cascade_level * max(1, len(levels)))()
         for i, (starts, lens) in enumerate(levels):
-            a, b = _lib.int32_array(starts), _lib.int32_array(lens)
+            a = _lib.int32_array(starts, "levels[%d] group starts" % i)
+            b = _lib.int32_array(lens, "levels[%d] kv lengths" % i)
             keep += [a, b]
             c_levels[i].group_starts = ctypes.cast(a, ctypes.POINTER(ctypes.c_int32))
             c_levels[i].kv_lens = ctypes.cast(b, ctypes.POINTER(ctypes.c_int32))
             c_levels[i].num_groups = len(lens)
-        self._plan("attn_cascade_plan", c_levels, len(levels), _lib.int32_array(suffix_lens),
+        self._plan("attn_cascade_plan", c_levels, len(levels),
+                   _lib.int32_array(suffix_lens, "suffix lengths"),
                    len(suffix_lens), int(bool(for_graph)), stream)
 
 
@@ -395,8 +436,8 @@ class CacheOps(Handle):
         self._create("attn_cache_ops_create", progress="cache ops (copy_blocks, advance_step)")
 
     def copy_blocks(self, layers, pairs, stream):
-        flat = [int(x) for p in pairs for x in p]
-        arr = _lib.int64_array(flat)
+        flat = [x for p in pairs for x in p]
+        arr = _lib.int64_array(flat, "block pairs")
         with _runtime.on_device(self.device):
             _lib.call("attn_copy_blocks", self.ptr, ctypes.byref(layers),
                       ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64)), len(pairs), stream)
@@ -404,7 +445,7 @@ class CacheOps(Handle):
     def copy_blocks_device(self, layers, pairs_ptr, num_pairs, stream):
         with _runtime.on_device(self.device):
             _lib.call("attn_copy_blocks_device", self.ptr, ctypes.byref(layers), pairs_ptr,
-                      int(num_pairs), stream)
+                      num_pairs, stream)
 
     def advance_step(self, args, decode, stream):
         with _runtime.on_device(self.device):
@@ -419,11 +460,11 @@ class MetadataBuilder(Handle):
                  num_pages=0):
         super().__init__(device)
         limits = _lib.init(_lib.attn_metadata_limits)
-        limits.page_size = int(page_size)
-        limits.num_pages = int(num_pages)
-        limits.max_batch = int(max_batch)
-        limits.max_tokens = int(max_tokens)
-        limits.max_pages_per_seq = int(max_pages_per_seq)
+        limits.page_size = page_size
+        limits.num_pages = num_pages
+        limits.max_batch = max_batch
+        limits.max_tokens = max_tokens
+        limits.max_pages_per_seq = max_pages_per_seq
         self.limits = limits
         out = ctypes.c_void_p()
         with _runtime.on_device(device):
@@ -437,11 +478,11 @@ class MetadataBuilder(Handle):
         reqs = (_lib.attn_scheduled_request * max(1, len(requests)))()
         keep = []
         for i, (is_prefill, query_len, context_len, pages) in enumerate(requests):
-            arr = _lib.int32_array(pages)
+            arr = _lib.int32_array(pages, "block_tables[%d]" % i)
             keep.append(arr)
-            reqs[i].is_prefill = int(bool(is_prefill))
-            reqs[i].query_len = int(query_len)
-            reqs[i].context_len = int(context_len)
+            reqs[i].is_prefill = is_prefill
+            reqs[i].query_len = query_len
+            reqs[i].context_len = context_len
             reqs[i].page_table = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int32))
             reqs[i].num_pages = len(pages)
         md = _lib.init(_lib.attn_metadata)
@@ -460,10 +501,10 @@ def shared(cls, device, *key):
     """A process-wide handle of ``cls`` for (device, key...)."""
     k = (cls.__name__, device) + key
     h = _shared.get(k)
-    if h is None:
+    if h is None or h.closed:
         with _shared_lock:
             h = _shared.get(k)
-            if h is None:
+            if h is None or h.closed:
                 h = cls(device, *key)
                 _shared[k] = h
     return h
@@ -510,7 +551,7 @@ def compile_variant(variant, arch):
     c = variant.to_c()
     fn = "attn_compile_decode" if isinstance(variant, DecodeVariant) else "attn_compile_prefill"
     out = ctypes.c_void_p()
-    _lib.call(fn, ctypes.byref(c), _lib.cstr(arch), ctypes.byref(out),
+    _lib.call(fn, ctypes.byref(c), _lib.cstr(arch, "arch"), ctypes.byref(out),
               progress="%s for %s" % (variant.describe(), arch))
     try:
         name = lib.attn_compiled_kernel_name(out.value) or b""

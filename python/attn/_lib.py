@@ -10,6 +10,13 @@ an exception carrying ``attn_last_error()``:
     ATTN_ERROR_UNSUPPORTED       -> NotImplementedError
     anything else                -> attn.AttnError (a RuntimeError)
 
+It is also where Python values become C values, and checks them there:
+every struct mirror's fields and every integer or string argument of a C
+call take only a value their C type holds exactly (``check_int``,
+``check_float``, ``check_flag``, ``check_str``): a bool where an int is
+due, a float, a string with a NUL or an integer past the type's range is a
+TypeError or ValueError naming the field, never a truncated value.
+
 Where the library comes from, first match wins:
 
 1. ``$ATTN_LIBRARY`` (a path to libattn_c.so or libattn_runtime_c.so; an
@@ -21,6 +28,9 @@ Where the library comes from, first match wins:
 """
 
 import ctypes
+import math
+import numbers
+import operator
 import os
 import sys
 import threading
@@ -83,15 +93,222 @@ class AttnError(RuntimeError):
         self.function = function
 
 
+# --- checking values on their way to C ----------------------------------------
+
+INT32_MAX = 2 ** 31 - 1
+INT64_MAX = 2 ** 63 - 1
+UINT64_MAX = 2 ** 64 - 1
+_FLT_MAX = 3.4028234663852886e38
+
+# Bytes a single argument may make attn allocate ahead of use (fixed page
+# tables, the metadata builder's arrays): far above any real batch, far
+# below a size that exhausts host or device memory.
+MAX_PREALLOCATION_BYTES = 1 << 32
+
+
+def _describe(value):
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return "%s %s" % (type(value).__name__, text)
+
+
+def _bounds_text(minimum, maximum):
+    if minimum is not None and maximum is not None:
+        return "an int from %d to %d" % (minimum, maximum)
+    if minimum is not None:
+        return "an int >= %d" % minimum
+    if maximum is not None:
+        return "an int <= %d" % maximum
+    return "an int"
+
+
+def check_int(value, name, minimum=None, maximum=None):
+    """``value`` as a Python int, or TypeError (a bool, a float, a string,
+    anything but an int or an integer scalar such as numpy's or torch's,
+    through ``operator.index``) or ValueError (outside ``[minimum,
+    maximum]``); the message starts with ``name``."""
+    if type(value) is not int:
+        if isinstance(value, bool) or value is None:
+            raise TypeError("%s: expected an int, got %s" % (name, _describe(value)))
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError("%s: expected an int, got %s" % (name, _describe(value))) from None
+        if isinstance(value, bool):  # an index that is a bool (numpy.bool_ on old numpy)
+            raise TypeError("%s: expected an int, got a bool" % name)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise ValueError("%s: expected %s, got %d" % (name, _bounds_text(minimum, maximum), value))
+    return value
+
+
+def check_ints(values, name, minimum=-2 ** 31, maximum=INT32_MAX):
+    """``check_int`` of every item of a list (``name[i]`` in messages);
+    the list itself when every item is a plain int in range."""
+    if all(type(v) is int for v in values) and \
+            (not values or (min(values) >= minimum and max(values) <= maximum)):
+        return values
+    return [check_int(v, "%s[%d]" % (name, i), minimum, maximum) for i, v in enumerate(values)]
+
+
+def check_flag(value, name):
+    """A boolean argument as 0 or 1: a bool, or an int that is 0 or 1
+    (TypeError for anything else: a string or None is not silently
+    true or false)."""
+    if value is True or value is False:
+        return int(value)
+    if type(value).__name__ == "bool_":  # numpy's
+        return int(bool(value))
+    if type(value) is int and value in (0, 1):
+        return value
+    try:
+        index = operator.index(value)
+    except TypeError:
+        index = None
+    if index in (0, 1):
+        return index
+    error = TypeError if index is None else ValueError
+    raise error("%s: expected a bool, got %s" % (name, _describe(value)))
+
+
+def check_float(value, name, minimum=None, above=None, f32=True):
+    """``value`` as a finite Python float, or TypeError (not a real number,
+    or a bool) or ValueError (NaN, infinite, past float32's range with
+    ``f32``, below ``minimum`` or not above ``above``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError("%s: expected a number, got %s" % (name, _describe(value)))
+    value = float(value)
+    if not math.isfinite(value) or (f32 and abs(value) > _FLT_MAX):
+        raise ValueError("%s: expected a finite%s number, got %r"
+                         % (name, " float32" if f32 else "", value))
+    if minimum is not None and value < minimum:
+        raise ValueError("%s: expected >= %g, got %r" % (name, minimum, value))
+    if above is not None and not value > above:
+        raise ValueError("%s: expected > %g, got %r" % (name, above, value))
+    return value
+
+
+def check_str(value, name):
+    """A str (or bytes) without NUL characters, as given; None stays None.
+    TypeError for anything else (a bool, a number), ValueError for an
+    embedded NUL, which would end the C string early."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if "\0" in value:
+            raise ValueError("%s: embedded NUL character at index %d" % (name, value.index("\0")))
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        if b"\0" in value:
+            raise ValueError("%s: embedded NUL byte at index %d" % (name, value.index(b"\0")))
+        return bytes(value)
+    raise TypeError("%s: expected a str, got %s" % (name, _describe(value)))
+
+
+def cstr(text, name="string"):
+    """bytes for a char* (None, and the empty string, stay NULL)."""
+    text = check_str(text, name)
+    if not text:
+        return None
+    return text.encode("utf-8") if isinstance(text, str) else text
+
+
+def check_pointer(value, name):
+    """An address for a void*: None or an int in [0, 2**64)."""
+    if value is None:
+        return None
+    if isinstance(value, ctypes.c_void_p):
+        return value.value
+    return check_int(value, name, 0, UINT64_MAX)
+
+
+def check_preallocation(nbytes, what):
+    """ValueError unless ``nbytes`` (what an argument makes attn allocate
+    ahead of use; ``what`` names it) is within MAX_PREALLOCATION_BYTES."""
+    if nbytes > MAX_PREALLOCATION_BYTES:
+        raise ValueError("%s: asks attn to allocate %.1f GiB ahead of use, more than its limit of "
+                         "%d GiB" % (what, nbytes / 2.0 ** 30, MAX_PREALLOCATION_BYTES >> 30))
+
+
+_INT_TYPES = (ctypes.c_int, ctypes.c_int32, ctypes.c_int64, ctypes.c_uint32, ctypes.c_uint8,
+              ctypes.c_uint16, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_int8, ctypes.c_int16)
+
+
+def _int_range(ctype):
+    bits = 8 * ctypes.sizeof(ctype)
+    if ctype(-1).value == -1:
+        return -2 ** (bits - 1), 2 ** (bits - 1) - 1
+    return 0, 2 ** bits - 1
+
+
+# A field's or argument's rule: (minimum, maximum, kind). A plain int in
+# range passes without a call (the launch path sets a dozen fields a call).
+_FLAG, _INT, _POINTER, _FLOAT, _STRING = range(5)
+
+
+def _rule(ctype, flag=False):
+    if flag:
+        return (0, 1, _FLAG)
+    if ctype in _INT_TYPES:
+        return _int_range(ctype) + (_INT,)
+    if ctype is ctypes.c_void_p:
+        return (0, UINT64_MAX, _POINTER)
+    if ctype in (ctypes.c_float, ctypes.c_double):
+        return (math.inf, -math.inf, _FLOAT)
+    if ctype is ctypes.c_char_p:
+        return (math.inf, -math.inf, _STRING)
+    return None  # pointers, arrays, nested structs: ctypes checks their types
+
+
+def convert(rule, value, name, ctype=None):
+    """``value`` checked against ``rule`` (see ``_rule``), as C takes it."""
+    minimum, maximum, kind = rule
+    if kind == _FLAG:
+        return check_flag(value, name)
+    if kind == _INT:
+        return check_int(value, name, minimum, maximum)
+    if kind == _POINTER:
+        return check_pointer(value, name)
+    if kind == _FLOAT:
+        return check_float(value, name, f32=ctype is not ctypes.c_double)
+    return cstr(value, name)
+
+
+class CStruct(Structure):
+    """A struct mirror whose fields check what they are set to (``_rules_``
+    from ``_fields_``; ``_flags_`` lists int fields that are booleans)."""
+
+    _flags_ = ()
+
+    def __setattr__(self, name, value, _set=Structure.__setattr__):
+        rule = self._rules_.get(name)
+        if rule is not None and not (type(value) is int and rule[0] <= value <= rule[1]) and \
+                not (value is None and rule[2] == _POINTER):
+            value = convert(rule, value, name, self._ctypes_.get(name))
+        _set(self, name, value)
+
+
+def _finish(cls):
+    cls._rules_ = {}
+    cls._ctypes_ = {}
+    for name, ctype in cls._fields_:
+        rule = _rule(ctype, name in cls._flags_)
+        if rule is not None:
+            cls._rules_[name] = rule
+            cls._ctypes_[name] = ctype
+    return cls
+
+
 # --- struct mirrors ---------------------------------------------------------
 # Enums are C ints (GCC/Clang on Linux give every enum of attn_c.h 4 bytes).
 
 
-class attn_jit_options(Structure):
+class attn_jit_options(CStruct):
     _fields_ = [("struct_size", c_uint32), ("arch", c_char_p), ("cache_dir", c_char_p)]
 
 
-class attn_knobs(Structure):
+class attn_knobs(CStruct):
+    _flags_ = ("causal", "alibi", "sinks", "fp8_query", "write_lse")
     _fields_ = [
         ("kind", c_int),
         ("causal", c_int),
@@ -107,7 +324,8 @@ class attn_knobs(Structure):
     ]
 
 
-class attn_decode_variant(Structure):
+class attn_decode_variant(CStruct):
+    _flags_ = ("per_head_kv_scale",)
     _fields_ = [
         ("struct_size", c_uint32),
         ("knobs", attn_knobs),
@@ -123,7 +341,8 @@ class attn_decode_variant(Structure):
     ]
 
 
-class attn_prefill_variant(Structure):
+class attn_prefill_variant(CStruct):
+    _flags_ = ("paged", "per_head_kv_scale", "fp8_compute")
     _fields_ = [
         ("struct_size", c_uint32),
         ("knobs", attn_knobs),
@@ -140,7 +359,8 @@ class attn_prefill_variant(Structure):
     ]
 
 
-class attn_append_kv_variant(Structure):
+class attn_append_kv_variant(CStruct):
+    _flags_ = ("per_head_kv_scale",)
     _fields_ = [
         ("struct_size", c_uint32),
         ("in_type", c_int),
@@ -153,7 +373,7 @@ class attn_append_kv_variant(Structure):
     ]
 
 
-class attn_merge_states_variant(Structure):
+class attn_merge_states_variant(CStruct):
     _fields_ = [
         ("struct_size", c_uint32),
         ("dtype", c_int),
@@ -162,7 +382,7 @@ class attn_merge_states_variant(Structure):
     ]
 
 
-class attn_paged_kv(Structure):
+class attn_paged_kv(CStruct):
     _fields_ = [
         ("k", c_void_p),
         ("v", c_void_p),
@@ -179,11 +399,11 @@ class attn_paged_kv(Structure):
     ]
 
 
-class attn_aux_table(Structure):
+class attn_aux_table(CStruct):
     _fields_ = [("data", c_void_p), ("dims", c_int32 * 3)]
 
 
-class attn_head_tables(Structure):
+class attn_head_tables(CStruct):
     _fields_ = [
         ("alibi_slopes", c_void_p),
         ("sinks", c_void_p),
@@ -192,7 +412,7 @@ class attn_head_tables(Structure):
     ]
 
 
-class attn_decode_args(Structure):
+class attn_decode_args(CStruct):
     _fields_ = [
         ("struct_size", c_uint32),
         ("q", c_void_p),
@@ -209,7 +429,7 @@ class attn_decode_args(Structure):
     ]
 
 
-class attn_prefill_args(Structure):
+class attn_prefill_args(CStruct):
     _fields_ = [
         ("struct_size", c_uint32),
         ("q", c_void_p),
@@ -231,7 +451,7 @@ class attn_prefill_args(Structure):
     ]
 
 
-class attn_merge_states_args(Structure):
+class attn_merge_states_args(CStruct):
     _fields_ = [
         ("struct_size", c_uint32),
         ("num_tokens", c_int64),
@@ -245,7 +465,7 @@ class attn_merge_states_args(Structure):
     ]
 
 
-class attn_cascade_level(Structure):
+class attn_cascade_level(CStruct):
     _fields_ = [
         ("group_starts", POINTER(c_int32)),
         ("kv_lens", POINTER(c_int32)),
@@ -253,7 +473,7 @@ class attn_cascade_level(Structure):
     ]
 
 
-class attn_cascade_args(Structure):
+class attn_cascade_args(CStruct):
     _fields_ = [
         ("struct_size", c_uint32),
         ("q", c_void_p),
@@ -269,7 +489,7 @@ class attn_cascade_args(Structure):
     ]
 
 
-class attn_append_kv_args(Structure):
+class attn_append_kv_args(CStruct):
     _fields_ = [
         ("struct_size", c_uint32),
         ("k", c_void_p),
@@ -282,7 +502,7 @@ class attn_append_kv_args(Structure):
     ]
 
 
-class attn_cache_layers(Structure):
+class attn_cache_layers(CStruct):
     _fields_ = [
         ("struct_size", c_uint32),
         ("layer_table", c_void_p),
@@ -296,7 +516,7 @@ class attn_cache_layers(Structure):
     ]
 
 
-class attn_advance_step_args(Structure):
+class attn_advance_step_args(CStruct):
     _fields_ = [
         ("struct_size", c_uint32),
         ("num_queries", c_int),
@@ -312,7 +532,8 @@ class attn_advance_step_args(Structure):
     ]
 
 
-class attn_scheduled_request(Structure):
+class attn_scheduled_request(CStruct):
+    _flags_ = ("is_prefill",)
     _fields_ = [
         ("is_prefill", c_int),
         ("query_len", c_int32),
@@ -322,7 +543,7 @@ class attn_scheduled_request(Structure):
     ]
 
 
-class attn_metadata_limits(Structure):
+class attn_metadata_limits(CStruct):
     _fields_ = [
         ("struct_size", c_uint32),
         ("page_size", c_int),
@@ -333,7 +554,7 @@ class attn_metadata_limits(Structure):
     ]
 
 
-class attn_metadata(Structure):
+class attn_metadata(CStruct):
     _fields_ = [
         ("struct_size", c_uint32),
         ("num_prefills", c_int),
@@ -372,6 +593,9 @@ STRUCTS = [
     attn_scheduled_request, attn_metadata_limits, attn_metadata,
 ]
 
+
+for _struct in STRUCTS:
+    _finish(_struct)
 
 _SIZED = {t: ctypes.sizeof(t) for t in STRUCTS
           if any(name == "struct_size" for name, _ in t._fields_)}
@@ -492,6 +716,33 @@ def candidate_paths():
             for d in dirs]
 
 
+# name: [(index, rule, ctype)] of the integer and string parameters, which
+# ctypes would truncate or cut (pointer parameters get ctypes objects, or
+# addresses checked where they are made).
+ARG_RULES = {}
+for _name, (_restype, _argtypes) in PROTOTYPES.items():
+    ARG_RULES[_name] = [(i, _rule(t), t) for i, t in enumerate(_argtypes)
+                        if t in _INT_TYPES or t is c_char_p]
+
+
+def check_args(function, args):
+    """The arguments of a C call with its integer and string parameters
+    checked (``function: argument N`` in messages)."""
+    rules = ARG_RULES.get(function)
+    if not rules:
+        return args
+    args = list(args)
+    for i, rule, ctype in rules:
+        if i < len(args):
+            v = args[i]
+            if isinstance(v, (ctypes.Array, ctypes._SimpleCData)) or \
+                    (v is None and rule[2] == _STRING):
+                continue  # a ctypes object (an output buffer), or a NULL char*
+            if not (type(v) is int and rule[0] <= v <= rule[1]):
+                args[i] = convert(rule, v, "%s: argument %d" % (function, i + 1), ctype)
+    return args
+
+
 def _declare(lib):
     missing = []
     for name, (restype, argtypes) in PROTOTYPES.items():
@@ -568,6 +819,7 @@ def call(function, *args, what="", progress=None):
     sm_90a") prints the compile progress line when the call takes more than
     a second."""
     fn = getattr(_lib or load(), function)
+    args = check_args(function, args)
     if progress is not None:
         status = compiling(progress, lambda: fn(*args))
     else:
@@ -624,22 +876,16 @@ def compiling(what, fn, delay=None):
 # --- small helpers ----------------------------------------------------------
 
 
-def int32_array(values):
-    """A ctypes int32 array of the given Python ints (host memory)."""
-    values = list(values)
+def int32_array(values, name="values"):
+    """A ctypes int32 array of the given ints (host memory; every value
+    checked: ``check_ints``)."""
+    values = check_ints(list(values), name)
     return (c_int32 * max(1, len(values)))(*values)
 
 
-def int64_array(values):
-    values = list(values)
+def int64_array(values, name="values"):
+    values = check_ints(list(values), name, -2 ** 63, INT64_MAX)
     return (c_int64 * max(1, len(values)))(*values)
-
-
-def cstr(text):
-    """bytes for a char* field (None stays None)."""
-    if text is None or text == "":
-        return None
-    return text.encode("utf-8") if isinstance(text, str) else bytes(text)
 
 
 __all__ = ["AttnError", "load", "call", "compiling", "init", "STRUCTS", "PROTOTYPES"]

@@ -172,14 +172,15 @@ def stream_handle(stream, device=-1):
     if isinstance(stream, bool):
         raise TypeError("stream: expected a CUDA stream, got a bool")
     if isinstance(stream, int):
-        return stream
+        return _lib.check_pointer(stream, "stream")
     if hasattr(stream, "__cuda_stream__"):
         value = stream.__cuda_stream__()
-        return int(value[1] if isinstance(value, tuple) else value)
+        return _lib.check_pointer(value[1] if isinstance(value, tuple) and len(value) == 2
+                                  else value, "stream")
     for attr in ("cuda_stream", "ptr", "handle"):
         value = getattr(stream, attr, None)
-        if isinstance(value, int):
-            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return _lib.check_pointer(value, "stream")
     if isinstance(stream, ctypes.c_void_p):
         return stream.value or 0
     raise TypeError("stream: expected a CUDA stream (an int CUstream, torch.cuda.Stream, or an "
@@ -240,11 +241,13 @@ def _torch_device(device):
     return "cuda:%d" % device
 
 
-def host_ints(x, name):
+def host_ints(x, name, minimum=-2 ** 31, maximum=_lib.INT32_MAX):
     """The Python ints of a 1-D index array given as a list/tuple, a numpy
     array, a torch tensor (any device; a CUDA one is copied back, which
     synchronizes, as FlashInfer's plan does), or any CUDA array (through
-    torch)."""
+    torch). Every value must be an int (not a bool or a float: TypeError)
+    in ``[minimum, maximum]`` (int32 by default: ValueError naming
+    ``name[i]``)."""
     if x is None:
         raise TypeError("%s: expected an index array, got None" % name)
     if isinstance(x, (list, tuple, range)):
@@ -272,12 +275,7 @@ def host_ints(x, name):
         else:
             raise TypeError("%s: expected an index array (list, numpy array or tensor), got %s"
                             % (name, type(x).__name__))
-    out = []
-    for v in values:
-        if isinstance(v, float) and not v.is_integer():
-            raise TypeError("%s: expected integers, got %r" % (name, v))
-        out.append(int(v))
-    return out
+    return _lib.check_ints(values, name, minimum, maximum)
 
 
 class DeviceInts:

@@ -28,11 +28,27 @@ Two cases are ambiguous by nature and taken as the call expects:
 Checks raise an exception whose message starts with the argument's name:
 ``TypeError`` for something that is not a CUDA array or has the wrong dtype,
 ``ValueError`` for a wrong device, shape or strides.
+
+What a producer says is checked before it is used, whatever it is: the
+interface's dict and every entry's type, DLPack's device, capsule name,
+ndim, dtype and lanes; shapes and strides must fit int64 and the array's
+bytes the address space. DLPack's structs are read through the kernel
+(``read_memory``: write(2) from the address into a pipe), so a capsule whose
+pointers lead nowhere is a ``ValueError`` naming the argument, never a
+crash. The capsule is never consumed: when the ``Tensor`` goes, the
+capsule's destructor calls the producer's deleter, as DLPack asks.
 """
 
 import ctypes
+import math
+import operator
+import os
 import sys
-from ctypes import POINTER, Structure, c_int, c_int32, c_int64, c_uint8, c_uint16, c_uint64, c_void_p
+import threading
+from ctypes import (POINTER, Structure, c_int, c_int32, c_int64, c_uint8, c_uint16, c_uint64,
+                    c_void_p)
+
+from ._lib import INT64_MAX, UINT64_MAX
 
 FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
 
@@ -69,6 +85,7 @@ class DLDataType(Structure):
 
 
 class DLTensor(Structure):
+    # shape and strides are read through read_memory, never indexed.
     _fields_ = [
         ("data", c_void_p),
         ("device", DLDevice),
@@ -84,9 +101,75 @@ class DLManagedTensor(Structure):
     _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", c_void_p), ("deleter", c_void_p)]
 
 
-_capsule_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_get_pointer.restype = c_void_p
-_capsule_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+# More dimensions than any array attn takes (numpy's limit).
+MAX_NDIM = 64
+
+
+def _api(name, restype, argtypes):
+    # pythonapi[name] is a function object of our own: pythonapi.name is
+    # shared with every module, which may set other argtypes or restype.
+    fn = ctypes.pythonapi[name]
+    fn.restype, fn.argtypes = restype, argtypes
+    return fn
+
+
+_capsule_get_pointer = _api("PyCapsule_GetPointer", c_void_p, [ctypes.py_object, ctypes.c_char_p])
+_capsule_get_name = _api("PyCapsule_GetName", c_void_p, [ctypes.py_object])
+_capsule_new = _api("PyCapsule_New", ctypes.py_object, [c_void_p, ctypes.c_char_p, c_void_p])
+_CAPSULE_TYPE = type(_capsule_new(1, None, None))
+
+_DLTENSOR_NAME = b"dltensor\0"
+
+# --- reading memory a producer points at --------------------------------------
+
+_libc = None
+_pipes = threading.local()
+
+
+def _pipe():
+    """This thread's non-blocking pipe (a new one after a fork)."""
+    fds = getattr(_pipes, "fds", None)
+    if fds is None or _pipes.pid != os.getpid():
+        fds = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        _pipes.fds, _pipes.pid = fds, os.getpid()
+    return fds
+
+
+def read_memory(address, size, name, what):
+    """The ``size`` bytes at ``address`` in this process, copied by the
+    kernel (write(2) from the address into a pipe, then read back), so an
+    unmapped address is an error (EFAULT), never a crash: ValueError
+    starting with ``name`` and saying ``what`` was read."""
+    global _libc
+    if size == 0:
+        return b""
+    if not address or address < 0 or address + size - 1 > UINT64_MAX:
+        raise ValueError("%s: %s at address 0x%x is not readable memory"
+                         % (name, what, address or 0))
+    if _libc is None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.write.argtypes = [c_int, c_void_p, ctypes.c_size_t]
+        libc.write.restype = ctypes.c_ssize_t
+        _libc = libc
+    rfd, wfd = _pipe()
+    ctypes.set_errno(0)
+    n = _libc.write(wfd, address, size)
+    err = ctypes.get_errno()
+    data = os.read(rfd, n) if n > 0 else b""
+    if n != size:
+        reason = os.strerror(err) if n < 0 and err else \
+            "%d of %d bytes readable" % (max(n, 0), size)
+        raise ValueError("%s: %s at address 0x%x is not readable memory (%s)"
+                         % (name, what, address, reason))
+    return data
+
+
+def _read_int64s(address, count, name, what):
+    if count == 0:
+        return ()
+    data = read_memory(address, 8 * count, name, what)
+    return tuple(int.from_bytes(data[8 * i:8 * i + 8], sys.byteorder, signed=True)
+                 for i in range(count))
 
 
 class Tensor:
@@ -145,6 +228,58 @@ class Tensor:
             self.name, self.dtype, self.shape, self.strides, self.device)
 
 
+def _check_array(name, ptr, shape, strides, itemsize):
+    """ValueError unless the array a producer describes is one attn can
+    take as it is: at most MAX_NDIM dimensions, sizes and strides that fit
+    int64, and every byte it spans inside the address space."""
+    if len(shape) > MAX_NDIM:
+        raise ValueError("%s: %d dimensions, more than %d" % (name, len(shape), MAX_NDIM))
+    if len(strides) != len(shape):
+        raise ValueError("%s: %d strides for %d dimensions" % (name, len(strides), len(shape)))
+    if not 0 <= ptr <= UINT64_MAX:
+        raise ValueError("%s: data pointer %d is not an address" % (name, ptr))
+    if shape and (min(shape) < 0 or max(shape) > INT64_MAX or min(strides) < -INT64_MAX - 1
+                  or max(strides) > INT64_MAX):
+        for dim, (size, stride) in enumerate(zip(shape, strides)):
+            if not 0 <= size <= INT64_MAX:
+                raise ValueError("%s: size %d of dimension %d is out of range" % (name, size, dim))
+            if not -INT64_MAX - 1 <= stride <= INT64_MAX:
+                raise ValueError("%s: stride %d of dimension %d is out of range"
+                                 % (name, stride, dim))
+    numel = math.prod(shape)
+    if numel > INT64_MAX:
+        raise ValueError("%s: %d elements, more than int64 counts" % (name, numel))
+    if not numel:
+        return
+    # Byte offsets of the lowest and highest element from ptr (every size >= 1 here).
+    if not shape or min(strides) >= 0:
+        low, high = 0, (sum(map(operator.mul, shape, strides)) - sum(strides)) * itemsize
+    else:
+        spans = [(size - 1) * stride * itemsize for size, stride in zip(shape, strides)]
+        low, high = sum(x for x in spans if x < 0), sum(x for x in spans if x > 0)
+    if ptr + low < 0 or ptr + high + itemsize - 1 > UINT64_MAX:
+        raise ValueError("%s: the array's bytes (pointer 0x%x, shape %s, strides %s) fall outside "
+                         "the address space" % (name, ptr, tuple(shape), tuple(strides)))
+
+
+def _int_list(value, name, what):
+    """A producer's tuple of ints (shape, strides) as a tuple of Python ints."""
+    if not isinstance(value, (tuple, list)):
+        raise TypeError("%s: __cuda_array_interface__ %s must be a tuple of ints, got %s"
+                        % (name, what, type(value).__name__))
+    if len(value) > MAX_NDIM:
+        raise ValueError("%s: __cuda_array_interface__ %s has %d entries, more than %d"
+                         % (name, what, len(value), MAX_NDIM))
+    value = tuple(value)
+    if value and set(map(type, value)) != _INT_ONLY:
+        raise TypeError("%s: __cuda_array_interface__ %s must be a tuple of ints, got %r"
+                        % (name, what, value))
+    return value
+
+
+_INT_ONLY = {int}
+
+
 def _dense_strides(shape):
     strides = []
     acc = 1
@@ -177,59 +312,143 @@ def _from_torch(obj, name):
 
 
 def _from_cai(obj, cai, name):
+    if not isinstance(cai, dict):
+        raise TypeError("%s: __cuda_array_interface__ must be a dict, got %s"
+                        % (name, type(cai).__name__))
     typestr = cai.get("typestr", "")
+    if not isinstance(typestr, str):
+        raise TypeError("%s: __cuda_array_interface__ typestr must be a str, got %r"
+                        % (name, typestr))
     if not typestr or typestr[0] == ">":
         raise TypeError("%s: unsupported __cuda_array_interface__ typestr %r" % (name, typestr))
     code = typestr[1:] if typestr[0] in "<=|" else typestr
     dtype = _TYPESTR.get(code)
     if dtype is None:
         raise TypeError("%s: unsupported __cuda_array_interface__ typestr %r" % (name, typestr))
-    shape = tuple(cai.get("shape", ()))
+    shape = _int_list(cai.get("shape", ()), name, "shape")
     if cai.get("mask") is not None:
         raise ValueError("%s: masked arrays (__cuda_array_interface__ 'mask') are not supported"
                          % name)
     itemsize = _ITEMSIZE[dtype]
     byte_strides = cai.get("strides")
     if byte_strides is None:
-        strides = _dense_strides(shape)
+        strides = _dense_cached(shape)
     else:
+        byte_strides = _int_list(byte_strides, name, "strides")
+        if len(byte_strides) != len(shape):
+            raise ValueError("%s: __cuda_array_interface__ has %d strides for %d dimensions"
+                             % (name, len(byte_strides), len(shape)))
         strides = []
         for dim, bs in enumerate(byte_strides):
             if bs % itemsize:
                 raise ValueError("%s: stride %d of dimension %d is not a multiple of the "
                                  "element size (%d bytes)" % (name, bs, dim, itemsize))
             strides.append(bs // itemsize)
-    data = cai.get("data") or (0, False)
-    ptr = data[0] if data[0] is not None else 0
+    data = cai.get("data")
+    if data is None:
+        ptr = 0
+    elif isinstance(data, (tuple, list)) and len(data) == 2 and \
+            (data[0] is None or type(data[0]) is int):
+        ptr = data[0] or 0
+    else:
+        raise TypeError("%s: __cuda_array_interface__ data must be a (pointer, read_only) "
+                        "tuple, got %r" % (name, data))
+    _check_array(name, ptr, shape, strides, itemsize)
     device = -1
-    dev = getattr(obj, "device", None)
-    dev_id = getattr(dev, "id", None)
-    if isinstance(dev_id, int):
+    try:
+        dev_id = getattr(getattr(obj, "device", None), "id", None)
+    except Exception:  # a producer's device property that fails: the device is unknown
+        dev_id = None
+    if type(dev_id) is int and 0 <= dev_id <= 2 ** 31 - 1:
         device = dev_id
     return Tensor(name, ptr, dtype, shape, strides, device, obj)
 
 
+def _dlpack_device(obj, name):
+    """(device type, device id) from ``__dlpack_device__()``, checked."""
+    try:
+        dev = obj.__dlpack_device__()
+    except Exception as e:
+        raise TypeError("%s: __dlpack_device__() failed: %s: %s"
+                        % (name, type(e).__name__, e)) from e
+    if not isinstance(dev, tuple) or len(dev) != 2 or \
+            any(isinstance(v, bool) or not isinstance(v, int) for v in dev):
+        raise TypeError("%s: __dlpack_device__() must return (device_type, device_id) ints, "
+                        "got %r" % (name, dev))
+    return int(dev[0]), int(dev[1])
+
+
+def _capsule_name(capsule, name):
+    """Whether ``capsule`` is named "dltensor" (its name read safely), and
+    what its name is, for messages."""
+    try:
+        address = _capsule_get_name(capsule)
+    except Exception:
+        return False, "an invalid capsule"
+    if not address:
+        return False, "an unnamed capsule"
+    try:
+        exact = read_memory(address, len(_DLTENSOR_NAME), name, "the capsule's name")
+    except ValueError:
+        exact = b""
+    if exact == _DLTENSOR_NAME:
+        return True, "dltensor"
+    text = b""
+    for i in range(64):  # byte by byte: the name may end just before unmapped memory
+        try:
+            byte = read_memory(address + i, 1, name, "the capsule's name")
+        except ValueError:
+            return False, "a capsule whose name (at 0x%x) is not readable memory" % address
+        if byte == b"\0":
+            break
+        text += byte
+    text = text.decode("utf-8", "replace")
+    hint = {"used_dltensor": " (already consumed)",
+            "dltensor_versioned": " (DLPack 1.0's versioned form, which attn does not ask "
+                                  "for)"}.get(text, "")
+    return False, "a capsule named %r%s" % (text, hint)
+
+
+def _has(obj, attr):
+    """hasattr() that takes any exception of a producer's attribute as
+    "absent" (hasattr lets all but AttributeError through)."""
+    try:
+        getattr(obj, attr)
+        return True
+    except Exception:
+        return False
+
+
 def _from_dlpack(obj, name, stream):
-    if hasattr(obj, "__dlpack_device__"):
-        dev_type, dev_id = obj.__dlpack_device__()
-        dev_type = int(dev_type)
+    if _has(obj, "__dlpack_device__"):
+        dev_type, _ = _dlpack_device(obj, name)
         if dev_type != KDL_CUDA:
             raise ValueError("%s: expected a CUDA array, got one on %s (DLPack device type %d)"
                              % (name, _DL_DEVICE_NAMES.get(dev_type, "another device"),
                                 dev_type))
     # DLPack's stream argument for CUDA: 1 is the legacy default stream.
     try:
-        capsule = obj.__dlpack__(stream=(stream or 1))
-    except TypeError:
-        capsule = obj.__dlpack__()
+        try:
+            capsule = obj.__dlpack__(stream=(stream or 1))
+        except TypeError:
+            capsule = obj.__dlpack__()
+    except Exception as e:
+        raise TypeError("%s: __dlpack__() failed: %s: %s" % (name, type(e).__name__, e)) from e
+    if type(capsule) is not _CAPSULE_TYPE:
+        raise TypeError("%s: __dlpack__() must return a 'dltensor' capsule, got %s"
+                        % (name, type(capsule).__name__))
+    named, what = _capsule_name(capsule, name)
+    if not named:
+        raise TypeError("%s: __dlpack__() must return a 'dltensor' capsule, got %s"
+                        % (name, what))
     ptr = _capsule_get_pointer(capsule, b"dltensor")
-    if not ptr:
-        raise TypeError("%s: __dlpack__ did not return a 'dltensor' capsule" % name)
-    managed = DLManagedTensor.from_address(ptr)
-    t = managed.dl_tensor
+    raw = read_memory(ptr, ctypes.sizeof(DLManagedTensor), name, "the DLPack tensor")
+    t = DLManagedTensor.from_buffer_copy(raw).dl_tensor
     if t.device.device_type != KDL_CUDA:
         raise ValueError("%s: expected a CUDA array, got one on %s" % (
             name, _DL_DEVICE_NAMES.get(t.device.device_type, "another device")))
+    if t.device.device_id < 0:
+        raise ValueError("%s: DLPack device id %d" % (name, t.device.device_id))
     if t.dtype.lanes != 1:
         raise TypeError("%s: vector dtypes (DLPack lanes %d) are not supported"
                         % (name, t.dtype.lanes))
@@ -237,14 +456,21 @@ def _from_dlpack(obj, name, stream):
     if dtype is None:
         raise TypeError("%s: unsupported DLPack dtype (code %d, %d bits)"
                         % (name, t.dtype.code, t.dtype.bits))
-    shape = tuple(t.shape[i] for i in range(t.ndim))
-    if t.strides:
-        strides = tuple(t.strides[i] for i in range(t.ndim))
+    if not 0 <= t.ndim <= MAX_NDIM:
+        raise ValueError("%s: DLPack ndim %d (attn takes 0 to %d)" % (name, t.ndim, MAX_NDIM))
+    shape_at = ctypes.cast(t.shape, c_void_p).value
+    strides_at = ctypes.cast(t.strides, c_void_p).value
+    if t.ndim and not shape_at:
+        raise ValueError("%s: DLPack shape is NULL for %d dimensions" % (name, t.ndim))
+    shape = _read_int64s(shape_at, t.ndim, name, "the DLPack shape")
+    if strides_at:
+        strides = _read_int64s(strides_at, t.ndim, name, "the DLPack strides")
     else:
         strides = _dense_strides(shape)
     data = (t.data or 0) + int(t.byte_offset)
-    # The capsule stays alive with the Tensor; when it goes, its destructor
-    # calls the producer's deleter (the capsule was never consumed).
+    _check_array(name, data, shape, strides, _ITEMSIZE[dtype])
+    # The capsule stays alive with the Tensor and is never renamed: when it
+    # goes, its destructor calls the producer's deleter.
     return Tensor(name, data, dtype, shape, strides, t.device.device_id, obj, keepalive=capsule)
 
 
@@ -265,7 +491,7 @@ def adapt(obj, name, stream=None):
         cai = None
     if cai is not None:
         return _from_cai(obj, cai, name)
-    if hasattr(obj, "__dlpack__"):
+    if _has(obj, "__dlpack__"):
         return _from_dlpack(obj, name, stream)
     raise TypeError("%s: expected a CUDA tensor (torch.Tensor, or an object with "
                     "__cuda_array_interface__ or __dlpack__), got %s"
@@ -403,7 +629,13 @@ def dtype_name(dtype, name="dtype"):
     "bfloat16", "bf16", "half", "fp8_e4m3") as the package's dtype name."""
     if dtype is None:
         return None
-    s = str(dtype)
+    if isinstance(dtype, bool) or isinstance(dtype, (int, float)):
+        raise TypeError("%s: unknown dtype %r" % (name, dtype))
+    try:
+        s = str(dtype)
+    except Exception:
+        raise TypeError("%s: unknown dtype (str() of a %s failed)"
+                        % (name, type(dtype).__name__)) from None
     if s.startswith("torch."):
         s = s[len("torch."):]
     s = s.lower()

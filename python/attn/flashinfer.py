@@ -77,6 +77,8 @@ LN2 = 0.6931471805599453    # ln(2): base 2 -> natural log
 
 _BACKENDS = ("auto", "fa2", "fa3")
 _MAX_HANDLES = 8
+# The most query heads a kernel takes (kMaxHeads, spec/KernelLimits.h).
+MAX_HEADS = 1024
 
 __all__ = [
     "BatchDecodeWithPagedKVCacheWrapper",
@@ -98,7 +100,9 @@ __all__ = [
 
 
 def _check_layout(kv_layout):
-    s = str(kv_layout).upper()
+    if not isinstance(kv_layout, str):
+        raise TypeError("kv_layout: expected 'NHD' or 'HND', got %r" % (kv_layout,))
+    s = kv_layout.upper()
     if s not in ("NHD", "HND"):
         raise ValueError("kv_layout: expected 'NHD' or 'HND', got %r" % (kv_layout,))
     return s
@@ -118,13 +122,22 @@ def _no_jit(jit_args, jit_kwargs=None):
             "programmable variants are plan(score_mod=..., mask_mod=...) (docs/semantics.md)")
 
 
-def _int(value, name, minimum=1):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError("%s: expected an int, got %r" % (name, value))
-    value = int(value)
-    if value < minimum:
-        raise ValueError("%s: expected >= %d, got %d" % (name, minimum, value))
-    return value
+def _int(value, name, minimum=1, maximum=_lib.INT32_MAX):
+    """An int argument (TypeError for a bool, a float, a string...), within
+    ``[minimum, maximum]`` (ValueError): every size here is a C int."""
+    return _lib.check_int(value, name, minimum, maximum)
+
+
+def _flag(value, name):
+    return bool(_lib.check_flag(value, name))
+
+
+def _length(buf, name):
+    """len() of a buffer argument (TypeError naming it when it has none)."""
+    try:
+        return len(buf)
+    except Exception:
+        raise TypeError("%s: expected an array, got %s" % (name, type(buf).__name__)) from None
 
 
 def _buffer_device(buf):
@@ -183,7 +196,7 @@ def get_alibi_slopes(n_heads):
     """The standard ALiBi slopes for ``n_heads`` heads (FlashInfer's
     ``get_alibi_slopes``: ``2^(-8 (h + 1) / n)`` for a power of two n, the
     interleaved extension otherwise), as a list of floats."""
-    n_heads = _int(n_heads, "n_heads")
+    n_heads = _int(n_heads, "n_heads", maximum=MAX_HEADS)
     n = 2 ** int(math.floor(math.log2(n_heads)))
     m0 = 2.0 ** (-8.0 / n)
     slopes = [m0 ** i for i in range(1, n + 1)]
@@ -195,7 +208,10 @@ def get_alibi_slopes(n_heads):
 
 def _knobs(pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, sm_scale=None,
            causal=True, score_mod=None, mask_mod=None, window_right=0):
-    mode = str(pos_encoding_mode).upper()
+    if not isinstance(pos_encoding_mode, str):
+        raise TypeError("pos_encoding_mode: expected 'NONE', 'ALIBI' or 'ROPE_LLAMA', got %r"
+                        % (pos_encoding_mode,))
+    mode = pos_encoding_mode.upper()
     if mode == "NONE":
         alibi = False
     elif mode == "ALIBI":
@@ -208,23 +224,29 @@ def _knobs(pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, sm_sc
     else:
         raise ValueError("pos_encoding_mode: expected 'NONE', 'ALIBI' or 'ROPE_LLAMA', got %r"
                          % (pos_encoding_mode,))
-    if window_right not in (0, None):
+    if window_right is not None and _lib.check_int(window_right, "window_right") != 0:
         raise NotImplementedError("window_right=%r: attn's windows look left only "
                                   "(window_left)" % (window_right,))
-    window = -1 if window_left is None or int(window_left) < 0 else int(window_left)
+    causal = _flag(causal, "causal")
+    window = _window(window_left)
     if window >= 0 and not causal:
         raise ValueError("window_left: attn applies a sliding window to causal attention only "
                          "(causal=False here)")
-    softcap = float(logits_soft_cap) if logits_soft_cap is not None else 0.0
-    if softcap < 0:
-        raise ValueError("logits_soft_cap: expected >= 0, got %r" % logits_soft_cap)
-    scale = 0.0
-    if sm_scale is not None:
-        scale = float(sm_scale)
-        if not scale > 0:
-            raise ValueError("sm_scale: expected > 0, got %r" % sm_scale)
-    return Knobs(causal=bool(causal), window_left=window, softcap=softcap, scale=scale,
-                 alibi=alibi, score_mod=score_mod or None, mask_mod=mask_mod or None)
+    softcap = 0.0 if logits_soft_cap is None else \
+        _lib.check_float(logits_soft_cap, "logits_soft_cap", minimum=0.0)
+    scale = 0.0 if sm_scale is None else _lib.check_float(sm_scale, "sm_scale", above=0.0)
+    return Knobs(causal=causal, window_left=window, softcap=softcap, scale=scale,
+                 alibi=alibi, score_mod=_lib.check_str(score_mod, "score_mod") or None,
+                 mask_mod=_lib.check_str(mask_mod, "mask_mod") or None)
+
+
+def _window(window_left):
+    """FlashInfer's window_left as attn's: -1 (None or any negative) is no
+    window; a window must fit a C int (a larger one is an error, never a
+    wrapped value that turns the window off)."""
+    if window_left is None:
+        return -1
+    return max(-1, _lib.check_int(window_left, "window_left", None, _lib.INT32_MAX))
 
 
 def _unsupported_run_args(args, kv_cache_sf=None, skip_softmax_threshold_scale_factor=None,
@@ -287,13 +309,16 @@ def _scales(wrapper, k_scale, v_scale, num_kv_heads, kv_type, stream, device):
     fp8 = kv_type in _t.FP8_DTYPES
     if not fp8:
         for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
-            if s is not None and not (isinstance(s, numbers.Real) and float(s) == 1.0):
-                raise NotImplementedError("%s: attn applies dequantization scales to FP8 caches "
-                                          "only (this one is %s)" % (name, kv_type))
+            if s is None or (_is_number(s) and _scale(s, name) == 1.0):
+                continue
+            if not _is_number(s):
+                _t.tensor(s, name, dtype="float32")  # TypeError unless an array of scales
+            raise NotImplementedError("%s: attn applies dequantization scales to FP8 caches "
+                                      "only (this one is %s)" % (name, kv_type))
         return None, None, 0, False
     ptrs, counts = [], []
     for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
-        if s is None or isinstance(s, numbers.Real):
+        if s is None or _is_number(s):
             holder = wrapper._scale_bufs.get(name)
             if holder is None:
                 if _runtime.capturing():
@@ -301,7 +326,7 @@ def _scales(wrapper, k_scale, v_scale, num_kv_heads, kv_type, stream, device):
                                        "run once before capturing" % name)
                 holder = _Scale(device, "FP8 scales")
                 wrapper._scale_bufs[name] = holder
-            ptrs.append(holder.pointer(1.0 if s is None else float(s), stream))
+            ptrs.append(holder.pointer(1.0 if s is None else _scale(s, name), stream))
             counts.append(1)
         else:
             t = _t.tensor(s, name, dtype="float32")
@@ -314,6 +339,16 @@ def _scales(wrapper, k_scale, v_scale, num_kv_heads, kv_type, stream, device):
         raise ValueError("k_scale and v_scale: expected the same number of scales, got %d and %d"
                          % tuple(counts))
     return ptrs[0], ptrs[1], counts[0], counts[0] > 1
+
+
+def _is_number(x):
+    return isinstance(x, numbers.Real)
+
+
+def _scale(value, name):
+    """A float FP8 scale: finite and > 0 (a tensor of scales is checked as
+    an array)."""
+    return _lib.check_float(value, name, above=0.0)
 
 
 def _page_shape(layout, page_size, num_kv_heads, head_dim):
@@ -365,9 +400,10 @@ def paged_kv(cache, layout, num_kv_heads, head_dim, page_size, kv_type, name="pa
 
 
 def _set_scales(c, k_ptr, v_ptr, count):
-    c.k_scale = k_ptr
-    c.v_scale = v_ptr
-    c.num_kv_scales = count
+    if count:  # a fresh attn_paged_kv has none
+        c.k_scale = k_ptr
+        c.v_scale = v_ptr
+        c.num_kv_scales = count
 
 
 def _fill_tables(tables, alibi_ptr, sinks_ptr, aux, stream):
@@ -381,8 +417,10 @@ def _fill_tables(tables, alibi_ptr, sinks_ptr, aux, stream):
             if not 1 <= t.ndim <= 3:
                 raise ValueError("aux[%d]: expected 1 to 3 dimensions, got %d" % (i, t.ndim))
             tables.aux[i].data = t.ptr
-            for d in range(3):
-                tables.aux[i].dims[d] = t.shape[d] if d < t.ndim else 1  # 1 past the rank
+            # 1 past the rank; each size a C int.
+            tables.aux[i].dims = tuple(_lib.check_int(t.shape[d], "aux[%d]: size of dimension %d"
+                                                      % (i, d), 0, _lib.INT32_MAX)
+                                       if d < t.ndim else 1 for d in range(3))
     _clear_aux(tables, len(aux) if aux else 0)
 
 
@@ -394,9 +432,19 @@ def _clear_aux(tables, start=0):
                 tables.aux[i].dims[d] = 0
 
 
+def _check_fixed_tables(batch, stride):
+    """Graph mode's page tables are allocated up front (fixed addresses):
+    batch x max_pages_per_request int32 entries."""
+    _lib.check_preallocation(4 * batch * stride, "max_pages_per_request (%d) x batch size (%d)"
+                             % (stride, batch))
+
+
 class _PageTables:
     """Dense ``[batch, stride]`` int32 page tables and ``[batch]`` lengths
-    on the device, at fixed addresses (fixed sizes under use_cuda_graph)."""
+    on the device, at fixed addresses (fixed sizes under use_cuda_graph).
+    After a fill, ``max_page`` is the largest page id the table holds (-1:
+    none) and ``max_page_at`` where the caller gave it: run() checks it
+    against the cache's pages before any launch."""
 
     def __init__(self, device, fixed_batch=0, fixed_stride=0, what="plan()"):
         fixed = fixed_batch > 0
@@ -405,52 +453,52 @@ class _PageTables:
         self.lens = _runtime.DeviceInts("int32", device, fixed_batch, fixed, what)
         self.fixed_stride = fixed_stride
         self.stride = max(1, fixed_stride)
+        self.max_page, self.max_page_at = -1, None
 
     def fill_csr(self, indptr, indices, last_page_len, page_size, stream,
                  names=("indptr", "indices", "last_page_len")):
         """FlashInfer's CSR page table -> dense rows; returns the host
-        lengths (tokens per request)."""
-        ip = _runtime.host_ints(indptr, names[0])
-        lp = _runtime.host_ints(last_page_len, names[2])
-        batch = len(lp)
-        if len(ip) != batch + 1:
-            raise ValueError("%s: expected %d entries (the batch size %d of %s, + 1), got %d"
-                             % (names[0], batch + 1, batch, names[2], len(ip)))
-        seq_lens, counts = [], []
-        for b in range(batch):
-            n = ip[b + 1] - ip[b]
-            if n < 0:
-                raise ValueError("%s: decreases at request %d (%d > %d)"
-                                 % (names[0], b, ip[b], ip[b + 1]))
-            if n == 0:
-                seq_lens.append(0)
-            else:
-                if not 1 <= lp[b] <= page_size:
-                    raise ValueError("%s[%d] = %d: expected 1 to page_size (%d)"
-                                     % (names[2], b, lp[b], page_size))
-                seq_lens.append((n - 1) * page_size + lp[b])
-            counts.append(n)
+        lengths (tokens per request). Checks the table as it passes through
+        the host: indptr from 0 up, last_page_len 1..page_size, lengths
+        within int32, and every page id the requests use >= 0."""
+        ip, seq_lens, counts = _csr_lens(indptr, last_page_len, page_size, names[0], names[2])
+        batch = len(seq_lens)
         max_pages = max(counts) if counts else 0
         stride = self.fixed_stride or max(1, max_pages)
         if max_pages > stride:
             raise ValueError("%s: a request has %d pages, more than the %d per request this "
-                             "wrapper holds (max_pages_per_request)" % (names[1], max_pages, stride))
+                             "wrapper holds (max_pages_per_request)"
+                             % (names[1], max_pages, stride))
+        used = slice(ip[0], ip[-1])  # the entries the requests read
+        torch = _runtime.torch_or_none()
+        on_host = not (torch is not None and isinstance(indices, torch.Tensor))
+        if on_host:  # checked before anything needs torch
+            ids = _runtime.host_ints(indices, names[1])
+            if batch and len(ids) < ip[-1]:
+                raise ValueError("%s: has %d entries, but %s[-1] is %d"
+                                 % (names[1], len(ids), names[0], ip[-1]))
+            low, high = _host_page_range(ids[used], ip[0])
+            _check_page_range(low, high, names[1])
         torch = _runtime.require_torch("plan()")
         dev = self.device
         tdev = _runtime._torch_device(dev)
-        if isinstance(indices, torch.Tensor):
-            idx = indices.to(device=tdev, dtype=torch.int32)
-        elif hasattr(indices, "__cuda_array_interface__") or hasattr(indices, "__dlpack__"):
-            idx = torch.as_tensor(_runtime.host_ints(indices, names[1]), dtype=torch.int32,
-                                  device=tdev)
+        if on_host:
+            idx = torch.tensor(ids, dtype=torch.int32, device=tdev)
         else:
-            idx = torch.tensor(_runtime.host_ints(indices, names[1]), dtype=torch.int32,
-                               device=tdev)
-        if idx.dim() != 1:
-            raise ValueError("%s: expected a 1-D array, got shape %s" % (names[1], tuple(idx.shape)))
-        if batch and idx.numel() < ip[-1]:
-            raise ValueError("%s: has %d entries, but %s[-1] is %d"
-                             % (names[1], idx.numel(), names[0], ip[-1]))
+            if indices.dtype.is_floating_point or indices.dtype.is_complex or \
+                    indices.dtype == torch.bool:
+                raise TypeError("%s: expected an integer tensor, got dtype %s"
+                                % (names[1], indices.dtype))
+            if indices.dim() != 1:
+                raise ValueError("%s: expected a 1-D array, got shape %s"
+                                 % (names[1], tuple(indices.shape)))
+            if batch and indices.numel() < ip[-1]:
+                raise ValueError("%s: has %d entries, but %s[-1] is %d"
+                                 % (names[1], indices.numel(), names[0], ip[-1]))
+            # Before the int32 copy, which would wrap a larger id.
+            low, high = _page_range(indices[used], ip[0], torch)
+            _check_page_range(low, high, names[1])
+            idx = indices.to(device=tdev, dtype=torch.int32)
         self.pages.ensure(batch * stride, names[1])
         self.lens.upload(seq_lens, stream, names[2])
         if batch:
@@ -467,7 +515,37 @@ class _PageTables:
                     vals = torch.zeros((batch, stride), dtype=torch.int32, device=tdev)
                 self.pages.buf[:batch * stride].copy_(vals.reshape(-1))
         self.stride = stride
+        self.max_page = -1 if high is None else high[0]
+        self.max_page_at = None if high is None else "%s[%d]" % (names[1], high[1])
         return seq_lens
+
+    def check_direct(self, table, lens, page_size, names=("block_tables", "seq_lens")):
+        """Checks a caller's dense ``[rows, width]`` page table (an attn
+        Tensor) before plan() uses it: the width holds every request's
+        pages and every page id a request reads is >= 0 (one reduction on
+        the device). Sets ``max_page`` like ``fill_csr``."""
+        torch = _runtime.require_torch("plan()")
+        width = table.shape[1]
+        needed = []
+        for b, n in enumerate(lens):
+            if n < 0:
+                raise ValueError("%s[%d] = %d: expected >= 0" % (names[1], b, n))
+            pages = -(-n // page_size)
+            if pages > width:
+                raise ValueError("%s[%d] = %d: needs %d pages of %d tokens, but %s has %d "
+                                 "columns" % (names[1], b, n, pages, page_size, names[0], width))
+            needed.append(pages)
+        self.max_page, self.max_page_at = -1, None
+        if not needed or not max(needed):
+            return
+        t = _as_torch(table.obj)[:len(needed)]
+        col = torch.arange(width, device=t.device)
+        mask = col[None, :] < torch.tensor(needed, device=t.device)[:, None]
+        low, high = _page_range(t, 0, torch, mask)
+        row = lambda flat: "%s[%d, %d]" % (names[0], flat // width, flat % width)  # noqa: E731
+        if low[0] < 0:
+            raise ValueError("%s = %d: a page id must be >= 0" % (row(low[1]), low[0]))
+        self.max_page, self.max_page_at = high[0], row(high[1])
 
     @property
     def pages_ptr(self):
@@ -478,15 +556,110 @@ class _PageTables:
         return self.lens.ptr
 
 
+def _csr_lens(indptr, last_page_len, page_size, indptr_name, last_name):
+    """(indptr, tokens per request, pages per request) of a CSR page table,
+    checked: indptr from >= 0 up, batch + 1 entries, last_page_len 1 to
+    page_size where a request has pages, lengths within int32."""
+    ip = _runtime.host_ints(indptr, indptr_name)
+    lp = _runtime.host_ints(last_page_len, last_name)
+    batch = len(lp)
+    if len(ip) != batch + 1:
+        raise ValueError("%s: expected %d entries (the batch size %d of %s, + 1), got %d"
+                         % (indptr_name, batch + 1, batch, last_name, len(ip)))
+    if ip[0] < 0:
+        raise ValueError("%s[0] = %d: expected >= 0" % (indptr_name, ip[0]))
+    seq_lens, counts = [], []
+    for b in range(batch):
+        n = ip[b + 1] - ip[b]
+        if n < 0:
+            raise ValueError("%s: decreases at request %d (%d > %d)"
+                             % (indptr_name, b, ip[b], ip[b + 1]))
+        if n == 0:
+            seq_lens.append(0)
+        else:
+            if not 1 <= lp[b] <= page_size:
+                raise ValueError("%s[%d] = %d: expected 1 to page_size (%d)"
+                                 % (last_name, b, lp[b], page_size))
+            tokens = (n - 1) * page_size + lp[b]
+            if tokens > _lib.INT32_MAX:
+                raise ValueError("%s: request %d holds %d tokens (%d pages of %d), more than "
+                                 "int32 lengths count" % (indptr_name, b, tokens, n, page_size))
+            seq_lens.append(tokens)
+        counts.append(n)
+    return ip, seq_lens, counts
+
+
+def _direct_lens(seq_lens, indptr, last_page_len, page_size, names):
+    """Tokens per request for plan(block_tables=...): ``seq_lens``, else
+    from the CSR lengths."""
+    if seq_lens is not None:
+        return _runtime.host_ints(seq_lens, "seq_lens", 0)
+    return _csr_lens(indptr, last_page_len, page_size, names[0], names[1])[1]
+
+
+def _direct_tables(wrapper, block_tables, lens, page_size, stream):
+    """plan(block_tables=..., seq_lens=...): the caller's dense int32 page
+    table, checked (rows, width, page ids), used in place; returns
+    (lens, table pointer, row stride)."""
+    bt = _t.tensor(block_tables, "block_tables", dtype="int32", shape=(None, None))
+    if bt.shape[0] < len(lens):
+        raise ValueError("block_tables: %d rows for a batch of %d" % (bt.shape[0], len(lens)))
+    stride = _int(bt.token_stride(), "block_tables: row stride", 0)
+    wrapper._tables.check_direct(bt, lens, page_size)
+    wrapper._tables.lens.upload(lens, stream, "seq_lens")
+    wrapper._direct = bt  # keep it alive with the plan
+    return lens, bt.ptr, stride
+
+
+def _check_page_range(low, high, name):
+    """ValueError for a page id below 0 or past int32 (page tables are
+    int32); ``low``/``high`` are ``_host_page_range``'s."""
+    if low is None:
+        return
+    if low[0] < 0:
+        raise ValueError("%s[%d] = %d: a page id must be >= 0" % (name, low[1], low[0]))
+    if high[0] > _lib.INT32_MAX:
+        raise ValueError("%s[%d] = %d: a page id must fit int32" % (name, high[1], high[0]))
+
+
+def _host_page_range(ids, offset):
+    """((min, index), (max, index)) of host page ids (indexes from
+    ``offset``), or (None, None) when there are none."""
+    if not ids:
+        return None, None
+    low, high = min(ids), max(ids)
+    return (low, ids.index(low) + offset), (high, ids.index(high) + offset)
+
+
+def _page_range(ids, offset, torch, mask=None):
+    """``_host_page_range`` of a tensor of page ids (only where ``mask``),
+    in one read back (plan() synchronizes anyway)."""
+    if ids.numel() == 0:
+        return None, None
+    flat = ids.reshape(-1).long()
+    if mask is None:
+        lows = highs = flat
+    else:
+        m = mask.reshape(-1)
+        lows = torch.where(m, flat, torch.full_like(flat, _lib.INT64_MAX))
+        highs = torch.where(m, flat, torch.full_like(flat, -1))
+    at_low, at_high = torch.argmin(lows), torch.argmax(highs)
+    low, high, i, j = torch.stack([lows[at_low], highs[at_high], at_low, at_high]).tolist()
+    return (low, i + offset), (high, j + offset)
+
+
 class _Plan:
     __slots__ = ("gen", "batch", "seq_lens", "cu_q", "variant", "for_graph", "num_q_tokens",
                  "stride", "page_tables_ptr", "seq_lens_ptr", "window_left", "keep", "levels",
-                 "level_tables", "num_levels", "device", "run_handles", "run_args")
+                 "level_tables", "num_levels", "device", "run_handles", "run_args", "max_page",
+                 "max_page_at")
 
     def __init__(self, **kw):
         for k in self.__slots__:
             setattr(self, k, kw.get(k))
         self.run_handles = {}  # (lse, sinks, per-head scales) -> planned handle
+        if self.max_page is None:
+            self.max_page = -1  # no paged tables (ragged prefill)
 
 
 class _Wrapper:
@@ -499,12 +672,32 @@ class _Wrapper:
         self._kv_layout = _check_layout(kv_layout)
         self._device = _buffer_device(float_workspace_buffer)
         self._workspace = float_workspace_buffer
-        self._use_cuda_graph = bool(use_cuda_graph)
+        self._use_cuda_graph = _flag(use_cuda_graph, "use_cuda_graph")
         self._handles = OrderedDict()
         self._plan = None
         self._gen = 0
         self._scale_bufs = {}
         self._alibi = {}
+        self._cache_pages = None  # pages of the cache the last run() read
+
+    def _check_cache_pages(self, plan, num_pages):
+        """run(): the plan's page ids against the cache given (before any
+        launch); remembered for plans under use_cuda_graph."""
+        if plan.max_page >= num_pages:
+            raise ValueError("%s = %d: past the end of paged_kv_cache, which has %d pages (ids 0 "
+                             "to %d)" % (plan.max_page_at, plan.max_page, num_pages,
+                                         num_pages - 1))
+        self._cache_pages = num_pages
+
+    def _check_graph_pages(self):
+        """plan() under use_cuda_graph: a captured run() replays with the new
+        tables and no Python in between, so they are checked against the
+        cache the last run() read (a graph reads that cache)."""
+        if self._use_cuda_graph and self._cache_pages is not None and \
+                self._plan.max_page >= self._cache_pages:
+            raise ValueError("%s = %d: past the end of the paged cache this CUDA-graph wrapper's "
+                             "run() reads (%d pages)" % (self._plan.max_page_at,
+                                                         self._plan.max_page, self._cache_pages))
 
     @property
     def is_cuda_graph_enabled(self):
@@ -679,23 +872,26 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         _check_backend(backend, self._what)
         _no_jit(jit_args)
         super().__init__(float_workspace_buffer, kv_layout, use_cuda_graph)
-        self._use_tensor_cores = bool(use_tensor_cores)
+        self._use_tensor_cores = _flag(use_tensor_cores, "use_tensor_cores")
         self._fixed_batch = 0
         self._fixed_stride = 0
         if self._use_cuda_graph:
             if paged_kv_last_page_len_buffer is None or paged_kv_indptr_buffer is None:
                 raise ValueError("paged_kv_indptr_buffer and paged_kv_last_page_len_buffer: "
                                  "required with use_cuda_graph=True (they fix the batch size)")
-            self._fixed_batch = len(paged_kv_last_page_len_buffer)
-            if len(paged_kv_indptr_buffer) != self._fixed_batch + 1:
+            self._fixed_batch = _length(paged_kv_last_page_len_buffer,
+                                        "paged_kv_last_page_len_buffer")
+            indptr_len = _length(paged_kv_indptr_buffer, "paged_kv_indptr_buffer")
+            if indptr_len != self._fixed_batch + 1:
                 raise ValueError("paged_kv_indptr_buffer: expected batch size + 1 = %d entries, "
-                                 "got %d" % (self._fixed_batch + 1, len(paged_kv_indptr_buffer)))
+                                 "got %d" % (self._fixed_batch + 1, indptr_len))
             if max_pages_per_request is None:
                 if paged_kv_indices_buffer is None:
                     raise ValueError("paged_kv_indices_buffer (or max_pages_per_request): "
                                      "required with use_cuda_graph=True")
-                max_pages_per_request = len(paged_kv_indices_buffer)
+                max_pages_per_request = _length(paged_kv_indices_buffer, "paged_kv_indices_buffer")
             self._fixed_stride = _int(max_pages_per_request, "max_pages_per_request")
+            _check_fixed_tables(self._fixed_batch, self._fixed_stride)
             for buf in (paged_kv_indptr_buffer, paged_kv_last_page_len_buffer,
                         paged_kv_indices_buffer):
                 if self._device < 0:
@@ -763,7 +959,9 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
                            for_graph=self._use_cuda_graph, num_q_tokens=batch * q_len,
                            stride=stride, page_tables_ptr=pt_ptr,
                            seq_lens_ptr=self._tables.lens_ptr, window_left=knobs.window_left,
-                           device=device)
+                           device=device, max_page=self._tables.max_page,
+                           max_page_at=self._tables.max_page_at)
+        self._check_graph_pages()
         if knobs.alibi:
             self._alibi_ptr(hq, s)
         self._replan_all(s)
@@ -771,19 +969,9 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
     begin_forward = plan
 
     def _direct_tables(self, block_tables, seq_lens, indptr, last_page_len, page_size, stream):
-        bt = _t.tensor(block_tables, "block_tables", dtype="int32", shape=(None, None))
-        if seq_lens is not None:
-            lens = _runtime.host_ints(seq_lens, "seq_lens")
-        else:
-            ip = _runtime.host_ints(indptr, "indptr")
-            lp = _runtime.host_ints(last_page_len, "last_page_len")
-            lens = [0 if ip[b + 1] == ip[b] else (ip[b + 1] - ip[b] - 1) * page_size + lp[b]
-                    for b in range(len(lp))]
-        if bt.shape[0] < len(lens):
-            raise ValueError("block_tables: %d rows for a batch of %d" % (bt.shape[0], len(lens)))
-        self._tables.lens.upload(lens, stream, "seq_lens")
-        self._direct = bt  # keep it alive with the plan
-        return lens, bt.ptr, bt.token_stride()
+        return _direct_tables(self, block_tables, _direct_lens(
+            seq_lens, indptr, last_page_len, page_size, ("indptr", "last_page_len")),
+            page_size, stream)
 
     def _make_handle(self, variant, plan):
         cap = self._fixed_batch if self._use_cuda_graph else _capacity(plan.batch)
@@ -815,12 +1003,11 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         """
         plan = self._need_plan()
         _unsupported_run_args(args, kv_cache_sf, skip_softmax_threshold_scale_factor, q_scale)
-        if window_left is not None and (window_left if window_left >= 0 else -1) != \
-                plan.window_left:
+        if window_left is not None and _window(window_left) != plan.window_left:
             raise ValueError("window_left: %d differs from the planned %d (plan() sets it)"
                              % (window_left, plan.window_left))
         base = plan.variant
-        if q_len_per_req is not None and q_len_per_req != base.query_len:
+        if q_len_per_req is not None and _int(q_len_per_req, "q_len_per_req") != base.query_len:
             raise ValueError("q_len_per_req: %d differs from the planned %d"
                              % (q_len_per_req, base.query_len))
         device = plan.device
@@ -831,11 +1018,12 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
                         what="batch * q_len_per_req, num_qo_heads, head_dim")
         cache, cache_ts = paged_kv(paged_kv_cache, self._kv_layout, base.num_kv_heads, d,
                                    base.page_size, base.kv_type)
+        self._check_cache_pages(plan, cache.num_pages)
         ks, vs, nscales, per_head = _scales(self, k_scale, v_scale, base.num_kv_heads,
                                             base.kv_type, s, device)
         _set_scales(cache, ks, vs, nscales)
         sinks_ptr = self._sinks(sinks, hq)
-        want_lse = bool(return_lse or lse is not None)
+        want_lse = _flag(return_lse, "return_lse") or lse is not None
         out_t, lse_t = _out_and_lse(out, lse, want_lse, q_shape, base.q_type, hq, device,
                                     self._what)
         _t.same_device([q_t, out_t, lse_t] + list(cache_ts))
@@ -904,12 +1092,17 @@ class _PrefillBase(_Wrapper):
                                       "plan(mask_mod=...) (docs/semantics.md)")
         super().__init__(float_workspace_buffer, kv_layout, use_cuda_graph)
         self._fixed_batch = 0
-        self._max_num_tokens = max_num_tokens
+        # Query rows are int32 in the kernels.
+        self._max_num_tokens = None if max_num_tokens is None else \
+            _int(max_num_tokens, "max_num_tokens")
         if self._use_cuda_graph:
             if qo_indptr_buf is None:
                 raise ValueError("qo_indptr_buf: required with use_cuda_graph=True (it fixes the "
                                  "batch size)")
-            self._fixed_batch = len(qo_indptr_buf) - 1
+            self._fixed_batch = _length(qo_indptr_buf, "qo_indptr_buf") - 1
+            if self._fixed_batch < 1:
+                raise ValueError("qo_indptr_buf: expected batch size + 1 >= 2 entries, got %d"
+                                 % (self._fixed_batch + 1))
             if self._device < 0:
                 self._device = _array_device(qo_indptr_buf)
 
@@ -963,7 +1156,7 @@ class _PrefillBase(_Wrapper):
         a = _lib.init(_lib.attn_prefill_args)
         per_head, tensors = fill_args(a, s)
         sinks_ptr = self._sinks(sinks, hq)
-        want_lse = bool(return_lse or lse is not None)
+        want_lse = _flag(return_lse, "return_lse") or lse is not None
         out_t, lse_t = _out_and_lse(out, lse, want_lse, q_shape, base.q_type, hq, device,
                                     self._what)
         _t.same_device([q_t, out_t, lse_t] + list(tensors))
@@ -1149,8 +1342,9 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
                 if paged_kv_indices_buf is None:
                     raise ValueError("paged_kv_indices_buf (or max_pages_per_request): required "
                                      "with use_cuda_graph=True")
-                max_pages_per_request = len(paged_kv_indices_buf)
+                max_pages_per_request = _length(paged_kv_indices_buf, "paged_kv_indices_buf")
             self._fixed_stride = _int(max_pages_per_request, "max_pages_per_request")
+            _check_fixed_tables(self._fixed_batch, self._fixed_stride)
         self._tables = None
 
     def plan(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len,
@@ -1184,12 +1378,9 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
             self._tables = _PageTables(device, self._fixed_batch, self._fixed_stride,
                                        self._what + ".plan()")
         if block_tables is not None:
-            bt = _t.tensor(block_tables, "block_tables", dtype="int32", shape=(None, None))
-            lens = _runtime.host_ints(seq_lens, "seq_lens") if seq_lens is not None else \
-                self._lens_from_csr(paged_kv_indptr, paged_kv_last_page_len, page_size)
-            self._tables.lens.upload(lens, s, "seq_lens")
-            self._direct = bt
-            pt_ptr, stride = bt.ptr, bt.token_stride()
+            lens, pt_ptr, stride = _direct_tables(self, block_tables, _direct_lens(
+                seq_lens, paged_kv_indptr, paged_kv_last_page_len, page_size,
+                ("paged_kv_indptr", "paged_kv_last_page_len")), page_size, s)
         else:
             lens = self._tables.fill_csr(paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len,
                                          page_size, s, ("paged_kv_indptr", "paged_kv_indices",
@@ -1210,19 +1401,14 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         self._plan = _Plan(gen=self._gen, batch=len(lens), cu_q=cu_q, seq_lens=lens,
                            variant=variant, for_graph=self._use_cuda_graph,
                            num_q_tokens=cu_q[-1], stride=stride, page_tables_ptr=pt_ptr,
-                           seq_lens_ptr=self._tables.lens_ptr, device=device)
+                           seq_lens_ptr=self._tables.lens_ptr, device=device,
+                           max_page=self._tables.max_page, max_page_at=self._tables.max_page_at)
+        self._check_graph_pages()
         if knobs.alibi:
             self._alibi_ptr(hq, s)
         self._replan_all(s)
 
     begin_forward = plan
-
-    @staticmethod
-    def _lens_from_csr(indptr, last_page_len, page_size):
-        ip = _runtime.host_ints(indptr, "paged_kv_indptr")
-        lp = _runtime.host_ints(last_page_len, "paged_kv_last_page_len")
-        return [0 if ip[b + 1] == ip[b] else (ip[b + 1] - ip[b] - 1) * page_size + lp[b]
-                for b in range(len(lp))]
 
     def _plan_handle(self, handle, plan, stream):
         handle.plan_paged(plan.cu_q, plan.seq_lens, plan.for_graph, stream)
@@ -1243,14 +1429,14 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         _unsupported_run_args(args, kv_cache_sf, skip_softmax_threshold_scale_factor, q_scale)
         plan = self._need_plan()
         base = plan.variant
-        if window_left is not None and (window_left if window_left >= 0 else -1) != \
-                base.knobs.window_left:
+        if window_left is not None and _window(window_left) != base.knobs.window_left:
             raise ValueError("window_left: %d differs from the planned %d"
                              % (window_left, base.knobs.window_left))
 
         def fill(a, s):
             cache, ts = paged_kv(paged_kv_cache, self._kv_layout, base.num_kv_heads,
                                  base.head_dim, base.page_size, base.kv_type)
+            self._check_cache_pages(plan, cache.num_pages)
             ks, vs, n, per_head = _scales(self, k_scale, v_scale, base.num_kv_heads,
                                           base.kv_type, s, plan.device)
             _set_scales(cache, ks, vs, n)
@@ -1302,10 +1488,22 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
             if not paged_kv_last_page_len_buf_arr or not paged_kv_indices_buf_arr:
                 raise ValueError("paged_kv_last_page_len_buf_arr and paged_kv_indices_buf_arr: "
                                  "required with use_cuda_graph=True")
-            self._fixed_batch = len(paged_kv_last_page_len_buf_arr[-1])
-            self._fixed_strides = [max_pages_per_request or len(b)
-                                   for b in paged_kv_indices_buf_arr]
-            self._fixed_groups = [len(b) for b in paged_kv_last_page_len_buf_arr]
+            if _length(paged_kv_last_page_len_buf_arr, "paged_kv_last_page_len_buf_arr") != \
+                    num_levels or _length(paged_kv_indices_buf_arr,
+                                          "paged_kv_indices_buf_arr") != num_levels:
+                raise ValueError("paged_kv_last_page_len_buf_arr and paged_kv_indices_buf_arr: "
+                                 "expected %d levels (num_levels) each" % num_levels)
+            self._fixed_groups = [_length(b, "paged_kv_last_page_len_buf_arr[%d]" % l)
+                                  for l, b in enumerate(paged_kv_last_page_len_buf_arr)]
+            self._fixed_batch = self._fixed_groups[-1]
+            self._fixed_strides = [
+                _int(max_pages_per_request, "max_pages_per_request")
+                if max_pages_per_request is not None else
+                _int(_length(b, "paged_kv_indices_buf_arr[%d]" % l),
+                     "len(paged_kv_indices_buf_arr[%d])" % l)
+                for l, b in enumerate(paged_kv_indices_buf_arr)]
+            for groups, stride in zip(self._fixed_groups, self._fixed_strides):
+                _check_fixed_tables(groups, stride)
         self._tables = None
 
     def plan(self, qo_indptr_arr, paged_kv_indptr_arr, paged_kv_indices_arr,
@@ -1322,7 +1520,7 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
                           ("paged_kv_indptr_arr", paged_kv_indptr_arr),
                           ("paged_kv_indices_arr", paged_kv_indices_arr),
                           ("paged_kv_last_page_len", paged_kv_last_page_len)):
-            if len(arr) != n:
+            if _length(arr, name) != n:
                 raise ValueError("%s: expected %d levels (num_levels), got %d"
                                  % (name, n, len(arr)))
         hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim)
@@ -1389,9 +1587,12 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
                                 num_kv_heads=hkv, head_dim=d, page_size=page_size,
                                 layout=self._kv_layout, query_len=q_len)
         self._gen += 1
+        worst = max(self._tables, key=lambda t: t.max_page)
         self._plan = _Plan(gen=self._gen, batch=batch, seq_lens=suffix, variant=variant,
                            for_graph=self._use_cuda_graph, num_q_tokens=batch * q_len,
-                           levels=levels, num_levels=n - 1, device=device)
+                           levels=levels, num_levels=n - 1, device=device,
+                           max_page=worst.max_page, max_page_at=worst.max_page_at)
+        self._check_graph_pages()
         self._replan_all(s)
 
     begin_forward = plan
@@ -1420,10 +1621,11 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
         q_t = _t.tensor(q, "q", dtype=base.q_type, shape=q_shape, token_stride=True, stream=s)
         cache, cache_ts = paged_kv(paged_kv_cache, self._kv_layout, base.num_kv_heads, d,
                                    base.page_size, base.kv_type)
+        self._check_cache_pages(plan, cache.num_pages)
         ks, vs, n, per_head = _scales(self, k_scale, v_scale, base.num_kv_heads, base.kv_type, s,
                                       device)
         _set_scales(cache, ks, vs, n)
-        want_lse = return_lse or lse is not None
+        want_lse = _flag(return_lse, "return_lse") or lse is not None
         out_t, lse_t = _out_and_lse(out, lse, want_lse, q_shape, base.q_type, hq, device,
                                     self._what)
         _t.same_device([q_t, out_t, lse_t] + list(cache_ts))

@@ -264,6 +264,11 @@ class AttnMetadata:
     device: int = -1
     use_cascade: bool = False
     common_prefix_len: int = 0
+    # The largest page id of block_table when the step's tables passed
+    # through the host (build_step), and where: forward() checks it against
+    # the layer's cache. -1: not known (vLLM's device tables).
+    max_page: int = -1
+    max_page_at: Any = None
 
 
 def _split(query_lens, context_lens=None):
@@ -300,11 +305,18 @@ class AttnMetadataBuilder:
         self.vllm_config = vllm_config
         sched = getattr(vllm_config, "scheduler_config", None)
         model = getattr(vllm_config, "model_config", None)
-        self.block_size = int(block_size or getattr(kv_cache_spec, "block_size", 0) or 16)
-        self.max_num_seqs = int(max_num_seqs or getattr(sched, "max_num_seqs", 0) or 256)
-        self.max_num_batched_tokens = int(max_num_batched_tokens
-                                          or getattr(sched, "max_num_batched_tokens", 0) or 8192)
-        self.max_model_len = int(max_model_len or getattr(model, "max_model_len", 0) or 32768)
+
+        def size(value, name, config, default, maximum=_lib.INT32_MAX):
+            if value is None:
+                value = getattr(config, name, None) or default
+            return _lib.check_int(value, name, 1, maximum)
+
+        self.block_size = size(block_size, "block_size", kv_cache_spec, 16, MAX_BLOCK_SIZE)
+        self.max_num_seqs = size(max_num_seqs, "max_num_seqs", sched, 256)
+        # Tokens (a step's and a request's) are int32 in the kernels.
+        self.max_num_batched_tokens = size(max_num_batched_tokens, "max_num_batched_tokens",
+                                           sched, 8192)
+        self.max_model_len = size(max_model_len, "max_model_len", model, 32768)
         self.dtype = _t.dtype_name(dtype or getattr(model, "dtype", None) or "bfloat16", "dtype")
         self.device = self._device_index(device)
         if full_cuda_graphs is None:
@@ -326,7 +338,7 @@ class AttnMetadataBuilder:
         if device is None:
             return max(0, _runtime.current_device())
         if isinstance(device, int):
-            return device
+            return _lib.check_int(device, "device", 0, _lib.INT32_MAX)
         index = getattr(device, "index", None)
         if index is not None:
             return index
@@ -361,7 +373,7 @@ class AttnMetadataBuilder:
         ``num_actual_tokens``), and the plans of every registered layer
         variant."""
         cm = common_attn_metadata
-        num_reqs = int(cm.num_reqs)
+        num_reqs = _lib.check_int(cm.num_reqs, "num_reqs", 0, _lib.INT32_MAX)
         qsl = _runtime.host_ints(cm.query_start_loc_cpu[:num_reqs + 1], "query_start_loc_cpu")
         seq_cpu = getattr(cm, "_seq_lens_cpu", None)
         if seq_cpu is None:
@@ -373,7 +385,8 @@ class AttnMetadataBuilder:
         if for_graph is None:
             for_graph = self.full_cuda_graphs and num_prefills == 0
         md = AttnMetadata(
-            num_actual_tokens=int(cm.num_actual_tokens), num_reqs=num_reqs,
+            num_actual_tokens=_lib.check_int(cm.num_actual_tokens, "num_actual_tokens", 0,
+                                             _lib.INT32_MAX), num_reqs=num_reqs,
             num_prefills=num_prefills, num_decodes=num_reqs - num_prefills,
             num_prefill_tokens=qsl[num_prefills] if num_reqs else 0,
             num_decode_tokens=(qsl[-1] - qsl[num_prefills]) if num_reqs else 0,
@@ -381,9 +394,10 @@ class AttnMetadataBuilder:
             query_start_loc_cpu=qsl, seq_lens_cpu=seq_lens,
             query_start_loc=cm.query_start_loc, seq_lens=cm.seq_lens,
             block_table=cm.block_table_tensor, slot_mapping=cm.slot_mapping,
-            for_graph=bool(for_graph), causal=bool(getattr(cm, "causal", True)),
+            for_graph=_lib.check_flag(for_graph, "for_graph") == 1,
+            causal=_lib.check_flag(getattr(cm, "causal", True), "causal") == 1,
             step=next(_REGISTRY.steps), device=self.device,
-            common_prefix_len=int(common_prefix_len or 0))
+            common_prefix_len=_lib.check_int(common_prefix_len or 0, "common_prefix_len", 0))
         self._plan_registered(md, stream)
         return md
 
@@ -395,20 +409,39 @@ class AttnMetadataBuilder:
         attn's C metadata builder (prefills first, then decodes of one
         query length: errors name the request and rule). Device arrays live
         in the builder at fixed addresses (graph-friendly)."""
-        n = len(query_lens)
-        if len(context_lens) != n or len(block_tables) != n:
+        ql = _runtime.host_ints(query_lens, "query_lens", 0)
+        cl = _runtime.host_ints(context_lens, "context_lens", 0)
+        n = len(ql)
+        if not isinstance(block_tables, (list, tuple)):
+            raise TypeError("block_tables: expected a list of page-id lists, got %s"
+                            % type(block_tables).__name__)
+        if len(cl) != n or len(block_tables) != n:
             raise ValueError("query_lens, context_lens, block_tables: expected one entry per "
-                             "request each, got %d, %d and %d"
-                             % (n, len(context_lens), len(block_tables)))
+                             "request each, got %d, %d and %d" % (n, len(cl), len(block_tables)))
+        num_pages = _lib.check_int(num_pages, "num_pages", 0, _lib.INT32_MAX)
+        tables = [_runtime.host_ints(block_tables[i], "block_tables[%d]" % i, 0)
+                  for i in range(n)]
+        max_page, max_page_at = -1, None
+        for i, row in enumerate(tables):
+            if row and max(row) > max_page:
+                max_page = max(row)
+                max_page_at = "block_tables[%d][%d]" % (i, row.index(max_page))
+        if num_pages and max_page >= num_pages:
+            raise ValueError("%s = %d: past the end of the cache's %d pages (num_pages)"
+                             % (max_page_at, max_page, num_pages))
         if self._c_builder is None:
+            # The C builder holds its host and device arrays for these limits.
             max_pages = -(-self.max_model_len // self.block_size)
+            _lib.check_preallocation(
+                self.max_num_seqs * (4 * max_pages + 64) + 8 * self.max_num_batched_tokens,
+                "max_num_seqs (%d) x max_model_len (%d) / block_size (%d) page table and "
+                "max_num_batched_tokens (%d) slots"
+                % (self.max_num_seqs, self.max_model_len, self.block_size,
+                   self.max_num_batched_tokens))
             self._c_builder = MetadataBuilder(self.device, self.block_size, self.max_num_seqs,
                                               self.max_num_batched_tokens, max_pages, num_pages)
-        ql = [int(x) for x in query_lens]
-        cl = [int(x) for x in context_lens]
         num_prefills = _split(ql, cl)
-        reqs = [(i < num_prefills, ql[i], cl[i], [int(p) for p in block_tables[i]])
-                for i in range(n)]
+        reqs = [(i < num_prefills, ql[i], cl[i], tables[i]) for i in range(n)]
         s = _runtime.stream_handle(stream, self.device)
         c = self._c_builder.build(reqs, s)
         batch = c.batch
@@ -432,7 +465,8 @@ class AttnMetadataBuilder:
             block_table=dev_tensor("block_table", c.device_page_tables, "int32",
                                    (batch, max(1, c.page_table_stride))),
             slot_mapping=dev_tensor("slot_mapping", c.device_slot_mapping, "int64", (tokens,)),
-            for_graph=bool(for_graph), step=next(_REGISTRY.steps), device=dev)
+            for_graph=_lib.check_flag(for_graph, "for_graph") == 1,
+            step=next(_REGISTRY.steps), device=dev, max_page=max_page, max_page_at=max_page_at)
         self._plan_registered(md, stream)
         return md
 
@@ -481,17 +515,19 @@ class AttnImpl:
                  sliding_window=None, kv_cache_dtype="auto", logits_soft_cap=None,
                  attn_type=AttentionType.DECODER, kv_sharing_target_layer_name=None,
                  sinks=None, **kwargs):
-        self.num_heads = int(num_heads)
-        self.head_size = int(head_size)
-        self.scale = float(scale)
-        self.num_kv_heads = int(num_kv_heads or num_heads)
+        self.num_heads = _lib.check_int(num_heads, "num_heads", 1, _lib.INT32_MAX)
+        self.head_size = _lib.check_int(head_size, "head_size", 1, _lib.INT32_MAX)
+        self.scale = _lib.check_float(scale, "scale", above=0.0)
+        self.num_kv_heads = self.num_heads if num_kv_heads is None else \
+            _lib.check_int(num_kv_heads, "num_kv_heads", 1, _lib.INT32_MAX)
         if self.num_heads % self.num_kv_heads:
             raise ValueError("num_heads (%d) must be a multiple of num_kv_heads (%d)"
                              % (self.num_heads, self.num_kv_heads))
         if self.head_size % 8 or not 32 <= self.head_size <= 256:
             raise ValueError("head_size %d: attn runs head sizes %s"
                              % (self.head_size, "the multiples of 8 from 32 to 256"))
-        self.alibi_slopes = None if alibi_slopes is None else [float(x) for x in alibi_slopes]
+        self.alibi_slopes = None if alibi_slopes is None else [
+            _lib.check_float(x, "alibi_slopes[%d]" % i) for i, x in enumerate(alibi_slopes)]
         if self.alibi_slopes is not None and len(self.alibi_slopes) != self.num_heads:
             raise ValueError("alibi_slopes: expected %d slopes (num_heads), got %d"
                              % (self.num_heads, len(self.alibi_slopes)))
@@ -509,12 +545,14 @@ class AttnImpl:
             if attn_type != AttentionType.DECODER:
                 raise NotImplementedError("sliding_window on %s attention: attn's windows are "
                                           "causal (decoder) only" % attn_type)
-            if int(sliding_window) < 1:
-                raise ValueError("sliding_window: expected >= 1, got %r" % (sliding_window,))
-        self.window_left = -1 if sliding_window is None else int(sliding_window) - 1
+            # window_left = sliding_window - 1 is a C int.
+            sliding_window = _lib.check_int(sliding_window, "sliding_window", 1,
+                                            _lib.INT32_MAX + 1)
+        self.window_left = -1 if sliding_window is None else sliding_window - 1
         self.kv_cache_dtype = str(kv_cache_dtype or "auto")
         _kv_type(self.kv_cache_dtype, "bfloat16")  # validates
-        self.logits_soft_cap = float(logits_soft_cap or 0.0)
+        self.logits_soft_cap = 0.0 if logits_soft_cap is None else \
+            _lib.check_float(logits_soft_cap, "logits_soft_cap", minimum=0.0)
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
         self.sinks = sinks
         if sinks is not None:
@@ -621,8 +659,10 @@ class AttnImpl:
         if t is not None:
             try:
                 value = float(t)
-            except (TypeError, ValueError):
-                value = 1.0
+            except (TypeError, ValueError, RuntimeError):
+                raise TypeError("layer.%s: expected a float32 CUDA tensor or a number, got %s"
+                                % (attr, type(t).__name__)) from None
+            value = _lib.check_float(value, "layer." + attr, above=0.0)
         buf = self._ones.get((device, attr, value))
         if buf is None:
             torch = _runtime.require_torch("FP8 scales")
@@ -671,6 +711,9 @@ class AttnImpl:
         if kv_cache is None or kv_cache.numel() == 0:
             raise ValueError("kv_cache: empty (decoder attention reads the paged cache)")
         cache, layout, page_size, cache_t = _layer_cache(kv_cache, hkv, d, kv_type)
+        if md.max_page >= cache.num_pages:
+            raise ValueError("%s = %d: past the end of kv_cache, which has %d blocks"
+                             % (md.max_page_at, md.max_page, cache.num_pages))
         self._layout, self._page_size = layout, page_size
         if kv_type in _t.FP8_DTYPES:
             cache.k_scale = self._scale_ptr(layer, "_k_scale", device, s)
@@ -765,10 +808,11 @@ class AttnBackend:
         """``(2, num_blocks, block_size, num_kv_heads, head_size)``: one
         buffer per layer, K at index 0 (attn's NHD layout, vLLM's). Raises
         ValueError for a size attn does not run."""
-        for name, v in (("num_blocks", num_blocks), ("block_size", block_size),
-                        ("num_kv_heads", num_kv_heads), ("head_size", head_size)):
-            if isinstance(v, bool) or int(v) != v or int(v) < (0 if name == "num_blocks" else 1):
-                raise ValueError("%s: expected a positive int, got %r" % (name, v))
+        # Page ids are int32 in the page tables; the rest are C ints.
+        num_blocks = _lib.check_int(num_blocks, "num_blocks", 0, _lib.INT32_MAX)
+        block_size = _lib.check_int(block_size, "block_size", 1, _lib.INT32_MAX)
+        num_kv_heads = _lib.check_int(num_kv_heads, "num_kv_heads", 1, _lib.INT32_MAX)
+        head_size = _lib.check_int(head_size, "head_size", 1, _lib.INT32_MAX)
         if block_size > MAX_BLOCK_SIZE:
             raise ValueError("block_size %d: attn's pages hold 1 to %d tokens"
                              % (block_size, MAX_BLOCK_SIZE))
@@ -1048,11 +1092,16 @@ def _pairs(x, name):
     if torch is not None and isinstance(x, torch.Tensor):
         if x.dim() != 2 or x.shape[1] != 2:
             raise ValueError("%s: expected shape (num_pairs, 2), got %s" % (name, tuple(x.shape)))
-        return [tuple(int(v) for v in row) for row in x.tolist()]
-    rows = [tuple(int(v) for v in row) for row in x]
+        x = x.tolist()
+    try:
+        rows = [tuple(row) for row in x]
+    except TypeError:
+        raise TypeError("%s: expected (src, dst) block pairs, got %s"
+                        % (name, type(x).__name__)) from None
     for i, r in enumerate(rows):
         if len(r) != 2:
             raise ValueError("%s[%d]: expected a (src, dst) pair, got %r" % (name, i, r))
+        rows[i] = tuple(_lib.check_int(v, "%s[%d]" % (name, i), 0, _lib.INT64_MAX) for v in r)
     return rows
 
 

@@ -8,8 +8,11 @@ and the compile progress line.
 
     ATTN_LIBRARY=build/lib/libattn_c.so /usr/bin/python3 -m pytest -q python/tests/test_cpu.py
 """
+import copy
 import ctypes
+import gc
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -24,6 +27,9 @@ import attn.flashinfer as fi
 import attn.vllm_backend as vb
 from attn import _lib, _runtime
 from attn import _tensors as _t
+from attn._kernels import DecodeVariant, Handle
+
+import hostile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -609,6 +615,387 @@ def test_kernels_without_gpu_raise_attn_error():
     with pytest.raises((attn.AttnError, NotImplementedError)) as e:
         Decode(-1, DecodeVariant(), 16)
     assert str(e.value)
+
+
+# --- hostile and out-of-range arguments ---------------------------------------------
+
+
+def test_hostile_dlpack_producers_are_errors_not_crashes():
+    """Each producer crashed the interpreter while its structs were read in
+    place; read through the kernel they are errors naming the argument."""
+    path = os.pathsep.join([os.path.dirname(os.path.dirname(attn.__file__)), HERE])
+    out = subprocess.run([sys.executable, os.path.join(HERE, "hostile.py")],
+                         env=dict(os.environ, PYTHONPATH=path), capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, "exit %d after:\n%s%s" % (out.returncode, out.stdout, out.stderr)
+    lines = out.stdout.splitlines()
+    assert len(lines) == len(hostile.CRASHERS), out.stdout
+    for line in lines:
+        assert re.match(r"[^:]+: (TypeError|ValueError): q: ", line), line
+
+
+def _raises(error):
+    def fn():
+        raise error
+    return fn
+
+
+@pytest.mark.parametrize("kw, error, match", [
+    (dict(dlpack_result=5), TypeError, r"q: __dlpack__\(\) must return a 'dltensor' capsule, "
+                                       r"got int"),
+    (dict(dlpack_result=_raises(RuntimeError("busy"))), TypeError,
+     r"q: __dlpack__\(\) failed: RuntimeError: busy"),
+    (dict(capsule_name=b"used_dltensor"), TypeError, r"'used_dltensor' \(already consumed\)"),
+    (dict(capsule_name=b"dltensor_versioned"), TypeError, "versioned form"),
+    (dict(capsule_name=b"dltensorX"), TypeError, "a capsule named 'dltensorX'"),
+    (dict(capsule_name=None), TypeError, "an unnamed capsule"),
+    (dict(device="cuda:0"), TypeError, r"q: __dlpack_device__\(\) must return \(device_type, "
+                                       r"device_id\) ints, got 'cuda:0'"),
+    (dict(device=(2.0, 0)), TypeError, r"__dlpack_device__\(\) must return"),
+    (dict(device=(True, 0)), TypeError, r"__dlpack_device__\(\) must return"),
+    (dict(device=(2, 0, 0)), TypeError, r"__dlpack_device__\(\) must return"),
+    (dict(device=_raises(KeyError("x"))), TypeError, r"q: __dlpack_device__\(\) failed: KeyError"),
+    (dict(device=(1, 0)), ValueError, r"q: expected a CUDA array, got one on cpu"),
+    (dict(device_type=1, device=(2, 0)), ValueError, r"q: expected a CUDA array, got one on cpu"),
+    (dict(device_id=-1), ValueError, "q: DLPack device id -1"),
+    (dict(lanes=4), TypeError, r"q: vector dtypes \(DLPack lanes 4\)"),
+    (dict(code=2, bits=7), TypeError, r"q: unsupported DLPack dtype \(code 2, 7 bits\)"),
+    (dict(shape=(4,), ndim=-1), ValueError, r"q: DLPack ndim -1 \(attn takes 0 to 64\)"),
+    (dict(shape=(1,) * 65), ValueError, r"q: DLPack ndim 65"),
+    (dict(shape=None, ndim=2), ValueError, "q: DLPack shape is NULL for 2 dimensions"),
+    (dict(shape=(-1, 8)), ValueError, "q: size -1 of dimension 0 is out of range"),
+    (dict(shape=(4, 8), strides=(2 ** 62, 1)), ValueError, "q: the array's bytes .* fall outside"),
+    (dict(data=2 ** 64 - 16), ValueError, "q: the array's bytes"),
+    (dict(byte_offset=2 ** 64 - 1), ValueError, "q: data pointer .* is not an address"),
+])
+def test_hostile_dlpack_fields_are_errors_naming_the_argument(kw, error, match):
+    with pytest.raises(error, match=match):
+        _t.adapt(hostile.Producer(**kw), "q")
+
+
+@pytest.mark.skipif(not hostile.CAPSULE_LAYOUT_KNOWN, reason="unknown PyCapsule layout")
+def test_dlpack_capsules_stay_with_their_producer():
+    """attn never consumes a capsule: its destructor calls the producer's
+    deleter exactly once, whether the array was taken or refused."""
+    ok = hostile.Producer()
+    t = _t.adapt(ok, "q")
+    assert hostile.capsule_name(ok.capsules[0]) == "dltensor" and ok.deleted == 0
+    del t
+    ok.capsules.clear()
+    gc.collect()
+    assert ok.deleted == 1
+    bad = hostile.Producer(shape=(1,) * 70)
+    with pytest.raises(ValueError, match="ndim 70"):
+        _t.adapt(bad, "q")
+    bad.capsules.clear()
+    gc.collect()
+    assert bad.deleted == 1
+
+
+@pytest.mark.parametrize("obj, error, match", [
+    (hostile.CAI([1, 2]), TypeError, "q: __cuda_array_interface__ must be a dict, got list"),
+    (hostile.cai(typestr=5), TypeError, "q: __cuda_array_interface__ typestr must be a str"),
+    (hostile.cai(typestr="<f3"), TypeError, "q: unsupported __cuda_array_interface__ typestr"),
+    (hostile.cai(shape="abc"), TypeError, "q: __cuda_array_interface__ shape must be a tuple"),
+    (hostile.cai(shape=(True, 8)), TypeError, "shape must be a tuple of ints"),
+    (hostile.cai(shape=(4.0, 8)), TypeError, "shape must be a tuple of ints"),
+    (hostile.cai(shape=(-1, 8)), ValueError, "q: size -1 of dimension 0 is out of range"),
+    (hostile.cai(shape=(2 ** 63, 1)), ValueError, "q: size 9223372036854775808 of dimension 0"),
+    (hostile.cai(shape=(2 ** 40, 2 ** 40)), ValueError, "more than int64 counts"),
+    (hostile.cai(shape=(1,) * 65), ValueError, "shape has 65 entries, more than 64"),
+    (hostile.cai(strides=(16,)), ValueError, "q: __cuda_array_interface__ has 1 strides for 2"),
+    (hostile.cai(strides=(16.0, 2)), TypeError, "strides must be a tuple of ints"),
+    (hostile.cai(strides=(2 ** 64, 2)), ValueError, "q: stride 9223372036854775808 of dimension"),
+    (hostile.cai(strides=(-16, 2), data=(0x10, False)), ValueError, "q: the array's bytes"),
+    (hostile.cai(data="0x7f00"), TypeError, r"q: __cuda_array_interface__ data must be a "
+                                            r"\(pointer, read_only\) tuple"),
+    (hostile.cai(data=(1.5, False)), TypeError, "data must be a"),
+    (hostile.cai(data=(True, False)), TypeError, "data must be a"),
+    (hostile.cai(data=(2 ** 64, False)), ValueError, "q: data pointer 18446744073709551616"),
+    (hostile.cai(data=(-5, False)), ValueError, "q: data pointer -5 is not an address"),
+    (hostile.cai(data=(2 ** 64 - 8, False)), ValueError, "q: the array's bytes"),
+])
+def test_garbage_cuda_array_interfaces_are_errors_naming_the_argument(obj, error, match):
+    with pytest.raises(error, match=match):
+        _t.adapt(obj, "q")
+
+
+@pytest.mark.parametrize("kind", ["decode", "prefill"])
+@pytest.mark.parametrize("kw, error, match", [
+    (dict(score_mod=5), TypeError, "score_mod: expected a str, got int 5"),
+    (dict(score_mod=True), TypeError, "score_mod: expected a str, got bool True"),
+    (dict(mask_mod=False), TypeError, "mask_mod: expected a str, got bool False"),
+    (dict(score_mod=SOFTCAP_REGION + "\0}"), ValueError, "score_mod: embedded NUL character"),
+    (dict(head_dim=2 ** 32 + 64), ValueError,
+     "head_dim: expected an int from 1 to 2147483647, got 4294967360"),
+    (dict(num_q_heads=2 ** 32 + 32), ValueError, "num_q_heads: expected an int from 1 to"),
+    (dict(num_kv_heads=2 ** 33 + 8), ValueError, "num_kv_heads: expected an int from 1 to"),
+    (dict(page_size=2 ** 32 + 16), ValueError, "page_size: expected an int from 1 to"),
+    (dict(window_left=2 ** 31), ValueError, "window_left: expected an int <= 2147483647"),
+    (dict(head_dim=True), TypeError, "head_dim: expected an int, got bool True"),
+    (dict(head_dim=128.0), TypeError, "head_dim: expected an int, got float 128.0"),
+    (dict(head_dim="128"), TypeError, "head_dim: expected an int, got str '128'"),
+    (dict(softcap=float("nan")), ValueError, "softcap: expected a finite float32 number"),
+    (dict(softcap=float("inf")), ValueError, "softcap: expected a finite"),
+    (dict(softcap=-1.0), ValueError, "softcap: expected >= 0"),
+    (dict(scale=1e39), ValueError, "scale: expected a finite float32 number"),
+    (dict(scale="0.1"), TypeError, "scale: expected a number, got str"),
+    (dict(causal="no"), TypeError, "causal: expected a bool, got str 'no'"),
+    (dict(sinks=2), ValueError, "sinks: expected a bool, got int 2"),
+    (dict(layout=1.0), TypeError, "layout: expected 'NHD' or 'HND'"),
+])
+def test_variant_arguments_are_exact_or_errors(kind, kw, error, match):
+    with pytest.raises(error, match=match):
+        attn.kernel_key(kind, **kw)
+
+
+@needs_lib
+def test_variant_values_reach_c_exactly():
+    v = attn._decode_variant(32, 8, 128, 16, "bfloat16", None, "NHD", 1, True, 2 ** 31 - 1,
+                             None, None, False, False, False, None, None, False, "decoder")
+    c = v.to_c()
+    assert (c.knobs.window_left, c.head_dim, c.num_q_heads) == (2 ** 31 - 1, 128, 32)
+    # Any negative window is no window.
+    assert attn.kernel_key("decode", window_left=-2 ** 40) == attn.kernel_key("decode")
+    with pytest.raises(ValueError, match="query_len: expected an int from 1 to"):
+        attn.kernel_key("decode", query_len=2 ** 32 + 1)
+
+
+@needs_lib
+def test_compile_takes_no_mistyped_region_or_arch():
+    """Both compiled before: score_mod=5 without its region, the arch up to
+    its NUL."""
+    with pytest.raises(TypeError, match="score_mod: expected a str, got int 5"):
+        attn.compile_decode("sm_80", score_mod=5)
+    with pytest.raises(ValueError, match="arch: embedded NUL character at index 6"):
+        attn.compile_decode("sm_90a\0junk")
+    with pytest.raises(TypeError, match="arch: expected a str, got int 5"):
+        attn.compile_decode(5)
+
+
+@needs_lib
+def test_c_call_arguments_are_range_checked():
+    with pytest.raises(ValueError, match=r"attn_kv_cache_shape: argument 2: expected an int from "
+                                         r"-2147483648 to 2147483647, got 4294967312"):
+        _lib.call("attn_kv_cache_shape", 10, 2 ** 32 + 16, 8, 128, 0, (ctypes.c_int64 * 5)())
+    with pytest.raises(ValueError, match="page_size: expected an int from 1 to 2147483647"):
+        attn.kv_cache_shape(10, 2 ** 32 + 16, 8, 128)
+    with pytest.raises(TypeError, match="num_pages: expected an int, got float"):
+        attn.kv_cache_shape(10.0, 16, 8, 128)
+    with pytest.raises(ValueError, match=r"seq_lens\[1\]: expected an int from -2147483648 to "
+                                         r"2147483647, got 2147483648"):
+        _lib.int32_array([1, 2 ** 31], "seq_lens")
+    with pytest.raises(ValueError, match="stream: expected an int from 0 to"):
+        _runtime.stream_handle(2 ** 64)
+
+
+def test_every_struct_field_takes_only_what_its_c_type_holds():
+    checked = 0
+    for struct in _lib.STRUCTS:
+        obj = struct()
+        for name, _ in struct._fields_:
+            rule = struct._rules_.get(name)
+            if rule is None:
+                continue
+            lo, hi, kind = rule
+            checked += 1
+            if kind in (_lib._INT, _lib._POINTER):
+                setattr(obj, name, hi)
+                assert getattr(obj, name) == hi, (struct.__name__, name)
+                for bad in (hi + 1, lo - 1):
+                    with pytest.raises(ValueError, match="^%s: expected an int from" % name):
+                        setattr(obj, name, bad)
+                for bad in (True, 1.0, "1"):
+                    with pytest.raises(TypeError, match="^%s: expected an int" % name):
+                        setattr(obj, name, bad)
+            elif kind == _lib._FLAG:
+                setattr(obj, name, True)
+                assert getattr(obj, name) == 1
+                with pytest.raises(ValueError, match="^%s: expected a bool" % name):
+                    setattr(obj, name, 2)
+                with pytest.raises(TypeError, match="^%s: expected a bool" % name):
+                    setattr(obj, name, "yes")
+            elif kind == _lib._FLOAT:
+                setattr(obj, name, 0.5)
+                assert getattr(obj, name) == 0.5
+                for bad in (float("nan"), float("-inf"), 1e39):
+                    with pytest.raises(ValueError, match="^%s: expected a finite" % name):
+                        setattr(obj, name, bad)
+                with pytest.raises(TypeError, match="^%s: expected a number" % name):
+                    setattr(obj, name, True)
+            else:
+                setattr(obj, name, "abc")
+                assert getattr(obj, name) == b"abc"
+                with pytest.raises(ValueError, match="^%s: embedded NUL" % name):
+                    setattr(obj, name, "ab\0c")
+                with pytest.raises(TypeError, match="^%s: expected a str" % name):
+                    setattr(obj, name, 5)
+    assert checked > 100
+
+
+@pytest.mark.parametrize("args, kw, error, match", [
+    ((32, 8, 2 ** 32 + 128, 16), {}, ValueError,
+     "head_dim: expected an int from 1 to 2147483647, got 4294967424"),
+    ((2 ** 32 + 32, 8, 128, 16), {}, ValueError, "num_qo_heads: expected an int from 1"),
+    ((32, 8, 128, 2 ** 32 + 16), {}, ValueError, "page_size: expected an int from 1"),
+    ((32, 8, True, 16), {}, TypeError, "head_dim: expected an int, got bool True"),
+    ((32, 8, 128, 16), dict(window_left=2 ** 31), ValueError, "window_left: expected an int <="),
+    ((32, 8, 128, 16), dict(window_left=4.5), TypeError, "window_left: expected an int"),
+    ((32, 8, 128, 16), dict(q_len_per_req=2 ** 32 + 1), ValueError, "q_len_per_req"),
+    ((32, 8, 128, 16), dict(logits_soft_cap=float("nan")), ValueError, "logits_soft_cap"),
+    ((32, 8, 128, 16), dict(sm_scale=float("inf")), ValueError, "sm_scale: expected a finite"),
+    ((32, 8, 128, 16), dict(sm_scale="0.1"), TypeError, "sm_scale: expected a number"),
+    ((32, 8, 128, 16), dict(score_mod=5), TypeError, "score_mod: expected a str"),
+    ((32, 8, 128, 16), dict(mask_mod="{\0}"), ValueError, "mask_mod: embedded NUL"),
+    ((32, 8, 128, 16), dict(pos_encoding_mode=0), TypeError, "pos_encoding_mode"),
+    ((32, 8, 128, 16), dict(window_right=True), TypeError, "window_right: expected an int"),
+])
+def test_decode_plan_arguments_are_exact_or_errors(args, kw, error, match):
+    w = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD")
+    with pytest.raises(error, match=match):
+        w.plan([0, 1], [0], [1], *args, **kw)
+
+
+def test_prefill_plan_arguments_are_exact_or_errors():
+    w = fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD")
+    with pytest.raises(ValueError, match="head_dim: expected an int from 1"):
+        w.plan([0, 4], [0, 4], 8, 8, 2 ** 32 + 64)
+    with pytest.raises(ValueError, match="window_left: expected an int <="):
+        w.plan([0, 4], [0, 4], 8, 8, 64, causal=True, window_left=2 ** 31)
+    with pytest.raises(TypeError, match="causal: expected a bool"):
+        w.plan([0, 4], [0, 4], 8, 8, 64, causal="yes")
+    with pytest.raises(ValueError, match=r"qo_indptr\[1\]: expected an int from"):
+        w.plan([0, 2 ** 32 + 4], [0, 4], 8, 8, 64)
+    with pytest.raises(TypeError, match=r"kv_indptr\[1\]: expected an int, got float"):
+        w.plan([0, 4], [0, 4.0], 8, 8, 64)
+
+
+def test_sizes_that_allocate_up_front_are_bounded():
+    def graph_decode(**kw):
+        return fi.BatchDecodeWithPagedKVCacheWrapper(
+            None, "NHD", use_cuda_graph=True, paged_kv_indptr_buffer=[0, 0],
+            paged_kv_last_page_len_buffer=[1], **kw)
+
+    with pytest.raises(ValueError, match="max_pages_per_request: expected an int from 1 to"):
+        graph_decode(max_pages_per_request=2 ** 33)
+    with pytest.raises(ValueError, match=r"max_pages_per_request \(2147483647\) x batch size "
+                                         r"\(1\): asks attn to allocate 8.0 GiB ahead of use"):
+        graph_decode(max_pages_per_request=2 ** 31 - 1)
+    with pytest.raises(ValueError, match="max_num_tokens: expected an int from 1 to"):
+        fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD", max_num_tokens=2 ** 33)
+    with pytest.raises(TypeError, match="paged_kv_indices_buffer: expected an array, got int"):
+        fi.BatchDecodeWithPagedKVCacheWrapper(
+            None, "NHD", use_cuda_graph=True, paged_kv_indptr_buffer=[0, 0],
+            paged_kv_last_page_len_buffer=[1], paged_kv_indices_buffer=5)
+    with pytest.raises(ValueError, match="max_num_seqs: expected an int from 1 to"):
+        vb.AttnMetadataBuilder(max_num_seqs=2 ** 33, device=0)
+    builder = vb.AttnMetadataBuilder(block_size=1, max_num_seqs=4, max_num_batched_tokens=64,
+                                     max_model_len=2 ** 31 - 1, dtype="bfloat16", device=0)
+    with pytest.raises(ValueError, match=r"max_num_seqs \(4\) x max_model_len \(2147483647\)"):
+        builder.build_step([1], [0], [[0]])
+    with pytest.raises(ValueError, match=r"n_heads: expected an int from 1 to 1024"):
+        fi.get_alibi_slopes(2 ** 31 - 1)
+
+
+def test_max_heads_matches_the_kernel_limit():
+    text = open(os.path.join(REPO, "spec", "KernelLimits.h")).read()
+    m = re.search(r"kMaxHeads\s*=\s*(\d+)", text)
+    assert m and int(m.group(1)) == fi.MAX_HEADS
+
+
+def test_vllm_arguments_are_exact_or_errors():
+    with pytest.raises(ValueError, match="num_heads: expected an int from 1 to"):
+        vb.AttnImpl(2 ** 32 + 8, 128, 0.1, 8)
+    with pytest.raises(ValueError, match="scale: expected a finite"):
+        vb.AttnImpl(8, 128, float("nan"), 8)
+    with pytest.raises(ValueError, match="sliding_window: expected an int from 1 to 2147483648"):
+        vb.AttnImpl(8, 128, 0.1, 8, sliding_window=2 ** 32 + 5)
+    with pytest.raises(TypeError, match=r"alibi_slopes\[1\]: expected a number"):
+        vb.AttnImpl(2, 128, 0.1, 2, alibi_slopes=[0.5, "x"])
+    impl = vb.AttnImpl(8, 128, 0.1, 8, sliding_window=2 ** 31)
+    assert impl._variant("bfloat16", 16, "NHD").to_c().knobs.window_left == 2 ** 31 - 1
+    with pytest.raises(ValueError, match="num_blocks: expected an int from 0 to 2147483647"):
+        vb.AttnBackend.get_kv_cache_shape(2 ** 40, 16, 8, 128)
+    with pytest.raises(TypeError, match="block_size: expected an int, got float"):
+        vb.AttnBackend.get_kv_cache_shape(10, 16.0, 8, 128)
+    with pytest.raises(ValueError, match=r"src_to_dists\[0\]: expected an int from 0"):
+        vb._pairs([(-1, 2)], "src_to_dists")
+    builder = vb.AttnMetadataBuilder(block_size=16, max_num_seqs=4, max_num_batched_tokens=64,
+                                     max_model_len=256, dtype="bfloat16", device=0)
+    with pytest.raises(ValueError, match=r"block_tables\[1\]\[0\]: expected an int from 0"):
+        builder.build_step([1, 1], [3, 3], [[0], [-2]])
+    with pytest.raises(ValueError, match=r"block_tables\[1\]\[1\] = 99: past the end of the "
+                                         r"cache's 10 pages"):
+        builder.build_step([1, 1], [3, 20], [[0], [1, 99]], num_pages=10)
+
+
+def test_page_tables_are_checked_at_plan():
+    w = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD")
+    with pytest.raises(ValueError, match=r"indices\[1\] = -3: a page id must be >= 0"):
+        w.plan([0, 2, 3], [0, -3, 2], [16, 5], 32, 8, 128, 16)
+    with pytest.raises(ValueError, match=r"indices\[2\]: expected an int from -2147483648 to "
+                                         r"2147483647, got 4294967296"):
+        w.plan([0, 2, 3], [0, 1, 2 ** 32], [16, 5], 32, 8, 128, 16)
+    with pytest.raises(ValueError, match=r"indptr\[0\] = -1: expected >= 0"):
+        w.plan([-1, 2, 3], [0, 1, 2], [16, 5], 32, 8, 128, 16)
+    with pytest.raises(ValueError, match=r"last_page_len\[0\] = 0: expected 1 to page_size"):
+        w.plan([0, 2, 3], [0, 1, 2], [0, 5], 32, 8, 128, 16)
+    with pytest.raises(ValueError, match=r"indptr: request 0 holds 4294967312 tokens "
+                                         r"\(268435457 pages of 16\)"):
+        w.plan([0, 2 ** 28 + 1], [0], [16], 32, 8, 128, 2 ** 4)
+    p = fi.BatchPrefillWithPagedKVCacheWrapper(None, "NHD")
+    with pytest.raises(ValueError, match=r"paged_kv_indices\[0\] = -1: a page id must be >= 0"):
+        p.plan([0, 1], [0, 1], [-1], [1], 8, 8, 64, 16)
+
+
+def test_page_ids_past_the_cache_are_refused_before_any_launch():
+    """run() compares the largest page id plan() recorded with the pages
+    of the cache it is given, before anything launches."""
+    w = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD")
+    v = DecodeVariant(q_type="float16", kv_type="float16", num_q_heads=32, num_kv_heads=8,
+                      head_dim=128, page_size=16)
+    w._plan = fi._Plan(gen=1, batch=1, seq_lens=[64], variant=v, for_graph=False,
+                       num_q_tokens=1, stride=4, page_tables_ptr=0x1000, seq_lens_ptr=0x2000,
+                       window_left=-1, device=0, max_page=9, max_page_at="indices[3]")
+    launched = []
+    w._run_handle = lambda *args: launched.append(args)
+    with pytest.raises(ValueError, match=r"indices\[3\] = 9: past the end of paged_kv_cache, "
+                                         r"which has 4 pages \(ids 0 to 3\)"):
+        w.run(FakeCAI("<f2", (1, 32, 128)), FakeCAI("<f2", (4, 2, 16, 8, 128)))
+    assert not launched
+
+
+def test_handles_destroy_once_and_refuse_use_after_close(monkeypatch):
+    destroyed = []
+
+    class Lib:
+        def attn_fake_destroy(self, ptr):
+            destroyed.append(ptr)
+
+    class Fake(Handle):
+        _destroy = "attn_fake_destroy"
+
+    monkeypatch.setattr(_lib, "_lib", Lib())
+    h = Fake(-1)
+    h._ptr = 0x1234
+    assert h.ptr == 0x1234 and not h.closed
+    with pytest.raises(TypeError, match="a Fake handle owns a C object and cannot be copied"):
+        copy.copy(h)
+    with pytest.raises(TypeError, match="cannot be copied"):
+        copy.deepcopy([h])
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(h)
+    h.close()
+    h.close()
+    assert destroyed == [0x1234] and h.closed
+    with pytest.raises(RuntimeError, match=r"this Fake handle is closed \(used after close"):
+        h.ptr
+    del h
+    gc.collect()
+    assert destroyed == [0x1234]
+    never = Fake(-1)
+    with pytest.raises(RuntimeError, match="holds no C object"):
+        never.ptr
 
 
 # --- the progress line -------------------------------------------------------------
