@@ -181,6 +181,9 @@ def check_float(value, name, minimum=None, above=None, f32=True):
     if not math.isfinite(value) or (f32 and abs(value) > _FLT_MAX):
         raise ValueError("%s: expected a finite%s number, got %r"
                          % (name, " float32" if f32 else "", value))
+    if f32 and value and not ctypes.c_float(value).value:
+        # It would arrive as 0, which means "off" or "default" for attn's knobs.
+        raise ValueError("%s: %r is 0 in float32" % (name, value))
     if minimum is not None and value < minimum:
         raise ValueError("%s: expected >= %g, got %r" % (name, minimum, value))
     if above is not None and not value > above:

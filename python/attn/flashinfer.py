@@ -454,6 +454,9 @@ class _PageTables:
         self.fixed_stride = fixed_stride
         self.stride = max(1, fixed_stride)
         self.max_page, self.max_page_at = -1, None
+        # Pages of the cache a captured graph reads (use_cuda_graph, after a
+        # run()): ids are checked against it before the tables change.
+        self.page_limit = None
 
     def fill_csr(self, indptr, indices, last_page_len, page_size, stream,
                  names=("indptr", "indices", "last_page_len")):
@@ -478,7 +481,7 @@ class _PageTables:
                 raise ValueError("%s: has %d entries, but %s[-1] is %d"
                                  % (names[1], len(ids), names[0], ip[-1]))
             low, high = _host_page_range(ids[used], ip[0])
-            _check_page_range(low, high, names[1])
+            self._check_page_range(low, high, names[1])
         torch = _runtime.require_torch("plan()")
         dev = self.device
         tdev = _runtime._torch_device(dev)
@@ -497,7 +500,7 @@ class _PageTables:
                                  % (names[1], indices.numel(), names[0], ip[-1]))
             # Before the int32 copy, which would wrap a larger id.
             low, high = _page_range(indices[used], ip[0], torch)
-            _check_page_range(low, high, names[1])
+            self._check_page_range(low, high, names[1])
             idx = indices.to(device=tdev, dtype=torch.int32)
         self.pages.ensure(batch * stride, names[1])
         self.lens.upload(seq_lens, stream, names[2])
@@ -545,7 +548,18 @@ class _PageTables:
         row = lambda flat: "%s[%d, %d]" % (names[0], flat // width, flat % width)  # noqa: E731
         if low[0] < 0:
             raise ValueError("%s = %d: a page id must be >= 0" % (row(low[1]), low[0]))
+        self._check_limit(high[0], row(high[1]))
         self.max_page, self.max_page_at = high[0], row(high[1])
+
+    def _check_page_range(self, low, high, name):
+        _check_page_range(low, high, name)
+        if high is not None:
+            self._check_limit(high[0], "%s[%d]" % (name, high[1]))
+
+    def _check_limit(self, page, where):
+        if self.page_limit is not None and page >= self.page_limit:
+            raise ValueError("%s = %d: past the end of the paged cache this CUDA-graph wrapper's "
+                             "run() reads (%d pages)" % (where, page, self.page_limit))
 
     @property
     def pages_ptr(self):
@@ -689,15 +703,15 @@ class _Wrapper:
                                          num_pages - 1))
         self._cache_pages = num_pages
 
-    def _check_graph_pages(self):
-        """plan() under use_cuda_graph: a captured run() replays with the new
-        tables and no Python in between, so they are checked against the
-        cache the last run() read (a graph reads that cache)."""
-        if self._use_cuda_graph and self._cache_pages is not None and \
-                self._plan.max_page >= self._cache_pages:
-            raise ValueError("%s = %d: past the end of the paged cache this CUDA-graph wrapper's "
-                             "run() reads (%d pages)" % (self._plan.max_page_at,
-                                                         self._plan.max_page, self._cache_pages))
+    def _start_tables(self, tables):
+        """plan() is about to rewrite the page tables: the old plan goes (a
+        plan() that fails leaves the wrapper unplanned, never an old plan
+        over new tables). Under use_cuda_graph a captured run() replays the
+        new tables with no Python in between, so their ids are checked
+        against the cache the last run() read before they change."""
+        self._plan = None
+        for t in tables:
+            t.page_limit = self._cache_pages if self._use_cuda_graph else None
 
     @property
     def is_cuda_graph_enabled(self):
@@ -944,6 +958,7 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         if self._tables is None:
             self._tables = _PageTables(device, self._fixed_batch, self._fixed_stride,
                                        self._what + ".plan()")
+        self._start_tables([self._tables])
         if block_tables is not None:
             lens, pt_ptr, stride = self._direct_tables(block_tables, seq_lens, indptr,
                                                        last_page_len, page_size, s)
@@ -961,7 +976,6 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
                            seq_lens_ptr=self._tables.lens_ptr, window_left=knobs.window_left,
                            device=device, max_page=self._tables.max_page,
                            max_page_at=self._tables.max_page_at)
-        self._check_graph_pages()
         if knobs.alibi:
             self._alibi_ptr(hq, s)
         self._replan_all(s)
@@ -1377,6 +1391,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         if self._tables is None:
             self._tables = _PageTables(device, self._fixed_batch, self._fixed_stride,
                                        self._what + ".plan()")
+        self._start_tables([self._tables])
         if block_tables is not None:
             lens, pt_ptr, stride = _direct_tables(self, block_tables, _direct_lens(
                 seq_lens, paged_kv_indptr, paged_kv_last_page_len, page_size,
@@ -1403,7 +1418,6 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
                            num_q_tokens=cu_q[-1], stride=stride, page_tables_ptr=pt_ptr,
                            seq_lens_ptr=self._tables.lens_ptr, device=device,
                            max_page=self._tables.max_page, max_page_at=self._tables.max_page_at)
-        self._check_graph_pages()
         if knobs.alibi:
             self._alibi_ptr(hq, s)
         self._replan_all(s)
@@ -1548,6 +1562,7 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
             self._tables = [_PageTables(device, self._fixed_groups[l] if self._use_cuda_graph
                                         else 0, self._fixed_strides[l], self._what + ".plan()")
                             for l in range(n)]
+        self._start_tables(self._tables)
         levels = []
         for l in range(n):
             names = ("paged_kv_indptr_arr[%d]" % l, "paged_kv_indices_arr[%d]" % l,
@@ -1592,7 +1607,6 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
                            for_graph=self._use_cuda_graph, num_q_tokens=batch * q_len,
                            levels=levels, num_levels=n - 1, device=device,
                            max_page=worst.max_page, max_page_at=worst.max_page_at)
-        self._check_graph_pages()
         self._replan_all(s)
 
     begin_forward = plan

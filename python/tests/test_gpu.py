@@ -984,3 +984,149 @@ def test_vllm_copy_and_swap_blocks():
     vb.AttnBackend.swap_blocks(host, back, torch.tensor([[0, 10], [1, 11]]))
     torch.cuda.synchronize()
     assert torch.equal(back[:, 10], layers[0][:, 3]) and torch.equal(back[:, 11], layers[0][:, 4])
+
+
+# --- page ids past the cache, handles after close -------------------------------------------
+
+
+def _bad_ids(pc, value, at=-1):
+    ids = pc.indices.clone()
+    ids[at] = value
+    return ids
+
+
+def test_decode_page_ids_past_the_cache_are_refused_before_any_launch():
+    """A page id past the cache (or below 0) would be read out of bounds,
+    an illegal address that loses the process's CUDA context: plan() checks
+    the ids, run() checks them against the cache it is given."""
+    hq, hkv, d, page = 8, 2, 128, 16
+    pc = Paged([17, 40], page, hkv, d, BF16, seed=201, extra=0)
+    pages = pc.cache.shape[0]
+    q = randn((2, hq, d), BF16, 202)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(pc.indptr, _bad_ids(pc, pages), pc.last, hq, hkv, d, page, q_data_type=BF16)
+    with pytest.raises(ValueError, match=r"indices\[%d\] = %d: past the end of paged_kv_cache, "
+                                         r"which has %d pages" % (pc.indices.numel() - 1, pages,
+                                                                   pages)):
+        w.run(q, pc.cache)
+    with pytest.raises(ValueError, match=r"indices\[0\] = -1: a page id must be >= 0"):
+        w.plan(pc.indptr, _bad_ids(pc, -1, 0), pc.last, hq, hkv, d, page, q_data_type=BF16)
+    wide = pc.indices.to(torch.int64)
+    wide[1] = 2 ** 32  # the int32 copy would wrap it to 0
+    with pytest.raises(ValueError, match=r"indices\[1\] = 4294967296: a page id must fit int32"):
+        w.plan(pc.indptr, wide, pc.last, hq, hkv, d, page, q_data_type=BF16)
+    # The process's CUDA context is intact: a good plan runs.
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, q_data_type=BF16)
+    out = w.run(q, pc.cache)
+    torch.cuda.synchronize()
+    for b in range(2):
+        k, v = pc.kv(b)
+        assert_close(out[b:b + 1], reference(q[b:b + 1], k, v)[0], BF16, "after refusals")
+
+
+def test_block_tables_are_checked_at_plan():
+    hq, hkv, d, page = 8, 2, 128, 16
+    pc = Paged([17, 40], page, hkv, d, BF16, seed=203, extra=0)
+    pages = pc.cache.shape[0]
+    rows = [pc.pages[0] + [0, 0], pc.pages[1] + [0]]
+    bt = torch.tensor(rows, dtype=torch.int32, device=DEV)
+    lens = torch.tensor([17, 40], dtype=torch.int32)
+    q = randn((2, hq, d), BF16, 204)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(None, None, None, hq, hkv, d, page, q_data_type=BF16, block_tables=bt, seq_lens=lens)
+    out = w.run(q, pc.cache)
+    k, v = pc.kv(1)
+    assert_close(out[1:2], reference(q[1:2], k, v)[0], BF16, "block_tables")
+    bad = bt.clone()
+    bad[1, 2] = pages + 5  # read: request 1 has 3 pages
+    w.plan(None, None, None, hq, hkv, d, page, q_data_type=BF16, block_tables=bad, seq_lens=lens)
+    with pytest.raises(ValueError, match=r"block_tables\[1, 2\] = %d: past the end" % (pages + 5)):
+        w.run(q, pc.cache)
+    unread = bt.clone()
+    unread[0, 3] = -7  # past request 0's 2 pages: never read
+    w.plan(None, None, None, hq, hkv, d, page, q_data_type=BF16, block_tables=unread,
+           seq_lens=lens)
+    w.run(q, pc.cache)
+    unread[0, 1] = -7
+    with pytest.raises(ValueError, match=r"block_tables\[0, 1\] = -7: a page id must be >= 0"):
+        w.plan(None, None, None, hq, hkv, d, page, q_data_type=BF16, block_tables=unread,
+               seq_lens=lens)
+    with pytest.raises(ValueError, match=r"seq_lens\[1\] = 65: needs 5 pages of 16 tokens, but "
+                                         r"block_tables has 4 columns"):
+        w.plan(None, None, None, hq, hkv, d, page, q_data_type=BF16, block_tables=bt,
+               seq_lens=torch.tensor([17, 65], dtype=torch.int32))
+    torch.cuda.synchronize()
+
+
+def test_paged_prefill_and_cascade_page_ids_past_the_cache_are_refused():
+    hq, hkv, d, page = 8, 2, 128, 16
+    pc = Paged([27, 61], page, hkv, d, BF16, seed=205, extra=0)
+    pages = pc.cache.shape[0]
+    qo = torch.tensor([0, 7, 23], dtype=torch.int32, device=DEV)
+    q = randn((23, hq, d), BF16, 206)
+    w = attn.BatchPrefillWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(qo, pc.indptr, _bad_ids(pc, pages + 1, 2), pc.last, hq, hkv, d, page, causal=True,
+           q_data_type=BF16)
+    with pytest.raises(ValueError, match=r"paged_kv_indices\[2\] = %d: past the end of "
+                                         r"paged_kv_cache" % (pages + 1)):
+        w.run(q, pc.cache)
+    case = _cascade_case(3, 2, [1, 9, 30], page, 207)
+    total = case.cache.shape[0]
+    arrays = [list(a) for a in case.arrays]
+    arrays[2][1] = arrays[2][1].clone()
+    arrays[2][1][0] = total
+    c = attn.MultiLevelCascadeAttentionWrapper(2, workspace(), "NHD")
+    c.plan(*arrays, hq, hkv, d, page, q_data_type=BF16)
+    with pytest.raises(ValueError, match=r"paged_kv_indices_arr\[1\]\[0\] = %d: past the end"
+                                         % total):
+        c.run(randn((3, hq, d), BF16, 208), case.cache)
+    torch.cuda.synchronize()
+
+
+def test_graph_mode_plan_checks_the_captured_cache():
+    """A captured run() replays a later plan with no Python in between:
+    under use_cuda_graph, plan() checks the new ids against the cache the
+    last run() read."""
+    hq, hkv, d, page, batch = 8, 2, 128, 16, 2
+    i32 = dict(dtype=torch.int32, device=DEV)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(
+        workspace(), "NHD", use_cuda_graph=True,
+        paged_kv_indptr_buffer=torch.empty(batch + 1, **i32),
+        paged_kv_indices_buffer=torch.empty(64, **i32),
+        paged_kv_last_page_len_buffer=torch.empty(batch, **i32), max_pages_per_request=8)
+    pc = Paged([17, 40], page, hkv, d, BF16, seed=209, extra=0)
+    pages = pc.cache.shape[0]
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, q_data_type=BF16)
+    w.run(randn((batch, hq, d), BF16, 210), pc.cache)
+    with pytest.raises(ValueError, match=r"indices\[0\] = %d: past the end of the paged cache "
+                                         r"this CUDA-graph wrapper's run\(\) reads \(%d pages\)"
+                                         % (pages, pages)):
+        w.plan(pc.indptr, _bad_ids(pc, pages, 0), pc.last, hq, hkv, d, page, q_data_type=BF16)
+    torch.cuda.synchronize()
+
+
+def test_vllm_forward_refuses_block_ids_past_the_cache():
+    st = _vllm_step()
+    builder = vb.AttnMetadataBuilder(block_size=16, max_num_seqs=16, max_num_batched_tokens=256,
+                                     max_model_len=1024, dtype=BF16, device=DEV)
+    impl = vb.AttnImpl(st["h"], st["d"], 1.0 / math.sqrt(st["d"]), st["hkv"])
+    md = builder.build_step(st["query_lens"], st["context_lens"], st["tables"])
+    small = st["cache"][:, :md.max_page]  # one block short of the largest id
+    with pytest.raises(ValueError, match=r"block_tables\[\d+\]\[\d+\] = %d: past the end of "
+                                         r"kv_cache, which has %d blocks"
+                                         % (md.max_page, md.max_page)):
+        impl.forward(st["layer"], st["query"], st["key"], st["value"], small, md)
+    torch.cuda.synchronize()
+
+
+def test_kernel_handles_after_close():
+    from attn._kernels import Decode, DecodeVariant
+    h = Decode(DEV.index, DecodeVariant(q_type="bfloat16", kv_type="bfloat16", num_q_heads=8,
+                                        num_kv_heads=2, head_dim=128, page_size=16), 4)
+    h.plan([17], False, 0)
+    h.close()
+    h.close()  # destroys once
+    with pytest.raises(RuntimeError, match=r"this Decode handle is closed"):
+        h.plan([17], False, 0)
+    with pytest.raises(TypeError, match="cannot be copied"):
+        __import__("copy").copy(h)
