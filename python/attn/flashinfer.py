@@ -357,11 +357,14 @@ def _page_shape(layout, page_size, num_kv_heads, head_dim):
     return (num_kv_heads, page_size, head_dim), "num_kv_heads, page_size, head_dim"
 
 
-def paged_kv(cache, layout, num_kv_heads, head_dim, page_size, kv_type, name="paged_kv_cache"):
+def paged_kv(cache, layout, num_kv_heads, head_dim, page_size, kv_type, name="paged_kv_cache",
+             into=None):
     """The attn_paged_kv (without scales) of a FlashInfer paged cache, and
-    the tensors read (for device checks)."""
+    the tensors read (for device checks). ``into``: an attn_paged_kv that
+    already holds this geometry (``set_geometry``), of which only the
+    arrays are set."""
     shape, dims = _page_shape(layout, page_size, num_kv_heads, head_dim)
-    c = _lib.attn_paged_kv()
+    c = _lib.attn_paged_kv() if into is None else into
     if isinstance(cache, (tuple, list)):
         if len(cache) != 2:
             raise ValueError("%s: expected a tensor or a (k_cache, v_cache) tuple, got %d items"
@@ -393,10 +396,16 @@ def paged_kv(cache, layout, num_kv_heads, head_dim, page_size, kv_type, name="pa
         c.page_stride = t.strides[0] if t.shape[0] > 1 else t.row_elements()
         c.num_pages = t.shape[0]
         tensors = (t,)
+    if into is None:
+        set_geometry(c, layout, num_kv_heads, head_dim, page_size, kv_type)
+    return c, tensors
+
+
+def set_geometry(c, layout, num_kv_heads, head_dim, page_size, kv_type):
+    """The fields of an attn_paged_kv that a plan fixes."""
     c.dtype = _lib.DTYPE_CODES[kv_type]
     c.num_kv_heads, c.head_dim, c.page_size = num_kv_heads, head_dim, page_size
     c.layout = _lib.LAYOUT_NHD if layout == "NHD" else _lib.LAYOUT_HND
-    return c, tensors
 
 
 def _set_scales(c, k_ptr, v_ptr, count):
@@ -666,7 +675,7 @@ class _Plan:
     __slots__ = ("gen", "batch", "seq_lens", "cu_q", "variant", "for_graph", "num_q_tokens",
                  "stride", "page_tables_ptr", "seq_lens_ptr", "window_left", "keep", "levels",
                  "level_tables", "num_levels", "device", "run_handles", "run_args", "max_page",
-                 "max_page_at")
+                 "max_page_at", "cache")
 
     def __init__(self, **kw):
         for k in self.__slots__:
@@ -1030,8 +1039,13 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         q_shape = (plan.num_q_tokens, hq, d)
         q_t = _t.tensor(q, "q", dtype=base.q_type, shape=q_shape, token_stride=True, stream=s,
                         what="batch * q_len_per_req, num_qo_heads, head_dim")
+        cache = plan.cache
+        if cache is None:  # the plan's geometry, set once (each field set is checked)
+            cache = plan.cache = _lib.attn_paged_kv()
+            set_geometry(cache, self._kv_layout, base.num_kv_heads, d, base.page_size,
+                         base.kv_type)
         cache, cache_ts = paged_kv(paged_kv_cache, self._kv_layout, base.num_kv_heads, d,
-                                   base.page_size, base.kv_type)
+                                   base.page_size, base.kv_type, into=cache)
         self._check_cache_pages(plan, cache.num_pages)
         ks, vs, nscales, per_head = _scales(self, k_scale, v_scale, base.num_kv_heads,
                                             base.kv_type, s, device)
