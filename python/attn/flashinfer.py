@@ -260,7 +260,7 @@ def _unsupported_run_args(args, kv_cache_sf=None, skip_softmax_threshold_scale_f
     if skip_softmax_threshold_scale_factor is not None:
         raise NotImplementedError("skip_softmax_threshold_scale_factor: attn computes exact "
                                   "softmax")
-    if q_scale not in (None, 1, 1.0):
+    if not _is_one(q_scale):
         raise NotImplementedError("q_scale: these wrappers take 16-bit queries; q_scale must "
                                   "be None or 1.0")
 
@@ -345,6 +345,11 @@ def _is_number(x):
     return isinstance(x, numbers.Real)
 
 
+def _is_one(scale):
+    """None or the number 1 (a scale these wrappers accept and ignore)."""
+    return scale is None or (_is_number(scale) and not isinstance(scale, bool) and scale == 1)
+
+
 def _scale(value, name):
     """A float FP8 scale: finite and > 0 (a tensor of scales is checked as
     an array)."""
@@ -418,6 +423,8 @@ def _set_scales(c, k_ptr, v_ptr, count):
 def _fill_tables(tables, alibi_ptr, sinks_ptr, aux, stream):
     tables.alibi_slopes = alibi_ptr
     tables.sinks = sinks_ptr
+    if aux is not None and not isinstance(aux, (list, tuple)):
+        raise TypeError("aux: expected a list of tables, got %s" % type(aux).__name__)
     if aux:
         if len(aux) > _lib.MAX_AUX_TABLES:
             raise ValueError("aux: at most %d tables, got %d" % (_lib.MAX_AUX_TABLES, len(aux)))
@@ -1297,7 +1304,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
         ``aux``: as the decode wrapper's.
         """
         _unsupported_run_args(args, kv_cache_sf, None, q_scale)
-        if o_scale not in (None, 1, 1.0):
+        if not _is_one(o_scale):
             raise NotImplementedError("o_scale: attn writes unscaled outputs")
         plan = self._need_plan()
         base = plan.variant
@@ -1610,6 +1617,7 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
                         "must be full (page_size %d, this group shares %d tokens)"
                         % (names[2], g, page_size, tokens))
             levels.append((starts, lens))
+        causal = _flag(causal, "causal")
         knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale,
                        causal if q_len > 1 else True)
         variant = DecodeVariant(knobs=knobs, q_type=q_type, kv_type=kv_type, num_q_heads=hq,

@@ -711,9 +711,10 @@ class AttnImpl:
         if kv_cache is None or kv_cache.numel() == 0:
             raise ValueError("kv_cache: empty (decoder attention reads the paged cache)")
         cache, layout, page_size, cache_t = _layer_cache(kv_cache, hkv, d, kv_type)
-        if md.max_page >= cache.num_pages:
+        max_page = getattr(md, "max_page", -1)
+        if max_page >= cache.num_pages:
             raise ValueError("%s = %d: past the end of kv_cache, which has %d blocks"
-                             % (md.max_page_at, md.max_page, cache.num_pages))
+                             % (md.max_page_at, max_page, cache.num_pages))
         self._layout, self._page_size = layout, page_size
         if kv_type in _t.FP8_DTYPES:
             cache.k_scale = self._scale_ptr(layer, "_k_scale", device, s)
