@@ -2,20 +2,29 @@
 //
 // Regular files are read whole within a bound or by range; FIFOs, devices,
 // directories and oversized files are errors naming the path and, for size,
-// the limit, and never block. JSON nested past the limit or with duplicate
-// keys is refused before the recursive parser sees it; integers are read
-// without undefined conversions.
+// the limit, and never block; opened in a directory, a symbolic link is
+// refused and owner and mode are reported. JSON nested past the limit or
+// with duplicate keys is refused before the recursive parser sees it;
+// integers are read without undefined conversions. Cubins: the arch of real
+// NVRTC cubins and of both CUDA ELF layouts is read from the header, every
+// malformed header field and random bytes are refused, and which GPU runs
+// which arch is decided without a GPU.
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/support/InputFiles.h"
 
+#include "attn/runtime/support/Nvrtc.h"
 #include "test/unit/runtime/TestFiles.h"
+
+#include "llvm/Support/Endian.h"
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+using namespace attn;
 using namespace attn::runtime;
 using namespace attn::test;
 
@@ -26,6 +35,13 @@ template <class T> std::string failure(llvm::Expected<T> value) {
   if (value)
     return "(succeeded)";
   return llvm::toString(value.takeError());
+}
+
+/// The message of an Error that must be one.
+std::string failure(llvm::Error error) {
+  if (!error)
+    return "(succeeded)";
+  return llvm::toString(std::move(error));
 }
 
 TEST(InputFilesTest, ReadsARegularFileWithinTheBound) {
@@ -103,6 +119,209 @@ TEST(InputFilesTest, RangesInsideTheFileAreReadAndOthersRefused) {
   // A file that shrank under an open descriptor is an error, not short data.
   ASSERT_EQ(truncate(dir.str("a").c_str(), 5), 0);
   EXPECT_NE(failure(file->read(3, 4)).find("changed while being read"),
+            std::string::npos);
+}
+
+TEST(InputFilesTest, OpenedInADirectoryNoLinkIsFollowed) {
+  TempDir dir;
+  writeFile(dir.str("a"), "0123456789");
+  ASSERT_EQ(chmod(dir.str("a").c_str(), 0640), 0);
+  ASSERT_EQ(symlink(dir.str("a").c_str(), dir.str("link").c_str()), 0);
+  int dirFd = ::open(dir.str().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dirFd, 0);
+  auto file = RegularFile::openAt(dirFd, "a", "shown/a");
+  ASSERT_TRUE(bool(file)) << failure(std::move(file));
+  EXPECT_EQ(file->size(), 10u);
+  EXPECT_EQ(file->owner(), uint32_t(geteuid()));
+  EXPECT_EQ(file->permissions(), 0640u);
+  EXPECT_EQ(file->path(), "shown/a");
+  EXPECT_NE(failure(RegularFile::openAt(dirFd, "link", "shown/link"))
+                .find("'shown/link' is a symbolic link, not followed"),
+            std::string::npos);
+  // A missing file's error carries ENOENT, so callers can tell it apart.
+  auto missing = RegularFile::openAt(dirFd, "nowhere", "shown/nowhere");
+  ASSERT_FALSE(bool(missing));
+  std::error_code code;
+  llvm::handleAllErrors(missing.takeError(), [&](const llvm::ErrorInfoBase &e) {
+    code = e.convertToErrorCode();
+  });
+  EXPECT_EQ(code, std::errc::no_such_file_or_directory);
+  ::close(dirFd);
+}
+
+//===- Cubins -------------------------------------------------------------===//
+
+/// A tiny kernel compiled by NVRTC for `arch`.
+std::string nvrtcCubin(Arch arch) {
+  auto cubin = compileToCubin(
+      "extern \"C\" __global__ void attn_probe(int *out) { *out = 1; }",
+      "probe", arch);
+  EXPECT_TRUE(bool(cubin)) << failure(std::move(cubin));
+  return cubin ? *cubin : std::string();
+}
+
+TEST(CubinTest, RealNvrtcCubinsNameTheirArch) {
+  // CUDA 13's NVRTC writes ELF ABI version 8, the SM in e_flags bits 8-15;
+  // sm_90a and sm_90 cubins have the same header (no 'a' flag).
+  for (Arch arch : {Arch::SM80, Arch::SM89, Arch::SM90a}) {
+    SCOPED_TRACE(toString(arch));
+    std::string cubin = nvrtcCubin(arch);
+    auto target = readCubinTarget(cubin, "probe");
+    ASSERT_TRUE(bool(target)) << failure(std::move(target));
+    EXPECT_EQ(archOfCubinTarget(*target), arch) << toString(*target);
+    llvm::Error error = checkCubinArch(cubin, arch, "probe");
+    EXPECT_FALSE(bool(error)) << llvm::toString(std::move(error));
+    for (Arch other : {Arch::SM80, Arch::SM89, Arch::SM90a})
+      if (other != arch)
+        EXPECT_NE(failure(checkCubinArch(cubin, other, "kernel probe"))
+                      .find("kernel probe is built for " +
+                            std::string(toString(arch)) + ", not " +
+                            std::string(toString(other))),
+                  std::string::npos);
+  }
+}
+
+TEST(CubinTest, BothElfLayoutsAreRead) {
+  struct Case {
+    CubinHeader header;
+    const char *name;
+    std::optional<Arch> arch;
+  };
+  for (const Case &c : {
+           Case{{80, false, 8}, "sm_80", Arch::SM80},
+           Case{{89, false, 8}, "sm_89", Arch::SM89},
+           Case{{90, false, 8}, "sm_90", Arch::SM90a},
+           Case{{90, true, 8}, "sm_90a", Arch::SM90a},
+           // CUDA 12: the SM in the low byte, 'a' in bit 11.
+           Case{{80, false, 7}, "sm_80", Arch::SM80},
+           Case{{90, true, 7}, "sm_90a", Arch::SM90a},
+           // Archs attn does not build.
+           Case{{86, false, 8}, "sm_86", std::nullopt},
+           Case{{100, true, 8}, "sm_100a", std::nullopt},
+           Case{{75, false, 7}, "sm_75", std::nullopt},
+           Case{{80, true, 8}, "sm_80a", std::nullopt},
+       }) {
+    SCOPED_TRACE(c.name);
+    std::string cubin = cubinImage(c.header, "payload");
+    auto target = readCubinTarget(cubin, "k");
+    ASSERT_TRUE(bool(target)) << failure(std::move(target));
+    EXPECT_EQ(toString(*target), c.name);
+    EXPECT_EQ(archOfCubinTarget(*target), c.arch);
+    if (!c.arch)
+      EXPECT_NE(failure(checkCubinArch(cubin, Arch::SM80, "kernel k"))
+                    .find("kernel k is built for " + std::string(c.name) +
+                          ", which attn does not target"),
+                std::string::npos);
+  }
+}
+
+TEST(CubinTest, MalformedHeadersAreRefusedNamingTheProblem) {
+  const std::string good = cubinImage(Arch::SM90a, "payload");
+  using namespace llvm::support::endian;
+  struct Case {
+    const char *problem;
+    std::function<void(std::string &)> damage;
+  };
+  auto at = [](std::string &bytes, size_t offset) {
+    return bytes.data() + offset;
+  };
+  for (const Case &c : std::initializer_list<Case>{
+           {"is not a CUDA cubin (0 bytes, shorter than an ELF header)",
+            [](std::string &b) { b.clear(); }},
+           {"is not a CUDA cubin (63 bytes, shorter than an ELF header)",
+            [](std::string &b) { b.resize(63); }},
+           {"(no ELF magic)", [](std::string &b) { b[1] = 'e'; }},
+           {"(not a 64-bit little-endian ELF file)",
+            [](std::string &b) { b[4] = 1; }},
+           {"(not a 64-bit little-endian ELF file)",
+            [](std::string &b) { b[5] = 2; }},
+           {"(ELF machine 62, not CUDA)",
+            [&](std::string &b) { write16le(at(b, 18), 62); }},
+           {"(ELF OS ABI 0x00)", [](std::string &b) { b[7] = 0; }},
+           {"(unknown CUDA ELF ABI version 9)",
+            [](std::string &b) { b[8] = 9; }},
+           {"(ELF type 1, not an executable (a relocatable object needs "
+            "linking))",
+            [&](std::string &b) { write16le(at(b, 16), 1); }},
+           {"(a malformed ELF header)",
+            [&](std::string &b) { write16le(at(b, 52), 52); }},
+           {"(its section header table is malformed or lies past its end)",
+            [&](std::string &b) { write64le(at(b, 40), ~uint64_t(0) - 8); }},
+           {"(its section header table is malformed or lies past its end)",
+            [&](std::string &b) { write16le(at(b, 60), 0); }},
+           {"(its section header table is malformed or lies past its end)",
+            [&](std::string &b) { write16le(at(b, 60), 0xffff); }},
+           {"(its section header table is malformed or lies past its end)",
+            [&](std::string &b) { write16le(at(b, 62), 2); }},
+           {"(section 1 lies past the end of the image)",
+            [&](std::string &b) {
+              write64le(at(b, read64le(at(b, 40)) + 64 + 32), 1 << 20);
+            }},
+           {"(its program header table is malformed or lies past its end)",
+            [&](std::string &b) {
+              write16le(at(b, 56), 1);
+              write64le(at(b, 32), b.size());
+            }},
+       }) {
+    SCOPED_TRACE(c.problem);
+    std::string bytes = good;
+    c.damage(bytes);
+    std::string message =
+        failure(readCubinTarget(bytes, "the cubin of decode_x"));
+    EXPECT_NE(message.find("the cubin of decode_x is not a CUDA cubin ("),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find(c.problem), std::string::npos) << message;
+  }
+}
+
+TEST(CubinTest, RandomBytesAreRefused) {
+  // Random images, some behind a real ELF magic: none gets through.
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005 + 1442695040888963407;
+    return char(state >> 56);
+  };
+  for (int i = 0; i < 1000; ++i) {
+    std::string bytes(64 + i, '\0');
+    for (char &c : bytes)
+      c = next();
+    if (i % 2)
+      bytes.replace(0, 9,
+                    std::string("\x7f"
+                                "ELF\x02\x01\x01\x41\x08",
+                                9));
+    EXPECT_NE(failure(checkCubinArch(bytes, Arch::SM90a, "random")),
+              "(succeeded)")
+        << i;
+  }
+}
+
+TEST(CubinTest, WhichGpuRunsWhichArch) {
+  // Cubins run on their major version at the same or a higher minor;
+  // sm_90a only on 9.0.
+  EXPECT_TRUE(deviceRunsArch(Arch::SM80, Arch::SM80));
+  EXPECT_TRUE(deviceRunsArch(Arch::SM89, Arch::SM80));
+  EXPECT_TRUE(deviceRunsArch(Arch::SM89, Arch::SM89));
+  EXPECT_TRUE(deviceRunsArch(Arch::SM90a, Arch::SM90a));
+  EXPECT_FALSE(deviceRunsArch(Arch::SM80, Arch::SM89));
+  EXPECT_FALSE(deviceRunsArch(Arch::SM80, Arch::SM90a));
+  EXPECT_FALSE(deviceRunsArch(Arch::SM89, Arch::SM90a));
+  EXPECT_FALSE(deviceRunsArch(Arch::SM90a, Arch::SM80));
+  EXPECT_FALSE(deviceRunsArch(Arch::SM90a, Arch::SM89));
+
+  std::string sm90a = cubinImage(Arch::SM90a), sm80 = cubinImage(Arch::SM80);
+  llvm::Error runs = checkCubinRunsOn(sm80, Arch::SM89, "kernel k");
+  EXPECT_FALSE(bool(runs)) << llvm::toString(std::move(runs));
+  std::string message =
+      failure(checkCubinRunsOn(sm90a, Arch::SM80, "kernel decode_x"));
+  EXPECT_NE(message.find("kernel decode_x is built for sm_90a, and the "
+                         "current GPU runs sm_80 cubins, not sm_90a ones"),
+            std::string::npos)
+      << message;
+  // Not a cubin at all: refused before the arch is compared.
+  EXPECT_NE(failure(checkCubinRunsOn("random bytes", Arch::SM90a, "kernel k"))
+                .find("kernel k is not a CUDA cubin"),
             std::string::npos);
 }
 
