@@ -1,16 +1,19 @@
 //===- CApi.h - what the C ABI's files share --------------------*- C++ -*-===//
 //
-// Private to capi/: the handles behind attn_c.h's opaque types, the error
-// boundary (status + this thread's message, every C++ exception caught) and
-// the conversions of the C structs to the C++ API's. Both libraries
-// (libattn_c.so, libattn_runtime_c.so) compile the same files; only the JIT
-// entry points differ (CompilerJit.cpp, NoCompiler.cpp).
+// Private to capi/: the objects behind attn_c.h's opaque handles (reached
+// only through Handles.h's registry), the error boundary (status + this
+// thread's message, every C++ exception caught) and the conversions of the
+// C structs to the C++ API's. Both libraries (libattn_c.so,
+// libattn_runtime_c.so) compile the same files; only the JIT entry points
+// differ (CompilerJit.cpp, NoCompiler.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_CAPI_CAPI_H
 #define ATTN_CAPI_CAPI_H
 
 #include "attn_c.h"
+
+#include "capi/Handles.h"
 
 #include "attn/runtime/cache/AotLibrary.h"
 #include "attn/runtime/cache/KernelCache.h"
@@ -33,7 +36,7 @@
 
 namespace attn::capi {
 
-//===--- Errors ------------------------------------------------------------===//
+//===--- Errors -----------------------------------------------------------===//
 
 /// An error the C layer reports with a status of its own choosing.
 class StatusError : public llvm::ErrorInfo<StatusError> {
@@ -93,6 +96,16 @@ attn_status guard(const char *function, Body &&body,
 /// An error unless `p` is non-null; names it ("args->q is null").
 llvm::Error requireNonNull(const void *p, const char *name);
 
+/// The most bytes one buffer can hold, device or pinned host: 2^50, far
+/// above the memory of any GPU or host. A count whose bytes exceed it (or
+/// overflow int64) is an argument error, not a failed allocation.
+constexpr int64_t kMaxBufferBytes = int64_t(1) << 50;
+
+/// An error unless `count` >= 0 items of `itemBytes` (> 0) bytes fit
+/// kMaxBufferBytes; it names `name` and what the items are.
+llvm::Error checkBytes(int64_t count, int64_t itemBytes, const char *name,
+                       const char *items);
+
 /// An error unless `s` is non-null with struct_size >= `v1Size` (the size
 /// of the struct in this API's first release), naming `name` and `type`.
 llvm::Error checkStructSize(const void *s, uint32_t structSize, size_t v1Size,
@@ -106,7 +119,7 @@ llvm::Error checkStructSize(const void *s, uint32_t structSize, size_t v1Size,
       return std::move(attnStructError);                                       \
   } while (false)
 
-//===--- Conversions -------------------------------------------------------===//
+//===--- Conversions ------------------------------------------------------===//
 
 /// The int a C caller stored in an enum field or parameter. C enums hold
 /// any int, but in C++ loading a value outside the enumerators' range as
@@ -143,89 +156,105 @@ void setHeadTables(runtime::HeadTables &out, const attn_head_tables &tables);
 llvm::Error writeString(const std::string &text, char *buffer, size_t capacity,
                         size_t *length);
 
-//===--- Arch --------------------------------------------------------------===//
+//===--- Arch -------------------------------------------------------------===//
 
 /// `name` as an Arch, or an error listing the supported ones.
 llvm::Expected<Arch> parseArchArg(const char *name, const char *what);
 
 } // namespace attn::capi
 
-//===--- Handles -----------------------------------------------------------===//
+//===--- Handles ----------------------------------------------------------===//
+
+namespace attn::capi {
 
 /// Where kernels come from: the JIT (compiler inside) or an AOT library.
-struct attn_context {
+struct Context {
   /// The JIT, type-erased so that libattn_runtime_c.so needs no compiler
   /// symbol to destroy a context.
   std::shared_ptr<void> jit;
   /// A cache of the context's own (JIT cache_dir; AOT: the library's
   /// kernels for CacheOps), else null.
-  std::unique_ptr<attn::runtime::KernelCache> ownedCache;
+  std::unique_ptr<runtime::KernelCache> ownedCache;
   /// The cache CacheOps gets its kernels through.
-  attn::runtime::KernelCache *cache = nullptr;
+  runtime::KernelCache *cache = nullptr;
   /// The JIT's fixed target; none: the current device's.
-  std::optional<attn::Arch> arch;
-  std::shared_ptr<const attn::runtime::AotLibrary> library;
+  std::optional<Arch> arch;
+  std::shared_ptr<const runtime::AotLibrary> library;
 
   /// The kernel source of the context. AOT contexts bind the library to the
   /// current device's arch on first use, so one opens without a GPU.
-  llvm::Expected<const attn::runtime::KernelSource *> kernels();
+  llvm::Expected<const runtime::KernelSource *> kernels();
   /// The arch kernels are loaded for.
-  llvm::Expected<attn::Arch> targetArch();
+  llvm::Expected<Arch> targetArch();
 
   std::mutex mutex;
-  std::optional<attn::runtime::KernelSource> source;
+  std::optional<runtime::KernelSource> source;
 };
 
-struct attn_compiled {
+struct Compiled {
   std::string name; ///< the kernel symbol
   std::string source;
   std::shared_ptr<const std::string> cubin;
 };
 
-struct attn_decode {
-  std::shared_ptr<const attn::runtime::DecodeKernel> kernel;
-  attn::runtime::DecodeWorkspace workspace;
-  std::optional<attn::runtime::DecodePlan> plan;
+struct Decode {
+  std::shared_ptr<const runtime::DecodeKernel> kernel;
+  runtime::DecodeWorkspace workspace;
+  std::optional<runtime::DecodePlan> plan;
 };
 
-struct attn_prefill {
-  std::shared_ptr<const attn::runtime::PrefillKernel> kernel;
-  attn::runtime::PrefillWorkspace workspace;
-  std::optional<attn::runtime::PrefillPlan> plan;
+struct Prefill {
+  std::shared_ptr<const runtime::PrefillKernel> kernel;
+  runtime::PrefillWorkspace workspace;
+  std::optional<runtime::PrefillPlan> plan;
 };
 
-struct attn_mixed_batch {
-  attn::runtime::MixedBatchAttention attention;
-  attn::runtime::MixedBatchWorkspace workspace;
-  std::optional<attn::runtime::MixedBatchPlan> plan;
+struct MixedBatch {
+  runtime::MixedBatchAttention attention;
+  runtime::MixedBatchWorkspace workspace;
+  std::optional<runtime::MixedBatchPlan> plan;
 };
 
-struct attn_merge_states {
-  std::shared_ptr<const attn::runtime::MergeStatesKernel> kernel;
-  attn::MergeStatesVariant variant;
+struct MergeStates {
+  std::shared_ptr<const runtime::MergeStatesKernel> kernel;
+  MergeStatesVariant variant;
 };
 
-struct attn_cascade {
-  attn::DecodeVariant variant;
-  attn::runtime::CascadeAttention attention;
-  attn::runtime::CascadeWorkspace workspace;
+struct Cascade {
+  DecodeVariant variant;
+  runtime::CascadeAttention attention;
+  runtime::CascadeWorkspace workspace;
   int maxLevels = 0;
-  std::optional<attn::runtime::CascadePlan> plan;
+  std::optional<runtime::CascadePlan> plan;
 };
 
-struct attn_append_kv {
-  std::shared_ptr<const attn::runtime::AppendKVKernel> kernel;
-  attn::AppendKVVariant variant;
+struct AppendKV {
+  std::shared_ptr<const runtime::AppendKVKernel> kernel;
+  AppendKVVariant variant;
 };
 
-struct attn_cache_ops {
-  attn::runtime::CacheOps ops;
+struct CacheOps {
+  runtime::CacheOps ops;
 };
 
-struct attn_metadata_builder {
-  attn::runtime::AttentionMetadataBuilder builder;
+struct MetadataBuilder {
+  runtime::AttentionMetadataBuilder builder;
   /// The last build: the host arrays attn_metadata points into.
-  std::optional<attn::runtime::AttentionMetadata> metadata;
+  std::optional<runtime::AttentionMetadata> metadata;
 };
+
+/// Every opaque handle of attn_c.h and the object behind it.
+ATTN_C_HANDLE(attn_context, Context)
+ATTN_C_HANDLE(attn_compiled, Compiled)
+ATTN_C_HANDLE(attn_decode, Decode)
+ATTN_C_HANDLE(attn_prefill, Prefill)
+ATTN_C_HANDLE(attn_mixed_batch, MixedBatch)
+ATTN_C_HANDLE(attn_merge_states, MergeStates)
+ATTN_C_HANDLE(attn_cascade, Cascade)
+ATTN_C_HANDLE(attn_append_kv, AppendKV)
+ATTN_C_HANDLE(attn_cache_ops, CacheOps)
+ATTN_C_HANDLE(attn_metadata_builder, MetadataBuilder)
+
+} // namespace attn::capi
 
 #endif // ATTN_CAPI_CAPI_H

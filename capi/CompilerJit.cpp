@@ -34,11 +34,11 @@ attn_status compileVariant(const char *function, const CVariant *v,
     auto compiled = compileJit().compile(*variant, *target);
     if (!compiled)
       return compiled.takeError();
-    auto result = std::make_unique<attn_compiled>();
+    auto result = std::make_unique<Compiled>();
     result->name = kernelSymbol(compiled->spec);
     result->source = std::move(compiled->source);
     result->cubin = std::move(compiled->cubin);
-    *out = result.release();
+    *out = newHandle<attn_compiled>(std::move(result));
     return llvm::Error::success();
   });
 }
@@ -55,7 +55,7 @@ attn_status attn_context_create_jit(const attn_jit_options *options,
     if (llvm::Error error = requireNonNull(out, "out"))
       return error;
     *out = nullptr;
-    auto context = std::make_unique<attn_context>();
+    auto context = std::make_unique<Context>();
     Jit::Options jitOptions;
     if (options) {
       ATTN_CHECK_STRUCT(options, attn_jit_options);
@@ -77,12 +77,12 @@ attn_status attn_context_create_jit(const attn_jit_options *options,
         jitOptions.cache = context->ownedCache.get();
       }
     }
-    context->cache = jitOptions.cache ? jitOptions.cache
-                                      : &runtime::KernelCache::global();
+    context->cache =
+        jitOptions.cache ? jitOptions.cache : &runtime::KernelCache::global();
     auto jit = std::make_shared<Jit>(jitOptions);
     context->source = jit->kernelSource();
     context->jit = std::move(jit);
-    *out = context.release();
+    *out = newHandle<attn_context>(std::move(context));
     return llvm::Error::success();
   });
 }

@@ -12,13 +12,13 @@
 using namespace attn;
 using namespace attn::capi;
 
-llvm::Expected<Arch> attn_context::targetArch() {
+llvm::Expected<Arch> Context::targetArch() {
   if (arch)
     return *arch;
   return runtime::currentDeviceArch();
 }
 
-llvm::Expected<const runtime::KernelSource *> attn_context::kernels() {
+llvm::Expected<const runtime::KernelSource *> Context::kernels() {
   std::lock_guard<std::mutex> lock(mutex);
   if (source)
     return &*source;
@@ -43,7 +43,7 @@ attn_status attn_context_create_aot(const char *library_path,
     auto library = runtime::AotLibrary::open(library_path);
     if (!library)
       return library.takeError();
-    auto context = std::make_unique<attn_context>();
+    auto context = std::make_unique<Context>();
     context->library = *library;
     // CacheOps takes its kernels through a KernelCache: one given the
     // library serves them from it (attn-aot's "cache_ops"), else from the
@@ -52,29 +52,48 @@ attn_status attn_context_create_aot(const char *library_path,
     options.libraries.push_back(context->library);
     context->ownedCache = std::make_unique<runtime::KernelCache>(options);
     context->cache = context->ownedCache.get();
-    *out = context.release();
+    *out = newHandle<attn_context>(std::move(context));
     return llvm::Error::success();
   });
 }
 
-void attn_context_destroy(attn_context *context) { delete context; }
+attn_status attn_context_destroy(attn_context *context) {
+  return guard(__func__, [&] { return destroyHandle(context, "context"); });
+}
 
 } // extern "C"
 
+namespace {
+/// The object of `compiled` for the accessors below, which return no
+/// status: null (with this thread's error set) unless it is live.
+std::shared_ptr<Compiled> compiledOf(const char *function,
+                                     const attn_compiled *compiled) {
+  std::shared_ptr<Compiled> object;
+  guard(function,
+        [&] { return lookup(compiled, "compiled").moveInto(object); });
+  return object;
+}
+} // namespace
+
 extern "C" {
 
-const char *attn_compiled_kernel_name(const attn_compiled *c) {
+const char *attn_compiled_kernel_name(const attn_compiled *compiled) {
+  std::shared_ptr<Compiled> c = compiledOf(__func__, compiled);
   return c ? c->name.c_str() : "";
 }
 
-const char *attn_compiled_source(const attn_compiled *c) {
+const char *attn_compiled_source(const attn_compiled *compiled) {
+  std::shared_ptr<Compiled> c = compiledOf(__func__, compiled);
   return c ? c->source.c_str() : "";
 }
 
-size_t attn_compiled_cubin_size(const attn_compiled *c) {
+size_t attn_compiled_cubin_size(const attn_compiled *compiled) {
+  std::shared_ptr<Compiled> c = compiledOf(__func__, compiled);
   return c && c->cubin ? c->cubin->size() : 0;
 }
 
-void attn_compiled_destroy(attn_compiled *c) { delete c; }
+attn_status attn_compiled_destroy(attn_compiled *compiled) {
+  return guard(__func__, [&] { return destroyHandle(compiled, "compiled"); });
+}
 
 } // extern "C"

@@ -23,15 +23,14 @@ llvm::Error checkArray(const void *p, int64_t count, const char *name,
   if (count < 0)
     return argError(llvm::formatv("{0} is {1}", countName, count));
   if (count > 0 && !p)
-    return argError(llvm::formatv("{0} is null ({1} is {2})", name, countName,
-                                  count));
+    return argError(
+        llvm::formatv("{0} is null ({1} is {2})", name, countName, count));
   return llvm::Error::success();
 }
 
 /// An error naming the first null pointer of `pointers`.
-llvm::Error
-checkPointers(std::initializer_list<std::pair<const void *, const char *>>
-                  pointers) {
+llvm::Error checkPointers(
+    std::initializer_list<std::pair<const void *, const char *>> pointers) {
   for (auto [p, name] : pointers)
     if (llvm::Error error = requireNonNull(p, name))
       return error;
@@ -39,7 +38,8 @@ checkPointers(std::initializer_list<std::pair<const void *, const char *>>
 }
 
 llvm::Error noPlan(const char *plan) {
-  return argError(llvm::formatv("the handle has no plan: call {0} first", plan));
+  return argError(
+      llvm::formatv("the handle has no plan: call {0} first", plan));
 }
 
 /// An error unless `value` >= 1, naming it.
@@ -49,32 +49,46 @@ llvm::Error checkPositive(int64_t value, const char *name) {
   return llvm::Error::success();
 }
 
-/// Every attn_*_create: clears `*out`, checks the context and converts the
-/// C variant, runs `check(variant)` (the caller's own arguments: these
-/// errors need no GPU), then `make(variant, kernels)` builds the handle from
-/// the context's kernel source.
-template <class Handle, class CVariant, class Check, class Make>
+/// An error unless `count` (`name`) units of `rowsEach` query rows of
+/// `variant` fit one buffer: a workspace sized for more than any q holds is
+/// an argument error, whatever the GPU.
+template <class Variant>
+llvm::Error checkQRows(int64_t count, int64_t rowsEach, const Variant &variant,
+                       const char *name, const char *units) {
+  return checkBytes(count,
+                    rowsEach * variant.numQHeads * variant.headDim *
+                        sizeOf(variant.qType),
+                    name, units);
+}
+
+/// Every attn_*_create: clears `*out`, looks the context up and converts
+/// the C variant, runs `check(variant)` (the caller's own arguments: these
+/// errors need no GPU), then `make(variant, kernels)` builds the handle's
+/// object from the context's kernel source.
+template <class CHandle, class CVariant, class Check, class Make>
 attn_status createHandle(const char *function, attn_context *context,
-                         const CVariant *v, Handle **out, Check &&check,
+                         const CVariant *v, CHandle **out, Check &&check,
                          Make &&make) {
   return guard(function, [&]() -> llvm::Error {
     if (llvm::Error error = requireNonNull(out, "out"))
       return error;
     *out = nullptr;
-    if (llvm::Error error = requireNonNull(context, "context"))
+    std::shared_ptr<Context> c;
+    if (llvm::Error error = lookup(context, "context").moveInto(c))
       return error;
     auto variant = toVariant(v);
     if (!variant)
       return variant.takeError();
     if (llvm::Error error = check(*variant))
       return error;
-    auto kernels = context->kernels();
+    auto kernels = c->kernels();
     if (!kernels)
       return kernels.takeError();
-    llvm::Expected<Handle *> handle = make(*variant, **kernels);
-    if (!handle)
-      return handle.takeError();
-    *out = *handle;
+    llvm::Expected<std::unique_ptr<typename HandleTraits<CHandle>::Object>>
+        object = make(*variant, **kernels);
+    if (!object)
+      return object.takeError();
+    *out = newHandle<CHandle>(std::move(*object));
     return llvm::Error::success();
   });
 }
@@ -117,7 +131,7 @@ void setPagedQuery(RuntimeArgs &a, const CArgs &args, const Variant &variant,
 
 } // namespace
 
-//===--- Decode ------------------------------------------------------------===//
+//===--- Decode -----------------------------------------------------------===//
 
 extern "C" {
 
@@ -126,37 +140,43 @@ attn_status attn_decode_create(attn_context *context,
                                attn_decode **out) {
   return createHandle(
       __func__, context, v, out,
-      [&](const DecodeVariant &) {
-        return checkPositive(max_batch, "max_batch");
+      [&](const DecodeVariant &variant) -> llvm::Error {
+        if (llvm::Error error = checkPositive(max_batch, "max_batch"))
+          return error;
+        return checkQRows(max_batch, variant.queryLen, variant, "max_batch",
+                          "requests' q rows");
       },
       [&](const DecodeVariant &variant, const runtime::KernelSource &kernels)
-          -> llvm::Expected<attn_decode *> {
+          -> llvm::Expected<std::unique_ptr<Decode>> {
         auto kernel = kernels.decode(variant);
         if (!kernel)
           return kernel.takeError();
         auto workspace = (*kernel)->createWorkspace(max_batch);
         if (!workspace)
           return workspace.takeError();
-        return new attn_decode{*kernel, std::move(*workspace), std::nullopt};
+        return std::unique_ptr<Decode>(
+            new Decode{*kernel, std::move(*workspace), std::nullopt});
       });
 }
 
-void attn_decode_destroy(attn_decode *decode) { delete decode; }
+attn_status attn_decode_destroy(attn_decode *decode) {
+  return guard(__func__, [&] { return destroyHandle(decode, "decode"); });
+}
 
 attn_status attn_decode_plan(attn_decode *decode, const int32_t *seq_lens,
                              int batch, int for_graph, void *stream) {
   return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(decode, "decode"))
+    std::shared_ptr<Decode> d;
+    if (llvm::Error error = lookup(decode, "decode").moveInto(d))
       return error;
     if (llvm::Error error = checkArray(seq_lens, batch, "seq_lens", "batch"))
       return error;
-    decode->plan.reset();
-    auto plan = decode->kernel->plan(llvm::ArrayRef(seq_lens, size_t(batch)),
-                                     decode->workspace, toStream(stream),
-                                     for_graph != 0);
+    d->plan.reset();
+    auto plan = d->kernel->plan(llvm::ArrayRef(seq_lens, size_t(batch)),
+                                d->workspace, toStream(stream), for_graph != 0);
     if (!plan)
       return plan.takeError();
-    decode->plan = *plan;
+    d->plan = *plan;
     return llvm::Error::success();
   });
 }
@@ -164,33 +184,34 @@ attn_status attn_decode_plan(attn_decode *decode, const int32_t *seq_lens,
 attn_status attn_decode_run(attn_decode *decode, const attn_decode_args *args,
                             void *stream) {
   return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(decode, "decode"))
+    std::shared_ptr<Decode> d;
+    if (llvm::Error error = lookup(decode, "decode").moveInto(d))
       return error;
     ATTN_CHECK_STRUCT(args, attn_decode_args);
-    if (llvm::Error error = checkPagedPointers(*args, args->page_tables,
-                                               "args->page_tables"))
+    if (llvm::Error error =
+            checkPagedPointers(*args, args->page_tables, "args->page_tables"))
       return error;
-    if (!decode->plan)
+    if (!d->plan)
       return noPlan("attn_decode_plan");
     auto cache = toView(args->cache, "args->cache");
     if (!cache)
       return cache.takeError();
-    const DecodeVariant &variant = decode->kernel->variant();
+    const DecodeVariant &variant = d->kernel->variant();
     runtime::DecodeArgs a;
     setHeadTables(a, args->tables);
     setPagedQuery(a, *args, variant, *cache);
-    a.numTokens = int64_t(decode->plan->batch) * variant.queryLen;
+    a.numTokens = int64_t(d->plan->batch) * variant.queryLen;
     a.pageTables = args->page_tables;
     a.pageTableStride = args->page_table_stride;
     a.seqLens = args->seq_lens;
     a.firstRequest = args->first_request;
-    return decode->kernel->run(*decode->plan, a, toStream(stream));
+    return d->kernel->run(*d->plan, a, toStream(stream));
   });
 }
 
 } // extern "C"
 
-//===--- Prefill -----------------------------------------------------------===//
+//===--- Prefill ----------------------------------------------------------===//
 
 namespace {
 
@@ -216,48 +237,54 @@ attn_status attn_prefill_create(attn_context *context,
                                 int64_t max_q_tokens, attn_prefill **out) {
   return createHandle(
       __func__, context, v, out,
-      [&](const PrefillVariant &) -> llvm::Error {
+      [&](const PrefillVariant &variant) -> llvm::Error {
         if (llvm::Error error = checkPositive(max_batch, "max_batch"))
           return error;
-        return checkPositive(max_q_tokens, "max_q_tokens");
+        if (llvm::Error error = checkPositive(max_q_tokens, "max_q_tokens"))
+          return error;
+        return checkQRows(max_q_tokens, 1, variant, "max_q_tokens", "q rows");
       },
       [&](const PrefillVariant &variant, const runtime::KernelSource &kernels)
-          -> llvm::Expected<attn_prefill *> {
+          -> llvm::Expected<std::unique_ptr<Prefill>> {
         auto kernel = kernels.prefill(variant);
         if (!kernel)
           return kernel.takeError();
         auto workspace = (*kernel)->createWorkspace(max_batch, max_q_tokens);
         if (!workspace)
           return workspace.takeError();
-        return new attn_prefill{*kernel, std::move(*workspace), std::nullopt};
+        return std::unique_ptr<Prefill>(
+            new Prefill{*kernel, std::move(*workspace), std::nullopt});
       });
 }
 
-void attn_prefill_destroy(attn_prefill *prefill) { delete prefill; }
+attn_status attn_prefill_destroy(attn_prefill *prefill) {
+  return guard(__func__, [&] { return destroyHandle(prefill, "prefill"); });
+}
 
 attn_status attn_prefill_plan(attn_prefill *prefill,
                               const int32_t *cu_seqlens_q,
                               const int32_t *cu_seqlens_kv, int batch,
                               int for_graph, void *stream) {
   return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(prefill, "prefill"))
+    std::shared_ptr<Prefill> p;
+    if (llvm::Error error = lookup(prefill, "prefill").moveInto(p))
       return error;
-    if (prefill->kernel->variant().paged)
+    if (p->kernel->variant().paged)
       return argError("the variant is paged: plan it with "
                       "attn_prefill_plan_paged");
     if (batch < 0)
       return argError(llvm::formatv("batch is {0}", batch));
-    if (llvm::Error error = checkPointers({{cu_seqlens_q, "cu_seqlens_q"},
-                                          {cu_seqlens_kv, "cu_seqlens_kv"}}))
+    if (llvm::Error error = checkPointers(
+            {{cu_seqlens_q, "cu_seqlens_q"}, {cu_seqlens_kv, "cu_seqlens_kv"}}))
       return error;
-    prefill->plan.reset();
-    auto plan = prefill->kernel->plan(
-        llvm::ArrayRef(cu_seqlens_q, size_t(batch) + 1),
-        llvm::ArrayRef(cu_seqlens_kv, size_t(batch) + 1), prefill->workspace,
-        toStream(stream), for_graph != 0);
+    p->plan.reset();
+    auto plan =
+        p->kernel->plan(llvm::ArrayRef(cu_seqlens_q, size_t(batch) + 1),
+                        llvm::ArrayRef(cu_seqlens_kv, size_t(batch) + 1),
+                        p->workspace, toStream(stream), for_graph != 0);
     if (!plan)
       return plan.takeError();
-    prefill->plan = *plan;
+    p->plan = *plan;
     return llvm::Error::success();
   });
 }
@@ -267,9 +294,10 @@ attn_status attn_prefill_plan_paged(attn_prefill *prefill,
                                     const int32_t *seq_lens, int batch,
                                     int for_graph, void *stream) {
   return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(prefill, "prefill"))
+    std::shared_ptr<Prefill> p;
+    if (llvm::Error error = lookup(prefill, "prefill").moveInto(p))
       return error;
-    if (!prefill->kernel->variant().paged)
+    if (!p->kernel->variant().paged)
       return argError("the variant is ragged: plan it with attn_prefill_plan");
     if (batch < 0)
       return argError(llvm::formatv("batch is {0}", batch));
@@ -277,14 +305,14 @@ attn_status attn_prefill_plan_paged(attn_prefill *prefill,
       return error;
     if (llvm::Error error = checkArray(seq_lens, batch, "seq_lens", "batch"))
       return error;
-    prefill->plan.reset();
-    auto plan = prefill->kernel->planPaged(
-        llvm::ArrayRef(cu_seqlens_q, size_t(batch) + 1),
-        llvm::ArrayRef(seq_lens, size_t(batch)), prefill->workspace,
-        toStream(stream), for_graph != 0);
+    p->plan.reset();
+    auto plan =
+        p->kernel->planPaged(llvm::ArrayRef(cu_seqlens_q, size_t(batch) + 1),
+                             llvm::ArrayRef(seq_lens, size_t(batch)),
+                             p->workspace, toStream(stream), for_graph != 0);
     if (!plan)
       return plan.takeError();
-    prefill->plan = *plan;
+    p->plan = *plan;
     return llvm::Error::success();
   });
 }
@@ -292,22 +320,23 @@ attn_status attn_prefill_plan_paged(attn_prefill *prefill,
 attn_status attn_prefill_run(attn_prefill *prefill,
                              const attn_prefill_args *args, void *stream) {
   return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(prefill, "prefill"))
+    std::shared_ptr<Prefill> p;
+    if (llvm::Error error = lookup(prefill, "prefill").moveInto(p))
       return error;
     ATTN_CHECK_STRUCT(args, attn_prefill_args);
-    const PrefillVariant &variant = prefill->kernel->variant();
+    const PrefillVariant &variant = p->kernel->variant();
     if (variant.paged) {
-      if (llvm::Error error = checkPagedPointers(*args, args->page_tables,
-                                               "args->page_tables"))
+      if (llvm::Error error =
+              checkPagedPointers(*args, args->page_tables, "args->page_tables"))
         return error;
-      if (!prefill->plan)
+      if (!p->plan)
         return noPlan("attn_prefill_plan_paged");
       auto cache = toView(args->cache, "args->cache");
       if (!cache)
         return cache.takeError();
-      return prefill->kernel->run(
-          *prefill->plan,
-          pagedPrefillArgs(variant, prefill->plan->numQTokens, *args, *cache),
+      return p->kernel->run(
+          *p->plan,
+          pagedPrefillArgs(variant, p->plan->numQTokens, *args, *cache),
           toStream(stream));
     }
     if (llvm::Error error = checkPointers({{args->q, "args->q"},
@@ -315,7 +344,7 @@ attn_status attn_prefill_run(attn_prefill *prefill,
                                            {args->k, "args->k"},
                                            {args->v, "args->v"}}))
       return error;
-    if (!prefill->plan)
+    if (!p->plan)
       return noPlan("attn_prefill_plan");
     runtime::PrefillArgs a;
     setHeadTables(a, args->tables);
@@ -328,8 +357,8 @@ attn_status attn_prefill_run(attn_prefill *prefill,
     a.kScale = args->k_scale;
     a.vScale = args->v_scale;
     a.numKVScales = args->num_kv_scales;
-    a.numQTokens = prefill->plan->numQTokens;
-    a.numKVTokens = prefill->plan->numKVTokens;
+    a.numQTokens = p->plan->numQTokens;
+    a.numKVTokens = p->plan->numKVTokens;
     a.numQHeads = variant.numQHeads;
     a.numKVHeads = variant.numKVHeads;
     a.headDim = variant.headDim;
@@ -339,13 +368,13 @@ attn_status attn_prefill_run(attn_prefill *prefill,
     a.out = args->out;
     a.outStrideToken = args->out_stride_token;
     a.lse = args->lse;
-    return prefill->kernel->run(*prefill->plan, a, toStream(stream));
+    return p->kernel->run(*p->plan, a, toStream(stream));
   });
 }
 
 } // extern "C"
 
-//===--- Mixed batches -----------------------------------------------------===//
+//===--- Mixed batches ----------------------------------------------------===//
 
 extern "C" {
 
@@ -360,10 +389,12 @@ attn_status attn_mixed_batch_create(attn_context *context,
           return argError("v->paged is 0: a mixed batch reads the paged cache");
         if (llvm::Error error = checkPositive(max_batch, "max_batch"))
           return error;
-        return checkPositive(max_q_tokens, "max_q_tokens");
+        if (llvm::Error error = checkPositive(max_q_tokens, "max_q_tokens"))
+          return error;
+        return checkQRows(max_q_tokens, 1, variant, "max_q_tokens", "q rows");
       },
       [&](const PrefillVariant &variant, const runtime::KernelSource &kernels)
-          -> llvm::Expected<attn_mixed_batch *> {
+          -> llvm::Expected<std::unique_ptr<MixedBatch>> {
         // The JIT's Jit::mixedBatch and the Backend pair kernels this way.
         auto prefill = kernels.prefill(variant);
         if (!prefill)
@@ -371,18 +402,21 @@ attn_status attn_mixed_batch_create(attn_context *context,
         auto decode = kernels.decode(runtime::decodeVariantFor(variant));
         if (!decode)
           return decode.takeError();
-        auto attention = runtime::MixedBatchAttention::create(*prefill, *decode);
+        auto attention =
+            runtime::MixedBatchAttention::create(*prefill, *decode);
         if (!attention)
           return attention.takeError();
         auto workspace = attention->createWorkspace(max_batch, max_q_tokens);
         if (!workspace)
           return workspace.takeError();
-        return new attn_mixed_batch{std::move(*attention),
-                                    std::move(*workspace), std::nullopt};
+        return std::unique_ptr<MixedBatch>(new MixedBatch{
+            std::move(*attention), std::move(*workspace), std::nullopt});
       });
 }
 
-void attn_mixed_batch_destroy(attn_mixed_batch *mixed) { delete mixed; }
+attn_status attn_mixed_batch_destroy(attn_mixed_batch *mixed) {
+  return guard(__func__, [&] { return destroyHandle(mixed, "mixed"); });
+}
 
 attn_status attn_mixed_batch_plan(attn_mixed_batch *mixed,
                                   const int32_t *cu_seqlens_q,
@@ -390,7 +424,8 @@ attn_status attn_mixed_batch_plan(attn_mixed_batch *mixed,
                                   int num_prefills, int for_graph,
                                   void *stream) {
   return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(mixed, "mixed"))
+    std::shared_ptr<MixedBatch> m;
+    if (llvm::Error error = lookup(mixed, "mixed").moveInto(m))
       return error;
     if (batch < 0)
       return argError(llvm::formatv("batch is {0}", batch));
@@ -398,14 +433,14 @@ attn_status attn_mixed_batch_plan(attn_mixed_batch *mixed,
       return error;
     if (llvm::Error error = checkArray(seq_lens, batch, "seq_lens", "batch"))
       return error;
-    mixed->plan.reset();
-    auto plan = mixed->attention.plan(
-        llvm::ArrayRef(cu_seqlens_q, size_t(batch) + 1),
-        llvm::ArrayRef(seq_lens, size_t(batch)), num_prefills,
-        mixed->workspace, toStream(stream), for_graph != 0);
+    m->plan.reset();
+    auto plan =
+        m->attention.plan(llvm::ArrayRef(cu_seqlens_q, size_t(batch) + 1),
+                          llvm::ArrayRef(seq_lens, size_t(batch)), num_prefills,
+                          m->workspace, toStream(stream), for_graph != 0);
     if (!plan)
       return plan.takeError();
-    mixed->plan = std::move(*plan);
+    m->plan = std::move(*plan);
     return llvm::Error::success();
   });
 }
@@ -414,19 +449,20 @@ attn_status attn_mixed_batch_run(attn_mixed_batch *mixed,
                                  const attn_prefill_args *args,
                                  const int32_t *seq_lens, void *stream) {
   return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(mixed, "mixed"))
+    std::shared_ptr<MixedBatch> m;
+    if (llvm::Error error = lookup(mixed, "mixed").moveInto(m))
       return error;
     ATTN_CHECK_STRUCT(args, attn_prefill_args);
-    if (llvm::Error error = checkPagedPointers(*args, args->page_tables,
-                                               "args->page_tables"))
+    if (llvm::Error error =
+            checkPagedPointers(*args, args->page_tables, "args->page_tables"))
       return error;
-    if (!mixed->plan)
+    if (!m->plan)
       return noPlan("attn_mixed_batch_plan");
     auto cache = toView(args->cache, "args->cache");
     if (!cache)
       return cache.takeError();
-    const PrefillVariant &variant = mixed->attention.prefillKernel().variant();
-    const runtime::MixedBatchPlan &plan = *mixed->plan;
+    const PrefillVariant &variant = m->attention.prefillKernel().variant();
+    const runtime::MixedBatchPlan &plan = *m->plan;
     runtime::MixedBatchArgs a;
     setHeadTables(a, args->tables);
     setPagedQuery(a, *args, variant, *cache);
@@ -434,38 +470,41 @@ attn_status attn_mixed_batch_run(attn_mixed_batch *mixed,
     a.pageTables = args->page_tables;
     a.pageTableStride = args->page_table_stride;
     a.seqLens = seq_lens;
-    return mixed->attention.run(plan, a, toStream(stream));
+    return m->attention.run(plan, a, toStream(stream));
   });
 }
 
 } // extern "C"
 
-//===--- merge_states ------------------------------------------------------===//
+//===--- merge_states -----------------------------------------------------===//
 
 extern "C" {
 
 attn_status attn_merge_states_create(attn_context *context,
                                      const attn_merge_states_variant *v,
                                      attn_merge_states **out) {
-  return createHandle(
-      __func__, context, v, out, noCheck,
-      [&](const MergeStatesVariant &variant,
-          const runtime::KernelSource &kernels)
-          -> llvm::Expected<attn_merge_states *> {
-        auto kernel = kernels.mergeStates(variant);
-        if (!kernel)
-          return kernel.takeError();
-        return new attn_merge_states{*kernel, variant};
-      });
+  return createHandle(__func__, context, v, out, noCheck,
+                      [&](const MergeStatesVariant &variant,
+                          const runtime::KernelSource &kernels)
+                          -> llvm::Expected<std::unique_ptr<MergeStates>> {
+                        auto kernel = kernels.mergeStates(variant);
+                        if (!kernel)
+                          return kernel.takeError();
+                        return std::unique_ptr<MergeStates>(
+                            new MergeStates{*kernel, variant});
+                      });
 }
 
-void attn_merge_states_destroy(attn_merge_states *merge) { delete merge; }
+attn_status attn_merge_states_destroy(attn_merge_states *merge) {
+  return guard(__func__, [&] { return destroyHandle(merge, "merge"); });
+}
 
 attn_status attn_merge_states_run(attn_merge_states *merge,
                                   const attn_merge_states_args *args,
                                   void *stream) {
   return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(merge, "merge"))
+    std::shared_ptr<MergeStates> m;
+    if (llvm::Error error = lookup(merge, "merge").moveInto(m))
       return error;
     ATTN_CHECK_STRUCT(args, attn_merge_states_args);
     if (args->num_states < 2 || args->num_states > ATTN_MAX_MERGE_STATES)
@@ -474,10 +513,10 @@ attn_status attn_merge_states_run(attn_merge_states *merge,
     if (llvm::Error error = requireNonNull(args->out, "args->out"))
       return error;
     runtime::MergeStatesArgs a;
-    a.dtype = merge->variant.dtype;
+    a.dtype = m->variant.dtype;
     a.numTokens = args->num_tokens;
-    a.numHeads = merge->variant.numHeads;
-    a.headDim = merge->variant.headDim;
+    a.numHeads = m->variant.numHeads;
+    a.headDim = m->variant.headDim;
     a.numStates = args->num_states;
     for (int i = 0; i < args->num_states; ++i) {
       if (!args->outs[i] || !args->lses[i])
@@ -491,13 +530,13 @@ attn_status attn_merge_states_run(attn_merge_states *merge,
     a.out = args->out;
     a.outStrideToken = args->out_stride_token;
     a.lse = args->lse;
-    return merge->kernel->run(a, toStream(stream));
+    return m->kernel->run(a, toStream(stream));
   });
 }
 
 } // extern "C"
 
-//===--- Cascade -----------------------------------------------------------===//
+//===--- Cascade ----------------------------------------------------------===//
 
 extern "C" {
 
@@ -509,67 +548,76 @@ attn_status attn_cascade_create(attn_context *context,
       [&](const DecodeVariant &variant) -> llvm::Error {
         if (llvm::Error error = checkPositive(max_batch, "max_batch"))
           return error;
+        if (llvm::Error error = checkQRows(max_batch, variant.queryLen, variant,
+                                           "max_batch", "requests' q rows"))
+          return error;
         if (max_levels < 1 || max_levels > ATTN_MAX_CASCADE_LEVELS)
           return argError(llvm::formatv("max_levels is {0}, not in [1, {1}]",
                                         max_levels, ATTN_MAX_CASCADE_LEVELS));
-        if (std::optional<std::string> problem = runtime::cascadeProblem(variant))
+        if (std::optional<std::string> problem =
+                runtime::cascadeProblem(variant))
           return argError("the variant cannot run as a cascade: " + *problem);
         return llvm::Error::success();
       },
       [&](const DecodeVariant &variant, const runtime::KernelSource &kernels)
-          -> llvm::Expected<attn_cascade *> {
+          -> llvm::Expected<std::unique_ptr<Cascade>> {
         auto attention = runtime::cascadeFrom(kernels, variant);
         if (!attention)
           return attention.takeError();
         auto workspace = attention->createWorkspace(max_batch, max_levels);
         if (!workspace)
           return workspace.takeError();
-        return new attn_cascade{variant, std::move(*attention),
-                                std::move(*workspace), max_levels,
-                                std::nullopt};
+        return std::unique_ptr<Cascade>(
+            new Cascade{variant, std::move(*attention), std::move(*workspace),
+                        max_levels, std::nullopt});
       });
 }
 
-void attn_cascade_destroy(attn_cascade *cascade) { delete cascade; }
+attn_status attn_cascade_destroy(attn_cascade *cascade) {
+  return guard(__func__, [&] { return destroyHandle(cascade, "cascade"); });
+}
 
 attn_status attn_cascade_plan(attn_cascade *cascade,
                               const attn_cascade_level *levels, int num_levels,
                               const int32_t *suffix_lens, int batch,
                               int for_graph, void *stream) {
   return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(cascade, "cascade"))
+    std::shared_ptr<Cascade> c;
+    if (llvm::Error error = lookup(cascade, "cascade").moveInto(c))
       return error;
-    if (num_levels < 0 || num_levels > cascade->maxLevels)
+    if (num_levels < 0 || num_levels > c->maxLevels)
       return argError(llvm::formatv("num_levels is {0}, not in [0, {1}] "
                                     "(max_levels)",
-                                    num_levels, cascade->maxLevels));
-    if (llvm::Error error = checkArray(levels, num_levels, "levels",
-                                       "num_levels"))
+                                    num_levels, c->maxLevels));
+    if (llvm::Error error =
+            checkArray(levels, num_levels, "levels", "num_levels"))
       return error;
-    if (llvm::Error error = checkArray(suffix_lens, batch, "suffix_lens",
-                                       "batch"))
+    if (llvm::Error error =
+            checkArray(suffix_lens, batch, "suffix_lens", "batch"))
       return error;
     std::vector<runtime::CascadeLevel> converted(num_levels);
     for (int l = 0; l < num_levels; ++l) {
       const attn_cascade_level &level = levels[l];
-      if (level.num_groups < 0 || !level.group_starts ||
-          (level.num_groups > 0 && !level.kv_lens))
+      // Groups are non-empty runs of requests: at most `batch` of them.
+      if (level.num_groups < 0 || level.num_groups > batch ||
+          !level.group_starts || (level.num_groups > 0 && !level.kv_lens))
         return argError(llvm::formatv(
-            "levels[{0}]: num_groups is {1}, group_starts {2}, kv_lens {3}", l,
-            level.num_groups, level.group_starts ? "set" : "null",
+            "levels[{0}]: num_groups is {1} (0 to batch, {2}), group_starts "
+            "{3}, kv_lens {4}",
+            l, level.num_groups, batch, level.group_starts ? "set" : "null",
             level.kv_lens ? "set" : "null"));
-      converted[l].groupStarts.assign(level.group_starts,
-                                      level.group_starts + level.num_groups + 1);
+      converted[l].groupStarts.assign(
+          level.group_starts, level.group_starts + level.num_groups + 1);
       converted[l].kvLens.assign(level.kv_lens,
                                  level.kv_lens + level.num_groups);
     }
-    cascade->plan.reset();
-    auto plan = cascade->attention.plan(
-        converted, llvm::ArrayRef(suffix_lens, size_t(batch)),
-        cascade->workspace, toStream(stream), for_graph != 0);
+    c->plan.reset();
+    auto plan =
+        c->attention.plan(converted, llvm::ArrayRef(suffix_lens, size_t(batch)),
+                          c->workspace, toStream(stream), for_graph != 0);
     if (!plan)
       return plan.takeError();
-    cascade->plan = std::move(*plan);
+    c->plan = std::move(*plan);
     return llvm::Error::success();
   });
 }
@@ -577,35 +625,35 @@ attn_status attn_cascade_plan(attn_cascade *cascade,
 attn_status attn_cascade_run(attn_cascade *cascade,
                              const attn_cascade_args *args, void *stream) {
   return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(cascade, "cascade"))
+    std::shared_ptr<Cascade> c;
+    if (llvm::Error error = lookup(cascade, "cascade").moveInto(c))
       return error;
     ATTN_CHECK_STRUCT(args, attn_cascade_args);
-    if (llvm::Error error =
-            checkPagedPointers(*args, args->suffix_page_tables,
-                               "args->suffix_page_tables"))
+    if (llvm::Error error = checkPagedPointers(*args, args->suffix_page_tables,
+                                               "args->suffix_page_tables"))
       return error;
-    if (!cascade->plan)
+    if (!c->plan)
       return noPlan("attn_cascade_plan");
     auto cache = toView(args->cache, "args->cache");
     if (!cache)
       return cache.takeError();
-    const DecodeVariant &variant = cascade->variant;
+    const DecodeVariant &variant = c->variant;
     runtime::CascadeArgs a;
     setPagedQuery(a, *args, variant, *cache);
-    a.numQTokens = int64_t(cascade->plan->batch) * variant.queryLen;
+    a.numQTokens = int64_t(c->plan->batch) * variant.queryLen;
     for (int l = 0; l < runtime::kMaxCascadeLevels; ++l) {
       a.levelPageTables[l] = args->level_page_tables[l];
       a.levelPageTableStrides[l] = args->level_page_table_strides[l];
     }
     a.suffixPageTables = args->suffix_page_tables;
     a.suffixPageTableStride = args->suffix_page_table_stride;
-    return cascade->attention.run(*cascade->plan, a, toStream(stream));
+    return c->attention.run(*c->plan, a, toStream(stream));
   });
 }
 
 } // extern "C"
 
-//===--- Append-KV ---------------------------------------------------------===//
+//===--- Append-KV --------------------------------------------------------===//
 
 extern "C" {
 
@@ -615,26 +663,31 @@ attn_status attn_append_kv_create(attn_context *context,
   return createHandle(
       __func__, context, v, out, noCheck,
       [&](const AppendKVVariant &variant, const runtime::KernelSource &kernels)
-          -> llvm::Expected<attn_append_kv *> {
+          -> llvm::Expected<std::unique_ptr<AppendKV>> {
         auto kernel = kernels.appendKV(variant);
         if (!kernel)
           return kernel.takeError();
-        return new attn_append_kv{*kernel, variant};
+        return std::unique_ptr<AppendKV>(new AppendKV{*kernel, variant});
       });
 }
 
-void attn_append_kv_destroy(attn_append_kv *append) { delete append; }
+attn_status attn_append_kv_destroy(attn_append_kv *append) {
+  return guard(__func__, [&] { return destroyHandle(append, "append"); });
+}
 
 attn_status attn_append_kv_run(attn_append_kv *append,
                                const attn_append_kv_args *args, void *stream) {
   return guard(__func__, [&]() -> llvm::Error {
-    if (llvm::Error error = requireNonNull(append, "append"))
+    std::shared_ptr<AppendKV> kv;
+    if (llvm::Error error = lookup(append, "append").moveInto(kv))
       return error;
     ATTN_CHECK_STRUCT(args, attn_append_kv_args);
-    if (llvm::Error error = checkPointers(
-            {{args->k, "args->k"}, {args->v, "args->v"},
-             {args->cache.k, "args->cache.k"}, {args->cache.v, "args->cache.v"},
-             {args->slot_mapping, "args->slot_mapping"}}))
+    if (llvm::Error error =
+            checkPointers({{args->k, "args->k"},
+                           {args->v, "args->v"},
+                           {args->cache.k, "args->cache.k"},
+                           {args->cache.v, "args->cache.v"},
+                           {args->slot_mapping, "args->slot_mapping"}}))
       return error;
     auto cache = toView(args->cache, "args->cache");
     if (!cache)
@@ -642,10 +695,10 @@ attn_status attn_append_kv_run(attn_append_kv *append,
     runtime::AppendKVArgs a;
     a.k = args->k;
     a.v = args->v;
-    a.inType = append->variant.inType;
+    a.inType = kv->variant.inType;
     a.numTokens = args->num_tokens;
-    a.numKVHeads = append->variant.numKVHeads;
-    a.headDim = append->variant.headDim;
+    a.numKVHeads = kv->variant.numKVHeads;
+    a.headDim = kv->variant.headDim;
     a.kStrideToken = args->k_stride_token;
     a.vStrideToken = args->v_stride_token;
     a.cache = *cache;
@@ -653,7 +706,7 @@ attn_status attn_append_kv_run(attn_append_kv *append,
     a.kScale = args->cache.k_scale;
     a.vScale = args->cache.v_scale;
     a.numKVScales = args->cache.num_kv_scales;
-    return append->kernel->run(a, toStream(stream));
+    return kv->kernel->run(a, toStream(stream));
   });
 }
 

@@ -97,6 +97,16 @@ llvm::Error requireNonNull(const void *p, const char *name) {
   return argError(llvm::Twine(name) + " is null");
 }
 
+llvm::Error checkBytes(int64_t count, int64_t itemBytes, const char *name,
+                       const char *items) {
+  if (count >= 0 && itemBytes > 0 && count <= kMaxBufferBytes / itemBytes)
+    return llvm::Error::success();
+  return argError(llvm::formatv("{0} is {1}: {1} {2} of {3} bytes are more "
+                                "than any buffer holds ({4} bytes)",
+                                name, count, items, itemBytes,
+                                kMaxBufferBytes));
+}
+
 llvm::Error checkStructSize(const void *, uint32_t structSize, size_t v1Size,
                             const char *name, const char *type) {
   if (structSize >= v1Size)

@@ -1,14 +1,19 @@
 //===- Variants.cpp - C variants <-> spec/Variant.h -----------------------===//
 //
-// One conversion per variant struct, every field; the *_init functions take
-// their defaults from the C++ structs, so the two cannot drift apart.
+// One conversion per variant struct, every field, and the rules every
+// variant obeys checked there, so no entry point takes a variant unchecked;
+// the *_init functions take their defaults from the C++ structs, so the two
+// cannot drift apart.
 //
 //===----------------------------------------------------------------------===//
 #include "capi/CApi.h"
 
 #include "attn/runtime/cache/VariantKey.h"
+#include "spec/KernelLimits.h"
 
 #include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
 
 using namespace attn;
 using namespace attn::capi;
@@ -34,14 +39,13 @@ static_assert(ATTN_MAX_CASCADE_LEVELS == runtime::kMaxCascadeLevels,
 llvm::Error toKnobs(const attn_knobs &k, AttentionKnobs &out, const char *v) {
   int kind = enumValue(k.kind);
   if (kind < ATTN_KIND_DECODER || kind > ATTN_KIND_CROSS)
-    return argError(llvm::formatv("{0}->knobs.kind is {1}, not an attn_kind",
-                                  v, kind));
+    return argError(
+        llvm::formatv("{0}->knobs.kind is {1}, not an attn_kind", v, kind));
   out.kind = AttentionKind(kind);
   out.causal = k.causal != 0;
-  out.windowLeft = k.window_left < 0 ? std::nullopt
-                                     : std::optional<int>(k.window_left);
-  out.softcap = k.softcap == 0 ? std::nullopt
-                               : std::optional<float>(k.softcap);
+  out.windowLeft =
+      k.window_left < 0 ? std::nullopt : std::optional<int>(k.window_left);
+  out.softcap = k.softcap == 0 ? std::nullopt : std::optional<float>(k.softcap);
   out.scale = k.scale == 0 ? std::nullopt : std::optional<float>(k.scale);
   out.alibi = k.alibi != 0;
   out.sinks = k.sinks != 0;
@@ -68,12 +72,189 @@ void fromKnobs(const AttentionKnobs &k, attn_knobs &out) {
 }
 
 /// Sets `*out` from `value` or names the field that is out of range.
-template <class T>
-llvm::Error convert(llvm::Expected<T> value, T &out) {
+template <class T> llvm::Error convert(llvm::Expected<T> value, T &out) {
   if (!value)
     return value.takeError();
   out = *value;
   return llvm::Error::success();
+}
+
+//===--- What every variant obeys -----------------------------------------===//
+//
+// The rules of a variant's fields that hold on every arch, as the attention
+// ops' verifiers and checkKernelSpec apply them, with spec/KernelLimits.h's
+// ranges. toVariant checks them, so a key, a compile and a create refuse the
+// same variants, with the compiler or without it (libattn_runtime_c.so),
+// naming the C field. What depends on the arch or on the schedule the
+// compiler picks for it (fp8_compute's tensor cores, registers, shared
+// memory) and the score_mod / mask_mod text are left to compile and create.
+
+llvm::Error checkRange(int64_t value, int64_t lo, int64_t hi,
+                       const char *name) {
+  if (value >= lo && value <= hi)
+    return llvm::Error::success();
+  return argError(
+      llvm::formatv("{0} is {1}; expected {2} to {3}", name, value, lo, hi));
+}
+
+llvm::Error checkHeadDim(int headDim, const char *name) {
+  if (isSupportedHeadDim(headDim))
+    return llvm::Error::success();
+  return argError(llvm::formatv("{0} {1} is not supported; expected a "
+                                "multiple of {2} from {3} to {4}",
+                                name, headDim, kHeadDimMultiple, kMinHeadDim,
+                                kMaxHeadDim));
+}
+
+llvm::Error checkPageSize(int pageSize, const char *name) {
+  if (isSupportedPageSize(pageSize))
+    return llvm::Error::success();
+  return argError(llvm::formatv("{0} {1} is not supported; expected {2} to "
+                                "{3}",
+                                name, pageSize, kMinPageSize, kMaxPageSize));
+}
+
+/// Query heads in groups of at most kMaxGroupSize per KV head.
+llvm::Error checkHeads(int qHeads, int kvHeads, const char *qName,
+                       const char *kvName) {
+  if (llvm::Error error = checkRange(qHeads, 1, kMaxHeads, qName))
+    return error;
+  if (llvm::Error error = checkRange(kvHeads, 1, kMaxHeads, kvName))
+    return error;
+  if (qHeads % kvHeads != 0)
+    return argError(llvm::formatv("{0} ({1}) must be a multiple of {2} ({3})",
+                                  qName, qHeads, kvName, kvHeads));
+  if (qHeads / kvHeads > kMaxGroupSize)
+    return argError(llvm::formatv("{0} / {1} is {2}; at most {3} query heads "
+                                  "share a KV head",
+                                  qName, kvName, qHeads / kvHeads,
+                                  kMaxGroupSize));
+  return llvm::Error::success();
+}
+
+bool isFP8(ScalarType type) {
+  return type == ScalarType::F8E4M3 || type == ScalarType::F8E5M2;
+}
+
+/// q and output rows (and what the KV types are measured against).
+llvm::Error check16Bit(ScalarType type, const char *name) {
+  if (type == ScalarType::F16 || type == ScalarType::BF16)
+    return llvm::Error::success();
+  return argError(
+      llvm::formatv("{0} is {1}; expected f16 or bf16", name, toString(type)));
+}
+
+/// Keys and values: of the rows' type, or FP8 with dequantization scales.
+llvm::Error checkKVType(ScalarType kvType, ScalarType rowType, const char *name,
+                        const char *rowName) {
+  if (kvType == rowType || isFP8(kvType))
+    return llvm::Error::success();
+  return argError(llvm::formatv("{0} is {1}; expected {2} ({3}), e4m3 or "
+                                "e5m2",
+                                name, toString(kvType), rowName,
+                                toString(rowType)));
+}
+
+/// An optional f32 knob the C caller leaves 0 for none.
+llvm::Error checkPositive(const std::optional<float> &value, const char *name,
+                          const char *zero) {
+  if (!value || (*value > 0 && std::isfinite(*value)))
+    return llvm::Error::success();
+  return argError(llvm::formatv("{0} is {1}; expected a positive finite "
+                                "value (0: {2})",
+                                name, *value, zero));
+}
+
+llvm::Error checkKnobs(const AttentionKnobs &k) {
+  if (k.causal && k.kind != AttentionKind::Decoder)
+    return argError(llvm::formatv(
+        "v->knobs.causal is 1 with v->knobs.kind {0}: {1}", toString(k.kind),
+        k.kind == AttentionKind::Cross
+            ? "queries and keys come from different sequences"
+            : "encoder attention is bidirectional"));
+  if (k.windowLeft && !k.causal)
+    return argError(llvm::formatv("v->knobs.window_left is {0} with "
+                                  "v->knobs.causal 0: a sliding window needs "
+                                  "a causal mask",
+                                  *k.windowLeft));
+  if (llvm::Error error = checkPositive(k.softcap, "v->knobs.softcap", "none"))
+    return error;
+  return checkPositive(k.scale, "v->knobs.scale", "1/sqrt(head_dim)");
+}
+
+llvm::Error checkVariant(const DecodeVariant &v) {
+  if (llvm::Error error = check16Bit(v.qType, "v->q_type"))
+    return error;
+  if (llvm::Error error =
+          checkKVType(v.kvType, v.qType, "v->kv_type", "q_type"))
+    return error;
+  if (llvm::Error error = checkHeads(v.numQHeads, v.numKVHeads,
+                                     "v->num_q_heads", "v->num_kv_heads"))
+    return error;
+  if (llvm::Error error = checkHeadDim(v.headDim, "v->head_dim"))
+    return error;
+  if (llvm::Error error = checkPageSize(v.pageSize, "v->page_size"))
+    return error;
+  if (llvm::Error error =
+          checkRange(v.queryLen, 1, kMaxDecodeQueryLen, "v->query_len"))
+    return error;
+  if (v.kind == AttentionKind::Encoder)
+    return argError("v->knobs.kind is encoder: encoder attention has no "
+                    "decode phase");
+  if (v.fp8Query)
+    return argError("v->knobs.fp8_query is 1: an e4m3 q needs fp8_compute, "
+                    "which only prefill has");
+  return checkKnobs(v);
+}
+
+llvm::Error checkVariant(const PrefillVariant &v, ScalarType kvType) {
+  if (llvm::Error error = check16Bit(v.qType, "v->q_type"))
+    return error;
+  if (llvm::Error error = checkKVType(kvType, v.qType, "v->kv_type", "q_type"))
+    return error;
+  if (llvm::Error error = checkHeads(v.numQHeads, v.numKVHeads,
+                                     "v->num_q_heads", "v->num_kv_heads"))
+    return error;
+  if (llvm::Error error = checkHeadDim(v.headDim, "v->head_dim"))
+    return error;
+  if (v.paged) {
+    if (llvm::Error error = checkPageSize(v.paged->pageSize, "v->page_size"))
+      return error;
+    if (v.kind == AttentionKind::Encoder)
+      return argError("v->knobs.kind is encoder with v->paged 1: encoder "
+                      "attention has no KV cache");
+  }
+  if (v.fp8Compute && !isFP8(kvType))
+    return argError(llvm::formatv("v->fp8_compute is 1 with v->kv_type {0}: "
+                                  "FP8 compute needs FP8 keys and values "
+                                  "(e4m3, e5m2)",
+                                  toString(kvType)));
+  if (v.fp8Query && !v.fp8Compute)
+    return argError("v->knobs.fp8_query is 1: an e4m3 q needs v->fp8_compute");
+  return checkKnobs(v);
+}
+
+llvm::Error checkVariant(const AppendKVVariant &v) {
+  if (llvm::Error error = check16Bit(v.inType, "v->in_type"))
+    return error;
+  if (llvm::Error error =
+          checkKVType(v.kvType, v.inType, "v->kv_type", "in_type"))
+    return error;
+  if (llvm::Error error =
+          checkRange(v.numKVHeads, 1, kMaxHeads, "v->num_kv_heads"))
+    return error;
+  if (llvm::Error error = checkHeadDim(v.headDim, "v->head_dim"))
+    return error;
+  return checkPageSize(v.pageSize, "v->page_size");
+}
+
+llvm::Error checkVariant(const MergeStatesVariant &v) {
+  if (isFP8(v.dtype))
+    return argError(llvm::formatv("v->dtype is {0}; expected f16, bf16 or f32",
+                                  toString(v.dtype)));
+  if (llvm::Error error = checkRange(v.numHeads, 1, kMaxHeads, "v->num_heads"))
+    return error;
+  return checkHeadDim(v.headDim, "v->head_dim");
 }
 
 } // namespace
@@ -104,7 +285,8 @@ llvm::Expected<KVLayout> toLayout(const attn_layout &field, const char *name) {
   case ATTN_LAYOUT_HND:
     return KVLayout::HND;
   }
-  return argError(llvm::formatv("{0} is {1}, not an attn_layout", name, layout));
+  return argError(
+      llvm::formatv("{0} is {1}, not an attn_layout", name, layout));
 }
 
 attn_dtype toC(ScalarType type) {
@@ -144,9 +326,11 @@ llvm::Expected<DecodeVariant> toVariant(const attn_decode_variant *v) {
   DecodeVariant out;
   if (llvm::Error error = toKnobs(v->knobs, out, "v"))
     return std::move(error);
-  if (llvm::Error error = convert(toScalarType(v->q_type, "v->q_type"), out.qType))
+  if (llvm::Error error =
+          convert(toScalarType(v->q_type, "v->q_type"), out.qType))
     return std::move(error);
-  if (llvm::Error error = convert(toScalarType(v->kv_type, "v->kv_type"), out.kvType))
+  if (llvm::Error error =
+          convert(toScalarType(v->kv_type, "v->kv_type"), out.kvType))
     return std::move(error);
   if (llvm::Error error = convert(toLayout(v->layout, "v->layout"), out.layout))
     return std::move(error);
@@ -156,6 +340,8 @@ llvm::Expected<DecodeVariant> toVariant(const attn_decode_variant *v) {
   out.pageSize = v->page_size;
   out.queryLen = v->query_len;
   out.perHeadKVScale = v->per_head_kv_scale != 0;
+  if (llvm::Error error = checkVariant(out))
+    return std::move(error);
   return out;
 }
 
@@ -164,10 +350,12 @@ llvm::Expected<PrefillVariant> toVariant(const attn_prefill_variant *v) {
   PrefillVariant out;
   if (llvm::Error error = toKnobs(v->knobs, out, "v"))
     return std::move(error);
-  if (llvm::Error error = convert(toScalarType(v->q_type, "v->q_type"), out.qType))
+  if (llvm::Error error =
+          convert(toScalarType(v->q_type, "v->q_type"), out.qType))
     return std::move(error);
   ScalarType kvType = ScalarType::BF16;
-  if (llvm::Error error = convert(toScalarType(v->kv_type, "v->kv_type"), kvType))
+  if (llvm::Error error =
+          convert(toScalarType(v->kv_type, "v->kv_type"), kvType))
     return std::move(error);
   KVLayout layout = KVLayout::NHD;
   if (llvm::Error error = convert(toLayout(v->layout, "v->layout"), layout))
@@ -176,26 +364,24 @@ llvm::Expected<PrefillVariant> toVariant(const attn_prefill_variant *v) {
   out.numKVHeads = v->num_kv_heads;
   out.headDim = v->head_dim;
   out.fp8Compute = v->fp8_compute != 0;
-  if (v->paged) {
-    out.paged = PagedKVFormat{kvType, v->page_size, layout,
-                              v->per_head_kv_scale != 0};
-  } else if (kvType == ScalarType::F8E4M3 || kvType == ScalarType::F8E5M2) {
+  if (v->paged)
+    out.paged =
+        PagedKVFormat{kvType, v->page_size, layout, v->per_head_kv_scale != 0};
+  else if (isFP8(kvType))
     out.fp8KV = FP8RowsFormat{kvType, v->per_head_kv_scale != 0};
-  } else if (kvType != out.qType) {
-    return argError(llvm::formatv(
-        "v->kv_type is {0}: ragged k / v rows are q_type ({1}), e4m3 or "
-        "e5m2",
-        toString(kvType), toString(out.qType)));
-  }
+  if (llvm::Error error = checkVariant(out, kvType))
+    return std::move(error);
   return out;
 }
 
 llvm::Expected<AppendKVVariant> toVariant(const attn_append_kv_variant *v) {
   ATTN_CHECK_STRUCT(v, attn_append_kv_variant);
   AppendKVVariant out;
-  if (llvm::Error error = convert(toScalarType(v->in_type, "v->in_type"), out.inType))
+  if (llvm::Error error =
+          convert(toScalarType(v->in_type, "v->in_type"), out.inType))
     return std::move(error);
-  if (llvm::Error error = convert(toScalarType(v->kv_type, "v->kv_type"), out.kvType))
+  if (llvm::Error error =
+          convert(toScalarType(v->kv_type, "v->kv_type"), out.kvType))
     return std::move(error);
   if (llvm::Error error = convert(toLayout(v->layout, "v->layout"), out.layout))
     return std::move(error);
@@ -203,6 +389,8 @@ llvm::Expected<AppendKVVariant> toVariant(const attn_append_kv_variant *v) {
   out.headDim = v->head_dim;
   out.pageSize = v->page_size;
   out.perHeadKVScale = v->per_head_kv_scale != 0;
+  if (llvm::Error error = checkVariant(out))
+    return std::move(error);
   return out;
 }
 
@@ -210,10 +398,13 @@ llvm::Expected<MergeStatesVariant>
 toVariant(const attn_merge_states_variant *v) {
   ATTN_CHECK_STRUCT(v, attn_merge_states_variant);
   MergeStatesVariant out;
-  if (llvm::Error error = convert(toScalarType(v->dtype, "v->dtype"), out.dtype))
+  if (llvm::Error error =
+          convert(toScalarType(v->dtype, "v->dtype"), out.dtype))
     return std::move(error);
   out.numHeads = v->num_heads;
   out.headDim = v->head_dim;
+  if (llvm::Error error = checkVariant(out))
+    return std::move(error);
   return out;
 }
 
@@ -341,16 +532,18 @@ attn_status attn_decode_kernel_key(const attn_decode_variant *v, char *buffer,
 attn_status attn_prefill_kernel_key(const attn_prefill_variant *v, char *buffer,
                                     size_t capacity, size_t *length) {
   return writeKey(
-      __func__, v, [](const PrefillVariant &p) { return runtime::kernelKey(p); },
-      buffer, capacity, length);
+      __func__, v,
+      [](const PrefillVariant &p) { return runtime::kernelKey(p); }, buffer,
+      capacity, length);
 }
 
 attn_status attn_append_kv_kernel_key(const attn_append_kv_variant *v,
                                       char *buffer, size_t capacity,
                                       size_t *length) {
   return writeKey(
-      __func__, v, [](const AppendKVVariant &a) { return runtime::kernelKey(a); },
-      buffer, capacity, length);
+      __func__, v,
+      [](const AppendKVVariant &a) { return runtime::kernelKey(a); }, buffer,
+      capacity, length);
 }
 
 attn_status attn_merge_states_kernel_key(const attn_merge_states_variant *v,
@@ -365,8 +558,9 @@ attn_status attn_merge_states_kernel_key(const attn_merge_states_variant *v,
 attn_status attn_decode_variant_key(const attn_decode_variant *v, char *buffer,
                                     size_t capacity, size_t *length) {
   return writeKey(
-      __func__, v, [](const DecodeVariant &d) { return runtime::variantKey(d); },
-      buffer, capacity, length);
+      __func__, v,
+      [](const DecodeVariant &d) { return runtime::variantKey(d); }, buffer,
+      capacity, length);
 }
 
 attn_status attn_prefill_variant_key(const attn_prefill_variant *v,

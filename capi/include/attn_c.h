@@ -35,7 +35,17 @@
  *    asynchronous upload into the handle's workspace; plan outside capture
  *    (with for_graph = 1 the grid is the workspace's capacity, so a
  *    captured run stays valid for any later plan of a batch that fits).
- *  - Handles are not thread-safe; contexts are.
+ *  - Handles (attn_context, attn_decode, ...) are live from their
+ *    attn_*_create to their attn_*_destroy. Every call checks the handles
+ *    it takes: a destroyed one, one never created or one of another type
+ *    is ATTN_ERROR_INVALID_ARGUMENT naming the argument ("decode is not a
+ *    live attn_decode handle (destroyed, or never created)"), never a read
+ *    of freed memory; no handle value is ever given out twice. Destroying
+ *    NULL does nothing and returns ATTN_OK (as free(NULL)); destroying a
+ *    handle that is not live is that error and frees nothing.
+ *  - Handles are not thread-safe; contexts are. Destroying a handle while
+ *    another thread's call uses it is a bug of the caller's, but the object
+ *    is freed only once that call returns.
  *
  *===----------------------------------------------------------------------===*/
 #ifndef ATTN_C_H
@@ -56,8 +66,9 @@ extern "C" {
 #endif
 
 /* This header's interface version; attn_c_api_version() gives the
- * library's. */
-#define ATTN_C_API_VERSION 1
+ * library's. 2: the attn_*_destroy functions return an attn_status (1:
+ * void; a caller that ignores the result works with either). */
+#define ATTN_C_API_VERSION 2
 
 /* Zeroes *p and sets its struct_size. */
 #define ATTN_INIT(p) (memset((p), 0, sizeof(*(p))), (p)->struct_size = sizeof(*(p)))
@@ -132,7 +143,7 @@ ATTN_C_EXPORT attn_status attn_context_create_jit(const attn_jit_options *option
 /* A context over an attn-aot library (either library). */
 ATTN_C_EXPORT attn_status attn_context_create_aot(const char *library_path,
                                                   attn_context **out);
-ATTN_C_EXPORT void attn_context_destroy(attn_context *context);
+ATTN_C_EXPORT attn_status attn_context_destroy(attn_context *context);
 
 /*===--- Variants ----------------------------------------------------------===*/
 
@@ -238,10 +249,14 @@ ATTN_C_EXPORT attn_status attn_compile_decode(const attn_decode_variant *v,
 ATTN_C_EXPORT attn_status attn_compile_prefill(const attn_prefill_variant *v,
                                                const char *arch,
                                                attn_compiled **out);
-ATTN_C_EXPORT const char *attn_compiled_kernel_name(const attn_compiled *c);
-ATTN_C_EXPORT const char *attn_compiled_source(const attn_compiled *c);
-ATTN_C_EXPORT size_t attn_compiled_cubin_size(const attn_compiled *c);
-ATTN_C_EXPORT void attn_compiled_destroy(attn_compiled *c);
+/* The kernel symbol, CUDA source and cubin size of a compiled variant, valid
+ * until it is destroyed; "" (0) for a handle that is not live, with
+ * attn_last_error() saying why. */
+ATTN_C_EXPORT const char *
+attn_compiled_kernel_name(const attn_compiled *compiled);
+ATTN_C_EXPORT const char *attn_compiled_source(const attn_compiled *compiled);
+ATTN_C_EXPORT size_t attn_compiled_cubin_size(const attn_compiled *compiled);
+ATTN_C_EXPORT attn_status attn_compiled_destroy(attn_compiled *compiled);
 
 /*===--- Shared argument pieces --------------------------------------------===*/
 
@@ -284,7 +299,7 @@ typedef struct attn_decode attn_decode;
 ATTN_C_EXPORT attn_status attn_decode_create(attn_context *context,
                                              const attn_decode_variant *v,
                                              int max_batch, attn_decode **out);
-ATTN_C_EXPORT void attn_decode_destroy(attn_decode *decode);
+ATTN_C_EXPORT attn_status attn_decode_destroy(attn_decode *decode);
 /* Plans a batch from the host lengths (tokens cached per request, new ones
  * included). */
 ATTN_C_EXPORT attn_status attn_decode_plan(attn_decode *decode,
@@ -323,7 +338,7 @@ ATTN_C_EXPORT attn_status attn_prefill_create(attn_context *context,
                                               int max_batch,
                                               int64_t max_q_tokens,
                                               attn_prefill **out);
-ATTN_C_EXPORT void attn_prefill_destroy(attn_prefill *prefill);
+ATTN_C_EXPORT attn_status attn_prefill_destroy(attn_prefill *prefill);
 /* Ragged: cu_seqlens_q and cu_seqlens_kv, batch + 1 host offsets each. */
 ATTN_C_EXPORT attn_status attn_prefill_plan(attn_prefill *prefill,
                                             const int32_t *cu_seqlens_q,
@@ -373,7 +388,7 @@ ATTN_C_EXPORT attn_status attn_mixed_batch_create(attn_context *context,
                                                   int max_batch,
                                                   int64_t max_q_tokens,
                                                   attn_mixed_batch **out);
-ATTN_C_EXPORT void attn_mixed_batch_destroy(attn_mixed_batch *mixed);
+ATTN_C_EXPORT attn_status attn_mixed_batch_destroy(attn_mixed_batch *mixed);
 ATTN_C_EXPORT attn_status attn_mixed_batch_plan(attn_mixed_batch *mixed,
                                                 const int32_t *cu_seqlens_q,
                                                 const int32_t *seq_lens,
@@ -394,7 +409,7 @@ ATTN_C_EXPORT attn_status
 attn_merge_states_create(attn_context *context,
                          const attn_merge_states_variant *v,
                          attn_merge_states **out);
-ATTN_C_EXPORT void attn_merge_states_destroy(attn_merge_states *merge);
+ATTN_C_EXPORT attn_status attn_merge_states_destroy(attn_merge_states *merge);
 
 typedef struct attn_merge_states_args {
   uint32_t struct_size;
@@ -427,7 +442,7 @@ ATTN_C_EXPORT attn_status attn_cascade_create(attn_context *context,
                                               const attn_decode_variant *v,
                                               int max_batch, int max_levels,
                                               attn_cascade **out);
-ATTN_C_EXPORT void attn_cascade_destroy(attn_cascade *cascade);
+ATTN_C_EXPORT attn_status attn_cascade_destroy(attn_cascade *cascade);
 /* suffix_lens: each request's tokens past every shared level (host). */
 ATTN_C_EXPORT attn_status attn_cascade_plan(attn_cascade *cascade,
                                             const attn_cascade_level *levels,
@@ -462,7 +477,7 @@ typedef struct attn_append_kv attn_append_kv;
 ATTN_C_EXPORT attn_status attn_append_kv_create(attn_context *context,
                                                 const attn_append_kv_variant *v,
                                                 attn_append_kv **out);
-ATTN_C_EXPORT void attn_append_kv_destroy(attn_append_kv *append);
+ATTN_C_EXPORT attn_status attn_append_kv_destroy(attn_append_kv *append);
 
 typedef struct attn_append_kv_args {
   uint32_t struct_size;
@@ -481,7 +496,7 @@ ATTN_C_EXPORT attn_status attn_append_kv_run(attn_append_kv *append,
 typedef struct attn_cache_ops attn_cache_ops;
 ATTN_C_EXPORT attn_status attn_cache_ops_create(attn_context *context,
                                                 attn_cache_ops **out);
-ATTN_C_EXPORT void attn_cache_ops_destroy(attn_cache_ops *ops);
+ATTN_C_EXPORT attn_status attn_cache_ops_destroy(attn_cache_ops *ops);
 
 /* Every layer of a paged cache: layer_table is a device array of
  * num_layers uint64 addresses, each the start of a layer's
@@ -498,7 +513,8 @@ typedef struct attn_cache_layers {
 
 /* vLLM's copy_blocks: pairs (src, dst) of pages copied in K and V of every
  * layer in one launch. host_pairs: [num_pairs, 2] int64 on the host
- * (checked: in range, no destination written twice or also read). */
+ * (checked: in range, no destination written twice or also read; so at
+ * most cache->num_pages pairs). */
 ATTN_C_EXPORT attn_status attn_copy_blocks(attn_cache_ops *ops,
                                            const attn_cache_layers *cache,
                                            const int64_t *host_pairs,
@@ -512,9 +528,11 @@ ATTN_C_EXPORT attn_status attn_copy_blocks_device(attn_cache_ops *ops,
                                                   void *stream);
 
 /* vLLM's swap_blocks for one buffer: page src of `src` to page dst of
- * `dst` (device or pinned host memory, each num_pages_* pages of
- * page_bytes), host pairs [num_pairs, 2]; consecutive pairs are
- * coalesced into one copy. Asynchronous on stream. */
+ * `dst` (device or pinned host memory, each num_*_pages pages of
+ * page_bytes; page ids are int32, as in every attn cache), host pairs
+ * [num_pairs, 2], at most num_dst_pages of them (more would write a page
+ * twice); consecutive pairs are coalesced into one copy. Asynchronous on
+ * stream. */
 ATTN_C_EXPORT attn_status attn_swap_blocks(const void *src, int64_t num_src_pages,
                                            void *dst, int64_t num_dst_pages,
                                            int64_t page_bytes,
@@ -583,7 +601,8 @@ typedef struct attn_metadata_builder attn_metadata_builder;
 ATTN_C_EXPORT attn_status
 attn_metadata_builder_create(const attn_metadata_limits *limits,
                              attn_metadata_builder **out);
-ATTN_C_EXPORT void attn_metadata_builder_destroy(attn_metadata_builder *b);
+ATTN_C_EXPORT attn_status
+attn_metadata_builder_destroy(attn_metadata_builder *builder);
 /* Builds a step (errors name the request and the rule) and uploads it on
  * stream; *out's struct_size must be set. */
 ATTN_C_EXPORT attn_status

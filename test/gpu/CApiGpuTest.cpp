@@ -1,4 +1,4 @@
-//===- CApiGpuTest.cpp - every kernel handle of attn_c.h on a GPU ----------===//
+//===- CApiGpuTest.cpp - every kernel handle of attn_c.h on a GPU ---------===//
 //
 // Linked to libattn_c.so only, as a C host is: each handle plans and runs
 // on small random inputs and is checked against an fp64 reference (the
@@ -25,7 +25,7 @@
 
 namespace {
 
-//===--- The driver, opened at run time ------------------------------------===//
+//===--- The driver, opened at run time -----------------------------------===//
 
 using CUresult = int;
 using CUdeviceptr = unsigned long long;
@@ -106,7 +106,7 @@ template <class T> struct Device {
   }
 };
 
-//===--- bf16 and the reference --------------------------------------------===//
+//===--- bf16 and the reference -------------------------------------------===//
 
 uint16_t toBf16(float x) {
   uint32_t bits;
@@ -241,7 +241,7 @@ struct CApiGpu : ::testing::Test {
 
 constexpr double kTolerance = 1e-2; // bf16 outputs of values below 1
 
-//===--- Attention ---------------------------------------------------------===//
+//===--- Attention --------------------------------------------------------===//
 
 TEST_F(CApiGpu, DecodeRunsBeforePlanIsAnError) {
   attn_decode_variant v = decodeVariant();
@@ -249,7 +249,8 @@ TEST_F(CApiGpu, DecodeRunsBeforePlanIsAnError) {
   ASSERT_ATTN(attn_decode_create(context, &v, 4, &decode));
   Cache cache(4);
   Device<uint16_t> q(kQHeads * kDim), out(kQHeads * kDim);
-  Device<int32_t> tables(std::vector<int32_t>{0}), lens(std::vector<int32_t>{5});
+  Device<int32_t> tables(std::vector<int32_t>{0}),
+      lens(std::vector<int32_t>{5});
   attn_decode_args args;
   ATTN_INIT(&args);
   args.q = q.get();
@@ -285,11 +286,11 @@ TEST_F(CApiGpu, RaggedPrefill) {
   auto k = randomBf16(size_t(cuKV.back()) * kKVHeads * kDim, 4);
   auto vv = randomBf16(k.size(), 5);
   Device<uint16_t> dq(q), dk(k), dv(vv), dOut(q.size());
-  ASSERT_ATTN(attn_prefill_plan(prefill, cuQ.data(), cuKV.data(), 3, 0,
-                                nullptr));
-  EXPECT_EQ(attn_prefill_plan_paged(prefill, cuQ.data(), cuKV.data(), 3, 0,
-                                    nullptr),
-            ATTN_ERROR_INVALID_ARGUMENT);
+  ASSERT_ATTN(
+      attn_prefill_plan(prefill, cuQ.data(), cuKV.data(), 3, 0, nullptr));
+  EXPECT_EQ(
+      attn_prefill_plan_paged(prefill, cuQ.data(), cuKV.data(), 3, 0, nullptr),
+      ATTN_ERROR_INVALID_ARGUMENT);
   attn_prefill_args args;
   ATTN_INIT(&args);
   args.q = dq.get();
@@ -360,8 +361,8 @@ TEST_F(CApiGpu, PagedPrefillAndMixedBatch) {
   args.out = dOut.get();
   EXPECT_EQ(attn_mixed_batch_run(mixed, &args, dLens.get(), nullptr),
             ATTN_ERROR_INVALID_ARGUMENT);
-  ASSERT_ATTN(attn_mixed_batch_plan(mixed, cuQ.data(), seqLens.data(), 4, 2,
-                                    0, nullptr));
+  ASSERT_ATTN(attn_mixed_batch_plan(mixed, cuQ.data(), seqLens.data(), 4, 2, 0,
+                                    nullptr));
   ASSERT_ATTN(attn_mixed_batch_run(mixed, &args, dLens.get(), nullptr));
   auto out = dOut.read();
   for (int b = 0; b < 4; ++b)
@@ -392,8 +393,8 @@ TEST_F(CApiGpu, CascadeMatchesFullAttention) {
   ASSERT_ATTN(attn_cascade_create(context, &v, 4, 2, &cascade));
   const int32_t groupStarts[] = {0, 3}, kvLens[] = {32};
   attn_cascade_level level{groupStarts, kvLens, 1};
-  ASSERT_ATTN(attn_cascade_plan(cascade, &level, 1, suffixLens.data(), batch,
-                                0, nullptr));
+  ASSERT_ATTN(attn_cascade_plan(cascade, &level, 1, suffixLens.data(), batch, 0,
+                                nullptr));
   attn_cascade_args args;
   ATTN_INIT(&args);
   args.q = dq.get();
@@ -458,7 +459,7 @@ TEST_F(CApiGpu, MergeStates) {
   attn_merge_states_destroy(merge);
 }
 
-//===--- Writing the cache -------------------------------------------------===//
+//===--- Writing the cache ------------------------------------------------===//
 
 TEST_F(CApiGpu, AppendKV) {
   attn_append_kv_variant v;
@@ -541,6 +542,16 @@ TEST_F(CApiGpu, CopyAndSwapBlocks) {
   EXPECT_NE(std::string(attn_last_error()).find("outside [0, 6)"),
             std::string::npos)
       << attn_last_error();
+  // More pairs than pages: refused before a pair is read or copied.
+  for (auto copy : {&attn_copy_blocks, &attn_copy_blocks_device}) {
+    EXPECT_EQ(copy(ops, &layers, bad.data(), int64_t(1) << 40, nullptr),
+              ATTN_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(attn_last_error())
+                  .find("num_pairs is 1099511627776, more than "
+                        "cache->num_pages (6)"),
+              std::string::npos)
+        << attn_last_error();
+  }
 
   // swap_blocks: device pages to pinned host pages and back, coalesced.
   const int64_t pageBytes = 256;
@@ -549,11 +560,11 @@ TEST_F(CApiGpu, CopyAndSwapBlocks) {
   void *host = nullptr;
   ASSERT_EQ(Driver::get().memAllocHost(&host, 4 * pageBytes), 0);
   const std::vector<int64_t> out = {2, 0, 3, 1, 7, 3};
-  ASSERT_ATTN(attn_swap_blocks(dSrc.get(), 8, host, 4, pageBytes, out.data(),
-                               3, nullptr));
+  ASSERT_ATTN(attn_swap_blocks(dSrc.get(), 8, host, 4, pageBytes, out.data(), 3,
+                               nullptr));
   const std::vector<int64_t> in = {0, 5, 1, 6, 3, 0};
-  ASSERT_ATTN(attn_swap_blocks(host, 4, dBack.get(), 8, pageBytes, in.data(),
-                               3, nullptr));
+  ASSERT_ATTN(attn_swap_blocks(host, 4, dBack.get(), 8, pageBytes, in.data(), 3,
+                               nullptr));
   auto back = dBack.read();
   for (auto [from, to] : {std::pair{2, 5}, {3, 6}, {7, 0}})
     EXPECT_EQ(0, std::memcmp(back.data() + to * pageBytes / 2,
@@ -563,7 +574,7 @@ TEST_F(CApiGpu, CopyAndSwapBlocks) {
   attn_cache_ops_destroy(ops);
 }
 
-//===--- Metadata and advance_step -----------------------------------------===//
+//===--- Metadata and advance_step ----------------------------------------===//
 
 TEST_F(CApiGpu, MetadataAdvanceStepAndDecode) {
   attn_metadata_limits limits;
@@ -586,8 +597,8 @@ TEST_F(CApiGpu, MetadataAdvanceStepAndDecode) {
   EXPECT_EQ(md.page_table_stride, 4);
   EXPECT_EQ(md.seq_lens[0], 21);
   EXPECT_EQ(md.seq_lens[1], 41);
-  EXPECT_EQ(md.slot_mapping[0], 8 * kPage + 4);  // token 20: page 1, slot 4
-  EXPECT_EQ(md.slot_mapping[1], 5 * kPage + 8);  // token 40: page 2, slot 8
+  EXPECT_EQ(md.slot_mapping[0], 8 * kPage + 4); // token 20: page 1, slot 4
+  EXPECT_EQ(md.slot_mapping[1], 5 * kPage + 8); // token 40: page 2, slot 8
   EXPECT_EQ(md.page_tables[4 + 2], 5);
   ASSERT_NE(md.device_seq_lens, nullptr);
 
@@ -612,9 +623,9 @@ TEST_F(CApiGpu, MetadataAdvanceStepAndDecode) {
   std::vector<int32_t> lens(2);
   std::vector<int64_t> slots(2);
   ASSERT_EQ(Driver::get().ctxSynchronize(), 0);
-  ASSERT_EQ(Driver::get().memcpyDtoH(lens.data(),
-                                     CUdeviceptr(md.device_seq_lens), 8),
-            0);
+  ASSERT_EQ(
+      Driver::get().memcpyDtoH(lens.data(), CUdeviceptr(md.device_seq_lens), 8),
+      0);
   ASSERT_EQ(Driver::get().memcpyDtoH(slots.data(),
                                      CUdeviceptr(md.device_slot_mapping), 16),
             0);
@@ -644,15 +655,160 @@ TEST_F(CApiGpu, MetadataAdvanceStepAndDecode) {
   // Errors name the request and the rule.
   attn_scheduled_request prefillAfterDecode[2] = {{0, 1, 20, pagesA, 2},
                                                   {1, 4, 0, pagesB, 3}};
-  EXPECT_EQ(attn_metadata_builder_build(builder, prefillAfterDecode, 2,
-                                        nullptr, &md),
-            ATTN_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(attn_last_error()).find("request 1"),
-            std::string::npos)
+  EXPECT_EQ(
+      attn_metadata_builder_build(builder, prefillAfterDecode, 2, nullptr, &md),
+      ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attn_last_error()).find("request 1"), std::string::npos)
       << attn_last_error();
   attn_cache_ops_destroy(ops);
   attn_decode_destroy(decode);
   attn_metadata_builder_destroy(builder);
+}
+
+//===--- Handles ----------------------------------------------------------===//
+
+/// The error of a call given a handle that is not live.
+void expectNotLive(attn_status status, const std::string &function,
+                   const std::string &name, const std::string &type) {
+  EXPECT_EQ(status, ATTN_ERROR_INVALID_ARGUMENT) << function;
+  EXPECT_EQ(std::string(attn_last_error()),
+            function + ": " + name + " is not a live " + type +
+                " handle (destroyed, or never created)");
+}
+
+TEST_F(CApiGpu, DestroyedHandlesAreRefused) {
+  // Every handle kind: the first destroy frees it, a second one and any
+  // later call are errors naming it (and read nothing freed: the sanitizer
+  // build checks that).
+  int32_t lens[2] = {5, 9}, cu[3] = {0, 1, 2};
+  attn_decode_variant d = decodeVariant();
+  attn_decode *decode = nullptr;
+  ASSERT_ATTN(attn_decode_create(context, &d, 4, &decode));
+  ASSERT_ATTN(attn_decode_plan(decode, lens, 2, 0, nullptr));
+  ASSERT_ATTN(attn_decode_destroy(decode));
+  expectNotLive(attn_decode_destroy(decode), "attn_decode_destroy", "decode",
+                "attn_decode");
+  expectNotLive(attn_decode_plan(decode, lens, 2, 0, nullptr),
+                "attn_decode_plan", "decode", "attn_decode");
+  attn_decode_args decodeArgs;
+  ATTN_INIT(&decodeArgs);
+  expectNotLive(attn_decode_run(decode, &decodeArgs, nullptr),
+                "attn_decode_run", "decode", "attn_decode");
+
+  attn_prefill_variant pv = prefillVariant(false);
+  attn_prefill *prefill = nullptr;
+  ASSERT_ATTN(attn_prefill_create(context, &pv, 4, 64, &prefill));
+  ASSERT_ATTN(attn_prefill_destroy(prefill));
+  expectNotLive(attn_prefill_destroy(prefill), "attn_prefill_destroy",
+                "prefill", "attn_prefill");
+  expectNotLive(attn_prefill_plan(prefill, cu, cu, 2, 0, nullptr),
+                "attn_prefill_plan", "prefill", "attn_prefill");
+
+  attn_prefill_variant paged = prefillVariant(true);
+  attn_mixed_batch *mixed = nullptr;
+  ASSERT_ATTN(attn_mixed_batch_create(context, &paged, 4, 64, &mixed));
+  ASSERT_ATTN(attn_mixed_batch_destroy(mixed));
+  expectNotLive(attn_mixed_batch_destroy(mixed), "attn_mixed_batch_destroy",
+                "mixed", "attn_mixed_batch");
+  expectNotLive(attn_mixed_batch_plan(mixed, cu, lens, 2, 0, 0, nullptr),
+                "attn_mixed_batch_plan", "mixed", "attn_mixed_batch");
+
+  attn_merge_states_variant mv;
+  attn_merge_states_variant_init(&mv);
+  mv.num_heads = kQHeads;
+  attn_merge_states *merge = nullptr;
+  ASSERT_ATTN(attn_merge_states_create(context, &mv, &merge));
+  ASSERT_ATTN(attn_merge_states_destroy(merge));
+  expectNotLive(attn_merge_states_destroy(merge), "attn_merge_states_destroy",
+                "merge", "attn_merge_states");
+  attn_merge_states_args mergeArgs;
+  ATTN_INIT(&mergeArgs);
+  expectNotLive(attn_merge_states_run(merge, &mergeArgs, nullptr),
+                "attn_merge_states_run", "merge", "attn_merge_states");
+
+  attn_cascade *cascade = nullptr;
+  ASSERT_ATTN(attn_cascade_create(context, &d, 4, 2, &cascade));
+  ASSERT_ATTN(attn_cascade_destroy(cascade));
+  expectNotLive(attn_cascade_destroy(cascade), "attn_cascade_destroy",
+                "cascade", "attn_cascade");
+  expectNotLive(attn_cascade_plan(cascade, nullptr, 0, lens, 2, 0, nullptr),
+                "attn_cascade_plan", "cascade", "attn_cascade");
+
+  attn_append_kv_variant av;
+  attn_append_kv_variant_init(&av);
+  av.num_kv_heads = kKVHeads;
+  attn_append_kv *append = nullptr;
+  ASSERT_ATTN(attn_append_kv_create(context, &av, &append));
+  ASSERT_ATTN(attn_append_kv_destroy(append));
+  expectNotLive(attn_append_kv_destroy(append), "attn_append_kv_destroy",
+                "append", "attn_append_kv");
+  attn_append_kv_args appendArgs;
+  ATTN_INIT(&appendArgs);
+  expectNotLive(attn_append_kv_run(append, &appendArgs, nullptr),
+                "attn_append_kv_run", "append", "attn_append_kv");
+
+  attn_cache_ops *ops = nullptr;
+  ASSERT_ATTN(attn_cache_ops_create(context, &ops));
+  ASSERT_ATTN(attn_cache_ops_destroy(ops));
+  expectNotLive(attn_cache_ops_destroy(ops), "attn_cache_ops_destroy", "ops",
+                "attn_cache_ops");
+  attn_advance_step_args step;
+  ATTN_INIT(&step);
+  expectNotLive(attn_advance_step(ops, &step, nullptr, nullptr),
+                "attn_advance_step", "ops", "attn_cache_ops");
+
+  attn_metadata_limits limits;
+  ATTN_INIT(&limits);
+  limits.page_size = kPage;
+  limits.max_batch = 4;
+  limits.max_tokens = 64;
+  limits.max_pages_per_seq = 4;
+  attn_metadata_builder *builder = nullptr;
+  ASSERT_ATTN(attn_metadata_builder_create(&limits, &builder));
+  ASSERT_ATTN(attn_metadata_builder_destroy(builder));
+  expectNotLive(attn_metadata_builder_destroy(builder),
+                "attn_metadata_builder_destroy", "builder",
+                "attn_metadata_builder");
+  attn_metadata md;
+  ATTN_INIT(&md);
+  expectNotLive(attn_metadata_builder_build(builder, nullptr, 0, nullptr, &md),
+                "attn_metadata_builder_build", "builder",
+                "attn_metadata_builder");
+}
+
+TEST_F(CApiGpu, AStaleHandleNeverReachesANewObject) {
+  // The next decode likely takes the freed one's memory; its handle is
+  // another, and the stale one stays refused. A prefill passed as a decode
+  // (cast by the caller) is refused too.
+  attn_decode_variant d = decodeVariant();
+  attn_decode *first = nullptr, *second = nullptr;
+  ASSERT_ATTN(attn_decode_create(context, &d, 4, &first));
+  ASSERT_ATTN(attn_decode_destroy(first));
+  ASSERT_ATTN(attn_decode_create(context, &d, 4, &second));
+  EXPECT_NE(first, second);
+  int32_t len = 5;
+  expectNotLive(attn_decode_plan(first, &len, 1, 0, nullptr),
+                "attn_decode_plan", "decode", "attn_decode");
+  ASSERT_ATTN(attn_decode_plan(second, &len, 1, 0, nullptr));
+
+  attn_prefill_variant pv = prefillVariant(false);
+  attn_prefill *prefill = nullptr;
+  ASSERT_ATTN(attn_prefill_create(context, &pv, 4, 64, &prefill));
+  EXPECT_EQ(attn_decode_plan(reinterpret_cast<attn_decode *>(prefill), &len, 1,
+                             0, nullptr),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(attn_last_error(), "attn_decode_plan: decode is an "
+                                  "attn_prefill handle, not an attn_decode");
+  // advance_step's optional decode is checked as well.
+  attn_cache_ops *ops = nullptr;
+  ASSERT_ATTN(attn_cache_ops_create(context, &ops));
+  attn_advance_step_args step;
+  ATTN_INIT(&step);
+  expectNotLive(attn_advance_step(ops, &step, first, nullptr),
+                "attn_advance_step", "decode", "attn_decode");
+  ASSERT_ATTN(attn_cache_ops_destroy(ops));
+  ASSERT_ATTN(attn_prefill_destroy(prefill));
+  ASSERT_ATTN(attn_decode_destroy(second));
 }
 
 } // namespace

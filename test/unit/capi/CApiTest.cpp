@@ -1,4 +1,4 @@
-//===- CApiTest.cpp - attn_c.h through libattn_c.so ------------------------===//
+//===- CApiTest.cpp - attn_c.h through libattn_c.so -----------------------===//
 //
 // Linked to the shared library a C host (or ctypes) loads, so these calls go
 // through the exported symbols only. The C++ structs of spec/Variant.h are
@@ -9,11 +9,15 @@
 #include "attn_c.h"
 
 #include "spec/Variant.h"
+#include "test/unit/capi/CApiChecks.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <climits>
 #include <cstring>
 #include <functional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,8 +67,7 @@ void expectKnobDefaults(const attn_knobs &c, const attn::AttentionKnobs &d) {
   EXPECT_EQ(c.mask_mod == nullptr, d.maskMod.empty());
 }
 
-template <class V, class Fn>
-std::string keyOf(Fn fn, const V &v) {
+template <class V, class Fn> std::string keyOf(Fn fn, const V &v) {
   size_t length = 0;
   EXPECT_EQ(fn(&v, nullptr, 0, &length), ATTN_OK) << lastError();
   std::string key(length, '\0');
@@ -90,7 +93,7 @@ constexpr const char *kMaskMod = R"({
   attn.yield %same : i1
 })";
 
-//===--- Queries -----------------------------------------------------------===//
+//===--- Queries ----------------------------------------------------------===//
 
 TEST(CApiQueries, VersionApiArchs) {
   EXPECT_STREQ(attn_version(), ATTN_TEST_VERSION);
@@ -161,7 +164,7 @@ TEST(CApiQueries, KVCacheShape) {
             std::string::npos);
 }
 
-//===--- Defaults and conversions ------------------------------------------===//
+//===--- Defaults and conversions -----------------------------------------===//
 
 TEST(CApiVariants, InitDefaultsAreTheCxxDefaults) {
   attn_decode_variant d;
@@ -246,18 +249,20 @@ TEST(CApiVariants, EveryDecodeKnobReachesTheKey) {
   using V = attn_decode_variant;
   expectEveryChangeChangesTheKey<V>(
       "decode", attn_decode_variant_init, attn_decode_variant_key,
-      {{"kind", [](V &v) { v.knobs.kind = ATTN_KIND_CROSS; }},
-       {"causal", [](V &v) { v.knobs.causal = 0; }},
+      {{"causal", [](V &v) { v.knobs.causal = 0; }},
        {"window_left", [](V &v) { v.knobs.window_left = 64; }},
        {"softcap", [](V &v) { v.knobs.softcap = 30; }},
        {"scale", [](V &v) { v.knobs.scale = 0.125f; }},
        {"alibi", [](V &v) { v.knobs.alibi = 1; }},
        {"sinks", [](V &v) { v.knobs.sinks = 1; }},
-       {"fp8_query", [](V &v) { v.knobs.fp8_query = 1; }},
        {"write_lse", [](V &v) { v.knobs.write_lse = 1; }},
        {"score_mod", [](V &v) { v.knobs.score_mod = kScoreMod; }},
        {"mask_mod", [](V &v) { v.knobs.mask_mod = kMaskMod; }},
-       {"q_type", [](V &v) { v.q_type = ATTN_DTYPE_F16; }},
+       {"q_type",
+        [](V &v) {
+          v.q_type = ATTN_DTYPE_F16;
+          v.kv_type = ATTN_DTYPE_F16;
+        }},
        {"kv_type", [](V &v) { v.kv_type = ATTN_DTYPE_E4M3; }},
        {"num_q_heads", [](V &v) { v.num_q_heads = 16; }},
        {"num_kv_heads", [](V &v) { v.num_kv_heads = 4; }},
@@ -266,6 +271,16 @@ TEST(CApiVariants, EveryDecodeKnobReachesTheKey) {
        {"layout", [](V &v) { v.layout = ATTN_LAYOUT_HND; }},
        {"query_len", [](V &v) { v.query_len = 2; }},
        {"per_head_kv_scale", [](V &v) { v.per_head_kv_scale = 1; }}});
+  // Cross attention is not causal. (fp8_query is prefill's: decode refuses
+  // it, CApiVariants.BadVariantsAreRefusedEverywhere.)
+  expectEveryChangeChangesTheKey<V>(
+      "non-causal decode",
+      [](V *v) {
+        attn_decode_variant_init(v);
+        v->knobs.causal = 0;
+      },
+      attn_decode_variant_key,
+      {{"kind", [](V &v) { v.knobs.kind = ATTN_KIND_CROSS; }}});
   // The window's size and the soft-cap's and scale's values are launch
   // values: the kernel key holds only whether there is one.
   attn_decode_variant a, b;
@@ -282,18 +297,17 @@ TEST(CApiVariants, EveryPrefillKnobReachesTheKey) {
   using V = attn_prefill_variant;
   expectEveryChangeChangesTheKey<V>(
       "prefill", attn_prefill_variant_init, attn_prefill_variant_key,
-      {{"kind", [](V &v) { v.knobs.kind = ATTN_KIND_ENCODER; }},
-       {"causal", [](V &v) { v.knobs.causal = 0; }},
+      {{"causal", [](V &v) { v.knobs.causal = 0; }},
        {"window_left", [](V &v) { v.knobs.window_left = 0; }},
-       {"softcap", [](V &v) { v.knobs.softcap = -1; }},
+       {"softcap", [](V &v) { v.knobs.softcap = 50; }},
        {"scale", [](V &v) { v.knobs.scale = 2; }},
        {"alibi", [](V &v) { v.knobs.alibi = 1; }},
        {"sinks", [](V &v) { v.knobs.sinks = 1; }},
-       {"fp8_query", [](V &v) { v.knobs.fp8_query = 1; }},
        {"write_lse", [](V &v) { v.knobs.write_lse = 1; }},
        {"score_mod", [](V &v) { v.knobs.score_mod = kScoreMod; }},
        {"mask_mod", [](V &v) { v.knobs.mask_mod = kMaskMod; }},
-       {"q_type", [](V &v) {
+       {"q_type",
+        [](V &v) {
           v.q_type = ATTN_DTYPE_F16;
           v.kv_type = ATTN_DTYPE_F16;
         }},
@@ -302,12 +316,37 @@ TEST(CApiVariants, EveryPrefillKnobReachesTheKey) {
        {"head_dim", [](V &v) { v.head_dim = 256; }},
        {"paged", [](V &v) { v.paged = 1; }},
        {"kv_type (ragged FP8 rows)", [](V &v) { v.kv_type = ATTN_DTYPE_E5M2; }},
-       {"per_head_kv_scale (ragged FP8 rows)",
-        [](V &v) {
+       {"per_head_kv_scale (ragged FP8 rows)", [](V &v) {
           v.kv_type = ATTN_DTYPE_E4M3;
           v.per_head_kv_scale = 1;
-        }},
-       {"fp8_compute", [](V &v) { v.fp8_compute = 1; }}});
+        }}});
+  // Knobs that need others: a bidirectional encoder, FP8 compute over FP8
+  // rows and an e4m3 q with it.
+  expectEveryChangeChangesTheKey<V>(
+      "non-causal prefill",
+      [](V *v) {
+        attn_prefill_variant_init(v);
+        v->knobs.causal = 0;
+      },
+      attn_prefill_variant_key,
+      {{"kind", [](V &v) { v.knobs.kind = ATTN_KIND_ENCODER; }}});
+  expectEveryChangeChangesTheKey<V>(
+      "prefill over FP8 rows",
+      [](V *v) {
+        attn_prefill_variant_init(v);
+        v->kv_type = ATTN_DTYPE_E4M3;
+      },
+      attn_prefill_variant_key,
+      {{"fp8_compute", [](V &v) { v.fp8_compute = 1; }}});
+  expectEveryChangeChangesTheKey<V>(
+      "FP8 compute prefill",
+      [](V *v) {
+        attn_prefill_variant_init(v);
+        v->kv_type = ATTN_DTYPE_E4M3;
+        v->fp8_compute = 1;
+      },
+      attn_prefill_variant_key,
+      {{"fp8_query", [](V &v) { v.knobs.fp8_query = 1; }}});
   // The cache's fields, against a paged base.
   expectEveryChangeChangesTheKey<V>(
       "paged prefill",
@@ -334,7 +373,8 @@ TEST(CApiVariants, EveryAppendAndMergeFieldReachesTheKey) {
   using A = attn_append_kv_variant;
   expectEveryChangeChangesTheKey<A>(
       "append_kv", attn_append_kv_variant_init, attn_append_kv_kernel_key,
-      {{"in_type", [](A &v) {
+      {{"in_type",
+        [](A &v) {
           v.in_type = ATTN_DTYPE_F16;
           v.kv_type = ATTN_DTYPE_F16;
         }},
@@ -372,7 +412,7 @@ TEST(CApiVariants, KeyBufferContract) {
             ATTN_ERROR_INVALID_ARGUMENT);
 }
 
-//===--- Argument errors ---------------------------------------------------===//
+//===--- Argument errors --------------------------------------------------===//
 
 TEST(CApiErrors, NullAndStructSize) {
   size_t length = 0;
@@ -451,13 +491,8 @@ TEST(CApiErrors, NullAndStructSize) {
             ATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(lastError().find("maxBatch"), std::string::npos) << lastError();
 
-  // Destroying NULL is a no-op.
-  attn_decode_destroy(nullptr);
-  attn_prefill_destroy(nullptr);
-  attn_context_destroy(nullptr);
-  attn_compiled_destroy(nullptr);
-  attn_cache_ops_destroy(nullptr);
-  attn_metadata_builder_destroy(nullptr);
+  // Destroying NULL is a no-op (CApiHandles: every destroy).
+  EXPECT_EQ(attn_decode_destroy(nullptr), ATTN_OK);
   attn_decode_variant_init(nullptr);
 }
 
@@ -523,7 +558,7 @@ TEST(CApiErrors, LastErrorIsClearedAndThreadLocal) {
   EXPECT_EQ(other, "");
 }
 
-//===--- Compiling without a GPU -------------------------------------------===//
+//===--- Compiling without a GPU ------------------------------------------===//
 
 class CApiCompile : public ::testing::TestWithParam<const char *> {};
 
@@ -609,12 +644,11 @@ TEST(CApiCompileErrors, BadVariantsAndArchs) {
   EXPECT_NE(lastError().find("modifiers"), std::string::npos) << lastError();
 }
 
-//===--- Contexts and kernels without a GPU --------------------------------===//
+//===--- Contexts and kernels without a GPU -------------------------------===//
 
 TEST(CApiContext, JitOptions) {
   attn_context *context = nullptr;
-  ASSERT_EQ(attn_context_create_jit(nullptr, &context), ATTN_OK)
-      << lastError();
+  ASSERT_EQ(attn_context_create_jit(nullptr, &context), ATTN_OK) << lastError();
   attn_context_destroy(context);
 
   attn_jit_options options;
@@ -787,6 +821,261 @@ TEST(CApiServing, SwapBlocksChecksPages) {
   pairs[3] = 2;
   expectNoGpuFailure(attn_swap_blocks(src, 4, dst, 4, 16, pairs, 2, nullptr),
                      "attn_swap_blocks");
+}
+
+//===--- Handles ----------------------------------------------------------===//
+
+TEST(CApiHandles, DestroyRefusesWhatIsNotLive) {
+  attn_capi_test::expectDestroysRefuseWhatIsNotLive();
+}
+
+TEST(CApiHandles, CallsRefuseWhatIsNotLive) {
+  attn_capi_test::expectCallsRefuseWhatIsNotLive();
+}
+
+TEST(CApiHandles, DoubleDestroyAndUseAfterDestroy) {
+  // A context (no GPU needed): a second destroy and a use after the first
+  // are errors naming it, and free or read nothing.
+  attn_context *context = nullptr;
+  ASSERT_EQ(attn_context_create_jit(nullptr, &context), ATTN_OK);
+  ASSERT_NE(context, nullptr);
+  EXPECT_EQ(attn_context_destroy(context), ATTN_OK) << lastError();
+  EXPECT_EQ(lastError(), "");
+  EXPECT_EQ(attn_context_destroy(context), ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(lastError(), "attn_context_destroy: context is not a live "
+                         "attn_context handle (destroyed, or never created)");
+  attn_decode_variant d;
+  attn_decode_variant_init(&d);
+  attn_decode *decode = reinterpret_cast<attn_decode *>(1);
+  EXPECT_EQ(attn_decode_create(context, &d, 4, &decode),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(lastError(), "attn_decode_create: context is not a live "
+                         "attn_context handle (destroyed, or never created)");
+  EXPECT_EQ(decode, nullptr);
+  attn_cache_ops *ops = nullptr;
+  EXPECT_EQ(attn_cache_ops_create(context, &ops), ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("context is not a live attn_context handle"),
+            std::string::npos);
+
+  // A compiled kernel: its accessors give "" and 0 once it is destroyed.
+  d.num_q_heads = 8;
+  d.num_kv_heads = 2;
+  attn_compiled *compiled = nullptr;
+  ASSERT_EQ(attn_compile_decode(&d, "sm_80", &compiled), ATTN_OK)
+      << lastError();
+  EXPECT_GT(attn_compiled_cubin_size(compiled), 0u);
+  EXPECT_NE(std::string(attn_compiled_kernel_name(compiled)), "");
+  EXPECT_EQ(attn_compiled_destroy(compiled), ATTN_OK);
+  EXPECT_STREQ(attn_compiled_kernel_name(compiled), "");
+  EXPECT_EQ(lastError(), "attn_compiled_kernel_name: compiled is not a live "
+                         "attn_compiled handle (destroyed, or never created)");
+  EXPECT_STREQ(attn_compiled_source(compiled), "");
+  EXPECT_EQ(attn_compiled_cubin_size(compiled), 0u);
+  EXPECT_EQ(attn_compiled_destroy(compiled), ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(lastError(), "attn_compiled_destroy: compiled is not a live "
+                         "attn_compiled handle (destroyed, or never created)");
+}
+
+TEST(CApiHandles, AHandleOfAnotherTypeIsRefused) {
+  attn_context *context = nullptr;
+  ASSERT_EQ(attn_context_create_jit(nullptr, &context), ATTN_OK);
+  int32_t len = 4;
+  // Cast by the caller: a context where a decode or a compiled kernel goes.
+  EXPECT_EQ(attn_decode_plan(reinterpret_cast<attn_decode *>(context), &len, 1,
+                             0, nullptr),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(lastError(), "attn_decode_plan: decode is an attn_context handle, "
+                         "not an attn_decode");
+  EXPECT_STREQ(attn_compiled_source(reinterpret_cast<attn_compiled *>(context)),
+               "");
+  EXPECT_EQ(lastError(), "attn_compiled_source: compiled is an attn_context "
+                         "handle, not an attn_compiled");
+  // The wrong destroy refuses it and frees nothing: the context still works.
+  EXPECT_EQ(attn_decode_destroy(reinterpret_cast<attn_decode *>(context)),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(lastError(), "attn_decode_destroy: decode is an attn_context "
+                         "handle, not an attn_decode");
+  attn_decode_variant d;
+  attn_decode_variant_init(&d);
+  attn_decode *decode = nullptr;
+  EXPECT_EQ(attn_decode_create(context, &d, 0, &decode),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(lastError(), "attn_decode_create: max_batch is 0");
+  EXPECT_EQ(attn_context_destroy(context), ATTN_OK) << lastError();
+}
+
+TEST(CApiHandles, HandleValuesAreNeverReused) {
+  // The allocator hands a freed object's address to the next one; a handle
+  // is never given out twice, so a stale one cannot reach a new context.
+  std::set<attn_context *> seen;
+  attn_context *previous = nullptr;
+  for (int i = 0; i < 64; ++i) {
+    attn_context *context = nullptr;
+    ASSERT_EQ(attn_context_create_jit(nullptr, &context), ATTN_OK);
+    EXPECT_TRUE(seen.insert(context).second)
+        << "handle " << context << " given out twice";
+    if (previous) {
+      EXPECT_EQ(attn_context_destroy(previous), ATTN_ERROR_INVALID_ARGUMENT);
+    }
+    EXPECT_EQ(attn_context_destroy(context), ATTN_OK) << lastError();
+    previous = context;
+  }
+}
+
+TEST(CApiHandles, ConcurrentCallsKeepTheRegistryWhole) {
+  // Threads creating, using and destroying their own handles, and one
+  // destroying a handle others are using (the caller's bug): every call
+  // returns a status, and the registry stays consistent.
+  attn_context *shared = nullptr;
+  ASSERT_EQ(attn_context_create_jit(nullptr, &shared), ATTN_OK);
+  std::atomic<bool> go{false};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      while (!go)
+        std::this_thread::yield();
+      attn_decode_variant d;
+      attn_decode_variant_init(&d);
+      for (int i = 0; i < 200; ++i) {
+        attn_context *own = nullptr;
+        if (attn_context_create_jit(nullptr, &own) != ATTN_OK)
+          ++failures;
+        attn_decode *decode = nullptr;
+        // max_batch 0: the context is looked up, then the call fails
+        // without a GPU.
+        if (attn_decode_create(own, &d, 0, &decode) !=
+            ATTN_ERROR_INVALID_ARGUMENT)
+          ++failures;
+        if (std::string(attn_last_error()) !=
+            "attn_decode_create: max_batch is 0")
+          ++failures;
+        attn_status status = attn_decode_create(shared, &d, 0, &decode);
+        std::string message = attn_last_error();
+        if (status != ATTN_ERROR_INVALID_ARGUMENT ||
+            (message != "attn_decode_create: max_batch is 0" &&
+             message.find("context is not a live") == std::string::npos))
+          ++failures;
+        if (attn_context_destroy(own) != ATTN_OK ||
+            attn_context_destroy(own) != ATTN_ERROR_INVALID_ARGUMENT)
+          ++failures;
+      }
+    });
+  go = true;
+  EXPECT_EQ(attn_context_destroy(shared), ATTN_OK);
+  for (std::thread &thread : threads)
+    thread.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(attn_context_destroy(shared), ATTN_ERROR_INVALID_ARGUMENT);
+}
+
+//===--- Variants every entry point refuses -------------------------------===//
+
+TEST(CApiVariants, BadVariantsAreRefusedEverywhere) {
+  using namespace attn_capi_test;
+  expectKeysRefuseBadVariants();
+  expectKeysTakeTheLimits();
+  // The compiler and every create refuse the same variants, before any GPU
+  // or NVRTC work.
+  attn_jit_options options;
+  ATTN_INIT(&options);
+  options.arch = "sm_90a";
+  attn_context *context = nullptr;
+  ASSERT_EQ(attn_context_create_jit(&options, &context), ATTN_OK);
+  expectRefused<attn_decode_variant>(
+      "attn_compile_decode", attn_decode_variant_init, badDecodeVariants(),
+      [](const attn_decode_variant &v) {
+        attn_compiled *compiled = nullptr;
+        return attn_compile_decode(&v, "sm_90a", &compiled);
+      });
+  expectRefused<attn_decode_variant>(
+      "attn_decode_create", attn_decode_variant_init, badDecodeVariants(),
+      [&](const attn_decode_variant &v) {
+        attn_decode *decode = nullptr;
+        return attn_decode_create(context, &v, 4, &decode);
+      });
+  expectRefused<attn_decode_variant>(
+      "attn_cascade_create", attn_decode_variant_init, badDecodeVariants(),
+      [&](const attn_decode_variant &v) {
+        attn_cascade *cascade = nullptr;
+        return attn_cascade_create(context, &v, 4, 2, &cascade);
+      });
+  expectRefused<attn_prefill_variant>(
+      "attn_compile_prefill", attn_prefill_variant_init, badPrefillVariants(),
+      [](const attn_prefill_variant &v) {
+        attn_compiled *compiled = nullptr;
+        return attn_compile_prefill(&v, "sm_90a", &compiled);
+      });
+  expectRefused<attn_prefill_variant>(
+      "attn_prefill_create", attn_prefill_variant_init, badPrefillVariants(),
+      [&](const attn_prefill_variant &v) {
+        attn_prefill *prefill = nullptr;
+        return attn_prefill_create(context, &v, 4, 64, &prefill);
+      });
+  expectRefused<attn_prefill_variant>(
+      "attn_mixed_batch_create", attn_prefill_variant_init,
+      badPrefillVariants(), [&](const attn_prefill_variant &v) {
+        attn_mixed_batch *mixed = nullptr;
+        return attn_mixed_batch_create(context, &v, 4, 64, &mixed);
+      });
+  expectRefused<attn_append_kv_variant>(
+      "attn_append_kv_create", attn_append_kv_variant_init,
+      badAppendKVVariants(), [&](const attn_append_kv_variant &v) {
+        attn_append_kv *append = nullptr;
+        return attn_append_kv_create(context, &v, &append);
+      });
+  expectRefused<attn_merge_states_variant>(
+      "attn_merge_states_create", attn_merge_states_variant_init,
+      badMergeStatesVariants(), [&](const attn_merge_states_variant &v) {
+        attn_merge_states *merge = nullptr;
+        return attn_merge_states_create(context, &v, &merge);
+      });
+  EXPECT_EQ(attn_context_destroy(context), ATTN_OK);
+}
+
+//===--- Counts no buffer holds -------------------------------------------===//
+
+TEST(CApiServing, CountsNoBufferHoldsAreArgumentErrors) {
+  attn_capi_test::expectCountsNoBufferHoldsAreRefused();
+  // Workspaces for more query rows than any q holds, whatever the GPU.
+  attn_jit_options options;
+  ATTN_INIT(&options);
+  options.arch = "sm_90a";
+  attn_context *context = nullptr;
+  ASSERT_EQ(attn_context_create_jit(&options, &context), ATTN_OK);
+  attn_decode_variant d;
+  attn_decode_variant_init(&d);
+  d.num_q_heads = 1024;
+  d.head_dim = 256;
+  d.query_len = 16;
+  attn_decode *decode = nullptr;
+  EXPECT_EQ(attn_decode_create(context, &d, INT_MAX, &decode),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(lastError(),
+            "attn_decode_create: max_batch is 2147483647: 2147483647 "
+            "requests' q rows of 8388608 bytes are more than any buffer "
+            "holds (1125899906842624 bytes)");
+  attn_cascade *cascade = nullptr;
+  EXPECT_EQ(attn_cascade_create(context, &d, INT_MAX, 2, &cascade),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("max_batch is 2147483647"), std::string::npos)
+      << lastError();
+  attn_prefill_variant p;
+  attn_prefill_variant_init(&p);
+  attn_prefill *prefill = nullptr;
+  EXPECT_EQ(attn_prefill_create(context, &p, 4, INT64_MAX, &prefill),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("max_q_tokens is 9223372036854775807: "),
+            std::string::npos)
+      << lastError();
+  p.paged = 1;
+  attn_mixed_batch *mixed = nullptr;
+  EXPECT_EQ(attn_mixed_batch_create(context, &p, 4, INT64_MAX, &mixed),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("max_q_tokens is 9223372036854775807: "),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(attn_context_destroy(context), ATTN_OK);
 }
 
 } // namespace

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "attn_c.h"
+#include "test/unit/capi/CApiChecks.h"
 
 #include <gtest/gtest.h>
 
@@ -53,6 +54,22 @@ TEST(CApiRuntimeOnly, TheRestWorks) {
             std::string::npos);
 }
 
+// The same checks as libattn_c.so's: handles, variants and counts are the
+// C layer's, which both libraries share.
+TEST(CApiRuntimeOnly, HandlesThatAreNotLiveAreRefused) {
+  attn_capi_test::expectDestroysRefuseWhatIsNotLive();
+  attn_capi_test::expectCallsRefuseWhatIsNotLive();
+}
+
+TEST(CApiRuntimeOnly, BadVariantsAreRefused) {
+  attn_capi_test::expectKeysRefuseBadVariants();
+  attn_capi_test::expectKeysTakeTheLimits();
+}
+
+TEST(CApiRuntimeOnly, CountsNoBufferHoldsAreArgumentErrors) {
+  attn_capi_test::expectCountsNoBufferHoldsAreRefused();
+}
+
 } // namespace
 
 namespace {
@@ -86,8 +103,10 @@ TEST(CApiRuntimeOnly, AotContextServesItsKernels) {
       << attn_last_error();
   attn_cache_ops *ops = nullptr;
   EXPECT_EQ(attn_cache_ops_create(context, &ops), ATTN_OK) << attn_last_error();
-  attn_cache_ops_destroy(ops);
-  attn_context_destroy(context);
+  EXPECT_EQ(attn_cache_ops_destroy(ops), ATTN_OK);
+  EXPECT_EQ(attn_cache_ops_destroy(ops), ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(attn_context_destroy(context), ATTN_OK);
+  EXPECT_EQ(attn_context_destroy(context), ATTN_ERROR_INVALID_ARGUMENT);
 }
 
 } // namespace
