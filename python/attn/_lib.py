@@ -135,8 +135,6 @@ def check_int(value, name, minimum=None, maximum=None):
             value = operator.index(value)
         except TypeError:
             raise TypeError("%s: expected an int, got %s" % (name, _describe(value))) from None
-        if isinstance(value, bool):  # an index that is a bool (numpy.bool_ on old numpy)
-            raise TypeError("%s: expected an int, got a bool" % name)
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         raise ValueError("%s: expected %s, got %d" % (name, _bounds_text(minimum, maximum), value))
     return value
@@ -292,6 +290,7 @@ class CStruct(Structure):
 
 
 def _finish(cls):
+    """Derives a CStruct's rules from its fields."""
     cls._rules_ = {}
     cls._ctypes_ = {}
     for name, ctype in cls._fields_:
@@ -299,7 +298,6 @@ def _finish(cls):
         if rule is not None:
             cls._rules_[name] = rule
             cls._ctypes_[name] = ctype
-    return cls
 
 
 # --- struct mirrors ---------------------------------------------------------

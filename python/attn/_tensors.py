@@ -123,39 +123,56 @@ _DLTENSOR_NAME = b"dltensor\0"
 # --- reading memory a producer points at --------------------------------------
 
 _libc = None
-_pipes = threading.local()
+_pipe_lock = threading.Lock()
+_pipe_fds = None  # (read end, write end, pid)
 
 
 def _pipe():
-    """This thread's non-blocking pipe (a new one after a fork)."""
-    fds = getattr(_pipes, "fds", None)
-    if fds is None or _pipes.pid != os.getpid():
-        fds = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        _pipes.fds, _pipes.pid = fds, os.getpid()
-    return fds
+    """The process's non-blocking pipe (a new one after a fork); call with
+    _pipe_lock held."""
+    global _pipe_fds
+    if _pipe_fds is None or _pipe_fds[2] != os.getpid():
+        rfd, wfd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        _pipe_fds = (rfd, wfd, os.getpid())
+    return _pipe_fds[0], _pipe_fds[1]
+
+
+def _drop_pipe():
+    """Closes the pipe (it may hold bytes of an interrupted read)."""
+    global _pipe_fds
+    if _pipe_fds is not None and _pipe_fds[2] == os.getpid():
+        for fd in _pipe_fds[:2]:
+            os.close(fd)
+    _pipe_fds = None
 
 
 def read_memory(address, size, name, what):
-    """The ``size`` bytes at ``address`` in this process, copied by the
-    kernel (write(2) from the address into a pipe, then read back), so an
-    unmapped address is an error (EFAULT), never a crash: ValueError
-    starting with ``name`` and saying ``what`` was read."""
+    """The ``size`` bytes (at most 4096) at ``address`` in this process,
+    copied by the kernel (write(2) from the address into a pipe, then read
+    back), so an unmapped address is an error (EFAULT), never a crash:
+    ValueError starting with ``name`` and saying ``what`` was read."""
     global _libc
     if size == 0:
         return b""
     if not address or address < 0 or address + size - 1 > UINT64_MAX:
         raise ValueError("%s: %s at address 0x%x is not readable memory"
                          % (name, what, address or 0))
+    assert size <= 4096  # PIPE_BUF: the pipe takes it whole
     if _libc is None:
-        libc = ctypes.CDLL(None, use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)  # our own: its write's argtypes are ours
         libc.write.argtypes = [c_int, c_void_p, ctypes.c_size_t]
         libc.write.restype = ctypes.c_ssize_t
         _libc = libc
-    rfd, wfd = _pipe()
-    ctypes.set_errno(0)
-    n = _libc.write(wfd, address, size)
-    err = ctypes.get_errno()
-    data = os.read(rfd, n) if n > 0 else b""
+    with _pipe_lock:
+        try:
+            rfd, wfd = _pipe()
+            ctypes.set_errno(0)
+            n = _libc.write(wfd, address, size)
+            err = ctypes.get_errno()
+            data = os.read(rfd, n) if n > 0 else b""
+        except BaseException:
+            _drop_pipe()
+            raise
     if n != size:
         reason = os.strerror(err) if n < 0 and err else \
             "%d of %d bytes readable" % (max(n, 0), size)
@@ -272,8 +289,13 @@ def _int_list(value, name, what):
                          % (name, what, len(value), MAX_NDIM))
     value = tuple(value)
     if value and set(map(type, value)) != _INT_ONLY:
-        raise TypeError("%s: __cuda_array_interface__ %s must be a tuple of ints, got %r"
-                        % (name, what, value))
+        try:  # integer scalars (numpy's) are ints; bools and floats are not
+            if any(isinstance(v, bool) for v in value):
+                raise TypeError
+            value = tuple(operator.index(v) for v in value)
+        except TypeError:
+            raise TypeError("%s: __cuda_array_interface__ %s must be a tuple of ints, got %r"
+                            % (name, what, value)) from None
     return value
 
 
