@@ -514,6 +514,11 @@ llvm::Expected<std::string> AotLibrary::readCubin(const AotKernel &k) const {
                         "the cubin of " + k.name +
                             " does not match its manifest entry (size or "
                             "checksum); rebuild the library");
+  // A size and checksum fixed up to match, or a library built wrong: the
+  // driver never sees an image that is not a cubin of the kernel's arch.
+  if (llvm::Error error =
+          checkCubinArch(cubin, k.spec.arch, "the cubin of " + k.name))
+    return libraryError(libraryPath, llvm::toString(std::move(error)));
   return cubin;
 }
 
@@ -528,6 +533,13 @@ AotLibrary::load(llvm::StringRef kernelKey, Arch arch) const {
   auto cubin = readCubin(*kernel);
   if (!cubin)
     return cubin.takeError();
+  // `arch` is the host's word; the GPU must run the cubin.
+  auto device = currentDeviceArch();
+  if (!device)
+    return device.takeError();
+  if (llvm::Error error =
+          checkCubinRunsOn(*cubin, *device, "the cubin of " + kernel->name))
+    return libraryError(libraryPath, llvm::toString(std::move(error)));
   auto loaded = CudaLibrary::load(*cubin);
   if (!loaded)
     return loaded.takeError();

@@ -10,13 +10,22 @@
 // once. The kernel drops the flock of a process that dies; a holder that
 // hangs only delays the others by the lock timeout, after which they compile
 // anyway. Without a lock file (read-only cache) the leader just compiles.
+// The leader removes the lock file when it is done, whatever the outcome.
+//
+// The disk cache is the user's own (KernelCache.h says what it trusts):
+// each use opens the root and the <version>/<arch> directories below it,
+// checking every opened descriptor (fstat), and reaches entries, temporary
+// files and locks through the last one (openat, renameat, unlinkat) without
+// following links, so nothing renamed along the path after the checks can
+// redirect a read or a write.
 //
 // Disk files are written to a unique temporary name in the target directory
 // and renamed into place, so readers see either no file or a whole one. Each
 // file starts with a header (magic, format version, full key hash, payload
 // size, checksum over key hash, arch and payload); a file that disagrees with
-// its header, its key or its arch, or is no regular file at all, is counted
-// corrupt and replaced by the recompiled cubin.
+// its header, its key or its arch, holds no cubin for that arch, or is no
+// regular file at all, is counted corrupt and replaced by the recompiled
+// cubin.
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/cache/KernelCache.h"
@@ -29,6 +38,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SHA256.h"
@@ -39,6 +49,7 @@
 #include <cassert>
 #include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -97,20 +108,256 @@ std::string fileHeader(llvm::StringRef keyHash, Arch arch,
   return header;
 }
 
-enum class DiskLookup { Missing, Corrupt, Found };
+//===- Whom the disk cache trusts -----------------------------------------===//
 
-DiskLookup readCacheFile(const std::string &path, llvm::StringRef keyHash,
-                         Arch arch, std::string &cubin) {
-  // Nothing there at all (lstat: a dangling link is something).
-  llvm::sys::fs::file_status status;
-  if (llvm::sys::fs::status(path, status, /*follow=*/false))
-    return DiskLookup::Missing;
-  // Anything else that is not an intact entry (a FIFO, a device, a
-  // directory, an unreadable or oversized file) is corrupt: never blocked on
-  // or read unbounded, and replaced by the recompiled cubin where a rename
-  // can replace it.
-  llvm::Expected<std::string> bytes =
-      readRegularFile(path, kHeaderSize + kMaxCubinBytes);
+/// "0777".
+std::string octal(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof(text), "%04o", unsigned(mode & 07777));
+  return text;
+}
+
+/// Why a cache directory or file with `owner` and permission bits `mode`
+/// is not trusted, or none: it must belong to this process's effective user
+/// and be writable by no one else, so that only the user (or root) can have
+/// put anything there.
+std::optional<std::string> distrust(uid_t owner, mode_t mode) {
+  uid_t self = ::geteuid();
+  if (owner != self)
+    return llvm::formatv("it is owned by uid {0}, not by this user (uid {1})",
+                         owner, self)
+        .str();
+  if (mode & (S_IWGRP | S_IWOTH))
+    return "it is writable by " +
+           std::string((mode & S_IWOTH) ? "others" : "its group") + " (mode " +
+           octal(mode) + ")";
+  return std::nullopt;
+}
+
+/// Why a directory above the cache root lets a stranger replace the root,
+/// or none: it must belong to this user or root, and be writable by others
+/// only with the sticky bit (/tmp), which lets no one rename an entry they
+/// do not own. Group write is allowed: with per-user groups (umask 002) it
+/// is the norm, and a replaced root is refused anyway unless it is the
+/// user's own.
+std::optional<std::string> distrustParent(const struct stat &status) {
+  if (status.st_uid != ::geteuid() && status.st_uid != 0)
+    return llvm::formatv("is owned by uid {0}, neither this user nor root",
+                         status.st_uid)
+        .str();
+  if ((status.st_mode & S_IWOTH) && !(status.st_mode & S_ISVTX))
+    return "is writable by others without the sticky bit (mode " +
+           octal(status.st_mode) + ")";
+  return std::nullopt;
+}
+
+/// "<action>: <strerror(error)>", carrying `error` (an errno value) as its
+/// code. Callers read errno into `error` first: building `action` may
+/// allocate, which may change errno.
+llvm::Error systemError(int error, const std::string &action) {
+  return llvm::make_error<llvm::StringError>(
+      action + ": " + std::strerror(error),
+      std::error_code(error, std::generic_category()));
+}
+
+/// mkdir(path, 0700), then exactly 0700 whatever the umask (one that left
+/// the directory unwritable would stop attn creating anything inside); the
+/// mode is set on the descriptor of what was opened without following a
+/// link. EEXIST is success.
+std::error_code makePrivateDirectory(const std::string &path) {
+  if (::mkdir(path.c_str(), 0700) != 0)
+    return errno == EEXIST ? std::error_code()
+                           : std::error_code(errno, std::generic_category());
+  int fd =
+      ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)::fchmod(fd, 0700);
+    ::close(fd);
+  }
+  return {};
+}
+
+/// mkdir -p, each directory created private (makePrivateDirectory), as the
+/// XDG base directory rules ask of $XDG_CACHE_HOME.
+std::error_code makePrivateDirectories(const std::string &path) {
+  std::error_code ec = makePrivateDirectory(path);
+  if (ec != std::errc::no_such_file_or_directory)
+    return ec;
+  llvm::StringRef parent = llvm::sys::path::parent_path(path);
+  if (parent.empty() || parent == path)
+    return ec;
+  if (std::error_code parentError = makePrivateDirectories(parent.str()))
+    return parentError;
+  return makePrivateDirectory(path);
+}
+
+/// A cache directory, open and checked. Entries, temporary files and locks
+/// are reached through its descriptor, never by path.
+class CacheDir {
+public:
+  /// The cache root `path`, created (0700, with missing parents) if it is
+  /// not there. Symbolic links in `path` are followed (they are the user's
+  /// configuration); the directory reached must pass distrust(), and every
+  /// directory above it distrustParent(). Errors say which and why.
+  static llvm::Expected<CacheDir> openRoot(const std::string &path) {
+    int fd = openDirectory(AT_FDCWD, path, /*noFollow=*/false);
+    if (fd < 0 && errno == ENOENT) {
+      if (std::error_code ec = makePrivateDirectories(path))
+        return llvm::createStringError(ec, "cannot create '%s': %s",
+                                       path.c_str(), ec.message().c_str());
+      fd = openDirectory(AT_FDCWD, path, /*noFollow=*/false);
+    }
+    if (fd < 0) {
+      int error = errno;
+      return systemError(error, "cannot open '" + path + "'");
+    }
+    CacheDir dir(fd, path);
+    if (llvm::Error error = dir.check(/*created=*/false))
+      return std::move(error);
+    // The directories above, where a stranger could swap the root.
+    llvm::SmallString<256> real;
+    if (std::error_code ec = llvm::sys::fs::real_path(path, real))
+      return llvm::createStringError(ec, "cannot resolve '%s': %s",
+                                     path.c_str(), ec.message().c_str());
+    for (llvm::StringRef parent = llvm::sys::path::parent_path(real);
+         !parent.empty(); parent = llvm::sys::path::parent_path(parent)) {
+      struct stat status;
+      std::string name = parent.str();
+      if (::lstat(name.c_str(), &status) != 0) {
+        int error = errno;
+        return systemError(error, "cannot examine '" + name + "'");
+      }
+      if (std::optional<std::string> why = distrustParent(status))
+        return llvm::createStringError(
+            "'%s' is not used: the directory above it, '%s', %s, so someone "
+            "else could replace it",
+            path.c_str(), name.c_str(), why->c_str());
+      if (parent == llvm::sys::path::parent_path(parent))
+        break; // "/"
+    }
+    return std::move(dir);
+  }
+
+  /// The subdirectory `name`, created (0700) if it is not there; never a
+  /// symbolic link.
+  llvm::Expected<CacheDir> child(llvm::StringRef name) const {
+    std::string child = name.str(), childPath = pathOf(name);
+    int fd = openDirectory(descriptor, child, /*noFollow=*/true);
+    bool created = false;
+    if (fd < 0 && errno == ENOENT) {
+      if (::mkdirat(descriptor, child.c_str(), 0700) == 0)
+        created = true;
+      else if (int error = errno; error != EEXIST)
+        return systemError(error, "cannot create '" + childPath + "'");
+      fd = openDirectory(descriptor, child, /*noFollow=*/true);
+    }
+    if (fd < 0 && (errno == ENOTDIR || errno == ELOOP)) {
+      struct stat status;
+      bool link = ::fstatat(descriptor, child.c_str(), &status,
+                            AT_SYMLINK_NOFOLLOW) == 0 &&
+                  S_ISLNK(status.st_mode);
+      const char *what = link ? "a symbolic link" : "not a directory";
+      return llvm::createStringError(
+          std::make_error_code(std::errc::not_a_directory),
+          "'%s' is not used: it is %s", childPath.c_str(), what);
+    }
+    if (fd < 0) {
+      int error = errno;
+      return systemError(error, "cannot open '" + childPath + "'");
+    }
+    CacheDir dir(fd, childPath);
+    if (llvm::Error error = dir.check(created))
+      return std::move(error);
+    return std::move(dir);
+  }
+
+  CacheDir(CacheDir &&other) noexcept
+      : descriptor(std::exchange(other.descriptor, -1)),
+        dirPath(std::move(other.dirPath)) {}
+  CacheDir &operator=(CacheDir &&other) noexcept {
+    std::swap(descriptor, other.descriptor);
+    std::swap(dirPath, other.dirPath);
+    return *this;
+  }
+  ~CacheDir() {
+    if (descriptor >= 0)
+      ::close(descriptor);
+  }
+
+  int fd() const { return descriptor; }
+  const std::string &path() const { return dirPath; }
+  /// The path of `name` in this directory, for messages.
+  std::string pathOf(llvm::StringRef name) const {
+    llvm::SmallString<256> path(dirPath);
+    llvm::sys::path::append(path, name);
+    return path.str().str();
+  }
+
+private:
+  CacheDir(int fd, std::string path)
+      : descriptor(fd), dirPath(std::move(path)) {}
+
+  static int openDirectory(int parent, const std::string &name, bool noFollow) {
+    int flags =
+        O_RDONLY | O_DIRECTORY | O_CLOEXEC | (noFollow ? O_NOFOLLOW : 0);
+    int fd;
+    do
+      fd = ::openat(parent, name.c_str(), flags);
+    while (fd < 0 && errno == EINTR);
+    return fd;
+  }
+
+  /// The open directory passes distrust(); one created here is set to
+  /// exactly 0700 (a restrictive umask could have left it unusable).
+  llvm::Error check(bool created) const {
+    struct stat status;
+    if (::fstat(descriptor, &status) != 0) {
+      int error = errno;
+      return systemError(error, "cannot examine '" + dirPath + "'");
+    }
+    if (std::optional<std::string> why =
+            distrust(status.st_uid, status.st_mode))
+      return llvm::createStringError("'%s' is not used: %s", dirPath.c_str(),
+                                     why->c_str());
+    if (created && (status.st_mode & 07777) != 0700)
+      (void)::fchmod(descriptor, 0700);
+    return llvm::Error::success();
+  }
+
+  int descriptor = -1;
+  std::string dirPath;
+};
+
+//===- Entries ------------------------------------------------------------===//
+
+enum class DiskLookup { Missing, Corrupt, Refused, Found };
+
+/// Reads entry `name` of `dir`. `refusal` says why, for Refused (a file that
+/// is not the user's own).
+DiskLookup readCacheFile(const CacheDir &dir, const std::string &name,
+                         llvm::StringRef keyHash, Arch arch, std::string &cubin,
+                         std::string &refusal) {
+  std::string path = dir.pathOf(name);
+  // Anything that is not an intact entry (a symbolic link, a FIFO, a
+  // device, a directory, an unreadable or oversized file) is corrupt: never
+  // followed, blocked on or read unbounded, and replaced by the recompiled
+  // cubin where a rename can replace it.
+  llvm::Expected<RegularFile> file = RegularFile::openAt(dir.fd(), name, path);
+  if (!file) {
+    bool missing = false;
+    llvm::handleAllErrors(file.takeError(), [&](const llvm::ErrorInfoBase &e) {
+      missing = e.convertToErrorCode() == std::errc::no_such_file_or_directory;
+    });
+    return missing ? DiskLookup::Missing : DiskLookup::Corrupt;
+  }
+  if (std::optional<std::string> why =
+          distrust(file->owner(), file->permissions())) {
+    refusal = "kernel cache entry '" + path + "' is not used: " + *why;
+    return DiskLookup::Refused;
+  }
+  if (file->size() > kHeaderSize + kMaxCubinBytes)
+    return DiskLookup::Corrupt;
+  llvm::Expected<std::string> bytes = file->read(0, file->size());
   if (!bytes) {
     llvm::consumeError(bytes.takeError());
     return DiskLookup::Corrupt;
@@ -119,72 +366,102 @@ DiskLookup readCacheFile(const std::string &path, llvm::StringRef keyHash,
       parseCacheEntry(*bytes, keyHash, arch);
   if (!payload)
     return DiskLookup::Corrupt;
+  // Checked like an AOT library's cubins: a well-formed cubin for this arch.
+  if (llvm::Error error = checkCubinArch(*payload, arch, path)) {
+    llvm::consumeError(std::move(error));
+    return DiskLookup::Corrupt;
+  }
   cubin = payload->str();
   return DiskLookup::Found;
 }
 
-llvm::Error writeCacheFile(const std::string &path, llvm::StringRef keyHash,
-                           Arch arch, llvm::StringRef cubin) {
-  llvm::StringRef dir = llvm::sys::path::parent_path(path);
-  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
-    return llvm::createStringError(ec, "cannot create %s: %s",
-                                   dir.str().c_str(), ec.message().c_str());
+/// Writes entry `name` of `dir`: a new temporary file (exclusive, 0600,
+/// never through a link) renamed over it. Nothing is left behind on
+/// failure.
+llvm::Error writeCacheFile(const CacheDir &dir, const std::string &name,
+                           llvm::StringRef keyHash, Arch arch,
+                           llvm::StringRef cubin) {
+  std::string bytes = cacheEntryBytes(keyHash, arch, cubin);
   // Same directory as the target, so the rename is atomic; the random part
   // keeps concurrent writers (threads or processes) apart.
+  std::string temp;
   int fd = -1;
-  llvm::SmallString<256> tempPath;
-  if (std::error_code ec =
-          llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%%%", fd, tempPath))
-    return llvm::createStringError(ec, "cannot create a file in %s: %s",
-                                   dir.str().c_str(), ec.message().c_str());
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << cacheEntryBytes(keyHash, arch, cubin);
-    os.close();
-    if (std::error_code ec = os.error()) {
-      // Cleared, or the stream's destructor would abort the process.
-      os.clear_error();
-      llvm::sys::fs::remove(tempPath);
-      return llvm::createStringError(ec, "cannot write %s: %s",
-                                     tempPath.c_str(), ec.message().c_str());
-    }
+  for (int attempt = 0; fd < 0 && attempt < 32; ++attempt) {
+    temp = name + ".tmp-" +
+           llvm::utohexstr(llvm::sys::Process::GetRandomNumber(),
+                           /*LowerCase=*/true);
+    fd = ::openat(dir.fd(), temp.c_str(),
+                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST && errno != EINTR)
+      break;
   }
-  if (std::error_code ec = llvm::sys::fs::rename(tempPath, path)) {
-    llvm::sys::fs::remove(tempPath);
-    return llvm::createStringError(ec, "cannot rename %s to %s: %s",
-                                   tempPath.c_str(), path.c_str(),
-                                   ec.message().c_str());
+  if (fd < 0) {
+    int error = errno;
+    return systemError(error, "cannot create a file in '" + dir.path() + "'");
+  }
+  std::string tempPath = dir.pathOf(temp);
+  auto fail = [&](const std::string &action, int error) {
+    if (fd >= 0)
+      ::close(fd);
+    ::unlinkat(dir.fd(), temp.c_str(), 0);
+    return systemError(error, "cannot " + action);
+  };
+  // Exactly 0600, whatever the umask left.
+  if (::fchmod(fd, 0600) != 0) {
+    int error = errno;
+    return fail("set the mode of " + tempPath, error);
+  }
+  for (size_t done = 0; done < bytes.size();) {
+    ssize_t written = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (written < 0 && errno == EINTR)
+      continue;
+    if (written < 0) {
+      int error = errno;
+      return fail("write " + tempPath, error);
+    }
+    done += size_t(written);
+  }
+  int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) {
+    int error = errno;
+    return fail("write " + tempPath, error);
+  }
+  if (::renameat(dir.fd(), temp.c_str(), dir.fd(), name.c_str()) != 0) {
+    int error = errno;
+    return fail("rename " + tempPath + " to " + name, error);
   }
   return llvm::Error::success();
 }
 
 //===- Cross-process single flight ----------------------------------------===//
 
-/// An exclusive flock on "<entry>.lock", held until destruction. The kernel
-/// drops it when the holding process exits or dies, so nobody waits on a
-/// dead holder. Empty (not held) when there is no lock to be had.
+/// An exclusive flock on a lock file of a cache directory, held until
+/// destruction, which also removes the file. The kernel drops the flock
+/// when the holding process exits or dies, so nobody waits on a dead holder.
+/// Empty (not held) when there is no lock to be had.
 class EntryLock {
 public:
-  /// Waits up to `timeout` for the lock of `entryPath`, polling, so that a
+  /// Waits up to `timeout` for the lock `name` of `dir`, polling, so that a
   /// hung holder delays the caller but never blocks it for good. Not held
-  /// when the lock file cannot be created (a read-only cache) or is not a
-  /// regular file, or the wait timed out; the caller compiles without it.
-  static EntryLock acquire(const std::string &entryPath,
+  /// when the lock file cannot be created (a read-only cache), is not a
+  /// regular file of the user's own, or the wait timed out; the caller
+  /// compiles without it.
+  static EntryLock acquire(const CacheDir &dir, const std::string &name,
                            std::chrono::milliseconds timeout,
                            llvm::StringRef uri) {
     EntryLock lock;
-    std::string path = entryPath + ".lock";
-    if (llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path)))
-      return lock;
     int fd;
     do
-      fd = ::open(path.c_str(),
-                  O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+      fd = ::openat(dir.fd(), name.c_str(),
+                    O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                    0600);
     while (fd < 0 && errno == EINTR);
     if (fd < 0)
       return lock;
     struct stat status;
-    if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
+    if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode) ||
+        distrust(status.st_uid, status.st_mode)) {
       ::close(fd);
       return lock;
     }
@@ -201,7 +478,7 @@ public:
                               waited)
                               .count()
                        << " s for another process to compile " << uri << " ("
-                       << path << "); compiling it here\n";
+                       << dir.pathOf(name) << "); compiling it here\n";
         ::close(fd);
         return lock;
       }
@@ -209,41 +486,55 @@ public:
           std::min<std::chrono::nanoseconds>(pause, timeout - waited));
       pause = std::min(pause * 2, std::chrono::milliseconds(50));
     }
+    lock.dirFd = ::dup(dir.fd());
+    if (lock.dirFd < 0) {
+      ::close(fd);
+      return lock;
+    }
     lock.fd = fd;
-    lock.path = std::move(path);
+    lock.name = name;
     return lock;
   }
 
   EntryLock() = default;
   EntryLock(EntryLock &&other) noexcept
-      : fd(std::exchange(other.fd, -1)), path(std::move(other.path)) {}
+      : fd(std::exchange(other.fd, -1)), dirFd(std::exchange(other.dirFd, -1)),
+        name(std::move(other.name)) {}
   EntryLock &operator=(EntryLock &&other) noexcept {
     std::swap(fd, other.fd);
-    std::swap(path, other.path);
+    std::swap(dirFd, other.dirFd);
+    std::swap(name, other.name);
     return *this;
   }
   ~EntryLock() {
-    if (fd >= 0)
-      ::close(fd); // drops the flock
+    if (fd < 0)
+      return;
+    removeFile();
+    ::close(fd); // drops the flock
+    ::close(dirFd);
   }
 
   bool held() const { return fd >= 0; }
 
-  /// Removes the lock file, still holding the lock, once the entry is on
-  /// disk. Safe because only processes that missed the entry take locks,
-  /// and each looks at the disk again once it holds one: a waiter on this
-  /// (now unlinked) file and a newcomer that creates a fresh one both find
-  /// the entry. Two compiles at once need the entry gone again (deleted by
-  /// hand), and then cost only time. Keeps the cache directory free of one
-  /// lock file per kernel.
+private:
+  /// Removes the lock file, still holding the lock, if the name still holds
+  /// this file. Safe whether or not the entry got written: only processes
+  /// that missed the entry take locks, and each looks at the disk again once
+  /// it holds one, so a waiter on this (now unlinked) file and a newcomer
+  /// that creates a fresh one both find the entry, or both compile (after a
+  /// failure, costing only time). Keeps the cache directory free of one lock
+  /// file per kernel, and of lock files left by failed compiles and writes.
   void removeFile() {
-    if (fd >= 0)
-      ::unlink(path.c_str());
+    struct stat mine, there;
+    if (::fstat(fd, &mine) == 0 &&
+        ::fstatat(dirFd, name.c_str(), &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+        mine.st_dev == there.st_dev && mine.st_ino == there.st_ino)
+      ::unlinkat(dirFd, name.c_str(), 0);
   }
 
-private:
   int fd = -1;
-  std::string path;
+  int dirFd = -1;
+  std::string name;
 };
 
 //===- Sharing a failure --------------------------------------------------===//
@@ -387,7 +678,8 @@ struct KernelCache::Impl {
   /// The libraries $ATTN_AOT_LIBRARY names; one that does not open is
   /// skipped with a warning (the kernels it would serve are compiled).
   void openEnvironmentLibraries() {
-    std::optional<std::string> paths = llvm::sys::Process::GetEnv("ATTN_AOT_LIBRARY");
+    std::optional<std::string> paths =
+        llvm::sys::Process::GetEnv("ATTN_AOT_LIBRARY");
     if (!paths)
       return;
     llvm::SmallVector<llvm::StringRef, 4> parts;
@@ -410,6 +702,14 @@ struct KernelCache::Impl {
     for (const auto &library : options.libraries)
       if (const AotKernel *kernel = library->findByAotKey(key)) {
         llvm::Expected<std::string> cubin = library->readCubin(*kernel);
+        // The key names the arch, but a manifest could file a kernel of
+        // another arch under it.
+        if (cubin)
+          if (llvm::Error error =
+                  checkCubinArch(*cubin, request.arch,
+                                 "AOT library '" + library->path() +
+                                     "': the cubin of " + kernel->name))
+            cubin = std::move(error);
         if (cubin)
           return std::move(*cubin);
         // A damaged library is not trusted: compile instead, and say so.
@@ -475,8 +775,7 @@ struct KernelCache::Impl {
       flight = it->second = std::make_shared<Flight>();
     }
 
-    llvm::Expected<std::string> cubin =
-        loadOrCompile(request, key, pathFor(key, request.arch));
+    llvm::Expected<std::string> cubin = loadOrCompile(request, key);
 
     std::lock_guard<std::mutex> lock(mutex);
     inFlight.erase(key.hash);
@@ -494,34 +793,68 @@ struct KernelCache::Impl {
     return flight->cubin;
   }
 
+  /// The disk cache's directory for `arch`, opened and checked.
+  llvm::Expected<CacheDir> openDiskDir(Arch arch) const {
+    llvm::Expected<CacheDir> root = CacheDir::openRoot(*diskRoot);
+    if (!root)
+      return root.takeError();
+    llvm::Expected<CacheDir> version = root->child(ATTN_VERSION);
+    if (!version)
+      return version.takeError();
+    return version->child(toString(arch));
+  }
+
+  /// Disk caching is an optimization: compile on without it, and say so
+  /// once rather than for every kernel.
+  void warnNotCached(llvm::Error error) {
+    std::string message = llvm::toString(std::move(error));
+    std::call_once(diskWarning, [&] {
+      llvm::errs() << "attn: warning: kernels are not cached on disk: "
+                   << message << "\n";
+    });
+  }
+
   /// AOT libraries, disk, then the compiler; runs in the leader, without
   /// `mutex`.
-  llvm::Expected<std::string>
-  loadOrCompile(const CompileRequest &request, const CacheKey &key,
-                const std::optional<std::string> &path) {
+  llvm::Expected<std::string> loadOrCompile(const CompileRequest &request,
+                                            const CacheKey &key) {
     if (std::optional<std::string> cubin = fromLibraries(request)) {
       ++aotHits;
       return std::move(*cubin);
     }
-    std::string cubin;
+    std::optional<CacheDir> dir;
+    if (diskRoot) {
+      llvm::Expected<CacheDir> opened = openDiskDir(request.arch);
+      if (opened)
+        dir = std::move(*opened);
+      else
+        warnNotCached(opened.takeError());
+    }
+    std::string name = key.fileName(), cubin, refusal;
     EntryLock lock;
-    if (path) {
-      switch (readCacheFile(*path, key.hash, request.arch, cubin)) {
+    if (dir) {
+      switch (
+          readCacheFile(*dir, name, key.hash, request.arch, cubin, refusal)) {
       case DiskLookup::Found:
         ++diskHits;
         return cubin;
       case DiskLookup::Corrupt:
         ++corruptEntries;
         break;
+      case DiskLookup::Refused:
+        ++refusedEntries;
+        llvm::errs() << "attn: warning: " << refusal
+                     << "; compiling the kernel instead\n";
+        break;
       case DiskLookup::Missing:
         break;
       }
       // Another process may be compiling it: wait for it, then look again.
-      lock = EntryLock::acquire(*path, options.diskLockTimeout, request.uri);
-      if (lock.held() && readCacheFile(*path, key.hash, request.arch, cubin) ==
-                             DiskLookup::Found) {
+      lock = EntryLock::acquire(*dir, name + ".lock", options.diskLockTimeout,
+                                request.uri);
+      if (lock.held() && readCacheFile(*dir, name, key.hash, request.arch,
+                                       cubin, refusal) == DiskLookup::Found) {
         ++diskHits;
-        lock.removeFile();
         return cubin;
       }
     }
@@ -529,20 +862,10 @@ struct KernelCache::Impl {
     llvm::Expected<std::string> compiled = options.compiler(request);
     if (!compiled)
       return compiled.takeError();
-    if (path) {
+    if (dir)
       if (llvm::Error error =
-              writeCacheFile(*path, key.hash, request.arch, *compiled)) {
-        // Disk caching is an optimization: compile on without it, and say so
-        // once rather than for every kernel.
-        std::string message = llvm::toString(std::move(error));
-        std::call_once(diskWarning, [&] {
-          llvm::errs() << "attn: warning: kernels are not cached on disk: "
-                       << message << "\n";
-        });
-      } else {
-        lock.removeFile();
-      }
-    }
+              writeCacheFile(*dir, name, key.hash, request.arch, *compiled))
+        warnNotCached(std::move(error));
     return compiled;
   }
 
@@ -556,7 +879,7 @@ struct KernelCache::Impl {
   std::unordered_map<std::string, std::shared_ptr<Flight>> inFlight;
 
   std::atomic<unsigned> memoryHits{0}, aotHits{0}, diskHits{0}, compiles{0},
-      corruptEntries{0};
+      corruptEntries{0}, refusedEntries{0};
   std::once_flag diskWarning;
 };
 
@@ -599,8 +922,16 @@ KernelCache::getLibrary(const CompileRequest &request) {
     if (Impl::Entry *entry = impl->lookup(key.hash); entry && entry->library)
       return entry->library;
   }
-  // Loaded outside the lock; if another thread won the race, its library is
-  // kept and this one is unloaded.
+  // The driver only gets a cubin the current GPU runs (an error naming the
+  // kernel and both archs rather than the driver's). Loaded outside the
+  // lock; if another thread won the race, its library is kept and this one
+  // is unloaded.
+  llvm::Expected<Arch> device = currentDeviceArch();
+  if (!device)
+    return device.takeError();
+  if (llvm::Error error =
+          checkCubinRunsOn(**cubin, *device, "kernel " + request.uri))
+    return std::move(error);
   llvm::Expected<CudaLibrary> loaded = CudaLibrary::load(**cubin);
   if (!loaded)
     return loaded.takeError();
@@ -615,9 +946,9 @@ KernelCache::getLibrary(const CompileRequest &request) {
 }
 
 KernelCache::Stats KernelCache::stats() const {
-  return Stats{impl->memoryHits.load(), impl->aotHits.load(),
-               impl->diskHits.load(), impl->compiles.load(),
-               impl->corruptEntries.load()};
+  return Stats{impl->memoryHits.load(),     impl->aotHits.load(),
+               impl->diskHits.load(),       impl->compiles.load(),
+               impl->corruptEntries.load(), impl->refusedEntries.load()};
 }
 
 KernelCache &KernelCache::global() {

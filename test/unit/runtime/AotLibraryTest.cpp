@@ -7,9 +7,12 @@
 // libraries and manifests are errors that name the problem; hostile ones
 // (FIFOs, devices, deep JSON, out-of-range integers, paths leaving the
 // library) are refused without blocking or crashing, also when
-// ATTN_AOT_LIBRARY names them. Packing never overwrites a file it did not
-// write. The cubins here are stand-in bytes: the library layer never looks
-// inside them.
+// ATTN_AOT_LIBRARY names them. A cubin whose size and checksum were fixed up
+// to match the manifest is still refused, with an error naming the kernel,
+// if it is no cubin of the kernel's arch (random bytes, a damaged ELF
+// header, another arch's cubin, through a symbolic link or not). Packing
+// never overwrites a file it did not write. The cubins here are stand-ins
+// (TestFiles.h): a valid CUDA ELF header and no kernel.
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/cache/AotLibrary.h"
@@ -34,7 +37,7 @@ struct OneKernelLibrary {
   TempDir dir;
   KernelSpec spec;
   CompileRequest request;
-  std::string cubin = "\x7f" "ELF stand-in cubin bytes";
+  std::string cubin = cubinImage(Arch::SM90a, "stand-in cubin bytes");
   AotKernel kernel;
 
   OneKernelLibrary() {
@@ -152,6 +155,122 @@ TEST(AotLibraryTest, DamagedCubinIsNeverServed) {
   llvm::consumeError(served.takeError());
   EXPECT_EQ(cache.stats().aotHits, 0u);
   EXPECT_EQ(cache.stats().compiles, 1u);
+}
+
+/// Puts `bytes` where `lib`'s cubin was and fixes its manifest entry's size
+/// and checksum to match, as someone hiding a swap would.
+void swapCubin(OneKernelLibrary &lib, const std::string &bytes) {
+  writeFile(lib.dir.str(lib.kernel.cubin), bytes);
+  AotKernel fixed = lib.kernel;
+  fixed.size = bytes.size();
+  fixed.checksum = cubinChecksum(bytes);
+  llvm::Error written = writeManifest(lib.dir.str(), {fixed});
+  ASSERT_FALSE(bool(written)) << llvm::toString(std::move(written));
+}
+
+/// Checks that `lib`'s cubin is refused with `fragment` (after the library
+/// and kernel names), and that a cache given the library compiles instead,
+/// saying so.
+void expectCubinRefused(const OneKernelLibrary &lib,
+                        const std::string &fragment) {
+  auto opened = AotLibrary::open(lib.dir.str());
+  ASSERT_TRUE(bool(opened)) << llvm::toString(opened.takeError());
+  auto cubin = (*opened)->readCubin((*opened)->kernels()[0]);
+  ASSERT_FALSE(bool(cubin)) << "accepted: " << fragment;
+  std::string message = llvm::toString(cubin.takeError());
+  EXPECT_NE(message.find("AOT library '" + lib.dir.str() + "': the cubin of " +
+                         lib.kernel.name + fragment),
+            std::string::npos)
+      << message;
+  testing::internal::CaptureStderr();
+  KernelCache cache(noCompilerOptions(*opened));
+  auto served = cache.getCubin(lib.request);
+  std::string warning = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(bool(served));
+  llvm::consumeError(served.takeError());
+  EXPECT_EQ(cache.stats().aotHits, 0u);
+  EXPECT_EQ(cache.stats().compiles, 1u);
+  EXPECT_NE(warning.find(fragment), std::string::npos) << warning;
+}
+
+TEST(AotLibraryTest, CubinForAnotherArchIsRefusedEvenWithAFixedUpChecksum) {
+  OneKernelLibrary lib;
+  swapCubin(lib, cubinImage(Arch::SM80, "an sm_80 kernel"));
+  expectCubinRefused(lib, " is built for sm_80, not sm_90a");
+  // And an arch attn does not build, as CUDA 12 wrote it.
+  OneKernelLibrary old;
+  CubinHeader header;
+  header.sm = 86;
+  header.abiVersion = 7;
+  swapCubin(old, cubinImage(header, "an sm_86 kernel"));
+  expectCubinRefused(old, " is built for sm_86, which attn does not target");
+}
+
+TEST(AotLibraryTest, RandomBytesWithAFixedUpChecksumAreRefused) {
+  OneKernelLibrary lib;
+  std::string random(4096, '\0');
+  uint64_t state = 0x9e3779b97f4a7c15;
+  for (char &c : random) {
+    state = state * 6364136223846793005 + 1442695040888963407;
+    c = char(state >> 56);
+  }
+  swapCubin(lib, random);
+  expectCubinRefused(lib, " is not a CUDA cubin (no ELF magic)");
+}
+
+TEST(AotLibraryTest, CubinWithADamagedElfHeaderIsRefused) {
+  // A cubin whose section table lies past its end, size and checksum fixed.
+  OneKernelLibrary lib;
+  std::string cubin = lib.cubin;
+  cubin[40] = char(0xf0); // e_shoff
+  swapCubin(lib, cubin);
+  expectCubinRefused(lib, " is not a CUDA cubin (its section header table is "
+                          "malformed or lies past its end)");
+}
+
+TEST(AotLibraryTest, SymlinkedCubinOfAnotherArchIsRefused) {
+  // The library's cubin is a link to a file elsewhere whose size and
+  // checksum the manifest was fixed to: followed (a library is the user's
+  // own files), and still checked for its arch.
+  OneKernelLibrary lib;
+  TempDir elsewhere;
+  std::string other = cubinImage(Arch::SM89, "an sm_89 kernel");
+  writeFile(elsewhere.str("other.cubin"), other);
+  swapCubin(lib, other);
+  std::string path = lib.dir.str(lib.kernel.cubin);
+  ASSERT_EQ(unlink(path.c_str()), 0);
+  ASSERT_EQ(symlink(elsewhere.str("other.cubin").c_str(), path.c_str()), 0);
+  expectCubinRefused(lib, " is built for sm_89, not sm_90a");
+}
+
+TEST(AotLibraryTest, KernelFiledUnderAnotherArchsKeyIsNotServed) {
+  // A manifest that files an sm_80 kernel (its own cubin, intact) under
+  // the AOT key of the sm_90a request: the cache checks the cubin against
+  // the arch it was asked for.
+  OneKernelLibrary lib;
+  std::string cubin = cubinImage(Arch::SM80, "an sm_80 kernel");
+  AotKernel misfiled = lib.kernel;
+  misfiled.spec.arch = Arch::SM80;
+  misfiled.name = misfiled.spec.uri();
+  llvm::Error written =
+      writeKernelFiles(lib.dir.str(), misfiled, lib.request.source, cubin);
+  ASSERT_FALSE(bool(written)) << llvm::toString(std::move(written));
+  written = writeManifest(lib.dir.str(), {misfiled});
+  ASSERT_FALSE(bool(written)) << llvm::toString(std::move(written));
+  auto opened = AotLibrary::open(lib.dir.str());
+  ASSERT_TRUE(bool(opened)) << llvm::toString(opened.takeError());
+  ASSERT_NE((*opened)->findByAotKey(lib.kernel.key), nullptr);
+  testing::internal::CaptureStderr();
+  KernelCache cache(noCompilerOptions(*opened));
+  auto served = cache.getCubin(lib.request);
+  std::string warning = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(bool(served));
+  llvm::consumeError(served.takeError());
+  EXPECT_EQ(cache.stats().aotHits, 0u);
+  EXPECT_NE(warning.find("the cubin of " + misfiled.name +
+                         " is built for sm_80, not sm_90a"),
+            std::string::npos)
+      << warning;
 }
 
 TEST(AotLibraryTest, BadManifestsNameTheProblem) {

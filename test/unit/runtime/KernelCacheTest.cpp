@@ -2,8 +2,12 @@
 //
 // Keys, the memory and disk layers, single-flight compilation (across
 // threads and, through fork(), across processes) and failure handling, with
-// an injected compiler that counts its calls; damaged, foreign and planted
-// (FIFO, device, directory) disk entries; plus one pass through the real
+// an injected compiler that counts its calls and returns stand-in cubins;
+// damaged, foreign and planted (FIFO, device, directory, symbolic link, not
+// a cubin, another arch's cubin) disk entries; whom the disk cache trusts
+// (modes it creates whatever the umask, directories and entries writable by
+// others or owned by another user refused, lock files in the private
+// directory and gone after a failed write); plus one pass through the real
 // NVRTC.
 //
 //===----------------------------------------------------------------------===//
@@ -28,6 +32,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,14 +60,32 @@ std::vector<std::string> filesUnder(const std::string &dir) {
   return files;
 }
 
+/// The permission bits of `path` (not following a link), or ~0u.
+unsigned modeOf(const std::string &path) {
+  struct stat status;
+  return ::lstat(path.c_str(), &status) == 0 ? status.st_mode & 07777 : ~0u;
+}
+
+/// Creates `path` and its missing parents private to the user, as the cache
+/// would (llvm's default mode depends on the umask).
+void makePrivateDirectories(const std::string &path) {
+  ASSERT_FALSE(llvm::sys::fs::create_directories(
+      path, /*IgnoreExisting=*/true, llvm::sys::fs::perms::owner_all));
+}
+
+/// A user id that is not this process's, for files given away (as root).
+constexpr uid_t kOtherUser = 54321;
+
+/// A stand-in cubin made of the request, for its arch.
+std::string fakeCubin(const CompileRequest &request) {
+  return cubinImage(request.arch,
+                    "cubin(" + request.uri + "," + request.source + ")");
+}
+
 /// Disk and memory behaviour against a compiler that counts its calls and
 /// returns a cubin made of the request.
 class KernelCacheTest : public ::testing::Test {
 protected:
-  static std::string fakeCubin(const CompileRequest &request) {
-    return "cubin(" + request.uri + "," + request.source + ")";
-  }
-
   KernelCache::Options options(std::chrono::milliseconds delay = {}) {
     KernelCache::Options result;
     result.diskDir = dir.str("cache");
@@ -244,8 +267,7 @@ void expectPlantedEntryIsRecompiled(
     const std::function<void(const std::string &)> &plant,
     const std::string &expected) {
   std::string path = *KernelCache(opts).diskPath(request());
-  ASSERT_FALSE(
-      llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path)));
+  makePrivateDirectories(llvm::sys::path::parent_path(path).str());
   plant(path);
   alarm(20); // a FIFO read with a blocking open hangs: fail, not hang
   KernelCache cache(opts);
@@ -500,9 +522,8 @@ TEST_F(KernelCacheTest, FailureReachesEveryWaiterAndIsNotCached) {
   for (std::thread &thread : threads)
     thread.join();
   EXPECT_EQ(compilerCalls, 1);
-  // No entry (the lock file of the failed compile may stay).
-  for (const std::string &file : filesUnder(dir.str()))
-    EXPECT_TRUE(llvm::StringRef(file).ends_with(".lock")) << file;
+  // No entry, and no lock file: the leader removes it after a failure too.
+  EXPECT_EQ(filesUnder(dir.str()), std::vector<std::string>{});
 
   // Not cached: the next request compiles again.
   waiting = kWaiters;
@@ -552,7 +573,7 @@ KernelCache::Options countingOptions(const std::string &diskDir,
     if (fd < 0 || ::write(fd, "x", 1) != 1)
       return llvm::createStringError("cannot count a compile");
     ::close(fd);
-    return "cubin(" + request.uri + "," + request.source + ")";
+    return fakeCubin(request);
   };
   return result;
 }
@@ -593,8 +614,7 @@ TEST_F(KernelCacheTest, ColdProcessesOnOneCacheCompileOnce) {
 /// Forks a child that takes the lock of the entry for request() and holds
 /// it until killed; returns once it holds it.
 pid_t forkLockHolder(const std::string &entryPath) {
-  EXPECT_FALSE(llvm::sys::fs::create_directories(
-      llvm::sys::path::parent_path(entryPath)));
+  makePrivateDirectories(llvm::sys::path::parent_path(entryPath).str());
   int ready[2];
   EXPECT_EQ(pipe(ready), 0);
   pid_t holder = forkChild([&] {
@@ -651,6 +671,302 @@ TEST_F(KernelCacheTest, LockOfAHungProcessOnlyDelays) {
   EXPECT_NE(warning.find("for another process to compile decode_test"),
             std::string::npos)
       << warning;
+}
+
+TEST_F(KernelCacheTest, LockFileNotTheUsersOwnIsNotWaitedOn) {
+  // A lock file someone else could hold (writable by others, or another
+  // user's): the compile goes ahead at once rather than wait on its holder.
+  std::vector<std::pair<std::string, std::function<int(const char *)>>> spoils;
+  spoils.emplace_back("writable by others",
+                      [](const char *lock) { return chmod(lock, 0666); });
+  if (geteuid() == 0)
+    spoils.emplace_back("another user's", [](const char *lock) {
+      return chown(lock, kOtherUser, gid_t(-1));
+    });
+  for (const auto &[name, spoil] : spoils) {
+    SCOPED_TRACE(name);
+    TempDir scratch;
+    std::string counter = scratch.str("compiles");
+    KernelCache::Options opts = countingOptions(scratch.str("cache"), counter);
+    opts.diskLockTimeout = std::chrono::seconds(60);
+    std::string entry = *KernelCache(opts).diskPath(request());
+    pid_t holder = forkLockHolder(entry);
+    ASSERT_EQ(spoil((entry + ".lock").c_str()), 0);
+    auto start = std::chrono::steady_clock::now();
+    KernelCache cache(opts);
+    auto cubin = cache.getCubin(request());
+    auto elapsed = std::chrono::steady_clock::now() - start;
+    kill(holder, SIGKILL);
+    waitForChild(holder, std::chrono::seconds(10));
+    ASSERT_TRUE(bool(cubin)) << llvm::toString(cubin.takeError());
+    EXPECT_EQ(**cubin, fakeCubin(request()));
+    EXPECT_LT(elapsed, std::chrono::seconds(10));
+    EXPECT_EQ(sizeOf(counter), 1u);
+  }
+}
+
+//===- Entries that hold no cubin for their arch --------------------------===//
+
+TEST_F(KernelCacheTest, IntactEntryWithoutACubinForItsArchIsRecompiled) {
+  // The header and checksum are right (anyone can compute them): the bytes
+  // are still no sm_90a cubin, so they never reach the driver.
+  CacheKey key = KernelCache(options()).keyFor(request());
+  for (const std::string &payload :
+       {std::string("random bytes, not an ELF image"),
+        cubinImage(Arch::SM80, "an sm_80 cubin under an sm_90a key")}) {
+    SCOPED_TRACE(payload.substr(0, 16));
+    std::string path = *KernelCache(options()).diskPath(request());
+    makePrivateDirectories(llvm::sys::path::parent_path(path).str());
+    writeFile(path, cacheEntryBytes(key.hash, Arch::SM90a, payload));
+    ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+    KernelCache cache(options());
+    auto cubin = cache.getCubin(request());
+    ASSERT_TRUE(bool(cubin)) << llvm::toString(cubin.takeError());
+    EXPECT_EQ(**cubin, fakeCubin(request()));
+    EXPECT_EQ(cache.stats().corruptEntries, 1u);
+    EXPECT_EQ(cache.stats().diskHits, 0u);
+  }
+}
+
+//===- Whom the disk cache trusts -----------------------------------------===//
+
+/// Sets the umask for the life of the object.
+class ScopedUmask {
+public:
+  explicit ScopedUmask(mode_t mask) : saved(::umask(mask)) {}
+  ~ScopedUmask() { ::umask(saved); }
+
+private:
+  mode_t saved;
+};
+
+TEST_F(KernelCacheTest, CreatesDirectoriesAndEntriesPrivateWhateverTheUmask) {
+  // 0 would give mkdir's and open's usual modes (0777, 0666) unmasked; 0277
+  // would leave directories attn could not create anything in.
+  for (mode_t mask : {mode_t(0), mode_t(0277)}) {
+    SCOPED_TRACE(mask);
+    // A root with a missing parent: attn creates both.
+    std::string root = dir.str(mask ? "restrictive/cache" : "open/cache");
+    KernelCache::Options opts = options();
+    opts.diskDir = root;
+    std::string path = *KernelCache(opts).diskPath(request());
+    {
+      ScopedUmask umask(mask);
+      KernelCache cache(opts);
+      ASSERT_TRUE(bool(cache.getCubin(request())));
+    }
+    llvm::StringRef arch = llvm::sys::path::parent_path(path);
+    llvm::StringRef version = llvm::sys::path::parent_path(arch);
+    for (llvm::StringRef created : {llvm::sys::path::parent_path(root),
+                                    llvm::StringRef(root), version, arch})
+      EXPECT_EQ(modeOf(created.str()), 0700u) << created.str();
+    EXPECT_EQ(modeOf(path), 0600u);
+    KernelCache fresh(opts);
+    ASSERT_TRUE(bool(fresh.getCubin(request())));
+    EXPECT_EQ(fresh.stats().diskHits, 1u);
+  }
+}
+
+/// Fills the cache with request()'s entry, changes the cache with `spoil`,
+/// then checks that a fresh cache compiles instead of loading the entry,
+/// warning once with `fragments` (and the kernel still comes back).
+void expectRefused(const KernelCache::Options &opts,
+                   const std::function<void(const std::string &entry)> &spoil,
+                   std::initializer_list<std::string> fragments,
+                   bool entryRefused) {
+  std::string entry = *KernelCache(opts).diskPath(request());
+  llvm::sys::fs::remove(*KernelCache(opts).diskPath(request("other_kernel")));
+  {
+    KernelCache writer(opts);
+    ASSERT_TRUE(bool(writer.getCubin(request())));
+    ASSERT_EQ(modeOf(entry), 0600u);
+  }
+  spoil(entry);
+  testing::internal::CaptureStderr();
+  KernelCache cache(opts);
+  auto cubin = cache.getCubin(request());
+  auto other = cache.getCubin(request("other_kernel"));
+  std::string warnings = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(bool(cubin)) << llvm::toString(cubin.takeError());
+  ASSERT_TRUE(bool(other)) << llvm::toString(other.takeError());
+  EXPECT_EQ(**cubin, fakeCubin(request()));
+  EXPECT_EQ(cache.stats().diskHits, 0u) << "loaded what it must refuse";
+  EXPECT_EQ(cache.stats().compiles, 2u);
+  EXPECT_EQ(cache.stats().refusedEntries, entryRefused ? 1u : 0u);
+  for (const std::string &fragment : fragments)
+    EXPECT_NE(warnings.find(fragment), std::string::npos)
+        << "no \"" << fragment << "\" in: " << warnings;
+  // A refused directory: one warning for both kernels. A refused entry:
+  // one for it, none for the other kernel.
+  EXPECT_EQ(llvm::StringRef(warnings).count("attn: warning:"), 1u) << warnings;
+}
+
+TEST_F(KernelCacheTest, CacheDirectoryWritableByOthersIsRefused) {
+  std::string root = dir.str("cache");
+  expectRefused(
+      options(),
+      [&](const std::string &) { ASSERT_EQ(chmod(root.c_str(), 0777), 0); },
+      {"kernels are not cached on disk: '" + root + "' is not used",
+       "writable by others (mode 0777)"},
+      /*entryRefused=*/false);
+  // Nothing was written there.
+  EXPECT_EQ(filesUnder(root).size(), 1u);
+}
+
+TEST_F(KernelCacheTest, CacheDirectoryWritableByItsGroupIsRefused) {
+  std::string root = dir.str("cache");
+  expectRefused(
+      options(),
+      [&](const std::string &) { ASSERT_EQ(chmod(root.c_str(), 0770), 0); },
+      {"'" + root + "' is not used", "writable by its group (mode 0770)"},
+      /*entryRefused=*/false);
+}
+
+TEST_F(KernelCacheTest, ArchDirectoryWritableByOthersIsRefused) {
+  std::string arch =
+      llvm::sys::path::parent_path(*KernelCache(options()).diskPath(request()))
+          .str();
+  expectRefused(
+      options(),
+      [&](const std::string &) { ASSERT_EQ(chmod(arch.c_str(), 0757), 0); },
+      {"'" + arch + "' is not used", "writable by others (mode 0757)"},
+      /*entryRefused=*/false);
+}
+
+TEST_F(KernelCacheTest, SymbolicLinkBelowTheRootIsRefused) {
+  // <root>/<version> swapped for a link to another of the user's
+  // directories: below the root, attn follows no link.
+  std::string version = dir.str("cache/" ATTN_TEST_VERSION);
+  std::string moved = dir.str("moved");
+  expectRefused(
+      options(),
+      [&](const std::string &) {
+        ASSERT_EQ(rename(version.c_str(), moved.c_str()), 0);
+        ASSERT_EQ(symlink(moved.c_str(), version.c_str()), 0);
+      },
+      {"'" + version + "' is not used: it is a symbolic link"},
+      /*entryRefused=*/false);
+}
+
+TEST_F(KernelCacheTest, ParentWritableByOthersIsRefusedUnlessSticky) {
+  std::string parent = dir.str("shared");
+  makePrivateDirectories(parent);
+  KernelCache::Options opts = options();
+  opts.diskDir = dir.str("shared/cache");
+  expectRefused(
+      opts,
+      [&](const std::string &) { ASSERT_EQ(chmod(parent.c_str(), 0777), 0); },
+      {"'" + *opts.diskDir + "' is not used: the directory above it, '" +
+           parent + "', is writable by others without the sticky bit",
+       "someone else could replace it"},
+      /*entryRefused=*/false);
+  // Sticky, as /tmp: no one may rename what they do not own there.
+  ASSERT_EQ(chmod(parent.c_str(), 01777), 0);
+  KernelCache sticky(opts);
+  ASSERT_TRUE(bool(sticky.getCubin(request())));
+  EXPECT_EQ(sticky.stats().diskHits, 1u);
+  // Group-writable parents are fine (per-user groups).
+  ASSERT_EQ(chmod(parent.c_str(), 0770), 0);
+  KernelCache group(opts);
+  ASSERT_TRUE(bool(group.getCubin(request())));
+  EXPECT_EQ(group.stats().diskHits, 1u);
+}
+
+TEST_F(KernelCacheTest, EntryWritableByOthersIsRefusedAndReplaced) {
+  for (mode_t mode : {mode_t(0666), mode_t(0620)}) {
+    SCOPED_TRACE(mode);
+    std::string entry = *KernelCache(options()).diskPath(request());
+    expectRefused(
+        options(),
+        [&](const std::string &path) {
+          ASSERT_EQ(chmod(path.c_str(), mode), 0);
+        },
+        {"attn: warning: kernel cache entry '" + entry + "' is not used",
+         mode & S_IWOTH ? "writable by others" : "writable by its group",
+         "compiling the kernel instead"},
+        /*entryRefused=*/true);
+    // Replaced by the user's own.
+    EXPECT_EQ(modeOf(entry), 0600u);
+    KernelCache fresh(options());
+    ASSERT_TRUE(bool(fresh.getCubin(request())));
+    EXPECT_EQ(fresh.stats().diskHits, 1u);
+  }
+}
+
+TEST_F(KernelCacheTest, EntryOwnedByAnotherUserIsRefused) {
+  if (geteuid() != 0)
+    GTEST_SKIP() << "needs root to give an entry to another user (uid "
+                 << kOtherUser << "); the mode checks above run for anyone";
+  std::string entry = *KernelCache(options()).diskPath(request());
+  expectRefused(
+      options(),
+      [&](const std::string &path) {
+        ASSERT_EQ(chown(path.c_str(), kOtherUser, gid_t(-1)), 0);
+      },
+      {"kernel cache entry '" + entry + "' is not used: it is owned by uid " +
+       std::to_string(kOtherUser) + ", not by this user (uid 0)"},
+      /*entryRefused=*/true);
+}
+
+TEST_F(KernelCacheTest, CacheDirectoryOwnedByAnotherUserIsRefused) {
+  if (geteuid() != 0)
+    GTEST_SKIP() << "needs root to give a directory to another user (uid "
+                 << kOtherUser << "); the mode checks above run for anyone";
+  std::string root = dir.str("cache");
+  expectRefused(
+      options(),
+      [&](const std::string &) {
+        ASSERT_EQ(chown(root.c_str(), kOtherUser, gid_t(-1)), 0);
+      },
+      {"'" + root + "' is not used: it is owned by uid " +
+       std::to_string(kOtherUser)},
+      /*entryRefused=*/false);
+}
+
+TEST_F(KernelCacheTest, LockFileLivesInThePrivateDirectoryWhileCompiling) {
+  KernelCache::Options opts = options();
+  std::string entry = *KernelCache(opts).diskPath(request());
+  std::string lock = entry + ".lock";
+  unsigned lockMode = 0, dirMode = 0;
+  opts.compiler = [&](const CompileRequest &r) -> llvm::Expected<std::string> {
+    lockMode = modeOf(lock);
+    dirMode = modeOf(llvm::sys::path::parent_path(lock).str());
+    return fakeCubin(r);
+  };
+  KernelCache cache(opts);
+  ASSERT_TRUE(bool(cache.getCubin(request())));
+  EXPECT_EQ(lockMode, 0600u);
+  EXPECT_EQ(dirMode, 0700u);
+  EXPECT_EQ(modeOf(lock), ~0u) << "the lock file outlived the compile";
+}
+
+TEST_F(KernelCacheTest, FailedWriteLeavesNoFileBehind) {
+  // A file size limit makes the write fail (EFBIG) as a full disk would; in
+  // a child, so the limit ends with it.
+  std::string root = dir.str("cache");
+  pid_t child = forkChild([&] {
+    signal(SIGXFSZ, SIG_IGN); // EFBIG instead of death
+    struct rlimit limit = {512, 512};
+    if (setrlimit(RLIMIT_FSIZE, &limit) != 0)
+      return 2;
+    KernelCache::Options opts = options();
+    opts.compiler = [](const CompileRequest &r) -> llvm::Expected<std::string> {
+      return cubinImage(r.arch, std::string(4096, 'x'));
+    };
+    testing::internal::CaptureStderr();
+    KernelCache cache(opts);
+    auto cubin = cache.getCubin(request());
+    std::string warning = testing::internal::GetCapturedStderr();
+    if (!cubin || (*cubin)->size() < 4096)
+      return 3;
+    return warning.find("kernels are not cached on disk: cannot write") !=
+                   std::string::npos
+               ? 0
+               : 4;
+  });
+  ASSERT_EQ(waitForChild(child, std::chrono::seconds(60)), 0);
+  // Neither the partial temporary file nor an empty lock file.
+  EXPECT_EQ(filesUnder(root), std::vector<std::string>{});
 }
 
 //===- Real NVRTC ---------------------------------------------------------===//

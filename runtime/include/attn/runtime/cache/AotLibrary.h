@@ -14,12 +14,23 @@
 //    MLIR, no compiler, NVRTC optional) gets loaded kernels straight from
 //    its variants.
 //
+// A library is trusted code, as a shared library is: its cubins run on the
+// GPU with the host's rights, so ATTN_AOT_LIBRARY (and any path given to
+// open) must name a library only its user (or root) can write, built by
+// attn-aot from sources the user trusts. Nothing here can tell a hostile
+// kernel from an honest one; the checks below catch accidents: a damaged,
+// truncated or mixed-up library, or one built for another GPU.
+//
 // Every cubin is checked against the size and checksum in the manifest
-// before use. Libraries are input attn cannot trust (InputFiles.h): the
-// manifest and each cubin are read only from regular files and within size
-// bounds, a packed library's cubins by their byte range alone, and a
-// manifest must be well formed down to its integers' ranges and its file
-// names (exactly <arch>/<name>.cu and <arch>/<name>-<key16>.cubin).
+// before use, and must have a well-formed CUDA ELF header naming its
+// kernel's arch (checkCubinArch, InputFiles.h), so random bytes never reach
+// the driver; a kernel is loaded only if the current GPU runs that arch
+// (checkCubinRunsOn), with an error naming the kernel and both archs
+// otherwise. The manifest and each cubin are read only from regular files
+// and within size bounds, a packed library's cubins by their byte range
+// alone, and a manifest must be well formed down to its integers' ranges
+// and its file names (exactly <arch>/<name>.cu and
+// <arch>/<name>-<key16>.cubin).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_RUNTIME_AOTLIBRARY_H
@@ -100,7 +111,8 @@ public:
 
   const AotKernel *findByAotKey(llvm::StringRef key) const;
   const AotKernel *find(llvm::StringRef kernelKey, Arch arch) const;
-  /// The kernel's cubin, checked against the manifest.
+  /// The kernel's cubin, checked against the manifest (size, checksum) and
+  /// its arch (the ELF header's).
   llvm::Expected<std::string> readCubin(const AotKernel &kernel) const;
 
   /// Loaded kernels for variants, for hosts without the compiler (need a

@@ -12,30 +12,60 @@
 // and options, arch, attn version, templates); the disk layout is
 // <root>/<attn version>/<arch>/<uri>-<hash16>.cubin.
 //
-// The disk cache is input the process cannot trust (other processes, other
-// users, disk faults write there), so every entry is checked on load:
+// What the disk cache trusts: the user who owns it, and nothing else.
+//  - Directories: the cache root and the <version>/<arch> directories below
+//    it must be owned by this process's effective user and writable by no
+//    one else (no group or world write bit); attn creates them 0700 (and a
+//    missing root's missing parents too, as for $XDG_CACHE_HOME). Each is
+//    opened and checked on its descriptor (fstat); entries, temporary files
+//    and locks are reached through the last one (openat, without following
+//    links). Symbolic links in the configured root path are followed (the
+//    user's configuration); below the root none is.
+//  - Directories above the root, which attn does not own, must each be
+//    owned by the user or root and not writable by others unless sticky
+//    (like /tmp), so no one else can rename the root away and put another
+//    in its place; group write is allowed there (per-user groups, umask
+//    002), as a replaced root fails the root's own check anyway.
+//  - Entries: regular files (a symbolic link is never followed), owned by
+//    the user and writable by no one else; attn writes them 0600 whatever
+//    the umask.
+// A directory that fails these checks is not used at all: a warning (once
+// per cache) names it and why, and kernels are compiled in memory, as when
+// the cache cannot be written (read-only, full, missing). An entry that
+// fails them is refused with a warning naming it and why, never loaded
+// (Stats::refusedEntries), and replaced by the recompiled kernel.
+//
+// Entries are still input the process cannot trust (disk faults, crashes,
+// the user's own other processes write there), so each is checked on load:
 //  - An entry is a header (magic, format version, full key hash, payload
 //    size, xxh3 checksum over the key hash, the arch and the payload) and
 //    the cubin. A file that fails any check, including one copied or renamed
 //    under another kernel's name with its header's key rewritten, is counted
 //    corrupt (Stats::corruptEntries), recompiled and replaced, never trusted.
+//    The checksum detects damage, not forgery (it is computed from public
+//    data): the ownership rules above are what keep others' cubins out.
+//  - The cubin must have a well-formed CUDA ELF header for the entry's arch
+//    (checkCubinArch, InputFiles.h); getLibrary loads it only if the current
+//    GPU runs that arch (checkCubinRunsOn), with an error naming the kernel
+//    and both archs otherwise.
 //  - Only regular files are read, and at most a header plus kMaxCubinBytes
-//    (InputFiles.h): a FIFO, a device (or a symlink to one) or a directory
-//    at an entry's path is corrupt, never blocked on or read unbounded. The
+//    (InputFiles.h): a FIFO, a device, a symbolic link or a directory at an
+//    entry's path is corrupt, never blocked on or read unbounded. The
 //    recompiled entry is written to a temporary file and renamed over it
 //    (a rename replaces a FIFO or a link, not a directory: then the kernel
 //    is served uncached).
 //
 // Cross-process single flight: after a disk miss, the compiling thread takes
-// an exclusive flock(2) on "<entry>.lock" next to the entry, looks at the
+// an exclusive flock(2) on "<entry>.lock" next to the entry (in the private
+// directory, so only the user's own processes can hold it), looks at the
 // disk again once it holds it (another process may have written the entry
-// meanwhile), and otherwise compiles, writes the entry, removes the lock
-// file and unlocks. The kernel drops the lock of a process that dies, so no
-// one waits on a dead holder; a live holder that hangs delays the others by
-// at most Options::diskLockTimeout (kDiskLockTimeout), after which they
-// compile anyway. If the lock file cannot be created (a read-only cache
-// directory), the kernel is compiled without it. A failed compile leaves
-// its lock file behind (empty, harmless).
+// meanwhile), and otherwise compiles and writes the entry. It then removes
+// the lock file and unlocks, whether the compile and the write succeeded or
+// not. The kernel drops the lock of a process that dies, so no one waits on
+// a dead holder; a live holder that hangs delays the others by at most
+// Options::diskLockTimeout (kDiskLockTimeout), after which they compile
+// anyway. If the lock file cannot be created (a read-only cache directory),
+// the kernel is compiled without it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_RUNTIME_KERNELCACHE_H
@@ -131,14 +161,17 @@ public:
   /// Counters since construction.
   struct Stats {
     unsigned memoryHits = 0; ///< served from memory, or by another's compile
-    unsigned aotHits = 0; ///< served from an AOT library
+    unsigned aotHits = 0;    ///< served from an AOT library
     /// Served from the disk cache, also after waiting for another process
     /// to write the entry.
     unsigned diskHits = 0;
-    unsigned compiles = 0;       ///< compiler calls, failed ones included
-    /// Disk files rejected on load (damaged, another key's, not a regular
-    /// file); each is recompiled.
+    unsigned compiles = 0; ///< compiler calls, failed ones included
+    /// Disk files rejected on load (damaged, another key's, not a cubin
+    /// for the entry's arch, not a regular file); each is recompiled.
     unsigned corruptEntries = 0;
+    /// Disk files not the user's own (owned by another user, or writable by
+    /// others): refused with a warning, never read, and recompiled.
+    unsigned refusedEntries = 0;
   };
 
   /// A cache with default Options.
@@ -171,7 +204,7 @@ public:
   static KernelCache &global();
 
   /// $ATTN_CACHE_DIR, else $XDG_CACHE_HOME/attn, else $HOME/.cache/attn;
-  /// none if no variable is set.
+  /// none if no variable is set. It must be private to the user (above).
   static std::optional<std::string> defaultDiskDir();
 
 private:
