@@ -3,7 +3,8 @@
 // Arbitrary bytes as an attn-aot kernel library, through what a host does
 // with one (runtime/include/attn/runtime/cache/AotLibrary.h): open it, read the
 // manifest, look every kernel up by AOT key and kernel key, read its cubin
-// (checked against the manifest's size and checksum). Bytes that start with
+// (checked against the manifest's size and checksum and, by its ELF header,
+// the kernel's arch) and check which GPUs run it. Bytes that start with
 // the packed magic are a packed .attnlib file; anything else is the
 // manifest.json of a directory library, whose cubin paths resolve inside a
 // scratch directory. A rejected library is fine; a crash, a sanitizer
@@ -15,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/cache/AotLibrary.h"
+#include "attn/runtime/support/InputFiles.h"
 #include "test/fuzz/FuzzScratch.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -60,6 +62,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (cubin->size() != kernel.size || cubinChecksum(*cubin) != kernel.checksum)
       __builtin_trap();
+    // Only a cubin of the kernel's arch is served, and the GPUs that would
+    // load it are the ones that run that arch.
+    if (llvm::Error error =
+            checkCubinArch(*cubin, kernel.spec.arch, kernel.name)) {
+      llvm::consumeError(std::move(error));
+      __builtin_trap();
+    }
+    for (Arch device : {Arch::SM80, Arch::SM89, Arch::SM90a}) {
+      llvm::Error error = checkCubinRunsOn(*cubin, device, kernel.name);
+      if (bool(error) == deviceRunsArch(device, kernel.spec.arch))
+        __builtin_trap();
+      llvm::consumeError(std::move(error));
+    }
   }
   return 0;
 }

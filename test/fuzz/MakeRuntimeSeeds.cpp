@@ -7,13 +7,17 @@
 //   OUT/aot-library/manifest.json  a directory library's manifest (2 kernels)
 //   OUT/aot-library/packed.attnlib the same library packed
 //   OUT/cache-entry/entry          a kernel cache disk entry
-// The cubins are stand-in bytes: neither reader looks inside them.
+//   OUT/cache-entry/cubin          the cubin it holds
+// The cubins are stand-ins (test/unit/runtime/TestFiles.h's cubinImage): a
+// well-formed CUDA ELF header for their arch, which the readers check, and
+// no kernel.
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/cache/AotLibrary.h"
 #include "attn/runtime/cache/KernelCache.h"
 #include "attn/runtime/cache/VariantKey.h"
 #include "codegen/EmitCuda.h"
+#include "test/unit/runtime/TestFiles.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -70,8 +74,9 @@ int main(int argc, char **argv) {
     kernel.name = spec.uri();
     kernel.kernelKeys = {variantKey};
     kernel.spec = spec;
-    if (llvm::Error error = writeKernelFiles(work, kernel, request.source,
-                                             "\x7f" "ELF stand-in " + spec.uri()))
+    if (llvm::Error error = writeKernelFiles(
+            work, kernel, request.source,
+            test::cubinImage(spec.arch, "stand-in " + spec.uri())))
       return fail(std::move(error));
     kernels.push_back(kernel);
   }
@@ -86,8 +91,9 @@ int main(int argc, char **argv) {
   // A disk entry, written by a cache with a stand-in compiler.
   KernelCache::Options options;
   options.diskDir = work + "/cache";
-  options.compiler = [](const CompileRequest &) -> llvm::Expected<std::string> {
-    return std::string("\x7f" "ELF stand-in cubin");
+  options.compiler =
+      [](const CompileRequest &request) -> llvm::Expected<std::string> {
+    return test::cubinImage(request.arch, "stand-in cubin");
   };
   KernelCache writer(options);
   CompileRequest request{"decode_fuzz", "// fuzz source\n", Arch::SM90a};
@@ -99,6 +105,21 @@ int main(int argc, char **argv) {
     return fail(llvm::createStringError("the disk cache is off (ATTN_CACHE_DISABLE?)"));
   if (llvm::Error error = copyFile(*entry, cache + "/entry"))
     return fail(std::move(error));
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(cache + "/cubin", ec);
+    if (ec)
+      return fail(llvm::createStringError("cannot write " + cache +
+                                          "/cubin: " + ec.message()));
+    os << **cubin;
+    os.close();
+    if (os.has_error()) {
+      std::error_code error = os.error();
+      os.clear_error();
+      return fail(llvm::createStringError("cannot write " + cache +
+                                          "/cubin: " + error.message()));
+    }
+  }
 
   llvm::sys::fs::remove_directories(work);
   return 0;
