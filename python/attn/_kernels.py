@@ -291,7 +291,7 @@ class Handle:
         try:
             fn = getattr(_lib._lib, self._destroy)
             with _runtime.on_device(self.device):
-                fn(ptr)
+                fn(ptr)  # its status: the library refuses a handle that is not live
         except Exception:  # interpreter shutdown (modules torn down): nothing to do
             pass
 

@@ -194,6 +194,16 @@ def test_every_header_function_is_declared():
 
 
 @pytest.mark.skipif(not os.path.exists(HEADER), reason="capi/include/attn_c.h not in this tree")
+def test_every_function_returns_what_the_header_says():
+    text = re.sub(r"/\*.*?\*/", "", open(HEADER).read(), flags=re.S)
+    ctypes_of = {"attn_status": ctypes.c_int, "int": ctypes.c_int, "void": None,
+                 "const char *": ctypes.c_char_p, "size_t": ctypes.c_size_t}
+    for m in re.finditer(r"ATTN_C_EXPORT\s+([^;{(]*?)\b(attn_\w+)\s*\(", text):
+        returns, name = " ".join(m.group(1).split()), m.group(2)
+        assert _lib.PROTOTYPES[name][0] is ctypes_of[returns], (name, returns)
+
+
+@pytest.mark.skipif(not os.path.exists(HEADER), reason="capi/include/attn_c.h not in this tree")
 def test_every_header_struct_is_mirrored():
     text = re.sub(r"/\*.*?\*/", "", open(HEADER).read(), flags=re.S)
     header = set(re.findall(r"typedef\s+struct\s+(attn_\w+)\s*\{", text))
