@@ -43,10 +43,10 @@ std::optional<attn_status> statusOfMessage(llvm::StringRef m) {
       (m.starts_with("nvrtc") && m.contains(" failed: ")))
     return ATTN_ERROR_COMPILE;
   // The compiler's own failures: the pipeline, or IR the variant's
-  // score_mod / mask_mod text makes (its diagnostics are located in
-  // "modifiers").
-  if (m.contains("attn-pipeline failed") || m.contains("loc(\"modifiers\"") ||
-      m.contains("modifiers:"))
+  // score_mod / mask_mod text makes (its diagnostics are located in the
+  // region's name).
+  if (m.contains("attn-pipeline failed") || m.contains("loc(\"score_mod\"") ||
+      m.contains("loc(\"mask_mod\"") || m.contains("modifiers:"))
     return ATTN_ERROR_COMPILE;
   return std::nullopt;
 }

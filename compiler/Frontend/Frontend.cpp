@@ -1,8 +1,10 @@
 //===- Frontend.cpp - host variants -> attn IR -> kernel specs ------------===//
 #include "compiler/Frontend/Frontend.h"
+#include "compiler/Frontend/SourceLimits.h"
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Transforms/KernelSpecs.h"
 #include "dialect/IR/AttnOps.h"
+#include "spec/KernelLimits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -214,55 +216,86 @@ RankedTensorType queryType(Location loc, const ::attn::AttentionKnobs &knobs,
 /// holder op, and the types of the aux tables they read (the region
 /// arguments after the positions), which the built function takes last.
 struct Modifiers {
-  OwningOpRef<Operation *> holder; ///< null without modifiers
+  /// Each region in a holder op of its own; null where the variant has none.
+  OwningOpRef<Operation *> scoreMod, maskMod;
   SmallVector<Type> auxTypes;
 
   /// Gives the parsed regions to `op`, the attention op just built.
   void moveInto(AttentionOpInterface op) {
-    if (!holder)
-      return;
-    op.getScoreMod().takeBody(holder.get()->getRegion(0));
-    op.getMaskMod().takeBody(holder.get()->getRegion(1));
+    if (scoreMod)
+      op.getScoreMod().takeBody(scoreMod.get()->getRegion(0));
+    if (maskMod)
+      op.getMaskMod().takeBody(maskMod.get()->getRegion(0));
   }
 };
 
-/// Parses `knobs.scoreMod` and `knobs.maskMod` (each `{ ^bb0(...): ... }` or
-/// empty). Fails, after the parser's error, on text that is no region;
-/// what the regions may hold is the attention op's verifier's to check.
-FailureOr<Modifiers> parseModifiers(MLIRContext &context,
-                                    const ::attn::AttentionKnobs &knobs) {
-  Modifiers modifiers;
-  if (knobs.scoreMod.empty() && knobs.maskMod.empty())
-    return modifiers;
+/// The one region `text` spells (`{ ^bb0(...): ... }`), parsed as the only
+/// region of a holder op; `name` (score_mod, mask_mod) names it in errors.
+/// Text that is anything else — no region, two, or a region plus more IR
+/// spliced after it — is an error, so that what a host wrote is exactly
+/// what the kernel computes.
+FailureOr<OwningOpRef<Operation *>>
+parseRegionText(MLIRContext &context, StringRef text, StringRef name) {
+  Location loc = FileLineColLoc::get(&context, name, 0, 0);
+  if (text.size() > ::attn::kMaxModifierBytes)
+    return emitError(loc) << name << " is " << text.size()
+                          << " bytes of text; at most "
+                          << ::attn::kMaxModifierBytes;
+  if (llvm::Error error = checkIRNesting(text, name))
+    return emitError(loc) << llvm::toString(std::move(error));
   // The holder is no attn op: an unregistered one, allowed while parsing.
-  std::string text = "\"attn_frontend.modifiers\"() (" +
-                     (knobs.scoreMod.empty() ? "{}" : knobs.scoreMod) + ", " +
-                     (knobs.maskMod.empty() ? "{}" : knobs.maskMod) +
-                     ") : () -> ()";
+  std::string holderName = ("attn_frontend." + name).str();
+  std::string source =
+      ("\"" + holderName + "\"() (" + text + "\n) : () -> ()").str();
   bool allowed = context.allowsUnregisteredDialects();
   context.allowUnregisteredDialects(true);
   Block block;
   LogicalResult parsed =
-      parseSourceString(text, &block,
+      parseSourceString(source, &block,
                         // aux_load checks its table against the attention op
-                        // the regions move into, and verifies there.
+                        // the region moves into, and verifies there.
                         ParserConfig(&context, /*verifyAfterParse=*/false),
-                        "modifiers");
+                        name);
   context.allowUnregisteredDialects(allowed);
   if (failed(parsed))
     return failure();
-  if (block.getOperations().size() != 1 ||
-      block.front().getNumRegions() != 2)
-    return emitError(UnknownLoc::get(&context))
-           << "score_mod and mask_mod must each be one region";
-  Operation *holder = &block.front();
+  Operation *holder =
+      block.getOperations().size() == 1 ? &block.front() : nullptr;
+  if (!holder || holder->getName().getStringRef() != holderName ||
+      holder->getNumRegions() != 1 || holder->getNumOperands() ||
+      holder->getNumResults() || !holder->getAttrDictionary().empty() ||
+      holder->getPropertiesAsAttribute() ||
+      !holder->getRegion(0).hasOneBlock())
+    return emitError(loc) << name
+                          << " must be exactly one region of one block, "
+                             "`{ ^bb0(...): ... }`, and nothing else";
   holder->remove();
-  modifiers.holder = holder;
-  // The aux tables follow score_mod's 6 and mask_mod's 5 position arguments.
-  for (auto [index, positions] : {std::pair{0u, 6u}, {1u, 5u}}) {
-    Region &region = holder->getRegion(index);
-    if (region.empty() || !modifiers.auxTypes.empty())
+  return OwningOpRef<Operation *>(holder);
+}
+
+/// Parses `knobs.scoreMod` and `knobs.maskMod` (each one region or empty).
+/// Fails, after the error, on text that is not exactly one region; what the
+/// regions may hold is the attention op's verifier's to check.
+FailureOr<Modifiers> parseModifiers(MLIRContext &context,
+                                    const ::attn::AttentionKnobs &knobs) {
+  Modifiers modifiers;
+  for (auto [text, name, holder] :
+       {std::tuple{&knobs.scoreMod, "score_mod", &modifiers.scoreMod},
+        {&knobs.maskMod, "mask_mod", &modifiers.maskMod}}) {
+    if (text->empty())
       continue;
+    FailureOr<OwningOpRef<Operation *>> parsed =
+        parseRegionText(context, *text, name);
+    if (failed(parsed))
+      return failure();
+    *holder = std::move(*parsed);
+  }
+  // The aux tables follow score_mod's 6 and mask_mod's 5 position arguments.
+  for (auto [holder, positions] :
+       {std::pair{&modifiers.scoreMod, 6u}, {&modifiers.maskMod, 5u}}) {
+    if (!*holder || !modifiers.auxTypes.empty())
+      continue;
+    Region &region = holder->get()->getRegion(0);
     for (BlockArgument arg : region.getArguments().drop_front(
              std::min<size_t>(positions, region.getNumArguments())))
       modifiers.auxTypes.push_back(arg.getType());

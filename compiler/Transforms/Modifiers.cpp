@@ -2,12 +2,15 @@
 //
 // One C++ statement per op, in block order: each result is a `const` local
 // named v<N>; scf.if declares its results and assigns them in each branch.
-// Integers keep their width (int32_t, int64_t); unsigned ops cast to the
-// unsigned type of the same width. Float constants are written as hex
-// literals, so the kernel sees exactly the IR's value.
+// Each op is a call of its namesake in templates/attn/region_ops.h
+// (arith.addi -> attn::region::addi), which computes what MLIR's op means;
+// i1 is bool, and integers keep their width (int32_t, int64_t). Float
+// constants are written as hex literals, so the kernel sees exactly the
+// IR's value.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Transforms/Modifiers.h"
+#include "spec/KernelLimits.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -36,62 +39,25 @@ const char *cudaType(Type type) {
   return "double";
 }
 
-const char *unsignedType(Type type) {
-  return type.isInteger(64) ? "uint64_t" : "uint32_t";
-}
-
-std::string hexFloat(double value) {
+/// A float constant exactly: a hex literal, or its bits where it has none
+/// (infinities, NaNs with their payload).
+std::string floatLiteral(const APFloat &value) {
+  bool f32 = &value.getSemantics() == &APFloat::IEEEsingle();
+  uint64_t bits = value.bitcastToAPInt().getZExtValue();
+  if (!value.isFinite())
+    return f32 ? llvm::formatv("attn::region::bitcast<float>(uint32_t(0x{0:x-}u))",
+                               bits)
+                     .str()
+               : llvm::formatv(
+                     "attn::region::bitcast<double>(uint64_t(0x{0:x-}ull))",
+                     bits)
+                     .str();
   char text[64];
-  std::snprintf(text, sizeof text, "%a", value);
+  if (f32)
+    std::snprintf(text, sizeof text, "%af", value.convertToFloat());
+  else
+    std::snprintf(text, sizeof text, "%a", value.convertToDouble());
   return text;
-}
-
-std::string floatLiteral(double value, bool isF32) {
-  if (isF32) {
-    float f = float(value);
-    if (std::isfinite(f))
-      return hexFloat(f) + "f";
-    uint32_t bits;
-    std::memcpy(&bits, &f, sizeof bits);
-    return llvm::formatv("__int_as_float(int(0x{0:x-}u))", bits).str();
-  }
-  if (std::isfinite(value))
-    return hexFloat(value);
-  uint64_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return llvm::formatv("__longlong_as_double((long long)0x{0:x-}ull)", bits)
-      .str();
-}
-
-/// math op -> the CUDA function of its f64 name (f32 adds "f").
-const char *mathFunction(Operation *op) {
-  return llvm::TypeSwitch<Operation *, const char *>(op)
-      .Case([](math::TanhOp) { return "tanh"; })
-      .Case([](math::ExpOp) { return "exp"; })
-      .Case([](math::Exp2Op) { return "exp2"; })
-      .Case([](math::ExpM1Op) { return "expm1"; })
-      .Case([](math::LogOp) { return "log"; })
-      .Case([](math::Log2Op) { return "log2"; })
-      .Case([](math::Log10Op) { return "log10"; })
-      .Case([](math::Log1pOp) { return "log1p"; })
-      .Case([](math::SqrtOp) { return "sqrt"; })
-      .Case([](math::RsqrtOp) { return "rsqrt"; })
-      .Case([](math::CbrtOp) { return "cbrt"; })
-      .Case([](math::SinOp) { return "sin"; })
-      .Case([](math::CosOp) { return "cos"; })
-      .Case([](math::TanOp) { return "tan"; })
-      .Case([](math::AtanOp) { return "atan"; })
-      .Case([](math::Atan2Op) { return "atan2"; })
-      .Case([](math::ErfOp) { return "erf"; })
-      .Case([](math::FloorOp) { return "floor"; })
-      .Case([](math::CeilOp) { return "ceil"; })
-      .Case([](math::RoundOp) { return "round"; })
-      .Case([](math::TruncOp) { return "trunc"; })
-      .Case([](math::AbsFOp) { return "fabs"; })
-      .Case([](math::PowFOp) { return "pow"; })
-      .Case([](math::FmaOp) { return "fma"; })
-      .Case([](math::CopySignOp) { return "copysign"; })
-      .Default([](Operation *) { return nullptr; });
 }
 
 class RegionEmitter {
@@ -107,6 +73,8 @@ public:
   LogicalResult emit(Region &region, ArrayRef<const char *> argNames,
                      llvm::raw_string_ostream *head = nullptr,
                      llvm::raw_string_ostream *fields = nullptr) {
+    this->head = head;
+    this->fields = fields;
     Block &block = region.front();
     for (auto [i, arg] : llvm::enumerate(block.getArguments()))
       names[arg] = i < argNames.size()
@@ -138,6 +106,8 @@ public:
           FailureOr<std::string> expr = expression(&op);
           if (failed(expr))
             return failure();
+          if (failed(checkSize(&op)))
+            return failure();
           Value result = op.getResult(0);
           std::string local = fresh(result);
           if (hoisted.contains(&op)) {
@@ -160,6 +130,8 @@ private:
   /// enclosing scf.if's `results`.
   LogicalResult emitBlock(Block &block, int depth, ArrayRef<std::string> results) {
     for (Operation &op : block) {
+      if (failed(checkSize(&op)))
+        return failure();
       std::string indent(depth * 2, ' ');
       if (auto yield = dyn_cast<YieldOp>(op)) {
         os << indent << "return " << name(yield.getValue()) << ";\n";
@@ -209,225 +181,96 @@ private:
     return success();
   }
 
-  /// The C++ expression of a one-result op.
+  /// The C++ expression of a one-result op: a call of the function of its
+  /// name in templates/attn/region_ops.h, which gives it MLIR's meaning.
   FailureOr<std::string> expression(Operation *op) {
-    auto arg = [&](unsigned i) { return name(op->getOperand(i)); };
-    auto binary = [&](const char *infix) {
-      return llvm::formatv("{0} {1} {2}", arg(0), infix, arg(1)).str();
+    if (op->getNumResults() != 1)
+      return op->emitOpError() << "has no CUDA form in a modifier region";
+    Type type = op->getResult(0).getType();
+    auto call = [&](StringRef fn, StringRef templateArgs = "") {
+      std::string text = ("attn::region::" + fn).str();
+      if (!templateArgs.empty())
+        text += ("<" + templateArgs + ">").str();
+      text += "(";
+      for (unsigned i = 0; i < op->getNumOperands(); ++i)
+        text += (i ? ", " : "") + name(op->getOperand(i));
+      return text + ")";
     };
-    auto asUnsigned = [&](unsigned i) {
-      return llvm::formatv("{0}({1})", unsignedType(op->getOperand(i).getType()),
-                           arg(i))
-          .str();
-    };
-    auto unsignedBinary = [&](const char *infix) {
-      return llvm::formatv("{0}({1} {2} {3})",
-                           cudaType(op->getResult(0).getType()), asUnsigned(0),
-                           infix, asUnsigned(1))
-          .str();
-    };
-    auto ternary = [&](const std::string &cond, unsigned a, unsigned b) {
-      return llvm::formatv("({0} ? {1} : {2})", cond, arg(a), arg(b)).str();
-    };
-    Type type = op->getNumResults() ? op->getResult(0).getType() : Type();
-    bool f32 = type && type.isF32();
     std::optional<std::string> text =
         llvm::TypeSwitch<Operation *, std::optional<std::string>>(op)
-            .Case([&](arith::ConstantOp c) -> std::optional<std::string> {
+            .Case([&](arith::ConstantOp c) -> std::string {
               if (auto f = dyn_cast<FloatAttr>(c.getValue()))
-                return floatLiteral(f.getValueAsDouble(), f32);
-              auto i = cast<IntegerAttr>(c.getValue());
+                return floatLiteral(f.getValue());
+              APInt value = cast<IntegerAttr>(c.getValue()).getValue();
               if (type.isInteger(1))
-                return std::string(i.getValue().isZero() ? "false" : "true");
+                return value.isZero() ? "false" : "true";
               return llvm::formatv("{0}(0x{1:x-}ull)", cudaType(type),
-                                   i.getValue().getZExtValue())
-                  .str();
+                                   value.getZExtValue());
             })
-            .Case([&](arith::AddIOp) { return binary("+"); })
-            .Case([&](arith::SubIOp) { return binary("-"); })
-            .Case([&](arith::MulIOp) { return binary("*"); })
-            .Case([&](arith::DivSIOp) { return binary("/"); })
-            .Case([&](arith::RemSIOp) { return binary("%"); })
-            .Case([&](arith::DivUIOp) { return unsignedBinary("/"); })
-            .Case([&](arith::RemUIOp) { return unsignedBinary("%"); })
-            .Case([&](arith::AndIOp) { return binary("&"); })
-            .Case([&](arith::OrIOp) { return binary("|"); })
-            .Case([&](arith::XOrIOp) { return binary("^"); })
-            .Case([&](arith::ShLIOp) { return binary("<<"); })
-            .Case([&](arith::ShRSIOp) { return binary(">>"); })
-            .Case([&](arith::ShRUIOp) { return unsignedBinary(">>"); })
-            .Case([&](arith::MinSIOp) {
-              return ternary(arg(0) + " < " + arg(1), 0, 1);
+            .Case([&](arith::CmpIOp cmp) {
+              std::string predicate =
+                  arith::stringifyCmpIPredicate(cmp.getPredicate()).str();
+              predicate[0] = llvm::toUpper(predicate[0]);
+              return call("cmpi" + predicate);
             })
-            .Case([&](arith::MaxSIOp) {
-              return ternary(arg(0) + " > " + arg(1), 0, 1);
-            })
-            .Case([&](arith::MinUIOp) {
-              return ternary(asUnsigned(0) + " < " + asUnsigned(1), 0, 1);
-            })
-            .Case([&](arith::MaxUIOp) {
-              return ternary(asUnsigned(0) + " > " + asUnsigned(1), 0, 1);
-            })
-            .Case([&](arith::CeilDivSIOp) {
-              return llvm::formatv("({0} / {1} + ({0} % {1} != 0 && ({0} < 0) "
-                                   "== ({1} < 0)))",
-                                   arg(0), arg(1))
-                  .str();
-            })
-            .Case([&](arith::FloorDivSIOp) {
-              return llvm::formatv("({0} / {1} - ({0} % {1} != 0 && ({0} < 0) "
-                                   "!= ({1} < 0)))",
-                                   arg(0), arg(1))
-                  .str();
-            })
-            .Case([&](arith::AddFOp) { return binary("+"); })
-            .Case([&](arith::SubFOp) { return binary("-"); })
-            .Case([&](arith::MulFOp) { return binary("*"); })
-            .Case([&](arith::DivFOp) { return binary("/"); })
-            .Case([&](arith::NegFOp) { return "-" + arg(0); })
-            .Case([&](arith::RemFOp) {
-              return llvm::formatv("{0}({1}, {2})", f32 ? "fmodf" : "fmod",
-                                   arg(0), arg(1))
-                  .str();
-            })
-            .Case([&](arith::MaxNumFOp) {
-              return llvm::formatv("{0}({1}, {2})", f32 ? "fmaxf" : "fmax",
-                                   arg(0), arg(1))
-                  .str();
-            })
-            .Case([&](arith::MinNumFOp) {
-              return llvm::formatv("{0}({1}, {2})", f32 ? "fminf" : "fmin",
-                                   arg(0), arg(1))
-                  .str();
-            })
-            .Case([&](arith::MaximumFOp) {
-              // NaN-propagating, unlike fmaxf.
-              return llvm::formatv("(isnan({0}) || isnan({1}) ? {0} + {1} : "
-                                   "{2}({0}, {1}))",
-                                   arg(0), arg(1), f32 ? "fmaxf" : "fmax")
-                  .str();
-            })
-            .Case([&](arith::MinimumFOp) {
-              return llvm::formatv("(isnan({0}) || isnan({1}) ? {0} + {1} : "
-                                   "{2}({0}, {1}))",
-                                   arg(0), arg(1), f32 ? "fminf" : "fmin")
-                  .str();
-            })
-            .Case([&](arith::CmpIOp cmp) -> std::optional<std::string> {
-              using P = arith::CmpIPredicate;
-              switch (cmp.getPredicate()) {
-              case P::eq: return binary("==");
-              case P::ne: return binary("!=");
-              case P::slt: return binary("<");
-              case P::sle: return binary("<=");
-              case P::sgt: return binary(">");
-              case P::sge: return binary(">=");
-              case P::ult: return asUnsigned(0) + " < " + asUnsigned(1);
-              case P::ule: return asUnsigned(0) + " <= " + asUnsigned(1);
-              case P::ugt: return asUnsigned(0) + " > " + asUnsigned(1);
-              case P::uge: return asUnsigned(0) + " >= " + asUnsigned(1);
-              }
-              return std::nullopt;
-            })
-            .Case([&](arith::CmpFOp cmp) -> std::optional<std::string> {
-              using P = arith::CmpFPredicate;
-              std::string a = arg(0), b = arg(1);
-              auto unordered = "(isnan(" + a + ") || isnan(" + b + "))";
-              switch (cmp.getPredicate()) {
-              case P::AlwaysFalse: return std::string("false");
-              case P::AlwaysTrue: return std::string("true");
-              case P::OEQ: return binary("==");
-              case P::OGT: return binary(">");
-              case P::OGE: return binary(">=");
-              case P::OLT: return binary("<");
-              case P::OLE: return binary("<=");
-              case P::ONE: return "(" + a + " < " + b + " || " + a + " > " + b + ")";
-              case P::ORD: return "!" + unordered;
-              case P::UEQ: return "!(" + a + " < " + b + " || " + a + " > " + b + ")";
-              case P::UGT: return "!(" + a + " <= " + b + ")";
-              case P::UGE: return "!(" + a + " < " + b + ")";
-              case P::ULT: return "!(" + a + " >= " + b + ")";
-              case P::ULE: return "!(" + a + " > " + b + ")";
-              case P::UNE: return binary("!=");
-              case P::UNO: return unordered;
-              }
-              return std::nullopt;
+            .Case([&](arith::CmpFOp cmp) {
+              std::string predicate =
+                  arith::stringifyCmpFPredicate(cmp.getPredicate()).str();
+              predicate[0] = llvm::toUpper(predicate[0]);
+              return call("cmpf" + predicate);
             })
             .Case([&](arith::SelectOp) {
-              return llvm::formatv("({0} ? {1} : {2})", arg(0), arg(1), arg(2))
+              return llvm::formatv("({0} ? {1} : {2})", name(op->getOperand(0)),
+                                   name(op->getOperand(1)),
+                                   name(op->getOperand(2)))
                   .str();
             })
-            .Case([&](arith::SIToFPOp) {
-              return llvm::formatv("{0}({1})", cudaType(type), arg(0)).str();
+            .Case([&](arith::TruncFOp trunc) {
+              std::optional<arith::RoundingMode> mode = trunc.getRoundingmode();
+              if (!mode)
+                return call("truncf");
+              std::string suffix;
+              for (StringRef word :
+                   llvm::split(arith::stringifyRoundingMode(*mode), '_'))
+                suffix += std::string(1, llvm::toUpper(word[0])) +
+                          word.drop_front().str();
+              return call("truncf" + suffix);
             })
-            .Case([&](arith::UIToFPOp) {
-              return llvm::formatv("{0}({1})", cudaType(type), asUnsigned(0))
-                  .str();
-            })
-            .Case([&](arith::FPToSIOp) {
-              return llvm::formatv("{0}({1})", cudaType(type), arg(0)).str();
-            })
-            .Case([&](arith::FPToUIOp) {
-              return llvm::formatv("{0}({1}({2}))", cudaType(type),
-                                   unsignedType(type), arg(0))
-                  .str();
-            })
-            .Case([&](arith::ExtSIOp) -> std::string {
-              if (op->getOperand(0).getType().isInteger(1))
-                return llvm::formatv("({0} ? {1}(-1) : {1}(0))", arg(0),
-                                     cudaType(type));
-              return llvm::formatv("{0}({1})", cudaType(type), arg(0)).str();
-            })
-            .Case([&](arith::ExtUIOp) -> std::string {
-              if (op->getOperand(0).getType().isInteger(1))
-                return llvm::formatv("{0}({1})", cudaType(type), arg(0));
-              return llvm::formatv("{0}({1})", cudaType(type), asUnsigned(0));
-            })
-            .Case([&](arith::TruncIOp) -> std::string {
-              if (type.isInteger(1))
-                return llvm::formatv("bool({0} & 1)", arg(0));
-              return llvm::formatv("{0}({1})", cudaType(type), arg(0));
-            })
-            .Case<arith::ExtFOp, arith::TruncFOp>([&](Operation *) {
-              return llvm::formatv("{0}({1})", cudaType(type), arg(0)).str();
-            })
-            .Case([&](arith::BitcastOp) -> std::optional<std::string> {
-              Type from = op->getOperand(0).getType();
-              if (from == type)
-                return arg(0);
-              const char *fn = type.isF32()        ? "__int_as_float"
-                               : type.isF64()      ? "__longlong_as_double"
-                               : from.isF32()      ? "__float_as_int"
-                               : from.isF64()      ? "__double_as_longlong"
-                                                   : nullptr;
-              if (!fn)
-                return std::nullopt;
-              return llvm::formatv("{0}({1}({2}))", cudaType(type), fn, arg(0))
-                  .str();
-            })
-            .Case([&](math::AbsIOp) {
-              return llvm::formatv("({0} < 0 ? -{0} : {0})", arg(0)).str();
+            .Case<arith::ExtSIOp, arith::ExtUIOp, arith::TruncIOp,
+                  arith::SIToFPOp, arith::UIToFPOp, arith::FPToSIOp,
+                  arith::FPToUIOp, arith::BitcastOp>([&](Operation *) {
+              // Casts name their result type.
+              return call(op->getName().stripDialect(), cudaType(type));
             })
             .Case([&](AuxLoadOp load) {
-              std::string call = llvm::formatv(
+              std::string text = llvm::formatv(
                   "auxLoad<{0}>({1}", cudaType(type), name(load.getTable()));
               for (Value index : load.getIndices())
-                call += ", " + name(index);
-              return call + ")";
+                text += ", " + name(index);
+              return text + ")";
             })
             .Default([&](Operation *) -> std::optional<std::string> {
-              const char *fn = mathFunction(op);
-              if (!fn || !type)
+              // Every other op the verifier admits (isModifierOp) is a
+              // function of its operands of the op's own name.
+              if (!isModifierOp(op) || isa<YieldOp, scf::IfOp, scf::YieldOp>(op))
                 return std::nullopt;
-              std::string call = std::string(fn) + (f32 ? "f" : "") + "(";
-              for (unsigned i = 0; i < op->getNumOperands(); ++i)
-                call += (i ? ", " : "") + arg(i);
-              return call + ")";
+              return call(op->getName().stripDialect());
             });
-    if (!text || op->getNumResults() != 1)
-      return op->emitOpError()
-             << "has no CUDA form in a modifier region yet";
+    if (!text)
+      return op->emitOpError() << "has no CUDA form in a modifier region";
     return *text;
+  }
+
+  /// Fails at `op` once the CUDA written so far is over the spec's bound,
+  /// so that a large region costs no more than the bound to reject.
+  LogicalResult checkSize(Operation *op) {
+    size_t bytes = os.str().size() + (head ? head->str().size() : 0) +
+                   (fields ? fields->str().size() : 0);
+    if (bytes <= ::attn::kMaxModifierBytes)
+      return success();
+    return op->emitOpError()
+           << "makes the modifier region's CUDA longer than "
+           << ::attn::kMaxModifierBytes << " bytes";
   }
 
   std::string fresh(Value value) {
@@ -438,6 +281,7 @@ private:
   std::string name(Value value) { return names.lookup(value); }
 
   llvm::raw_string_ostream &os;
+  llvm::raw_string_ostream *head = nullptr, *fields = nullptr;
   llvm::DenseMap<Value, std::string> names;
   llvm::DenseSet<Operation *> hoisted;
   unsigned next = 0;
@@ -508,14 +352,25 @@ private:
                                    i.getValue().getSExtValue())
                   .str();
             })
-            .Case([&](arith::AddIOp) { return call("rangeAdd", 2); })
-            .Case([&](arith::SubIOp) { return call("rangeSub", 2); })
-            .Case([&](arith::MulIOp) { return call("rangeMul", 2); })
-            .Case([&](arith::DivSIOp) { return call("rangeDiv", 2); })
-            .Case([&](arith::FloorDivSIOp) { return call("rangeFloorDiv", 2); })
-            .Case([&](arith::RemSIOp) { return call("rangeRem", 2); })
-            .Case([&](arith::MinSIOp) { return call("rangeMin", 2); })
-            .Case([&](arith::MaxSIOp) { return call("rangeMax", 2); })
+            .Case<arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::DivSIOp,
+                  arith::FloorDivSIOp, arith::RemSIOp, arith::MinSIOp,
+                  arith::MaxSIOp>([&](Operation *) -> std::optional<std::string> {
+              // The Range forms are of i32 arithmetic; i1 arithmetic stays
+              // unbounded.
+              if (!isI32(type))
+                return std::nullopt;
+              const char *fn =
+                  llvm::TypeSwitch<Operation *, const char *>(&op)
+                      .Case([](arith::AddIOp) { return "rangeAdd"; })
+                      .Case([](arith::SubIOp) { return "rangeSub"; })
+                      .Case([](arith::MulIOp) { return "rangeMul"; })
+                      .Case([](arith::DivSIOp) { return "rangeDiv"; })
+                      .Case([](arith::FloorDivSIOp) { return "rangeFloorDiv"; })
+                      .Case([](arith::RemSIOp) { return "rangeRem"; })
+                      .Case([](arith::MinSIOp) { return "rangeMin"; })
+                      .Default([](Operation *) { return "rangeMax"; });
+              return call(fn, 2);
+            })
             .Case([&](arith::SelectOp) {
               return call(isI1(type) ? "boolSelect" : "rangeSelect", 3);
             })

@@ -228,10 +228,12 @@ struct SpecFieldParser {
     Type parsed;
     if (parser.parseType(parsed))
       return failure();
+    // Which types a field takes for a kernel kind is checkKernelSpec's
+    // (f32 rows are merge_states'), run when the attribute is built.
     std::optional<::attn::ScalarType> scalar = toScalarType(parsed);
-    if (!scalar || *scalar == ::attn::ScalarType::F32)
+    if (!scalar)
       return parser.emitError(loc, "kernel_spec element type must be f16, "
-                                   "bf16, f8E4M3FN or f8E5M2, got ")
+                                   "bf16, f32, f8E4M3FN or f8E5M2, got ")
              << parsed;
     type = *scalar;
     return success();

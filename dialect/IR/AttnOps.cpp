@@ -13,6 +13,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::attn;
@@ -257,25 +258,41 @@ LogicalResult PrefillOp::verify() {
 // score_mod and mask_mod regions
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-/// The scalar types a modifier region computes in: each has a CUDA type
-/// (codegen/EmitModifier.cpp).
-bool isModifierScalar(Type type) {
+bool mlir::attn::isModifierScalar(Type type) {
   return type.isInteger(1) || type.isInteger(32) || type.isInteger(64) ||
          type.isF32() || type.isF64();
 }
 
-/// Ops a modifier region may hold: scalar arith and math, scf.if (with its
-/// scf.yield) for branches, attn.aux_load; attn.yield ends the region. All
-/// are pure, so a region has no effects to order or drop.
-bool isModifierOp(Operation *op) {
-  Dialect *dialect = op->getDialect();
-  if (dialect && (isa<arith::ArithDialect>(dialect) ||
-                  isa<math::MathDialect>(dialect)))
-    return true;
-  return isa<scf::IfOp, scf::YieldOp, AuxLoadOp, YieldOp>(op);
+bool mlir::attn::isModifierOp(Operation *op) {
+  return isa<
+      // arith: every scalar op with one result, but index casts.
+      arith::ConstantOp, arith::AddIOp, arith::SubIOp, arith::MulIOp,
+      arith::DivSIOp, arith::DivUIOp, arith::RemSIOp, arith::RemUIOp,
+      arith::CeilDivSIOp, arith::CeilDivUIOp, arith::FloorDivSIOp,
+      arith::AndIOp, arith::OrIOp, arith::XOrIOp, arith::ShLIOp,
+      arith::ShRSIOp, arith::ShRUIOp, arith::MinSIOp, arith::MaxSIOp,
+      arith::MinUIOp, arith::MaxUIOp, arith::CmpIOp, arith::AddFOp,
+      arith::SubFOp, arith::MulFOp, arith::DivFOp, arith::RemFOp,
+      arith::NegFOp, arith::MaximumFOp, arith::MinimumFOp, arith::MaxNumFOp,
+      arith::MinNumFOp, arith::CmpFOp, arith::SelectOp, arith::SIToFPOp,
+      arith::UIToFPOp, arith::FPToSIOp, arith::FPToUIOp, arith::ExtSIOp,
+      arith::ExtUIOp, arith::TruncIOp, arith::ExtFOp, arith::TruncFOp,
+      arith::BitcastOp,
+      // math: every op but the integer powers.
+      math::AbsFOp, math::AbsIOp, math::AcosOp, math::AcoshOp, math::AsinOp,
+      math::AsinhOp, math::Atan2Op, math::AtanOp, math::AtanhOp, math::CbrtOp,
+      math::CeilOp, math::CopySignOp, math::CosOp, math::CoshOp,
+      math::CountLeadingZerosOp, math::CountTrailingZerosOp, math::CtPopOp,
+      math::ErfOp, math::Exp2Op, math::ExpM1Op, math::ExpOp, math::FloorOp,
+      math::FmaOp, math::Log10Op, math::Log1pOp, math::Log2Op, math::LogOp,
+      math::PowFOp, math::RoundEvenOp, math::RoundOp, math::RsqrtOp,
+      math::SinOp, math::SinhOp, math::SqrtOp, math::TanOp, math::TanhOp,
+      math::TruncOp,
+      // Branches, aux tables and the region's end.
+      scf::IfOp, scf::YieldOp, AuxLoadOp, YieldOp>(op);
 }
+
+namespace {
 
 /// One region: its arguments ((f32 score,) request, q_pos, k_pos, q_head,
 /// kv_head, then one per aux operand), its attn.yield of `resultType`, and
@@ -321,7 +338,8 @@ LogicalResult verifyModifier(AttentionOpInterface op, Region &region,
     if (!isModifierOp(inner))
       return inner->emitOpError()
              << "is not allowed in " << name << " of '" << op->getName()
-             << "': it holds pure arith and math ops, scf.if and "
+             << "': it holds scalar arith and math ops (but index casts, "
+                "the extended-result ops and math.ipowi/fpowi), scf.if and "
                 "attn.aux_load";
     auto scalarTypes = [&](TypeRange types) {
       return llvm::all_of(types, isModifierScalar);
@@ -338,6 +356,15 @@ LogicalResult verifyModifier(AttentionOpInterface op, Region &region,
 
 LogicalResult verifyModifiers(AttentionOpInterface op) {
   MLIRContext *context = op->getContext();
+  // A launch passes each table's dimensions as int32 and its data as a
+  // tensor that holds at least one element.
+  for (auto [i, aux] : llvm::enumerate(op.getAux()))
+    for (int64_t dim : cast<RankedTensorType>(aux.getType()).getShape())
+      if (!ShapedType::isDynamic(dim) &&
+          (dim < 1 || dim > std::numeric_limits<int32_t>::max()))
+        return op->emitOpError()
+               << "aux table " << i << " has a dimension of " << dim
+               << "; a launch can pass only 1 to 2147483647 (or ?)";
   if (failed(verifyModifier(op, op.getScoreMod(), "score_mod",
                             /*takesScore=*/true, Float32Type::get(context))))
     return failure();

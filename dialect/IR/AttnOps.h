@@ -31,4 +31,14 @@ Value getHeadTableOf(AttentionOp op, llvm::StringRef operand) {
 #define GET_OP_CLASSES
 #include "dialect/IR/AttnOps.h.inc"
 
+namespace mlir::attn {
+/// Whether a score_mod or mask_mod region may hold `op`: the arith and math
+/// ops whose meaning templates/attn/region_ops.h gives (the one list both
+/// the verifier and compiler/Transforms/Modifiers.cpp follow), scf.if and
+/// its scf.yield, attn.aux_load and attn.yield. All are pure.
+bool isModifierOp(Operation *op);
+/// The scalar types a modifier region computes in: i1, i32, i64, f32, f64.
+bool isModifierScalar(Type type);
+} // namespace mlir::attn
+
 #endif // ATTN_DIALECT_IR_ATTNOPS_H

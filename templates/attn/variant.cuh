@@ -13,6 +13,7 @@
 #define ATTN_TEMPLATES_VARIANT_CUH
 
 #include "attn/common.cuh"
+#include "attn/region_ops.h"
 
 namespace attn {
 

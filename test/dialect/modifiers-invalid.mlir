@@ -87,7 +87,7 @@ func.func @op_not_allowed(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
   score_mod {
   ^bb0(%s: f32, %req: i32, %qp: i32, %kp: i32, %qh: i32, %kvh: i32):
-    // expected-error @+1 {{'func.call' op is not allowed in score_mod of 'attn.paged_prefill': it holds pure arith and math ops, scf.if and attn.aux_load}}
+    // expected-error @+1 {{'func.call' op is not allowed in score_mod of 'attn.paged_prefill': it holds scalar arith and math ops (but index casts, the extended-result ops and math.ipowi/fpowi), scf.if and attn.aux_load}}
     %b = func.call @bias(%qh) : (i32) -> f32
     attn.yield %b : f32
   }
@@ -103,7 +103,7 @@ func.func @index_type(%q: tensor<?x32x128xbf16>, %c: !attn.paged_kv<8x128xbf16, 
         tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
   mask_mod {
   ^bb0(%req: i32, %qp: i32, %kp: i32, %qh: i32, %kvh: i32):
-    // expected-error @+1 {{'arith.index_cast' op in mask_mod computes on a type a kernel has no scalar for; use i1, i32, i64, f32 or f64}}
+    // expected-error @+1 {{'arith.index_cast' op is not allowed in mask_mod}}
     %i = arith.index_cast %qp : i32 to index
     %t = arith.constant true
     attn.yield %t : i1
@@ -149,4 +149,70 @@ func.func @aux_element_type(%q: tensor<?x8x64xbf16>, %k: tensor<?x8x64xbf16>, %v
 func.func @yield_outside(%x: f32) -> f32 {
   // expected-error @+1 {{'attn.yield' op expects parent op to be one of 'attn.prefill, attn.paged_prefill, attn.decode'}}
   attn.yield %x : f32
+}
+
+// -----
+
+// f16 has no scalar in a kernel's region code.
+func.func @half_math(%q: tensor<?x8x64xbf16>, %k: tensor<?x8x64xbf16>, %v: tensor<?x8x64xbf16>,
+                     %cu: tensor<?xi32>) -> tensor<?x8x64xbf16> {
+  %o = attn.prefill %q, %k, %v, %cu, %cu
+      : tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x8x64xbf16>
+  score_mod {
+  ^bb0(%s: f32, %req: i32, %qp: i32, %kp: i32, %qh: i32, %kvh: i32):
+    // expected-error @+1 {{'arith.truncf' op in score_mod computes on a type a kernel has no scalar for; use i1, i32, i64, f32 or f64}}
+    %h = arith.truncf %s : f32 to f16
+    attn.yield %s : f32
+  }
+  return %o : tensor<?x8x64xbf16>
+}
+
+// -----
+
+// Integer powers have no faithful form (MLIR's meaning for negative
+// exponents and overflow); they are refused where they stand.
+func.func @ipowi(%q: tensor<?x8x64xbf16>, %k: tensor<?x8x64xbf16>, %v: tensor<?x8x64xbf16>,
+                 %cu: tensor<?xi32>) -> tensor<?x8x64xbf16> {
+  %o = attn.prefill %q, %k, %v, %cu, %cu
+      : tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x8x64xbf16>
+  mask_mod {
+  ^bb0(%req: i32, %qp: i32, %kp: i32, %qh: i32, %kvh: i32):
+    // expected-error @+1 {{'math.ipowi' op is not allowed in mask_mod}}
+    %p = math.ipowi %qp, %kp : i32
+    %c = arith.cmpi slt, %p, %kp : i32
+    attn.yield %c : i1
+  }
+  return %o : tensor<?x8x64xbf16>
+}
+
+// -----
+
+// No launch can pass a table of 3e9 rows (dimensions are int32) or of none.
+func.func @aux_too_large(%q: tensor<?x8x64xbf16>, %k: tensor<?x8x64xbf16>, %v: tensor<?x8x64xbf16>,
+                         %cu: tensor<?xi32>, %t: tensor<3000000000xf32>) -> tensor<?x8x64xbf16> {
+  // expected-error @+1 {{'attn.prefill' op aux table 0 has a dimension of 3000000000; a launch can pass only 1 to 2147483647 (or ?)}}
+  %o = attn.prefill %q, %k, %v, %cu, %cu aux(%t : tensor<3000000000xf32>)
+      : tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x8x64xbf16>
+  score_mod {
+  ^bb0(%s: f32, %req: i32, %qp: i32, %kp: i32, %qh: i32, %kvh: i32, %a: tensor<3000000000xf32>):
+    %b = attn.aux_load %a[%kp] : tensor<3000000000xf32>
+    %r = arith.addf %s, %b : f32
+    attn.yield %r : f32
+  }
+  return %o : tensor<?x8x64xbf16>
+}
+
+// -----
+
+func.func @aux_empty(%q: tensor<?x8x64xbf16>, %k: tensor<?x8x64xbf16>, %v: tensor<?x8x64xbf16>,
+                     %cu: tensor<?xi32>, %t: tensor<8x0xi32>) -> tensor<?x8x64xbf16> {
+  // expected-error @+1 {{'attn.prefill' op aux table 0 has a dimension of 0; a launch can pass only 1 to 2147483647 (or ?)}}
+  %o = attn.prefill %q, %k, %v, %cu, %cu aux(%t : tensor<8x0xi32>)
+      : tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x8x64xbf16>
+  mask_mod {
+  ^bb0(%req: i32, %qp: i32, %kp: i32, %qh: i32, %kvh: i32, %a: tensor<8x0xi32>):
+    %c = arith.cmpi slt, %qp, %kp : i32
+    attn.yield %c : i1
+  }
+  return %o : tensor<?x8x64xbf16>
 }

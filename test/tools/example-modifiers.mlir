@@ -1,5 +1,6 @@
 // Every region of examples/modifiers lowers to a kernel whose Config holds
-// it as a device function; a mask_mod also gets its interval form.
+// it as a device function, one call of templates/attn/region_ops.h per op;
+// a mask_mod also gets its interval form.
 // RUN: attn-opt %S/../../examples/modifiers/softcap.mlir --attn-pipeline="arch=sm_90a" | attn-translate --attn-to-cuda | FileCheck %s --check-prefix=SOFTCAP
 // RUN: attn-opt %S/../../examples/modifiers/alibi.mlir --attn-pipeline="arch=sm_80" | attn-translate --attn-to-cuda | FileCheck %s --check-prefix=ALIBI
 // RUN: attn-opt %S/../../examples/modifiers/chunked-local.mlir --attn-pipeline="arch=sm_90a" | attn-translate --attn-to-cuda | FileCheck %s --check-prefix=CHUNKED
@@ -11,9 +12,9 @@
 // SOFTCAP-NEXT: static constexpr bool kMaskMod = false;
 // SOFTCAP: scoreMod(float score, int32_t request, int32_t q_pos, int32_t k_pos, int32_t q_head, int32_t kv_head, const attn::AuxTable *aux, const ScoreModHead &head) {
 // SOFTCAP: const float v0 = 0x1.ep+4f;
-// SOFTCAP-NEXT: const float v1 = score / v0;
-// SOFTCAP-NEXT: const float v2 = tanhf(v1);
-// SOFTCAP-NEXT: const float v3 = v2 * v0;
+// SOFTCAP-NEXT: const float v1 = attn::region::divf(score, v0);
+// SOFTCAP-NEXT: const float v2 = attn::region::tanh(v1);
+// SOFTCAP-NEXT: const float v3 = attn::region::mulf(v2, v0);
 // SOFTCAP-NEXT: return v3;
 
 // The slope read depends on the head alone: it moves to scoreModHead, which
@@ -22,13 +23,13 @@
 // ALIBI-NEXT: float v0;
 // ALIBI: head.v0 = auxLoad<float>(aux[0], q_head);
 // ALIBI: scoreMod(
-// ALIBI: const int32_t v1 = k_pos - q_pos;
-// ALIBI-NEXT: const int32_t v2 = (v1 < 0 ? -v1 : v1);
-// ALIBI-NEXT: const float v3 = float(v2);
-// ALIBI-NEXT: const float v4 = head.v0 * v3;
+// ALIBI: const int32_t v1 = attn::region::subi(k_pos, q_pos);
+// ALIBI-NEXT: const int32_t v2 = attn::region::absi(v1);
+// ALIBI-NEXT: const float v3 = attn::region::sitofp<float>(v2);
+// ALIBI-NEXT: const float v4 = attn::region::mulf(head.v0, v3);
 
 // CHUNKED: maskMod(int32_t request
-// CHUNKED: const bool v3 = v1 == v2;
+// CHUNKED: const bool v3 = attn::region::cmpiEq(v1, v2);
 // CHUNKED: attn::BoolRange
 // CHUNKED-NEXT: maskModTile(attn::Range request, attn::Range q_pos, attn::Range k_pos, attn::Range q_head, attn::Range kv_head) {
 // CHUNKED-NEXT: const attn::Range r0 = attn::Range{8192, 8192};
@@ -43,15 +44,15 @@
 // DOCS-NEXT: const attn::BoolRange r0 = attn::rangeEq(attn::Range::full(), attn::Range::full());
 // DOCS-NEXT: return r0;
 
-// SPANS: const bool v7 = v0 | v6;
+// SPANS: const bool v7 = attn::region::ori(v0, v6);
 // SPANS: maskModTile(
 // SPANS-NEXT: const attn::BoolRange r0 = attn::rangeLe(k_pos, q_pos);
 
 // log(8) depends on no position: computed once per row.
-// T5: head.v5 = logf(v4);
+// T5: head.v5 = attn::region::log(v4);
 // T5: scoreMod(
-// T5: const float v11 = logf(v10);
-// T5: const float v12 = v11 / head.v5;
-// T5: const int32_t v14 = int32_t(v13);
+// T5: const float v11 = attn::region::log(v10);
+// T5: const float v12 = attn::region::divf(v11, head.v5);
+// T5: const int32_t v14 = attn::region::fptosi<int32_t>(v13);
 // T5: const int32_t v17 = (v8 ? v7 : v16);
 // T5-NEXT: const float v18 = auxLoad<float>(aux[0], q_head, v17);

@@ -11,6 +11,7 @@
 #include "codegen/EmitCuda.h"
 #include "spec/KernelLimits.h"
 #include "compiler/Frontend/Frontend.h"
+#include "compiler/Frontend/SourceLimits.h"
 #include "compiler/Transforms/KernelSpecs.h"
 #include "compiler/Transforms/Schedule.h"
 #include "dialect/IR/AttnOps.h"
@@ -29,6 +30,8 @@
 #include <chrono>
 #include <cstddef>
 #include <thread>
+
+#include <pthread.h>
 
 using namespace mlir;
 using namespace mlir::attn;
@@ -1233,7 +1236,9 @@ TEST(FrontendModifiersTest, RegionsReachTheSpecAndItsName) {
   llvm::Expected<KernelSpec> spec = compilePrefillVariant(variant, Arch::SM80);
   ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
   EXPECT_TRUE(spec->scoreMod.empty());
-  EXPECT_NE(spec->maskMod.find("q_pos / v0"), std::string::npos) << spec->maskMod;
+  EXPECT_NE(spec->maskMod.find("attn::region::divsi(q_pos, v0)"),
+            std::string::npos)
+      << spec->maskMod;
   EXPECT_NE(spec->maskModTiles.find("attn::rangeEq"), std::string::npos);
   EXPECT_TRUE(spec->aux.empty());
   EXPECT_NE(spec->uri().find("_mod"), std::string::npos);
@@ -1261,13 +1266,23 @@ TEST(FrontendModifiersTest, BadRegionTextIsAnErrorNamingIt) {
     return spec ? std::string() : llvm::toString(spec.takeError());
   };
   // Not a region at all.
-  EXPECT_NE(errorOf("{ ^bb0(%x: f32): attn.yield", "").find("loc(\"modifiers\":1:"),
+  EXPECT_NE(errorOf("{ ^bb0(%x: f32): attn.yield", "").find("loc(\"score_mod\":1:"),
             std::string::npos)
       << errorOf("{ ^bb0(%x: f32): attn.yield", "");
-  // Text that closes the holder op and adds another.
-  EXPECT_NE(errorOf("{}) : () -> () \"x.y\"() ({}", "")
-                .find("must each be one region"),
+  // Text that closes the holder op and adds another, or spells both
+  // regions in the score_mod and comments out the rest, or adds an
+  // attribute: each is not one region, whatever the parser makes of it.
+  const char *kOneRegion = "must be exactly one region";
+  EXPECT_NE(errorOf("{}) : () -> () \"x.y\"() ({}", "").find(kOneRegion),
             std::string::npos);
+  std::string maskAsScore = "{}, " + std::string(kChunkMask) + ") : () -> () //";
+  EXPECT_NE(errorOf(maskAsScore, "").find("loc(\"score_mod\""),
+            std::string::npos)
+      << errorOf(maskAsScore, "");
+  std::string withAttr = std::string(kChunkMask) + ") {x = 1} : () -> ()";
+  EXPECT_NE(errorOf("", withAttr).find("loc(\"mask_mod\""), std::string::npos)
+      << errorOf("", withAttr);
+  EXPECT_NE(errorOf("", "{}").find(kOneRegion), std::string::npos);
   // A mask that yields f32.
   std::string wrongYield = kChunkMask;
   wrongYield.replace(wrongYield.find("attn.yield %same : i1"), 21,
@@ -1280,8 +1295,155 @@ TEST(FrontendModifiersTest, BadRegionTextIsAnErrorNamingIt) {
 ^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32, %t: tensor<8xf32>):
   attn.yield %score : f32
 })";
+
   EXPECT_NE(errorOf(scoreWithTable, kChunkMask)
                 .find("mask_mod must take 6 arguments"),
             std::string::npos)
       << errorOf(scoreWithTable, kChunkMask);
+}
+
+namespace {
+/// A score_mod of `depth` scf.if nested in each other's then-branch.
+std::string nestedIfs(int depth) {
+  std::string text = "{\n^bb0(%score: f32, %request: i32, %q_pos: i32, "
+                     "%k_pos: i32, %q_head: i32, %kv_head: i32):\n"
+                     "  %c = arith.cmpi slt, %q_pos, %k_pos : i32\n";
+  for (int i = 0; i < depth; ++i)
+    text += "%r" + std::to_string(i) + " = scf.if %c -> (f32) {\n";
+  for (int i = depth - 1; i >= 0; --i)
+    text += "scf.yield " +
+            (i + 1 < depth ? "%r" + std::to_string(i + 1) : std::string("%score")) +
+            " : f32\n} else {\nscf.yield %score : f32\n}\n";
+  return text + "attn.yield %r0 : f32\n}";
+}
+
+/// The error of compiling `scoreMod` (empty if it compiles).
+std::string scoreModError(const std::string &scoreMod) {
+  PrefillVariant variant;
+  variant.scoreMod = scoreMod;
+  llvm::Expected<KernelSpec> spec = compilePrefillVariant(variant, Arch::SM90a);
+  return spec ? std::string() : llvm::toString(spec.takeError());
+}
+} // namespace
+
+TEST(FrontendModifiersTest, DeepNestingIsAnErrorBeforeParsing) {
+  EXPECT_EQ(scoreModError(nestedIfs(8)), "");
+  // As deep as the bound allows: the region's brace, then one per scf.if.
+  EXPECT_EQ(scoreModError(nestedIfs(kMaxIRNesting - 2)), "");
+  std::string error = scoreModError(nestedIfs(kMaxIRNesting));
+  EXPECT_NE(error.find("nests deeper than 64 levels"), std::string::npos)
+      << error;
+  // Far past it (once a stack overflow), in little text: the same error.
+  error = scoreModError("{" + std::string(6000, '{') + std::string(6001, '}'));
+  EXPECT_NE(error.find("nests deeper than 64 levels"), std::string::npos)
+      << error;
+  // Brackets of attributes and types count too, not only regions.
+  std::string deepAttr = nestedIfs(1);
+  deepAttr.insert(deepAttr.find("  %c ="), "  %k = arith.constant {deep = " +
+                                               std::string(100, '[') +
+                                               std::string(100, ']') +
+                                               "} 0 : i32\n");
+  error = scoreModError(deepAttr);
+  EXPECT_NE(error.find("nests deeper"), std::string::npos) << error;
+  std::string deepType = nestedIfs(1);
+  std::string tuple;
+  for (int i = 0; i < 100; ++i)
+    tuple += "tuple<";
+  tuple += "i32" + std::string(100, '>');
+  deepType.insert(deepType.find("  %c ="),
+                  "  %t = \"x.y\"() : () -> " + tuple + "\n");
+  error = scoreModError(deepType);
+  EXPECT_NE(error.find("nests deeper"), std::string::npos) << error;
+  // `->` and brackets in comments and strings count for nothing.
+  std::string arrows = nestedIfs(kMaxIRNesting - 2);
+  arrows.insert(arrows.find("  %c ="),
+                "  // " + std::string(100, '{') + "\n  %s = arith.constant "
+                "{note = \"" + std::string(100, '(') + "\"} 0 : i32\n");
+  EXPECT_EQ(scoreModError(arrows), "");
+}
+
+TEST(FrontendModifiersTest, RegionAtTheNestingBoundCompilesOnASmallStack) {
+  // A host may compile on a worker thread with a small stack; the bound
+  // keeps parsing, verifying and emitting within 256 KiB (more under
+  // AddressSanitizer, whose frames are larger).
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr size_t kStack = 1024 * 1024;
+#else
+  constexpr size_t kStack = 256 * 1024;
+#endif
+  struct Job {
+    std::string text, error;
+  } job{nestedIfs(kMaxIRNesting - 2), "<not run>"};
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, kStack), 0);
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(
+                &thread, &attr,
+                [](void *arg) -> void * {
+                  auto *job = static_cast<Job *>(arg);
+                  job->error = scoreModError(job->text);
+                  return nullptr;
+                },
+                &job),
+            0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+  EXPECT_EQ(job.error, "");
+}
+
+TEST(FrontendModifiersTest, LongRegionTextIsAnError) {
+  std::string text = nestedIfs(1);
+  text.insert(text.find("  %c ="),
+              "  // " + std::string(::attn::kMaxModifierBytes, 'x') + "\n");
+  std::string error = scoreModError(text);
+  EXPECT_NE(error.find("bytes of text; at most"), std::string::npos) << error;
+  // A region whose CUDA outgrows the bound fails while it is emitted.
+  std::string wide = nestedIfs(1);
+  std::string ops;
+  for (int i = 0; i < 1400; ++i)
+    ops += "  %w" + std::to_string(i) + " = arith.addi %q_pos, %k_pos : i32\n";
+  wide.insert(wide.find("  %c ="), ops);
+  error = scoreModError(wide);
+  EXPECT_NE(error.find("longer than 65536 bytes"), std::string::npos) << error;
+}
+
+TEST(FrontendModifiersTest, I1ArithmeticInAMaskCompilesBothForms) {
+  // Every integer op on i1 at a mask_mod's top level: its interval form
+  // leaves what it cannot bound unbounded (once a compile error).
+  std::string mask = "{\n^bb0(%request: i32, %q_pos: i32, %k_pos: i32, "
+                     "%q_head: i32, %kv_head: i32):\n"
+                     "  %a = arith.cmpi slt, %q_pos, %k_pos : i32\n"
+                     "  %b = arith.cmpi eq, %q_head, %kv_head : i32\n";
+  std::string last = "%a";
+  int i = 0;
+  for (const char *op :
+       {"addi", "subi", "muli", "divsi", "divui", "remsi", "remui",
+        "ceildivsi", "ceildivui", "floordivsi", "minsi", "maxsi", "minui",
+        "maxui", "shli", "shrsi", "shrui", "andi", "ori", "xori"}) {
+    std::string next = "%x" + std::to_string(i++);
+    mask += "  " + next + " = arith." + op + " " + last + ", %b : i1\n";
+    last = next;
+  }
+  mask += "  attn.yield " + last + " : i1\n}";
+  PrefillVariant variant;
+  variant.maskMod = mask;
+  llvm::Expected<KernelSpec> spec = compilePrefillVariant(variant, Arch::SM90a);
+  ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
+  EXPECT_EQ(spec->maskModTiles.find("rangeAdd"), std::string::npos);
+  EXPECT_NE(spec->maskModTiles.find("attn::rangeLt"), std::string::npos);
+  EXPECT_NE(spec->maskMod.find("attn::region::addi(v"), std::string::npos);
+}
+
+TEST(FrontendModifiersTest, OpsWithoutAFaithfulFormAreLocatedErrors) {
+  for (const char *op : {"%x = math.ipowi %q_pos, %k_pos : i32",
+                         "%x, %o = arith.addui_extended %q_pos, %k_pos : i32, i1",
+                         "%x = math.fpowi %score, %q_pos : f32, i32"}) {
+    std::string text = nestedIfs(1);
+    text.insert(text.find("  %c ="), std::string("  ") + op + "\n");
+    std::string error = scoreModError(text);
+    EXPECT_NE(error.find("is not allowed in score_mod"), std::string::npos)
+        << op << ": " << error;
+    EXPECT_NE(error.find("loc(\"score_mod\":"), std::string::npos) << error;
+  }
 }

@@ -1,0 +1,82 @@
+//===- SourceLimits.cpp - bounds on IR text before MLIR parses it ---------===//
+#include "compiler/Frontend/SourceLimits.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace mlir::attn {
+
+llvm::Error checkIRNesting(llvm::StringRef text, llvm::StringRef name,
+                           unsigned maxDepth) {
+  // Open brackets, innermost last. A closer pops its own opener and any
+  // `<` left open above it; a closer with no opener to match is the
+  // parser's error to report, and counts for nothing here. A stray `>`
+  // (as in an affine `>=`) only closes a `<`, so no text can hide a level.
+  llvm::SmallVector<char, 64> open;
+  unsigned line = 1, column = 1;
+  auto advance = [&](size_t &i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+    ++i;
+  };
+  size_t i = 0;
+  while (i < text.size()) {
+    char c = text[i];
+    if (c == '/' && text.substr(i).starts_with("//")) {
+      while (i < text.size() && text[i] != '\n')
+        advance(i);
+      continue;
+    }
+    if (c == '"') {
+      advance(i);
+      while (i < text.size() && text[i] != '"' && text[i] != '\n') {
+        if (text[i] == '\\' && i + 1 < text.size())
+          advance(i);
+        advance(i);
+      }
+      if (i < text.size())
+        advance(i);
+      continue;
+    }
+    switch (c) {
+    case '{':
+    case '(':
+    case '[':
+    case '<':
+      if (open.size() >= maxDepth)
+        return llvm::createStringError(llvm::formatv(
+            "{0}:{1}:{2}: nests deeper than {3} levels of brackets, more than "
+            "attn parses",
+            name, line, column, maxDepth));
+      open.push_back(c);
+      break;
+    case '>':
+      if (i > 0 && text[i - 1] == '-')
+        break; // `->`
+      if (!open.empty() && open.back() == '<')
+        open.pop_back();
+      break;
+    case '}':
+    case ')':
+    case ']': {
+      char opener = c == '}' ? '{' : c == ')' ? '(' : '[';
+      size_t at = open.size();
+      while (at > 0 && open[at - 1] == '<')
+        --at;
+      if (at > 0 && open[at - 1] == opener)
+        open.resize(at - 1);
+      break;
+    }
+    default:
+      break;
+    }
+    advance(i);
+  }
+  return llvm::Error::success();
+}
+
+} // namespace mlir::attn
