@@ -669,12 +669,14 @@ def _page_range(ids, offset, torch, mask=None):
     flat = ids.reshape(-1).long()
     if mask is None:
         lows = highs = flat
+        low, high = flat.min(), flat.max()
     else:
         m = mask.reshape(-1)
         lows = torch.where(m, flat, torch.full_like(flat, _lib.INT64_MAX))
         highs = torch.where(m, flat, torch.full_like(flat, -1))
-    at_low, at_high = torch.argmin(lows), torch.argmax(highs)
-    low, high, i, j = torch.stack([lows[at_low], highs[at_high], at_low, at_high]).tolist()
+        low, high = lows.min(), highs.max()
+    low, high, j = torch.stack([low, high, torch.argmax(highs)]).tolist()
+    i = int(torch.argmin(lows)) if low < 0 else 0  # where, for the error only
     return (low, i + offset), (high, j + offset)
 
 
