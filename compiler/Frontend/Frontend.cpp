@@ -229,13 +229,11 @@ struct Modifiers {
   }
 };
 
-/// The one region `text` spells (`{ ^bb0(...): ... }`), parsed as the only
-/// region of a holder op; `name` (score_mod, mask_mod) names it in errors.
-/// Text that is anything else — no region, two, or a region plus more IR
-/// spliced after it — is an error, so that what a host wrote is exactly
-/// what the kernel computes.
+} // namespace
+
 FailureOr<OwningOpRef<Operation *>>
-parseRegionText(MLIRContext &context, StringRef text, StringRef name) {
+mlir::attn::parseModifierRegion(MLIRContext &context, StringRef text,
+                                StringRef name) {
   Location loc = FileLineColLoc::get(&context, name, 0, 0);
   if (text.size() > ::attn::kMaxModifierBytes)
     return emitError(loc) << name << " is " << text.size()
@@ -273,6 +271,8 @@ parseRegionText(MLIRContext &context, StringRef text, StringRef name) {
   return OwningOpRef<Operation *>(holder);
 }
 
+namespace {
+
 /// Parses `knobs.scoreMod` and `knobs.maskMod` (each one region or empty).
 /// Fails, after the error, on text that is not exactly one region; what the
 /// regions may hold is the attention op's verifier's to check.
@@ -285,7 +285,7 @@ FailureOr<Modifiers> parseModifiers(MLIRContext &context,
     if (text->empty())
       continue;
     FailureOr<OwningOpRef<Operation *>> parsed =
-        parseRegionText(context, *text, name);
+        parseModifierRegion(context, *text, name);
     if (failed(parsed))
       return failure();
     *holder = std::move(*parsed);

@@ -66,6 +66,17 @@ buildMergeStatesModule(MLIRContext &context,
 OwningOpRef<ModuleOp>
 buildPrefillModule(MLIRContext &context, const ::attn::PrefillVariant &variant);
 
+/// The one region `text` spells (`{ ^bb0(...): ... }`, as a variant's
+/// scoreMod / maskMod holds it), parsed as the only region of a holder op
+/// (an unregistered one, not verified: the attention op the region moves
+/// into verifies it); `name` (score_mod, mask_mod) locates its errors.
+/// Text that is anything else — no region, two, a region plus more IR
+/// spliced after it, nesting deeper than kMaxIRNesting, more than
+/// kMaxModifierBytes — fails after an error, so that what a host wrote is
+/// exactly what the kernel computes.
+FailureOr<OwningOpRef<Operation *>>
+parseModifierRegion(MLIRContext &context, StringRef text, StringRef name);
+
 /// Verifies `module`, runs attn-pipeline for `arch` on it (in place) and
 /// returns the spec of every attn.kernel_launch, in IR order. Diagnostics
 /// become the llvm::Error's text.

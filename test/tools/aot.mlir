@@ -50,7 +50,7 @@
 // Modifier regions from .mlir files named by the config (relative to it):
 // each file's regions go into every variant of its entry, and the keys hold
 // the region text.
-// RUN: attn-aot %S/../../examples/aot/modifiers.json --arch sm_90a -o %t/mods \
+// RUN: attn-aot %S/../../examples/modifiers/aot.json --arch sm_90a -o %t/mods \
 // RUN:   | FileCheck %s --check-prefix=MODS
 // RUN: FileCheck %s --check-prefix=MODS-KEYS < %t/mods/manifest.json
 // MODS: attn-aot: 6 kernels in {{.*}}mods (6 compiled, 0 up to date)

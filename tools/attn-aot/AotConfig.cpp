@@ -13,10 +13,13 @@
 #include "attn/runtime/support/InputFiles.h"
 #include "attn/runtime/cache/VariantKey.h"
 #include "compiler/Frontend/Frontend.h"
+#include "compiler/Frontend/SourceLimits.h"
 #include "dialect/IR/AttnOps.h"
 #include "tools/RegisterAttn.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 
@@ -25,11 +28,16 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MathExtras.h"
+#include "llvm/Support/Errno.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <climits>
+
+#include <fcntl.h>
+#include <unistd.h>
 #include <functional>
 #include <map>
 #include <set>
@@ -544,6 +552,10 @@ ConfigJobs jsonJobs(llvm::StringRef text, llvm::StringRef name,
 ConfigJobs mlirJobs(llvm::StringRef text, llvm::StringRef name,
                     llvm::ArrayRef<Arch> archs, const ConfigLimits &limits) {
   ConfigJobs result;
+  if (llvm::Error error = mlir::attn::checkIRNesting(text, name)) {
+    result.errors.push_back(llvm::toString(std::move(error)));
+    return result;
+  }
   mlir::DialectRegistry registry;
   mlir::attn::registerAttnDialects(registry);
   mlir::MLIRContext context(registry);
@@ -598,6 +610,21 @@ ConfigJobs mlirJobs(llvm::StringRef text, llvm::StringRef name,
                                                                  : name.str()});
   }
   return result;
+}
+
+/// `region` printed in a holder op of its own, every op in generic form:
+/// equal for equal regions however they were written.
+std::string genericText(mlir::Region &region) {
+  mlir::OperationState state(mlir::UnknownLoc::get(region.getContext()),
+                             "attn_aot.region");
+  mlir::IRMapping mapping;
+  region.cloneInto(state.addRegion(), mapping);
+  mlir::Operation *holder = mlir::Operation::create(state);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  holder->print(os, mlir::OpPrintingFlags().printGenericOpForm());
+  holder->destroy();
+  return text;
 }
 
 /// Where the `keyword { ... }` region first following offset `from` of
@@ -660,15 +687,30 @@ llvm::StringRef regionAfter(llvm::StringRef text, size_t from,
 
 llvm::Expected<ModifierRegions> readModifierFile(llvm::StringRef text,
                                                  llvm::StringRef name) {
+  if (llvm::Error error = mlir::attn::checkIRNesting(text, name))
+    return error;
   mlir::DialectRegistry registry;
   mlir::attn::registerAttnDialects(registry);
   mlir::MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   unsigned buffer = sourceMgr.AddNewSourceBuffer(
       llvm::MemoryBuffer::getMemBufferCopy(text, name), llvm::SMLoc());
+  // Located messages only: the file may hold anything, and MLIR's source
+  // manager handler would echo the line an error points into.
   std::string diagnostics;
-  llvm::raw_string_ostream diagOs(diagnostics);
-  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, diagOs);
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+    llvm::raw_string_ostream os(diagnostics);
+    if (auto at = mlir::dyn_cast<mlir::FileLineColLoc>(diag.getLocation()))
+      os << at.getFilename().getValue() << ":" << at.getLine() << ":"
+         << at.getColumn();
+    else
+      os << diag.getLocation();
+    os << ": "
+       << (diag.getSeverity() == mlir::DiagnosticSeverity::Error ? "error: "
+                                                                  : "note: ")
+       << diag << "\n";
+    return mlir::success();
+  });
   // Parsed and verified: regions the verifier rejects never reach a config.
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
@@ -685,7 +727,9 @@ llvm::Expected<ModifierRegions> readModifierFile(llvm::StringRef text,
   if (op.getScoreMod().empty() && op.getMaskMod().empty())
     return llvm::createStringError(name + ": its attention op has neither a "
                                           "score_mod nor a mask_mod region");
-  // The regions as the file spells them, found after the op's start.
+  // The regions as the file spells them (hosts find the kernels by that
+  // text), found after the op's start, and parsed back: the text must be
+  // the very region that was verified, wherever the location pointed.
   auto loc = mlir::dyn_cast<mlir::FileLineColLoc>(op->getLoc());
   llvm::SMLoc start =
       loc ? sourceMgr.FindLocForLineAndColumn(buffer, loc.getLine(),
@@ -703,11 +747,65 @@ llvm::Expected<ModifierRegions> readModifierFile(llvm::StringRef text,
     if (region->empty())
       continue;
     *out = regionAfter(text, from, keyword).str();
-    if (out->empty())
-      return llvm::createStringError(name + ": cannot find the text of the " +
-                                     keyword + " region");
+    mlir::FailureOr<mlir::OwningOpRef<mlir::Operation *>> reread =
+        mlir::failure();
+    if (!out->empty())
+      reread = mlir::attn::parseModifierRegion(context, *out, keyword);
+    if (failed(reread) ||
+        genericText((*reread)->getRegion(0)) != genericText(*region))
+      return llvm::createStringError(
+          name + ": the text after the attention op's location is not its " +
+          keyword + " region; write the op in its custom form, located " +
+          "where it starts");
   }
   return regions;
+}
+
+llvm::Expected<std::string> readFileUnderConfig(llvm::StringRef configPath,
+                                                llvm::StringRef path,
+                                                uint64_t maxBytes) {
+  auto refuse = [&](const llvm::Twine &why) {
+    return llvm::createStringError("cannot read '" + path + "': " + why);
+  };
+  if (path.empty() || llvm::sys::path::is_absolute(path))
+    return refuse("name it relative to the config's directory");
+  llvm::SmallVector<llvm::StringRef> names;
+  path.split(names, '/');
+  for (llvm::StringRef part : names)
+    if (part.empty() || part == "." || part == "..")
+      return refuse("a path under the config's directory is plain names, "
+                    "with no '.', '..' or empty one");
+  llvm::SmallString<256> dir = llvm::sys::path::parent_path(configPath);
+  if (dir.empty())
+    dir = ".";
+  int dirFd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirFd < 0)
+    return refuse("cannot open the config's directory " + dir + ": " +
+                  llvm::sys::StrError(errno));
+  for (size_t i = 0; i + 1 < names.size(); ++i) {
+    std::string part = names[i].str();
+    int next = ::openat(dirFd, part.c_str(),
+                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int error = errno;
+    ::close(dirFd);
+    if (next < 0)
+      return refuse("'" + part + "' is not a directory of its own (" +
+                    (error == ELOOP || error == ENOTDIR
+                         ? std::string("a symbolic link, or a file")
+                         : llvm::sys::StrError(error)) +
+                    ")");
+    dirFd = next;
+  }
+  llvm::Expected<runtime::RegularFile> file =
+      runtime::RegularFile::openAt(dirFd, names.back(), path);
+  ::close(dirFd);
+  if (!file)
+    return file.takeError();
+  if (file->size() > maxBytes)
+    return refuse(llvm::formatv("it is {0} bytes; at most {1}", file->size(),
+                                maxBytes)
+                      .str());
+  return file->read(0, file->size());
 }
 
 ConfigJobs readConfig(llvm::StringRef text, llvm::StringRef name,

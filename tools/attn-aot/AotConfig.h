@@ -47,6 +47,15 @@ struct ConfigLimits {
 using ReadFile =
     std::function<llvm::Expected<std::string>(llvm::StringRef path)>;
 
+/// The file a config at `configPath` names as `path` ("modifiers"), read
+/// under the config's directory only: `path` must be relative and of plain
+/// names (no `.`, `..` or empty one), no name on the way may be a symbolic
+/// link, and the file must be a regular one of at most `maxBytes`. Errors
+/// name `path` and the problem, never the file's contents.
+llvm::Expected<std::string> readFileUnderConfig(llvm::StringRef configPath,
+                                                llvm::StringRef path,
+                                                uint64_t maxBytes);
+
 /// The score_mod and mask_mod regions of a .mlir file that holds one
 /// attention op, as that file spells them (`{ ^bb0(...): ... }`; empty
 /// where the op has none): what AttentionKnobs::scoreMod / maskMod take,

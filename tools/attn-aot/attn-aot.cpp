@@ -35,8 +35,9 @@
 // is a boolean under its knob's name;
 // window_left and softcap are booleans (their
 // values are launch parameters, so one kernel serves all of them).
-// "modifiers" is the path (relative to CONFIG's directory) of a .mlir file
-// holding one attention op, e.g. examples/modifiers/chunked-local.mlir:
+// "modifiers" is the path (relative to CONFIG's directory, and under it: no
+// '..', no symbolic link) of a .mlir file holding one attention op, e.g.
+// examples/modifiers/chunked-local.mlir:
 // the variant takes its score_mod and mask_mod regions, and a host finds
 // the kernel by passing the same region text (layout and comments aside;
 // runtime/cache/VariantKey.h). Unknown
@@ -175,20 +176,11 @@ int run() {
                  << llvm::toString(text.takeError()) << "\n";
     return 2;
   }
-  // A "modifiers" file is named relative to the config's directory.
+  // A "modifiers" file lies under the config's directory.
   auto readModifiers = [](llvm::StringRef path) -> llvm::Expected<std::string> {
-    llvm::SmallString<256> resolved(path);
-    if (llvm::sys::path::is_relative(path)) {
-      resolved = llvm::sys::path::parent_path(configPath.getValue());
-      llvm::sys::path::append(resolved, path);
-    }
     constexpr uint64_t kMaxModifierBytes = uint64_t(1) << 20;
-    llvm::Expected<std::string> text =
-        runtime::readRegularFile(resolved, kMaxModifierBytes);
-    if (!text)
-      return llvm::createStringError("cannot read the modifiers file: " +
-                                     llvm::toString(text.takeError()));
-    return text;
+    return aot::readFileUnderConfig(configPath.getValue(), path,
+                                    kMaxModifierBytes);
   };
   aot::ConfigJobs config = aot::readConfig(
       *text, configPath, archs, aot::ConfigLimits{maxVariants}, readModifiers);

@@ -16,7 +16,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <map>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace attn;
 using namespace attn::aot;
@@ -103,13 +108,14 @@ TEST(AotConfigTest, CacheOpsAndMlirConfigs) {
 }
 
 TEST(AotConfigTest, ExampleConfigsAreValid) {
-  // Modifier files are named relative to the config, as attn-aot reads them.
-  ReadFile read = [](llvm::StringRef path) {
-    return runtime::readRegularFile(
-        std::string(ATTN_SOURCE_DIR "/examples/aot/") + path.str(), 1 << 20);
-  };
-  for (const char *example : {"serving.json", "serving-full.json", "modifiers.json"}) {
-    std::string path = std::string(ATTN_SOURCE_DIR "/examples/aot/") + example;
+  // Modifier files are read under the config's directory, as attn-aot reads
+  // them.
+  for (const char *example :
+       {"aot/serving.json", "aot/serving-full.json", "modifiers/aot.json"}) {
+    std::string path = std::string(ATTN_SOURCE_DIR "/examples/") + example;
+    ReadFile read = [path](llvm::StringRef name) {
+      return readFileUnderConfig(path, name, 1 << 20);
+    };
     llvm::Expected<std::string> text = runtime::readRegularFile(path, 1 << 20);
     ASSERT_TRUE(bool(text)) << llvm::toString(text.takeError());
     ConfigJobs config = readConfig(*text, path, kTwoArchs, {}, read);
@@ -117,7 +123,7 @@ TEST(AotConfigTest, ExampleConfigsAreValid) {
     EXPECT_FALSE(config.jobs.empty()) << example;
     // serving.json: decode 8, prefill 5, append_kv 4, on two archs, plus
     // two cache ops per arch (attn-aot builds these 38 kernels).
-    if (std::string(example) == "serving.json") {
+    if (std::string(example) == "aot/serving.json") {
       EXPECT_EQ(config.jobs.size(), 38u);
     }
   }
@@ -404,6 +410,84 @@ TEST(AotConfigTest, ModifiersFileProblemsNameTheFile) {
   refused("\"garbage.mlir\"", "garbage.mlir:1", read);
   refused("\"missing.mlir\"", "no such file: missing.mlir", read);
   refused("\"two.mlir\"", "names a file, and this reader reads no files", {});
+}
+
+TEST(AotConfigTest, ModifiersFileBuildsExactlyTheVerifiedRegion) {
+  auto errorOf = [](const std::string &text) {
+    llvm::Expected<ModifierRegions> regions =
+        readModifierFile(text, "m.mlir");
+    return regions ? std::string() : llvm::toString(regions.takeError());
+  };
+  EXPECT_EQ(errorOf(kChunkedDecode), "");
+  // The op's location points into a comment that spells another region:
+  // the text found there is not the region that was verified.
+  std::string intoComment =
+      "// mask_mod { ^bb0(%request: i32, %q_pos: i32, %k_pos: i32, %q_head: "
+      "i32, %kv_head: i32): %t = arith.constant true attn.yield %t : i1 }\n" +
+      std::string(kChunkedDecode);
+  size_t end = intoComment.find("  return %out");
+  std::string located = intoComment.substr(0, end);
+  located.insert(located.rfind("  }\n") + 3, " loc(\"m.mlir\":1:4)");
+  located += intoComment.substr(end);
+  std::string error = errorOf(located);
+  EXPECT_NE(error.find("is not its mask_mod region"), std::string::npos)
+      << error;
+  // An op in generic form and a module named @score_mod: the keyword found
+  // after the op is the module's, whose text is no region of the op.
+  std::string generic = R"(
+module @score_mod {}
+func.func @f(%q: tensor<?x8x64xbf16>, %k: tensor<?x8x64xbf16>, %cu: tensor<?xi32>) -> tensor<?x8x64xbf16> {
+  %o = "attn.prefill"(%q, %k, %k, %cu, %cu) <{kind = #attn.kind<decoder>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>}> ({
+  ^bb0(%s: f32, %r: i32, %qp: i32, %kp: i32, %qh: i32, %kh: i32):
+    %two = arith.constant 2.0 : f32
+    %m = arith.mulf %s, %two : f32
+    attn.yield %m : f32
+  }, {
+  }) : (tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<?xi32>, tensor<?xi32>) -> tensor<?x8x64xbf16>
+  return %o : tensor<?x8x64xbf16>
+}
+)";
+  error = errorOf(generic);
+  EXPECT_NE(error.find("is not its score_mod region"), std::string::npos)
+      << error;
+  // Nesting deeper than attn parses is refused before parsing.
+  error = errorOf(std::string(100, '[') + std::string(100, ']'));
+  EXPECT_NE(error.find("nests deeper"), std::string::npos) << error;
+  // A file that is not IR: its lines are not echoed back.
+  error = errorOf("root:$6$secretsalt$hash:19000:0:99999:7:::\n");
+  EXPECT_NE(error.find("m.mlir:1:"), std::string::npos) << error;
+  EXPECT_EQ(error.find("secretsalt"), std::string::npos) << error;
+}
+
+TEST(AotConfigTest, ModifiersPathsStayUnderTheConfigsDirectory) {
+  char dirTemplate[] = "/tmp/attn-aot-config-XXXXXX";
+  ASSERT_NE(mkdtemp(dirTemplate), nullptr);
+  std::string dir = dirTemplate;
+  std::string config = dir + "/c.json";
+  ASSERT_EQ(mkdir((dir + "/sub").c_str(), 0700), 0);
+  std::ofstream(dir + "/sub/m.mlir") << "secret contents";
+  std::ofstream(dir + "/m.mlir") << "plain";
+  ASSERT_EQ(symlink("/etc/passwd", (dir + "/link.mlir").c_str()), 0);
+  ASSERT_EQ(symlink((dir + "/sub").c_str(), (dir + "/sublink").c_str()), 0);
+  auto read = [&](const char *path) {
+    llvm::Expected<std::string> text = readFileUnderConfig(config, path, 1024);
+    return text ? "ok: " + *text : llvm::toString(text.takeError());
+  };
+  EXPECT_EQ(read("m.mlir"), "ok: plain");
+  EXPECT_EQ(read("sub/m.mlir"), "ok: secret contents");
+  for (const char *path : {"/etc/passwd", "../c.json", "sub/../m.mlir",
+                           "./m.mlir", "sub//m.mlir", ""})
+    EXPECT_NE(read(path).find("cannot read '"), std::string::npos) << path;
+  EXPECT_NE(read("link.mlir").find("symbolic link"), std::string::npos)
+      << read("link.mlir");
+  EXPECT_NE(read("sublink/m.mlir").find("symbolic link"), std::string::npos)
+      << read("sublink/m.mlir");
+  EXPECT_EQ(read("sublink/m.mlir").find("secret"), std::string::npos);
+  EXPECT_NE(read("sub").find("not a regular file"), std::string::npos)
+      << read("sub");
+  std::ofstream(dir + "/big.mlir") << std::string(2000, 'x');
+  EXPECT_NE(read("big.mlir").find("at most 1024"), std::string::npos);
+  std::system(("rm -rf " + dir).c_str());
 }
 
 } // namespace
