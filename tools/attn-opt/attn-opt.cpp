@@ -3,12 +3,16 @@
 // mlir-opt for attn: parses attn IR, verifies it, runs attn passes and
 // pipelines, and prints the result.
 //
-// One guard runs before the passes the command line asks for: MLIR 19 parses
-// an i1 array written with integers (`array<i1: 1>`) into an attribute with
-// no data, and printing it then reads past its end and crashes (an upstream
-// bug). Such IR is rejected with a located error instead.
+// Two guards: the input's bracket nesting is bounded before MLIR parses it
+// (compiler/Frontend/SourceLimits.h: the parser recurses per level and
+// overflows the stack on deep nesting), and before the passes the command
+// line asks for, MLIR 19 parses an i1 array written with integers
+// (`array<i1: 1>`) into an attribute with no data, and printing it then
+// reads past its end and crashes (an upstream bug). Such IR is rejected
+// with a located error instead.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/Frontend/SourceLimits.h"
 #include "tools/RegisterAttn.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -82,6 +86,11 @@ int main(int argc, char **argv) {
       mlir::openInputFile(inputFile, &error);
   if (!input) {
     llvm::errs() << error << "\n";
+    return EXIT_FAILURE;
+  }
+  if (llvm::Error nesting = mlir::attn::checkIRNesting(
+          input->getBuffer(), input->getBufferIdentifier())) {
+    llvm::errs() << "error: " << llvm::toString(std::move(nesting)) << "\n";
     return EXIT_FAILURE;
   }
   std::unique_ptr<llvm::ToolOutputFile> output =
