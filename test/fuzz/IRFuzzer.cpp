@@ -1,7 +1,8 @@
 //===- IRFuzzer.cpp - attn IR through the compiler, libFuzzer -------------===//
 //
 // Arbitrary bytes as attn IR text, through everything a JIT host or attn-opt
-// runs on a spec before NVRTC: parse (attn, func, arith) and verify, then
+// runs on a spec before NVRTC: the nesting bound, parse (attn, func, arith)
+// and verify, then
 // for each target GPU (sm_80, sm_89, sm_90a) attn-pipeline on a copy of the
 // module, then the CUDA translation unit, symbol and launch shape of every
 // kernel launch in the result, as attn-translate --attn-to-cuda emits them.
@@ -14,9 +15,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/EmitCuda.h"
+#include "compiler/Frontend/SourceLimits.h"
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Transforms/KernelSpecs.h"
 #include "dialect/IR/AttnOps.h"
+#include "test/fuzz/IRMutator.h"
 #include "tools/RegisterAttn.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -77,6 +80,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // MLIR's lexer reads up to a terminating NUL, as every file MLIR reads has
   // one (MemoryBuffer): libFuzzer's bytes have none, std::string does.
   std::string text(reinterpret_cast<const char *>(data), size);
+  // As attn-opt does: text nested past the bound never reaches the parser.
+  if (llvm::Error error = checkIRNesting(text, "input")) {
+    llvm::consumeError(std::move(error));
+    return 0;
+  }
   // Parsing verifies the module (ParserConfig's default).
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
   if (!module)
@@ -86,4 +94,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lowerAndEmit(context, *copy, arch);
   }
   return 0;
+}
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
+                                          size_t maxSize, unsigned seed) {
+  return ::attn::fuzz::mutateIR(data, size, maxSize, seed);
 }

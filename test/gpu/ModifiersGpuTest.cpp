@@ -11,9 +11,15 @@
 // run on random data and compared with the fp64 reference evaluating the
 // same modifier in C++. Tolerances as in DecodeGpuTest / PrefillGpuTest.
 //
+// Then every op a region may hold, on edge values, compiled by NVRTC as the
+// kernels compile it and compared with MLIR's folder: the device half of
+// test/unit/compiler/RegionOpsTest.cpp.
+//
 //===----------------------------------------------------------------------===//
+#include "attn/runtime/cache/KernelCache.h"
 #include "compiler/Jit/Jit.h"
 #include "test/gpu/GpuTestUtil.h"
+#include "test/unit/compiler/RegionOpsCases.h"
 #include "test/reference/Modifiers.h"
 #include "test/reference/PrefillCheck.h"
 
@@ -184,5 +190,60 @@ TEST_P(ModifiersGpuTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Matrix, ModifiersGpuTest, ::testing::ValuesIn(cases()),
                          [](const auto &info) { return info.param.name; });
+
+TEST(RegionOpsGpuTest, EmittedCodeMatchesMLIRFolderOnTheDevice) {
+  ATTN_REQUIRE_GPU();
+  ATTN_ASSIGN_OR_FAIL(arch, runtime::currentDeviceArch());
+  std::vector<regiontest::OpCase> cases = regiontest::regionOpCases();
+  std::string error;
+  std::optional<regiontest::Harness> harness = regiontest::buildHarness(
+      cases, regiontest::HarnessTarget::Device, error);
+  ASSERT_TRUE(harness) << error;
+  runtime::KernelCache::Options options;
+  options.useDisk = false;
+  runtime::KernelCache cache(options);
+  ATTN_ASSIGN_OR_FAIL(library,
+                      cache.getLibrary({"region_ops", harness->source, arch}));
+  ATTN_ASSIGN_OR_FAIL(kernel, library->getKernel("evaluateRegionOps"));
+
+  const std::vector<regiontest::Evaluation> &evaluations =
+      harness->evaluations;
+  int count = int(evaluations.size());
+  std::vector<int32_t> words, caseOf;
+  for (const regiontest::Evaluation &e : evaluations) {
+    words.insert(words.end(), e.words, e.words + regiontest::kWordsPerEvaluation);
+    caseOf.push_back(e.caseIndex);
+  }
+  ATTN_ASSIGN_OR_FAIL(wordsBuffer,
+                      runtime::DeviceBuffer::allocate(words.size() * 4));
+  ATTN_ASSIGN_OR_FAIL(casesBuffer,
+                      runtime::DeviceBuffer::allocate(caseOf.size() * 4));
+  ATTN_ASSIGN_OR_FAIL(resultsBuffer,
+                      runtime::DeviceBuffer::allocate(size_t(count) * 4));
+  ATTN_ASSERT_OK(wordsBuffer.copyFromHost(words.data(), words.size() * 4));
+  ATTN_ASSERT_OK(casesBuffer.copyFromHost(caseOf.data(), caseOf.size() * 4));
+  CUdeviceptr wordsPtr = wordsBuffer.get(), casesPtr = casesBuffer.get(),
+              resultsPtr = resultsBuffer.get();
+  void *params[] = {&wordsPtr, &casesPtr, &resultsPtr, &count};
+  constexpr unsigned kThreads = 128;
+  ASSERT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(kernel),
+                           (count + kThreads - 1) / kThreads, 1, 1, kThreads,
+                           1, 1, 0, nullptr, params, nullptr),
+            CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  std::vector<uint32_t> bits(count);
+  ATTN_ASSERT_OK(resultsBuffer.copyToHost(bits.data(), bits.size() * 4));
+  std::vector<uint64_t> results(bits.begin(), bits.end());
+
+  regiontest::Comparison comparison =
+      regiontest::compareWithFolder(cases, *harness, results);
+  for (const std::string &mismatch : comparison.mismatches)
+    ADD_FAILURE() << mismatch;
+  EXPECT_EQ(comparison.unchecked, 0u);
+  EXPECT_GT(comparison.folded, 25000u);
+  std::printf("%zu device results compared with MLIR's folder, %zu with the "
+              "documented value\n",
+              comparison.folded, comparison.documented);
+}
 
 } // namespace

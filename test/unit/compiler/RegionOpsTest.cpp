@@ -14,6 +14,7 @@
 // the host compiler; tests/gpu runs the same cases through NVRTC.
 //
 //===----------------------------------------------------------------------===//
+#include "attn/runtime/support/Nvrtc.h"
 #include "test/unit/compiler/RegionOpsCases.h"
 
 #include <gtest/gtest.h>
@@ -115,6 +116,19 @@ TEST(RegionOpsTest, EmittedCodeMatchesMLIRFolder) {
   std::printf("%zu results compared with MLIR's folder, %zu with the "
               "documented value, %zu unchecked (no fold, no rule)\n",
               comparison.folded, comparison.documented, comparison.unchecked);
+}
+
+TEST(RegionOpsTest, DeviceFormCompilesWithNvrtc) {
+  // The device half of region_ops.h (the _rn intrinsics), as the GPU test
+  // runs it; NVRTC needs no GPU.
+  std::string error;
+  std::optional<Harness> harness =
+      buildHarness(regionOpCases(), HarnessTarget::Device, error);
+  ASSERT_TRUE(harness) << error;
+  llvm::Expected<std::string> cubin = attn::runtime::compileToCubin(
+      harness->source, "region_ops", attn::Arch::SM90a);
+  ASSERT_TRUE(bool(cubin)) << llvm::toString(cubin.takeError());
+  EXPECT_FALSE(cubin->empty());
 }
 
 } // namespace
