@@ -133,7 +133,10 @@ typedef struct attn_jit_options {
   /* "sm_80", "sm_89", "sm_90a"; NULL: the current device's. */
   const char *arch;
   /* Directory of the on-disk cubin cache; NULL: $ATTN_CACHE_DIR, else
-   * $XDG_CACHE_HOME/attn, else ~/.cache/attn (KernelCache::global()'s). */
+   * $XDG_CACHE_HOME/attn, else ~/.cache/attn (KernelCache::global()'s).
+   * attn creates it private (0700) and uses it only while it is the
+   * user's own and writable by no one else; otherwise it warns once and
+   * compiles in memory (README, "the kernel cache"). */
   const char *cache_dir;
 } attn_jit_options;
 

@@ -1,4 +1,7 @@
 // RUN: attn-opt %s | attn-opt | FileCheck %s
+// Lowered, every op of it re-reads: the kernel_launch specs print as they parse.
+// RUN: attn-opt %s --attn-pipeline | attn-opt | attn-opt --attn-pipeline | FileCheck %s --check-prefix=LOWERED
+// LOWERED: kernel_spec<kind = merge_states, arch = "sm_90a", q_type = f32
 // RUN: attn-opt %s --mlir-print-op-generic | attn-opt | FileCheck %s
 
 // Every op, type and attribute of the attn dialect survives print -> parse ->

@@ -29,6 +29,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <set>
 #include <thread>
 
 #include <pthread.h>
@@ -46,6 +47,16 @@ using ::attn::PrefillVariant;
 using ::attn::ScalarType;
 
 namespace {
+
+/// A chunked-local mask_mod (chunks of 256 keys), as a host writes it.
+constexpr const char *kChunkMask = R"({
+^bb0(%request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
+  %c = arith.constant 256 : i32
+  %a = arith.divsi %q_pos, %c : i32
+  %b = arith.divsi %k_pos, %c : i32
+  %same = arith.cmpi eq, %a, %b : i32
+  attn.yield %same : i1
+})";
 
 /// The error text of `expected`, which must hold an error.
 template <typename T> std::string errorText(llvm::Expected<T> expected) {
@@ -873,6 +884,83 @@ TEST_F(ModuleTest, KernelSpecAttrRoundTripsThroughText) {
   }
 }
 
+TEST_F(ModuleTest, EverySpecOfTheVariantSpaceRoundTripsThroughText) {
+  // What the compiler makes of a grid of variants, every kind, type, knob
+  // and arch: attn-opt must re-read every spec it prints.
+  std::vector<KernelSpec> specs;
+  auto add = [&](llvm::Expected<KernelSpec> spec) {
+    if (spec)
+      specs.push_back(*spec);
+    else
+      llvm::consumeError(spec.takeError());
+  };
+  const ScalarType kFloats[] = {ScalarType::F16, ScalarType::BF16};
+  for (Arch arch : {Arch::SM80, Arch::SM89, Arch::SM90a}) {
+    for (ScalarType dtype : {ScalarType::F16, ScalarType::BF16, ScalarType::F32})
+      for (int heads : {1, 32, 1024})
+        add(compileMergeStatesVariant({dtype, heads, 128}, arch));
+    for (ScalarType q : kFloats)
+      for (ScalarType kv : {q, ScalarType::F8E4M3, ScalarType::F8E5M2})
+        for (auto [qHeads, kvHeads] : {std::pair{32, 8}, {8, 8}, {128, 1}})
+          for (int dim : {64, 128, 256})
+            for (bool everything : {false, true}) {
+              DecodeVariant d;
+              d.qType = q;
+              d.kvType = kv;
+              d.numQHeads = qHeads;
+              d.numKVHeads = kvHeads;
+              d.headDim = dim;
+              if (everything) {
+                d.pageSize = 1;
+                d.layout = ::attn::KVLayout::HND;
+                d.queryLen = 4;
+                d.perHeadKVScale = true;
+                d.windowLeft = 128;
+                d.softcap = 30.0f;
+                d.alibi = d.sinks = d.writeLse = true;
+                d.maskMod = kChunkMask;
+              }
+              add(compileDecodeVariant(d, arch));
+              PrefillVariant p;
+              p.qType = q;
+              p.numQHeads = qHeads;
+              p.numKVHeads = kvHeads;
+              p.headDim = dim;
+              if (kv != q) {
+                p.paged = ::attn::PagedKVFormat{kv, 16, ::attn::KVLayout::NHD,
+                                                everything};
+                p.fp8Compute = everything && arch == Arch::SM90a;
+              }
+              if (everything) {
+                p.windowLeft = 64;
+                p.softcap = 50.0f;
+                p.alibi = p.sinks = p.writeLse = true;
+                p.maskMod = kChunkMask;
+              }
+              add(compilePrefillVariant(p, arch));
+              AppendKVVariant a;
+              a.inType = q;
+              a.kvType = kv;
+              a.numKVHeads = kvHeads;
+              a.headDim = dim;
+              a.perHeadKVScale = everything;
+              add(compileAppendKVVariant(a, arch));
+            }
+  }
+  EXPECT_GT(specs.size(), 900u);
+  std::set<SpecKind> kinds;
+  for (const KernelSpec &spec : specs) {
+    kinds.insert(spec.kind);
+    auto attr = KernelSpecAttr::get(&context, spec);
+    std::string text;
+    llvm::raw_string_ostream(text) << attr;
+    Attribute parsed = parseAttribute(text, &context);
+    ASSERT_TRUE(parsed) << text;
+    EXPECT_TRUE(cast<KernelSpecAttr>(parsed).getSpec() == spec) << text;
+  }
+  EXPECT_EQ(kinds.size(), 5u); // decode, prefill, paged, append, merge
+}
+
 TEST_F(ModuleTest, GetKernelSpecOfALaunch) {
   DecodeVariant variant;
   variant.kvType = ScalarType::F8E4M3;
@@ -1218,17 +1306,6 @@ TEST(FrontendTest, CompilesFromSeveralThreads) {
 //===----------------------------------------------------------------------===//
 // score_mod / mask_mod from region text
 //===----------------------------------------------------------------------===//
-
-namespace {
-constexpr const char *kChunkMask = R"({
-^bb0(%request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
-  %c = arith.constant 256 : i32
-  %a = arith.divsi %q_pos, %c : i32
-  %b = arith.divsi %k_pos, %c : i32
-  %same = arith.cmpi eq, %a, %b : i32
-  attn.yield %same : i1
-})";
-} // namespace
 
 TEST(FrontendModifiersTest, RegionsReachTheSpecAndItsName) {
   PrefillVariant variant;
