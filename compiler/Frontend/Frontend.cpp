@@ -257,6 +257,9 @@ mlir::attn::parseModifierRegion(MLIRContext &context, StringRef text,
   context.allowUnregisteredDialects(allowed);
   if (failed(parsed))
     return failure();
+  for (Operation &op : block)
+    if (failed(rejectMalformedBoolArrays(&op)))
+      return failure();
   Operation *holder =
       block.getOperations().size() == 1 ? &block.front() : nullptr;
   if (!holder || holder->getName().getStringRef() != holderName ||
@@ -328,6 +331,9 @@ compileVariant(OwningOpRef<ModuleOp> (*build)(MLIRContext &, const Variant &),
   // A context per call: hosts compile variants from several threads, and a
   // context without its own threads costs far less than a kernel compile.
   MLIRContext context(MLIRContext::Threading::DISABLED);
+  // Errors name their location; showing the op would print IR a host wrote
+  // (and MLIR 19 crashes printing some: rejectMalformedBoolArrays).
+  context.printOpOnDiagnostic(false);
   DiagnosticCollector diagnostics(context);
   OwningOpRef<ModuleOp> module = build(context, variant);
   if (!module)

@@ -1,6 +1,8 @@
 //===- SourceLimits.cpp - bounds on IR text before MLIR parses it ---------===//
 #include "compiler/Frontend/SourceLimits.h"
 
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -77,6 +79,37 @@ llvm::Error checkIRNesting(llvm::StringRef text, llvm::StringRef name,
     advance(i);
   }
   return llvm::Error::success();
+}
+
+LogicalResult rejectMalformedBoolArrays(Operation *root) {
+  bool malformed = false;
+  auto check = [&](Operation *op, StringRef name, Attribute value) {
+    value.walk([&](DenseArrayAttr array) {
+      if (!array.getElementType().isInteger(1) ||
+          array.getRawData().size() == size_t(array.getSize()))
+        return;
+      // Not op->emitError: its note would print the op, and crash.
+      emitError(op->getLoc())
+          << "attribute '" << name
+          << "' is an i1 array written with integers, which MLIR 19 cannot "
+             "hold (an upstream bug); write true and false";
+      malformed = true;
+    });
+  };
+  root->walk([&](Operation *op) {
+    // Inherent attributes (properties) and discardable ones; an
+    // unregistered op keeps its properties as one attribute.
+    for (NamedAttribute named : op->getAttrDictionary())
+      check(op, named.getName().getValue(), named.getValue());
+    if (Attribute properties = op->getPropertiesAsAttribute()) {
+      if (auto dict = dyn_cast<DictionaryAttr>(properties))
+        for (NamedAttribute named : dict)
+          check(op, named.getName().getValue(), named.getValue());
+      else
+        check(op, "<properties>", properties);
+    }
+  });
+  return failure(malformed);
 }
 
 } // namespace mlir::attn

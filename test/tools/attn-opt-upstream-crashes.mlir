@@ -12,3 +12,10 @@ func.func @int_bool_array() attributes {a = array<i1: 1>} { return }
 
 // Written with true/false, the same array is fine.
 func.func @bool_array() attributes {a = array<i1: true, false>} { return }
+
+// -----
+
+// The parser verifies before any pass: an op the verifier rejects, holding
+// such an array, is reported without printing the op (which crashed).
+// expected-error @+1 {{unregistered operation 'attn.nonexistent' found in dialect ('attn') that does not allow unknown operations}}
+"attn.nonexistent"() <{segments = array<i1: 1, 0>}> : () -> ()

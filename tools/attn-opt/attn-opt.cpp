@@ -9,7 +9,10 @@
 // line asks for, MLIR 19 parses an i1 array written with integers
 // (`array<i1: 1>`) into an attribute with no data, and printing it then
 // reads past its end and crashes (an upstream bug). Such IR is rejected
-// with a located error instead.
+// with a located error instead. Since the parser verifies what it read
+// before any pass runs, and a verifier error shows its op, attn-opt shows
+// no op in diagnostics unless asked (--mlir-print-op-on-diagnostic): the
+// guard then reports such IR before anything prints it.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Frontend/SourceLimits.h"
@@ -37,22 +40,7 @@ struct RejectMalformedBoolArrays
     return "attn-reject-malformed-bool-arrays";
   }
   void runOnOperation() override {
-    bool malformed = false;
-    getOperation()->walk([&](mlir::Operation *op) {
-      for (mlir::NamedAttribute named : op->getAttrs())
-        named.getValue().walk([&](mlir::DenseArrayAttr array) {
-          if (!array.getElementType().isInteger(1) ||
-              array.getRawData().size() == size_t(array.getSize()))
-            return;
-          // Not op->emitError: its note would print the op, and crash.
-          mlir::emitError(op->getLoc())
-              << "attribute '" << named.getName().getValue()
-              << "' is an i1 array written with integers, which MLIR 19 "
-                 "cannot hold (an upstream bug); write true and false";
-          malformed = true;
-        });
-    });
-    if (malformed)
+    if (mlir::failed(mlir::attn::rejectMalformedBoolArrays(getOperation())))
       signalPassFailure();
   }
 };
@@ -66,6 +54,11 @@ int main(int argc, char **argv) {
   mlir::attn::registerAttnPassesAndPipelines();
   auto [inputFile, outputFile] = mlir::registerAndParseCLIOptions(
       argc, argv, "attn optimizer driver\n", registry);
+  auto &options = llvm::cl::getRegisteredOptions();
+  if (auto *printOp = static_cast<llvm::cl::opt<bool> *>(
+          options.lookup("mlir-print-op-on-diagnostic"));
+      printOp && printOp->getNumOccurrences() == 0)
+    *printOp = false;
   mlir::MlirOptMainConfig config =
       mlir::MlirOptMainConfig::createFromCLOptions();
   if (config.shouldShowDialects()) {

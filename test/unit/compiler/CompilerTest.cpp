@@ -1360,6 +1360,14 @@ TEST(FrontendModifiersTest, BadRegionTextIsAnErrorNamingIt) {
   EXPECT_NE(errorOf("", withAttr).find("loc(\"mask_mod\""), std::string::npos)
       << errorOf("", withAttr);
   EXPECT_NE(errorOf("", "{}").find(kOneRegion), std::string::npos);
+  // MLIR 19 crashes printing an i1 array written with integers, as a
+  // verifier error on its op would: refused before anything verifies.
+  std::string boolArray = kChunkMask;
+  boolArray.insert(boolArray.find("  %c ="),
+                   "  %x = \"x.y\"() {a = array<i1: 1, 0>} : () -> i32\n");
+  EXPECT_NE(errorOf("", boolArray).find("is an i1 array written with integers"),
+            std::string::npos)
+      << errorOf("", boolArray);
   // A mask that yields f32.
   std::string wrongYield = kChunkMask;
   wrongYield.replace(wrongYield.find("attn.yield %same : i1"), 21,
