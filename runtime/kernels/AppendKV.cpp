@@ -17,6 +17,10 @@ AppendKVKernel::create(const KernelSpec &spec,
   if (!entry)
     return entry.takeError();
   kernel.entry = *entry;
+  auto pageIdError = allocatePageIdError();
+  if (!pageIdError)
+    return pageIdError.takeError();
+  kernel.pageIdError = std::move(*pageIdError);
   kernel.library = std::move(library);
   return std::move(kernel);
 }
@@ -51,8 +55,13 @@ llvm::Error AppendKVKernel::checkArgs(const AppendKVArgs &a) const {
 llvm::Error AppendKVKernel::run(const AppendKVArgs &a, CUstream stream) const {
   if (llvm::Error err = checkArgs(a))
     return err;
+  PageIdError *error = pageIdError.ptr<PageIdError>();
+  if (llvm::Error err =
+          takePageIdError(error, "append_kv", kernelSpec.pageSize))
+    return err;
   if (a.numTokens == 0)
     return llvm::Error::success();
+  notePageCount(error, a.cache.numPages);
   const KernelSpec &s = kernelSpec;
   int64_t dense = int64_t(s.numKVHeads) * s.headDim;
   AppendKVParams p{};
@@ -61,12 +70,14 @@ llvm::Error AppendKVKernel::run(const AppendKVArgs &a, CUstream stream) const {
   p.kCache = const_cast<void *>(a.cache.k);
   p.vCache = const_cast<void *>(a.cache.v);
   p.slotMapping = a.slotMapping;
+  p.pageIdError = error;
   p.kScale = a.kScale;
   p.vScale = a.vScale;
   p.kStrideToken = a.kStrideToken ? a.kStrideToken : dense;
   p.vStrideToken = a.vStrideToken ? a.vStrideToken : dense;
   p.pageStride = a.cache.pageStride ? a.cache.pageStride
                                     : int64_t(s.pageSize) * dense;
+  p.numPages = a.cache.numPages;
   p.numTokens = int32_t(a.numTokens);
   void *args[] = {&p};
   ATTN_CU_CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(entry),

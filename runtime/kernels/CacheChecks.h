@@ -2,16 +2,21 @@
 //
 // Private to the runtime: the checks of a paged cache and its FP8 scales
 // against a compiled kernel, for every kernel that reads or writes a cache.
-// Each returns the problem in words, or nothing.
+// Each returns the problem in words, or nothing. And the host side of the
+// kernels' reports of page ids outside the cache.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_RUNTIME_CACHECHECKS_H
 #define ATTN_RUNTIME_CACHECHECKS_H
 
 #include "attn/runtime/kernels/PagedKV.h"
+#include "attn/runtime/support/CudaHandles.h"
+#include "templates/attn/params.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -66,6 +71,63 @@ inline std::optional<std::string> scaleMismatch(const KernelSpec &s,
     return "kScale/vScale given, but the cache is " +
            std::string(toString(s.kvType)) + ", not FP8";
   return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// Page ids outside the cache (params.h, PageIdError)
+//===----------------------------------------------------------------------===//
+
+/// A zeroed PageIdError in pinned host memory. cuMemHostAlloc's memory is
+/// mapped at the same address for every device under unified addressing
+/// (every 64-bit platform CUDA 13 runs on), so kernels write it through
+/// its host pointer.
+inline llvm::Expected<PinnedBuffer> allocatePageIdError() {
+  auto memory = PinnedBuffer::allocate(sizeof(PageIdError));
+  if (!memory)
+    return memory.takeError();
+  std::memset(memory->data(), 0, sizeof(PageIdError));
+  return memory;
+}
+
+/// The cache's last page id as the kernels take it (params.h, lastPage):
+/// every int32 id from 0 is a page of a cache of more than 2^31 pages.
+inline uint32_t lastPageId(const PagedKVView &cache) {
+  return uint32_t(std::min<int64_t>(cache.numPages, int64_t(1) << 31) - 1);
+}
+
+/// What an earlier launch reported into `error`, as an Error naming
+/// `kernel`, and clears it; success when nothing has reached host memory
+/// (yet: a launch's report is there once it has finished). Page-table ids
+/// unless `slotPageSize` is set: append_kv's slots, of pages of that size.
+/// A plain load when there is none: no driver call, no synchronization.
+inline llvm::Error takePageIdError(PageIdError *error, llvm::StringRef kernel,
+                                   int slotPageSize = 0) {
+  if (!error || !__atomic_load_n(&error->report, __ATOMIC_ACQUIRE))
+    return llvm::Error::success();
+  // Another thread may have taken it meanwhile.
+  uint64_t report = __atomic_exchange_n(&error->report, 0, __ATOMIC_ACQ_REL);
+  int64_t pages = __atomic_load_n(&error->numPages, __ATOMIC_RELAXED);
+  if (!report)
+    return llvm::Error::success();
+  const int32_t id = int32_t(uint32_t(report));
+  const int32_t row = int32_t(uint32_t(report >> 32) & 0x7fffffffu);
+  if (slotPageSize)
+    return llvm::createStringError(llvm::formatv(
+        "{0}: an earlier launch met slot {1}{2} for token {3}, past the "
+        "cache's {4} pages of {5} tokens; that token's K and V were not "
+        "written",
+        kernel, id == INT32_MAX ? ">= " : "", id, row, pages, slotPageSize));
+  return llvm::createStringError(llvm::formatv(
+      "{0}: an earlier launch read page id {1} from row {2} of its page "
+      "table, outside the cache's {3} pages; it read no memory outside the "
+      "cache, but its output for that row is not valid",
+      kernel, id, row, pages));
+}
+
+/// Records the pages of the cache a launch about to report into `error`
+/// reads, for the message of its report.
+inline void notePageCount(PageIdError *error, int64_t numPages) {
+  __atomic_store_n(&error->numPages, numPages, __ATOMIC_RELAXED);
 }
 
 } // namespace attn::runtime

@@ -1,6 +1,7 @@
 //===- Cascade.cpp - shared-prefix (cascade) decode -----------------------===//
 #include "attn/runtime/kernels/Cascade.h"
 #include "attn/runtime/support/Error.h"
+#include "runtime/kernels/CacheChecks.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -264,6 +265,20 @@ llvm::Error CascadeAttention::run(const CascadePlan &plan,
     return cascadeError(llvm::formatv("token strides of q ({0}) and out ({1}) "
                                       "must be 0 or >= heads * head_dim ({2})",
                                       a.qStrideToken, a.outStrideToken, dense));
+  // Earlier launches' reports of page ids outside the cache fail the call,
+  // all of them at once, before anything is launched.
+  llvm::Error reports = llvm::Error::success();
+  for (int l = 0; l < levels; ++l)
+    reports = llvm::joinErrors(
+        std::move(reports),
+        takePageIdError(
+            plan.levels[l].pageIdError,
+            llvm::formatv("cascade level {0} (paged prefill)", l).str()));
+  reports = llvm::joinErrors(
+      std::move(reports),
+      takePageIdError(plan.suffix.pageIdError, "cascade suffix (decode)"));
+  if (reports)
+    return reports;
   int state = 0;
   for (int l = 0; l < levels; ++l) {
     PagedPrefillArgs p;

@@ -61,6 +61,10 @@ DecodeWorkspace::create(const KernelSpec &spec, int maxBatch, int numSMs,
   auto buffer = StagedBuffer::allocate(offset, stagingBytes);
   if (!buffer)
     return buffer.takeError();
+  auto pageIdError = allocatePageIdError();
+  if (!pageIdError)
+    return pageIdError.takeError();
+  ws.pageIdError = std::move(*pageIdError);
   // The merge counters start at zero; the kernel leaves them at zero.
   ATTN_CU_CHECK(cuMemsetD8(buffer->device().get() + ws.countersOffset, 0,
                            counterBytes));
@@ -115,6 +119,9 @@ llvm::Expected<DecodePlan> DecodeKernel::plan(llvm::ArrayRef<int32_t> seqLens,
                                               DecodeWorkspace &ws,
                                               CUstream stream,
                                               bool forGraph) const {
+  PageIdError *pageIdError = ws.pageIdError.ptr<PageIdError>();
+  if (llvm::Error error = takePageIdError(pageIdError, "decode"))
+    return std::move(error);
   if (int(seqLens.size()) > ws.maxBatch())
     return llvm::createStringError(llvm::formatv(
         "decode plan: batch of {0} exceeds the workspace's maximum of {1}",
@@ -146,6 +153,7 @@ llvm::Expected<DecodePlan> DecodeKernel::plan(llvm::ArrayRef<int32_t> seqLens,
   plan.partialOut = reinterpret_cast<float *>(dev + ws.partialOutOffset);
   plan.partialLse = reinterpret_cast<float *>(dev + ws.partialLseOffset);
   plan.mergeCounters = reinterpret_cast<int32_t *>(dev + ws.countersOffset);
+  plan.pageIdError = pageIdError;
   plan.gridX = forGraph ? ws.maxWorkItems() : int(partition->workItems.size());
   plan.chunkTokens = partition->chunkTokens;
   return plan;
@@ -157,6 +165,8 @@ llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,
   auto name = [](ScalarType t) { return std::string(toString(t)); };
   if (!a.q || !a.out || !a.pageTables || !a.cache.k || !a.cache.v)
     return argError("q, out, pageTables, cache.k and cache.v must not be null");
+  if (!plan.pageIdError)
+    return argError("the plan has no workspace: make it with plan()");
   if (a.qType != s.qType)
     return argError("q is " + name(a.qType) + ", the kernel was compiled for " +
                     name(s.qType));
@@ -228,6 +238,9 @@ llvm::Error DecodeKernel::run(const DecodePlan &plan, const DecodeArgs &a,
   if (a.validatePages)
     if (llvm::Error err = validatePages(plan, a, stream))
       return err;
+  if (llvm::Error err = takePageIdError(plan.pageIdError, "decode"))
+    return err;
+  notePageCount(plan.pageIdError, a.cache.numPages);
   const KernelSpec &s = kernelSpec;
   DecodeParams p{};
   p.q = a.q;
@@ -236,6 +249,7 @@ llvm::Error DecodeKernel::run(const DecodePlan &plan, const DecodeArgs &a,
   p.kCache = a.cache.k;
   p.vCache = a.cache.v;
   p.pageTables = a.pageTables;
+  p.pageIdError = plan.pageIdError;
   p.kScale = a.kScale;
   p.vScale = a.vScale;
   setHeadTables(p, a);
@@ -251,6 +265,7 @@ llvm::Error DecodeKernel::run(const DecodePlan &plan, const DecodeArgs &a,
                      ? a.cache.pageStride
                      : int64_t(s.pageSize) * s.numKVHeads * s.headDim;
   p.pageTableStride = a.pageTableStride;
+  p.lastPage = lastPageId(a.cache);
   p.smScale = decodeVariant.scale ? *decodeVariant.scale
                                   : float(1.0 / std::sqrt(double(s.headDim)));
   p.softcap = decodeVariant.softcap.value_or(0.f);

@@ -1,5 +1,6 @@
 //===- MixedBatch.cpp - one forward call over prefills and decodes --------===//
 #include "attn/runtime/kernels/MixedBatch.h"
+#include "runtime/kernels/CacheChecks.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -203,6 +204,15 @@ llvm::Error MixedBatchAttention::run(const MixedBatchPlan &plan,
   if (plan.decode)
     if (llvm::Error err = decode->checkArgs(*plan.decode, decodePart))
       return err;
+  // So do earlier launches' reports of page ids outside the cache (both
+  // parts' at once).
+  llvm::Error reports = llvm::joinErrors(
+      takePageIdError(plan.prefill ? plan.prefill->pageIdError : nullptr,
+                      "mixed batch (paged prefill)"),
+      takePageIdError(plan.decode ? plan.decode->pageIdError : nullptr,
+                      "mixed batch (decode)"));
+  if (reports)
+    return reports;
   if (plan.prefill)
     if (llvm::Error err = prefill->run(*plan.prefill, prefillPart, stream))
       return err;

@@ -155,6 +155,12 @@ PrefillKernel::createWorkspace(int maxBatch, int64_t maxQTokens) const {
   if (!buffer)
     return buffer.takeError();
   ws.buffer = std::move(*buffer);
+  if (kernelSpec.kind == KernelKind::PagedPrefill) {
+    auto pageIdError = allocatePageIdError();
+    if (!pageIdError)
+      return pageIdError.takeError();
+    ws.pageIdError = std::move(*pageIdError);
+  }
   return std::move(ws);
 }
 
@@ -164,6 +170,9 @@ PrefillKernel::upload(llvm::Expected<std::vector<PrefillWorkItem>> partition,
                       CUstream stream, bool forGraph) const {
   if (!partition)
     return partition.takeError();
+  PageIdError *pageIdError = ws.pageIdError.ptr<PageIdError>();
+  if (llvm::Error error = takePageIdError(pageIdError, "paged prefill"))
+    return std::move(error);
   const std::vector<PrefillWorkItem> &items = *partition;
   if (int64_t(items.size()) > ws.maxTiles())
     return llvm::createStringError(llvm::formatv(
@@ -185,6 +194,7 @@ PrefillKernel::upload(llvm::Expected<std::vector<PrefillWorkItem>> partition,
   plan.numWorkItems = ws.buffer.device().ptr<int32_t>();
   plan.workItems = reinterpret_cast<const PrefillWorkItem *>(
       ws.buffer.device().ptr<char>() + alignUp(sizeof(int32_t)));
+  plan.pageIdError = pageIdError;
   plan.gridX = forGraph ? ws.maxTiles() : count;
   return plan;
 }
@@ -326,6 +336,9 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
     return argError("the kernel reads contiguous k/v; pass PrefillArgs");
   if (!a.q || !a.out || !a.cache.k || !a.cache.v || !a.pageTables)
     return argError("q, out, cache.k, cache.v and pageTables must not be null");
+  if (!plan.pageIdError)
+    return argError("the plan has no workspace: make it with planPaged() or "
+                    "planPagedPieces()");
   if (a.qType != s.qType)
     return argError(llvm::formatv("q is {0}, the kernel was compiled for {1}",
                                   toString(a.qType), toString(s.qType)));
@@ -599,6 +612,9 @@ llvm::Error PrefillKernel::run(const PrefillPlan &plan,
                                CUstream stream) const {
   if (llvm::Error err = checkArgs(plan, a))
     return err;
+  if (llvm::Error err = takePageIdError(plan.pageIdError, "paged prefill"))
+    return err;
+  notePageCount(plan.pageIdError, a.cache.numPages);
   const KernelSpec &s = kernelSpec;
   int64_t qRow = int64_t(s.numQHeads) * s.headDim;
   PrefillParams p = baseParams(plan);
@@ -609,6 +625,7 @@ llvm::Error PrefillKernel::run(const PrefillPlan &plan,
   p.lse = a.lse;
   setHeadTables(p, a);
   p.pageTables = a.pageTables;
+  p.pageIdError = plan.pageIdError;
   p.kScale = a.kScale;
   p.vScale = a.vScale;
   p.qStrideToken = a.qStrideToken ? a.qStrideToken : qRow;
@@ -617,6 +634,7 @@ llvm::Error PrefillKernel::run(const PrefillPlan &plan,
                      ? a.cache.pageStride
                      : int64_t(s.pageSize) * s.numKVHeads * s.headDim;
   p.pageTableStride = a.pageTableStride;
+  p.lastPage = lastPageId(a.cache);
   if (s.prefillSchedule.mma == PrefillMma::Wgmma)
     return launchSm90(plan, p, a, stream);
   return launch(plan, p, stream);

@@ -2,7 +2,8 @@
 //
 // Writes each new token's K and V rows into its cache slot (page * page_size +
 // offset), in the cache's layout; FP8 caches store x / scale, saturated to the
-// format's finite range. One CTA per token, 16-byte input vectors.
+// format's finite range. One CTA per token, 16-byte input vectors. A negative
+// slot is padding (skipped); a slot past the cache is skipped and reported.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_TEMPLATES_APPEND_KV_CUH
@@ -57,6 +58,11 @@ __device__ __forceinline__ void appendKVKernel(const AppendKVParams &p) {
   if (slot < 0)
     return; // padding token
   const int64_t page = slot / Config::kPageSize;
+  if (page >= p.numPages) { // past the cache: skipped and reported
+    if (threadIdx.x == 0)
+      reportPageId(p.pageIdError, slot, token);
+    return;
+  }
   const int offset = int(slot % Config::kPageSize);
   for (int i = threadIdx.x; i < kVecs; i += blockDim.x) {
     int head = i / (D / 8), d0 = (i % (D / 8)) * 8;

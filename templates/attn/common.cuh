@@ -87,6 +87,37 @@ __device__ __forceinline__ int64_t kvOffset(int64_t page, int offset, int head,
     return page * pageStride + (int64_t(offset) * Config::kNumKVHeads + head) * D;
 }
 
+/// \brief Reports an id outside the cache (params.h, PageIdError): `id` as
+/// read (a page id, or an append_kv slot saturated to INT32_MAX) and `row`
+/// (the page table's row, or the token). One plain store: any thread that
+/// meets a bad id may write, and one of them is reported. Not inlined: the
+/// kernels' hot loops keep a branch to it, not its registers.
+__device__ __noinline__ void reportPageId(PageIdError *error, int64_t id,
+                                          int row) {
+  const uint32_t low = uint32_t(int32_t(id < 0x7fffffff ? id : 0x7fffffff));
+  *reinterpret_cast<volatile uint64_t *>(&error->report) =
+      (uint64_t(0x80000000u | uint32_t(row)) << 32) | low;
+}
+
+/// \brief A page id read from a page table (`p`: DecodeParams or
+/// PrefillParams), made safe to address with: one outside the cache reads
+/// the cache's last page instead. One unsigned min on the address path (a
+/// negative id is a large unsigned one).
+template <class Params>
+__device__ __forceinline__ int clampedPage(const Params &p, int page) {
+  return int(min(uint32_t(page), p.lastPage));
+}
+
+/// \brief Reports `page`, read from row `row` of a page table, if it is
+/// outside the cache. Kernels check an id once it has arrived (where it is
+/// first used, or after the loads it addresses are issued), not where it
+/// is loaded, so that page ids loaded ahead stay in flight.
+template <class Params>
+__device__ __forceinline__ void checkPage(const Params &p, int page, int row) {
+  if (uint32_t(page) > p.lastPage)
+    reportPageId(p.pageIdError, page, row);
+}
+
 //===----------------------------------------------------------------------===//
 // FP8 -> f16 dequantization
 //===----------------------------------------------------------------------===//

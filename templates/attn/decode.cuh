@@ -108,22 +108,25 @@ template <class Config> struct KVTileLoader {
   }
 
   /// `pageOfLane` holds, in lane t < 16, the page of the tile's token t
-  /// (with one page per tile, every lane holds that page).
+  /// (with one page per tile, every lane holds that page), as read from
+  /// row `row` of the page tables: clamped here, checked once the copies
+  /// are issued.
   __device__ __forceinline__ void load(const DecodeParams &p, char *stage,
                                        int tileStart, int kvEnd, int head,
-                                       int pageOfLane) const {
+                                       int pageOfLane, int row) const {
     const char *kBase = static_cast<const char *>(p.kCache);
     const char *vBase = static_cast<const char *>(p.vCache);
     const int validTokens = kvEnd - tileStart;
+    const int safePage = clampedPage(p, pageOfLane);
     int64_t tileBase = 0;
     if constexpr (kOnePage)
-      tileBase = kvOffset<Config>(pageOfLane, tileStart % P, head, p.pageStride) *
+      tileBase = kvOffset<Config>(safePage, tileStart % P, head, p.pageStride) *
                  Tr::kKVBytes;
 #pragma unroll
     for (int u = 0; u < kIters; ++u) {
       int64_t src = tileBase + srcOffset[u];
       if constexpr (!kOnePage) {
-        int page = __shfl_sync(0xffffffffu, pageOfLane, token[u] & 15);
+        int page = __shfl_sync(0xffffffffu, safePage, token[u] & 15);
         src += kvOffset<Config>(page, (tileStart + token[u]) % P, head, p.pageStride) *
                Tr::kKVBytes;
       }
@@ -142,6 +145,7 @@ template <class Config> struct KVTileLoader {
         }
       }
     }
+    checkPage(p, pageOfLane, row);
   }
 };
 
@@ -440,12 +444,21 @@ __device__ __forceinline__ void simtRowLoop(const DecodeParams &p,
       if (pos[u] < work.kvEnd) {
         if constexpr (!kPagesAhead)
           page[u] = pageTable[pos[u] / Config::kPageSize];
-        int64_t off = kvOffset<Config>(page[u], pos[u] % Config::kPageSize, head,
-                                       p.pageStride) * Tr::kKVBytes + sub * 16;
+        int64_t off =
+            kvOffset<Config>(clampedPage(p, page[u]),
+                             pos[u] % Config::kPageSize, head, p.pageStride) *
+                Tr::kKVBytes +
+            sub * 16;
         kr[u] = __ldcs(reinterpret_cast<const uint4 *>(kBase + off));
         vr[u] = __ldcs(reinterpret_cast<const uint4 *>(vBase + off));
       }
     }
+    // The step's pages are checked once its loads are issued: no branch
+    // between a page id and the loads it addresses.
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (pos[u] < work.kvEnd)
+        checkPage(p, page[u], batchIndex(p, work));
     if constexpr (kPagesAhead)
       lookUp(t0 + kStride, page);
     float sc[kUnroll];
@@ -708,7 +721,7 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < myTiles)
       loader.load(p, ring + s * Tr::kStageBytes, tileStart(s), work.kvEnd, head,
-                  pageOf(s));
+                  pageOf(s), batchIndex(p, work));
     cpAsyncCommit();
   }
   nextPage = pageOf(kStages - 1);
@@ -790,7 +803,7 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
       int f = i + kStages - 1;
       if (f < myTiles)
         loader.load(p, ring + writeSlot * Tr::kStageBytes, tileStart(f),
-                    work.kvEnd, head, nextPage);
+                    work.kvEnd, head, nextPage, batchIndex(p, work));
       cpAsyncCommit();
       nextPage = pageOf(f + 1);
     }

@@ -31,6 +31,20 @@ struct AuxTable {
   int32_t dims[3];
 };
 
+/// Where kernels report a page id outside the paged cache, or an append_kv
+/// slot past it (docs/semantics.md, "Page ids outside the cache"): pinned
+/// host memory the GPU writes through its unified address, owned by each
+/// workspace (and append-KV kernel) and read by the host, without
+/// synchronizing, at its next plan() or run().
+struct PageIdError {
+  /// 0, or what a kernel met, in one 8-byte store (a host that sees it sees
+  /// all of it): bit 63 set, bits 32-62 the page table's row (append_kv:
+  /// the token), bits 0-31 the id (append_kv: the slot, at most INT32_MAX).
+  uint64_t report;
+  /// The cache's pages at the last launch; written by the host.
+  int64_t numPages;
+};
+
 /// One unit of decode work: a KV range of one request, processed by one CTA
 /// for every KV head (grid.y) and row tile (grid.z). A split request's chunks
 /// own consecutive partial slots; the CTA that finishes last merges them.
@@ -52,6 +66,7 @@ struct DecodeParams {
   const void *kCache; ///< K pages, kv dtype; page p at kCache + p * pageStride
   const void *vCache; ///< V pages, same layout as K
   const int32_t *pageTables; ///< [batch, pageTableStride] page indices
+  PageIdError *pageIdError;  ///< never null
   const float *kScale;        ///< FP8 only: [1] or [num_kv_heads]
   const float *vScale;        ///< FP8 only: [1] or [num_kv_heads]
   /// Per-query-head tables ([num_q_heads] f32; attn/variant_knobs.h), set
@@ -69,6 +84,9 @@ struct DecodeParams {
   int64_t outStrideToken; ///< elements between tokens of out
   int64_t pageStride;     ///< elements between pages of kCache / vCache
   int32_t pageTableStride;
+  /// The cache's last page id (pages - 1, at most 2^31 - 1): a page id
+  /// above it, or negative, reads this page instead and is reported.
+  uint32_t lastPage;
   float smScale;    ///< softmax scale (1/sqrt(head_dim) by default)
   float softcap;    ///< cap c of c * tanh(s / c); unused unless compiled in
   int32_t windowLeft; ///< keys at positions >= pos - windowLeft are visible
@@ -112,6 +130,7 @@ struct PrefillParams {
   const PrefillWorkItem *workItems;  ///< from the plan
   const int32_t *numWorkItems;       ///< device count; grid.x may be larger
   const int32_t *pageTables;        ///< paged: [batch, pageTableStride]
+  PageIdError *pageIdError;         ///< paged: never null
   const float *kScale;               ///< paged FP8: [1] or [num_kv_heads]
   const float *vScale;               ///< paged FP8: [1] or [num_kv_heads]
   int64_t qStrideToken;   ///< elements between tokens of q
@@ -120,6 +139,7 @@ struct PrefillParams {
   int64_t outStrideToken; ///< ... of out
   int64_t pageStride;     ///< paged: elements between pages of k / v
   int32_t pageTableStride; ///< paged
+  uint32_t lastPage;       ///< paged: as in DecodeParams
   float smScale;
   float softcap;
   int32_t windowLeft; ///< keys at positions >= pos - windowLeft are visible
@@ -151,11 +171,13 @@ struct AppendKVParams {
   void *kCache;   ///< pages as in DecodeParams
   void *vCache;
   const int64_t *slotMapping; ///< [num_tokens]; slot = page * page_size + offset, < 0 skips
+  PageIdError *pageIdError;   ///< slots past the cache: skipped, reported
   const float *kScale; ///< FP8 only: stored value is x / scale
   const float *vScale;
   int64_t kStrideToken;
   int64_t vStrideToken;
   int64_t pageStride;
+  int64_t numPages; ///< pages of the cache
   int32_t numTokens;
 };
 

@@ -101,7 +101,8 @@ __device__ __forceinline__ void loadRows(char *tile, int rowBytes,
 /// V ring tile (zeros past `validRows`). Row i's K starts at element
 /// kStart(key(i), i) of `k` and its V at vStart(key(i), i) of `v`, where
 /// key() is the 32-bit lookup with latency (a page-table read for paged
-/// caches) and the starts are arithmetic. Where the
+/// caches) and the starts are arithmetic; kStart is each key's first use
+/// (for a K row before its V row). Where the
 /// threads split evenly over a row's chunks, each thread keeps one chunk
 /// column and takes each of its rows' key once for K and V together, all
 /// keys before any copy so the lookups are in flight at once; otherwise
@@ -235,6 +236,8 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     int valid = min(kBlockN, work.kvLen - start);
     if constexpr (Config::kPaged) {
       // Key: the row's page; K and V share the offset within the cache.
+      // The page is checked at its first use (K's), not where it is read,
+      // so that a tile's page reads stay in flight together.
       auto offset = [&](int32_t page, int row) {
         return kvOffset<Config>(page, (start + row) % Config::kPageSize, kvHead,
                                 p.pageStride);
@@ -242,7 +245,13 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
       loadKVTile<Config>(
           stage, stage + Tr::kRingTileBytes, p.k, p.v, valid,
           [&](int row) { return pages[(start + row) / Config::kPageSize]; },
-          offset, offset);
+          [&](int32_t page, int row) {
+            checkPage(p, page, work.request);
+            return offset(clampedPage(p, page), row);
+          },
+          [&](int32_t page, int row) {
+            return offset(clampedPage(p, page), row);
+          });
     } else {
       // Key: the row's token in k / v.
       const int32_t first = work.kvStart + start;

@@ -26,7 +26,9 @@ struct AppendKVArgs {
   int64_t kStrideToken = 0; ///< elements; 0 means dense
   int64_t vStrideToken = 0;
   PagedKVView cache;        ///< written through (k and v are cast to mutable)
-  const int64_t *slotMapping = nullptr; ///< [numTokens]; negative skips a row
+  /// [numTokens]; negative skips a row, and so does a slot past the cache
+  /// (cache.numPages * pageSize or more), which is reported
+  const int64_t *slotMapping = nullptr;
   const float *kScale = nullptr;        ///< FP8: stored value is x / scale
   const float *vScale = nullptr;
   int numKVScales = 0;
@@ -39,6 +41,10 @@ public:
   create(const KernelSpec &spec, std::shared_ptr<CudaLibrary> library);
   const KernelSpec &spec() const { return kernelSpec; }
   llvm::Error checkArgs(const AppendKVArgs &args) const;
+  /// Launches; no allocation, no host sync. A slot past the cache is
+  /// reported by a later run() of this kernel (object: every user of it
+  /// shares the report), which fails with it and launches nothing; as
+  /// DecodeKernel::run's page ids.
   llvm::Error run(const AppendKVArgs &args, CUstream stream) const;
 
 private:
@@ -46,6 +52,8 @@ private:
   KernelSpec kernelSpec;
   std::shared_ptr<CudaLibrary> library;
   CUkernel entry = nullptr;
+  /// The kernel's report of a slot past the cache (PageIdError).
+  PinnedBuffer pageIdError;
 };
 
 } // namespace attn::runtime

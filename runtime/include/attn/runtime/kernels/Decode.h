@@ -68,6 +68,8 @@ private:
   friend class DecodeKernel;
   DecodeWorkspace() = default;
   StagedBuffer buffer; ///< work lists (staged), then f32 partials
+  /// The kernels' report of a page id outside the cache (PageIdError).
+  PinnedBuffer pageIdError;
   int batchCapacity = 0;
   int workCapacity = 0;
   size_t workOffset = 0, countsOffset = 0;
@@ -83,6 +85,9 @@ struct DecodePlan {
   float *partialOut = nullptr;
   float *partialLse = nullptr;
   int32_t *mergeCounters = nullptr;
+  /// The workspace's report of a page id outside the cache: the launches
+  /// write it, the next plan() or run() on the workspace returns it.
+  PageIdError *pageIdError = nullptr;
   int chunkTokens = 0;
 };
 
@@ -139,12 +144,18 @@ public:
   /// Plans a batch from host sequence lengths and copies the work lists into
   /// `workspace` on `stream`. With `forGraph`, grid sizes are the workspace
   /// capacity (extra CTAs exit at once) so a captured graph stays valid for
-  /// any batch that fits.
+  /// any batch that fits. Fails with the report of a page id outside the
+  /// cache that an earlier launch on `workspace` read, if one is there.
   llvm::Expected<DecodePlan> plan(llvm::ArrayRef<int32_t> seqLens,
                                   DecodeWorkspace &workspace, CUstream stream,
                                   bool forGraph = false) const;
 
   /// Checks `args` against the compiled variant and the plan, then launches.
+  /// A page id outside the cache reads the cache's last page instead, and
+  /// the next plan() or run() on the workspace fails with it (the launches
+  /// do not synchronize: a later call, and the first call after the stream
+  /// is synchronized for certain; docs/semantics.md). This call fails, and
+  /// launches nothing, if an earlier launch's report is there.
   llvm::Error run(const DecodePlan &plan, const DecodeArgs &args,
                   CUstream stream) const;
 

@@ -68,6 +68,9 @@ private:
   friend class PrefillKernel;
   PrefillWorkspace() = default;
   StagedBuffer buffer; ///< tile count, then tiles; all staged
+  /// Paged: the kernels' report of a page id outside the cache
+  /// (PageIdError).
+  PinnedBuffer pageIdError;
   int tileCapacity = 0;
 };
 
@@ -80,6 +83,9 @@ struct PrefillPlan {
   int gridX = 0;           ///< tiles (or capacity, for graph replay)
   const PrefillWorkItem *workItems = nullptr;
   const int32_t *numWorkItems = nullptr;
+  /// Paged: the workspace's report of a page id outside the cache (as
+  /// DecodePlan's).
+  PageIdError *pageIdError = nullptr;
 };
 
 /// Device arguments of one prefill call (one layer).
@@ -176,6 +182,9 @@ public:
   /// Checks `args`, then launches: no allocation, no host sync.
   llvm::Error run(const PrefillPlan &plan, const PrefillArgs &args,
                   CUstream stream) const;
+  /// Paged: a page id outside the cache is read as another page (or zeros)
+  /// and reported, as by DecodeKernel::run; the plan*() of the workspace
+  /// fail with an earlier launch's report too.
   llvm::Error run(const PrefillPlan &plan, const PagedPrefillArgs &args,
                   CUstream stream) const;
 
