@@ -9,6 +9,7 @@
 # --no-sanitizers skips them.
 #
 #   scripts/gpu-check.sh [--quick] [--no-sanitizers] [gtest filter]
+#   SHARDS=N: the GPU tests in N parallel gtest shards
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -28,10 +29,21 @@ export ATTN_CACHE_DIR=${ATTN_CACHE_DIR:-/tmp/attn-cache}
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw \
   --format=csv | tee "$out/gpu.txt"
-echo "== GPU tests"
-"$bin/AttnGpuTests" --gtest_filter="$filter" 2>&1 | tee "$out/gpu-tests.log" | \
-  grep -E '^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|error' | head -80
-status=${PIPESTATUS[0]}
+echo "== GPU tests (${SHARDS:-1} shards)"
+# SHARDS=N runs N gtest shards at once: the tests' NVRTC compiles are
+# CPU-bound and the host has cores to spare. Each shard logs to its own file.
+shards=${SHARDS:-1}
+pids=()
+for ((i = 0; i < shards; ++i)); do
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i \
+    "$bin/AttnGpuTests" --gtest_filter="$filter" > "$out/gpu-tests-$i.log" 2>&1 &
+  pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+cat "$out"/gpu-tests-*.log > "$out/gpu-tests.log"
+grep -hE '^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|error' \
+  "$out"/gpu-tests-*.log | head -80
 # The runtime unit tests that need a GPU (uploads, a JIT-compiled kernel).
 echo "== runtime GPU tests"
 "$bin/AttnRuntimeTests" --gtest_filter='CudaGpu.*' 2>&1 | tee "$out/runtime-gpu-tests.log" | \

@@ -154,4 +154,28 @@ TEST(CudaGpu, JitCompiledKernelRuns) {
     EXPECT_EQ(host->ptr<int>()[i], static_cast<int>(2 * i + 1)) << i;
 }
 
+TEST(CudaGpu, CubinForAnotherArchIsRefusedBeforeTheDriver) {
+  llvm::Expected<Arch> arch = currentDeviceArch();
+  if (!arch)
+    GTEST_SKIP() << "no usable GPU: " << llvm::toString(arch.takeError());
+  // An arch this GPU does not run: sm_80 SASS on a 9.0 device, sm_90a on
+  // an 8.x one.
+  Arch other = *arch == Arch::SM90a ? Arch::SM80 : Arch::SM90a;
+  KernelCache::Options options;
+  options.useDisk = false;
+  KernelCache cache(options);
+  CompileRequest request{
+      "gpu_probe_other_arch",
+      "extern \"C\" __global__ void attn_gpu_probe(int *out) { *out = 1; }",
+      other};
+  auto library = cache.getLibrary(request);
+  ASSERT_FALSE(bool(library));
+  std::string error = llvm::toString(library.takeError());
+  EXPECT_NE(error.find("gpu_probe_other_arch"), std::string::npos) << error;
+  EXPECT_NE(error.find(std::string(toString(other))), std::string::npos)
+      << error;
+  EXPECT_NE(error.find(std::string(toString(*arch))), std::string::npos)
+      << error;
+}
+
 } // namespace
