@@ -36,8 +36,8 @@
 // tile (8 boxes of 16 tokens for a 128-key tile over 16-token pages), each
 // covering every column block, all completing on the stage's barrier;
 // boxes past the request's last page read page -1, which TMA fills with
-// zeros (as it does a page id outside the cache, which the producer
-// reports). A box is dense in shared memory, so paged K/V tiles are laid out
+// zeros (so does a page id outside the cache, which the producer reports).
+// A box is dense in shared memory, so paged K/V tiles are laid out
 // as [8-row group][column block][8 rows][128 bytes] (the 5-d tensor maps
 // of runtime/kernels/Prefill.cpp, encodePagesMap, walk the cache in that order)
 // and the wgmma descriptors step 8-row groups by kKVRowGroupBytes instead
@@ -722,16 +722,18 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
           offsets[b] = key % Config::kPageSize;
         }
       }
-      // A page id outside the cache is out of the tensor maps' bounds too
-      // (their last dim is the cache's pages): TMA reads zeros for it. It is
-      // reported; the copies would wait for the ids anyway.
+      // A page id outside the cache is reported and read as page -1, zeros
+      // (the tensor maps end at the cache's last page, so TMA would not
+      // read past it either). The copies would wait for the ids anyway.
       if constexpr (Config::kPaged) {
 #pragma unroll
         for (int b = 0; b < kBoxes; ++b) {
           const int index =
               (kvBegin + t * kBlockN + b * Tr::kBoxRows) / Config::kPageSize;
-          if (load && index < pagesUsed)
-            checkPage(p, pages[b], work.request);
+          if (load && index < pagesUsed && uint32_t(pages[b]) > p.lastPage) {
+            reportPageId(p.pageIdError, pages[b], work.request);
+            pages[b] = -1;
+          }
         }
       }
       // Raw tile j of `map` into its slot (FP8), completing on the slot's
