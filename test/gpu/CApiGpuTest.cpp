@@ -277,6 +277,49 @@ TEST_F(CApiGpu, DecodeRunsBeforePlanIsAnError) {
   attn_decode_destroy(decode);
 }
 
+// Page ids outside the cache: the call that reads them stays inside it
+// (the context survives), the next call fails with
+// ATTN_ERROR_INVALID_ARGUMENT naming one, and the call after it is correct.
+TEST_F(CApiGpu, PageIdOutsideTheCacheFailsTheNextCall) {
+  attn_decode_variant v = decodeVariant();
+  attn_decode *decode = nullptr;
+  ASSERT_ATTN(attn_decode_create(context, &v, 2, &decode));
+  Cache cache(8);
+  const std::vector<int32_t> lens = {40, 20};
+  const std::vector<int32_t> good = {6, 1, 2, 3, 4, 0}; // 3 pages a row
+  const std::vector<int32_t> badTables = {6, -1, 2, 3, INT32_MAX, 0};
+  auto q = randomBf16(size_t(2) * kQHeads * kDim, 6);
+  Device<uint16_t> dq(q), out(q.size());
+  Device<int32_t> dGood(good), dBad(badTables), dLens(lens);
+  attn_decode_args args;
+  ATTN_INIT(&args);
+  args.q = dq.get();
+  args.out = out.get();
+  args.cache = cache.view();
+  args.page_tables = dBad.get();
+  args.page_table_stride = 3;
+  args.seq_lens = dLens.get();
+  ASSERT_ATTN(attn_decode_plan(decode, lens.data(), 2, 0, nullptr));
+  ASSERT_ATTN(attn_decode_run(decode, &args, nullptr));
+  ASSERT_EQ(Driver::get().ctxSynchronize(), 0);
+  args.page_tables = dGood.get();
+  EXPECT_EQ(attn_decode_run(decode, &args, nullptr),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attn_last_error()).find("outside the cache's 8 pages"),
+            std::string::npos)
+      << attn_last_error();
+  ASSERT_ATTN(attn_decode_run(decode, &args, nullptr));
+  auto got = out.read();
+  for (int b = 0; b < 2; ++b) {
+    std::vector<int32_t> row(good.begin() + 3 * b, good.begin() + 3 * b + 3);
+    EXPECT_LT(requestError(q, got, b, 1, lens[b], cache.keys(row, false),
+                           cache.keys(row, true)),
+              kTolerance)
+        << "request " << b;
+  }
+  attn_decode_destroy(decode);
+}
+
 TEST_F(CApiGpu, RaggedPrefill) {
   attn_prefill_variant v = prefillVariant(false);
   attn_prefill *prefill = nullptr;
