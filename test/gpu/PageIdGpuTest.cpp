@@ -121,11 +121,14 @@ llvm::Expected<GuardedCache> uploadGuarded(const check::RandomPagedCache &c,
 
 bool isFP8(ScalarType t) { return sizeOf(t) == 1; }
 
-/// Fills `buffer` with 0xFF again (NaN), once the device is idle, so that
-/// the next call must write what is checked.
+/// Fills `buffer` with 0xFF (NaN) once the device is idle, and waits for
+/// it (cuMemsetD8 runs on the legacy stream, which a non-blocking stream's
+/// kernels do not wait for), so that the next call must write what is
+/// checked.
 llvm::Error repoison(const runtime::DeviceBuffer &buffer) {
   ATTN_CU_CHECK(cuCtxSynchronize());
   ATTN_CU_CHECK(cuMemsetD8(buffer.get(), 0xFF, buffer.size()));
+  ATTN_CU_CHECK(cuCtxSynchronize());
   return llvm::Error::success();
 }
 
@@ -272,6 +275,7 @@ TEST_P(DecodePageIdGpuTest, StaysInTheCacheAndReportsNextCall) {
   // The bad call: no error yet (nothing was reported before it).
   ATTN_ASSIGN_OR_FAIL(plan, kernel->plan(lens, ws, stream.get()));
   args.pageTables = bad.ptr<int32_t>();
+  ATTN_ASSERT_OK(repoison(out));
   ATTN_ASSERT_OK(kernel->run(plan, args, stream.get()));
   ATTN_ASSERT_OK(stream.synchronize()); // the context survived
   ATTN_ASSIGN_OR_FAIL(got, output());
@@ -520,6 +524,7 @@ TEST_P(PrefillPageIdGpuTest, StaysInTheCacheAndReportsNextCall) {
   ATTN_ASSIGN_OR_FAIL(plan,
                       kernel->planPaged(d.cuQ, seqLens, ws, stream.get()));
   args.pageTables = bad.ptr<int32_t>();
+  ATTN_ASSERT_OK(repoison(out));
   ATTN_ASSERT_OK(kernel->run(plan, args, stream.get()));
   ATTN_ASSERT_OK(stream.synchronize()); // the context survived
   ATTN_ASSIGN_OR_FAIL(got, output());
