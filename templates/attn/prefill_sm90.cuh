@@ -36,7 +36,8 @@
 // tile (8 boxes of 16 tokens for a 128-key tile over 16-token pages), each
 // covering every column block, all completing on the stage's barrier;
 // boxes past the request's last page read page -1, which TMA fills with
-// zeros (so does a page id outside the cache, which the producer reports).
+// zeros (so does a page id outside the cache: the maps end at its last
+// page; a producer warp reports the id).
 // A box is dense in shared memory, so paged K/V tiles are laid out
 // as [8-row group][column block][8 rows][128 bytes] (the 5-d tensor maps
 // of runtime/kernels/Prefill.cpp, encodePagesMap, walk the cache in that order)
@@ -636,6 +637,36 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
         }
       }
     }
+    if constexpr (Config::kPaged && !Tr::kFP8) {
+      // 16-bit caches: warp 1, idle otherwise, checks the page ids while
+      // thread 0 issues the copies (TMA reads an id outside the cache as
+      // zeros: the maps end at its last page). An item's query heads read
+      // the same pages, so only the pair of head 0 checks them. Checked in
+      // thread 0's loop, they cost this producer-bound kernel 2%; in every
+      // pair, 4% on short requests.
+      if (threadIdx.x / 32 == 1) {
+        for (int n = 0, w = pairOf(0); w < total; w = pairOf(++n)) {
+          if ((persistent ? w % kHeads : int(blockIdx.y)) != 0)
+            continue;
+          ATTN_SM90_ITEM_LOCALS
+          const int32_t *row = p.pageTables +
+                               int64_t(work.request) * p.pageTableStride +
+                               work.kvStart / Config::kPageSize;
+          const int pagesUsed =
+              (work.kvLen + Config::kPageSize - 1) / Config::kPageSize;
+          const int end = min(pagesUsed, (kvBegin + numTiles * kBlockN +
+                                          Config::kPageSize - 1) /
+                                             Config::kPageSize);
+          for (int i = kvBegin / Config::kPageSize + int(threadIdx.x % 32);
+               i < end; i += 32) {
+            const int page = row[i];
+            if (uint32_t(page) > p.lastPage)
+              reportPageId(p.pageIdError, page, work.request);
+          }
+        }
+        return;
+      }
+    }
     if (threadIdx.x != 0)
       return;
     int base = 0; // tiles of the earlier pairs: the rings' running index
@@ -722,20 +753,6 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
           offsets[b] = key % Config::kPageSize;
         }
       }
-      // A page id outside the cache is reported and read as page -1, zeros
-      // (the tensor maps end at the cache's last page, so TMA would not
-      // read past it either). The copies would wait for the ids anyway.
-      if constexpr (Config::kPaged) {
-#pragma unroll
-        for (int b = 0; b < kBoxes; ++b) {
-          const int index =
-              (kvBegin + t * kBlockN + b * Tr::kBoxRows) / Config::kPageSize;
-          if (load && index < pagesUsed && uint32_t(pages[b]) > p.lastPage) {
-            reportPageId(p.pageIdError, pages[b], work.request);
-            pages[b] = -1;
-          }
-        }
-      }
       // Raw tile j of `map` into its slot (FP8), completing on the slot's
       // barrier; the wideners fill the stages.
       auto loadRaw = [&](const TmaDescriptor *map, int j) {
@@ -772,6 +789,18 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
           loadRaw(&sp.vMap, base + t);
         else
           loadStage(&sp.vMap, vSmem, vFullBar(s), vEmptyBar(s));
+      }
+      // FP8 caches (whose warps 1-3 widen): a page id outside the cache is
+      // reported once its copies are issued; TMA read it as zeros, as the
+      // tensor maps end at the cache's last page.
+      if constexpr (Config::kPaged && Tr::kFP8) {
+#pragma unroll
+        for (int b = 0; b < kBoxes; ++b) {
+          const int index =
+              (kvBegin + t * kBlockN + b * Tr::kBoxRows) / Config::kPageSize;
+          if (load && index < pagesUsed && uint32_t(pages[b]) > p.lastPage)
+            reportPageId(p.pageIdError, pages[b], work.request);
+        }
       }
     }
     base += numTiles;
