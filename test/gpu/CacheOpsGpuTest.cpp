@@ -421,6 +421,8 @@ void runPlannedOnce(bool inGraph) {
       // Poison the output so this step's launch alone must have written it.
       ATTN_CU_CHECK(cuStreamSynchronize(stream.get()));
       ATTN_CU_CHECK(cuMemsetD8(dOut.get(), 0xFF, dOut.size()));
+      // On the legacy stream, which `stream` does not wait for.
+      ATTN_CU_CHECK(cuCtxSynchronize());
       if (inGraph)
         ATTN_CU_CHECK(cuGraphLaunch(exec, stream.get()));
       else if (llvm::Error err = kernel->run(plan, args, stream.get()))

@@ -333,6 +333,8 @@ TEST(AttentionMetadataGpu, AppendKVWritesThroughTheSlotMapping) {
   ATTN_ASSIGN_OR_FAIL(dv, upload(val.bytes));
   ATTN_ASSERT_OK([&]() -> llvm::Error {
     ATTN_CU_CHECK(cuMemsetD8(cache.layerData(0), 0xff, c.layerBytes()));
+    // On the legacy stream, which the append's stream need not wait for.
+    ATTN_CU_CHECK(cuCtxSynchronize());
     return llvm::Error::success();
   }());
 

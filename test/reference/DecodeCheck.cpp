@@ -50,6 +50,11 @@ llvm::Expected<runtime::DeviceBuffer> poisoned(size_t bytes) {
   if (!buffer)
     return buffer.takeError();
   ATTN_CU_CHECK(cuMemsetD8(buffer->get(), 0xFF, bytes));
+  // The memset runs on the legacy stream, which the kernels' non-blocking
+  // streams do not wait for: left running, it could land after a kernel's
+  // writes (seen once as a kitchen-sink LSE of NaN with 12 test processes
+  // sharing the GPU).
+  ATTN_CU_CHECK(cuCtxSynchronize());
   return std::move(*buffer);
 }
 
