@@ -24,6 +24,8 @@
 #ifndef ATTN_TEMPLATES_REGION_OPS_H
 #define ATTN_TEMPLATES_REGION_OPS_H
 
+#include "attn/params.h"
+
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define ATTN_REGION_FN __host__ __device__ __forceinline__
 #else
@@ -34,6 +36,21 @@
 #endif
 
 namespace attn {
+
+/// \brief attn.aux_load: element (i0, i1, i2) of an aux table; indices past
+/// the table's rank are 0. A read outside the table's dimensions returns 0
+/// and touches no memory.
+template <class T>
+ATTN_REGION_FN T auxLoad(const AuxTable &table, int32_t i0, int32_t i1 = 0,
+                         int32_t i2 = 0) {
+  if (uint32_t(i0) >= uint32_t(table.dims[0]) ||
+      uint32_t(i1) >= uint32_t(table.dims[1]) ||
+      uint32_t(i2) >= uint32_t(table.dims[2]))
+    return T(0);
+  int64_t at = (int64_t(i0) * table.dims[1] + i1) * table.dims[2] + i2;
+  return static_cast<const T *>(table.data)[at];
+}
+
 namespace region {
 
 /// The unsigned type and width of each integer region type.

@@ -26,20 +26,6 @@ __device__ __forceinline__ float alibiBias(float slope, int key, int rowPos) {
   return -slope * float(abs(key - rowPos));
 }
 
-/// \brief Element (i0, i1, i2) of an aux table (attn.aux_load in a
-/// score_mod or mask_mod); indices past the table's rank are 0. A read
-/// outside the table's dimensions returns 0 and touches no memory.
-template <class T>
-__device__ __forceinline__ T auxLoad(const AuxTable &table, int32_t i0,
-                                     int32_t i1 = 0, int32_t i2 = 0) {
-  if (uint32_t(i0) >= uint32_t(table.dims[0]) ||
-      uint32_t(i1) >= uint32_t(table.dims[1]) ||
-      uint32_t(i2) >= uint32_t(table.dims[2]))
-    return T(0);
-  int64_t at = (int64_t(i0) * table.dims[1] + i1) * table.dims[2] + i2;
-  return static_cast<const T *>(table.data)[at];
-}
-
 /// \brief Bounds of an i32 value of a mask_mod over a tile: lo <= v <= hi
 /// for every (query, key) pair of the tile (the interval form the compiler
 /// emits as Config::maskModMayHold). Arithmetic runs in 64 bits; a result

@@ -548,19 +548,6 @@ std::optional<Harness> buildHarness(const std::vector<OpCase> &cases,
 )";
   harness.source = std::string(prologue) + R"(#include "attn/params.h"
 #include "attn/region_ops.h"
-namespace attn {
-// As templates/attn/variant.cuh's.
-template <class T>
-ATTN_EVAL_FN T auxLoad(const AuxTable &table, int32_t i0, int32_t i1 = 0,
-                       int32_t i2 = 0) {
-  if (uint32_t(i0) >= uint32_t(table.dims[0]) ||
-      uint32_t(i1) >= uint32_t(table.dims[1]) ||
-      uint32_t(i2) >= uint32_t(table.dims[2]))
-    return T(0);
-  int64_t at = (int64_t(i0) * table.dims[1] + i1) * table.dims[2] + i2;
-  return static_cast<const T *>(table.data)[at];
-}
-} // namespace attn
 )" + configs + R"(
 template <class C>
 ATTN_EVAL_FN uint32_t evaluate(const int32_t *words, int32_t half) {
