@@ -219,6 +219,26 @@ private:
               predicate[0] = llvm::toUpper(predicate[0]);
               return call("cmpf" + predicate);
             })
+            .Case<arith::AddFOp, arith::SubFOp, arith::MulFOp>(
+                [&](Operation *) -> std::string {
+                  // fastmath<contract> (or fast) lets a multiply and an add
+                  // fuse into an fma: the plain operators, which NVRTC
+                  // contracts where both sides allow it; without it each op
+                  // rounds on its own (region_ops.h).
+                  arith::FastMathFlags flags =
+                      cast<arith::ArithFastMathInterface>(op)
+                          .getFastMathFlagsAttr()
+                          .getValue();
+                  if (!arith::bitEnumContainsAll(
+                          flags, arith::FastMathFlags::contract))
+                    return call(op->getName().stripDialect());
+                  const char *infix = isa<arith::AddFOp>(op)   ? "+"
+                                      : isa<arith::SubFOp>(op) ? "-"
+                                                               : "*";
+                  return llvm::formatv("({0} {1} {2})", name(op->getOperand(0)),
+                                       infix, name(op->getOperand(1)))
+                      .str();
+                })
             .Case([&](arith::SelectOp) {
               return llvm::formatv("({0} ? {1} : {2})", name(op->getOperand(0)),
                                    name(op->getOperand(1)),

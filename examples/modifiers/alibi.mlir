@@ -1,5 +1,7 @@
 // ALiBi written as a score_mod over an aux table of per-head slopes:
 // score - slope[q_head] * |k_pos - q_pos|, FlashAttention's definition.
+// fastmath<contract> lets the multiply and the subtraction fuse into one
+// fma, as the built-in ALiBi knob does; without it each rounds on its own.
 //
 //   build/bin/attn-opt examples/modifiers/alibi.mlir --attn-pipeline=arch=sm_90a \
 //     | build/bin/attn-translate --attn-to-cuda
@@ -18,8 +20,8 @@ func.func @alibi(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xbf16>,
     %d = arith.subi %k_pos, %q_pos : i32
     %a = math.absi %d : i32
     %af = arith.sitofp %a : i32 to f32
-    %bias = arith.mulf %slope, %af : f32
-    %r = arith.subf %score, %bias : f32
+    %bias = arith.mulf %slope, %af fastmath<contract> : f32
+    %r = arith.subf %score, %bias fastmath<contract> : f32
     attn.yield %r : f32
   }
   return %out : tensor<?x32x128xbf16>

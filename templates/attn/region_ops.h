@@ -14,7 +14,9 @@
 //     x / 0 and x % 0 are 0; INT_MIN / -1 is INT_MIN (wrapped) and
 //     INT_MIN % -1 is 0; a shift by the width or more (the amount read
 //     unsigned) is 0; fptosi and fptoui saturate, and NaN converts to 0;
-//   - f32/f64 ops round once each, to nearest even (no contraction).
+//   - f32/f64 ops round once each, to nearest even (no contraction; an
+//     addf/subf/mulf with fastmath<contract> is emitted as the plain
+//     operator instead, which NVRTC may fuse into an fma).
 //
 // The header compiles for NVRTC and for the host, where the tests compare
 // every op with MLIR's folder (test/unit/compiler/RegionOpsTest.cpp);

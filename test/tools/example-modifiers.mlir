@@ -26,7 +26,8 @@
 // ALIBI: const int32_t v1 = attn::region::subi(k_pos, q_pos);
 // ALIBI-NEXT: const int32_t v2 = attn::region::absi(v1);
 // ALIBI-NEXT: const float v3 = attn::region::sitofp<float>(v2);
-// ALIBI-NEXT: const float v4 = attn::region::mulf(head.v0, v3);
+// ALIBI-NEXT: const float v4 = (head.v0 * v3);
+// ALIBI-NEXT: const float v5 = (score - v4);
 
 // CHUNKED: maskMod(int32_t request
 // CHUNKED: const bool v3 = attn::region::cmpiEq(v1, v2);

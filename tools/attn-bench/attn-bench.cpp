@@ -807,8 +807,8 @@ constexpr const char *kAlibiRegion = R"({
   %d = arith.subi %k_pos, %q_pos : i32
   %a = math.absi %d : i32
   %af = arith.sitofp %a : i32 to f32
-  %bias = arith.mulf %slope, %af : f32
-  %r = arith.subf %score, %bias : f32
+  %bias = arith.mulf %slope, %af fastmath<contract> : f32
+  %r = arith.subf %score, %bias fastmath<contract> : f32
   attn.yield %r : f32
 })";
 

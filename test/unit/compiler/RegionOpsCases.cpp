@@ -451,6 +451,11 @@ std::vector<OpCase> regionOpCases() {
       add(std::string("arith.") + op,
           llvm::formatv("arith.{0} {{0}, {{1} : {1}", op, t), {t, t}, t);
     add("arith.negf", "arith.negf {0} : " + t, {t}, t);
+    // One op alone has nothing to fuse with: contract changes no result.
+    for (const char *op : {"addf", "subf", "mulf"})
+      add(std::string("arith.") + op,
+          llvm::formatv("arith.{0} {{0}, {{1} fastmath<contract> : {1}", op, t),
+          {t, t}, t);
     add("math.copysign", "math.copysign {0}, {1} : " + t, {t, t}, t);
     for (const char *op : {"powf", "atan2"})
       add(std::string("math.") + op,
