@@ -248,12 +248,11 @@ mlir::attn::parseModifierRegion(MLIRContext &context, StringRef text,
   bool allowed = context.allowsUnregisteredDialects();
   context.allowUnregisteredDialects(true);
   Block block;
-  LogicalResult parsed =
-      parseSourceString(source, &block,
-                        // aux_load checks its table against the attention op
-                        // the region moves into, and verifies there.
-                        ParserConfig(&context, /*verifyAfterParse=*/false),
-                        name);
+  LogicalResult parsed = parseSourceString(
+      source, &block,
+      // aux_load checks its table against the attention op
+      // the region moves into, and verifies there.
+      ParserConfig(&context, /*verifyAfterParse=*/false), name);
   context.allowUnregisteredDialects(allowed);
   if (failed(parsed))
     return failure();
@@ -265,8 +264,7 @@ mlir::attn::parseModifierRegion(MLIRContext &context, StringRef text,
   if (!holder || holder->getName().getStringRef() != holderName ||
       holder->getNumRegions() != 1 || holder->getNumOperands() ||
       holder->getNumResults() || !holder->getAttrDictionary().empty() ||
-      holder->getPropertiesAsAttribute() ||
-      !holder->getRegion(0).hasOneBlock())
+      holder->getPropertiesAsAttribute() || !holder->getRegion(0).hasOneBlock())
     return emitError(loc) << name
                           << " must be exactly one region of one block, "
                              "`{ ^bb0(...): ... }`, and nothing else";

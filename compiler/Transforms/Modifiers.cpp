@@ -45,8 +45,8 @@ std::string floatLiteral(const APFloat &value) {
   bool f32 = &value.getSemantics() == &APFloat::IEEEsingle();
   uint64_t bits = value.bitcastToAPInt().getZExtValue();
   if (!value.isFinite())
-    return f32 ? llvm::formatv("attn::region::bitcast<float>(uint32_t(0x{0:x-}u))",
-                               bits)
+    return f32 ? llvm::formatv(
+                     "attn::region::bitcast<float>(uint32_t(0x{0:x-}u))", bits)
                      .str()
                : llvm::formatv(
                      "attn::region::bitcast<double>(uint64_t(0x{0:x-}ull))",
@@ -272,7 +272,8 @@ private:
             .Default([&](Operation *) -> std::optional<std::string> {
               // Every other op the verifier admits (isModifierOp) is a
               // function of its operands of the op's own name.
-              if (!isModifierOp(op) || isa<YieldOp, scf::IfOp, scf::YieldOp>(op))
+              if (!isModifierOp(op) ||
+                  isa<YieldOp, scf::IfOp, scf::YieldOp>(op))
                 return std::nullopt;
               return call(op->getName().stripDialect());
             });
@@ -288,9 +289,8 @@ private:
                    (fields ? fields->str().size() : 0);
     if (bytes <= ::attn::kMaxModifierBytes)
       return success();
-    return op->emitOpError()
-           << "makes the modifier region's CUDA longer than "
-           << ::attn::kMaxModifierBytes << " bytes";
+    return op->emitOpError() << "makes the modifier region's CUDA longer than "
+                             << ::attn::kMaxModifierBytes << " bytes";
   }
 
   std::string fresh(Value value) {
@@ -374,23 +374,26 @@ private:
             })
             .Case<arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::DivSIOp,
                   arith::FloorDivSIOp, arith::RemSIOp, arith::MinSIOp,
-                  arith::MaxSIOp>([&](Operation *) -> std::optional<std::string> {
-              // The Range forms are of i32 arithmetic; i1 arithmetic stays
-              // unbounded.
-              if (!isI32(type))
-                return std::nullopt;
-              const char *fn =
-                  llvm::TypeSwitch<Operation *, const char *>(&op)
-                      .Case([](arith::AddIOp) { return "rangeAdd"; })
-                      .Case([](arith::SubIOp) { return "rangeSub"; })
-                      .Case([](arith::MulIOp) { return "rangeMul"; })
-                      .Case([](arith::DivSIOp) { return "rangeDiv"; })
-                      .Case([](arith::FloorDivSIOp) { return "rangeFloorDiv"; })
-                      .Case([](arith::RemSIOp) { return "rangeRem"; })
-                      .Case([](arith::MinSIOp) { return "rangeMin"; })
-                      .Default([](Operation *) { return "rangeMax"; });
-              return call(fn, 2);
-            })
+                  arith::MaxSIOp>(
+                [&](Operation *) -> std::optional<std::string> {
+                  // The Range forms are of i32 arithmetic; i1 arithmetic stays
+                  // unbounded.
+                  if (!isI32(type))
+                    return std::nullopt;
+                  const char *fn =
+                      llvm::TypeSwitch<Operation *, const char *>(&op)
+                          .Case([](arith::AddIOp) { return "rangeAdd"; })
+                          .Case([](arith::SubIOp) { return "rangeSub"; })
+                          .Case([](arith::MulIOp) { return "rangeMul"; })
+                          .Case([](arith::DivSIOp) { return "rangeDiv"; })
+                          .Case([](arith::FloorDivSIOp) {
+                            return "rangeFloorDiv";
+                          })
+                          .Case([](arith::RemSIOp) { return "rangeRem"; })
+                          .Case([](arith::MinSIOp) { return "rangeMin"; })
+                          .Default([](Operation *) { return "rangeMax"; });
+                  return call(fn, 2);
+                })
             .Case([&](arith::SelectOp) {
               return call(isI1(type) ? "boolSelect" : "rangeSelect", 3);
             })
@@ -419,17 +422,22 @@ private:
                 return std::nullopt;
               using P = arith::CmpIPredicate;
               switch (cmp.getPredicate()) {
-              case P::eq: return call("rangeEq", 2);
-              case P::ne: return call("rangeNe", 2);
-              case P::slt: return call("rangeLt", 2);
-              case P::sle: return call("rangeLe", 2);
+              case P::eq:
+                return call("rangeEq", 2);
+              case P::ne:
+                return call("rangeNe", 2);
+              case P::slt:
+                return call("rangeLt", 2);
+              case P::sle:
+                return call("rangeLe", 2);
               case P::sgt:
                 return llvm::formatv("attn::rangeLt({1}, {0})", arg(0), arg(1))
                     .str();
               case P::sge:
                 return llvm::formatv("attn::rangeLe({1}, {0})", arg(0), arg(1))
                     .str();
-              default: return std::nullopt;
+              default:
+                return std::nullopt;
               }
             })
             .Default([&](Operation *) { return std::nullopt; });

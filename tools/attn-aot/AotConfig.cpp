@@ -9,9 +9,9 @@
 //===----------------------------------------------------------------------===//
 #include "tools/attn-aot/AotConfig.h"
 
+#include "attn/runtime/cache/VariantKey.h"
 #include "attn/runtime/serving/CacheOps.h"
 #include "attn/runtime/support/InputFiles.h"
-#include "attn/runtime/cache/VariantKey.h"
 #include "compiler/Frontend/Frontend.h"
 #include "compiler/Frontend/SourceLimits.h"
 #include "dialect/IR/AttnOps.h"
@@ -26,10 +26,10 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Errno.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MathExtras.h"
-#include "llvm/Support/Errno.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -38,11 +38,11 @@
 #include <climits>
 
 #include <fcntl.h>
-#include <unistd.h>
 #include <functional>
 #include <map>
 #include <set>
 #include <tuple>
+#include <unistd.h>
 #include <variant>
 
 namespace attn::aot {
@@ -583,8 +583,7 @@ ConfigJobs mlirJobs(llvm::StringRef text, llvm::StringRef name,
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, diagOs);
   // Parsed and counted once; each arch lowers its own copy (the pipeline
   // records the target on the module).
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      parseUntrusted(sourceMgr, context);
+  mlir::OwningOpRef<mlir::ModuleOp> module = parseUntrusted(sourceMgr, context);
   if (!module) {
     result.errors.push_back(diagnostics);
     return result;
@@ -723,13 +722,12 @@ llvm::Expected<ModifierRegions> readModifierFile(llvm::StringRef text,
       os << diag.getLocation();
     os << ": "
        << (diag.getSeverity() == mlir::DiagnosticSeverity::Error ? "error: "
-                                                                  : "note: ")
+                                                                 : "note: ")
        << diag << "\n";
     return mlir::success();
   });
   // Parsed and verified: regions the verifier rejects never reach a config.
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      parseUntrusted(sourceMgr, context);
+  mlir::OwningOpRef<mlir::ModuleOp> module = parseUntrusted(sourceMgr, context);
   if (!module)
     return llvm::createStringError(diagnostics);
   std::vector<mlir::attn::AttentionOpInterface> ops;
@@ -818,9 +816,9 @@ llvm::Expected<std::string> readFileUnderConfig(llvm::StringRef configPath,
   if (!file)
     return file.takeError();
   if (file->size() > maxBytes)
-    return refuse(llvm::formatv("it is {0} bytes; at most {1}", file->size(),
-                                maxBytes)
-                      .str());
+    return refuse(
+        llvm::formatv("it is {0} bytes; at most {1}", file->size(), maxBytes)
+            .str());
   return file->read(0, file->size());
 }
 

@@ -9,12 +9,12 @@
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/cache/VariantKey.h"
 #include "codegen/EmitCuda.h"
-#include "spec/KernelLimits.h"
 #include "compiler/Frontend/Frontend.h"
 #include "compiler/Frontend/SourceLimits.h"
 #include "compiler/Transforms/KernelSpecs.h"
 #include "compiler/Transforms/Schedule.h"
 #include "dialect/IR/AttnOps.h"
+#include "spec/KernelLimits.h"
 #include "templates/attn/params.h"
 #include "templates/attn/prefill_layout.h"
 #include "tools/RegisterAttn.h"
@@ -896,7 +896,8 @@ TEST_F(ModuleTest, EverySpecOfTheVariantSpaceRoundTripsThroughText) {
   };
   const ScalarType kFloats[] = {ScalarType::F16, ScalarType::BF16};
   for (Arch arch : {Arch::SM80, Arch::SM89, Arch::SM90a}) {
-    for (ScalarType dtype : {ScalarType::F16, ScalarType::BF16, ScalarType::F32})
+    for (ScalarType dtype :
+         {ScalarType::F16, ScalarType::BF16, ScalarType::F32})
       for (int heads : {1, 32, 1024})
         add(compileMergeStatesVariant({dtype, heads, 128}, arch));
     for (ScalarType q : kFloats)
@@ -1343,8 +1344,9 @@ TEST(FrontendModifiersTest, BadRegionTextIsAnErrorNamingIt) {
     return spec ? std::string() : llvm::toString(spec.takeError());
   };
   // Not a region at all.
-  EXPECT_NE(errorOf("{ ^bb0(%x: f32): attn.yield", "").find("loc(\"score_mod\":1:"),
-            std::string::npos)
+  EXPECT_NE(
+      errorOf("{ ^bb0(%x: f32): attn.yield", "").find("loc(\"score_mod\":1:"),
+      std::string::npos)
       << errorOf("{ ^bb0(%x: f32): attn.yield", "");
   // Text that closes the holder op and adds another, or spells both
   // regions in the score_mod and comments out the rest, or adds an
@@ -1352,7 +1354,8 @@ TEST(FrontendModifiersTest, BadRegionTextIsAnErrorNamingIt) {
   const char *kOneRegion = "must be exactly one region";
   EXPECT_NE(errorOf("{}) : () -> () \"x.y\"() ({}", "").find(kOneRegion),
             std::string::npos);
-  std::string maskAsScore = "{}, " + std::string(kChunkMask) + ") : () -> () //";
+  std::string maskAsScore =
+      "{}, " + std::string(kChunkMask) + ") : () -> () //";
   EXPECT_NE(errorOf(maskAsScore, "").find("loc(\"score_mod\""),
             std::string::npos)
       << errorOf(maskAsScore, "");
@@ -1396,9 +1399,10 @@ std::string nestedIfs(int depth) {
   for (int i = 0; i < depth; ++i)
     text += "%r" + std::to_string(i) + " = scf.if %c -> (f32) {\n";
   for (int i = depth - 1; i >= 0; --i)
-    text += "scf.yield " +
-            (i + 1 < depth ? "%r" + std::to_string(i + 1) : std::string("%score")) +
-            " : f32\n} else {\nscf.yield %score : f32\n}\n";
+    text +=
+        "scf.yield " +
+        (i + 1 < depth ? "%r" + std::to_string(i + 1) : std::string("%score")) +
+        " : f32\n} else {\nscf.yield %score : f32\n}\n";
   return text + "attn.yield %r0 : f32\n}";
 }
 
@@ -1424,10 +1428,9 @@ TEST(FrontendModifiersTest, DeepNestingIsAnErrorBeforeParsing) {
       << error;
   // Brackets of attributes and types count too, not only regions.
   std::string deepAttr = nestedIfs(1);
-  deepAttr.insert(deepAttr.find("  %c ="), "  %k = arith.constant {deep = " +
-                                               std::string(100, '[') +
-                                               std::string(100, ']') +
-                                               "} 0 : i32\n");
+  deepAttr.insert(deepAttr.find("  %c ="),
+                  "  %k = arith.constant {deep = " + std::string(100, '[') +
+                      std::string(100, ']') + "} 0 : i32\n");
   error = scoreModError(deepAttr);
   EXPECT_NE(error.find("nests deeper"), std::string::npos) << error;
   std::string deepType = nestedIfs(1);
@@ -1441,9 +1444,11 @@ TEST(FrontendModifiersTest, DeepNestingIsAnErrorBeforeParsing) {
   EXPECT_NE(error.find("nests deeper"), std::string::npos) << error;
   // `->` and brackets in comments and strings count for nothing.
   std::string arrows = nestedIfs(kMaxIRNesting - 2);
-  arrows.insert(arrows.find("  %c ="),
-                "  // " + std::string(100, '{') + "\n  %s = arith.constant "
-                "{note = \"" + std::string(100, '(') + "\"} 0 : i32\n");
+  arrows.insert(arrows.find("  %c ="), "  // " + std::string(100, '{') +
+                                           "\n  %s = arith.constant "
+                                           "{note = \"" +
+                                           std::string(100, '(') +
+                                           "\"} 0 : i32\n");
   EXPECT_EQ(scoreModError(arrows), "");
 }
 
@@ -1503,9 +1508,10 @@ TEST(FrontendModifiersTest, I1ArithmeticInAMaskCompilesBothForms) {
   std::string last = "%a";
   int i = 0;
   for (const char *op :
-       {"addi", "subi", "muli", "divsi", "divui", "remsi", "remui",
-        "ceildivsi", "ceildivui", "floordivsi", "minsi", "maxsi", "minui",
-        "maxui", "shli", "shrsi", "shrui", "andi", "ori", "xori"}) {
+       {"addi",  "subi",  "muli",      "divsi",     "divui",
+        "remsi", "remui", "ceildivsi", "ceildivui", "floordivsi",
+        "minsi", "maxsi", "minui",     "maxui",     "shli",
+        "shrsi", "shrui", "andi",      "ori",       "xori"}) {
     std::string next = "%x" + std::to_string(i++);
     mask += "  " + next + " = arith." + op + " " + last + ", %b : i1\n";
     last = next;
@@ -1521,9 +1527,10 @@ TEST(FrontendModifiersTest, I1ArithmeticInAMaskCompilesBothForms) {
 }
 
 TEST(FrontendModifiersTest, OpsWithoutAFaithfulFormAreLocatedErrors) {
-  for (const char *op : {"%x = math.ipowi %q_pos, %k_pos : i32",
-                         "%x, %o = arith.addui_extended %q_pos, %k_pos : i32, i1",
-                         "%x = math.fpowi %score, %q_pos : f32, i32"}) {
+  for (const char *op :
+       {"%x = math.ipowi %q_pos, %k_pos : i32",
+        "%x, %o = arith.addui_extended %q_pos, %k_pos : i32, i1",
+        "%x = math.fpowi %score, %q_pos : f32, i32"}) {
     std::string text = nestedIfs(1);
     text.insert(text.find("  %c ="), std::string("  ") + op + "\n");
     std::string error = scoreModError(text);

@@ -414,8 +414,7 @@ TEST(AotConfigTest, ModifiersFileProblemsNameTheFile) {
 
 TEST(AotConfigTest, ModifiersFileBuildsExactlyTheVerifiedRegion) {
   auto errorOf = [](const std::string &text) {
-    llvm::Expected<ModifierRegions> regions =
-        readModifierFile(text, "m.mlir");
+    llvm::Expected<ModifierRegions> regions = readModifierFile(text, "m.mlir");
     return regions ? std::string() : llvm::toString(regions.takeError());
   };
   EXPECT_EQ(errorOf(kChunkedDecode), "");
