@@ -324,7 +324,7 @@ buildFunctionModule(Location loc, StringRef name, ArrayRef<Type> argTypes,
 /// The one spec `variant`'s module (made by `build`) lowers to for `arch`.
 template <class Variant>
 llvm::Expected<::attn::KernelSpec>
-compileVariant(OwningOpRef<ModuleOp> (*build)(MLIRContext &, const Variant &),
+specOfVariant(OwningOpRef<ModuleOp> (*build)(MLIRContext &, const Variant &),
                const Variant &variant, ::attn::Arch arch) {
   // A context per call: hosts compile variants from several threads, and a
   // context without its own threads costs far less than a kernel compile.
@@ -621,23 +621,23 @@ mlir::attn::lowerToKernelSpecs(ModuleOp module, ::attn::Arch arch) {
 llvm::Expected<::attn::KernelSpec>
 mlir::attn::compileDecodeVariant(const ::attn::DecodeVariant &variant,
                                  ::attn::Arch arch) {
-  return compileVariant(buildDecodeModule, variant, arch);
+  return specOfVariant(buildDecodeModule, variant, arch);
 }
 
 llvm::Expected<::attn::KernelSpec>
 mlir::attn::compileAppendKVVariant(const ::attn::AppendKVVariant &variant,
                                    ::attn::Arch arch) {
-  return compileVariant(buildAppendKVModule, variant, arch);
+  return specOfVariant(buildAppendKVModule, variant, arch);
 }
 
 llvm::Expected<::attn::KernelSpec>
 mlir::attn::compileMergeStatesVariant(const ::attn::MergeStatesVariant &variant,
                                       ::attn::Arch arch) {
-  return compileVariant(buildMergeStatesModule, variant, arch);
+  return specOfVariant(buildMergeStatesModule, variant, arch);
 }
 
 llvm::Expected<::attn::KernelSpec>
 mlir::attn::compilePrefillVariant(const ::attn::PrefillVariant &variant,
                                   ::attn::Arch arch) {
-  return compileVariant(buildPrefillModule, variant, arch);
+  return specOfVariant(buildPrefillModule, variant, arch);
 }

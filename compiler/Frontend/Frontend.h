@@ -105,6 +105,14 @@ compileMergeStatesVariant(const ::attn::MergeStatesVariant &variant,
 llvm::Expected<::attn::KernelSpec>
 compilePrefillVariant(const ::attn::PrefillVariant &variant, ::attn::Arch arch);
 
+/// compile<Type>Variant for a variant of any op of spec/Ops.h, by overload.
+#define ATTN_OP(Type, member, name)                                            \
+  inline llvm::Expected<::attn::KernelSpec> compileVariant(                    \
+      const ::attn::Type##Variant &variant, ::attn::Arch arch) {               \
+    return compile##Type##Variant(variant, arch);                              \
+  }
+#include "spec/Ops.h"
+
 } // namespace mlir::attn
 
 #endif // ATTN_COMPILER_FRONTEND_FRONTEND_H

@@ -4,106 +4,73 @@
 #include "compiler/Frontend/Frontend.h"
 #include "attn/runtime/cache/VariantKey.h"
 
-#include "llvm/ADT/STLFunctionalExtras.h"
-
 #include <cstring>
 
 namespace attn {
-
-namespace {
-
-/// The front end and runtime entry points of each kind of variant, so the
-/// JIT's paths are written once.
-llvm::Expected<KernelSpec> specFor(const DecodeVariant &v, Arch arch) {
-  return mlir::attn::compileDecodeVariant(v, arch);
-}
-llvm::Expected<KernelSpec> specFor(const AppendKVVariant &v, Arch arch) {
-  return mlir::attn::compileAppendKVVariant(v, arch);
-}
-llvm::Expected<KernelSpec> specFor(const PrefillVariant &v, Arch arch) {
-  return mlir::attn::compilePrefillVariant(v, arch);
-}
-llvm::Expected<KernelSpec> specFor(const MergeStatesVariant &v, Arch arch) {
-  return mlir::attn::compileMergeStatesVariant(v, arch);
-}
-llvm::Expected<runtime::DecodeKernel>
-createKernel(const KernelSpec &spec, const DecodeVariant &v,
-             std::shared_ptr<runtime::CudaLibrary> library) {
-  return runtime::DecodeKernel::create(spec, v, std::move(library));
-}
-llvm::Expected<runtime::AppendKVKernel>
-createKernel(const KernelSpec &spec, const AppendKVVariant &,
-             std::shared_ptr<runtime::CudaLibrary> library) {
-  return runtime::AppendKVKernel::create(spec, std::move(library));
-}
-llvm::Expected<runtime::PrefillKernel>
-createKernel(const KernelSpec &spec, const PrefillVariant &v,
-             std::shared_ptr<runtime::CudaLibrary> library) {
-  return runtime::PrefillKernel::create(spec, v, std::move(library));
-}
-llvm::Expected<runtime::MergeStatesKernel>
-createKernel(const KernelSpec &spec, const MergeStatesVariant &,
-             std::shared_ptr<runtime::CudaLibrary> library) {
-  return runtime::MergeStatesKernel::create(spec, std::move(library));
-}
-
-} // namespace
 
 struct Jit::Impl {
   Options options;
   runtime::KernelCache *cache;
   std::mutex mutex;
-  std::map<std::string, std::shared_ptr<const runtime::DecodeKernel>> decodeKernels;
-  std::map<std::string, std::shared_ptr<const runtime::AppendKVKernel>> appendKernels;
-  std::map<std::string, std::shared_ptr<const runtime::PrefillKernel>> prefillKernels;
-  std::map<std::string, std::shared_ptr<const runtime::MergeStatesKernel>> mergeKernels;
-
-  template <class Variant>
-  llvm::Expected<CompiledKernel> compile(const Variant &variant, Arch arch) {
-    auto spec = specFor(variant, arch);
-    if (!spec)
-      return spec.takeError();
-    CompiledKernel compiled{*spec, emitCuda(*spec), nullptr};
-    auto cubin = cache->getCubin({spec->uri(), compiled.source, arch});
-    if (!cubin)
-      return cubin.takeError();
-    compiled.cubin = *cubin;
-    return compiled;
-  }
-
-  /// The memoized kernel of `variant`: compiled and loaded on first use.
-  /// Compiling happens outside the lock so other variants proceed; the
-  /// cache makes concurrent compiles of one variant a single NVRTC run.
-  template <class Kernel, class Variant>
-  llvm::Expected<std::shared_ptr<const Kernel>>
-  load(std::map<std::string, std::shared_ptr<const Kernel>> &kernels,
-       const Variant &variant,
-       llvm::function_ref<llvm::Expected<Arch>()> targetArch) {
-    std::string key = runtime::variantKey(variant);
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      auto it = kernels.find(key);
-      if (it != kernels.end())
-        return it->second;
-    }
-    llvm::Expected<Arch> arch = targetArch();
-    if (!arch)
-      return arch.takeError();
-    auto spec = specFor(variant, *arch);
-    if (!spec)
-      return spec.takeError();
-    auto library = cache->getLibrary({spec->uri(), emitCuda(*spec), *arch});
-    if (!library)
-      return library.takeError();
-    auto kernel = createKernel(*spec, variant, *library);
-    if (!kernel)
-      return kernel.takeError();
-    std::lock_guard<std::mutex> lock(mutex);
-    auto [it, inserted] =
-        kernels.emplace(key, std::make_shared<const Kernel>(std::move(*kernel)));
-    return it->second;
-  }
+  /// Loaded kernels of every op by "<op> <variant key>", each a
+  /// runtime::KernelFor of its variant.
+  std::map<std::string, std::shared_ptr<const void>> kernels;
 };
+
+template <class Variant>
+llvm::Expected<CompiledKernel> Jit::compile(const Variant &variant,
+                                            Arch arch) {
+  auto spec = mlir::attn::compileVariant(variant, arch);
+  if (!spec)
+    return spec.takeError();
+  CompiledKernel compiled{*spec, emitCuda(*spec), nullptr};
+  auto cubin = impl->cache->getCubin({spec->uri(), compiled.source, arch});
+  if (!cubin)
+    return cubin.takeError();
+  compiled.cubin = *cubin;
+  return compiled;
+}
+
+/// Compiling happens outside the lock so other variants proceed; the cache
+/// makes concurrent compiles of one variant a single NVRTC run.
+template <class Variant>
+llvm::Expected<std::shared_ptr<const runtime::KernelFor<Variant>>>
+Jit::load(const Variant &variant) {
+  using Kernel = runtime::KernelFor<Variant>;
+  std::string key = std::string(runtime::KernelOf<Variant>::opName) + " " +
+                    runtime::variantKey(variant);
+  {
+    std::lock_guard<std::mutex> lock(impl->mutex);
+    auto it = impl->kernels.find(key);
+    if (it != impl->kernels.end())
+      return std::static_pointer_cast<const Kernel>(it->second);
+  }
+  llvm::Expected<Arch> arch = targetArch();
+  if (!arch)
+    return arch.takeError();
+  auto spec = mlir::attn::compileVariant(variant, *arch);
+  if (!spec)
+    return spec.takeError();
+  auto library =
+      impl->cache->getLibrary({spec->uri(), emitCuda(*spec), *arch});
+  if (!library)
+    return library.takeError();
+  auto kernel = Kernel::create(*spec, variant, *library);
+  if (!kernel)
+    return kernel.takeError();
+  std::lock_guard<std::mutex> lock(impl->mutex);
+  auto [it, inserted] = impl->kernels.emplace(
+      key, std::make_shared<const Kernel>(std::move(*kernel)));
+  return std::static_pointer_cast<const Kernel>(it->second);
+}
+
+// Every op's instances of the two templates.
+#define ATTN_OP(Type, member, name)                                            \
+  template llvm::Expected<CompiledKernel> Jit::compile(const Type##Variant &,  \
+                                                       Arch);                  \
+  template llvm::Expected<std::shared_ptr<const runtime::Type##Kernel>>        \
+  Jit::load(const Type##Variant &);
+#include "spec/Ops.h"
 
 Jit::Jit(Options options) : impl(std::make_unique<Impl>()) {
   impl->options = options;
@@ -121,47 +88,6 @@ llvm::Expected<Arch> Jit::targetArch() {
   if (impl->options.arch)
     return *impl->options.arch;
   return runtime::currentDeviceArch();
-}
-
-llvm::Expected<CompiledKernel> Jit::compile(const DecodeVariant &variant,
-                                            Arch arch) {
-  return impl->compile(variant, arch);
-}
-
-llvm::Expected<CompiledKernel> Jit::compile(const AppendKVVariant &variant,
-                                            Arch arch) {
-  return impl->compile(variant, arch);
-}
-
-llvm::Expected<CompiledKernel> Jit::compile(const PrefillVariant &variant,
-                                            Arch arch) {
-  return impl->compile(variant, arch);
-}
-
-llvm::Expected<CompiledKernel> Jit::compile(const MergeStatesVariant &variant,
-                                            Arch arch) {
-  return impl->compile(variant, arch);
-}
-
-llvm::Expected<std::shared_ptr<const runtime::DecodeKernel>>
-Jit::decode(const DecodeVariant &variant) {
-  return impl->load(impl->decodeKernels, variant, [&] { return targetArch(); });
-}
-
-llvm::Expected<std::shared_ptr<const runtime::AppendKVKernel>>
-Jit::appendKV(const AppendKVVariant &variant) {
-  return impl->load(impl->appendKernels, variant, [&] { return targetArch(); });
-}
-
-llvm::Expected<std::shared_ptr<const runtime::PrefillKernel>>
-Jit::prefill(const PrefillVariant &variant) {
-  return impl->load(impl->prefillKernels, variant,
-                    [&] { return targetArch(); });
-}
-
-llvm::Expected<std::shared_ptr<const runtime::MergeStatesKernel>>
-Jit::mergeStates(const MergeStatesVariant &variant) {
-  return impl->load(impl->mergeKernels, variant, [&] { return targetArch(); });
 }
 
 llvm::Expected<runtime::MixedBatchAttention>
@@ -185,14 +111,8 @@ Jit::cascade(const DecodeVariant &variant) {
 }
 
 runtime::KernelSource Jit::kernelSource() {
-  runtime::KernelSource source;
-  source.decode = [this](const DecodeVariant &v) { return decode(v); };
-  source.prefill = [this](const PrefillVariant &v) { return prefill(v); };
-  source.appendKV = [this](const AppendKVVariant &v) { return appendKV(v); };
-  source.mergeStates = [this](const MergeStatesVariant &v) {
-    return mergeStates(v);
-  };
-  return source;
+  return runtime::KernelSource::of(
+      [this](const auto &variant) { return load(variant); });
 }
 
 } // namespace attn

@@ -9,15 +9,13 @@
 #ifndef ATTN_COMPILER_JIT_JIT_H
 #define ATTN_COMPILER_JIT_JIT_H
 
-#include "attn/runtime/kernels/AppendKV.h"
-#include "attn/runtime/kernels/Cascade.h"
-#include "attn/runtime/kernels/MergeStates.h"
-#include "attn/runtime/serving/Backend.h"
-#include "attn/runtime/kernels/Decode.h"
-#include "attn/runtime/kernels/MixedBatch.h"
-#include "spec/Variant.h"
-#include "attn/runtime/kernels/Prefill.h"
 #include "attn/runtime/cache/KernelCache.h"
+#include "attn/runtime/kernels/Cascade.h"
+#include "attn/runtime/kernels/KernelSource.h"
+#include "attn/runtime/kernels/Kernels.h"
+#include "attn/runtime/kernels/MixedBatch.h"
+#include "attn/runtime/serving/Backend.h"
+#include "spec/Variant.h"
 
 #include "llvm/Support/Error.h"
 
@@ -53,18 +51,18 @@ public:
   /// The process-wide JIT with default options.
   static Jit &global();
 
-  /// The loaded decode kernel for `variant` (needs a GPU).
-  llvm::Expected<std::shared_ptr<const runtime::DecodeKernel>>
-  decode(const DecodeVariant &variant);
-  /// The loaded append-KV kernel for `variant` (needs a GPU).
-  llvm::Expected<std::shared_ptr<const runtime::AppendKVKernel>>
-  appendKV(const AppendKVVariant &variant);
-  /// The loaded ragged- or paged-prefill kernel for `variant` (needs a GPU).
-  llvm::Expected<std::shared_ptr<const runtime::PrefillKernel>>
-  prefill(const PrefillVariant &variant);
-  /// The loaded merge_states kernel for `variant` (needs a GPU).
-  llvm::Expected<std::shared_ptr<const runtime::MergeStatesKernel>>
-  mergeStates(const MergeStatesVariant &variant);
+  /// The loaded kernel of `variant`, of any op of spec/Ops.h (needs a GPU):
+  /// compiled on first use, then memoized by the variant's key.
+  template <class Variant>
+  llvm::Expected<std::shared_ptr<const runtime::KernelFor<Variant>>>
+  load(const Variant &variant);
+  /// load() under each op's name: decode(variant), prefill(variant), ...
+#define ATTN_OP(Type, member, name)                                            \
+  llvm::Expected<std::shared_ptr<const runtime::Type##Kernel>> member(         \
+      const Type##Variant &variant) {                                          \
+    return load(variant);                                                      \
+  }
+#include "spec/Ops.h"
   /// Mixed prefill + decode batches over the paged cache of `variant`
   /// (`paged` must be set): its prefill kernel with the decode kernel of
   /// runtime::decodeVariantFor(variant) (needs a GPU).
@@ -77,14 +75,10 @@ public:
   /// the backend).
   runtime::KernelSource kernelSource();
 
-  /// Spec, source and cubin of a variant for `arch` (no GPU needed).
-  llvm::Expected<CompiledKernel> compile(const DecodeVariant &variant, Arch arch);
-  llvm::Expected<CompiledKernel> compile(const AppendKVVariant &variant,
-                                         Arch arch);
-  llvm::Expected<CompiledKernel> compile(const PrefillVariant &variant,
-                                         Arch arch);
-  llvm::Expected<CompiledKernel> compile(const MergeStatesVariant &variant,
-                                         Arch arch);
+  /// Spec, source and cubin of a variant of any op for `arch` (no GPU
+  /// needed).
+  template <class Variant>
+  llvm::Expected<CompiledKernel> compile(const Variant &variant, Arch arch);
 
 private:
   struct Impl;

@@ -523,7 +523,7 @@ llvm::Expected<std::string> AotLibrary::readCubin(const AotKernel &k) const {
 }
 
 llvm::Expected<std::pair<const AotKernel *, std::shared_ptr<CudaLibrary>>>
-AotLibrary::load(llvm::StringRef kernelKey, Arch arch) const {
+AotLibrary::loadKey(llvm::StringRef kernelKey, Arch arch) const {
   const AotKernel *kernel = find(kernelKey, arch);
   if (!kernel)
     return libraryError(libraryPath,
@@ -544,50 +544,6 @@ AotLibrary::load(llvm::StringRef kernelKey, Arch arch) const {
   if (!loaded)
     return loaded.takeError();
   return std::pair{kernel, std::make_shared<CudaLibrary>(std::move(*loaded))};
-}
-
-llvm::Expected<std::shared_ptr<const DecodeKernel>>
-AotLibrary::decode(const DecodeVariant &variant, Arch arch) const {
-  auto found = load(kernelKey(variant), arch);
-  if (!found)
-    return found.takeError();
-  auto kernel = DecodeKernel::create(found->first->spec, variant, found->second);
-  if (!kernel)
-    return kernel.takeError();
-  return std::make_shared<const DecodeKernel>(std::move(*kernel));
-}
-
-llvm::Expected<std::shared_ptr<const PrefillKernel>>
-AotLibrary::prefill(const PrefillVariant &variant, Arch arch) const {
-  auto found = load(kernelKey(variant), arch);
-  if (!found)
-    return found.takeError();
-  auto kernel = PrefillKernel::create(found->first->spec, variant, found->second);
-  if (!kernel)
-    return kernel.takeError();
-  return std::make_shared<const PrefillKernel>(std::move(*kernel));
-}
-
-llvm::Expected<std::shared_ptr<const AppendKVKernel>>
-AotLibrary::appendKV(const AppendKVVariant &variant, Arch arch) const {
-  auto found = load(kernelKey(variant), arch);
-  if (!found)
-    return found.takeError();
-  auto kernel = AppendKVKernel::create(found->first->spec, found->second);
-  if (!kernel)
-    return kernel.takeError();
-  return std::make_shared<const AppendKVKernel>(std::move(*kernel));
-}
-
-llvm::Expected<std::shared_ptr<const MergeStatesKernel>>
-AotLibrary::mergeStates(const MergeStatesVariant &variant, Arch arch) const {
-  auto found = load(kernelKey(variant), arch);
-  if (!found)
-    return found.takeError();
-  auto kernel = MergeStatesKernel::create(found->first->spec, found->second);
-  if (!kernel)
-    return kernel.takeError();
-  return std::make_shared<const MergeStatesKernel>(std::move(*kernel));
 }
 
 } // namespace attn::runtime

@@ -9,19 +9,15 @@
 namespace attn::runtime {
 
 llvm::Expected<AppendKVKernel>
-AppendKVKernel::create(const KernelSpec &spec,
+AppendKVKernel::create(const KernelSpec &spec, const AppendKVVariant &,
                        std::shared_ptr<CudaLibrary> library) {
   AppendKVKernel kernel;
-  kernel.kernelSpec = spec;
-  auto entry = library->getKernel(kernelSymbol(spec));
-  if (!entry)
-    return entry.takeError();
-  kernel.entry = *entry;
+  if (llvm::Error error = kernel.bind(spec, std::move(library)))
+    return std::move(error);
   auto pageIdError = allocatePageIdError();
   if (!pageIdError)
     return pageIdError.takeError();
   kernel.pageIdError = std::move(*pageIdError);
-  kernel.library = std::move(library);
   return std::move(kernel);
 }
 

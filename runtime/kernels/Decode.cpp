@@ -1,7 +1,6 @@
 //===- Decode.cpp - plan and run paged decode kernels ---------------------===//
 #include "attn/runtime/kernels/Decode.h"
 #include "runtime/kernels/CacheChecks.h"
-#include "runtime/support/SharedMemory.h"
 #include "attn/runtime/support/Error.h"
 #include "codegen/EmitCuda.h"
 #include "spec/KernelLimits.h"
@@ -80,33 +79,25 @@ llvm::Expected<DecodeKernel>
 DecodeKernel::create(const KernelSpec &spec, const DecodeVariant &variant,
                      std::shared_ptr<CudaLibrary> library) {
   DecodeKernel kernel;
-  kernel.kernelSpec = spec;
+  if (llvm::Error error = kernel.bind(spec, std::move(library)))
+    return std::move(error);
   kernel.decodeVariant = variant;
-  auto entry = library->getKernel(kernelSymbol(spec));
-  if (!entry)
-    return entry.takeError();
-  kernel.decodeEntry = *entry;
-
-  auto smem = setUpSharedMemory(*library, *entry, spec);
-  if (!smem)
-    return smem.takeError();
-  kernel.smemBytes = *smem;
   CUdevice device;
   ATTN_CU_CHECK(cuCtxGetDevice(&device));
   ATTN_CU_CHECK(cuDeviceGetAttribute(
       &kernel.smCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device));
   // The planner sizes waves by how many CTAs really share an SM.
   CUfunction function;
-  ATTN_CU_CHECK(cuKernelGetFunction(&function, *entry));
+  ATTN_CU_CHECK(cuKernelGetFunction(&function, kernel.entry));
   ATTN_CU_CHECK(cuCtxGetCurrent(&kernel.decodeContext));
   kernel.decodeFunction = function;
   ATTN_CU_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(
-      &kernel.residentCTAs, function, spec.schedule.warps * 32, *smem));
+      &kernel.residentCTAs, function, spec.schedule.warps * 32,
+      kernel.smemBytes));
   if (kernel.residentCTAs < 1)
     return llvm::createStringError(llvm::formatv(
         "decode kernel {0} cannot run on this device (no CTA fits an SM)",
         kernelSymbol(spec)));
-  kernel.library = std::move(library);
   return std::move(kernel);
 }
 
@@ -274,7 +265,7 @@ llvm::Error DecodeKernel::run(const DecodePlan &plan, const DecodeArgs &a,
 
   if (plan.gridX > 0) {
     void *args[] = {&p};
-    CUfunction function = reinterpret_cast<CUfunction>(decodeEntry);
+    CUfunction function = reinterpret_cast<CUfunction>(entry);
     CUcontext current = nullptr;
     if (cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == decodeContext)
       function = decodeFunction;

@@ -32,19 +32,15 @@ Span spanOf(const void *data, int64_t tokens, int64_t strideBytes,
 } // namespace
 
 llvm::Expected<MergeStatesKernel>
-MergeStatesKernel::create(const KernelSpec &spec,
+MergeStatesKernel::create(const KernelSpec &spec, const MergeStatesVariant &,
                           std::shared_ptr<CudaLibrary> library) {
   if (spec.kind != KernelKind::MergeStates)
     return llvm::createStringError("merge_states: the spec is a " +
                                    std::string(toString(spec.kind)) +
                                    " kernel's");
   MergeStatesKernel kernel;
-  kernel.kernelSpec = spec;
-  auto entry = library->getKernel(kernelSymbol(spec));
-  if (!entry)
-    return entry.takeError();
-  kernel.entry = *entry;
-  kernel.library = std::move(library);
+  if (llvm::Error error = kernel.bind(spec, std::move(library)))
+    return std::move(error);
   return std::move(kernel);
 }
 

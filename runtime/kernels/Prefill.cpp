@@ -2,7 +2,6 @@
 #include "attn/runtime/kernels/Prefill.h"
 #include "attn/runtime/support/Error.h"
 #include "runtime/kernels/CacheChecks.h"
-#include "runtime/support/SharedMemory.h"
 #include "codegen/EmitCuda.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -124,17 +123,9 @@ llvm::Expected<PrefillKernel>
 PrefillKernel::create(const KernelSpec &spec, const PrefillVariant &variant,
                       std::shared_ptr<CudaLibrary> library) {
   PrefillKernel kernel;
-  kernel.kernelSpec = spec;
+  if (llvm::Error error = kernel.bind(spec, std::move(library)))
+    return std::move(error);
   kernel.prefillVariant = variant;
-  auto entry = library->getKernel(kernelSymbol(spec));
-  if (!entry)
-    return entry.takeError();
-  kernel.entry = *entry;
-  auto smem = setUpSharedMemory(*library, *entry, spec);
-  if (!smem)
-    return smem.takeError();
-  kernel.smemBytes = *smem;
-  kernel.library = std::move(library);
   return std::move(kernel);
 }
 

@@ -17,20 +17,8 @@ llvm::Error backendError(const llvm::Twine &message) {
 } // namespace
 
 KernelSource kernelsFrom(std::shared_ptr<const AotLibrary> library, Arch arch) {
-  KernelSource source;
-  source.decode = [library, arch](const DecodeVariant &v) {
-    return library->decode(v, arch);
-  };
-  source.prefill = [library, arch](const PrefillVariant &v) {
-    return library->prefill(v, arch);
-  };
-  source.appendKV = [library, arch](const AppendKVVariant &v) {
-    return library->appendKV(v, arch);
-  };
-  source.mergeStates = [library, arch](const MergeStatesVariant &v) {
-    return library->mergeStates(v, arch);
-  };
-  return source;
+  return KernelSource::of(
+      [library, arch](const auto &variant) { return library->load(variant, arch); });
 }
 
 void bindCache(LayerArgs &args, const KVCache &cache, int layer) {

@@ -36,12 +36,9 @@
 #ifndef ATTN_RUNTIME_AOTLIBRARY_H
 #define ATTN_RUNTIME_AOTLIBRARY_H
 
-#include "attn/runtime/kernels/AppendKV.h"
-#include "attn/runtime/kernels/MergeStates.h"
-#include "attn/runtime/kernels/Decode.h"
-#include "attn/runtime/support/InputFiles.h"
-#include "attn/runtime/kernels/Prefill.h"
 #include "attn/runtime/cache/VariantKey.h"
+#include "attn/runtime/kernels/Kernels.h"
+#include "attn/runtime/support/InputFiles.h"
 #include "spec/KernelSpec.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -115,22 +112,34 @@ public:
   /// its arch (the ELF header's).
   llvm::Expected<std::string> readCubin(const AotKernel &kernel) const;
 
-  /// Loaded kernels for variants, for hosts without the compiler (need a
-  /// GPU). An error names the variant's kernel key when the library has no
-  /// kernel for it on `arch`.
-  llvm::Expected<std::shared_ptr<const DecodeKernel>>
-  decode(const DecodeVariant &variant, Arch arch) const;
-  llvm::Expected<std::shared_ptr<const PrefillKernel>>
-  prefill(const PrefillVariant &variant, Arch arch) const;
-  llvm::Expected<std::shared_ptr<const AppendKVKernel>>
-  appendKV(const AppendKVVariant &variant, Arch arch) const;
-  llvm::Expected<std::shared_ptr<const MergeStatesKernel>>
-  mergeStates(const MergeStatesVariant &variant, Arch arch) const;
+  /// The loaded kernel of `variant` (of any op, spec/Ops.h), for hosts
+  /// without the compiler (needs a GPU). An error names the variant's
+  /// kernel key when the library has no kernel for it on `arch`.
+  template <class Variant>
+  llvm::Expected<std::shared_ptr<const KernelFor<Variant>>>
+  load(const Variant &variant, Arch arch) const {
+    auto found = loadKey(kernelKey(variant), arch);
+    if (!found)
+      return found.takeError();
+    auto kernel =
+        KernelFor<Variant>::create(found->first->spec, variant, found->second);
+    if (!kernel)
+      return kernel.takeError();
+    return std::make_shared<const KernelFor<Variant>>(std::move(*kernel));
+  }
+  /// load() under each op's name: decode(variant, arch), ...
+#define ATTN_OP(Type, member, name)                                            \
+  llvm::Expected<std::shared_ptr<const Type##Kernel>> member(                  \
+      const Type##Variant &variant, Arch arch) const {                         \
+    return load(variant, arch);                                                \
+  }
+#include "spec/Ops.h"
 
 private:
   AotLibrary() = default;
+  /// The kernel of `kernelKey` on `arch`, its cubin loaded.
   llvm::Expected<std::pair<const AotKernel *, std::shared_ptr<CudaLibrary>>>
-  load(llvm::StringRef kernelKey, Arch arch) const;
+  loadKey(llvm::StringRef kernelKey, Arch arch) const;
   std::string libraryPath;
   bool packed = false;
   uint64_t blobOffset = 0; ///< packed: where the cubins start in the file

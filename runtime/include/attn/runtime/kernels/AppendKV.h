@@ -7,6 +7,7 @@
 #ifndef ATTN_RUNTIME_APPENDKV_H
 #define ATTN_RUNTIME_APPENDKV_H
 
+#include "attn/runtime/kernels/KernelHandle.h"
 #include "attn/runtime/support/CudaHandles.h"
 #include "attn/runtime/kernels/Decode.h"
 #include "spec/Variant.h"
@@ -35,11 +36,11 @@ struct AppendKVArgs {
 };
 
 /// A loaded append-KV kernel for one variant.
-class AppendKVKernel {
+class AppendKVKernel : public KernelHandle {
 public:
   static llvm::Expected<AppendKVKernel>
-  create(const KernelSpec &spec, std::shared_ptr<CudaLibrary> library);
-  const KernelSpec &spec() const { return kernelSpec; }
+  create(const KernelSpec &spec, const AppendKVVariant &variant,
+         std::shared_ptr<CudaLibrary> library);
   llvm::Error checkArgs(const AppendKVArgs &args) const;
   /// Launches; no allocation, no host sync. A slot past the cache is
   /// reported by a later run() of this kernel (object: every user of it
@@ -49,9 +50,6 @@ public:
 
 private:
   AppendKVKernel() = default;
-  KernelSpec kernelSpec;
-  std::shared_ptr<CudaLibrary> library;
-  CUkernel entry = nullptr;
   /// The kernel's report of a slot past the cache (PageIdError).
   PinnedBuffer pageIdError;
 };

@@ -12,6 +12,7 @@
 #define ATTN_RUNTIME_DECODE_H
 
 #include "attn/runtime/support/CudaHandles.h"
+#include "attn/runtime/kernels/KernelHandle.h"
 #include "attn/runtime/kernels/HeadTables.h"
 #include "spec/Variant.h"
 #include "attn/runtime/kernels/PagedKV.h"
@@ -123,7 +124,7 @@ struct DecodeArgs : HeadTables {
 };
 
 /// A loaded decode kernel for one variant.
-class DecodeKernel {
+class DecodeKernel : public KernelHandle {
 public:
   /// Wraps a loaded library holding `spec`'s entries; `variant` supplies the
   /// runtime values (scale, soft-cap, window) baked into every launch.
@@ -131,7 +132,6 @@ public:
   create(const KernelSpec &spec, const DecodeVariant &variant,
          std::shared_ptr<CudaLibrary> library);
 
-  const KernelSpec &spec() const { return kernelSpec; }
   const DecodeVariant &variant() const { return decodeVariant; }
   int numSMs() const { return smCount; }
   /// CTAs of this kernel that fit on one SM (the occupancy calculator's
@@ -170,16 +170,12 @@ public:
 
 private:
   DecodeKernel() = default;
-  KernelSpec kernelSpec;
   DecodeVariant decodeVariant;
-  std::shared_ptr<CudaLibrary> library;
-  CUkernel decodeEntry = nullptr;
-  /// decodeEntry in the context current at create(): launched through it
+  /// The entry in the context current at create(): launched through it
   /// while that context is current (about 1 us less host time per launch
   /// than the context-independent CUkernel; attn-bench jit).
   CUcontext decodeContext = nullptr;
   CUfunction decodeFunction = nullptr;
-  int smemBytes = 0;
   int smCount = 0;
   int residentCTAs = 1;
 };

@@ -10,8 +10,10 @@
 #ifndef ATTN_RUNTIME_MERGESTATES_H
 #define ATTN_RUNTIME_MERGESTATES_H
 
+#include "attn/runtime/kernels/KernelHandle.h"
 #include "attn/runtime/support/CudaHandles.h"
 #include "spec/KernelSpec.h"
+#include "spec/Variant.h"
 #include "templates/attn/params.h"
 
 #include "llvm/Support/Error.h"
@@ -43,19 +45,16 @@ struct MergeStatesArgs {
 };
 
 /// A loaded merge_states kernel for one dtype, head count and head dim.
-class MergeStatesKernel {
+class MergeStatesKernel : public KernelHandle {
 public:
   static llvm::Expected<MergeStatesKernel>
-  create(const KernelSpec &spec, std::shared_ptr<CudaLibrary> library);
-  const KernelSpec &spec() const { return kernelSpec; }
+  create(const KernelSpec &spec, const MergeStatesVariant &variant,
+         std::shared_ptr<CudaLibrary> library);
   llvm::Error checkArgs(const MergeStatesArgs &args) const;
   llvm::Error run(const MergeStatesArgs &args, CUstream stream) const;
 
 private:
   MergeStatesKernel() = default;
-  KernelSpec kernelSpec;
-  std::shared_ptr<CudaLibrary> library;
-  CUkernel entry = nullptr;
 };
 
 } // namespace attn::runtime

@@ -11,6 +11,7 @@
 #define ATTN_RUNTIME_PREFILL_H
 
 #include "attn/runtime/support/CudaHandles.h"
+#include "attn/runtime/kernels/KernelHandle.h"
 #include "attn/runtime/kernels/HeadTables.h"
 #include "attn/runtime/kernels/PagedKV.h"
 #include "spec/Variant.h"
@@ -138,13 +139,12 @@ struct PagedPrefillArgs : HeadTables {
 };
 
 /// A loaded prefill kernel for one variant, ragged or paged.
-class PrefillKernel {
+class PrefillKernel : public KernelHandle {
 public:
   static llvm::Expected<PrefillKernel>
   create(const KernelSpec &spec, const PrefillVariant &variant,
          std::shared_ptr<CudaLibrary> library);
 
-  const KernelSpec &spec() const { return kernelSpec; }
   const PrefillVariant &variant() const { return prefillVariant; }
 
   /// A workspace for batches of at most `maxQTokens` query rows in at most
@@ -208,11 +208,7 @@ private:
                          const PagedPrefillArgs &args, CUstream stream) const;
   llvm::Error launchSm90(const PrefillPlan &plan, PrefillSm90Params &params,
                          CUstream stream) const;
-  KernelSpec kernelSpec;
   PrefillVariant prefillVariant;
-  std::shared_ptr<CudaLibrary> library;
-  CUkernel entry = nullptr;
-  int smemBytes = 0;
 };
 
 } // namespace attn::runtime

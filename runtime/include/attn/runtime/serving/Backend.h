@@ -32,6 +32,7 @@
 #include "attn/runtime/cache/AotLibrary.h"
 #include "attn/runtime/kernels/AppendKV.h"
 #include "attn/runtime/kernels/Cascade.h"
+#include "attn/runtime/kernels/KernelSource.h"
 #include "attn/runtime/serving/AttentionMetadata.h"
 #include "attn/runtime/serving/KVCache.h"
 #include "attn/runtime/kernels/MixedBatch.h"
@@ -46,20 +47,6 @@
 #include <optional>
 
 namespace attn::runtime {
-
-/// Where a Backend gets its kernels.
-struct KernelSource {
-  std::function<llvm::Expected<std::shared_ptr<const DecodeKernel>>(const DecodeVariant &)>
-      decode;
-  std::function<llvm::Expected<std::shared_ptr<const PrefillKernel>>(const PrefillVariant &)>
-      prefill;
-  std::function<llvm::Expected<std::shared_ptr<const AppendKVKernel>>(
-      const AppendKVVariant &)>
-      appendKV;
-  std::function<llvm::Expected<std::shared_ptr<const MergeStatesKernel>>(
-      const MergeStatesVariant &)>
-      mergeStates;
-};
 
 /// Kernels of an AOT library for `arch` (kept alive by the source).
 KernelSource kernelsFrom(std::shared_ptr<const AotLibrary> library, Arch arch);
