@@ -202,15 +202,14 @@ template <class Variant> void readAttentionFields(ComboReader &r, Variant &v) {
   r.modifiers("modifiers", v);
 }
 
-DecodeVariant readDecode(ComboReader &r) {
-  DecodeVariant v;
+/// Each op's fields (its section is named in spec/Ops.h).
+void readVariant(ComboReader &r, DecodeVariant &v) {
   readAttentionFields(r, v);
   r.type("kv_type", v.kvType, v.qType);
   r.integer("page_size", v.pageSize);
   r.layout("layout", v.layout);
   r.integer("query_len", v.queryLen);
   r.boolean("per_head_scale", v.perHeadKVScale);
-  return v;
 }
 
 /// Prefill fields that describe the paged cache: an error on an entry that
@@ -218,8 +217,7 @@ DecodeVariant readDecode(ComboReader &r) {
 /// per_head_scale and fp8_compute apply to ragged FP8 k/v too.)
 constexpr const char *kPagedOnlyFields[] = {"page_size", "layout"};
 
-PrefillVariant readPrefill(ComboReader &r) {
-  PrefillVariant v;
+void readVariant(ComboReader &r, PrefillVariant &v) {
   readAttentionFields(r, v);
   bool encoder = false;
   r.boolean("encoder", encoder);
@@ -240,11 +238,9 @@ PrefillVariant readPrefill(ComboReader &r) {
     v.paged = format;
   else if (format.kvType != v.qType)
     v.fp8KV = FP8RowsFormat{format.kvType, format.perHeadKVScale};
-  return v;
 }
 
-AppendKVVariant readAppendKV(ComboReader &r) {
-  AppendKVVariant v;
+void readVariant(ComboReader &r, AppendKVVariant &v) {
   r.type("in_type", v.inType);
   r.type("kv_type", v.kvType, v.inType);
   r.integer("num_kv_heads", v.numKVHeads);
@@ -252,29 +248,33 @@ AppendKVVariant readAppendKV(ComboReader &r) {
   r.integer("page_size", v.pageSize);
   r.layout("layout", v.layout);
   r.boolean("per_head_scale", v.perHeadKVScale);
-  return v;
 }
 
-MergeStatesVariant readMergeStates(ComboReader &r) {
-  MergeStatesVariant v;
+void readVariant(ComboReader &r, MergeStatesVariant &v) {
   r.type("dtype", v.dtype);
   r.integer("num_heads", v.numHeads);
   r.integer("head_dim", v.headDim);
-  return v;
+}
+
+/// The sections of a JSON config: one per op of spec/Ops.h.
+const std::vector<std::string> &opSections() {
+  static const std::vector<std::string> sections = {
+#define ATTN_OP(Type, member, name) #name,
+#include "spec/Ops.h"
+  };
+  return sections;
 }
 
 /// The fields a section reads: its reader run on nothing.
 std::set<std::string> fieldsOf(llvm::StringRef kind) {
   Combo none;
   ComboReader reader(none);
-  if (kind == "decode")
-    (void)readDecode(reader);
-  else if (kind == "prefill")
-    (void)readPrefill(reader);
-  else if (kind == "merge_states")
-    (void)readMergeStates(reader);
-  else
-    (void)readAppendKV(reader);
+#define ATTN_OP(Type, member, name)                                            \
+  if (kind == #name) {                                                         \
+    Type##Variant v;                                                           \
+    readVariant(reader, v);                                                    \
+  }
+#include "spec/Ops.h"
   return reader.asked;
 }
 
@@ -423,8 +423,7 @@ ConfigJobs jsonJobs(llvm::StringRef text, llvm::StringRef name,
   for (const auto &kv : *object)
     sections.push_back(kv.first.str());
   llvm::sort(sections);
-  for (llvm::StringRef kind :
-       {"decode", "prefill", "append_kv", "merge_states"}) {
+  for (llvm::StringRef kind : opSections()) {
     const json::Value *section = object->get(kind);
     if (!section)
       continue;
@@ -458,11 +457,10 @@ ConfigJobs jsonJobs(llvm::StringRef text, llvm::StringRef name,
       if (!wanted)
         errors.push_back(name.str() + ": \"cache_ops\" must be true or false");
       cacheOps = wanted.value_or(false);
-    } else if (section != "decode" && section != "prefill" &&
-               section != "append_kv" && section != "merge_states") {
+    } else if (!llvm::is_contained(opSections(), section)) {
       errors.push_back(name.str() + ": unknown section \"" + section +
-                       "\" (expected decode, prefill, append_kv, merge_states, "
-                       "cache_ops)");
+                       "\" (expected " + llvm::join(opSections(), ", ") +
+                       ", cache_ops)");
     }
   }
 
@@ -507,31 +505,15 @@ ConfigJobs jsonJobs(llvm::StringRef text, llvm::StringRef name,
       ComboReader reader(combo, loadModifiers);
       std::string key;
       std::function<llvm::Expected<KernelSpec>(Arch)> compile;
-      if (entry.kind == "decode") {
-        DecodeVariant v = readDecode(reader);
-        key = runtime::kernelKey(v);
-        compile = [v](Arch arch) {
-          return mlir::attn::compileDecodeVariant(v, arch);
-        };
-      } else if (entry.kind == "prefill") {
-        PrefillVariant v = readPrefill(reader);
-        key = runtime::kernelKey(v);
-        compile = [v](Arch arch) {
-          return mlir::attn::compilePrefillVariant(v, arch);
-        };
-      } else if (entry.kind == "merge_states") {
-        MergeStatesVariant v = readMergeStates(reader);
-        key = runtime::kernelKey(v);
-        compile = [v](Arch arch) {
-          return mlir::attn::compileMergeStatesVariant(v, arch);
-        };
-      } else {
-        AppendKVVariant v = readAppendKV(reader);
-        key = runtime::kernelKey(v);
-        compile = [v](Arch arch) {
-          return mlir::attn::compileAppendKVVariant(v, arch);
-        };
-      }
+      // The entry's op: its variant read, its key, its compile.
+#define ATTN_OP(Type, member, name)                                            \
+  if (entry.kind == #name) {                                                   \
+    Type##Variant v;                                                           \
+    readVariant(reader, v);                                                    \
+    key = runtime::kernelKey(v);                                               \
+    compile = [v](Arch arch) { return mlir::attn::compileVariant(v, arch); };  \
+  }
+#include "spec/Ops.h"
       if (!reader.problem.empty()) {
         errors.push_back(origin + ": " + reader.problem);
         continue; // the same problem on every arch
