@@ -45,14 +45,61 @@ defvar Attn_ScoreModAttrs = (ins
   OptionalAttr<F32Attr>:$scale,
   OptionalAttr<F32Attr>:$softcap);
 
+/// What every attention op takes after its own operands, in this order:
+/// FP8 k/v scales, the per-query-head tables of templates/attn/
+/// variant_knobs.h (ALiBi slopes, sinks, an e4m3 q's scales), the aux
+/// tables of its modifier regions; and how they are spelled.
+defvar Attn_AttentionOptionalOperands = (ins
+    Optional<Attn_ScaleVector>:$k_scale,
+    Optional<Attn_ScaleVector>:$v_scale,
+    Optional<Attn_SlopeVector>:$alibi_slopes,
+    Optional<Attn_SinkVector>:$sinks,
+    Optional<Attn_ScaleVector>:$q_scale,
+    Variadic<Attn_AuxTensor>:$aux);
+defvar Attn_AttentionOptionalFormat = [{
+    (`kv_scales` `(` $k_scale^ `,` $v_scale `:` type($k_scale) `,`
+                    type($v_scale) `)`)?
+    (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`q_scale` `(` $q_scale^ `:` type($q_scale) `)`)?
+    (`aux` `(` $aux^ `:` type($aux) `)`)?
+}];
+
+/// An attention op: its own operands and attributes, then every attention
+/// op's optional operands, score attributes, `out` (and optionally `lse`)
+/// results, score_mod / mask_mod regions and the assembly around them.
+/// `operandFormat` spells the op's own operands; `typeFormat` their types.
+class Attn_AttentionOp<string mnemonic, dag operands, dag attrs,
+                       string operandFormat, string typeFormat>
+    : Attn_Op<mnemonic, [Pure, AttrSizedOperandSegments, IsolatedFromAbove,
+                         DeclareOpInterfaceMethods<OpAsmOpInterface,
+                             ["getAsmBlockArgumentNames", "getAsmResultNames"]>,
+                         Attn_AttentionOpInterface]> {
+  let arguments = !con(operands, Attn_AttentionOptionalOperands, attrs,
+                       Attn_ScoreModAttrs);
+  let results = (outs
+    Attn_ActivationTensor:$out,
+    Optional<Attn_LseTensor>:$lse);
+  let regions = Attn_ModifierRegions;
+  let hasRegionVerifier = 1;
+  let assemblyFormat = !strconcat(operandFormat, Attn_AttentionOptionalFormat,
+      [{ attr-dict `:` }], typeFormat, [{ `->` type($out)
+      (`,` type($lse)^)? (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
+  }]);
+}
+
 //===----------------------------------------------------------------------===//
 // attn.prefill
 //===----------------------------------------------------------------------===//
 
-def Attn_PrefillOp : Attn_Op<"prefill", [Pure, AttrSizedOperandSegments, IsolatedFromAbove,
-    DeclareOpInterfaceMethods<OpAsmOpInterface,
-        ["getAsmBlockArgumentNames", "getAsmResultNames"]>,
-                                         Attn_AttentionOpInterface]> {
+def Attn_PrefillOp : Attn_AttentionOp<"prefill",
+    (ins Attn_QueryTensor:$q, Attn_KVRowsTensor:$k, Attn_KVRowsTensor:$v,
+         Attn_IndexVector:$cu_seqlens_q, Attn_IndexVector:$cu_seqlens_kv),
+    (ins OptionalAttr<Attn_PrefillScheduleAttr>:$schedule,
+         UnitAttr:$fp8_compute),
+    [{ $q `,` $k `,` $v `,` $cu_seqlens_q `,` $cu_seqlens_kv }],
+    [{ type($q) `,` type($k) `,` type($v) `,` type($cu_seqlens_q) `,`
+       type($cu_seqlens_kv) }]> {
   let summary = "attention over ragged (variable-length) q/k/v";
   let description = [{
     Each request `b` owns query rows `cu_seqlens_q[b] .. cu_seqlens_q[b+1]` and
@@ -73,49 +120,21 @@ def Attn_PrefillOp : Attn_Op<"prefill", [Pure, AttrSizedOperandSegments, Isolate
           tensor<?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
     ```
   }];
-  let arguments = !con((ins
-    Attn_QueryTensor:$q,
-    Attn_KVRowsTensor:$k,
-    Attn_KVRowsTensor:$v,
-    Attn_IndexVector:$cu_seqlens_q,
-    Attn_IndexVector:$cu_seqlens_kv,
-    Optional<Attn_ScaleVector>:$k_scale,
-    Optional<Attn_ScaleVector>:$v_scale,
-    Optional<Attn_SlopeVector>:$alibi_slopes,
-    Optional<Attn_SinkVector>:$sinks,
-    Optional<Attn_ScaleVector>:$q_scale,
-    Variadic<Attn_AuxTensor>:$aux,
-    OptionalAttr<Attn_PrefillScheduleAttr>:$schedule,
-    UnitAttr:$fp8_compute), Attn_ScoreModAttrs);
-  let results = (outs
-    Attn_ActivationTensor:$out,
-    Optional<Attn_LseTensor>:$lse);
-  let regions = Attn_ModifierRegions;
-  let hasRegionVerifier = 1;
-  let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $cu_seqlens_q `,` $cu_seqlens_kv
-    (`kv_scales` `(` $k_scale^ `,` $v_scale `:` type($k_scale) `,`
-                    type($v_scale) `)`)?
-    (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
-    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
-    (`q_scale` `(` $q_scale^ `:` type($q_scale) `)`)?
-    (`aux` `(` $aux^ `:` type($aux) `)`)?
-    attr-dict `:` type($q) `,` type($k) `,` type($v) `,`
-    type($cu_seqlens_q) `,` type($cu_seqlens_kv) `->` type($out)
-    (`,` type($lse)^)?
-    (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
-  }];
 }
 
 //===----------------------------------------------------------------------===//
 // attn.paged_prefill
 //===----------------------------------------------------------------------===//
 
-def Attn_PagedPrefillOp
-    : Attn_Op<"paged_prefill", [Pure, AttrSizedOperandSegments, IsolatedFromAbove,
-    DeclareOpInterfaceMethods<OpAsmOpInterface,
-        ["getAsmBlockArgumentNames", "getAsmResultNames"]>,
-                                Attn_AttentionOpInterface]> {
+def Attn_PagedPrefillOp : Attn_AttentionOp<"paged_prefill",
+    (ins Attn_QueryTensor:$q, Attn_PagedKVType:$cache,
+         Attn_IndexVector:$cu_seqlens_q, Attn_PageTable:$page_tables,
+         Attn_IndexVector:$seq_lens),
+    (ins OptionalAttr<Attn_PrefillScheduleAttr>:$schedule,
+         UnitAttr:$fp8_compute),
+    [{ $q `,` $cache `,` $cu_seqlens_q `,` $page_tables `,` $seq_lens }],
+    [{ type($q) `,` qualified(type($cache)) `,` type($cu_seqlens_q) `,`
+       type($page_tables) `,` type($seq_lens) }]> {
   let summary = "new tokens attending to their paged prefix and themselves";
   let description = [{
     Chunked prefill and prefix caching: request `b` has query rows
@@ -142,48 +161,20 @@ def Attn_PagedPrefillOp
           tensor<?xi32>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
     ```
   }];
-  let arguments = !con((ins
-    Attn_QueryTensor:$q,
-    Attn_PagedKVType:$cache,
-    Attn_IndexVector:$cu_seqlens_q,
-    Attn_PageTable:$page_tables,
-    Attn_IndexVector:$seq_lens,
-    Optional<Attn_ScaleVector>:$k_scale,
-    Optional<Attn_ScaleVector>:$v_scale,
-    Optional<Attn_SlopeVector>:$alibi_slopes,
-    Optional<Attn_SinkVector>:$sinks,
-    Optional<Attn_ScaleVector>:$q_scale,
-    Variadic<Attn_AuxTensor>:$aux,
-    OptionalAttr<Attn_PrefillScheduleAttr>:$schedule,
-    UnitAttr:$fp8_compute), Attn_ScoreModAttrs);
-  let results = (outs
-    Attn_ActivationTensor:$out,
-    Optional<Attn_LseTensor>:$lse);
-  let regions = Attn_ModifierRegions;
-  let hasRegionVerifier = 1;
-  let assemblyFormat = [{
-    $q `,` $cache `,` $cu_seqlens_q `,` $page_tables `,` $seq_lens
-    (`kv_scales` `(` $k_scale^ `,` $v_scale `:` type($k_scale) `,`
-                    type($v_scale) `)`)?
-    (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
-    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
-    (`q_scale` `(` $q_scale^ `:` type($q_scale) `)`)?
-    (`aux` `(` $aux^ `:` type($aux) `)`)?
-    attr-dict `:` type($q) `,` qualified(type($cache)) `,`
-    type($cu_seqlens_q) `,` type($page_tables) `,` type($seq_lens)
-    `->` type($out) (`,` type($lse)^)?
-    (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
-  }];
 }
 
 //===----------------------------------------------------------------------===//
 // attn.decode
 //===----------------------------------------------------------------------===//
 
-def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments, IsolatedFromAbove,
-    DeclareOpInterfaceMethods<OpAsmOpInterface,
-        ["getAsmBlockArgumentNames", "getAsmResultNames"]>,
-                                         Attn_AttentionOpInterface]> {
+def Attn_DecodeOp : Attn_AttentionOp<"decode",
+    (ins Attn_QueryTensor:$q, Attn_PagedKVType:$cache,
+         Attn_PageTable:$page_tables, Attn_IndexVector:$seq_lens),
+    (ins DefaultValuedAttr<I64Attr, "1">:$query_len,
+         OptionalAttr<Attn_DecodeScheduleAttr>:$schedule),
+    [{ $q `,` $cache `,` $page_tables `,` $seq_lens }],
+    [{ type($q) `,` qualified(type($cache)) `,` type($page_tables) `,`
+       type($seq_lens) }]> {
   let summary = "paged decode: a few new query tokens per request";
   let description = [{
     Each request contributes `query_len` query rows (1, or 1 + draft tokens
@@ -199,37 +190,6 @@ def Attn_DecodeOp : Attn_Op<"decode", [Pure, AttrSizedOperandSegments, IsolatedF
         : tensor<?x32x128xbf16>, !attn.paged_kv<8x128xbf16, page_size = 16, layout = nhd>,
           tensor<?x?xi32>, tensor<?xi32> -> tensor<?x32x128xbf16>
     ```
-  }];
-  let arguments = !con((ins
-    Attn_QueryTensor:$q,
-    Attn_PagedKVType:$cache,
-    Attn_PageTable:$page_tables,
-    Attn_IndexVector:$seq_lens,
-    Optional<Attn_ScaleVector>:$k_scale,
-    Optional<Attn_ScaleVector>:$v_scale,
-    Optional<Attn_SlopeVector>:$alibi_slopes,
-    Optional<Attn_SinkVector>:$sinks,
-    Optional<Attn_ScaleVector>:$q_scale,
-    Variadic<Attn_AuxTensor>:$aux,
-    DefaultValuedAttr<I64Attr, "1">:$query_len,
-    OptionalAttr<Attn_DecodeScheduleAttr>:$schedule), Attn_ScoreModAttrs);
-  let results = (outs
-    Attn_ActivationTensor:$out,
-    Optional<Attn_LseTensor>:$lse);
-  let regions = Attn_ModifierRegions;
-  let hasRegionVerifier = 1;
-  let assemblyFormat = [{
-    $q `,` $cache `,` $page_tables `,` $seq_lens
-    (`kv_scales` `(` $k_scale^ `,` $v_scale `:` type($k_scale) `,`
-                    type($v_scale) `)`)?
-    (`alibi` `(` $alibi_slopes^ `:` type($alibi_slopes) `)`)?
-    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
-    (`q_scale` `(` $q_scale^ `:` type($q_scale) `)`)?
-    (`aux` `(` $aux^ `:` type($aux) `)`)?
-    attr-dict `:` type($q) `,` qualified(type($cache)) `,`
-    type($page_tables) `,` type($seq_lens) `->` type($out)
-    (`,` type($lse)^)?
-    (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
   }];
 }
 
