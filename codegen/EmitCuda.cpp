@@ -72,7 +72,7 @@ static std::string emitConfig(const KernelSpec &spec) {
       fmt::arg("page_size", paged ? spec.pageSize : 1),
       fmt::arg("layout_hnd", boolStr(paged && spec.layout == KVLayout::HND)),
       fmt::arg("query_len", spec.queryLen));
-#define ATTN_FLAG(member, name, uriTag, cudaConstant)                          \
+#define ATTN_FLAG(member, name, cudaConstant)                                  \
   config += fmt::format("  static constexpr bool " #cudaConstant " = {};\n",   \
                         boolStr(spec.member));
 #include "templates/attn/variant_knobs.h"

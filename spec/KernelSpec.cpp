@@ -163,9 +163,9 @@ std::string KernelSpec::uri() const {
     name += fmt::format("_p{}{}", pageSize, toString(layout));
   if (queryLen != 1)
     name += fmt::format("_ql{}", queryLen);
-#define ATTN_FLAG(member, name_, uriTag, ...)                                  \
+#define ATTN_FLAG(member, name_, ...)                                           \
   if (member)                                                                  \
-    name += "_" uriTag;
+    name += "_" name_;
 #include "templates/attn/variant_knobs.h"
   // Modifier source is long: the name holds its hash.
   if (hasModifiers())

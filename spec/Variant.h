@@ -17,6 +17,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace attn {
 
@@ -48,6 +49,16 @@ struct AttentionKnobs {
   std::string maskMod;
 };
 
+/// A flag's one name outside C++ (templates/attn/variant_knobs.h) from its
+/// C++ member's: knobName("fp8Query") is "fp8_query".
+constexpr std::string_view knobName(std::string_view member) {
+#define ATTN_FLAG(member_, name, ...)                                          \
+  if (member == #member_)                                                      \
+    return name;
+#include "templates/attn/variant_knobs.h"
+  return member;
+}
+
 /// Calls f(name, knob...) for every knob of one or more AttentionKnobs.
 template <class F, class... K> void forEachKnob(F &&f, K &...k) {
   f("kind", k.kind...);
@@ -55,7 +66,7 @@ template <class F, class... K> void forEachKnob(F &&f, K &...k) {
   f("window_left", k.windowLeft...);
   f("softcap", k.softcap...);
   f("scale", k.scale...);
-#define ATTN_HEAD_TABLE(flag, ...) f(#flag, k.flag...);
+#define ATTN_HEAD_TABLE(flag, ...) f(knobName(#flag).data(), k.flag...);
 #include "templates/attn/variant_knobs.h"
   f("write_lse", k.writeLse...);
   f("score_mod", k.scoreMod...);

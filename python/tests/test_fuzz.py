@@ -171,7 +171,7 @@ def check_variant(kind, kw, key, c):
     flags = [("causal", "causal"), ("alibi", "alibi"), ("sinks", "sinks"),
              ("write_lse", "write_lse")]
     if paged:
-        flags.append(("per_head_kv_scale", "headscale"))
+        flags.append(("per_head_kv_scale", "per_head_kv_scale"))
     for name, word in flags:
         assert _flag(key, word, flag(v[name])), (name, v[name], key)
         assert getattr(k if hasattr(k, name) else c, name) == flag(v[name])

@@ -95,7 +95,7 @@ std::string regionKey(std::string_view text) {
 
 std::string kernelKey(const DecodeVariant &v) {
   return fmt::format("decode q={} kv={} heads={}/{} dim={} page={} layout={} "
-                     "qlen={} headscale={}{}{}",
+                     "qlen={} per_head_kv_scale={}{}{}",
                      toString(v.qType), toString(v.kvType), v.numQHeads,
                      v.numKVHeads, v.headDim, v.pageSize, toString(v.layout),
                      v.queryLen, flag(v.perHeadKVScale), knobsKey(v),
@@ -105,11 +105,11 @@ std::string kernelKey(const DecodeVariant &v) {
 std::string kernelKey(const PrefillVariant &v) {
   std::string paged = "ragged";
   if (v.paged)
-    paged = fmt::format("paged kv={} page={} layout={} headscale={}",
+    paged = fmt::format("paged kv={} page={} layout={} per_head_kv_scale={}",
                         toString(v.paged->kvType), v.paged->pageSize,
                         toString(v.paged->layout), flag(v.paged->perHeadKVScale));
   else if (v.fp8KV)
-    paged = fmt::format("ragged kv={} headscale={}", toString(v.fp8KV->kvType),
+    paged = fmt::format("ragged kv={} per_head_kv_scale={}", toString(v.fp8KV->kvType),
                         flag(v.fp8KV->perHeadKVScale));
   if (v.fp8Compute)
     paged += " fp8mma=1";
@@ -120,7 +120,7 @@ std::string kernelKey(const PrefillVariant &v) {
 
 std::string kernelKey(const AppendKVVariant &v) {
   return fmt::format("append_kv in={} kv={} kv_heads={} dim={} page={} "
-                     "layout={} headscale={}",
+                     "layout={} per_head_kv_scale={}",
                      toString(v.inType), toString(v.kvType), v.numKVHeads,
                      v.headDim, v.pageSize, toString(v.layout),
                      flag(v.perHeadKVScale));

@@ -13,9 +13,11 @@
 // What a knob does on the device lives in templates/attn/variant.cuh; its
 // IR operand (a head table) in dialect/IR/AttnOps.td.
 //
-// ATTN_FLAG(member, name, uriTag, cudaConstant)
-//   A bool compiled into the kernel: KernelSpec::member, `name` in IR and
-//   JSON, `_uriTag` in the kernel name when set, Config::cudaConstant.
+// ATTN_FLAG(member, name, cudaConstant)
+//   A bool compiled into the kernel: KernelSpec::member; `name` wherever the
+//   knob is named outside C++ (IR, JSON, the kernel name when set, kernel
+//   keys, attn-aot configs, the C ABI's and Python's fields);
+//   Config::cudaConstant.
 // ATTN_HEAD_TABLE(flag, pointer, operand, accessor)
 //   A [num_q_heads] f32 table the kernel reads when `flag` is set: the
 //   launch argument `pointer` (host and device), the attention ops' optional
@@ -23,34 +25,34 @@
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_FLAG
-#define ATTN_FLAG(member, name, uriTag, cudaConstant)
+#define ATTN_FLAG(member, name, cudaConstant)
 #endif
 #ifndef ATTN_HEAD_TABLE
 #define ATTN_HEAD_TABLE(flag, pointer, operand, accessor)
 #endif
 
 /// Causal among a request's queries (aligned to the end of its keys).
-ATTN_FLAG(causal, "causal", "causal", kCausal)
+ATTN_FLAG(causal, "causal", kCausal)
 /// Keys limited to `window_left` before the query's diagonal.
-ATTN_FLAG(slidingWindow, "sliding_window", "swa", kSlidingWindow)
+ATTN_FLAG(slidingWindow, "sliding_window", kSlidingWindow)
 /// ALiBi: -slope[h] * |key - query| added to the scaled score.
-ATTN_FLAG(alibi, "alibi", "alibi", kAlibi)
+ATTN_FLAG(alibi, "alibi", kAlibi)
 /// Logit soft-cap: c * tanh(s / c).
-ATTN_FLAG(softcap, "softcap", "softcap", kSoftcap)
+ATTN_FLAG(softcap, "softcap", kSoftcap)
 /// Attention sinks: a learned logit per q head that joins the softmax
 /// denominator and adds no value (gpt-oss; vLLM's and FlashInfer's `sinks`).
-ATTN_FLAG(sinks, "sinks", "sinks", kSinks)
+ATTN_FLAG(sinks, "sinks", kSinks)
 /// FP8 dequantization scales per KV head (else one per tensor).
-ATTN_FLAG(perHeadKVScale, "per_head_kv_scale", "headscale", kPerHeadKVScale)
+ATTN_FLAG(perHeadKVScale, "per_head_kv_scale", kPerHeadKVScale)
 /// Paged prefill on sm_90a: Q K^T and P V as FP8 MMAs (q and P in e4m3,
 /// K and V in the cache's FP8 type; docs/semantics.md, "FP8 compute").
-ATTN_FLAG(fp8Compute, "fp8_compute", "fp8mma", kFP8Compute)
+ATTN_FLAG(fp8Compute, "fp8_compute", kFP8Compute)
 /// With fp8Compute: q arrives already quantized to e4m3, with one
 /// dequantization scale per q head (vLLM's quantized query), instead of
 /// in q_type (which is then the output's type) for the kernel to quantize.
-ATTN_FLAG(fp8Query, "fp8_query", "q8", kFP8Query)
+ATTN_FLAG(fp8Query, "fp8_query", kFP8Query)
 /// The log-sum-exp of each row is written too.
-ATTN_FLAG(writeLse, "write_lse", "lse", kWriteLse)
+ATTN_FLAG(writeLse, "write_lse", kWriteLse)
 
 ATTN_HEAD_TABLE(alibi, alibiSlopes, "alibi_slopes", getAlibiSlopes)
 ATTN_HEAD_TABLE(sinks, sinks, "sinks", getSinks)

@@ -41,7 +41,7 @@ func.func @decode_every_flag(%q: tensor<?x64x96xf16>,
     %slopes: tensor<64xf32>) -> (tensor<?x64x96xf16>, tensor<?x64xf32>) {
   // FP8 cache with per-head scales (8 = num_kv_heads), ALiBi, soft-cap, a
   // sliding window, 2 query tokens and an LSE output: every flag is on.
-  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_decode_qf16_kve4m3_h64x8_d96_p32hnd_ql2_causal_swa_alibi_softcap_headscale_lse_w4s5r1
+  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_decode_qf16_kve4m3_h64x8_d96_p32hnd_ql2_causal_sliding_window_alibi_softcap_per_head_kv_scale_write_lse_w4s5r1
   // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_80", q_type = f16, kv_type = f8E4M3FN, num_q_heads = 64, num_kv_heads = 8, head_dim = 96, page_size = 32, layout = hnd, query_len = 2, causal = true, sliding_window = true, alibi = true, softcap = true, per_head_kv_scale = true, write_lse = true, schedule = #attn.decode_schedule<warps = 4, stages = 5, row_tiles = 1, min_chunk_tokens = 128, ctas_per_sm = 2>>
   // CHECK-SAME: (%[[Q]], %[[C]], %[[BT]], %[[LENS]], %[[KS]], %[[VS]], %[[SLOPES]])
   // CHECK-SAME: -> (tensor<?x64x96xf16>, tensor<?x64xf32>)
@@ -137,7 +137,7 @@ func.func @prefill_every_flag(%q: tensor<?x16x256xf16>, %k: tensor<?x2x256xf16>,
     %cu_q: tensor<?xi32>, %cu_kv: tensor<?xi32>, %slopes: tensor<16xf32>)
     -> (tensor<?x16x256xf16>, tensor<?x16xf32>) {
   // Window, ALiBi, soft-cap and LSE; a pinned schedule of 8 warps.
-  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_prefill_qf16_kvf16_h16x2_d256_causal_swa_alibi_softcap_lse_m128n32w8s2
+  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_prefill_qf16_kvf16_h16x2_d256_causal_sliding_window_alibi_softcap_write_lse_m128n32w8s2
   // CHECK-SAME: spec #attn.kernel_spec<kind = prefill, arch = "sm_80", q_type = f16, kv_type = f16, num_q_heads = 16, num_kv_heads = 2, head_dim = 256, layout = nhd, causal = true, sliding_window = true, alibi = true, softcap = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 8, block_m = 128, block_n = 32, stages = 2>>
   // CHECK-SAME: ({{.*}}, %[[SLOPES]])
   // CHECK-SAME: -> (tensor<?x16x256xf16>, tensor<?x16xf32>)
@@ -188,7 +188,7 @@ func.func @paged_prefill_fp8_every_flag(%q: tensor<?x32x128xf16>,
   // An e4m3 HND cache with per-head scales, window, ALiBi, soft-cap, LSE:
   // operands in the op's order (q, cache, cu_seqlens_q, page_tables,
   // seq_lens, k_scale, v_scale, slopes).
-  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_paged_prefill_qf16_kve4m3_h32x8_d128_p32hnd_causal_swa_alibi_softcap_headscale_lse_m64n64w4s2
+  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_paged_prefill_qf16_kve4m3_h32x8_d128_p32hnd_causal_sliding_window_alibi_softcap_per_head_kv_scale_write_lse_m64n64w4s2
   // CHECK-SAME: spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_89", q_type = f16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 32, layout = hnd, causal = true, sliding_window = true, alibi = true, softcap = true, per_head_kv_scale = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
   // CHECK-SAME: ({{.*}}, %[[KS]], %[[VS]], %[[SLOPES]])
   // CHECK-SAME: -> (tensor<?x32x128xf16>, tensor<?x32xf32>)

@@ -206,17 +206,17 @@ func.func @kernel_launches(
     %slots: tensor<?xi64>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>,
     %s: tensor<8xf32>) -> (tensor<?x32x128xbf16>, tensor<?x32xf32>) {
   // Lowered IR: kernel launches with their full specs and runtime values.
-  // CHECK: %[[C:.+]] = attn.kernel_launch @attn_append_kv_qbf16_kve4m3_h8x8_d128_p16nhd_headscale
+  // CHECK: %[[C:.+]] = attn.kernel_launch @attn_append_kv_qbf16_kve4m3_h8x8_d128_p16nhd_per_head_kv_scale
   // CHECK-SAME: spec #attn.kernel_spec<kind = append_kv, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, per_head_kv_scale = true>
   // CHECK-SAME: (%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
-  %c = attn.kernel_launch @attn_append_kv_qbf16_kve4m3_h8x8_d128_p16nhd_headscale spec #attn.kernel_spec<kind = append_kv, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN,
+  %c = attn.kernel_launch @attn_append_kv_qbf16_kve4m3_h8x8_d128_p16nhd_per_head_kv_scale spec #attn.kernel_spec<kind = append_kv, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN,
                              num_q_heads = 8, num_kv_heads = 8, head_dim = 128, page_size = 16,
                              layout = nhd, per_head_kv_scale = true> (%k, %k, %cache, %slots, %s, %s): (tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>,
          tensor<?xi64>, tensor<8xf32>, tensor<8xf32>) -> !attn.paged_kv<8x128xf8E4M3FN, page_size = 16, layout = nhd>
-  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_swa_softcap_headscale_lse_w4s4r1
+  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_sliding_window_softcap_per_head_kv_scale_write_lse_w4s4r1
   // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16, layout = nhd, query_len = 4, causal = true, sliding_window = true, softcap = true, per_head_kv_scale = true, write_lse = true, schedule = #attn.decode_schedule<warps = 4, stages = 4, row_tiles = 1, min_chunk_tokens = 256, ctas_per_sm = 2>>
   // CHECK-SAME: (%{{.*}}, %[[C]],
-  %o, %lse = attn.kernel_launch @attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_swa_softcap_headscale_lse_w4s4r1 spec #attn.kernel_spec<kind = decode, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN,
+  %o, %lse = attn.kernel_launch @attn_decode_qbf16_kve4m3_h32x8_d128_p16nhd_ql4_causal_sliding_window_softcap_per_head_kv_scale_write_lse_w4s4r1 spec #attn.kernel_spec<kind = decode, arch = "sm_89", q_type = bf16, kv_type = f8E4M3FN,
                              num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16,
                              layout = nhd, query_len = 4, causal = true, sliding_window = true,
                              softcap = true, per_head_kv_scale = true, write_lse = true,
@@ -248,10 +248,10 @@ func.func @prefill_kernel_launch(%q: tensor<?x32x128xbf16>, %k: tensor<?x8x128xb
     -> (tensor<?x32x128xbf16>, tensor<?x32xf32>) {
   // A lowered prefill: no cache, so the spec has no page_size and kv_type is
   // q_type; the schedule is a prefill_schedule.
-  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_causal_swa_alibi_lse_m64n64w4s2
+  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_causal_sliding_window_alibi_write_lse_m64n64w4s2
   // CHECK-SAME: spec #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd, causal = true, sliding_window = true, alibi = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
   // CHECK-SAME: (%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
-  %o, %lse = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_causal_swa_alibi_lse_m64n64w4s2 spec #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16,
+  %o, %lse = attn.kernel_launch @attn_prefill_qbf16_kvbf16_h32x8_d128_causal_sliding_window_alibi_write_lse_m64n64w4s2 spec #attn.kernel_spec<kind = prefill, arch = "sm_90a", q_type = bf16, kv_type = bf16,
                              num_q_heads = 32, num_kv_heads = 8, head_dim = 128, layout = nhd,
                              causal = true, sliding_window = true, alibi = true, write_lse = true,
                              prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>> (%q, %k, %k, %cu, %cu, %slopes)
@@ -284,10 +284,10 @@ func.func @paged_prefill_kernel_launch(
     %s: tensor<1xf32>) -> (tensor<?x32x128xbf16>, tensor<?x32xf32>) {
   // A lowered paged prefill: the cache fields as for decode, a
   // prefill_schedule as for prefill.
-  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_paged_prefill_qbf16_kve5m2_h32x8_d128_p32hnd_causal_lse_m64n64w4s2
+  // CHECK: %{{.+}}:2 = attn.kernel_launch @attn_paged_prefill_qbf16_kve5m2_h32x8_d128_p32hnd_causal_write_lse_m64n64w4s2
   // CHECK-SAME: spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_89", q_type = bf16, kv_type = f8E5M2, num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 32, layout = hnd, causal = true, write_lse = true, prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>>
   // CHECK-SAME: (%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
-  %o, %lse = attn.kernel_launch @attn_paged_prefill_qbf16_kve5m2_h32x8_d128_p32hnd_causal_lse_m64n64w4s2 spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_89", q_type = bf16, kv_type = f8E5M2,
+  %o, %lse = attn.kernel_launch @attn_paged_prefill_qbf16_kve5m2_h32x8_d128_p32hnd_causal_write_lse_m64n64w4s2 spec #attn.kernel_spec<kind = paged_prefill, arch = "sm_89", q_type = bf16, kv_type = f8E5M2,
                              num_q_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 32,
                              layout = hnd, causal = true, write_lse = true,
                              prefill_schedule = #attn.prefill_schedule<warps = 4, block_m = 64, block_n = 64, stages = 2>> (%q, %cache, %cu_q, %bt, %lens, %s, %s)

@@ -29,10 +29,10 @@
 
 // Under 450 bytes for 12.8 million combinations (25.6 million variants on two
 // archs): expanding it ran out of memory.
-// RUN: echo '{"decode": [{"num_q_heads": [1,2,3,4,5,6,7,8,9,10], "num_kv_heads": [1,2,3,4,5,6,7,8,9,10], "head_dim": [1,2,3,4,5,6,7,8,9,10], "page_size": [1,2,3,4,5,6,7,8,9,10], "query_len": [1,2,3,4,5,6,7,8,9,10], "causal": [false,true], "cross": [false,true], "alibi": [false,true], "lse": [false,true], "softcap": [false,true], "window_left": [false,true], "per_head_scale": [false,true]}]}' > %t/huge.json
+// RUN: echo '{"decode": [{"num_q_heads": [1,2,3,4,5,6,7,8,9,10], "num_kv_heads": [1,2,3,4,5,6,7,8,9,10], "head_dim": [1,2,3,4,5,6,7,8,9,10], "page_size": [1,2,3,4,5,6,7,8,9,10], "query_len": [1,2,3,4,5,6,7,8,9,10], "causal": [false,true], "cross": [false,true], "alibi": [false,true], "write_lse": [false,true], "softcap": [false,true], "window_left": [false,true], "per_head_kv_scale": [false,true]}]}' > %t/huge.json
 // RUN: not attn-aot %t/huge.json --arch sm_80,sm_90a -o %t/out 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=HUGE
-// HUGE: error: {{.*}}huge.json: decode[0] stands for 25600000 variants (12800000 combinations of alibi: 2, causal: 2, cross: 2, head_dim: 10, lse: 2, num_kv_heads: 10, num_q_heads: 10, page_size: 10, per_head_scale: 2, query_len: 10, softcap: 2, window_left: 2; times 2 archs), more than the limit of 10000 variants; --max-variants N raises it
+// HUGE: error: {{.*}}huge.json: decode[0] stands for 25600000 variants (12800000 combinations of alibi: 2, causal: 2, cross: 2, head_dim: 10, num_kv_heads: 10, num_q_heads: 10, page_size: 10, per_head_kv_scale: 2, query_len: 10, softcap: 2, window_left: 2, write_lse: 2; times 2 archs), more than the limit of 10000 variants; --max-variants N raises it
 
 // --max-variants sets the limit.
 // RUN: echo '{"append_kv": [{"head_dim": [64, 128]}]}' > %t/two.json

@@ -14,12 +14,12 @@
 // BUILD-NEXT: packed into {{.*}}lib.attnlib
 
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/lib/manifest.json
-// MANIFEST: "format": "attn-aot-2"
-// MANIFEST-DAG: "decode q=bf16 kv=e4m3 heads=32/8 dim=128 page=16 layout=nhd qlen=1 headscale=0 kind=decoder causal=1 window_left=1 softcap=0 alibi=0 sinks=0 fp8Query=0 write_lse=0"
-// MANIFEST-DAG: "prefill paged kv=e4m3 page=16 layout=nhd headscale=0 q=bf16 heads=32/8 dim=128 kind=decoder causal=1 window_left=0 softcap=0 alibi=0 sinks=0 fp8Query=0 write_lse=0"
-// MANIFEST-DAG: "append_kv in=f16 kv=e4m3 kv_heads=8 dim=128 page=16 layout=nhd headscale=0"
+// MANIFEST: "format": "attn-aot-3"
+// MANIFEST-DAG: "decode q=bf16 kv=e4m3 heads=32/8 dim=128 page=16 layout=nhd qlen=1 per_head_kv_scale=0 kind=decoder causal=1 window_left=1 softcap=0 alibi=0 sinks=0 fp8_query=0 write_lse=0"
+// MANIFEST-DAG: "prefill paged kv=e4m3 page=16 layout=nhd per_head_kv_scale=0 q=bf16 heads=32/8 dim=128 kind=decoder causal=1 window_left=0 softcap=0 alibi=0 sinks=0 fp8_query=0 write_lse=0"
+// MANIFEST-DAG: "append_kv in=f16 kv=e4m3 kv_heads=8 dim=128 page=16 layout=nhd per_head_kv_scale=0"
 // MANIFEST-DAG: "cubin": "sm_90a/paged_prefill_qbf16_kve4m3_h32x8_d128_p16nhd_causal_m{{[0-9]+}}n{{[0-9]+}}w12s2_wgmma-{{[0-9a-f]+}}.cubin"
-// MANIFEST-DAG: "source": "sm_80/decode_qf16_kvf16_h32x8_d128_p16nhd_swa_w{{.*}}.cu"
+// MANIFEST-DAG: "source": "sm_80/decode_qf16_kvf16_h32x8_d128_p16nhd_sliding_window_w{{.*}}.cu"
 // MANIFEST-DAG: "cubin": "sm_90a/copy_pages-{{[0-9a-f]+}}.cubin"
 // MANIFEST-DAG: "cubin": "sm_90a/advance_step-{{[0-9a-f]+}}.cubin"
 
@@ -44,8 +44,8 @@
 // RUN: FileCheck %s --check-prefix=DEDUP-KEYS < %t/dedup/manifest.json
 // DEDUP: attn-aot: 1 kernels in {{.*}}dedup (1 compiled, 0 up to date)
 // DEDUP-KEYS: "kernel_keys": [
-// DEDUP-KEYS-DAG: "decode q=bf16 kv=bf16 heads=8/8 dim=128 page=16 layout=nhd qlen=1 headscale=0 kind=decoder causal=0
-// DEDUP-KEYS-DAG: "decode q=bf16 kv=bf16 heads=8/8 dim=128 page=16 layout=nhd qlen=1 headscale=0 kind=decoder causal=1
+// DEDUP-KEYS-DAG: "decode q=bf16 kv=bf16 heads=8/8 dim=128 page=16 layout=nhd qlen=1 per_head_kv_scale=0 kind=decoder causal=0
+// DEDUP-KEYS-DAG: "decode q=bf16 kv=bf16 heads=8/8 dim=128 page=16 layout=nhd qlen=1 per_head_kv_scale=0 kind=decoder causal=1
 
 // Modifier regions from .mlir files named by the config (relative to it):
 // each file's regions go into every variant of its entry, and the keys hold

@@ -196,9 +196,9 @@ template <class Variant> void readAttentionFields(ComboReader &r, Variant &v) {
   r.present("window_left", v.windowLeft, 1);
   r.present("softcap", v.softcap, 1.f);
   // Per-head tables (alibi, ...) by their knob's name.
-#define ATTN_HEAD_TABLE(flag, ...) r.boolean(#flag, v.flag);
+#define ATTN_HEAD_TABLE(flag, ...) r.boolean(knobName(#flag).data(), v.flag);
 #include "templates/attn/variant_knobs.h"
-  r.boolean("lse", v.writeLse);
+  r.boolean("write_lse", v.writeLse);
   r.modifiers("modifiers", v);
 }
 
@@ -209,12 +209,12 @@ void readVariant(ComboReader &r, DecodeVariant &v) {
   r.integer("page_size", v.pageSize);
   r.layout("layout", v.layout);
   r.integer("query_len", v.queryLen);
-  r.boolean("per_head_scale", v.perHeadKVScale);
+  r.boolean("per_head_kv_scale", v.perHeadKVScale);
 }
 
 /// Prefill fields that describe the paged cache: an error on an entry that
 /// is not "paged": true, where they would be silently ignored. (kv_type,
-/// per_head_scale and fp8_compute apply to ragged FP8 k/v too.)
+/// per_head_kv_scale and fp8_compute apply to ragged FP8 k/v too.)
 constexpr const char *kPagedOnlyFields[] = {"page_size", "layout"};
 
 void readVariant(ComboReader &r, PrefillVariant &v) {
@@ -232,7 +232,7 @@ void readVariant(ComboReader &r, PrefillVariant &v) {
   r.type("kv_type", format.kvType, v.qType);
   r.integer("page_size", format.pageSize);
   r.layout("layout", format.layout);
-  r.boolean("per_head_scale", format.perHeadKVScale);
+  r.boolean("per_head_kv_scale", format.perHeadKVScale);
   r.boolean("fp8_compute", v.fp8Compute);
   if (paged)
     v.paged = format;
@@ -247,7 +247,7 @@ void readVariant(ComboReader &r, AppendKVVariant &v) {
   r.integer("head_dim", v.headDim);
   r.integer("page_size", v.pageSize);
   r.layout("layout", v.layout);
-  r.boolean("per_head_scale", v.perHeadKVScale);
+  r.boolean("per_head_kv_scale", v.perHeadKVScale);
 }
 
 void readVariant(ComboReader &r, MergeStatesVariant &v) {

@@ -21,17 +21,17 @@
 // before any is built. Fields (defaults as in the variant structs):
 //   decode:    q_type kv_type num_q_heads num_kv_heads head_dim page_size
 //              layout query_len causal cross window_left softcap alibi
-//              sinks per_head_scale lse modifiers
+//              sinks per_head_kv_scale write_lse modifiers
 //   prefill:   q_type num_q_heads num_kv_heads head_dim causal cross encoder
-//              window_left softcap alibi sinks lse modifiers paged kv_type
-//              per_head_scale fp8_compute (kv_type FP8 on a ragged entry:
+//              window_left softcap alibi sinks write_lse modifiers paged kv_type
+//              per_head_kv_scale fp8_compute (kv_type FP8 on a ragged entry:
 //              FP8 k/v rows), and with "paged": true only: page_size layout
 //   append_kv: in_type kv_type num_kv_heads head_dim page_size layout
-//              per_head_scale
+//              per_head_kv_scale
 //   merge_states: dtype (f16, bf16 or f32) num_heads head_dim
 // Types are f16, bf16, e4m3, e5m2, or "q" for the query type; counts are
 // integers from 1 to 2^31 - 1; every per-head table of templates/attn/
-// variant_knobs.h (alibi, sinks, fp8Query: an e4m3 q with its q_scale)
+// variant_knobs.h (alibi, sinks, fp8_query: an e4m3 q with its q_scale)
 // is a boolean under its knob's name;
 // window_left and softcap are booleans (their
 // values are launch parameters, so one kernel serves all of them).

@@ -226,7 +226,7 @@ TEST(FrontendTest, AppendKVVariant) {
   expected.perHeadKVScale = true;
   EXPECT_TRUE(*spec == expected) << spec->uri() << " vs " << expected.uri();
   EXPECT_EQ(::attn::kernelSymbol(*spec),
-            "attn_append_kv_qf16_kve4m3_h4x4_d256_p1hnd_headscale");
+            "attn_append_kv_qf16_kve4m3_h4x4_d256_p1hnd_per_head_kv_scale");
 }
 
 PrefillSchedule prefillSchedule(int warps, int blockM, int blockN,
@@ -312,8 +312,8 @@ TEST(FrontendTest, PrefillVariantWithEveryFlag) {
   // Head dim 256: 32 keys per K/V tile.
   expected.prefillSchedule = prefillSchedule(4, 64, 32, 2);
   EXPECT_TRUE(*spec == expected) << spec->uri() << " vs " << expected.uri();
-  EXPECT_EQ(spec->uri(), "prefill_qf16_kvf16_h16x2_d256_causal_swa_alibi_"
-                         "softcap_lse_m64n32w4s2");
+  EXPECT_EQ(spec->uri(), "prefill_qf16_kvf16_h16x2_d256_causal_sliding_window_"
+                         "alibi_softcap_write_lse_m64n32w4s2");
 }
 
 TEST(FrontendTest, SinksReachEverySpec) {
@@ -326,7 +326,7 @@ TEST(FrontendTest, SinksReachEverySpec) {
   llvm::Expected<KernelSpec> d = compileDecodeVariant(decode, Arch::SM90a);
   ASSERT_TRUE(static_cast<bool>(d)) << llvm::toString(d.takeError());
   EXPECT_TRUE(d->sinks && d->slidingWindow);
-  EXPECT_NE(d->uri().find("_swa_sinks_"), std::string::npos) << d->uri();
+  EXPECT_NE(d->uri().find("_sliding_window_sinks_"), std::string::npos) << d->uri();
   PrefillVariant prefill;
   prefill.sinks = true;
   for (bool paged : {false, true}) {
@@ -355,7 +355,7 @@ TEST(FrontendTest, QuantizedQueryNeedsFP8Compute) {
   ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
   EXPECT_TRUE(spec->fp8Query && spec->fp8Compute);
   EXPECT_EQ(spec->qType, ScalarType::BF16); // the output's type
-  EXPECT_NE(spec->uri().find("_q8"), std::string::npos) << spec->uri();
+  EXPECT_NE(spec->uri().find("_fp8_query"), std::string::npos) << spec->uri();
   PrefillVariant plain = variant;
   plain.fp8Query = false;
   EXPECT_NE(::attn::runtime::kernelKey(plain), ::attn::runtime::kernelKey(variant));
@@ -521,7 +521,8 @@ TEST(FrontendTest, PagedPrefillVariantWithEveryFlag) {
   expected.prefillSchedule = prefillSchedule(4, 64, 32, 2);
   EXPECT_TRUE(*spec == expected) << spec->uri() << " vs " << expected.uri();
   EXPECT_EQ(spec->uri(), "paged_prefill_qf16_kve4m3_h16x2_d256_p32hnd_causal_"
-                         "swa_alibi_softcap_headscale_lse_m64n32w4s2");
+                         "sliding_window_alibi_softcap_per_head_kv_scale_"
+                         "write_lse_m64n32w4s2");
 }
 
 TEST(FrontendTest, PagedPrefillCrossAttentionPerTensorE5M2) {

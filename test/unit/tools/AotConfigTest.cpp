@@ -140,17 +140,18 @@ TEST(AotConfigTest, TenMillionCombinationsAreRefusedBeforeExpanding) {
                      R"(, "num_kv_heads": )" + ten + R"(, "head_dim": )" + ten +
                      R"(, "page_size": )" + ten + R"(, "query_len": )" + ten +
                      R"(, "causal": )" + both + R"(, "cross": )" + both +
-                     R"(, "alibi": )" + both + R"(, "lse": )" + both +
-                     R"(, "per_head_scale": )" + both + R"(, "softcap": )" +
+                     R"(, "alibi": )" + both + R"(, "write_lse": )" + both +
+                     R"(, "per_head_kv_scale": )" + both + R"(, "softcap": )" +
                      both + R"(, "window_left": )" + both + "}]}";
   EXPECT_LT(text.size(), 450u);
   auto start = std::chrono::steady_clock::now();
   expectRefused(text,
                 {"c.json: decode[0] stands for 25600000 variants (12800000 "
                  "combinations of alibi: 2, causal: 2, cross: 2, head_dim: "
-                 "10, lse: 2, num_kv_heads: 10, num_q_heads: 10, page_size: "
-                 "10, per_head_scale: 2, query_len: 10, softcap: 2, "
-                 "window_left: 2; times 2 archs), more than the limit of "
+                 "10, num_kv_heads: 10, num_q_heads: 10, page_size: 10, "
+                 "per_head_kv_scale: 2, query_len: 10, softcap: 2, "
+                 "window_left: 2, write_lse: 2; times 2 archs), more than the "
+                 "limit of "
                  "10000 variants; --max-variants N raises it"},
                 kTwoArchs);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
@@ -166,7 +167,7 @@ TEST(AotConfigTest, CountsSaturateInsteadOfWrapping) {
   const char *fields[] = {
       "q_type",      "kv_type", "num_q_heads", "num_kv_heads",   "head_dim",
       "page_size",   "layout",  "query_len",   "causal",         "cross",
-      "window_left", "softcap", "alibi",       "per_head_scale", "lse"};
+      "window_left", "softcap", "alibi", "per_head_kv_scale", "write_lse"};
   for (const char *field : fields)
     text += std::string(field == fields[0] ? "" : ", ") + "\"" + field +
             "\": " + twenty;
@@ -287,7 +288,7 @@ TEST(AotConfigTest, UnknownAndInapplicableFieldsAreErrors) {
   EXPECT_EQ(paged.jobs[0].spec.kvType, ScalarType::F8E4M3);
   // kv_type on a ragged entry: FP8 k/v rows with their scales.
   ConfigJobs ragged = readConfig(
-      R"({"prefill": [{"kv_type": "e5m2", "per_head_scale": true, "fp8_compute": true}]})",
+      R"({"prefill": [{"kv_type": "e5m2", "per_head_kv_scale": true, "fp8_compute": true}]})",
       "c.json", kOneArch);
   EXPECT_TRUE(ragged.errors.empty()) << errorsOf(ragged);
   ASSERT_EQ(ragged.jobs.size(), 1u);
