@@ -179,6 +179,8 @@ bool appendScoreModTypes(Location loc, Builder &builder, int numQHeads,
 /// The per-head table arguments appendScoreModTypes added, which end the
 /// argument list: one per table of templates/attn/variant_knobs.h (ALiBi
 /// slopes, sinks, q_scale), null when off.
+/// The head-table arguments of a built function, by knob; the ops take them
+/// in the knob table's order, which the builders expand in place.
 struct HeadTableArgs {
 #define ATTN_HEAD_TABLE(flag, ...) Value flag;
 #include "templates/attn/variant_knobs.h"
@@ -408,7 +410,9 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
         HeadTableArgs tables = headTableArgs(variant, args.drop_back(numAux));
         auto decode = b.create<DecodeOp>(
             loc, outType, lse, args[0], args[1], args[2], args[3], kScale,
-            vScale, tables.alibi, tables.sinks, tables.fp8Query,
+            vScale,
+#define ATTN_HEAD_TABLE(flag, ...) tables.flag,
+#include "templates/attn/variant_knobs.h"
             args.take_back(numAux),
             uint64_t(int64_t(variant.queryLen)), pinned, mask, variant.kind,
             scale, softcap);
@@ -516,7 +520,9 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
           HeadTableArgs tables = headTableArgs(variant, args.drop_back(numAux));
           auto prefill = b.create<PagedPrefillOp>(
               loc, outType, lse, args[0], args[1], args[2], args[3], args[4],
-              kScale, vScale, tables.alibi, tables.sinks, tables.fp8Query,
+              kScale, vScale,
+#define ATTN_HEAD_TABLE(flag, ...) tables.flag,
+#include "templates/attn/variant_knobs.h"
               args.take_back(numAux), pinned,
               variant.fp8Compute, mask,
               variant.kind, scale, softcap);
@@ -532,7 +538,9 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
         HeadTableArgs tables = headTableArgs(variant, args.drop_back(numAux));
         auto prefill = b.create<PrefillOp>(
             loc, outType, lse, args[0], args[1], args[2], args[3], args[4],
-            kScale, vScale, tables.alibi, tables.sinks, tables.fp8Query,
+            kScale, vScale,
+#define ATTN_HEAD_TABLE(flag, ...) tables.flag,
+#include "templates/attn/variant_knobs.h"
             args.take_back(numAux), pinned, variant.fp8Compute, mask,
             variant.kind, scale, softcap);
         modifiers->moveInto(prefill);
