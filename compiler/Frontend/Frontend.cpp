@@ -178,9 +178,8 @@ bool appendScoreModTypes(Location loc, Builder &builder, int numQHeads,
 
 /// The per-head table arguments appendScoreModTypes added, which end the
 /// argument list: one per table of templates/attn/variant_knobs.h (ALiBi
-/// slopes, sinks, q_scale), null when off.
-/// The head-table arguments of a built function, by knob; the ops take them
-/// in the knob table's order, which the builders expand in place.
+/// slopes, sinks, q_scale), null when off. The ops take them in the knob
+/// table's order, which the builders expand in place.
 struct HeadTableArgs {
 #define ATTN_HEAD_TABLE(flag, ...) Value flag;
 #include "templates/attn/variant_knobs.h"
