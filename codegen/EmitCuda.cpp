@@ -85,15 +85,15 @@ static std::string emitConfig(const KernelSpec &spec) {
                           spec.schedule.warps, spec.schedule.stages,
                           spec.schedule.rowTiles, spec.schedule.minChunkTokens);
   else if (spec.isPrefill())
-    config += fmt::format("  static constexpr int kWarps = {};\n"
-                          "  static constexpr int kBlockM = {};\n"
-                          "  static constexpr int kBlockN = {};\n"
-                          "  static constexpr int kStages = {};\n"
-                          "  static constexpr bool kPackGqa = {};\n",
-                          spec.prefillSchedule.warps, spec.prefillSchedule.blockM,
-                          spec.prefillSchedule.blockN,
-                          spec.prefillSchedule.stages,
-                          boolStr(spec.prefillSchedule.packGqa));
+    config +=
+        fmt::format("  static constexpr int kWarps = {};\n"
+                    "  static constexpr int kBlockM = {};\n"
+                    "  static constexpr int kBlockN = {};\n"
+                    "  static constexpr int kStages = {};\n"
+                    "  static constexpr bool kPackGqa = {};\n",
+                    spec.prefillSchedule.warps, spec.prefillSchedule.blockM,
+                    spec.prefillSchedule.blockN, spec.prefillSchedule.stages,
+                    boolStr(spec.prefillSchedule.packGqa));
   return config + "};\n";
 }
 
@@ -117,14 +117,15 @@ std::string emitCuda(const KernelSpec &spec) {
   // worth of registers.
   std::string minBlocks;
   if (tmpl.threads == 0)
-    minBlocks = fmt::format(", {}", spec.isPrefill() ? 1 : spec.schedule.ctasPerSM);
-  source += fmt::format(
-      "extern \"C\" __global__ void __launch_bounds__({}{})\n"
-      "{}(const __grid_constant__ attn::{} params) {{\n"
-      "  attn::{}{}(params);\n"
-      "}}\n",
-      threadsPerBlock(spec), minBlocks, kernelSymbol(spec),
-      tmpl.params, tmpl.entry, tmpl.configured ? "<Config>" : "");
+    minBlocks =
+        fmt::format(", {}", spec.isPrefill() ? 1 : spec.schedule.ctasPerSM);
+  source +=
+      fmt::format("extern \"C\" __global__ void __launch_bounds__({}{})\n"
+                  "{}(const __grid_constant__ attn::{} params) {{\n"
+                  "  attn::{}{}(params);\n"
+                  "}}\n",
+                  threadsPerBlock(spec), minBlocks, kernelSymbol(spec),
+                  tmpl.params, tmpl.entry, tmpl.configured ? "<Config>" : "");
   return source;
 }
 

@@ -6,7 +6,8 @@
 //  1. reads an attn spec (examples/decode.mlir), lowers it with attn-pipeline
 //     and JIT-compiles every kernel in it to a cubin with NVRTC (no GPU
 //     needed; cubins land in the kernel cache);
-//  2. where a GPU exists, describes the spec's decode as an attn::DecodeVariant,
+//  2. where a GPU exists, describes the spec's decode as an
+//  attn::DecodeVariant,
 //     gets the loaded kernel from attn::Jit, plans and runs a batch on random
 //     data, and compares the result with the fp64 reference.
 //
@@ -29,7 +30,8 @@ using namespace attn;
 namespace {
 
 int fail(llvm::Error err) {
-  llvm::errs() << "attn-example-decode: " << llvm::toString(std::move(err)) << "\n";
+  llvm::errs() << "attn-example-decode: " << llvm::toString(std::move(err))
+               << "\n";
   return 1;
 }
 
@@ -59,7 +61,8 @@ DecodeVariant variantOf(mlir::attn::DecodeOp op) {
   v.writeLse = bool(op.getLse());
   if (op.getKScale())
     v.perHeadKVScale =
-        mlir::cast<mlir::RankedTensorType>(op.getKScale().getType()).getDimSize(0) > 1;
+        mlir::cast<mlir::RankedTensorType>(op.getKScale().getType())
+            .getDimSize(0) > 1;
   return v;
 }
 
@@ -83,7 +86,8 @@ int main(int argc, char **argv) {
       decode = op;
   });
   if (!decode) {
-    llvm::errs() << "attn-example-decode: " << argv[1] << " has no attn.decode\n";
+    llvm::errs() << "attn-example-decode: " << argv[1]
+                 << " has no attn.decode\n";
     return 1;
   }
   DecodeVariant variant = variantOf(decode);

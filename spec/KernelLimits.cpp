@@ -70,11 +70,11 @@ std::string checkDecodeFit(const KernelSpec &spec) {
       "decode_schedule (warps = {}, stages = {}, row_tiles = {}) at head_dim "
       "{} with a {}-byte cache",
       s.warps, s.stages, s.rowTiles, spec.headDim, sizeOf(spec.kvType));
-  return checkSharedMemory(
-      what.c_str(),
-      decodeSmemBytes(spec.headDim, sizeOf(spec.kvType), s.rowTiles, s.warps,
-                      s.stages, spec.groupSize() * spec.queryLen),
-      spec.arch);
+  return checkSharedMemory(what.c_str(),
+                           decodeSmemBytes(spec.headDim, sizeOf(spec.kvType),
+                                           s.rowTiles, s.warps, s.stages,
+                                           spec.groupSize() * spec.queryLen),
+                           spec.arch);
 }
 
 /// What the sm_90a wgmma template needs of its variant (templates/attn/
@@ -117,12 +117,12 @@ std::string checkWgmmaFit(const KernelSpec &spec) {
       "prefill_schedule (mma = wgmma, block_m = {}, block_n = {}, stages = "
       "{}) at head_dim {}",
       s.blockM, s.blockN, s.stages, spec.headDim);
-  return checkSharedMemory(
-      what.c_str(),
-      prefillSm90SmemBytes(spec.headDim, sizeOf(spec.kvType),
-                           spec.fp8Compute ? 1 : 2, s.blockM,
-                           s.blockN, s.stages),
-      spec.arch);
+  return checkSharedMemory(what.c_str(),
+                           prefillSm90SmemBytes(spec.headDim,
+                                                sizeOf(spec.kvType),
+                                                spec.fp8Compute ? 1 : 2,
+                                                s.blockM, s.blockN, s.stages),
+                           spec.arch);
 }
 
 /// What an mma.sync prefill schedule needs of its variant and arch
@@ -173,7 +173,8 @@ std::string checkPackGqa(const KernelSpec &spec) {
 #include "templates/attn/variant_knobs.h"
   if (!perHead.empty())
     return "prefill_schedule pack_gqa needs a variant without per-head "
-           "values; this one has " + perHead;
+           "values; this one has " +
+           perHead;
   return "";
 }
 
@@ -181,8 +182,8 @@ std::string checkDecodeSchedule(const DecodeSchedule &s) {
   return firstOf(
       checkRange("decode_schedule warps", s.warps, 1, kMaxWarps,
                  "a CTA has at most 1024 threads"),
-      checkRange("decode_schedule stages", s.stages, kMinSyncStages,
-                 kMaxStages, "the cp.async ring"),
+      checkRange("decode_schedule stages", s.stages, kMinSyncStages, kMaxStages,
+                 "the cp.async ring"),
       checkRange("decode_schedule row_tiles", s.rowTiles, 1, kMaxRowTiles,
                  "fp32 accumulators in registers"),
       checkRange("decode_schedule min_chunk_tokens", s.minChunkTokens, 1,
@@ -195,9 +196,9 @@ std::string checkDecodeSchedule(const DecodeSchedule &s) {
 }
 
 std::string checkPrefillSchedule(const PrefillSchedule &s) {
-  if (std::string problem = checkRange("prefill_schedule warps", s.warps, 1,
-                                       kMaxWarps,
-                                       "a CTA has at most 1024 threads");
+  if (std::string problem =
+          checkRange("prefill_schedule warps", s.warps, 1, kMaxWarps,
+                     "a CTA has at most 1024 threads");
       !problem.empty())
     return problem;
   if (std::string problem = checkRange(
@@ -313,10 +314,11 @@ std::string checkKernelSpec(const KernelSpec &spec) {
     return fmt::format("q_type must be f16 or bf16, got {}",
                        toString(spec.qType));
   if (spec.kvType != spec.qType && !spec.isFP8KV())
-    return fmt::format("kv_type must be q_type ({}) or FP8 (e4m3, e5m2), got {}",
-                       toString(spec.qType), toString(spec.kvType));
-  if (spec.numKVHeads < 1 || spec.numQHeads < 1 ||
-      spec.numQHeads > kMaxHeads || spec.numQHeads % spec.numKVHeads != 0 ||
+    return fmt::format(
+        "kv_type must be q_type ({}) or FP8 (e4m3, e5m2), got {}",
+        toString(spec.qType), toString(spec.kvType));
+  if (spec.numKVHeads < 1 || spec.numQHeads < 1 || spec.numQHeads > kMaxHeads ||
+      spec.numQHeads % spec.numKVHeads != 0 ||
       spec.numQHeads / spec.numKVHeads > kMaxGroupSize)
     return fmt::format("num_q_heads ({}) must be a multiple of num_kv_heads "
                        "({}) by at most {}, with 1 to {} heads",

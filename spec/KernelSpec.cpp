@@ -113,8 +113,8 @@ std::optional<AttentionKind> parseAttentionKind(std::string_view name) {
 std::optional<KernelKind> parseKernelKind(std::string_view name) {
   for (KernelKind kind :
        {KernelKind::Decode, KernelKind::AppendKV, KernelKind::Prefill,
-        KernelKind::PagedPrefill, KernelKind::MergeStates, KernelKind::CopyPages,
-        KernelKind::AdvanceStep})
+        KernelKind::PagedPrefill, KernelKind::MergeStates,
+        KernelKind::CopyPages, KernelKind::AdvanceStep})
     if (name == toString(kind))
       return kind;
   return std::nullopt;
@@ -156,20 +156,21 @@ std::string KernelSpec::uri() const {
   if (kind == KernelKind::MergeStates)
     return fmt::format("merge_states_{}_h{}_d{}", toString(qType), numQHeads,
                        headDim);
-  std::string name = fmt::format("{}_q{}_kv{}_h{}x{}_d{}", toString(kind),
-                                 toString(qType), toString(kvType), numQHeads,
-                                 numKVHeads, headDim);
+  std::string name =
+      fmt::format("{}_q{}_kv{}_h{}x{}_d{}", toString(kind), toString(qType),
+                  toString(kvType), numQHeads, numKVHeads, headDim);
   if (kind != KernelKind::Prefill) // ragged prefill reads no cache
     name += fmt::format("_p{}{}", pageSize, toString(layout));
   if (queryLen != 1)
     name += fmt::format("_ql{}", queryLen);
-#define ATTN_FLAG(member, name_, ...)                                           \
+#define ATTN_FLAG(member, name_, ...)                                          \
   if (member)                                                                  \
     name += "_" name_;
 #include "templates/attn/variant_knobs.h"
   // Modifier source is long: the name holds its hash.
   if (hasModifiers())
-    name += fmt::format("_mod{:016x}", fnv1a({scoreMod, maskMod, maskModTiles, aux}));
+    name += fmt::format("_mod{:016x}",
+                        fnv1a({scoreMod, maskMod, maskModTiles, aux}));
   if (kind == KernelKind::Decode) {
     name += fmt::format("_w{}s{}r{}", schedule.warps, schedule.stages,
                         schedule.rowTiles);
@@ -177,11 +178,11 @@ std::string KernelSpec::uri() const {
     if (!maskMod.empty())
       name += fmt::format("c{}", schedule.minChunkTokens);
   } else if (isPrefill())
-    name += fmt::format("_m{}n{}w{}s{}{}{}", prefillSchedule.blockM,
-                        prefillSchedule.blockN, prefillSchedule.warps,
-                        prefillSchedule.stages,
-                        prefillSchedule.mma == PrefillMma::Wgmma ? "_wgmma" : "",
-                        prefillSchedule.packGqa ? "_gqa" : "");
+    name += fmt::format(
+        "_m{}n{}w{}s{}{}{}", prefillSchedule.blockM, prefillSchedule.blockN,
+        prefillSchedule.warps, prefillSchedule.stages,
+        prefillSchedule.mma == PrefillMma::Wgmma ? "_wgmma" : "",
+        prefillSchedule.packGqa ? "_gqa" : "");
   return name;
 }
 
@@ -240,7 +241,7 @@ const KernelTemplate &kernelTemplate(const KernelSpec &spec) {
   case KernelKind::Prefill:
   case KernelKind::PagedPrefill:
     return spec.prefillSchedule.mma == PrefillMma::Wgmma ? prefillSm90
-                                                          : prefill;
+                                                         : prefill;
   case KernelKind::MergeStates:
     return mergeStates;
   case KernelKind::CopyPages:

@@ -42,16 +42,17 @@ enum class AttentionKind { Decoder, Encoder, Cross };
 
 /// Which template a kernel instantiates.
 enum class KernelKind {
-  Decode,   ///< paged decode, split-KV partials merged in the same launch
-  AppendKV, ///< reshape-and-cache, quantizing to FP8 caches
-  Prefill,  ///< ragged (varlen) prefill over contiguous q/k/v
-  PagedPrefill, ///< prefill whose keys/values (prefix + new) are in a paged cache
+  Decode,       ///< paged decode, split-KV partials merged in the same launch
+  AppendKV,     ///< reshape-and-cache, quantizing to FP8 caches
+  Prefill,      ///< ragged (varlen) prefill over contiguous q/k/v
+  PagedPrefill, ///< prefill whose keys/values (prefix + new) are in a paged
+                ///< cache
   /// merge_states: partial outputs combined by their LSEs; q_type is the
   /// outputs' dtype (f16, bf16, f32), num_q_heads their heads.
   MergeStates,
   /// Runtime utilities (runtime/CacheOps.h), never lowered to by the
   /// compiler; no field but the arch specializes them.
-  CopyPages,  ///< copy_pages: page pairs of every layer's K and V
+  CopyPages,   ///< copy_pages: page pairs of every layer's K and V
   AdvanceStep, ///< advance_step: a decode batch's metadata one token on
 };
 
@@ -126,7 +127,8 @@ struct PrefillSchedule {
 };
 
 /// Calls f(name, field...) for every field of one or more PrefillSchedules.
-template <class F, class... S> void forEachPrefillScheduleField(F &&f, S &...s) {
+template <class F, class... S>
+void forEachPrefillScheduleField(F &&f, S &...s) {
   f("warps", s.warps...);
   f("block_m", s.blockM...);
   f("block_n", s.blockN...);
@@ -167,7 +169,7 @@ struct KernelSpec {
   std::string maskModTiles;
   std::string aux;
 
-  DecodeSchedule schedule;          ///< decode kernels
+  DecodeSchedule schedule;         ///< decode kernels
   PrefillSchedule prefillSchedule; ///< prefill and paged-prefill kernels
 
   int groupSize() const { return numQHeads / numKVHeads; }
@@ -234,9 +236,9 @@ template <class F, class... K> void forEachSpecField(F &&f, K &...k) {
 /// A device template and how a kernel of it is launched; one row per
 /// template (kernelTemplate()), so every per-kind choice lives here.
 struct KernelTemplate {
-  std::string_view header;  ///< under templates/, as included
-  std::string_view entry;   ///< the function in namespace attn it instantiates
-  std::string_view params;  ///< its launch-parameter struct (params.h)
+  std::string_view header; ///< under templates/, as included
+  std::string_view entry;  ///< the function in namespace attn it instantiates
+  std::string_view params; ///< its launch-parameter struct (params.h)
   /// The traits struct whose kSmemBytes is its dynamic shared memory; empty
   /// for templates without any.
   std::string_view traits;

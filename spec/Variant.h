@@ -102,7 +102,7 @@ struct PagedKVFormat {
 /// value = x / scale), as attn.prefill's kv_scales.
 struct FP8RowsFormat {
   ScalarType kvType = ScalarType::F8E4M3; ///< F8E4M3 or F8E5M2
-  bool perHeadKVScale = false; ///< scales per KV head, else one
+  bool perHeadKVScale = false;            ///< scales per KV head, else one
 };
 
 /// Prefill. Ragged: request b's query rows cu_seqlens_q[b] .. [b+1] attend
@@ -111,7 +111,8 @@ struct FP8RowsFormat {
 /// rows are already appended to the cache and attend to all seq_lens[b]
 /// cached tokens, prefix and new, through its page-table row.
 struct PrefillVariant : AttentionKnobs {
-  ScalarType qType = ScalarType::BF16; ///< f16 or bf16: q, out (and ragged k, v)
+  ScalarType qType =
+      ScalarType::BF16; ///< f16 or bf16: q, out (and ragged k, v)
   int numQHeads = 32;
   int numKVHeads = 8;
   int headDim = 128;

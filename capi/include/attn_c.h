@@ -71,9 +71,11 @@ extern "C" {
 #define ATTN_C_API_VERSION 2
 
 /* Zeroes *p and sets its struct_size. */
-#define ATTN_INIT(p) (memset((p), 0, sizeof(*(p))), (p)->struct_size = sizeof(*(p)))
+#define ATTN_INIT(p)                                                           \
+  (memset((p), 0, sizeof(*(p))), (p)->struct_size = sizeof(*(p)))
 
-/*===--- Status, errors, queries -------------------------------------------===*/
+/*===--- Status, errors, queries
+ * -------------------------------------------===*/
 
 typedef enum attn_status {
   ATTN_OK = 0,
@@ -92,7 +94,8 @@ ATTN_C_EXPORT const char *attn_version(void);
 ATTN_C_EXPORT int attn_c_api_version(void);
 /* 1 in libattn_c.so (JIT), 0 in libattn_runtime_c.so. */
 ATTN_C_EXPORT int attn_has_compiler(void);
-/* The archs kernels are generated for, comma-separated: "sm_80,sm_89,sm_90a". */
+/* The archs kernels are generated for, comma-separated: "sm_80,sm_89,sm_90a".
+ */
 ATTN_C_EXPORT const char *attn_supported_archs(void);
 /* Head sizes the kernels run, ascending. Writes min(capacity, count) of them
  * to sizes (may be NULL) and the count to *count. */
@@ -110,12 +113,15 @@ typedef enum attn_dtype {
 /* Paged-cache layouts (per layer; index 0 of the first dimension is K):
  *   NHD: [2, num_pages, page_size, num_kv_heads, head_dim] (vLLM's)
  *   HND: [2, num_pages, num_kv_heads, page_size, head_dim]  */
-typedef enum attn_layout { ATTN_LAYOUT_NHD = 0, ATTN_LAYOUT_HND = 1 } attn_layout;
+typedef enum attn_layout {
+  ATTN_LAYOUT_NHD = 0,
+  ATTN_LAYOUT_HND = 1
+} attn_layout;
 
 typedef enum attn_kind {
-  ATTN_KIND_DECODER = 0,  /* causal self attention (the causal knob) */
-  ATTN_KIND_ENCODER = 1,  /* bidirectional self attention */
-  ATTN_KIND_CROSS = 2     /* encoder-decoder cross attention */
+  ATTN_KIND_DECODER = 0, /* causal self attention (the causal knob) */
+  ATTN_KIND_ENCODER = 1, /* bidirectional self attention */
+  ATTN_KIND_CROSS = 2    /* encoder-decoder cross attention */
 } attn_kind;
 
 /* The per-layer shape of a paged KV cache (the comment on attn_layout). */
@@ -124,7 +130,8 @@ ATTN_C_EXPORT attn_status attn_kv_cache_shape(int64_t num_pages, int page_size,
                                               attn_layout layout,
                                               int64_t shape[5]);
 
-/*===--- Contexts: where kernels come from ---------------------------------===*/
+/*===--- Contexts: where kernels come from
+ * ---------------------------------===*/
 
 typedef struct attn_context attn_context;
 
@@ -141,27 +148,28 @@ typedef struct attn_jit_options {
 } attn_jit_options;
 
 /* A JIT context (libattn_c.so only). options may be NULL. */
-ATTN_C_EXPORT attn_status attn_context_create_jit(const attn_jit_options *options,
-                                                  attn_context **out);
+ATTN_C_EXPORT attn_status
+attn_context_create_jit(const attn_jit_options *options, attn_context **out);
 /* A context over an attn-aot library (either library). */
 ATTN_C_EXPORT attn_status attn_context_create_aot(const char *library_path,
                                                   attn_context **out);
 ATTN_C_EXPORT attn_status attn_context_destroy(attn_context *context);
 
-/*===--- Variants ----------------------------------------------------------===*/
+/*===--- Variants
+ * ----------------------------------------------------------===*/
 
 /* Knobs decode and prefill variants share (spec/Variant.h's AttentionKnobs;
  * docs/semantics.md says what each does). */
 typedef struct attn_knobs {
-  attn_kind kind;       /* default ATTN_KIND_DECODER */
-  int causal;           /* default 1 */
-  int window_left;      /* FlashAttention's window_left; < 0: none (default) */
-  float softcap;        /* logit soft-cap; 0: none */
-  float scale;          /* softmax scale; 0: 1/sqrt(head_dim) */
-  int alibi;            /* args carry alibi_slopes */
-  int sinks;            /* args carry sinks */
-  int fp8_query;        /* prefill fp8_compute only: q in e4m3, args q_scale */
-  int write_lse;        /* args carry lse (natural log) */
+  attn_kind kind;  /* default ATTN_KIND_DECODER */
+  int causal;      /* default 1 */
+  int window_left; /* FlashAttention's window_left; < 0: none (default) */
+  float softcap;   /* logit soft-cap; 0: none */
+  float scale;     /* softmax scale; 0: 1/sqrt(head_dim) */
+  int alibi;       /* args carry alibi_slopes */
+  int sinks;       /* args carry sinks */
+  int fp8_query;   /* prefill fp8_compute only: q in e4m3, args q_scale */
+  int write_lse;   /* args carry lse (natural log) */
   /* score_mod / mask_mod regions as attn IR text (NULL or "": none). */
   const char *score_mod;
   const char *mask_mod;
@@ -236,12 +244,12 @@ attn_merge_states_kernel_key(const attn_merge_states_variant *v, char *buffer,
 ATTN_C_EXPORT attn_status attn_decode_variant_key(const attn_decode_variant *v,
                                                   char *buffer, size_t capacity,
                                                   size_t *length);
-ATTN_C_EXPORT attn_status attn_prefill_variant_key(const attn_prefill_variant *v,
-                                                   char *buffer,
-                                                   size_t capacity,
-                                                   size_t *length);
+ATTN_C_EXPORT attn_status
+attn_prefill_variant_key(const attn_prefill_variant *v, char *buffer,
+                         size_t capacity, size_t *length);
 
-/*===--- Compiling without a GPU (libattn_c.so only) -----------------------===*/
+/*===--- Compiling without a GPU (libattn_c.so only)
+ * -----------------------===*/
 
 typedef struct attn_compiled attn_compiled;
 /* Spec, CUDA source and cubin of a variant for `arch` ("sm_80", "sm_89",
@@ -261,7 +269,8 @@ ATTN_C_EXPORT const char *attn_compiled_source(const attn_compiled *compiled);
 ATTN_C_EXPORT size_t attn_compiled_cubin_size(const attn_compiled *compiled);
 ATTN_C_EXPORT attn_status attn_compiled_destroy(attn_compiled *compiled);
 
-/*===--- Shared argument pieces --------------------------------------------===*/
+/*===--- Shared argument pieces
+ * --------------------------------------------===*/
 
 /* One layer of a paged cache (the layout comment above); k and v are the
  * two halves of the layer's buffer, or any two buffers of that shape. */
@@ -294,7 +303,8 @@ typedef struct attn_head_tables {
   attn_aux_table aux[ATTN_MAX_AUX_TABLES];
 } attn_head_tables;
 
-/*===--- Paged decode ------------------------------------------------------===*/
+/*===--- Paged decode
+ * ------------------------------------------------------===*/
 
 typedef struct attn_decode attn_decode;
 
@@ -312,7 +322,8 @@ ATTN_C_EXPORT attn_status attn_decode_plan(attn_decode *decode,
 
 typedef struct attn_decode_args {
   uint32_t struct_size;
-  const void *q; /* [num_tokens, num_q_heads, head_dim], num_tokens = batch * query_len */
+  const void *q; /* [num_tokens, num_q_heads, head_dim], num_tokens = batch *
+                    query_len */
   int64_t q_stride_token;
   void *out; /* like q */
   int64_t out_stride_token;
@@ -330,7 +341,8 @@ ATTN_C_EXPORT attn_status attn_decode_run(attn_decode *decode,
                                           const attn_decode_args *args,
                                           void *stream);
 
-/*===--- Ragged and paged prefill ------------------------------------------===*/
+/*===--- Ragged and paged prefill
+ * ------------------------------------------===*/
 
 typedef struct attn_prefill attn_prefill;
 
@@ -358,7 +370,8 @@ ATTN_C_EXPORT attn_status attn_prefill_plan_paged(attn_prefill *prefill,
 
 typedef struct attn_prefill_args {
   uint32_t struct_size;
-  const void *q; /* [num_q_tokens, num_q_heads, head_dim] (e4m3 with fp8_query) */
+  const void
+      *q; /* [num_q_tokens, num_q_heads, head_dim] (e4m3 with fp8_query) */
   int64_t q_stride_token;
   void *out; /* [num_q_tokens, num_q_heads, head_dim] in q_type */
   int64_t out_stride_token;
@@ -380,7 +393,8 @@ ATTN_C_EXPORT attn_status attn_prefill_run(attn_prefill *prefill,
                                            const attn_prefill_args *args,
                                            void *stream);
 
-/*===--- Mixed prefill + decode batches ------------------------------------===*/
+/*===--- Mixed prefill + decode batches
+ * ------------------------------------===*/
 
 /* A paged prefill variant's prefill kernel with its decode twin: the first
  * num_prefills requests are prefills (vLLM's order), every later one a
@@ -404,22 +418,24 @@ ATTN_C_EXPORT attn_status attn_mixed_batch_run(attn_mixed_batch *mixed,
                                                const int32_t *seq_lens,
                                                void *stream);
 
-/*===--- merge_states and cascade ------------------------------------------===*/
+/*===--- merge_states and cascade
+ * ------------------------------------------===*/
 
 #define ATTN_MAX_MERGE_STATES 16
 typedef struct attn_merge_states attn_merge_states;
-ATTN_C_EXPORT attn_status
-attn_merge_states_create(attn_context *context,
-                         const attn_merge_states_variant *v,
-                         attn_merge_states **out);
+ATTN_C_EXPORT attn_status attn_merge_states_create(
+    attn_context *context, const attn_merge_states_variant *v,
+    attn_merge_states **out);
 ATTN_C_EXPORT attn_status attn_merge_states_destroy(attn_merge_states *merge);
 
 typedef struct attn_merge_states_args {
   uint32_t struct_size;
   int64_t num_tokens;
   int num_states; /* 2 to ATTN_MAX_MERGE_STATES */
-  const void *outs[ATTN_MAX_MERGE_STATES]; /* [num_tokens, num_heads, head_dim] */
-  const float *lses[ATTN_MAX_MERGE_STATES]; /* [num_tokens, num_heads], natural log */
+  const void
+      *outs[ATTN_MAX_MERGE_STATES]; /* [num_tokens, num_heads, head_dim] */
+  const float
+      *lses[ATTN_MAX_MERGE_STATES]; /* [num_tokens, num_heads], natural log */
   int64_t states_stride_token;
   void *out; /* may be outs[i] (in place) */
   int64_t out_stride_token;
@@ -447,12 +463,9 @@ ATTN_C_EXPORT attn_status attn_cascade_create(attn_context *context,
                                               attn_cascade **out);
 ATTN_C_EXPORT attn_status attn_cascade_destroy(attn_cascade *cascade);
 /* suffix_lens: each request's tokens past every shared level (host). */
-ATTN_C_EXPORT attn_status attn_cascade_plan(attn_cascade *cascade,
-                                            const attn_cascade_level *levels,
-                                            int num_levels,
-                                            const int32_t *suffix_lens,
-                                            int batch, int for_graph,
-                                            void *stream);
+ATTN_C_EXPORT attn_status attn_cascade_plan(
+    attn_cascade *cascade, const attn_cascade_level *levels, int num_levels,
+    const int32_t *suffix_lens, int batch, int for_graph, void *stream);
 
 #define ATTN_MAX_CASCADE_LEVELS (ATTN_MAX_MERGE_STATES - 1)
 typedef struct attn_cascade_args {
@@ -474,7 +487,8 @@ ATTN_C_EXPORT attn_status attn_cascade_run(attn_cascade *cascade,
                                            const attn_cascade_args *args,
                                            void *stream);
 
-/*===--- Writing the cache: append-KV, copy, swap, advance_step -------------===*/
+/*===--- Writing the cache: append-KV, copy, swap, advance_step
+ * -------------===*/
 
 typedef struct attn_append_kv attn_append_kv;
 ATTN_C_EXPORT attn_status attn_append_kv_create(attn_context *context,
@@ -488,7 +502,8 @@ typedef struct attn_append_kv_args {
   int64_t num_tokens;
   int64_t k_stride_token, v_stride_token;
   attn_paged_kv cache; /* written through; FP8 caches quantize by its scales */
-  const int64_t *slot_mapping; /* [num_tokens] page * page_size + offset; < 0 skips */
+  const int64_t
+      *slot_mapping; /* [num_tokens] page * page_size + offset; < 0 skips */
 } attn_append_kv_args;
 
 ATTN_C_EXPORT attn_status attn_append_kv_run(attn_append_kv *append,
@@ -524,11 +539,9 @@ ATTN_C_EXPORT attn_status attn_copy_blocks(attn_cache_ops *ops,
                                            int64_t num_pairs, void *stream);
 /* The same from device pairs (graph-capturable; unchecked: they must obey
  * the rules above). */
-ATTN_C_EXPORT attn_status attn_copy_blocks_device(attn_cache_ops *ops,
-                                                  const attn_cache_layers *cache,
-                                                  const int64_t *device_pairs,
-                                                  int64_t num_pairs,
-                                                  void *stream);
+ATTN_C_EXPORT attn_status attn_copy_blocks_device(
+    attn_cache_ops *ops, const attn_cache_layers *cache,
+    const int64_t *device_pairs, int64_t num_pairs, void *stream);
 
 /* vLLM's swap_blocks for one buffer: page src of `src` to page dst of
  * `dst` (device or pinned host memory, each num_*_pages pages of
@@ -536,8 +549,9 @@ ATTN_C_EXPORT attn_status attn_copy_blocks_device(attn_cache_ops *ops,
  * [num_pairs, 2], at most num_dst_pages of them (more would write a page
  * twice); consecutive pairs are coalesced into one copy. Asynchronous on
  * stream. */
-ATTN_C_EXPORT attn_status attn_swap_blocks(const void *src, int64_t num_src_pages,
-                                           void *dst, int64_t num_dst_pages,
+ATTN_C_EXPORT attn_status attn_swap_blocks(const void *src,
+                                           int64_t num_src_pages, void *dst,
+                                           int64_t num_dst_pages,
                                            int64_t page_bytes,
                                            const int64_t *host_pairs,
                                            int64_t num_pairs, void *stream);
@@ -548,8 +562,8 @@ ATTN_C_EXPORT attn_status attn_swap_blocks(const void *src, int64_t num_src_page
 typedef struct attn_advance_step_args {
   uint32_t struct_size;
   int num_queries, num_seqs, page_size;
-  int32_t *seq_lens;         /* [num_seqs] */
-  int64_t *slot_mapping;     /* [num_seqs] out */
+  int32_t *seq_lens;          /* [num_seqs] */
+  int64_t *slot_mapping;      /* [num_seqs] out */
   const int32_t *page_tables; /* [num_queries, page_table_stride] */
   int page_table_stride;
   int64_t *input_tokens;            /* optional, [num_seqs] out */
@@ -561,14 +575,15 @@ ATTN_C_EXPORT attn_status attn_advance_step(attn_cache_ops *ops,
                                             const attn_advance_step_args *args,
                                             attn_decode *decode, void *stream);
 
-/*===--- The metadata builder ----------------------------------------------===*/
+/*===--- The metadata builder
+ * ----------------------------------------------===*/
 
 /* One request of a step (runtime/serving/AttentionMetadata.h): prefills
  * first, then decodes of one query length. */
 typedef struct attn_scheduled_request {
   int is_prefill;
-  int32_t query_len;   /* new tokens this step */
-  int32_t context_len; /* tokens cached before this step */
+  int32_t query_len;         /* new tokens this step */
+  int32_t context_len;       /* tokens cached before this step */
   const int32_t *page_table; /* host, num_pages entries covering the tokens */
   int32_t num_pages;
 } attn_scheduled_request;
@@ -593,25 +608,23 @@ typedef struct attn_metadata {
   int page_table_stride;
   int batch;
   const int32_t *seq_lens, *context_lens, *query_start_loc, *seq_start_loc,
-      *page_tables;           /* host */
+      *page_tables;            /* host */
   const int64_t *slot_mapping; /* host, [num_tokens] */
-  const int32_t *device_seq_lens, *device_context_lens,
-      *device_query_start_loc, *device_seq_start_loc, *device_page_tables;
+  const int32_t *device_seq_lens, *device_context_lens, *device_query_start_loc,
+      *device_seq_start_loc, *device_page_tables;
   const int64_t *device_slot_mapping; /* [max_tokens], -1 beyond the step */
 } attn_metadata;
 
 typedef struct attn_metadata_builder attn_metadata_builder;
-ATTN_C_EXPORT attn_status
-attn_metadata_builder_create(const attn_metadata_limits *limits,
-                             attn_metadata_builder **out);
+ATTN_C_EXPORT attn_status attn_metadata_builder_create(
+    const attn_metadata_limits *limits, attn_metadata_builder **out);
 ATTN_C_EXPORT attn_status
 attn_metadata_builder_destroy(attn_metadata_builder *builder);
 /* Builds a step (errors name the request and the rule) and uploads it on
  * stream; *out's struct_size must be set. */
-ATTN_C_EXPORT attn_status
-attn_metadata_builder_build(attn_metadata_builder *builder,
-                            const attn_scheduled_request *requests,
-                            int num_requests, void *stream, attn_metadata *out);
+ATTN_C_EXPORT attn_status attn_metadata_builder_build(
+    attn_metadata_builder *builder, const attn_scheduled_request *requests,
+    int num_requests, void *stream, attn_metadata *out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -128,10 +128,9 @@ LogicalResult buildMask(Location loc, bool causal,
   std::optional<int64_t> window;
   if (windowLeft)
     window = *windowLeft;
-  mask = MaskAttr::getChecked([&] { return emitError(loc); },
-                              loc.getContext(),
-                              causal ? MaskKind::causal : MaskKind::none,
-                              window);
+  mask =
+      MaskAttr::getChecked([&] { return emitError(loc); }, loc.getContext(),
+                           causal ? MaskKind::causal : MaskKind::none, window);
   return success(static_cast<bool>(mask));
 }
 
@@ -307,10 +306,10 @@ FailureOr<Modifiers> parseModifiers(MLIRContext &context,
 
 /// A module holding func.func @name(argTypes) -> resultTypes whose body
 /// `buildBody` fills from the arguments and returns the values to return.
-OwningOpRef<ModuleOp>
-buildFunctionModule(Location loc, StringRef name, ArrayRef<Type> argTypes,
-                    ArrayRef<Type> resultTypes,
-                    function_ref<ValueRange(OpBuilder &, ValueRange)> buildBody) {
+OwningOpRef<ModuleOp> buildFunctionModule(
+    Location loc, StringRef name, ArrayRef<Type> argTypes,
+    ArrayRef<Type> resultTypes,
+    function_ref<ValueRange(OpBuilder &, ValueRange)> buildBody) {
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   OpBuilder builder = OpBuilder::atBlockEnd(module->getBody());
   auto func = builder.create<func::FuncOp>(
@@ -326,7 +325,7 @@ buildFunctionModule(Location loc, StringRef name, ArrayRef<Type> argTypes,
 template <class Variant>
 llvm::Expected<::attn::KernelSpec>
 specOfVariant(OwningOpRef<ModuleOp> (*build)(MLIRContext &, const Variant &),
-               const Variant &variant, ::attn::Arch arch) {
+              const Variant &variant, ::attn::Arch arch) {
   // A context per call: hosts compile variants from several threads, and a
   // context without its own threads costs far less than a kernel compile.
   MLIRContext context(MLIRContext::Threading::DISABLED);
@@ -369,9 +368,9 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
   auto index = [&](ArrayRef<int64_t> shape) {
     return RankedTensorType::get(shape, builder.getI32Type());
   };
-  SmallVector<Type> argTypes = {qType, cache,
-                                index({ShapedType::kDynamic, ShapedType::kDynamic}),
-                                index({ShapedType::kDynamic})};
+  SmallVector<Type> argTypes = {
+      qType, cache, index({ShapedType::kDynamic, ShapedType::kDynamic}),
+      index({ShapedType::kDynamic})};
   bool fp8 = isFP8Type(cache.getElementType());
   if (!appendKVScaleTypes(loc, cache, variant.perHeadKVScale, argTypes))
     return nullptr;
@@ -412,9 +411,8 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
             vScale,
 #define ATTN_HEAD_TABLE(flag, ...) tables.flag,
 #include "templates/attn/variant_knobs.h"
-            args.take_back(numAux),
-            uint64_t(int64_t(variant.queryLen)), pinned, mask, variant.kind,
-            scale, softcap);
+            args.take_back(numAux), uint64_t(int64_t(variant.queryLen)), pinned,
+            mask, variant.kind, scale, softcap);
         modifiers->moveInto(decode);
         return decode->getResults();
       });
@@ -454,9 +452,9 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
   } else {
     // Ragged k, v: of q's type, or FP8 with their kv_scales.
     const std::optional<::attn::FP8RowsFormat> &fp8 = variant.fp8KV;
-    RankedTensorType kvType = rowsType(
-        loc, variant.numKVHeads, variant.headDim,
-        fp8 ? getElementType(&context, fp8->kvType) : element);
+    RankedTensorType kvType =
+        rowsType(loc, variant.numKVHeads, variant.headDim,
+                 fp8 ? getElementType(&context, fp8->kvType) : element);
     if (!kvType)
       return nullptr;
     argTypes.append({kvType, kvType, vector, vector});
@@ -522,8 +520,7 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
               kScale, vScale,
 #define ATTN_HEAD_TABLE(flag, ...) tables.flag,
 #include "templates/attn/variant_knobs.h"
-              args.take_back(numAux), pinned,
-              variant.fp8Compute, mask,
+              args.take_back(numAux), pinned, variant.fp8Compute, mask,
               variant.kind, scale, softcap);
           modifiers->moveInto(prefill);
           return prefill->getResults();
@@ -553,9 +550,8 @@ mlir::attn::buildAppendKVModule(MLIRContext &context,
   loadDialects(context);
   Location loc = variantLoc(context, "attn::AppendKVVariant");
   Builder builder(&context);
-  RankedTensorType rows =
-      rowsType(loc, variant.numKVHeads, variant.headDim,
-               getElementType(&context, variant.inType));
+  RankedTensorType rows = rowsType(loc, variant.numKVHeads, variant.headDim,
+                                   getElementType(&context, variant.inType));
   PagedKVType cache =
       cacheType(loc, variant.numKVHeads, variant.headDim, variant.kvType,
                 variant.pageSize, variant.layout);
@@ -567,14 +563,14 @@ mlir::attn::buildAppendKVModule(MLIRContext &context,
   bool fp8 = isFP8Type(cache.getElementType());
   if (!appendKVScaleTypes(loc, cache, variant.perHeadKVScale, argTypes))
     return nullptr;
-  return buildFunctionModule(
-      loc, "append_kv", argTypes, {cache},
-      [&](OpBuilder &b, ValueRange args) -> ValueRange {
-        auto append = b.create<AppendKVOp>(
-            loc, cache, args[0], args[1], args[2], args[3],
-            fp8 ? args[4] : Value(), fp8 ? args[5] : Value());
-        return append->getResults();
-      });
+  return buildFunctionModule(loc, "append_kv", argTypes, {cache},
+                             [&](OpBuilder &b, ValueRange args) -> ValueRange {
+                               auto append = b.create<AppendKVOp>(
+                                   loc, cache, args[0], args[1], args[2],
+                                   args[3], fp8 ? args[4] : Value(),
+                                   fp8 ? args[5] : Value());
+                               return append->getResults();
+                             });
 }
 
 OwningOpRef<ModuleOp>
@@ -585,9 +581,8 @@ mlir::attn::buildMergeStatesModule(MLIRContext &context,
   Builder builder(&context);
   RankedTensorType out = rowsType(loc, variant.numHeads, variant.headDim,
                                   getElementType(&context, variant.dtype));
-  RankedTensorType lse =
-      tensorType(loc, {ShapedType::kDynamic, variant.numHeads},
-                 builder.getF32Type());
+  RankedTensorType lse = tensorType(
+      loc, {ShapedType::kDynamic, variant.numHeads}, builder.getF32Type());
   if (!out || !lse)
     return nullptr;
   return buildFunctionModule(

@@ -10,8 +10,8 @@
 #ifndef ATTN_COMPILER_FRONTEND_FRONTEND_H
 #define ATTN_COMPILER_FRONTEND_FRONTEND_H
 
-#include "spec/Variant.h"
 #include "spec/KernelSpec.h"
+#include "spec/Variant.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -40,7 +40,8 @@ OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &context,
 /// `variant` (i64 slot mapping; FP8 caches get kv_scales as for decode).
 /// Same contract as buildDecodeModule.
 OwningOpRef<ModuleOp>
-buildAppendKVModule(MLIRContext &context, const ::attn::AppendKVVariant &variant);
+buildAppendKVModule(MLIRContext &context,
+                    const ::attn::AppendKVVariant &variant);
 
 /// A module with one func.func @merge_states holding an attn.merge_states
 /// of two states of `variant`'s outputs (tensor<?xnumHeadsxheadDimxT>) and
@@ -63,8 +64,8 @@ buildMergeStatesModule(MLIRContext &context,
 /// cache adds kv_scales as for decode. Same contract as buildDecodeModule;
 /// an encoder variant with a paged cache fails verification (encoders have
 /// no KV cache).
-OwningOpRef<ModuleOp>
-buildPrefillModule(MLIRContext &context, const ::attn::PrefillVariant &variant);
+OwningOpRef<ModuleOp> buildPrefillModule(MLIRContext &context,
+                                         const ::attn::PrefillVariant &variant);
 
 /// The one region `text` spells (`{ ^bb0(...): ... }`, as a variant's
 /// scoreMod / maskMod holds it), parsed as the only region of a holder op

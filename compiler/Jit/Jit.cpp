@@ -1,8 +1,8 @@
 //===- Jit.cpp - the JIT API for C++ hosts --------------------------------===//
 #include "compiler/Jit/Jit.h"
+#include "attn/runtime/cache/VariantKey.h"
 #include "codegen/EmitCuda.h"
 #include "compiler/Frontend/Frontend.h"
-#include "attn/runtime/cache/VariantKey.h"
 
 #include <cstring>
 
@@ -18,8 +18,7 @@ struct Jit::Impl {
 };
 
 template <class Variant>
-llvm::Expected<CompiledKernel> Jit::compile(const Variant &variant,
-                                            Arch arch) {
+llvm::Expected<CompiledKernel> Jit::compile(const Variant &variant, Arch arch) {
   auto spec = mlir::attn::compileVariant(variant, arch);
   if (!spec)
     return spec.takeError();
@@ -51,8 +50,7 @@ Jit::load(const Variant &variant) {
   auto spec = mlir::attn::compileVariant(variant, *arch);
   if (!spec)
     return spec.takeError();
-  auto library =
-      impl->cache->getLibrary({spec->uri(), emitCuda(*spec), *arch});
+  auto library = impl->cache->getLibrary({spec->uri(), emitCuda(*spec), *arch});
   if (!library)
     return library.takeError();
   auto kernel = Kernel::create(*spec, variant, *library);

@@ -70,7 +70,8 @@ public:
   mixedBatch(const PrefillVariant &variant);
   /// Cascade (shared-prefix) decode for `variant`: its prefix, suffix and
   /// merge kernels (runtime/kernels/Cascade.h; needs a GPU).
-  llvm::Expected<runtime::CascadeAttention> cascade(const DecodeVariant &variant);
+  llvm::Expected<runtime::CascadeAttention>
+  cascade(const DecodeVariant &variant);
   /// This JIT as the kernel source of a runtime::Backend (it must outlive
   /// the backend).
   runtime::KernelSource kernelSource();

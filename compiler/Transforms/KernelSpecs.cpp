@@ -7,7 +7,6 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 
-
 namespace mlir::attn {
 
 namespace {
@@ -48,7 +47,7 @@ void setCacheFields(::attn::KernelSpec &spec, PagedKVType cache) {
 /// q's type and heads, the mask flags, the per-head tables' flags
 /// (templates/attn/variant_knobs.h), soft-cap and LSE.
 LogicalResult setAttentionFields(::attn::KernelSpec &spec,
-                                AttentionOpInterface op) {
+                                 AttentionOpInterface op) {
   auto qType = cast<RankedTensorType>(op.getQ().getType());
   // q_type is the output's (q's, but for an e4m3 q with its q_scale, which
   // sets fp8Query below); the op verifiers admit only f16/bf16 outputs.
@@ -102,7 +101,8 @@ FailureOr<::attn::KernelSpec> getDecodeKernelSpec(DecodeOp op,
   // With one query per request the query is the last key, so a causal mask
   // removes nothing: one kernel serves both.
   spec.causal = spec.causal && spec.queryLen > 1;
-  FailureOr<bool> perHead = isPerHeadKVScale(op, op.getKScale(), op.getVScale());
+  FailureOr<bool> perHead =
+      isPerHeadKVScale(op, op.getKScale(), op.getVScale());
   if (failed(perHead))
     return failure();
   spec.perHeadKVScale = *perHead;
@@ -123,7 +123,8 @@ FailureOr<::attn::KernelSpec> getPrefillKernelSpec(PrefillOp op,
   auto kType = cast<RankedTensorType>(op.getK().getType());
   spec.numKVHeads = int(kType.getDimSize(1));
   spec.kvType = *toScalarType(kType.getElementType());
-  FailureOr<bool> perHead = isPerHeadKVScale(op, op.getKScale(), op.getVScale());
+  FailureOr<bool> perHead =
+      isPerHeadKVScale(op, op.getKScale(), op.getVScale());
   if (failed(perHead))
     return failure();
   spec.perHeadKVScale = *perHead;
@@ -142,7 +143,8 @@ FailureOr<::attn::KernelSpec> getPagedPrefillKernelSpec(PagedPrefillOp op,
   if (failed(setPrefillFields(spec, op)))
     return failure();
   setCacheFields(spec, op.getCache().getType());
-  FailureOr<bool> perHead = isPerHeadKVScale(op, op.getKScale(), op.getVScale());
+  FailureOr<bool> perHead =
+      isPerHeadKVScale(op, op.getKScale(), op.getVScale());
   if (failed(perHead))
     return failure();
   spec.perHeadKVScale = *perHead;
@@ -155,12 +157,13 @@ FailureOr<::attn::KernelSpec> getAppendKVKernelSpec(AppendKVOp op,
   ::attn::KernelSpec spec;
   spec.kind = ::attn::KernelKind::AppendKV;
   spec.arch = arch;
-  spec.qType =
-      *toScalarType(cast<RankedTensorType>(op.getK().getType()).getElementType());
+  spec.qType = *toScalarType(
+      cast<RankedTensorType>(op.getK().getType()).getElementType());
   setCacheFields(spec, op.getCache().getType());
   // No query heads: the canonical append_kv spec repeats the KV heads.
   spec.numQHeads = spec.numKVHeads;
-  FailureOr<bool> perHead = isPerHeadKVScale(op, op.getKScale(), op.getVScale());
+  FailureOr<bool> perHead =
+      isPerHeadKVScale(op, op.getKScale(), op.getVScale());
   if (failed(perHead))
     return failure();
   spec.perHeadKVScale = *perHead;

@@ -9,8 +9,8 @@
 #ifndef ATTN_COMPILER_TRANSFORMS_KERNELSPECS_H
 #define ATTN_COMPILER_TRANSFORMS_KERNELSPECS_H
 
-#include "spec/KernelSpec.h"
 #include "dialect/IR/AttnOps.h"
+#include "spec/KernelSpec.h"
 
 #include "mlir/Support/LogicalResult.h"
 

@@ -14,7 +14,6 @@
 
 #include "mlir/IR/Builders.h"
 
-
 namespace mlir::attn {
 #define GEN_PASS_DEF_ATTNLOWERTOKERNELPASS
 #include "compiler/Transforms/Passes.h.inc"

@@ -116,8 +116,8 @@ public:
             *head << "    head." << local << " = " << *expr << ";\n";
             names[result] = "head." + local;
           } else {
-            *head << "    const " << cudaType(result.getType()) << " "
-                  << local << " = " << *expr << ";\n";
+            *head << "    const " << cudaType(result.getType()) << " " << local
+                  << " = " << *expr << ";\n";
           }
         }
       }
@@ -128,7 +128,8 @@ public:
 private:
   /// A block's ops; its terminator returns (attn.yield) or assigns the
   /// enclosing scf.if's `results`.
-  LogicalResult emitBlock(Block &block, int depth, ArrayRef<std::string> results) {
+  LogicalResult emitBlock(Block &block, int depth,
+                          ArrayRef<std::string> results) {
     for (Operation &op : block) {
       if (failed(checkSize(&op)))
         return failure();
@@ -150,13 +151,14 @@ private:
              << ";\n";
         }
         os << indent << "if (" << name(ifOp.getCondition()) << ") {\n";
-        if (failed(emitBlock(ifOp.getThenRegion().front(), depth + 1, declared)))
+        if (failed(
+                emitBlock(ifOp.getThenRegion().front(), depth + 1, declared)))
           return failure();
         os << indent << "}";
         if (!ifOp.getElseRegion().empty()) {
           os << " else {\n";
-          if (failed(emitBlock(ifOp.getElseRegion().front(), depth + 1,
-                               declared)))
+          if (failed(
+                  emitBlock(ifOp.getElseRegion().front(), depth + 1, declared)))
             return failure();
           os << indent << "}";
         }
@@ -311,9 +313,9 @@ private:
 /// holds it for every (q_pos, k_pos, q_head, kv_head) in the given ranges,
 /// each i1 a BoolRange (whether it can be false, can be true), so that the
 /// yield says whether any pair of a tile may be visible (else the tile is
-/// skipped) and whether any may be hidden (else it needs no mask). Ops it cannot bound
-/// (aux reads, floats, i64, bitwise ops) give the full range: such masks
-/// skip no tile, and stay correct.
+/// skipped) and whether any may be hidden (else it needs no mask). Ops it
+/// cannot bound (aux reads, floats, i64, bitwise ops) give the full range: such
+/// masks skip no tile, and stay correct.
 class RangeEmitter {
 public:
   explicit RangeEmitter(llvm::raw_string_ostream &os) : os(os) {}
@@ -486,7 +488,7 @@ FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
       "int32_t request, int32_t q_pos, int32_t k_pos, int32_t q_head, "
       "int32_t kv_head, const attn::AuxTable *aux";
   static const char *const kScoreArgs[] = {"score", "request", "q_pos",
-                                           "k_pos", "q_head", "kv_head"};
+                                           "k_pos", "q_head",  "kv_head"};
   if (!op.getScoreMod().empty()) {
     std::string body, head, fields;
     llvm::raw_string_ostream bodyOS(body), headOS(head), fieldsOS(fields);

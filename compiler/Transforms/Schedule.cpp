@@ -58,20 +58,22 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
   int64_t smemCtas =
       (sharedMemoryPerSM(spec.arch) - 1024) /
       (::attn::decodeSmemBytes(headDim, kvBytes, schedule.rowTiles,
-                               schedule.warps, 2, rows) + 1024);
+                               schedule.warps, 2, rows) +
+       1024);
   // And by registers: the entry's __launch_bounds__ asks for ctasPerSM CTAs
   // (codegen/EmitCuda.cpp), which caps a thread at 64K / (ctasPerSM x
   // threads). With O accumulators of up to 64 registers (row tiles x head
-  // dim / 2: one row tile at head dim 128, two at 64) the loop fits 128; left unbounded it took 126-140,
-  // and above 128 two 8-warp CTAs no longer share an SM (FP8 caches with
-  // pages under 16 tokens lost 3-5 points of read bandwidth to that on an
-  // H200). Larger accumulators, and score_mod / mask_mod regions (code of
-  // any size), keep one CTA's worth of registers.
-  int64_t registerCtas = schedule.rowTiles * headDim <= 128 && !spec.hasModifiers()
-                             ? 65536 / (schedule.warps * 32 * 128)
-                             : 1;
-  schedule.ctasPerSM = int(std::clamp<int64_t>(std::min(smemCtas, registerCtas), 1,
-                                               ::attn::kMaxCtasPerSM));
+  // dim / 2: one row tile at head dim 128, two at 64) the loop fits 128; left
+  // unbounded it took 126-140, and above 128 two 8-warp CTAs no longer share an
+  // SM (FP8 caches with pages under 16 tokens lost 3-5 points of read bandwidth
+  // to that on an H200). Larger accumulators, and score_mod / mask_mod regions
+  // (code of any size), keep one CTA's worth of registers.
+  int64_t registerCtas =
+      schedule.rowTiles * headDim <= 128 && !spec.hasModifiers()
+          ? 65536 / (schedule.warps * 32 * 128)
+          : 1;
+  schedule.ctasPerSM = int(std::clamp<int64_t>(std::min(smemCtas, registerCtas),
+                                               1, ::attn::kMaxCtasPerSM));
 
   // Split-KV: a request is split only into chunks of at least 256 tokens
   // (shorter chunks cost more in the merge than they gain); the planner
@@ -82,9 +84,9 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
 
 /// True where the sm_90a wgmma template (templates/attn/prefill_sm90.cuh)
 /// runs the variant: prefill of 16-bit q at head dim 64, 128 or 256 (TMA
-/// boxes of 64 dims), ragged (k/v of q's type or FP8), or paged over a cache of q's type or FP8
-/// (widened to f16 in shared memory) whose pages are a multiple of 16
-/// tokens (at most 8 TMA boxes per 128-key tile; smaller pages keep the
+/// boxes of 64 dims), ragged (k/v of q's type or FP8), or paged over a cache of
+/// q's type or FP8 (widened to f16 in shared memory) whose pages are a multiple
+/// of 16 tokens (at most 8 TMA boxes per 128-key tile; smaller pages keep the
 /// mma.sync template, which gathers rows with cp.async). Every mask and
 /// score modifier is supported.
 static bool wgmmaPrefillApplies(const ::attn::KernelSpec &spec) {

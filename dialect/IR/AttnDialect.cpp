@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/IR/AttnDialect.h"
-#include "spec/KernelLimits.h"
 #include "dialect/IR/AttnOps.h"
+#include "spec/KernelLimits.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/Hashing.h"
@@ -55,11 +55,15 @@ llvm::hash_code hash_value(const KernelSpec &spec) {
     using T = std::decay_t<decltype(field)>;
     if constexpr (std::is_same_v<T, DecodeSchedule>)
       forEachDecodeScheduleField(
-          [&](const char *, const auto &f) { hash = llvm::hash_combine(hash, f); },
+          [&](const char *, const auto &f) {
+            hash = llvm::hash_combine(hash, f);
+          },
           field);
     else if constexpr (std::is_same_v<T, PrefillSchedule>)
       forEachPrefillScheduleField(
-          [&](const char *, const auto &f) { hash = llvm::hash_combine(hash, f); },
+          [&](const char *, const auto &f) {
+            hash = llvm::hash_combine(hash, f);
+          },
           field);
     else
       hash = llvm::hash_combine(hash, field);
@@ -146,8 +150,7 @@ std::optional<::attn::ScalarType> mlir::attn::toScalarType(Type type) {
   return std::nullopt;
 }
 
-Type mlir::attn::getElementType(MLIRContext *context,
-                                ::attn::ScalarType type) {
+Type mlir::attn::getElementType(MLIRContext *context, ::attn::ScalarType type) {
   using ::attn::ScalarType;
   Builder builder(context);
   switch (type) {
@@ -239,15 +242,17 @@ struct SpecFieldParser {
     return success();
   }
   ParseResult operator()(::attn::KVLayout &layout) {
-    return assign(layout, parseSpecKeyword(parser, ::attn::parseKVLayout,
-                                           "nhd or hnd"));
+    return assign(
+        layout, parseSpecKeyword(parser, ::attn::parseKVLayout, "nhd or hnd"));
   }
   ParseResult operator()(::attn::PrefillMma &mma) {
     return assign(mma, parseSpecKeyword(parser, ::attn::parsePrefillMma,
                                         "sync or wgmma"));
   }
   ParseResult operator()(int &value) { return parser.parseInteger(value); }
-  ParseResult operator()(std::string &text) { return parser.parseString(&text); }
+  ParseResult operator()(std::string &text) {
+    return parser.parseString(&text);
+  }
   ParseResult operator()(bool &flag) {
     SMLoc loc = parser.getCurrentLocation();
     StringRef keyword;
@@ -288,8 +293,8 @@ ParseResult parseFields(AsmParser &parser, StringRef what, Struct &value,
     if (parser.parseKeyword(&key) || parser.parseEqual())
       return failure();
     if (!seen.insert(key).second)
-      return parser.emitError(loc) << what << " field '" << key
-                                   << "' given twice";
+      return parser.emitError(loc)
+             << what << " field '" << key << "' given twice";
     bool known = false;
     ParseResult result = success();
     forEach(
@@ -301,8 +306,8 @@ ParseResult parseFields(AsmParser &parser, StringRef what, Struct &value,
         },
         value);
     if (!known)
-      return parser.emitError(loc) << "unknown " << what << " field '" << key
-                                   << "'";
+      return parser.emitError(loc)
+             << "unknown " << what << " field '" << key << "'";
     return result;
   };
   if (parser.parseLess() || parser.parseCommaSeparatedList(parseField) ||
@@ -394,7 +399,8 @@ Attribute PrefillScheduleAttr::parse(AsmParser &parser, Type) {
   auto forEach = [](auto &&f, ::attn::PrefillSchedule &s) {
     ::attn::forEachPrefillScheduleField(f, s);
   };
-  if (failed(parseFields(parser, "prefill_schedule", schedule, forEach, seen)) ||
+  if (failed(
+          parseFields(parser, "prefill_schedule", schedule, forEach, seen)) ||
       failed(requireFields(parser, loc, "prefill_schedule", seen,
                            {"warps", "block_m", "block_n", "stages"})))
     return {};
@@ -462,8 +468,9 @@ Attribute KernelSpecAttr::parse(AsmParser &parser, Type) {
   StringRef kindName = ::attn::toString(spec.kind);
   auto error = [&] { return parser.emitError(start); };
   if (spec.isCacheOp()) {
-    error() << "kernel_spec kind " << kindName
-            << " is a runtime utility kernel; the compiler does not lower to it";
+    error()
+        << "kernel_spec kind " << kindName
+        << " is a runtime utility kernel; the compiler does not lower to it";
     return {};
   }
   if (hasDecodeSchedule(spec) && !decodeSchedule) {
@@ -592,9 +599,8 @@ LogicalResult PagedKVType::verify(function_ref<InFlightDiagnostic()> emitError,
                           "f8E5M2";
   if (!::attn::isSupportedPageSize(pageSize))
     return emitError() << "paged_kv page_size " << pageSize
-                       << " is not supported; expected "
-                       << ::attn::kMinPageSize << " to "
-                       << ::attn::kMaxPageSize;
+                       << " is not supported; expected " << ::attn::kMinPageSize
+                       << " to " << ::attn::kMaxPageSize;
   return success();
 }
 

@@ -40,8 +40,8 @@ FailureOr<Enum> parseSpecKeyword(AsmParser &parser,
     return failure();
   if (std::optional<Enum> value = parse(std::string_view(name)))
     return *value;
-  return parser.emitError(loc) << "expected " << expected << ", got '" << name
-                               << "'";
+  return parser.emitError(loc)
+         << "expected " << expected << ", got '" << name << "'";
 }
 } // namespace mlir::attn
 
@@ -73,7 +73,6 @@ std::optional<::attn::ScalarType> toScalarType(Type type);
 
 /// The builtin element type of a scalar type; inverse of toScalarType.
 Type getElementType(MLIRContext *context, ::attn::ScalarType type);
-
 
 /// The targets a kernel can be generated for, as messages list them:
 /// "sm_80, sm_89 or sm_90a".

@@ -78,17 +78,16 @@ LogicalResult verifyAttention(AttentionOpInterface op, int64_t kvHeads,
     return failure();
   int64_t qHeads = q.heads();
   if (kvHeads < 1 || qHeads % kvHeads != 0)
-    return op->emitOpError() << "q heads (" << qHeads
-                             << ") must be a multiple of " << kvName
-                             << " heads (" << kvHeads << ")";
+    return op->emitOpError()
+           << "q heads (" << qHeads << ") must be a multiple of " << kvName
+           << " heads (" << kvHeads << ")";
   if (qHeads / kvHeads > ::attn::kMaxGroupSize)
     return op->emitOpError()
            << "q heads per kv head (" << qHeads / kvHeads
            << ") exceeds the supported group size " << ::attn::kMaxGroupSize;
   if (kvHeadDim != q.headDim())
-    return op->emitOpError() << "q head_dim (" << q.headDim()
-                             << ") must equal " << kvName << " head_dim ("
-                             << kvHeadDim << ")";
+    return op->emitOpError() << "q head_dim (" << q.headDim() << ") must equal "
+                             << kvName << " head_dim (" << kvHeadDim << ")";
   // e4m3 q (quantized by the caller) comes with its q_scale and writes a
   // 16-bit out; otherwise out is q's type.
   bool fp8Query = isa<Float8E4M3FNType>(q.elementType());
@@ -96,8 +95,8 @@ LogicalResult verifyAttention(AttentionOpInterface op, int64_t kvHeads,
   if (fp8Query && !qScale)
     return op->emitOpError() << "an e4m3 q needs its q_scale";
   if (!fp8Query && qScale)
-    return op->emitOpError() << "q_scale is for an e4m3 q, got q of "
-                             << q.elementType();
+    return op->emitOpError()
+           << "q_scale is for an e4m3 q, got q of " << q.elementType();
   if (failed(verifyCompatibleShape(out.type, q.type)) ||
       (fp8Query ? !out.elementType().isF16() && !out.elementType().isBF16()
                 : out.elementType() != q.elementType()))
@@ -162,8 +161,8 @@ LogicalResult verifyKVScales(Operation *op, StringRef what, Type kvElement,
   if (!kScale != !vScale)
     return op->emitOpError() << "k_scale and v_scale must be given together";
   if (fp8 && !kScale)
-    return op->emitOpError() << "an FP8 " << what << " (" << kvElement
-                             << ") needs kv_scales";
+    return op->emitOpError()
+           << "an FP8 " << what << " (" << kvElement << ") needs kv_scales";
   if (!fp8 && kScale)
     return op->emitOpError() << "kv_scales given, but the " << what
                              << " stores " << kvElement << ", not FP8";
@@ -189,22 +188,20 @@ LogicalResult verifyKVScales(Operation *op, PagedKVType cache, Value kScale,
 LogicalResult verifyCacheElementType(Operation *op, StringRef name, Type elem,
                                      PagedKVType cache) {
   if (!cache.isFP8() && cache.getElementType() != elem)
-    return op->emitOpError()
-           << "cache element type " << cache.getElementType()
-           << " must equal the " << name << " element type (" << elem
-           << ") or be FP8";
+    return op->emitOpError() << "cache element type " << cache.getElementType()
+                             << " must equal the " << name << " element type ("
+                             << elem << ") or be FP8";
   return success();
 }
 
 /// page_tables has one row per request, as many as seq_lens has entries.
-LogicalResult verifyPageTables(Operation *op, Value pageTables,
-                                Value seqLens) {
+LogicalResult verifyPageTables(Operation *op, Value pageTables, Value seqLens) {
   int64_t rows = cast<RankedTensorType>(pageTables.getType()).getDimSize(0);
   int64_t lens = lengthOf(seqLens);
   if (bothStatic(rows, lens) && rows != lens)
-    return op->emitOpError() << "page_tables has " << rows
-                             << " rows but seq_lens has " << lens
-                             << " entries; both need one per request";
+    return op->emitOpError()
+           << "page_tables has " << rows << " rows but seq_lens has " << lens
+           << " entries; both need one per request";
   return success();
 }
 
@@ -297,8 +294,7 @@ namespace {
 /// kv_head, then one per aux operand), its attn.yield of `resultType`, and
 /// every op inside (allowed, on scalars), each error at what is wrong.
 LogicalResult verifyModifier(AttentionOpInterface op, Region &region,
-                             StringRef name, bool takesScore,
-                             Type resultType) {
+                             StringRef name, bool takesScore, Type resultType) {
   if (region.empty())
     return success();
   Block &block = region.front();
@@ -320,9 +316,9 @@ LogicalResult verifyModifier(AttentionOpInterface op, Region &region,
            << signature << ", got " << block.getNumArguments();
   for (auto [i, arg, type] : llvm::enumerate(block.getArguments(), expected))
     if (arg.getType() != type)
-      return op->emitOpError() << name << " argument " << i << " must be "
-                               << type << " " << signature << ", got "
-                               << arg.getType();
+      return op->emitOpError()
+             << name << " argument " << i << " must be " << type << " "
+             << signature << ", got " << arg.getType();
   // Other terminators' own parent checks reject them first; this guards
   // the cast below.
   auto yield = dyn_cast<YieldOp>(block.getTerminator());
@@ -330,9 +326,8 @@ LogicalResult verifyModifier(AttentionOpInterface op, Region &region,
     return block.getTerminator()->emitOpError()
            << "cannot end " << name << "; it ends with attn.yield";
   if (yield.getValue().getType() != resultType)
-    return yield.emitOpError() << "in " << name << " must yield "
-                               << resultType << ", got "
-                               << yield.getValue().getType();
+    return yield.emitOpError() << "in " << name << " must yield " << resultType
+                               << ", got " << yield.getValue().getType();
   WalkResult walk = region.walk([&](Operation *inner) -> WalkResult {
     if (!isModifierOp(inner))
       return inner->emitOpError()
@@ -345,9 +340,9 @@ LogicalResult verifyModifier(AttentionOpInterface op, Region &region,
     };
     if (!isa<AuxLoadOp>(inner) && (!scalarTypes(inner->getOperandTypes()) ||
                                    !scalarTypes(inner->getResultTypes())))
-      return inner->emitOpError()
-             << "in " << name << " computes on a type a kernel has no "
-                "scalar for; use i1, i32, i64, f32 or f64";
+      return inner->emitOpError() << "in " << name
+                                  << " computes on a type a kernel has no "
+                                     "scalar for; use i1, i32, i64, f32 or f64";
     return WalkResult::advance();
   });
   return failure(walk.wasInterrupted());
@@ -371,8 +366,8 @@ LogicalResult verifyModifiers(AttentionOpInterface op) {
                         IntegerType::get(context, 1));
 }
 
-/// Names the printed IR gives results (%out, %lse) and modifier arguments: %score, %request, %q_pos,
-/// %k_pos, %q_head, %kv_head, then %aux0, %aux1, ...
+/// Names the printed IR gives results (%out, %lse) and modifier arguments:
+/// %score, %request, %q_pos, %k_pos, %q_head, %kv_head, then %aux0, %aux1, ...
 void nameModifierArguments(Region &region, OpAsmSetValueNameFn setName) {
   if (region.empty())
     return;
@@ -414,14 +409,13 @@ ATTN_MODIFIER_REGION_HOOKS(DecodeOp)
 LogicalResult AuxLoadOp::verify() {
   auto table = cast<RankedTensorType>(getTable().getType());
   if (int64_t(getIndices().size()) != table.getRank())
-    return emitOpError() << "needs one index per dimension of " << table
-                         << " (" << table.getRank() << "), got "
-                         << getIndices().size();
+    return emitOpError() << "needs one index per dimension of " << table << " ("
+                         << table.getRank() << "), got " << getIndices().size();
   // Tables are region arguments: the aux operands of the attention op.
   auto arg = dyn_cast<BlockArgument>(getTable());
-  auto owner = arg ? dyn_cast<AttentionOpInterface>(
-                         arg.getOwner()->getParentOp())
-                   : AttentionOpInterface();
+  auto owner =
+      arg ? dyn_cast<AttentionOpInterface>(arg.getOwner()->getParentOp())
+          : AttentionOpInterface();
   if (!owner)
     return emitOpError() << "reads a table that is not an aux argument of "
                             "an enclosing score_mod or mask_mod";
@@ -474,9 +468,9 @@ LogicalResult DecodeOp::verify() {
     return failure();
   int64_t requests = lengthOf(getSeqLens());
   if (bothStatic(q.tokens(), requests) && q.tokens() != requests * queryLen)
-    return emitOpError() << "q has " << q.tokens() << " tokens but "
-                         << requests << " requests x query_len " << queryLen
-                         << " = " << requests * queryLen;
+    return emitOpError() << "q has " << q.tokens() << " tokens but " << requests
+                         << " requests x query_len " << queryLen << " = "
+                         << requests * queryLen;
   return verifyAttention(*this, cache.getNumKvHeads(), cache.getHeadDim(),
                          "cache");
 }
@@ -492,10 +486,9 @@ LogicalResult AppendKVOp::verify() {
     return emitOpError() << "k " << getK().getType() << " and v "
                          << getV().getType() << " must have the same type";
   if (k.heads() != cache.getNumKvHeads() || k.headDim() != cache.getHeadDim())
-    return emitOpError() << "k and v must be tokens x "
-                         << cache.getNumKvHeads() << " x "
-                         << cache.getHeadDim() << " to match the cache, got "
-                         << k.type;
+    return emitOpError() << "k and v must be tokens x " << cache.getNumKvHeads()
+                         << " x " << cache.getHeadDim()
+                         << " to match the cache, got " << k.type;
   int64_t slots = lengthOf(getSlotMapping());
   if (bothStatic(slots, k.tokens()) && slots != k.tokens())
     return emitOpError() << "slot_mapping has " << slots
@@ -558,8 +551,8 @@ LogicalResult MergeStatesOp::verify() {
   auto lseType = cast<RankedTensorType>(getLse().getType());
   if (failed(verifyCompatibleShape(
           lseType.getShape(), ArrayRef<int64_t>{out.tokens(), out.heads()})))
-    return emitOpError() << "lse must be tokens x heads of out ("
-                         << out.type << "), got " << lseType;
+    return emitOpError() << "lse must be tokens x heads of out (" << out.type
+                         << "), got " << lseType;
   return success();
 }
 

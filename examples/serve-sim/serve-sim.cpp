@@ -28,9 +28,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/serving/Backend.h"
-#include "attn/runtime/serving/PageAllocator.h"
 #include "attn/runtime/serving/CacheOps.h"
 #include "attn/runtime/serving/KVCache.h"
+#include "attn/runtime/serving/PageAllocator.h"
 #include "compiler/Jit/Jit.h"
 #include "test/reference/Reference.h"
 
@@ -53,25 +53,33 @@ namespace {
 
 llvm::cl::opt<int> numRequests("requests", llvm::cl::desc("requests to serve"),
                                llvm::cl::init(96));
-llvm::cl::opt<std::string> kvName("kv", llvm::cl::desc("cache type: bf16 or e4m3"),
+llvm::cl::opt<std::string> kvName("kv",
+                                  llvm::cl::desc("cache type: bf16 or e4m3"),
                                   llvm::cl::init("bf16"));
-llvm::cl::opt<int> numPages("pages", llvm::cl::desc("device cache pages (of 16 tokens)"),
-                             llvm::cl::init(640));
-llvm::cl::opt<unsigned> seed("seed", llvm::cl::desc("random seed"), llvm::cl::init(1));
-llvm::cl::opt<int> promptLen("prompt-len", llvm::cl::desc("tokens of each system prompt"),
+llvm::cl::opt<int> numPages("pages",
+                            llvm::cl::desc("device cache pages (of 16 tokens)"),
+                            llvm::cl::init(640));
+llvm::cl::opt<unsigned> seed("seed", llvm::cl::desc("random seed"),
+                             llvm::cl::init(1));
+llvm::cl::opt<int> promptLen("prompt-len",
+                             llvm::cl::desc("tokens of each system prompt"),
                              llvm::cl::init(200));
-llvm::cl::opt<bool> samples("samples",
-                            llvm::cl::desc("every request continues system prompt 0"),
-                            llvm::cl::init(false));
-llvm::cl::opt<int> maxRunning("max-running", llvm::cl::desc("requests running at once"),
+llvm::cl::opt<bool>
+    samples("samples",
+            llvm::cl::desc("every request continues system prompt 0"),
+            llvm::cl::init(false));
+llvm::cl::opt<int> maxRunning("max-running",
+                              llvm::cl::desc("requests running at once"),
                               llvm::cl::init(48));
-llvm::cl::opt<bool> useGraphs("graphs",
-                              llvm::cl::desc("replay decode-only steps from CUDA graphs"),
-                              llvm::cl::init(true));
-llvm::cl::opt<bool> useCascade("cascade",
-                               llvm::cl::desc("let the Backend run shared-prefix decode "
-                                              "steps as cascade attention"),
-                               llvm::cl::init(true));
+llvm::cl::opt<bool>
+    useGraphs("graphs",
+              llvm::cl::desc("replay decode-only steps from CUDA graphs"),
+              llvm::cl::init(true));
+llvm::cl::opt<bool>
+    useCascade("cascade",
+               llvm::cl::desc("let the Backend run shared-prefix decode "
+                              "steps as cascade attention"),
+               llvm::cl::init(true));
 
 constexpr int kLayers = 4, kHeads = 8, kKVHeads = 2, kDim = 128, kPage = 16;
 constexpr int kVocab = 512, kEmbed = 64;
@@ -119,7 +127,8 @@ struct Model {
   Model(std::mt19937 &rng, ScalarType kvType, int maxPos)
       : kvType(kvType), maxPos(maxPos) {
     std::normal_distribution<float> normal(0.f, 1.f);
-    std::vector<float> emb(size_t(kVocab) * kEmbed), pos(size_t(maxPos) * kEmbed);
+    std::vector<float> emb(size_t(kVocab) * kEmbed),
+        pos(size_t(maxPos) * kEmbed);
     for (float &x : emb)
       x = normal(rng);
     for (int p = 0; p < maxPos; ++p)
@@ -127,7 +136,8 @@ struct Model {
         pos[size_t(p) * kEmbed + i] =
             0.5f * std::sin(p / std::pow(1000.f, float(i) / kEmbed) + i);
     auto project = [&](const std::vector<float> &in, int rows, int width) {
-      std::vector<float> w(size_t(width) * kEmbed), out(size_t(kLayers) * rows * width);
+      std::vector<float> w(size_t(width) * kEmbed),
+          out(size_t(kLayers) * rows * width);
       for (int l = 0; l < kLayers; ++l) {
         for (float &x : w)
           x = normal(rng) / std::sqrt(float(kEmbed));
@@ -157,8 +167,8 @@ struct Model {
   }
 
   /// Row of q (width kQRow) or k / v (kKVRow) as the GPU gets it (bf16).
-  void row(const std::vector<float> &tok, const std::vector<float> &posTable, int width,
-           int layer, int token, int position, uint16_t *out) const {
+  void row(const std::vector<float> &tok, const std::vector<float> &posTable,
+           int width, int layer, int token, int position, uint16_t *out) const {
     const float *a = &tok[(size_t(layer) * kVocab + token) * width];
     const float *b = &posTable[(size_t(layer) * maxPos + position) * width];
     for (int i = 0; i < width; ++i)
@@ -174,19 +184,22 @@ struct Request {
   int id = 0;
   std::vector<int> tokens; ///< prompt, then generated tokens
   int promptLen = 0;
-  int outputLen = 0;       ///< tokens to generate
-  int computed = 0;        ///< tokens whose K/V are in the cache
-  int prefix = -1;         ///< shared-prefix request it forks, or -1
+  int outputLen = 0; ///< tokens to generate
+  int computed = 0;  ///< tokens whose K/V are in the cache
+  int prefix = -1;   ///< shared-prefix request it forks, or -1
   runtime::PageTable table{kPage};
   bool swapped = false;
   std::vector<int32_t> hostPages; ///< while swapped out
-  bool done() const { return int(tokens.size()) == promptLen + outputLen &&
-                             computed == int(tokens.size()); }
+  bool done() const {
+    return int(tokens.size()) == promptLen + outputLen &&
+           computed == int(tokens.size());
+  }
 };
 
 /// fp64 attention of one query row of `r` (position `pos`) in `layer` over
 /// its tokens 0..pos, for the check.
-std::vector<double> referenceRow(const Model &m, const Request &r, int layer, int pos) {
+std::vector<double> referenceRow(const Model &m, const Request &r, int layer,
+                                 int pos) {
   std::vector<uint16_t> row(kQRow), krow(kKVRow), vrow(kKVRow);
   m.row(m.tokenQ, m.posQ, kQRow, layer, r.tokens[pos], pos, row.data());
   ref::PrefillProblem prob;
@@ -236,10 +249,12 @@ int run() {
   cacheConfig.numKVHeads = kKVHeads;
   cacheConfig.headDim = kDim;
   cacheConfig.dtype = kvType;
-  runtime::KVCache cache = check(runtime::KVCache::allocate(cacheConfig), "cache");
+  runtime::KVCache cache =
+      check(runtime::KVCache::allocate(cacheConfig), "cache");
   runtime::KVCacheConfig hostConfig = cacheConfig;
   hostConfig.numPages = 4 * numPages;
-  runtime::HostKVCache hostCache = check(runtime::HostKVCache::allocate(hostConfig), "host cache");
+  runtime::HostKVCache hostCache =
+      check(runtime::HostKVCache::allocate(hostConfig), "host cache");
   runtime::PageAllocator device(numPages), host(int32_t(hostConfig.numPages));
   // Page 0 backs the padding rows of captured graphs; never handed out.
   int32_t paddingPage = check(device.allocate(1), "padding page")[0];
@@ -258,22 +273,27 @@ int run() {
   config.kvType = kvType;
   config.pageSize = kPage;
   config.cascade = useCascade;
-  std::unique_ptr<runtime::Backend> backend = check(
-      runtime::Backend::create(config, Jit::global().kernelSource(), limits,
-                               &cacheConfig),
-      "backend");
-  runtime::CacheOps ops = check(
-      runtime::CacheOps::create(runtime::KernelCache::global(), arch), "cache ops");
+  std::unique_ptr<runtime::Backend> backend =
+      check(runtime::Backend::create(config, Jit::global().kernelSource(),
+                                     limits, &cacheConfig),
+            "backend");
+  runtime::CacheOps ops =
+      check(runtime::CacheOps::create(runtime::KernelCache::global(), arch),
+            "cache ops");
   runtime::Stream stream = check(runtime::Stream::create(), "stream");
 
   // Fixed per-layer q/k/v/out buffers (graphs replay the same addresses).
   const size_t maxRows = size_t(limits.maxTokens);
   std::vector<runtime::DeviceBuffer> q, k, v, out;
   for (int l = 0; l < kLayers; ++l) {
-    q.push_back(check(runtime::DeviceBuffer::allocate(maxRows * kQRow * 2), "q"));
-    k.push_back(check(runtime::DeviceBuffer::allocate(maxRows * kKVRow * 2), "k"));
-    v.push_back(check(runtime::DeviceBuffer::allocate(maxRows * kKVRow * 2), "v"));
-    out.push_back(check(runtime::DeviceBuffer::allocate(maxRows * kQRow * 2), "out"));
+    q.push_back(
+        check(runtime::DeviceBuffer::allocate(maxRows * kQRow * 2), "q"));
+    k.push_back(
+        check(runtime::DeviceBuffer::allocate(maxRows * kKVRow * 2), "k"));
+    v.push_back(
+        check(runtime::DeviceBuffer::allocate(maxRows * kKVRow * 2), "v"));
+    out.push_back(
+        check(runtime::DeviceBuffer::allocate(maxRows * kQRow * 2), "out"));
   }
   auto layerArgs = [&](int l) {
     runtime::LayerArgs a;
@@ -284,7 +304,8 @@ int run() {
     runtime::bindCache(a, cache, l);
     return a;
   };
-  auto forwardAll = [&](const runtime::StepPlan &plan, CUstream s) -> llvm::Error {
+  auto forwardAll = [&](const runtime::StepPlan &plan,
+                        CUstream s) -> llvm::Error {
     for (int l = 0; l < kLayers; ++l)
       if (llvm::Error error = backend->forward(plan, layerArgs(l), s))
         return error;
@@ -302,15 +323,16 @@ int run() {
       r.queryLen = 1;
       r.pageTable = paddingTable;
     }
-    AttentionMetadata md = check(builder.build(padded, stream.get()), "padded metadata");
+    AttentionMetadata md =
+        check(builder.build(padded, stream.get()), "padded metadata");
     check(backend->captureGraph(md, forwardAll, stream.get()), "capture");
   }
   size_t graphBytes = 0;
   std::string graphMemory; // per captured size, for the report
   for (auto [size, bytes] : backend->graphSizes()) {
     graphBytes += bytes;
-    graphMemory += llvm::formatv("{0}{1}: {2} KiB", graphMemory.empty() ? "" : ", ",
-                                 size, bytes / 1024);
+    graphMemory += llvm::formatv(
+        "{0}{1}: {2} KiB", graphMemory.empty() ? "" : ", ", size, bytes / 1024);
   }
 
   // Requests: prompts of 16-700 tokens, 16-96 generated; every fourth (with
@@ -340,8 +362,9 @@ int run() {
   for (int i = 0; i < int(requests.size()); ++i)
     waiting.push_back(i);
   std::vector<int> running; // admission order
-  int64_t prefillTokens = 0, decodeTokens = 0, steps = 0, graphSteps = 0, cascadeSteps = 0,
-          swapOuts = 0, swapIns = 0, swappedPages = 0, cowCopies = 0, checks = 0;
+  int64_t prefillTokens = 0, decodeTokens = 0, steps = 0, graphSteps = 0,
+          cascadeSteps = 0, swapOuts = 0, swapIns = 0, swappedPages = 0,
+          cowCopies = 0, checks = 0;
   double maxError = 0, checkSeconds = 0;
   std::uniform_real_distribution<double> unit(0, 1);
 
@@ -403,20 +426,22 @@ int run() {
   auto lastReport = start;
   while (!waiting.empty() || !running.empty()) {
     // A line on stderr every few seconds: long runs do not look hung.
-    if (std::chrono::steady_clock::now() - lastReport > std::chrono::seconds(5)) {
+    if (std::chrono::steady_clock::now() - lastReport >
+        std::chrono::seconds(5)) {
       lastReport = std::chrono::steady_clock::now();
       int finished = 0;
       for (const Request &r : requests)
         finished += r.id >= 2 && r.done();
-      llvm::errs() << llvm::formatv("serve-sim: step {0}: {1} running, {2} waiting, "
-                                    "{3} of {4} requests done\n",
-                                    steps, running.size(), waiting.size(), finished,
-                                    int(numRequests));
+      llvm::errs() << llvm::formatv(
+          "serve-sim: step {0}: {1} running, {2} waiting, "
+          "{3} of {4} requests done\n",
+          steps, running.size(), waiting.size(), finished, int(numRequests));
     }
     // Admit: swapped requests first (swap in), then new ones.
     while (!waiting.empty() && int(running.size()) < maxRunning) {
       Request &r = requests[waiting.front()];
-      if (r.prefix >= 0 && requests[r.prefix].computed < requests[r.prefix].promptLen)
+      if (r.prefix >= 0 &&
+          requests[r.prefix].computed < requests[r.prefix].promptLen)
         break; // its system prompt is not cached yet
       int32_t need = int32_t(r.swapped ? r.hostPages.size()
                                        : (promptLen + kPage) / kPage + 2);
@@ -516,15 +541,19 @@ int run() {
       for (size_t i = 0; i < rows.size(); ++i) {
         const Request &r = requests[rows[i].first];
         int p = rows[i].second;
-        model.row(model.tokenQ, model.posQ, kQRow, l, r.tokens[p], p, &hq[i * kQRow]);
-        model.row(model.tokenK, model.posK, kKVRow, l, r.tokens[p], p, &hk[i * kKVRow]);
-        model.row(model.tokenV, model.posV, kKVRow, l, r.tokens[p], p, &hv[i * kKVRow]);
+        model.row(model.tokenQ, model.posQ, kQRow, l, r.tokens[p], p,
+                  &hq[i * kQRow]);
+        model.row(model.tokenK, model.posK, kKVRow, l, r.tokens[p], p,
+                  &hk[i * kKVRow]);
+        model.row(model.tokenV, model.posV, kKVRow, l, r.tokens[p], p,
+                  &hv[i * kKVRow]);
       }
       check(q[l].copyFromHost(hq.data(), hq.size() * 2), "q");
       check(k[l].copyFromHost(hk.data(), hk.size() * 2), "k");
       check(v[l].copyFromHost(hv.data(), hv.size() * 2), "v");
     }
-    AttentionMetadata md = check(builder.build(scheduled, stream.get()), "metadata");
+    AttentionMetadata md =
+        check(builder.build(scheduled, stream.get()), "metadata");
     bool replayed = useGraphs && prefills.empty() &&
                     check(backend->replayGraph(md, stream.get()), "replay");
     if (!replayed) {
@@ -545,7 +574,8 @@ int run() {
       r.computed = p + 1;
       bool lastPrompt = p + 1 == r.promptLen, decoding = p + 1 > r.promptLen;
       (lastPrompt || decoding) ? ++decodeTokens : ++prefillTokens;
-      if ((lastPrompt || decoding) && int(r.tokens.size()) < r.promptLen + r.outputLen) {
+      if ((lastPrompt || decoding) &&
+          int(r.tokens.size()) < r.promptLen + r.outputLen) {
         // Next token: the argmax of head 0's first 64 outputs, mixed with
         // the current token.
         int best = 0;
@@ -564,10 +594,13 @@ int run() {
         maxError = std::max(maxError, error);
         ++checks;
         if (!(error < 2e-2))
-          fail(llvm::formatv("request {0} position {1}: relative error {2} against "
-                             "the fp64 reference (step {3})",
-                             r.id, p, error, steps));
-        checkSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          fail(llvm::formatv(
+              "request {0} position {1}: relative error {2} against "
+              "the fp64 reference (step {3})",
+              r.id, p, error, steps));
+        checkSeconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                .count();
       }
     }
     // Finished requests give their pages back (system prompts stay).
@@ -580,46 +613,53 @@ int run() {
         ++i;
       }
     }
-    if (running.size() == 2 && waiting.empty() && requests[0].done() && requests[1].done())
+    if (running.size() == 2 && waiting.empty() && requests[0].done() &&
+        requests[1].done())
       break; // only the system prompts are left
   }
   double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count() -
       checkSeconds;
 
   // Nothing lost: every request complete; every page back.
   for (const Request &r : requests)
     if (!r.done())
-      fail(llvm::formatv("request {0} has {1} of {2} tokens", r.id, r.tokens.size(),
-                         r.promptLen + r.outputLen));
+      fail(llvm::formatv("request {0} has {1} of {2} tokens", r.id,
+                         r.tokens.size(), r.promptLen + r.outputLen));
   for (int id : {0, 1})
     check(requests[id].table.release(device), "release prefix");
   if (device.numFree() != numPages - 1 || host.numFree() != host.numPages())
-    fail(llvm::formatv("pages leaked: {0} of {1} device and {2} of {3} host pages free",
-                       device.numFree(), numPages - 1, host.numFree(), host.numPages()));
+    fail(llvm::formatv(
+        "pages leaked: {0} of {1} device and {2} of {3} host pages free",
+        device.numFree(), numPages - 1, host.numFree(), host.numPages()));
 
   llvm::outs() << llvm::formatv(
-      "serve-sim: {0} requests, {1} layers x {2}/{3} heads x {4}, {5} cache of {6} "
+      "serve-sim: {0} requests, {1} layers x {2}/{3} heads x {4}, {5} cache of "
+      "{6} "
       "pages x {7} tokens, {8}; system prompts of {9} tokens{10}\n",
-      numRequests, kLayers, kHeads, kKVHeads, kDim, toString(kvType), int(numPages),
-      kPage, toString(arch), int(promptLen),
+      numRequests, kLayers, kHeads, kKVHeads, kDim, toString(kvType),
+      int(numPages), kPage, toString(arch), int(promptLen),
       samples ? ", every request continues prompt 0" : "");
   llvm::outs() << llvm::formatv(
-      "  {0} steps ({1} replayed from graphs, {2:F1} MiB for all graphs; {3} run "
+      "  {0} steps ({1} replayed from graphs, {2:F1} MiB for all graphs; {3} "
+      "run "
       "as cascade attention), {4} swap-outs ({5} pages) and {6} swap-ins, {7} "
       "copy-on-write page copies\n",
       steps, graphSteps, graphBytes / double(1 << 20), cascadeSteps, swapOuts,
       swappedPages, swapIns, cowCopies);
   llvm::outs() << "  graph memory by padded batch size: " << graphMemory
                << "; the workspaces they share: "
-               << llvm::formatv("{0:F1} MiB\n", backend->workspaceBytes() / double(1 << 20));
+               << llvm::formatv("{0:F1} MiB\n",
+                                backend->workspaceBytes() / double(1 << 20));
   llvm::outs() << llvm::formatv(
       "  {0} prompt + {1} generated tokens in {2:F2} s: {3:F0} tokens/s "
       "({4:F0} generated tokens/s); checks excluded\n",
-      prefillTokens, decodeTokens, seconds, (prefillTokens + decodeTokens) / seconds,
-      decodeTokens / seconds);
+      prefillTokens, decodeTokens, seconds,
+      (prefillTokens + decodeTokens) / seconds, decodeTokens / seconds);
   llvm::outs() << llvm::formatv(
-      "  {0} output rows checked against the fp64 reference: worst relative error "
+      "  {0} output rows checked against the fp64 reference: worst relative "
+      "error "
       "{1:E2}; every request complete, every page returned: PASS\n",
       checks, maxError);
   return 0;
@@ -628,6 +668,7 @@ int run() {
 } // namespace
 
 int main(int argc, char **argv) {
-  llvm::cl::ParseCommandLineOptions(argc, argv, "serve-sim: continuous batching on attn\n");
+  llvm::cl::ParseCommandLineOptions(argc, argv,
+                                    "serve-sim: continuous batching on attn\n");
   return run();
 }

@@ -1,7 +1,7 @@
 //===- AotLibrary.cpp - ahead-of-time kernel libraries --------------------===//
 #include "attn/runtime/cache/AotLibrary.h"
-#include "attn/runtime/support/InputFiles.h"
 #include "attn/runtime/cache/VariantKey.h"
+#include "attn/runtime/support/InputFiles.h"
 
 #include "codegen/EmitCuda.h"
 #include "spec/KernelLimits.h"
@@ -159,15 +159,18 @@ void readField(FieldReader &r, const char *name, PrefillMma &v) {
   v = r.parsed<PrefillMma>(name, parsePrefillMma);
 }
 void readField(FieldReader &r, const char *name, int &v) { v = r.count(name); }
-void readField(FieldReader &r, const char *name, bool &v) { v = r.boolean(name); }
-void readField(FieldReader &r, const char *name, std::string &v) { v = r.string(name); }
+void readField(FieldReader &r, const char *name, bool &v) {
+  v = r.boolean(name);
+}
+void readField(FieldReader &r, const char *name, std::string &v) {
+  v = r.string(name);
+}
 /// A schedule: a nested object whose problems become the spec's.
 template <class Schedule, class ForEach>
 void readSchedule(FieldReader &r, const char *name, Schedule &s,
                   ForEach forEach) {
   const json::Value *value = r.get(name);
-  FieldReader sub(value ? value->getAsObject() : nullptr,
-                  r.where + " " + name);
+  FieldReader sub(value ? value->getAsObject() : nullptr, r.where + " " + name);
   forEach([&](const char *field, auto &f) { readField(sub, field, f); }, s);
   if (!sub.problem.empty())
     r.fail(sub.problem);
@@ -268,7 +271,8 @@ parseAotManifest(llvm::StringRef text, llvm::StringRef path, bool packed) {
       k.cubin = r.string("cubin");
     }
     if (r.problem.empty() && k.name != k.spec.uri())
-      r.fail("names \"" + k.name + "\", but its spec is \"" + k.spec.uri() + "\"");
+      r.fail("names \"" + k.name + "\", but its spec is \"" + k.spec.uri() +
+             "\"");
     if (r.problem.empty() && !packed && k.source != sourcePath(k))
       r.fail("has source \"" + k.source + "\"; expected \"" + sourcePath(k) +
              "\"");
@@ -282,19 +286,22 @@ parseAotManifest(llvm::StringRef text, llvm::StringRef path, bool packed) {
   return kernels;
 }
 
-uint64_t cubinChecksum(llvm::StringRef cubin) { return llvm::xxh3_64bits(cubin); }
+uint64_t cubinChecksum(llvm::StringRef cubin) {
+  return llvm::xxh3_64bits(cubin);
+}
 
 std::string manifestJson(llvm::ArrayRef<AotKernel> kernels) {
   json::Array list;
   for (const AotKernel &k : kernels) {
-    json::Object o{{"key", k.key},
-                   {"name", k.name},
-                   {"kernel_keys", json::Array(k.kernelKeys)},
-                   {"arch", std::string(toString(k.spec.arch))},
-                   {"spec", specToJson(k.spec)},
-                   {"size", int64_t(k.size)},
-                   {"checksum", llvm::utohexstr(k.checksum, /*LowerCase=*/true)},
-                   {"compile_seconds", k.compileSeconds}};
+    json::Object o{
+        {"key", k.key},
+        {"name", k.name},
+        {"kernel_keys", json::Array(k.kernelKeys)},
+        {"arch", std::string(toString(k.spec.arch))},
+        {"spec", specToJson(k.spec)},
+        {"size", int64_t(k.size)},
+        {"checksum", llvm::utohexstr(k.checksum, /*LowerCase=*/true)},
+        {"compile_seconds", k.compileSeconds}};
     if (k.cubin.empty())
       o["offset"] = int64_t(k.offset);
     else {
@@ -315,7 +322,8 @@ std::string manifestJson(llvm::ArrayRef<AotKernel> kernels) {
 /// Writes `bytes` to a new, unique temporary file next to `path` (created
 /// exclusively, so never through a link someone planted) and renames it into
 /// place, so readers see the old file or the whole new one.
-static llvm::Error writeAtomically(llvm::StringRef path, llvm::StringRef bytes) {
+static llvm::Error writeAtomically(llvm::StringRef path,
+                                   llvm::StringRef bytes) {
   int fd = -1;
   llvm::SmallString<256> temp;
   if (std::error_code error =
@@ -348,17 +356,20 @@ llvm::Error writeKernelFiles(llvm::StringRef dir, AotKernel &kernel,
   llvm::SmallString<256> archDir(dir);
   llvm::sys::path::append(archDir, arch);
   if (std::error_code error = llvm::sys::fs::create_directories(archDir))
-    return libraryError(dir, "cannot create " + archDir.str() + ": " + error.message());
+    return libraryError(dir, "cannot create " + archDir.str() + ": " +
+                                 error.message());
   kernel.source = sourcePath(kernel);
   kernel.cubin = cubinPath(kernel);
   kernel.size = cubin.size();
   kernel.checksum = cubinChecksum(cubin);
-  if (llvm::Error error = writeAtomically((dir + "/" + kernel.source).str(), source))
+  if (llvm::Error error =
+          writeAtomically((dir + "/" + kernel.source).str(), source))
     return error;
   return writeAtomically((dir + "/" + kernel.cubin).str(), cubin);
 }
 
-llvm::Error writeManifest(llvm::StringRef dir, llvm::ArrayRef<AotKernel> kernels) {
+llvm::Error writeManifest(llvm::StringRef dir,
+                          llvm::ArrayRef<AotKernel> kernels) {
   return writeAtomically((dir + "/manifest.json").str(), manifestJson(kernels));
 }
 
@@ -528,10 +539,10 @@ llvm::Expected<std::pair<const AotKernel *, std::shared_ptr<CudaLibrary>>>
 AotLibrary::loadKey(llvm::StringRef kernelKey, Arch arch) const {
   const AotKernel *kernel = find(kernelKey, arch);
   if (!kernel)
-    return libraryError(libraryPath,
-                        llvm::formatv("no kernel for \"{0}\" on {1} (the library "
-                                      "holds {2} kernels)",
-                                      kernelKey, toString(arch), entries.size()));
+    return libraryError(
+        libraryPath, llvm::formatv("no kernel for \"{0}\" on {1} (the library "
+                                   "holds {2} kernels)",
+                                   kernelKey, toString(arch), entries.size()));
   auto cubin = readCubin(*kernel);
   if (!cubin)
     return cubin.takeError();

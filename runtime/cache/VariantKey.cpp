@@ -44,8 +44,9 @@ std::string knobsKey(const AttentionKnobs &knobs) {
         else if constexpr (std::is_same_v<T, bool>)
           key += fmt::format(" {}={}", name, flag(knob));
         else if constexpr (std::is_same_v<T, std::string>)
-          key += knob.empty() ? ""
-                              : fmt::format(" {}={{{}}}", name, regionKey(knob));
+          key += knob.empty()
+                     ? ""
+                     : fmt::format(" {}={{{}}}", name, regionKey(knob));
         else if (std::string_view(name) != "scale")
           key += fmt::format(" {}={}", name, flag(knob.has_value()));
       },
@@ -105,12 +106,14 @@ std::string kernelKey(const DecodeVariant &v) {
 std::string kernelKey(const PrefillVariant &v) {
   std::string paged = "ragged";
   if (v.paged)
-    paged = fmt::format("paged kv={} page={} layout={} per_head_kv_scale={}",
-                        toString(v.paged->kvType), v.paged->pageSize,
-                        toString(v.paged->layout), flag(v.paged->perHeadKVScale));
+    paged =
+        fmt::format("paged kv={} page={} layout={} per_head_kv_scale={}",
+                    toString(v.paged->kvType), v.paged->pageSize,
+                    toString(v.paged->layout), flag(v.paged->perHeadKVScale));
   else if (v.fp8KV)
-    paged = fmt::format("ragged kv={} per_head_kv_scale={}", toString(v.fp8KV->kvType),
-                        flag(v.fp8KV->perHeadKVScale));
+    paged =
+        fmt::format("ragged kv={} per_head_kv_scale={}",
+                    toString(v.fp8KV->kvType), flag(v.fp8KV->perHeadKVScale));
   if (v.fp8Compute)
     paged += " fp8mma=1";
   return fmt::format("prefill {} q={} heads={}/{} dim={}{}{}", paged,
@@ -137,8 +140,8 @@ std::string variantKey(const PrefillVariant &v) {
 std::string variantKey(const AppendKVVariant &v) { return kernelKey(v); }
 
 std::string kernelKey(const MergeStatesVariant &v) {
-  return fmt::format("merge_states dtype={} heads={} dim={}",
-                     toString(v.dtype), v.numHeads, v.headDim);
+  return fmt::format("merge_states dtype={} heads={} dim={}", toString(v.dtype),
+                     v.numHeads, v.headDim);
 }
 
 std::string variantKey(const MergeStatesVariant &v) { return kernelKey(v); }

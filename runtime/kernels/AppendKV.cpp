@@ -1,8 +1,8 @@
 //===- AppendKV.cpp - run reshape-and-cache kernels -----------------------===//
 #include "attn/runtime/kernels/AppendKV.h"
-#include "runtime/kernels/CacheChecks.h"
 #include "attn/runtime/support/Error.h"
 #include "codegen/EmitCuda.h"
+#include "runtime/kernels/CacheChecks.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -28,7 +28,8 @@ llvm::Error AppendKVKernel::checkArgs(const AppendKVArgs &a) const {
   };
   if (!a.k || !a.v || !a.slotMapping || !a.cache.k || !a.cache.v)
     return fail("k, v, slotMapping, cache.k and cache.v must not be null");
-  if (a.inType != s.qType || a.numKVHeads != s.numKVHeads || a.headDim != s.headDim)
+  if (a.inType != s.qType || a.numKVHeads != s.numKVHeads ||
+      a.headDim != s.headDim)
     return fail(llvm::formatv("rows are {0} {1}x{2}; the kernel was compiled "
                               "for {3} {4}x{5}",
                               toString(a.inType), a.numKVHeads, a.headDim,
@@ -71,8 +72,8 @@ llvm::Error AppendKVKernel::run(const AppendKVArgs &a, CUstream stream) const {
   p.vScale = a.vScale;
   p.kStrideToken = a.kStrideToken ? a.kStrideToken : dense;
   p.vStrideToken = a.vStrideToken ? a.vStrideToken : dense;
-  p.pageStride = a.cache.pageStride ? a.cache.pageStride
-                                    : int64_t(s.pageSize) * dense;
+  p.pageStride =
+      a.cache.pageStride ? a.cache.pageStride : int64_t(s.pageSize) * dense;
   p.numPages = a.cache.numPages;
   p.numTokens = int32_t(a.numTokens);
   void *args[] = {&p};

@@ -1,4 +1,5 @@
-//===- CacheChecks.h - launch checks shared by the cache kernels -*- C++ -*-===//
+//===- CacheChecks.h - launch checks shared by the cache kernels -*- C++
+//-*-===//
 //
 // Private to the runtime: the checks of a paged cache and its FP8 scales
 // against a compiled kernel, for every kernel that reads or writes a cache.
@@ -26,13 +27,15 @@ namespace attn::runtime {
 inline std::optional<std::string> cacheMismatch(const PagedKVView &c,
                                                 const KernelSpec &s) {
   if (c.dtype == s.kvType && c.numKVHeads == s.numKVHeads &&
-      c.headDim == s.headDim && c.pageSize == s.pageSize && c.layout == s.layout)
+      c.headDim == s.headDim && c.pageSize == s.pageSize &&
+      c.layout == s.layout)
     return std::nullopt;
   return std::string(llvm::formatv(
       "cache is {0} {1}x{2}, page {3}, {4}; the kernel was compiled for "
       "{5} {6}x{7}, page {8}, {9}",
-      toString(c.dtype), c.numKVHeads, c.headDim, c.pageSize, toString(c.layout),
-      toString(s.kvType), s.numKVHeads, s.headDim, s.pageSize, toString(s.layout)));
+      toString(c.dtype), c.numKVHeads, c.headDim, c.pageSize,
+      toString(c.layout), toString(s.kvType), s.numKVHeads, s.headDim,
+      s.pageSize, toString(s.layout)));
 }
 
 /// The cache view and page-table row length of a launch that reads pages.

@@ -22,7 +22,7 @@ std::optional<std::string> cascadeProblem(const DecodeVariant &v) {
     return "a sliding window depends on positions, which differ per level";
 #define ATTN_HEAD_TABLE(flag, ...)                                             \
   if (v.flag)                                                                  \
-    return std::string(#flag " is not supported (each level would apply it "  \
+    return std::string(#flag " is not supported (each level would apply it "   \
                              "by itself)");
 #include "templates/attn/variant_knobs.h"
   if (!v.scoreMod.empty() || !v.maskMod.empty())
@@ -37,7 +37,8 @@ namespace {
 /// Whether two variants' knobs (kind, mask, values, tables, LSE) agree.
 bool sameKnobs(const AttentionKnobs &a, const AttentionKnobs &b) {
   bool same = true;
-  forEachKnob([&](const char *, const auto &x, const auto &y) { same = same && x == y; },
+  forEachKnob([&](const char *, const auto &x,
+                  const auto &y) { same = same && x == y; },
               a, b);
   return same;
 }
@@ -47,8 +48,12 @@ bool sameKnobs(const AttentionKnobs &a, const AttentionKnobs &b) {
 constexpr int kMinChunkKeys = 1024;
 
 /// Bytes of one token's row of q / out, and of its LSEs.
-size_t rowBytes(const KernelSpec &s) { return size_t(s.numQHeads) * s.headDim * sizeOf(s.qType); }
-size_t lseBytes(const KernelSpec &s) { return size_t(s.numQHeads) * sizeof(float); }
+size_t rowBytes(const KernelSpec &s) {
+  return size_t(s.numQHeads) * s.headDim * sizeOf(s.qType);
+}
+size_t lseBytes(const KernelSpec &s) {
+  return size_t(s.numQHeads) * sizeof(float);
+}
 
 } // namespace
 
@@ -94,13 +99,15 @@ CascadeAttention::create(std::shared_ptr<const PrefillKernel> prefix,
     return a.kvType == b.kvType && a.pageSize == b.pageSize &&
            a.layout == b.layout && a.perHeadKVScale == b.perHeadKVScale;
   };
-  if (!sameKnobs(want, got) || !got.paged || !sameCache(*got.paged, *want.paged) ||
-      got.qType != want.qType || got.numQHeads != want.numQHeads ||
-      got.numKVHeads != want.numKVHeads || got.headDim != want.headDim)
+  if (!sameKnobs(want, got) || !got.paged ||
+      !sameCache(*got.paged, *want.paged) || got.qType != want.qType ||
+      got.numQHeads != want.numQHeads || got.numKVHeads != want.numKVHeads ||
+      got.headDim != want.headDim)
     return cascadeError("the prefix kernel must be the suffix variant's "
                         "cascadePrefixVariant (paged cross attention over the "
                         "same cache, writing its LSE)");
-  if (merge->spec().qType != d.qType || merge->spec().numQHeads != d.numQHeads ||
+  if (merge->spec().qType != d.qType ||
+      merge->spec().numQHeads != d.numQHeads ||
       merge->spec().headDim != d.headDim)
     return cascadeError("the merge kernel must take the variant's q type, "
                         "heads and head_dim");
@@ -118,7 +125,8 @@ CascadeAttention::createWorkspace(int maxBatch, int maxLevels) const {
                                       "shared levels",
                                       maxLevels, kMaxCascadeLevels));
   if (maxBatch < 1)
-    return cascadeError(llvm::formatv("maxBatch = {0} must be positive", maxBatch));
+    return cascadeError(
+        llvm::formatv("maxBatch = {0} must be positive", maxBatch));
   const KernelSpec &s = suffix->spec();
   const int64_t maxQTokens = int64_t(maxBatch) * s.queryLen;
   std::vector<PrefillWorkspace> levels;
@@ -133,22 +141,23 @@ CascadeAttention::createWorkspace(int maxBatch, int maxLevels) const {
   auto suffixWs = suffix->createWorkspace(maxBatch);
   if (!suffixWs)
     return suffixWs.takeError();
-  auto partialOut = DeviceBuffer::allocate(kMaxMergeStates * maxQTokens * rowBytes(s));
+  auto partialOut =
+      DeviceBuffer::allocate(kMaxMergeStates * maxQTokens * rowBytes(s));
   if (!partialOut)
     return partialOut.takeError();
-  auto partialLse = DeviceBuffer::allocate(kMaxMergeStates * maxQTokens * lseBytes(s));
+  auto partialLse =
+      DeviceBuffer::allocate(kMaxMergeStates * maxQTokens * lseBytes(s));
   if (!partialLse)
     return partialLse.takeError();
   return CascadeWorkspace{std::move(levels), std::move(*suffixWs),
-                          std::move(*partialOut),
-                          std::move(*partialLse), maxBatch};
+                          std::move(*partialOut), std::move(*partialLse),
+                          maxBatch};
 }
 
 llvm::Expected<CascadePlan>
 CascadeAttention::plan(llvm::ArrayRef<CascadeLevel> levels,
-                       llvm::ArrayRef<int32_t> suffixLens,
-                       CascadeWorkspace &ws, CUstream stream,
-                       bool forGraph) const {
+                       llvm::ArrayRef<int32_t> suffixLens, CascadeWorkspace &ws,
+                       CUstream stream, bool forGraph) const {
   const int batch = int(suffixLens.size());
   const KernelSpec &s = suffix->spec();
   if (batch < 1 || batch > ws.maxBatch)
@@ -187,7 +196,8 @@ CascadeAttention::plan(llvm::ArrayRef<CascadeLevel> levels,
             "the page size ({3}), so that no page is split between levels",
             l, g, level.kvLens[g], s.pageSize));
       maxKeys = std::max(maxKeys, level.kvLens[g]);
-      tiles += ((starts[g + 1] - starts[g]) * s.queryLen + tileTokens - 1) / tileTokens;
+      tiles += ((starts[g + 1] - starts[g]) * s.queryLen + tileTokens - 1) /
+               tileTokens;
     }
     // Chunks: enough CTAs for two waves, no chunk under kMinChunkKeys, and
     // a state left for every later level.
@@ -197,8 +207,8 @@ CascadeAttention::plan(llvm::ArrayRef<CascadeLevel> levels,
                                      statesLeft - int(levels.size() - l - 1));
     int chunks = int(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, most)));
     int chunkKeys = (maxKeys + chunks - 1) / chunks;
-    chunkKeys = std::max(s.pageSize,
-                         (chunkKeys + s.pageSize - 1) / s.pageSize * s.pageSize);
+    chunkKeys = std::max(s.pageSize, (chunkKeys + s.pageSize - 1) / s.pageSize *
+                                         s.pageSize);
     chunks = std::max(1, (maxKeys + chunkKeys - 1) / chunkKeys);
     statesLeft -= chunks;
     // Chunk c of every group reads the group's query rows and writes
@@ -229,8 +239,8 @@ CascadeAttention::plan(llvm::ArrayRef<CascadeLevel> levels,
   return plan;
 }
 
-llvm::Error CascadeAttention::run(const CascadePlan &plan,
-                                  const CascadeArgs &a, CUstream stream) const {
+llvm::Error CascadeAttention::run(const CascadePlan &plan, const CascadeArgs &a,
+                                  CUstream stream) const {
   const KernelSpec &s = suffix->spec();
   const int levels = int(plan.levels.size());
   if (!plan.partialOut || levels < 1)
@@ -242,11 +252,13 @@ llvm::Error CascadeAttention::run(const CascadePlan &plan,
                                       a.numQTokens, plan.batch, s.queryLen));
   if (!a.q || !a.out)
     return cascadeError("q and out must not be null");
-  if (a.qType != s.qType || a.numQHeads != s.numQHeads || a.headDim != s.headDim)
+  if (a.qType != s.qType || a.numQHeads != s.numQHeads ||
+      a.headDim != s.headDim)
     return cascadeError(llvm::formatv("q is {0} {1}x{2}; the kernels were "
                                       "compiled for {3} {4}x{5}",
                                       toString(a.qType), a.numQHeads, a.headDim,
-                                      toString(s.qType), s.numQHeads, s.headDim));
+                                      toString(s.qType), s.numQHeads,
+                                      s.headDim));
   for (int l = 0; l < levels; ++l)
     if (!a.levelPageTables[l] || a.levelPageTableStrides[l] < 1)
       return cascadeError(llvm::formatv(

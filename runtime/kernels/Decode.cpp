@@ -1,8 +1,8 @@
 //===- Decode.cpp - plan and run paged decode kernels ---------------------===//
 #include "attn/runtime/kernels/Decode.h"
-#include "runtime/kernels/CacheChecks.h"
 #include "attn/runtime/support/Error.h"
 #include "codegen/EmitCuda.h"
+#include "runtime/kernels/CacheChecks.h"
 #include "spec/KernelLimits.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -16,7 +16,8 @@ namespace {
 
 int rowBlocks(const KernelSpec &spec) {
   int rows = spec.groupSize() * spec.queryLen;
-  return (rows + 16 * spec.schedule.rowTiles - 1) / (16 * spec.schedule.rowTiles);
+  return (rows + 16 * spec.schedule.rowTiles - 1) /
+         (16 * spec.schedule.rowTiles);
 }
 
 size_t alignUp(size_t x) { return (x + 255) / 256 * 256; }
@@ -31,12 +32,13 @@ llvm::Error argError(const llvm::Twine &message) {
 // DecodeWorkspace
 //===----------------------------------------------------------------------===//
 
-llvm::Expected<DecodeWorkspace>
-DecodeWorkspace::create(const KernelSpec &spec, int maxBatch, int numSMs,
-                        int ctasPerSM) {
+llvm::Expected<DecodeWorkspace> DecodeWorkspace::create(const KernelSpec &spec,
+                                                        int maxBatch,
+                                                        int numSMs,
+                                                        int ctasPerSM) {
   if (maxBatch < 1)
-    return llvm::createStringError(
-        llvm::formatv("decode workspace: maxBatch must be >= 1, got {0}", maxBatch));
+    return llvm::createStringError(llvm::formatv(
+        "decode workspace: maxBatch must be >= 1, got {0}", maxBatch));
   DecodeWorkspace ws;
   ws.batchCapacity = maxBatch;
   ws.workCapacity = maxDecodeWorkItems(spec, maxBatch, numSMs, ctasPerSM);
@@ -49,7 +51,8 @@ DecodeWorkspace::create(const KernelSpec &spec, int maxBatch, int numSMs,
   offset = alignUp(offset + sizeof(int32_t));
   size_t stagingBytes = offset; // work lists and counts are staged on host
   ws.partialOutOffset = offset;
-  offset = alignUp(offset + ws.workCapacity * partialRows * spec.headDim * sizeof(float));
+  offset = alignUp(offset + ws.workCapacity * partialRows * spec.headDim *
+                                sizeof(float));
   ws.partialLseOffset = offset;
   offset = alignUp(offset + ws.workCapacity * partialRows * sizeof(float));
   ws.countersOffset = offset;
@@ -65,8 +68,8 @@ DecodeWorkspace::create(const KernelSpec &spec, int maxBatch, int numSMs,
     return pageIdError.takeError();
   ws.pageIdError = std::move(*pageIdError);
   // The merge counters start at zero; the kernel leaves them at zero.
-  ATTN_CU_CHECK(cuMemsetD8(buffer->device().get() + ws.countersOffset, 0,
-                           counterBytes));
+  ATTN_CU_CHECK(
+      cuMemsetD8(buffer->device().get() + ws.countersOffset, 0, counterBytes));
   ws.buffer = std::move(*buffer);
   return std::move(ws);
 }
@@ -117,8 +120,8 @@ llvm::Expected<DecodePlan> DecodeKernel::plan(llvm::ArrayRef<int32_t> seqLens,
     return llvm::createStringError(llvm::formatv(
         "decode plan: batch of {0} exceeds the workspace's maximum of {1}",
         seqLens.size(), ws.maxBatch()));
-  auto partition = partitionDecode(seqLens, kernelSpec, decodeVariant.windowLeft,
-                                   smCount, residentCTAs);
+  auto partition = partitionDecode(
+      seqLens, kernelSpec, decodeVariant.windowLeft, smCount, residentCTAs);
   if (!partition)
     return partition.takeError();
   if (int(partition->workItems.size()) > ws.maxWorkItems())
@@ -139,7 +142,8 @@ llvm::Expected<DecodePlan> DecodeKernel::plan(llvm::ArrayRef<int32_t> seqLens,
   char *dev = ws.buffer.device().ptr<char>();
   DecodePlan plan;
   plan.batch = int(seqLens.size());
-  plan.workItems = reinterpret_cast<const DecodeWorkItem *>(dev + ws.workOffset);
+  plan.workItems =
+      reinterpret_cast<const DecodeWorkItem *>(dev + ws.workOffset);
   plan.numWorkItems = reinterpret_cast<const int32_t *>(dev + ws.countsOffset);
   plan.partialOut = reinterpret_cast<float *>(dev + ws.partialOutOffset);
   plan.partialLse = reinterpret_cast<float *>(dev + ws.partialLseOffset);
@@ -164,7 +168,8 @@ llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,
   if (a.numQHeads != s.numQHeads || a.headDim != s.headDim)
     return argError(llvm::formatv("q has {0} heads x {1} dims, the kernel was "
                                   "compiled for {2} x {3}",
-                                  a.numQHeads, a.headDim, s.numQHeads, s.headDim));
+                                  a.numQHeads, a.headDim, s.numQHeads,
+                                  s.headDim));
   if (a.numTokens != int64_t(plan.batch) * s.queryLen)
     return argError(llvm::formatv("q has {0} tokens; the plan has {1} requests "
                                   "x query_len {2}",
@@ -174,9 +179,10 @@ llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,
   int64_t outStride = a.outStrideToken ? a.outStrideToken : denseStride;
   if (qStride < denseStride || outStride < denseStride || qStride % 8 ||
       outStride % 8)
-    return argError(llvm::formatv("token strides of q ({0}) and out ({1}) must "
-                                  "be >= heads * head_dim ({2}) and multiples of 8",
-                                  qStride, outStride, denseStride));
+    return argError(
+        llvm::formatv("token strides of q ({0}) and out ({1}) must "
+                      "be >= heads * head_dim ({2}) and multiples of 8",
+                      qStride, outStride, denseStride));
   if (auto problem = pagedArgsProblem(a.cache, s, a.pageTableStride))
     return argError(*problem);
   if (auto problem = scaleMismatch(s, a.kScale, a.vScale, a.numKVScales))
@@ -184,11 +190,12 @@ llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,
   if (auto problem = headTablesProblem(s, a))
     return argError(*problem);
   if (a.firstRequest < 0)
-    return argError(llvm::formatv("firstRequest = {0} must be >= 0",
-                                  a.firstRequest));
+    return argError(
+        llvm::formatv("firstRequest = {0} must be >= 0", a.firstRequest));
   if (s.writeLse != (a.lse != nullptr))
-    return argError(s.writeLse ? "the variant writes LSE: lse must be set"
-                               : "lse given, but the variant does not write LSE");
+    return argError(s.writeLse
+                        ? "the variant writes LSE: lse must be set"
+                        : "lse given, but the variant does not write LSE");
   return llvm::Error::success();
 }
 
@@ -200,13 +207,15 @@ llvm::Error DecodeKernel::validatePages(const DecodePlan &plan,
   std::vector<int32_t> lens(plan.batch);
   std::vector<int32_t> tables(size_t(plan.batch) * a.pageTableStride);
   ATTN_CU_CHECK(cuStreamSynchronize(stream));
-  ATTN_CU_CHECK(cuMemcpyDtoH(lens.data(), reinterpret_cast<CUdeviceptr>(a.seqLens),
+  ATTN_CU_CHECK(cuMemcpyDtoH(lens.data(),
+                             reinterpret_cast<CUdeviceptr>(a.seqLens),
                              lens.size() * sizeof(int32_t)));
   ATTN_CU_CHECK(cuMemcpyDtoH(tables.data(),
                              reinterpret_cast<CUdeviceptr>(a.pageTables),
                              tables.size() * sizeof(int32_t)));
   for (int b = 0; b < plan.batch; ++b) {
-    int64_t pages = (int64_t(lens[b]) + kernelSpec.pageSize - 1) / kernelSpec.pageSize;
+    int64_t pages =
+        (int64_t(lens[b]) + kernelSpec.pageSize - 1) / kernelSpec.pageSize;
     if (lens[b] < kernelSpec.queryLen || pages > a.pageTableStride)
       return argError(llvm::formatv("seqLens[{0}] = {1} needs {2} pages; the "
                                     "page table has {3} per request",
@@ -269,10 +278,9 @@ llvm::Error DecodeKernel::run(const DecodePlan &plan, const DecodeArgs &a,
     CUcontext current = nullptr;
     if (cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == decodeContext)
       function = decodeFunction;
-    ATTN_CU_CHECK(cuLaunchKernel(function,
-                                 plan.gridX, s.numKVHeads, rowBlocks(s),
-                                 s.schedule.warps * 32, 1, 1, smemBytes, stream,
-                                 args, nullptr));
+    ATTN_CU_CHECK(cuLaunchKernel(function, plan.gridX, s.numKVHeads,
+                                 rowBlocks(s), s.schedule.warps * 32, 1, 1,
+                                 smemBytes, stream, args, nullptr));
   }
   return llvm::Error::success();
 }

@@ -44,9 +44,10 @@ int maxDecodeWorkItems(const KernelSpec &spec, int maxBatch, int numSMs,
   return maxBatch + (kMaxSplitWaves * slots + columns - 1) / columns + 1;
 }
 
-llvm::Expected<DecodePartition>
-partitionDecode(llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec,
-                std::optional<int> windowLeft, int numSMs, int ctasPerSM) {
+llvm::Expected<DecodePartition> partitionDecode(llvm::ArrayRef<int32_t> seqLens,
+                                                const KernelSpec &spec,
+                                                std::optional<int> windowLeft,
+                                                int numSMs, int ctasPerSM) {
   if (seqLens.empty())
     return llvm::createStringError("decode plan: the batch is empty");
   // The first key any query of a request can see.

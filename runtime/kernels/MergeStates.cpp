@@ -63,7 +63,8 @@ llvm::Error MergeStatesKernel::checkArgs(const MergeStatesArgs &a) const {
     return fail("out must not be null");
   const int bytes = sizeOf(a.dtype);
   const int64_t dense = int64_t(a.numHeads) * a.headDim;
-  const int64_t statesStride = a.statesStrideToken ? a.statesStrideToken : dense;
+  const int64_t statesStride =
+      a.statesStrideToken ? a.statesStrideToken : dense;
   const int64_t outStride = a.outStrideToken ? a.outStrideToken : dense;
   for (auto [name, stride] : {std::pair{"statesStrideToken", statesStride},
                               {"outStrideToken", outStride}})
@@ -83,8 +84,9 @@ llvm::Error MergeStatesKernel::checkArgs(const MergeStatesArgs &a) const {
     return llvm::Error::success();
   const int64_t rowBytes = dense * bytes;
   const Span out = spanOf(a.out, a.numTokens, outStride * bytes, rowBytes);
-  const Span lse = a.lse ? spanOf(a.lse, a.numTokens, a.numHeads * 4, a.numHeads * 4)
-                         : Span{};
+  const Span lse =
+      a.lse ? spanOf(a.lse, a.numTokens, a.numHeads * 4, a.numHeads * 4)
+            : Span{};
   for (int i = 0; i < a.numStates; ++i) {
     if (!a.outs[i] || !a.lses[i])
       return fail(llvm::formatv("outs[{0}] and lses[{0}] must not be null", i));
@@ -101,7 +103,8 @@ llvm::Error MergeStatesKernel::checkArgs(const MergeStatesArgs &a) const {
                                 "the same stride): merge in place or into "
                                 "separate memory",
                                 i));
-    Span stateLse = spanOf(a.lses[i], a.numTokens, a.numHeads * 4, a.numHeads * 4);
+    Span stateLse =
+        spanOf(a.lses[i], a.numTokens, a.numHeads * 4, a.numHeads * 4);
     if (a.lse && lse.overlaps(stateLse) && a.lse != a.lses[i])
       return fail(llvm::formatv("lse overlaps lses[{0}] without being it", i));
   }

@@ -116,10 +116,9 @@ MixedBatchAttention::plan(llvm::ArrayRef<int32_t> cuSeqlensQ,
   plan.numPrefillTokens = cuSeqlensQ[numPrefills];
   plan.numDecodeTokens = int64_t(plan.numDecodes) * queryLen;
   if (numPrefills > 0) {
-    auto prefillPlan =
-        prefill->planPaged(cuSeqlensQ.take_front(numPrefills + 1),
-                           seqLens.take_front(numPrefills), ws.prefill, stream,
-                           forGraph);
+    auto prefillPlan = prefill->planPaged(
+        cuSeqlensQ.take_front(numPrefills + 1), seqLens.take_front(numPrefills),
+        ws.prefill, stream, forGraph);
     if (!prefillPlan)
       return prefillPlan.takeError();
     plan.prefill = *prefillPlan;
@@ -134,7 +133,8 @@ MixedBatchAttention::plan(llvm::ArrayRef<int32_t> cuSeqlensQ,
   return plan;
 }
 
-PagedPrefillArgs MixedBatchAttention::prefillArgs(const MixedBatchArgs &a) const {
+PagedPrefillArgs
+MixedBatchAttention::prefillArgs(const MixedBatchArgs &a) const {
   PagedPrefillArgs p;
   p.q = a.q;
   p.qType = a.qType;
@@ -161,7 +161,9 @@ DecodeArgs MixedBatchAttention::decodeArgs(const MixedBatchPlan &plan,
   const int64_t dense = int64_t(a.numQHeads) * a.headDim;
   const int64_t rows = plan.numPrefillTokens;
   const int bytes = sizeOf(a.qType);
-  auto shift = [&](int64_t stride) { return rows * (stride ? stride : dense) * bytes; };
+  auto shift = [&](int64_t stride) {
+    return rows * (stride ? stride : dense) * bytes;
+  };
   DecodeArgs d;
   d.q = a.q ? static_cast<const char *>(a.q) + shift(a.qStrideToken) : nullptr;
   d.qType = a.qType;
@@ -169,13 +171,14 @@ DecodeArgs MixedBatchAttention::decodeArgs(const MixedBatchPlan &plan,
   d.numQHeads = a.numQHeads;
   d.headDim = a.headDim;
   d.qStrideToken = a.qStrideToken;
-  d.out = a.out ? static_cast<char *>(a.out) + shift(a.outStrideToken) : nullptr;
+  d.out =
+      a.out ? static_cast<char *>(a.out) + shift(a.outStrideToken) : nullptr;
   d.outStrideToken = a.outStrideToken;
   d.lse = a.lse ? a.lse + rows * a.numQHeads : nullptr;
   d.cache = a.cache;
-  d.pageTables = a.pageTables
-                      ? a.pageTables + int64_t(plan.numPrefills) * a.pageTableStride
-                      : nullptr;
+  d.pageTables = a.pageTables ? a.pageTables + int64_t(plan.numPrefills) *
+                                                   a.pageTableStride
+                              : nullptr;
   d.pageTableStride = a.pageTableStride;
   d.seqLens = a.seqLens ? a.seqLens + plan.numPrefills : nullptr;
   d.firstRequest = plan.numPrefills; // as the modifier regions see it
@@ -190,10 +193,10 @@ llvm::Error MixedBatchAttention::run(const MixedBatchPlan &plan,
                                      const MixedBatchArgs &a,
                                      CUstream stream) const {
   if (a.numQTokens != plan.numPrefillTokens + plan.numDecodeTokens)
-    return mixedError(llvm::formatv("q has {0} tokens; the plan has {1} prefill "
-                                    "and {2} decode rows",
-                                    a.numQTokens, plan.numPrefillTokens,
-                                    plan.numDecodeTokens));
+    return mixedError(llvm::formatv(
+        "q has {0} tokens; the plan has {1} prefill "
+        "and {2} decode rows",
+        a.numQTokens, plan.numPrefillTokens, plan.numDecodeTokens));
   // Check both parts before launching either, so a bad call launches nothing.
   PagedPrefillArgs prefillPart = prefillArgs(a);
   prefillPart.numQTokens = plan.numPrefillTokens;

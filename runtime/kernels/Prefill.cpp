@@ -1,8 +1,8 @@
 //===- Prefill.cpp - plan and run prefill kernels -------------------------===//
 #include "attn/runtime/kernels/Prefill.h"
 #include "attn/runtime/support/Error.h"
-#include "runtime/kernels/CacheChecks.h"
 #include "codegen/EmitCuda.h"
+#include "runtime/kernels/CacheChecks.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -25,20 +25,22 @@ size_t alignUp(size_t x) { return (x + 255) / 256 * 256; }
 int64_t tileWork(const PrefillWorkItem &w, const KernelSpec &spec) {
   if (!spec.causal)
     return w.kvLen;
-  int lastPos = w.kvLen - w.qLen + std::min(w.qLen, w.tileBegin + spec.prefillTileTokens()) - 1;
+  int lastPos = w.kvLen - w.qLen +
+                std::min(w.qLen, w.tileBegin + spec.prefillTileTokens()) - 1;
   return std::clamp(lastPos + 1, 0, w.kvLen);
 }
 
 /// Checks that `offsets` are batch + 1 non-decreasing offsets from 0.
 llvm::Error checkOffsets(const char *name, llvm::ArrayRef<int32_t> offsets) {
   if (offsets.size() < 2)
-    return llvm::createStringError(llvm::formatv(
-        "prefill plan: {0} has {1} entries; it must hold batch + 1 >= 2 offsets",
-        name, offsets.size()));
+    return llvm::createStringError(
+        llvm::formatv("prefill plan: {0} has {1} entries; it must hold batch + "
+                      "1 >= 2 offsets",
+                      name, offsets.size()));
   if (offsets[0] != 0)
-    return llvm::createStringError(llvm::formatv(
-        "prefill plan: {0}[0] = {1}, but offsets must start at 0", name,
-        offsets[0]));
+    return llvm::createStringError(
+        llvm::formatv("prefill plan: {0}[0] = {1}, but offsets must start at 0",
+                      name, offsets[0]));
   for (size_t b = 1; b < offsets.size(); ++b)
     if (offsets[b] < offsets[b - 1])
       return llvm::createStringError(llvm::formatv(
@@ -73,7 +75,8 @@ std::vector<PrefillWorkItem> tilesOf(llvm::ArrayRef<int32_t> cuQ,
   std::vector<PrefillPiece> pieces;
   for (size_t b = 0; b + 1 < cuQ.size(); ++b) {
     auto [kvStart, kvLen] = kvRange(b);
-    pieces.push_back({cuQ[b], cuQ[b + 1] - cuQ[b], int32_t(b), kvStart, kvLen, cuQ[b]});
+    pieces.push_back(
+        {cuQ[b], cuQ[b + 1] - cuQ[b], int32_t(b), kvStart, kvLen, cuQ[b]});
   }
   return tilesOf(pieces, spec);
 }
@@ -211,9 +214,10 @@ PrefillKernel::planPaged(llvm::ArrayRef<int32_t> cuSeqlensQ,
   if (kernelSpec.kind != KernelKind::PagedPrefill)
     return llvm::createStringError(
         "prefill plan: the kernel reads contiguous k/v; use plan");
-  auto plan = upload(partitionPagedPrefill(cuSeqlensQ, seqLens, kernelSpec,
-                                           prefillVariant.kind != AttentionKind::Cross),
-                     cuSeqlensQ, ws, stream, forGraph);
+  auto plan =
+      upload(partitionPagedPrefill(cuSeqlensQ, seqLens, kernelSpec,
+                                   prefillVariant.kind != AttentionKind::Cross),
+             cuSeqlensQ, ws, stream, forGraph);
   if (plan)
     for (int32_t len : seqLens)
       plan->maxKVLen = std::max(plan->maxKVLen, len);
@@ -263,7 +267,8 @@ llvm::Error checkCommonArgs(const KernelSpec &s, int64_t qStride,
                             int64_t outStride, const HeadTables &tables,
                             const float *lse) {
   int64_t qRow = int64_t(s.numQHeads) * s.headDim;
-  for (auto [name, stride] : {std::pair{"q", qStride}, std::pair{"out", outStride}})
+  for (auto [name, stride] :
+       {std::pair{"q", qStride}, std::pair{"out", outStride}})
     if (stride && (stride < qRow || stride % 8))
       return argError(llvm::formatv("{0} token stride {1} must be >= {2} and "
                                     "a multiple of 8",
@@ -271,8 +276,9 @@ llvm::Error checkCommonArgs(const KernelSpec &s, int64_t qStride,
   if (auto problem = headTablesProblem(s, tables))
     return argError(*problem);
   if (s.writeLse != (lse != nullptr))
-    return argError(s.writeLse ? "the variant writes LSE: lse must be set"
-                               : "lse given, but the variant does not write LSE");
+    return argError(s.writeLse
+                        ? "the variant writes LSE: lse must be set"
+                        : "lse given, but the variant does not write LSE");
   return llvm::Error::success();
 }
 
@@ -286,12 +292,13 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
   if (!a.q || !a.k || !a.v || !a.out)
     return argError("q, k, v and out must not be null");
   if (a.dtype != s.qType)
-    return argError(llvm::formatv("q/k/v are {0}, the kernel was compiled for {1}",
-                                  toString(a.dtype), toString(s.qType)));
+    return argError(
+        llvm::formatv("q/k/v are {0}, the kernel was compiled for {1}",
+                      toString(a.dtype), toString(s.qType)));
   if (a.kvType.value_or(a.dtype) != s.kvType)
-    return argError(llvm::formatv("k/v are {0}, the kernel was compiled for {1}",
-                                  toString(a.kvType.value_or(a.dtype)),
-                                  toString(s.kvType)));
+    return argError(llvm::formatv(
+        "k/v are {0}, the kernel was compiled for {1}",
+        toString(a.kvType.value_or(a.dtype)), toString(s.kvType)));
   if (auto problem = scaleMismatch(s, a.kScale, a.vScale, a.numKVScales))
     return argError(*problem);
   if (a.numQHeads != s.numQHeads || a.numKVHeads != s.numKVHeads ||
@@ -307,7 +314,8 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
   // Rows 16 bytes apart: 8 16-bit or 16 FP8 elements.
   int64_t kvRow = int64_t(s.numKVHeads) * s.headDim;
   const int kvAlign = s.isFP8KV() ? 16 : 8;
-  for (auto [name, stride] : {std::pair{"k", a.kStrideToken}, std::pair{"v", a.vStrideToken}})
+  for (auto [name, stride] :
+       {std::pair{"k", a.kStrideToken}, std::pair{"v", a.vStrideToken}})
     if (stride && (stride < kvRow || stride % kvAlign))
       return argError(llvm::formatv("{0} token stride {1} must be >= {2} and "
                                     "a multiple of {3}",
@@ -316,8 +324,7 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
     return argError(llvm::formatv("e4m3 q token stride {0} must be a "
                                   "multiple of 16",
                                   a.qStrideToken));
-  return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a,
-                         a.lse);
+  return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a, a.lse);
 }
 
 llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
@@ -336,17 +343,20 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
   if (a.numQHeads != s.numQHeads || a.headDim != s.headDim)
     return argError(llvm::formatv("q has {0} heads x {1} dims, the kernel was "
                                   "compiled for {2} x {3}",
-                                  a.numQHeads, a.headDim, s.numQHeads, s.headDim));
+                                  a.numQHeads, a.headDim, s.numQHeads,
+                                  s.headDim));
   if (a.numQTokens != plan.numQTokens)
-    return argError(llvm::formatv("{0} q tokens; the plan's cu_seqlens_q end at {1}",
-                                  a.numQTokens, plan.numQTokens));
+    return argError(
+        llvm::formatv("{0} q tokens; the plan's cu_seqlens_q end at {1}",
+                      a.numQTokens, plan.numQTokens));
   if (auto problem = pagedArgsProblem(a.cache, s, a.pageTableStride))
     return argError(*problem);
   int64_t pagesNeeded = (int64_t(plan.maxKVLen) + s.pageSize - 1) / s.pageSize;
   if (pagesNeeded > a.pageTableStride)
     return argError(llvm::formatv("the longest request ({0} tokens) needs {1} "
                                   "pages; the page table has {2} per request",
-                                  plan.maxKVLen, pagesNeeded, a.pageTableStride));
+                                  plan.maxKVLen, pagesNeeded,
+                                  a.pageTableStride));
   if (auto problem = scaleMismatch(s, a.kScale, a.vScale, a.numKVScales))
     return argError(*problem);
   // TMA reads rows 16 bytes apart: 16 e4m3 elements.
@@ -354,8 +364,7 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
     return argError(llvm::formatv("e4m3 q token stride {0} must be a "
                                   "multiple of 16",
                                   a.qStrideToken));
-  return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a,
-                         a.lse);
+  return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a, a.lse);
 }
 
 PrefillParams PrefillKernel::baseParams(const PrefillPlan &plan) const {
@@ -370,7 +379,8 @@ PrefillParams PrefillKernel::baseParams(const PrefillPlan &plan) const {
   return p;
 }
 
-llvm::Error PrefillKernel::launch(const PrefillPlan &plan, const PrefillParams &p,
+llvm::Error PrefillKernel::launch(const PrefillPlan &plan,
+                                  const PrefillParams &p,
                                   CUstream stream) const {
   if (plan.gridX == 0)
     return llvm::Error::success(); // an empty batch
@@ -398,10 +408,9 @@ static_assert(sizeof(TmaDescriptor) == sizeof(CUtensorMap) &&
 /// head x `boxRows` tokens, 128-byte swizzled, or (`raw`, FP8 rows to be
 /// widened or transposed in shared memory) unswizzled 64-byte pieces; rows
 /// past the tensor read as zeros.
-llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base,
-                          ScalarType type, int64_t tokens, int heads,
-                          int headDim, int64_t strideToken, int boxRows,
-                          bool raw = false) {
+llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base, ScalarType type,
+                          int64_t tokens, int heads, int headDim,
+                          int64_t strideToken, int boxRows, bool raw = false) {
   if (reinterpret_cast<uintptr_t>(base) % 16)
     return argError("q, k and v must be 16-byte aligned for the sm_90a "
                     "(TMA) prefill");
@@ -411,11 +420,12 @@ llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base,
                         cuuint64_t(std::max<int64_t>(tokens, 1))};
   cuuint64_t strides[2] = {cuuint64_t(headDim) * bytes,
                            cuuint64_t(strideToken) * bytes};
-  cuuint32_t box[3] = {cuuint32_t((raw ? 64 : 128) / bytes), 1, cuuint32_t(boxRows)};
+  cuuint32_t box[3] = {cuuint32_t((raw ? 64 : 128) / bytes), 1,
+                       cuuint32_t(boxRows)};
   cuuint32_t elementStrides[3] = {1, 1, 1};
   ATTN_CU_CHECK(cuTensorMapEncodeTiled(
       reinterpret_cast<CUtensorMap *>(&map),
-      bytes == 1                    ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+      bytes == 1                 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
       : type == ScalarType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
       3, const_cast<void *>(base), dims, strides, box, elementStrides,
@@ -446,7 +456,8 @@ llvm::Error encodePagesMap(TmaDescriptor &map, const void *base,
                     "sm_90a (TMA) prefill");
   const bool fp8 = s.isFP8KV();
   const bool swizzled = !fp8 || swizzledFP8;
-  const cuuint64_t blockDims = fp8 && swizzledFP8 ? 128 : 64; // per column block
+  const cuuint64_t blockDims =
+      fp8 && swizzledFP8 ? 128 : 64; // per column block
   const cuuint64_t bytes = fp8 ? 1 : 2;
   if ((pageStride * int64_t(bytes)) % 16)
     return argError(llvm::formatv(
@@ -468,7 +479,7 @@ llvm::Error encodePagesMap(TmaDescriptor &map, const void *base,
   cuuint32_t elementStrides[5] = {1, 1, 1, 1, 1};
   ATTN_CU_CHECK(cuTensorMapEncodeTiled(
       reinterpret_cast<CUtensorMap *>(&map),
-      fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+      fp8                           ? CU_TENSOR_MAP_DATA_TYPE_UINT8
       : s.qType == ScalarType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                     : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
       5, const_cast<void *>(base), dims, strides, box, elementStrides,
@@ -536,9 +547,9 @@ llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
           params.qMap, a.q, s.fp8Query ? ScalarType::F8E4M3 : s.qType,
           a.numQTokens, s.numQHeads, s.headDim, p.qStrideToken, 64))
     return err;
-  if (llvm::Error err = encodeRowsMap(params.kMap, a.k, s.kvType, a.numKVTokens,
-                                      s.numKVHeads, s.headDim, p.kStrideToken,
-                                      s.prefillSchedule.blockN, fp8 && !s.fp8Compute))
+  if (llvm::Error err = encodeRowsMap(
+          params.kMap, a.k, s.kvType, a.numKVTokens, s.numKVHeads, s.headDim,
+          p.kStrideToken, s.prefillSchedule.blockN, fp8 && !s.fp8Compute))
     return err;
   if (llvm::Error err = encodeRowsMap(params.vMap, a.v, s.kvType, a.numKVTokens,
                                       s.numKVHeads, s.headDim, p.vStrideToken,
@@ -564,8 +575,9 @@ llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
           params.qMap, a.q, s.fp8Query ? ScalarType::F8E4M3 : s.qType,
           a.numQTokens, s.numQHeads, s.headDim, p.qStrideToken, 64))
     return err;
-  if (llvm::Error err = encodePagesMap(params.kMap, a.cache.k, s, a.cache.numPages,
-                                       p.pageStride, boxRows, s.fp8Compute))
+  if (llvm::Error err =
+          encodePagesMap(params.kMap, a.cache.k, s, a.cache.numPages,
+                         p.pageStride, boxRows, s.fp8Compute))
     return err;
   if (llvm::Error err = encodePagesMap(params.vMap, a.cache.v, s,
                                        a.cache.numPages, p.pageStride, boxRows))

@@ -25,18 +25,18 @@ llvm::Error copyTable(llvm::ArrayRef<int32_t> table, int64_t tokens, int width,
                       const char *name, int32_t *row) {
   const int64_t needed = (tokens + limits.pageSize - 1) / limits.pageSize;
   if (int64_t(table.size()) < needed)
-    return metadataError(llvm::formatv(
-        "request {0}: {1} has {2} pages, {3} tokens need {4}", request, name,
-        table.size(), tokens, needed));
+    return metadataError(
+        llvm::formatv("request {0}: {1} has {2} pages, {3} tokens need {4}",
+                      request, name, table.size(), tokens, needed));
   if (int64_t(table.size()) > width)
     return metadataError(llvm::formatv(
         "request {0}: {1} has {2} pages, more than the limit of {3}", request,
         name, table.size(), width));
   for (size_t i = 0; i < table.size(); ++i)
     if (table[i] < 0 || (limits.numPages > 0 && table[i] >= limits.numPages))
-      return metadataError(llvm::formatv(
-          "request {0}: {1}[{2}] = {3} is outside [0, {4})", request, name, i,
-          table[i], limits.numPages));
+      return metadataError(
+          llvm::formatv("request {0}: {1}[{2}] = {3} is outside [0, {4})",
+                        request, name, i, table[i], limits.numPages));
   std::copy(table.begin(), table.end(), row);
   return llvm::Error::success();
 }
@@ -91,9 +91,8 @@ buildAttentionMetadata(llvm::ArrayRef<ScheduledRequest> requests,
     return std::move(error);
   const int batch = int(requests.size());
   if (int64_t(requests.size()) > limits.maxBatch)
-    return metadataError(llvm::formatv(
-        "{0} requests exceed the limit of {1}", requests.size(),
-        limits.maxBatch));
+    return metadataError(llvm::formatv("{0} requests exceed the limit of {1}",
+                                       requests.size(), limits.maxBatch));
 
   AttentionMetadata md;
   md.pageTableStride = limits.maxPagesPerSeq;
@@ -119,8 +118,8 @@ buildAttentionMetadata(llvm::ArrayRef<ScheduledRequest> requests,
           r, req.queryLen, req.contextLen, req.encoderLen));
     const int64_t seqLen = int64_t(req.contextLen) + req.queryLen;
     if (seqLen > std::numeric_limits<int32_t>::max())
-      return metadataError(llvm::formatv(
-          "request {0}: {1} tokens exceed int32", r, seqLen));
+      return metadataError(
+          llvm::formatv("request {0}: {1} tokens exceed int32", r, seqLen));
     if (!req.isPrefill) {
       if (req.queryLen > kMaxDecodeQueryLen)
         return metadataError(llvm::formatv(
@@ -138,8 +137,7 @@ buildAttentionMetadata(llvm::ArrayRef<ScheduledRequest> requests,
           "of {2}",
           r, tokens + req.queryLen, limits.maxTokens));
     if (llvm::Error error = copyTable(
-            req.pageTable, seqLen, md.pageTableStride, limits, r,
-            "page table",
+            req.pageTable, seqLen, md.pageTableStride, limits, r, "page table",
             md.pageTables.data() + size_t(r) * md.pageTableStride))
       return std::move(error);
     appendSlots(req.pageTable, req.contextLen, req.queryLen, limits.pageSize,
@@ -154,8 +152,7 @@ buildAttentionMetadata(llvm::ArrayRef<ScheduledRequest> requests,
       if (llvm::Error error = copyTable(
               req.crossPageTable, req.encoderLen, md.crossPageTableStride,
               limits, r, "cross page table",
-              md.crossPageTables.data() +
-                  size_t(r) * md.crossPageTableStride))
+              md.crossPageTables.data() + size_t(r) * md.crossPageTableStride))
         return std::move(error);
       if (req.isPrefill && req.contextLen == 0) {
         if (int64_t(md.crossSlotMapping.size()) + req.encoderLen >
@@ -222,7 +219,7 @@ AttentionMetadataView AttentionMetadata::view(int first, int count) const {
   v.seqLens = slice(seqLens, first, count);
   v.contextLens = slice(contextLens, first, count);
   v.pageTables = slice(pageTables, size_t(first) * pageTableStride,
-                        size_t(count) * pageTableStride);
+                       size_t(count) * pageTableStride);
   v.encoderSeqLens = slice(encoderSeqLens, first, count);
   v.crossPageTables =
       slice(crossPageTables, size_t(first) * crossPageTableStride,
@@ -320,7 +317,8 @@ AttentionMetadataBuilder::build(llvm::ArrayRef<ScheduledRequest> requests,
   const Layout &o = layout;
   std::memset(base, 0, o.total);
   // All-ones bytes are -1 in every int64: the padding slot append-KV skips.
-  std::memset(base + o.slotMapping, 0xff, o.decodeQueryStartLoc - o.slotMapping);
+  std::memset(base + o.slotMapping, 0xff,
+              o.decodeQueryStartLoc - o.slotMapping);
   std::memset(base + o.crossSlotMapping, 0xff, o.total - o.crossSlotMapping);
   auto put = [&](size_t offset, const auto &values) {
     std::memcpy(base + offset, values.data(),

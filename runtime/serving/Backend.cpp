@@ -17,8 +17,9 @@ llvm::Error backendError(const llvm::Twine &message) {
 } // namespace
 
 KernelSource kernelsFrom(std::shared_ptr<const AotLibrary> library, Arch arch) {
-  return KernelSource::of(
-      [library, arch](const auto &variant) { return library->load(variant, arch); });
+  return KernelSource::of([library, arch](const auto &variant) {
+    return library->load(variant, arch);
+  });
 }
 
 void bindCache(LayerArgs &args, const KVCache &cache, int layer) {
@@ -43,10 +44,11 @@ llvm::Expected<std::unique_ptr<Backend>>
 Backend::create(const BackendConfig &c, const KernelSource &kernels,
                 const MetadataLimits &limits, const KVCacheConfig *cache) {
   if (c.qType != ScalarType::F16 && c.qType != ScalarType::BF16)
-    return backendError(llvm::formatv("q type {0}: expected f16 or bf16",
-                                      toString(c.qType)));
+    return backendError(
+        llvm::formatv("q type {0}: expected f16 or bf16", toString(c.qType)));
   if (c.kind != AttentionKind::Decoder && c.windowLeft)
-    return backendError("a sliding window applies to decoder self attention only");
+    return backendError(
+        "a sliding window applies to decoder self attention only");
   if (llvm::Error error = checkLimits(limits))
     return std::move(error);
   // Encoders read no cache; everyone else addresses one cache through the
@@ -235,9 +237,9 @@ llvm::Expected<StepPlan> Backend::plan(const AttentionMetadata &md,
       std::vector<int32_t> suffixLens;
       for (int32_t len : md.seqLens)
         suffixLens.push_back(len - shared * pageSize);
-      auto cascadePlan = cascade->plan(
-          {CascadeLevel{{0, md.batch()}, {shared * pageSize}}}, suffixLens,
-          *cascadeWorkspace, stream);
+      auto cascadePlan =
+          cascade->plan({CascadeLevel{{0, md.batch()}, {shared * pageSize}}},
+                        suffixLens, *cascadeWorkspace, stream);
       if (!cascadePlan)
         return cascadePlan.takeError();
       plan.cascade = std::move(*cascadePlan);
@@ -245,8 +247,9 @@ llvm::Expected<StepPlan> Backend::plan(const AttentionMetadata &md,
       return plan;
     }
   }
-  auto mixedPlan = mixed->plan(md.queryStartLoc, md.kvLens(cross), md.numPrefills,
-                               *mixedWorkspace, stream, forGraph);
+  auto mixedPlan =
+      mixed->plan(md.queryStartLoc, md.kvLens(cross), md.numPrefills,
+                  *mixedWorkspace, stream, forGraph);
   if (!mixedPlan)
     return mixedPlan.takeError();
   plan.mixed = *mixedPlan;
@@ -262,7 +265,8 @@ llvm::Error Backend::forward(const StepPlan &plan, const LayerArgs &layer,
   if (c.kind == AttentionKind::Encoder)
     return forwardWithoutCache(plan, layer, stream);
   if (!plan.mixed && !plan.cascade)
-    return backendError("the plan is not for a step over the cache (use forwardWithoutCache)");
+    return backendError(
+        "the plan is not for a step over the cache (use forwardWithoutCache)");
   bool cross = c.kind == AttentionKind::Cross;
 
   // New K/V into the cache: the step's tokens, or (cross) the encoder
@@ -271,8 +275,9 @@ llvm::Error Backend::forward(const StepPlan &plan, const LayerArgs &layer,
   bindSlots(append, md, cross);
   if (append.numTokens > 0) {
     if (!layer.k || !layer.v)
-      return backendError(cross ? "the step runs encoders: k and v must hold their outputs"
-                                : "k and v must hold the step's new rows");
+      return backendError(
+          cross ? "the step runs encoders: k and v must hold their outputs"
+                : "k and v must hold the step's new rows");
     append.k = layer.k;
     append.v = layer.v;
     append.inType = c.qType;
@@ -334,9 +339,9 @@ llvm::Expected<StepPlan> Backend::planWithoutCache(const AttentionMetadata &md,
   // Cross attention reads every request's encoder rows; the others attend
   // within the step's rows.
   bool cross = backendConfig.kind == AttentionKind::Cross;
-  auto ragged = this->ragged->plan(md.queryStartLoc,
-                                   cross ? md.encoderSeqStartLoc : md.queryStartLoc,
-                                   *raggedWorkspace, stream);
+  auto ragged = this->ragged->plan(
+      md.queryStartLoc, cross ? md.encoderSeqStartLoc : md.queryStartLoc,
+      *raggedWorkspace, stream);
   if (!ragged)
     return ragged.takeError();
   plan.ragged = *ragged;
@@ -347,7 +352,8 @@ llvm::Error Backend::forwardWithoutCache(const StepPlan &plan,
                                          const LayerArgs &layer,
                                          CUstream stream) const {
   if (!plan.ragged || !plan.metadata)
-    return backendError("the plan is not for a step without cache (use planWithoutCache)");
+    return backendError(
+        "the plan is not for a step without cache (use planWithoutCache)");
   const BackendConfig &c = backendConfig;
   PrefillArgs args;
   args.q = layer.q;
@@ -382,7 +388,8 @@ llvm::Error Backend::captureGraph(
   size_t freeBefore = 0, freeAfter = 0, total = 0;
   ATTN_CU_CHECK(cuMemGetInfo(&freeBefore, &total));
   CUgraph graph = nullptr;
-  ATTN_CU_CHECK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  ATTN_CU_CHECK(
+      cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
   llvm::Error forwardError = forward(*plan, stream);
   CUresult ended = cuStreamEndCapture(stream, &graph);
   if (forwardError) {
@@ -427,7 +434,8 @@ std::vector<std::pair<int, size_t>> Backend::graphSizes() const {
 size_t Backend::workspaceBytes() const {
   size_t bytes = raggedWorkspace->deviceBytes();
   if (mixedWorkspace)
-    bytes += mixedWorkspace->prefill.deviceBytes() + mixedWorkspace->decode.deviceBytes();
+    bytes += mixedWorkspace->prefill.deviceBytes() +
+             mixedWorkspace->decode.deviceBytes();
   if (cascadeWorkspace) {
     for (const PrefillWorkspace &level : cascadeWorkspace->levels)
       bytes += level.deviceBytes();

@@ -40,8 +40,7 @@ llvm::Error checkCopyCache(const KVCacheConfig &c, CUdeviceptr layerTable) {
     return copyError(llvm::formatv(
         "a page is {0} bytes ({1} tokens x {2} heads x {3} dims of {4}); the "
         "kernel copies 16-byte vectors and needs a multiple of 16",
-        c.pageBytes(), c.pageSize, c.numKVHeads, c.headDim,
-        toString(c.dtype)));
+        c.pageBytes(), c.pageSize, c.numKVHeads, c.headDim, toString(c.dtype)));
   // grid.y is 2 * numLayers.
   if (c.numLayers > 32767)
     return copyError(llvm::formatv("{0} layers exceed the 32767 one launch "
@@ -56,14 +55,15 @@ llvm::Error checkCopyPairs(llvm::ArrayRef<PagePair> pairs, int64_t numPages) {
   llvm::DenseSet<int64_t> dsts, srcs;
   for (size_t i = 0; i < pairs.size(); ++i) {
     const PagePair &p = pairs[i];
-    for (auto [page, what] : {std::pair{p.src, "source"}, {p.dst, "destination"}})
+    for (auto [page, what] :
+         {std::pair{p.src, "source"}, {p.dst, "destination"}})
       if (page < 0 || page >= numPages)
         return copyError(llvm::formatv("pair {0}: {1} page {2} is outside "
                                        "[0, {3})",
                                        i, what, page, numPages));
     if (p.src == p.dst)
-      return copyError(llvm::formatv(
-          "pair {0}: page {1} is copied onto itself", i, p.src));
+      return copyError(
+          llvm::formatv("pair {0}: page {1} is copied onto itself", i, p.src));
     if (!dsts.insert(p.dst).second)
       return copyError(llvm::formatv(
           "pair {0}: destination page {1} is written by an earlier pair", i,
@@ -137,12 +137,12 @@ llvm::Expected<CacheOps> CacheOps::create(KernelCache &cache, Arch arch,
 }
 
 llvm::Error CacheOps::copyPages(KVCache &cache, llvm::ArrayRef<PagePair> pairs,
-                                 CUstream stream) {
+                                CUstream stream) {
   return copyPages(cache.config(), cache.layerTable(), pairs, stream);
 }
 
 llvm::Error CacheOps::copyPages(KVCache &cache, const PagePair *devicePairs,
-                                 int64_t numPairs, CUstream stream) const {
+                                int64_t numPairs, CUstream stream) const {
   return copyPages(cache.config(), cache.layerTable(), devicePairs, numPairs,
                    stream);
 }
@@ -169,7 +169,8 @@ llvm::Error CacheOps::copyPages(const KVCacheConfig &config,
   std::memcpy(*host, pairs.data(), pairs.size() * sizeof(PagePair));
   if (llvm::Error error = pairBuffer.upload(stream))
     return error;
-  return copyPages(config, layerTable, pairBuffer.device().ptr<const PagePair>(),
+  return copyPages(config, layerTable,
+                   pairBuffer.device().ptr<const PagePair>(),
                    int64_t(pairs.size()), stream);
 }
 
@@ -179,8 +180,8 @@ llvm::Error CacheOps::copyPages(const KVCacheConfig &c, CUdeviceptr layerTable,
   if (llvm::Error error = checkCopyCache(c, layerTable))
     return error;
   if (numPairs < 0 || numPairs > INT32_MAX)
-    return copyError(llvm::formatv("numPairs {0} is outside [0, {1}]",
-                                   numPairs, INT32_MAX));
+    return copyError(
+        llvm::formatv("numPairs {0} is outside [0, {1}]", numPairs, INT32_MAX));
   if (numPairs == 0)
     return llvm::Error::success();
   if (!devicePairs)
@@ -195,19 +196,19 @@ llvm::Error CacheOps::copyPages(const KVCacheConfig &c, CUdeviceptr layerTable,
   p.pageBytes = c.pageBytes();
   p.numLayers = c.numLayers;
   void *args[] = {&p};
-  ATTN_CU_CHECK(cuLaunchKernel(
-      reinterpret_cast<CUfunction>(copyEntry), unsigned(numPairs),
-      unsigned(2 * c.numLayers), 1,
-      threadsOf(KernelKind::CopyPages), 1, 1, 0, stream, args, nullptr));
+  ATTN_CU_CHECK(cuLaunchKernel(reinterpret_cast<CUfunction>(copyEntry),
+                               unsigned(numPairs), unsigned(2 * c.numLayers), 1,
+                               threadsOf(KernelKind::CopyPages), 1, 1, 0,
+                               stream, args, nullptr));
   return llvm::Error::success();
 }
 
 llvm::Error CacheOps::checkArgs(const AdvanceStepArgs &a,
                                 const DecodePlan *plan) {
   if (a.numQueries < 0 || a.numSeqs < a.numQueries)
-    return advanceError(llvm::formatv(
-        "numQueries ({0}) must be >= 0 and at most numSeqs ({1})",
-        a.numQueries, a.numSeqs));
+    return advanceError(
+        llvm::formatv("numQueries ({0}) must be >= 0 and at most numSeqs ({1})",
+                      a.numQueries, a.numSeqs));
   if (a.pageSize < 1)
     return advanceError(
         llvm::formatv("pageSize must be >= 1, got {0}", a.pageSize));
@@ -225,9 +226,9 @@ llvm::Error CacheOps::checkArgs(const AdvanceStepArgs &a,
     if (!plan->workItems || !plan->numWorkItems)
       return advanceError("the decode plan has no device work items");
     if (plan->batch != a.numQueries)
-      return advanceError(llvm::formatv(
-          "the decode plan has {0} requests; numQueries is {1}", plan->batch,
-          a.numQueries));
+      return advanceError(
+          llvm::formatv("the decode plan has {0} requests; numQueries is {1}",
+                        plan->batch, a.numQueries));
   }
   return llvm::Error::success();
 }

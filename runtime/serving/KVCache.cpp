@@ -37,13 +37,13 @@ llvm::Error checkPairs(llvm::ArrayRef<PagePair> pairs, int64_t srcPages,
                        const char *dstName) {
   for (size_t i = 0; i < pairs.size(); ++i) {
     if (pairs[i].src < 0 || pairs[i].src >= srcPages)
-      return cacheError(llvm::formatv(
-          "swap: pair {0}: {1} page {2} is outside [0, {3})", i, srcName,
-          pairs[i].src, srcPages));
+      return cacheError(
+          llvm::formatv("swap: pair {0}: {1} page {2} is outside [0, {3})", i,
+                        srcName, pairs[i].src, srcPages));
     if (pairs[i].dst < 0 || pairs[i].dst >= dstPages)
-      return cacheError(llvm::formatv(
-          "swap: pair {0}: {1} page {2} is outside [0, {3})", i, dstName,
-          pairs[i].dst, dstPages));
+      return cacheError(
+          llvm::formatv("swap: pair {0}: {1} page {2} is outside [0, {3})", i,
+                        dstName, pairs[i].dst, dstPages));
   }
   return llvm::Error::success();
 }
@@ -51,7 +51,7 @@ llvm::Error checkPairs(llvm::ArrayRef<PagePair> pairs, int64_t srcPages,
 /// Byte offset of page `page` of K (kv = 0) or V (kv = 1) in a layer of
 /// `numPages` pages.
 int64_t pageOffset(const KVCacheConfig &config, int64_t numPages, int kv,
-                    int64_t page) {
+                   int64_t page) {
   return (kv * numPages + page) * config.pageBytes();
 }
 
@@ -65,11 +65,11 @@ int KVCacheConfig::numScales() const {
 
 llvm::Error checkConfig(const KVCacheConfig &c) {
   if (c.numLayers < 1)
-    return cacheError(llvm::formatv("numLayers must be >= 1, got {0}",
-                                    c.numLayers));
+    return cacheError(
+        llvm::formatv("numLayers must be >= 1, got {0}", c.numLayers));
   if (c.numPages < 1)
-    return cacheError(llvm::formatv("numPages must be >= 1, got {0}",
-                                    c.numPages));
+    return cacheError(
+        llvm::formatv("numPages must be >= 1, got {0}", c.numPages));
   // Page tables hold int32 page ids.
   if (c.numPages > std::numeric_limits<int32_t>::max())
     return cacheError(llvm::formatv(
@@ -78,8 +78,8 @@ llvm::Error checkConfig(const KVCacheConfig &c) {
     return cacheError(llvm::formatv("page size {0} is outside [{1}, {2}]",
                                     c.pageSize, kMinPageSize, kMaxPageSize));
   if (c.numKVHeads < 1)
-    return cacheError(llvm::formatv("numKVHeads must be >= 1, got {0}",
-                                    c.numKVHeads));
+    return cacheError(
+        llvm::formatv("numKVHeads must be >= 1, got {0}", c.numKVHeads));
   if (!isSupportedHeadDim(c.headDim))
     return cacheError(llvm::formatv(
         "head size {0} is not supported (the kernels take multiples of {1} "
@@ -217,8 +217,8 @@ size_t KVCache::deviceBytes() const {
          layerAddresses.size() + scales.size();
 }
 
-llvm::Error KVCache::swapOut(llvm::ArrayRef<PagePair> pairs,
-                             HostKVCache &host, CUstream stream) const {
+llvm::Error KVCache::swapOut(llvm::ArrayRef<PagePair> pairs, HostKVCache &host,
+                             CUstream stream) const {
   const KVCacheConfig &c = cacheConfig;
   const int64_t hostPages = host.config().numPages;
   if (llvm::Error error = checkSameGeometry(c, host.config()))

@@ -26,13 +26,13 @@ PageAllocator::PageAllocator(int32_t numPages) {
 }
 
 llvm::Error PageAllocator::checkAllocated(int32_t page,
-                                           const char *what) const {
+                                          const char *what) const {
   if (page < 0 || page >= numPages())
     return allocError(llvm::formatv("{0}: page {1} is outside [0, {2})", what,
                                     page, numPages()));
   if (refCounts[page] == 0)
-    return allocError(llvm::formatv("{0} of page {1}, which is free", what,
-                                    page));
+    return allocError(
+        llvm::formatv("{0} of page {1}, which is free", what, page));
   return llvm::Error::success();
 }
 
@@ -40,9 +40,9 @@ llvm::Expected<std::vector<int32_t>> PageAllocator::allocate(int32_t n) {
   if (n < 0)
     return allocError(llvm::formatv("cannot allocate {0} pages", n));
   if (n > numFree())
-    return allocError(llvm::formatv(
-        "out of pages: {0} asked for, {1} of {2} free", n, numFree(),
-        numPages()));
+    return allocError(
+        llvm::formatv("out of pages: {0} asked for, {1} of {2} free", n,
+                      numFree(), numPages()));
   std::vector<int32_t> pages(freeList.end() - n, freeList.end());
   std::reverse(pages.begin(), pages.end());
   freeList.resize(freeList.size() - n);
@@ -60,8 +60,8 @@ llvm::Error PageAllocator::incRef(int32_t page) {
 
 llvm::Error PageAllocator::free(int32_t page) {
   if (page < 0 || page >= numPages())
-    return allocError(llvm::formatv("free: page {0} is outside [0, {1})",
-                                    page, numPages()));
+    return allocError(
+        llvm::formatv("free: page {0} is outside [0, {1})", page, numPages()));
   if (refCounts[page] == 0)
     return allocError(llvm::formatv("double free of page {0}", page));
   if (--refCounts[page] == 0)
@@ -74,8 +74,8 @@ llvm::Error PageAllocator::free(llvm::ArrayRef<int32_t> pages) {
   llvm::DenseMap<int32_t, int32_t> uses;
   for (int32_t b : pages) {
     if (b < 0 || b >= numPages())
-      return allocError(llvm::formatv("free: page {0} is outside [0, {1})",
-                                      b, numPages()));
+      return allocError(
+          llvm::formatv("free: page {0} is outside [0, {1})", b, numPages()));
     if (++uses[b] > refCounts[b])
       return allocError(llvm::formatv("double free of page {0}", b));
   }
@@ -106,14 +106,14 @@ PageTable::append(PageAllocator &allocator, int64_t n) {
   if (n < 0)
     return allocError(llvm::formatv("cannot append {0} tokens", n));
   const int64_t needed = (tokens + n + pageSize - 1) / pageSize;
-  const bool writesShared = n > 0 && tokens % pageSize != 0 &&
-                            allocator.refCount(table.back()) > 1;
+  const bool writesShared =
+      n > 0 && tokens % pageSize != 0 && allocator.refCount(table.back()) > 1;
   const int64_t fresh = needed - int64_t(table.size());
   // Count the copy's page too, so neither step can fail halfway.
   if (fresh + writesShared > allocator.numFree())
     return allocError(llvm::formatv(
-        "out of pages: {0} asked for, {1} of {2} free",
-        fresh + writesShared, allocator.numFree(), allocator.numPages()));
+        "out of pages: {0} asked for, {1} of {2} free", fresh + writesShared,
+        allocator.numFree(), allocator.numPages()));
   std::optional<PageCopy> copy;
   if (writesShared) {
     auto target = allocator.prepareWrite(table.back());

@@ -34,7 +34,9 @@ const DynamicLibrary &driverLibrary() {
 
 /// The driver's `symbol`, or null without a driver or when this driver is too
 /// old to have it.
-void *driverSymbol(const char *symbol) { return driverLibrary().symbol(symbol); }
+void *driverSymbol(const char *symbol) {
+  return driverLibrary().symbol(symbol);
+}
 
 } // namespace
 
@@ -57,8 +59,8 @@ llvm::Error loadCudaDriver() {
 #define ATTN_CUDA_SYMBOL(name) ATTN_CUDA_SYMBOL_NAME(name)
 
 #define ATTN_CUDA_FORWARD(name, params, args)                                  \
-  extern "C" __attribute__((visibility("hidden")))                             \
-  CUresult CUDAAPI name params {                                               \
+  extern "C"                                                                   \
+      __attribute__((visibility("hidden"))) CUresult CUDAAPI name params {     \
     static const auto fn = reinterpret_cast<decltype(&name)>(                  \
         ::attn::runtime::driverSymbol(ATTN_CUDA_SYMBOL(name)));                \
     return fn ? fn args : CUDA_ERROR_SHARED_OBJECT_INIT_FAILED;                \
@@ -85,7 +87,7 @@ ATTN_CUDA_FORWARD(cuCtxSynchronize, (), ())
 // Memory.
 ATTN_CUDA_FORWARD(cuMemAlloc, (CUdeviceptr * ptr, size_t bytes), (ptr, bytes))
 ATTN_CUDA_FORWARD(cuMemFree, (CUdeviceptr ptr), (ptr))
-ATTN_CUDA_FORWARD(cuMemGetInfo, (size_t * free, size_t *total), (free, total))
+ATTN_CUDA_FORWARD(cuMemGetInfo, (size_t *free, size_t *total), (free, total))
 ATTN_CUDA_FORWARD(cuMemHostAlloc,
                   (void **ptr, size_t bytes, unsigned int flags),
                   (ptr, bytes, flags))

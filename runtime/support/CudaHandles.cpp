@@ -7,8 +7,8 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
-#include "runtime/support/CudaDriver.h"
 #include "attn/runtime/support/Error.h"
+#include "runtime/support/CudaDriver.h"
 
 #include <cassert>
 #include <string>
@@ -181,7 +181,8 @@ llvm::Error DeviceBuffer::copyFromHost(const void *data, size_t count,
   return copyHostToDevice(address + offset, data, count);
 }
 
-llvm::Error DeviceBuffer::copyToHost(void *data, size_t count, size_t offset) const {
+llvm::Error DeviceBuffer::copyToHost(void *data, size_t count,
+                                     size_t offset) const {
   if (llvm::Error error = checkRange(offset, count, bytes))
     return error;
   if (count)

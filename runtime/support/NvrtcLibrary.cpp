@@ -41,8 +41,8 @@ llvm::Error loadNvrtc() {
 
 #define ATTN_NVRTC_FORWARD(name, params, args)                                 \
   extern "C" __attribute__((visibility("hidden"))) nvrtcResult name params {   \
-    static const auto fn =                                                     \
-        reinterpret_cast<decltype(&name)>(::attn::runtime::nvrtcSymbol(#name)); \
+    static const auto fn = reinterpret_cast<decltype(&name)>(                  \
+        ::attn::runtime::nvrtcSymbol(#name));                                  \
     return fn ? fn args : NVRTC_ERROR_INTERNAL_ERROR;                          \
   }
 

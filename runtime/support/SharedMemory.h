@@ -25,8 +25,8 @@ inline llvm::Expected<int> setUpSharedMemory(const CudaLibrary &library,
   CUdeviceptr global = 0;
   size_t globalBytes = 0;
   std::string name = smemBytesSymbol(spec);
-  ATTN_CU_CHECK(cuLibraryGetGlobal(&global, &globalBytes, library.get(),
-                                   name.c_str()));
+  ATTN_CU_CHECK(
+      cuLibraryGetGlobal(&global, &globalBytes, library.get(), name.c_str()));
   int bytes = 0;
   ATTN_CU_CHECK(cuMemcpyDtoH(&bytes, global, sizeof(int)));
   CUdevice device;

@@ -24,17 +24,20 @@ template <> struct FP8Kind<__nv_fp8_e5m2> {
 /// \brief Stores 8 values at `dst`: as-is for 16-bit caches, quantized by
 /// 1/scale for FP8 ones.
 template <class InT, class KVT>
-__device__ __forceinline__ void storeRow8(void *dst, uint4 raw, float invScale) {
+__device__ __forceinline__ void storeRow8(void *dst, uint4 raw,
+                                          float invScale) {
   if constexpr (IsFP8<KVT>::value) {
     const InT *e = reinterpret_cast<const InT *>(&raw);
     uint32_t w[2];
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
       __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(
-          make_float2(toFloat(e[4 * k]) * invScale, toFloat(e[4 * k + 1]) * invScale),
+          make_float2(toFloat(e[4 * k]) * invScale,
+                      toFloat(e[4 * k + 1]) * invScale),
           __NV_SATFINITE, FP8Kind<KVT>::value);
       __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(
-          make_float2(toFloat(e[4 * k + 2]) * invScale, toFloat(e[4 * k + 3]) * invScale),
+          make_float2(toFloat(e[4 * k + 2]) * invScale,
+                      toFloat(e[4 * k + 3]) * invScale),
           __NV_SATFINITE, FP8Kind<KVT>::value);
       w[k] = uint32_t(lo) | (uint32_t(hi) << 16);
     }
@@ -73,10 +76,10 @@ __device__ __forceinline__ void appendKVKernel(const AppendKVParams &p) {
       kInv = 1.f / p.kScale[si];
       vInv = 1.f / p.vScale[si];
     }
-    uint4 k = *reinterpret_cast<const uint4 *>(static_cast<const InT *>(p.k) +
-                                               token * p.kStrideToken + head * D + d0);
-    uint4 v = *reinterpret_cast<const uint4 *>(static_cast<const InT *>(p.v) +
-                                               token * p.vStrideToken + head * D + d0);
+    uint4 k = *reinterpret_cast<const uint4 *>(
+        static_cast<const InT *>(p.k) + token * p.kStrideToken + head * D + d0);
+    uint4 v = *reinterpret_cast<const uint4 *>(
+        static_cast<const InT *>(p.v) + token * p.vStrideToken + head * D + d0);
     storeRow8<InT, KVT>(static_cast<KVT *>(p.kCache) + dstElem, k, kInv);
     storeRow8<InT, KVT>(static_cast<KVT *>(p.vCache) + dstElem, v, vInv);
   }

@@ -26,11 +26,12 @@ __device__ __forceinline__ void copyPagesKernel(const CopyPagesParams &p) {
   if (pair >= p.numPairs)
     return;
   const int layer = int(blockIdx.y >> 1), kv = int(blockIdx.y & 1);
-  char *base = reinterpret_cast<char *>(p.layers[layer]) +
-               kv * p.numPages * p.pageBytes;
+  char *base =
+      reinterpret_cast<char *>(p.layers[layer]) + kv * p.numPages * p.pageBytes;
   const uint4 *from =
       reinterpret_cast<const uint4 *>(base + p.pairs[2 * pair] * p.pageBytes);
-  uint4 *to = reinterpret_cast<uint4 *>(base + p.pairs[2 * pair + 1] * p.pageBytes);
+  uint4 *to =
+      reinterpret_cast<uint4 *>(base + p.pairs[2 * pair + 1] * p.pageBytes);
   const int64_t vecs = p.pageBytes / 16;
   // Four loads in flight per thread before their stores.
   constexpr int kUnroll = 4;

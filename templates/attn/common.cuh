@@ -57,8 +57,10 @@ template <> __device__ __forceinline__ float toFloat(__nv_bfloat16 x) {
   return __bfloat162float(x);
 }
 /// \brief Two floats packed into one register of 16-bit T (lo in bits 0-15).
-template <class T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
   __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<uint32_t *>(&h);
 }
@@ -68,7 +70,8 @@ __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
   return *reinterpret_cast<uint32_t *>(&h);
 }
 
-/// \brief Byte permute (PTX prmt.b32): result byte i = selector nibble i of {b,a}.
+/// \brief Byte permute (PTX prmt.b32): result byte i = selector nibble i of
+/// {b,a}.
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   uint32_t r;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
@@ -84,7 +87,8 @@ __device__ __forceinline__ int64_t kvOffset(int64_t page, int offset, int head,
   if constexpr (Config::kLayoutHND)
     return page * pageStride + (int64_t(head) * Config::kPageSize + offset) * D;
   else
-    return page * pageStride + (int64_t(offset) * Config::kNumKVHeads + head) * D;
+    return page * pageStride +
+           (int64_t(offset) * Config::kNumKVHeads + head) * D;
 }
 
 /// \brief Reports an id outside the cache (params.h, PageIdError): `id` as
@@ -177,15 +181,18 @@ template <class KVT> struct DequantRatio<KVT, true> {
 };
 
 /// 2^e for an integer exponent in float range.
-__device__ __forceinline__ float exp2i(int e) { return __int_as_float((e + 127) << 23); }
+__device__ __forceinline__ float exp2i(int e) {
+  return __int_as_float((e + 127) << 23);
+}
 
 /// \brief A prefill's score scale and output factor over a cache of type
 /// KVT, KV head `kvHead`: an FP8 cache's K dequantization scale joins the
 /// softmax scale, V's the output normalization; both also undo the
 /// widening's 2^ratio. 16-bit caches: the softmax scale and 1.
 template <class KVT, bool kPerHeadKVScale>
-__device__ __forceinline__ void prefillScales(const PrefillParams &p, int kvHead,
-                                              float &qkScale, float &vDequant) {
+__device__ __forceinline__ void prefillScales(const PrefillParams &p,
+                                              int kvHead, float &qkScale,
+                                              float &vDequant) {
   qkScale = p.smScale;
   vDequant = 1.f;
   if constexpr (IsFP8<KVT>::value) {
@@ -211,13 +218,13 @@ __device__ __forceinline__ void cpAsync(void *smem, const void *gmem,
                                         bool valid) {
   int srcBytes = valid ? kBytes : 0;
   if constexpr (kBytes == 16)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-                     smemAddr(smem)),
-                 "l"(gmem), "r"(srcBytes));
+    asm volatile(
+        "cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smemAddr(smem)),
+        "l"(gmem), "r"(srcBytes));
   else
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(
-                     smemAddr(smem)),
-                 "l"(gmem), "n"(kBytes), "r"(srcBytes));
+    asm volatile(
+        "cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smemAddr(smem)),
+        "l"(gmem), "n"(kBytes), "r"(srcBytes));
 }
 
 /// \brief cpAsync<16> for rows read once from DRAM (decode's K/V pages):
@@ -250,17 +257,17 @@ template <class T>
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
                                          uint32_t b0, uint32_t b1) {
   if constexpr (IsSame<T, __nv_bfloat16>::value)
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
+                   "r"(b1));
   else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
+                   "r"(b1));
 }
 
 /// \brief Shared-memory loads of 8 and 16 bytes as 32-bit words.
@@ -286,7 +293,9 @@ __device__ __forceinline__ float fastExp2(float x) {
 }
 
 /// -inf without <math.h>, which NVRTC does not have.
-__device__ __forceinline__ float negInf() { return __int_as_float(0xff800000u); }
+__device__ __forceinline__ float negInf() {
+  return __int_as_float(0xff800000u);
+}
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;

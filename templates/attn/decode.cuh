@@ -30,8 +30,8 @@
 #define ATTN_TEMPLATES_DECODE_CUH
 
 #include "attn/common.cuh"
-#include "attn/variant.cuh"
 #include "attn/decode_layout.h"
+#include "attn/variant.cuh"
 
 namespace attn {
 
@@ -90,7 +90,7 @@ template <class Config> struct KVTileLoader {
   static constexpr int kCopyElems = Tr::kCopyBytes / Tr::kKVBytes;
   static constexpr bool kOnePage = P % Tr::kTileTokens == 0; // no straddling
 
-  int token[kIters];   ///< token of the tile each copy reads (16: none)
+  int token[kIters];     ///< token of the tile each copy reads (16: none)
   int dstOffset[kIters]; ///< bytes into the stage
   int srcOffset[kIters]; ///< bytes from the token's row (one-page tiles:
                          ///< from the tile's first token)
@@ -100,10 +100,13 @@ template <class Config> struct KVTileLoader {
     for (int u = 0; u < kIters; ++u) {
       int i = lane + 32 * u;
       int col = i % Tr::kCopiesPerRow;
-      token[u] = i < Tr::kCopiesPerTile ? i / Tr::kCopiesPerRow : Tr::kTileTokens;
-      dstOffset[u] = (token[u] % Tr::kTileTokens) * Tr::kRowStride + col * Tr::kCopyBytes;
-      srcOffset[u] = ((kOnePage ? token[u] * kTokenStride : 0) + col * kCopyElems) *
-                     Tr::kKVBytes;
+      token[u] =
+          i < Tr::kCopiesPerTile ? i / Tr::kCopiesPerRow : Tr::kTileTokens;
+      dstOffset[u] =
+          (token[u] % Tr::kTileTokens) * Tr::kRowStride + col * Tr::kCopyBytes;
+      srcOffset[u] =
+          ((kOnePage ? token[u] * kTokenStride : 0) + col * kCopyElems) *
+          Tr::kKVBytes;
     }
   }
 
@@ -127,7 +130,8 @@ template <class Config> struct KVTileLoader {
       int64_t src = tileBase + srcOffset[u];
       if constexpr (!kOnePage) {
         int page = __shfl_sync(0xffffffffu, safePage, token[u] & 15);
-        src += kvOffset<Config>(page, (tileStart + token[u]) % P, head, p.pageStride) *
+        src += kvOffset<Config>(page, (tileStart + token[u]) % P, head,
+                                p.pageStride) *
                Tr::kKVBytes;
       }
       if (token[u] < Tr::kTileTokens) {
@@ -155,7 +159,8 @@ template <class Config>
 __device__ __forceinline__ void loadKFrag(uint32_t (&b)[4], const char *kTile,
                                           int row, int a, int c) {
   using Tr = DecodeTraits<Config>;
-  const char *src = kTile + row * Tr::kRowStride + (a * 32 + c * 8) * Tr::kKVBytes;
+  const char *src =
+      kTile + row * Tr::kRowStride + (a * 32 + c * 8) * Tr::kKVBytes;
   if constexpr (Tr::kFP8) {
     using Cvt = FP8ToHalf<typename Tr::KVT>;
     uint32_t w[2];
@@ -172,18 +177,21 @@ __device__ __forceinline__ void loadKFrag(uint32_t (&b)[4], const char *kTile,
 /// \brief V fragments for dim group a: vb[j] = {tokens (2c, 2c+1), tokens
 /// (2c+8, 2c+9)} at dim 32a + 4r + j.
 template <class Config>
-__device__ __forceinline__ void loadVFrags(uint32_t (&vb)[4][2],
-                                           const char *vTile, int a, int r,
-                                           int c) {
+__device__ __forceinline__ void
+loadVFrags(uint32_t (&vb)[4][2], const char *vTile, int a, int r, int c) {
   using Tr = DecodeTraits<Config>;
   const char *base = vTile + (a * 32 + r * 4) * Tr::kKVBytes;
   const int t0 = 2 * c;
   if constexpr (Tr::kFP8) {
     using Cvt = FP8ToHalf<typename Tr::KVT>;
-    uint32_t x0 = *reinterpret_cast<const uint32_t *>(base + t0 * Tr::kRowStride);
-    uint32_t x1 = *reinterpret_cast<const uint32_t *>(base + (t0 + 1) * Tr::kRowStride);
-    uint32_t y0 = *reinterpret_cast<const uint32_t *>(base + (t0 + 8) * Tr::kRowStride);
-    uint32_t y1 = *reinterpret_cast<const uint32_t *>(base + (t0 + 9) * Tr::kRowStride);
+    uint32_t x0 =
+        *reinterpret_cast<const uint32_t *>(base + t0 * Tr::kRowStride);
+    uint32_t x1 =
+        *reinterpret_cast<const uint32_t *>(base + (t0 + 1) * Tr::kRowStride);
+    uint32_t y0 =
+        *reinterpret_cast<const uint32_t *>(base + (t0 + 8) * Tr::kRowStride);
+    uint32_t y1 =
+        *reinterpret_cast<const uint32_t *>(base + (t0 + 9) * Tr::kRowStride);
     // Byte j of two tokens side by side, then converted.
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -242,9 +250,10 @@ __device__ __forceinline__ void mergePartials(const DecodeParams &p,
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    int32_t *counter = p.mergeCounters +
-                       (int64_t(work.request) * Config::kNumKVHeads + head) * gridDim.z +
-                       blockIdx.z;
+    int32_t *counter =
+        p.mergeCounters +
+        (int64_t(work.request) * Config::kNumKVHeads + head) * gridDim.z +
+        blockIdx.z;
     isLast = atomicAdd(counter, 1) == work.numPartials - 1;
     if (isLast)
       *counter = 0;
@@ -286,8 +295,8 @@ __device__ __forceinline__ void mergePartials(const DecodeParams &p,
       for (int j = 0; j < kBatch; ++j) {
         int k = min(k0 + j * lanes, count - 1); // in bounds; masked below
         int64_t slot = int64_t(work.firstPartial + k) * kPartialRows + prow;
-        const float4 *src =
-            reinterpret_cast<const float4 *>(p.partialOut + slot * Tr::kHeadDim + d0);
+        const float4 *src = reinterpret_cast<const float4 *>(
+            p.partialOut + slot * Tr::kHeadDim + d0);
         lse[j] = __ldcg(p.partialLse + slot);
         lo[j] = __ldcg(src);
         hi[j] = __ldcg(src + 1);
@@ -352,19 +361,18 @@ __device__ __forceinline__ void mergePartials(const DecodeParams &p,
 /// Writes the warp's state (m, l in log2 units, unnormalized O) to
 /// mAll/lAll/oAll[warp] for finishCta.
 template <class Config>
-__device__ __forceinline__ void simtRowLoop(const DecodeParams &p,
-                                            const DecodeWorkItem &work, int head,
-                                            float scoreScale, float *oAll,
-                                            float *mAll, float *lAll) {
+__device__ __forceinline__ void
+simtRowLoop(const DecodeParams &p, const DecodeWorkItem &work, int head,
+            float scoreScale, float *oAll, float *mAll, float *lAll) {
   using Tr = DecodeTraits<Config>;
   using QT = typename Tr::QT;
   using KVT = typename Tr::KVT;
   constexpr int D = Tr::kHeadDim;
-  constexpr int kVec = 16 / Tr::kKVBytes;       // elements per 16-byte load
+  constexpr int kVec = 16 / Tr::kKVBytes; // elements per 16-byte load
   constexpr int kLanes = decodeSimtLanes(D, Tr::kKVBytes);
-  constexpr int kTokens = 32 / kLanes;          // tokens per warp load
-  constexpr int kUnroll = 4;                    // loads of K (and V) in flight
-  constexpr int kStep = kTokens * kUnroll;      // tokens per warp step
+  constexpr int kTokens = 32 / kLanes;     // tokens per warp load
+  constexpr int kUnroll = 4;               // loads of K (and V) in flight
+  constexpr int kStep = kTokens * kUnroll; // tokens per warp step
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int sub = lane % kLanes, slot = lane / kLanes;
 
@@ -372,7 +380,8 @@ __device__ __forceinline__ void simtRowLoop(const DecodeParams &p,
   float q[kVec];
   {
     const QT *src = static_cast<const QT *>(p.q) +
-                    int64_t(work.request) * p.qStrideToken + head * D + sub * kVec;
+                    int64_t(work.request) * p.qStrideToken + head * D +
+                    sub * kVec;
 #pragma unroll
     for (int h = 0; h < kVec / 8; ++h) {
       uint4 raw = *reinterpret_cast<const uint4 *>(src + 8 * h);
@@ -392,7 +401,7 @@ __device__ __forceinline__ void simtRowLoop(const DecodeParams &p,
 
   // A 16-byte piece as kVec floats (FP8: times 2^kLog2Ratio, as the MMA
   // path's f16 conversion leaves them; the scales undo it).
-  auto widen = [](const uint4 &raw, float (&x)[kVec]) {
+  auto widen = [](const uint4 &raw, float(&x)[kVec]) {
     const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
     if constexpr (Tr::kFP8) {
       using Cvt = FP8ToHalf<KVT>;
@@ -401,7 +410,8 @@ __device__ __forceinline__ void simtRowLoop(const DecodeParams &p,
         uint32_t lo = Cvt::convert(w[i]), hi = Cvt::convert(w[i] >> 16);
         float2 a = __half22float2(*reinterpret_cast<__half2 *>(&lo));
         float2 b = __half22float2(*reinterpret_cast<__half2 *>(&hi));
-        x[4 * i] = a.x, x[4 * i + 1] = a.y, x[4 * i + 2] = b.x, x[4 * i + 3] = b.y;
+        x[4 * i] = a.x, x[4 * i + 1] = a.y, x[4 * i + 2] = b.x,
+              x[4 * i + 3] = b.y;
       }
     } else {
       const QT *e = reinterpret_cast<const QT *>(w);
@@ -422,7 +432,7 @@ __device__ __forceinline__ void simtRowLoop(const DecodeParams &p,
   // their few page ids per step are loaded with the step's K/V.
   constexpr bool kPagesAhead = Config::kPageSize < 8;
   constexpr int kStride = Config::kWarps * kStep;
-  auto lookUp = [&](int t0, int (&page)[kUnroll]) {
+  auto lookUp = [&](int t0, int(&page)[kUnroll]) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       int pos = t0 + u * kTokens + slot;
@@ -475,8 +485,9 @@ __device__ __forceinline__ void simtRowLoop(const DecodeParams &p,
         dot += __shfl_xor_sync(0xffffffffu, dot, off);
       float x = Variant<Config>::template score<false>(dot, pos[u], qpos,
                                                        scoreScale, row, p);
-      sc[u] = Variant<Config>::visible(pos[u], work.kvEnd, qpos, row, p) ? x
-                                                                          : negInf();
+      sc[u] = Variant<Config>::visible(pos[u], work.kvEnd, qpos, row, p)
+                  ? x
+                  : negInf();
     }
     float mNew = m;
 #pragma unroll
@@ -521,7 +532,8 @@ __device__ __forceinline__ void simtRowLoop(const DecodeParams &p,
     float *dst = oAll + warp * Tr::kOStride + sub * kVec;
 #pragma unroll
     for (int i = 0; i < kVec; i += 4)
-      *reinterpret_cast<float4 *>(dst + i) = make_float4(o[i], o[i + 1], o[i + 2], o[i + 3]);
+      *reinterpret_cast<float4 *>(dst + i) =
+          make_float4(o[i], o[i + 1], o[i + 2], o[i + 3]);
     if (sub == 0) {
       mAll[warp] = m;
       lAll[warp] = l;
@@ -534,11 +546,10 @@ __device__ __forceinline__ void simtRowLoop(const DecodeParams &p,
 /// of kOStride floats) and writes the output, or this chunk's partial and
 /// then, in the CTA that completes a split request, the merge of all of them.
 template <class Config, int kRowsPerWarp>
-__device__ __forceinline__ void finishCta(const DecodeParams &p,
-                                          const DecodeWorkItem &work, int head,
-                                          int rowBase, const float *oAll,
-                                          const float *mAll, const float *lAll,
-                                          float outScale) {
+__device__ __forceinline__ void
+finishCta(const DecodeParams &p, const DecodeWorkItem &work, int head,
+          int rowBase, const float *oAll, const float *mAll, const float *lAll,
+          float outScale) {
   using Tr = DecodeTraits<Config>;
   using QT = typename Tr::QT;
   constexpr int kWarps = Config::kWarps;
@@ -578,16 +589,18 @@ __device__ __forceinline__ void finishCta(const DecodeParams &p,
     float lse = l > 0.f ? (base + log2f(l)) * kLn2 : negInf();
     int token = work.request * Config::kQueryLen + qi;
     if (work.partialIdx < 0) {
-      storeOut8<QT>(static_cast<QT *>(p.out) + int64_t(token) * p.outStrideToken +
-                        qh * Tr::kHeadDim + d0,
+      storeOut8<QT>(static_cast<QT *>(p.out) +
+                        int64_t(token) * p.outStrideToken + qh * Tr::kHeadDim +
+                        d0,
                     acc, inv);
       if constexpr (Config::kWriteLse)
         if (d0 == 0)
           p.lse[int64_t(token) * Config::kNumQHeads + qh] = lse;
     } else {
       int prow = qi * Config::kNumQHeads + qh;
-      float *dst = p.partialOut +
-                   (int64_t(work.partialIdx) * kPartialRows + prow) * Tr::kHeadDim + d0;
+      float *dst =
+          p.partialOut +
+          (int64_t(work.partialIdx) * kPartialRows + prow) * Tr::kHeadDim + d0;
       *reinterpret_cast<float4 *>(dst) =
           make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
       *reinterpret_cast<float4 *>(dst + 4) =
@@ -635,8 +648,8 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
     auto narrow = [&](int &begin, int &end) {
       Variant<Config>::template narrowKeys<Tr::kTileTokens>(
           begin, end, batchIndex(p, work), seqLen - Config::kQueryLen,
-          seqLen - 1,
-          head * Config::kGroupSize, (head + 1) * Config::kGroupSize - 1);
+          seqLen - 1, head * Config::kGroupSize,
+          (head + 1) * Config::kGroupSize - 1);
     };
     if (work.partialIdx < 0) {
       narrow(work.kvBegin, work.kvEnd);
@@ -647,7 +660,8 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
         lo = max(0, seqLen - Config::kQueryLen - p.windowLeft) / 16 * 16;
       narrow(lo, hi);
       constexpr int kGranule = Tr::kTileTokens * kWarps;
-      int chunk = max(ceilDiv(hi - lo, work.numPartials), Config::kMinChunkTokens);
+      int chunk =
+          max(ceilDiv(hi - lo, work.numPartials), Config::kMinChunkTokens);
       chunk = ceilDiv(chunk, kGranule) * kGranule;
       int piece = work.partialIdx - work.firstPartial;
       work.kvBegin = min(hi, lo + piece * chunk);
@@ -697,7 +711,8 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   constexpr bool kOnePage = Config::kPageSize % Tr::kTileTokens == 0;
   auto lookUp = [&](int i, int token) {
     int pos = tileStart(i) + token;
-    return i < myTiles && pos < work.kvEnd ? pageTable[pos / Config::kPageSize] : 0;
+    return i < myTiles && pos < work.kvEnd ? pageTable[pos / Config::kPageSize]
+                                           : 0;
   };
   int windowBase = 0;
   int window = kOnePage ? lookUp(lane, 0) : 0;
@@ -735,9 +750,10 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
     float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (gr < Tr::kRows && d0 < Tr::kHeadDim) {
       int qi = gr / Config::kGroupSize, hg = gr % Config::kGroupSize;
-      const QT *src = static_cast<const QT *>(p.q) +
-                      int64_t(work.request * Config::kQueryLen + qi) * p.qStrideToken +
-                      (head * Config::kGroupSize + hg) * Tr::kHeadDim + d0;
+      const QT *src =
+          static_cast<const QT *>(p.q) +
+          int64_t(work.request * Config::kQueryLen + qi) * p.qStrideToken +
+          (head * Config::kGroupSize + hg) * Tr::kHeadDim + d0;
       uint4 raw = *reinterpret_cast<const uint4 *>(src);
       const QT *e = reinterpret_cast<const QT *>(&raw);
 #pragma unroll
@@ -757,10 +773,12 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   // The padded dims of every K/V row stay zero: cp.async never writes them.
   if constexpr (Tr::kDataBytes < Tr::kRowBytes) {
     constexpr int kPadWords = (Tr::kRowBytes - Tr::kDataBytes) / 4;
-    for (int i = threadIdx.x; i < kWarps * kStages * 2 * Tr::kTileTokens * kPadWords;
+    for (int i = threadIdx.x;
+         i < kWarps * kStages * 2 * Tr::kTileTokens * kPadWords;
          i += kWarps * 32) {
       int row = i / kPadWords, w = i % kPadWords;
-      reinterpret_cast<uint32_t *>(pipe + row * Tr::kRowStride + Tr::kDataBytes)[w] = 0;
+      reinterpret_cast<uint32_t *>(pipe + row * Tr::kRowStride +
+                                   Tr::kDataBytes)[w] = 0;
     }
   }
   __syncthreads();
@@ -777,8 +795,9 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
       int qi = gr / Config::kGroupSize;
       qpos[m][h] = seqLen - Config::kQueryLen + qi;
       int qh = head * Config::kGroupSize + gr % Config::kGroupSize;
-      rows[m][h] = gr < Tr::kRows ? Variant<Config>::row(p, batchIndex(p, work), qh)
-                                  : typename Variant<Config>::Row();
+      rows[m][h] = gr < Tr::kRows
+                       ? Variant<Config>::row(p, batchIndex(p, work), qh)
+                       : typename Variant<Config>::Row();
     }
 
   float o[kRowTiles][kDimGroups * 4][4];
@@ -791,7 +810,6 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
     mRun[m][0] = mRun[m][1] = negInf();
     lRun[m][0] = lRun[m][1] = 0.f;
   }
-
 
   // Ring slots: tile i is read from readSlot while tile i + kStages - 1 is
   // written to writeSlot (the slot read in the previous iteration).
@@ -851,9 +869,10 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
           int nt = e / 2;
           int pos = t0 + nt * 8 + 2 * c + (e & 1);
           float x = s[m][nt][2 * h + (e & 1)];
-          x = Variant<Config>::template score<false>(
-              x, pos, qpos[m][h], scoreScale, rows[m][h], p);
-          v[e] = Variant<Config>::visible(pos, work.kvEnd, qpos[m][h], rows[m][h], p)
+          x = Variant<Config>::template score<false>(x, pos, qpos[m][h],
+                                                     scoreScale, rows[m][h], p);
+          v[e] = Variant<Config>::visible(pos, work.kvEnd, qpos[m][h],
+                                          rows[m][h], p)
                      ? x
                      : negInf();
         }

@@ -54,8 +54,12 @@ __device__ __forceinline__ void mergeStatesKernel(const MergeStatesParams &p) {
   constexpr int kVecs = Config::kHeadDim / 8; // threads a row needs
   // A row takes a power-of-two group of lanes, so rows never straddle
   // warps (head_dim 96: 12 of 16 lanes work).
-  constexpr int kLanes = kVecs <= 1 ? 1 : kVecs <= 2 ? 2 : kVecs <= 4 ? 4
-                         : kVecs <= 8 ? 8 : kVecs <= 16 ? 16 : 32;
+  constexpr int kLanes = kVecs <= 1    ? 1
+                         : kVecs <= 2  ? 2
+                         : kVecs <= 4  ? 4
+                         : kVecs <= 8  ? 8
+                         : kVecs <= 16 ? 16
+                                       : 32;
   static_assert(kVecs <= 32, "head_dim is at most 256");
   const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t row = thread / kLanes; // token * heads + head
@@ -76,7 +80,8 @@ __device__ __forceinline__ void mergeStatesKernel(const MergeStatesParams &p) {
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   float sum = 0.f;
   if (active && m != negInf()) {
-    const int64_t at = token * p.statesStrideToken + head * Config::kHeadDim + d0;
+    const int64_t at =
+        token * p.statesStrideToken + head * Config::kHeadDim + d0;
 #pragma unroll
     for (int i = 0; i < kMaxMergeStates; ++i) {
       if (i >= p.numStates)

@@ -60,15 +60,15 @@ struct DecodeWorkItem {
 
 /// Paged decode (templates/attn/decode.cuh).
 struct DecodeParams {
-  const void *q;   ///< [batch * query_len, num_q_heads, head_dim], q dtype
-  void *out;       ///< same shape and dtype as q
-  float *lse;      ///< [batch * query_len, num_q_heads] or null
+  const void *q;      ///< [batch * query_len, num_q_heads, head_dim], q dtype
+  void *out;          ///< same shape and dtype as q
+  float *lse;         ///< [batch * query_len, num_q_heads] or null
   const void *kCache; ///< K pages, kv dtype; page p at kCache + p * pageStride
   const void *vCache; ///< V pages, same layout as K
   const int32_t *pageTables; ///< [batch, pageTableStride] page indices
   PageIdError *pageIdError;  ///< never null
-  const float *kScale;        ///< FP8 only: [1] or [num_kv_heads]
-  const float *vScale;        ///< FP8 only: [1] or [num_kv_heads]
+  const float *kScale;       ///< FP8 only: [1] or [num_kv_heads]
+  const float *vScale;       ///< FP8 only: [1] or [num_kv_heads]
   /// Per-query-head tables ([num_q_heads] f32; attn/variant_knobs.h), set
   /// when the variant has them: alibiSlopes, ...
 #define ATTN_HEAD_TABLE(flag, pointer, ...) const float *pointer;
@@ -87,8 +87,8 @@ struct DecodeParams {
   /// The cache's last page id (pages - 1, at most 2^31 - 1): a page id
   /// above it, or negative, reads this page instead and is reported.
   uint32_t lastPage;
-  float smScale;    ///< softmax scale (1/sqrt(head_dim) by default)
-  float softcap;    ///< cap c of c * tanh(s / c); unused unless compiled in
+  float smScale;      ///< softmax scale (1/sqrt(head_dim) by default)
+  float softcap;      ///< cap c of c * tanh(s / c); unused unless compiled in
   int32_t windowLeft; ///< keys at positions >= pos - windowLeft are visible
   /// Added to a request's index where the modifier regions see it: a
   /// mixed batch's decodes follow its prefills.
@@ -100,8 +100,8 @@ struct DecodeParams {
 /// q head along grid.y). Offsets come from the host plan, so the kernel reads
 /// no cu_seqlens.
 struct PrefillWorkItem {
-  int32_t qStart;    ///< the request's first row in q / out (cu_seqlens_q[b])
-  int32_t qLen;      ///< the request's query rows
+  int32_t qStart; ///< the request's first row in q / out (cu_seqlens_q[b])
+  int32_t qLen;   ///< the request's query rows
   /// Ragged: the request's first row in k / v. Paged: its first key in
   /// its page-table row, a multiple of the page size (0 but for pieces of
   /// a request, as cascade attention's split prefixes).
@@ -119,27 +119,28 @@ struct PrefillWorkItem {
 /// read contiguous k / v rows; paged kernels read k / v as cache pages
 /// through pageTables, like DecodeParams.
 struct PrefillParams {
-  const void *q;   ///< [q tokens, num_q_heads, head_dim]
-  const void *k;   ///< ragged: [kv tokens, num_kv_heads, head_dim]; paged: K pages
-  const void *v;   ///< like k
-  void *out;       ///< like q
-  float *lse;      ///< [q tokens, num_q_heads] or null
+  const void *q; ///< [q tokens, num_q_heads, head_dim]
+  const void
+      *k; ///< ragged: [kv tokens, num_kv_heads, head_dim]; paged: K pages
+  const void *v; ///< like k
+  void *out;     ///< like q
+  float *lse;    ///< [q tokens, num_q_heads] or null
   /// Per-query-head tables, as in DecodeParams.
 #define ATTN_HEAD_TABLE(flag, pointer, ...) const float *pointer;
 #include "attn/variant_knobs.h"
-  const PrefillWorkItem *workItems;  ///< from the plan
-  const int32_t *numWorkItems;       ///< device count; grid.x may be larger
+  const PrefillWorkItem *workItems; ///< from the plan
+  const int32_t *numWorkItems;      ///< device count; grid.x may be larger
   const int32_t *pageTables;        ///< paged: [batch, pageTableStride]
   PageIdError *pageIdError;         ///< paged: never null
-  const float *kScale;               ///< paged FP8: [1] or [num_kv_heads]
-  const float *vScale;               ///< paged FP8: [1] or [num_kv_heads]
-  int64_t qStrideToken;   ///< elements between tokens of q
-  int64_t kStrideToken;   ///< ragged: ... of k
-  int64_t vStrideToken;   ///< ragged: ... of v
-  int64_t outStrideToken; ///< ... of out
-  int64_t pageStride;     ///< paged: elements between pages of k / v
-  int32_t pageTableStride; ///< paged
-  uint32_t lastPage;       ///< paged: as in DecodeParams
+  const float *kScale;              ///< paged FP8: [1] or [num_kv_heads]
+  const float *vScale;              ///< paged FP8: [1] or [num_kv_heads]
+  int64_t qStrideToken;             ///< elements between tokens of q
+  int64_t kStrideToken;             ///< ragged: ... of k
+  int64_t vStrideToken;             ///< ragged: ... of v
+  int64_t outStrideToken;           ///< ... of out
+  int64_t pageStride;               ///< paged: elements between pages of k / v
+  int32_t pageTableStride;          ///< paged
+  uint32_t lastPage;                ///< paged: as in DecodeParams
   float smScale;
   float softcap;
   int32_t windowLeft; ///< keys at positions >= pos - windowLeft are visible
@@ -166,13 +167,14 @@ struct PrefillSm90Params {
 
 /// Reshape-and-cache (templates/attn/append_kv.cuh).
 struct AppendKVParams {
-  const void *k;  ///< [num_tokens, num_kv_heads, head_dim], activation dtype
+  const void *k; ///< [num_tokens, num_kv_heads, head_dim], activation dtype
   const void *v;
-  void *kCache;   ///< pages as in DecodeParams
+  void *kCache; ///< pages as in DecodeParams
   void *vCache;
-  const int64_t *slotMapping; ///< [num_tokens]; slot = page * page_size + offset, < 0 skips
+  const int64_t *slotMapping; ///< [num_tokens]; slot = page * page_size +
+                              ///< offset, < 0 skips
   PageIdError *pageIdError;   ///< slots past the cache: skipped, reported
-  const float *kScale; ///< FP8 only: stored value is x / scale
+  const float *kScale;        ///< FP8 only: stored value is x / scale
   const float *vScale;
   int64_t kStrideToken;
   int64_t vStrideToken;
@@ -188,10 +190,10 @@ constexpr int kMaxMergeStates = 16;
 /// out = sum_i out_i * exp(lse_i - lse) with lse = log(sum_i exp(lse_i)).
 /// out and lse may be states[0]'s (in place).
 struct MergeStatesParams {
-  const void *outs[kMaxMergeStates]; ///< [tokens, heads, head_dim] each
+  const void *outs[kMaxMergeStates];  ///< [tokens, heads, head_dim] each
   const float *lses[kMaxMergeStates]; ///< [tokens, heads] each
-  void *out;  ///< [tokens, heads, head_dim], the states' dtype
-  float *lse; ///< [tokens, heads] or null
+  void *out;                 ///< [tokens, heads, head_dim], the states' dtype
+  float *lse;                ///< [tokens, heads] or null
   int64_t statesStrideToken; ///< elements between tokens of every out_i
   int64_t outStrideToken;    ///< ... of out
   int64_t numTokens;
@@ -218,7 +220,7 @@ struct AdvanceStepParams {
   int64_t *positions;             ///< [numSeqs] or null
   int32_t *seqLens;               ///< [numSeqs] cached tokens, new one included
   int64_t *slotMapping;           ///< [numSeqs]
-  const int32_t *pageTables;     ///< [numQueries, pageTableStride]
+  const int32_t *pageTables;      ///< [numQueries, pageTableStride]
   DecodeWorkItem *workItems;      ///< a decode plan's, or null
   const int32_t *numWorkItems;    ///< the plan's device count
   int32_t maxWorkItems;           ///< bound of *numWorkItems (the plan's grid)

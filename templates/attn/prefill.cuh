@@ -28,8 +28,8 @@
 #define ATTN_TEMPLATES_PREFILL_CUH
 
 #include "attn/common.cuh"
-#include "attn/variant.cuh"
 #include "attn/prefill_layout.h"
+#include "attn/variant.cuh"
 
 namespace attn {
 
@@ -45,9 +45,11 @@ template <class Config> struct PrefillTraits {
   static constexpr int kRingRowBytes = prefillRingRowBytes(kHeadDim, kKVBytes);
   static constexpr int kThreads = Config::kWarps * 32;
   static constexpr int kQBytes = Config::kBlockM * kRowStride;
-  static constexpr int kRingTileBytes = Config::kBlockN * kRingRowBytes; // K or V
+  static constexpr int kRingTileBytes =
+      Config::kBlockN * kRingRowBytes; // K or V
   static constexpr int kStageBytes = 2 * kRingTileBytes;
-  static constexpr int kTileBytes = Config::kBlockN * kRowStride; // widened K or V
+  static constexpr int kTileBytes =
+      Config::kBlockN * kRowStride; // widened K or V
   static constexpr int kSmemBytes = prefillSmemBytes(
       kHeadDim, kKVBytes, Config::kBlockM, Config::kBlockN, Config::kStages);
   /// 16-row MMA tiles per warp: two halve the shared-memory reads of K and
@@ -66,7 +68,8 @@ __device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], const void *p) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smemAddr(p)));
 }
-__device__ __forceinline__ void ldmatrixX4Trans(uint32_t (&r)[4], const void *p) {
+__device__ __forceinline__ void ldmatrixX4Trans(uint32_t (&r)[4],
+                                                const void *p) {
   asm volatile(
       "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
       : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -93,7 +96,8 @@ __device__ __forceinline__ void loadRows(char *tile, int rowBytes,
     bool valid = row < validRows && chunk < kDataChunks;
     int64_t elem = valid ? rowStart(row) : 0;
     cpAsync<kCopy>(tile + row * rowBytes + chunk * kCopy,
-                   src + elem * kElemBytes + (valid ? chunk * kCopy : 0), valid);
+                   src + elem * kElemBytes + (valid ? chunk * kCopy : 0),
+                   valid);
   }
 }
 
@@ -108,10 +112,9 @@ __device__ __forceinline__ void loadRows(char *tile, int rowBytes,
 /// keys before any copy so the lookups are in flight at once; otherwise
 /// every chunk takes its own.
 template <class Config, class Key, class KStart, class VStart>
-__device__ __forceinline__ void loadKVTile(char *kTile, char *vTile,
-                                           const void *k, const void *v,
-                                           int validRows, Key key,
-                                           KStart kStart, VStart vStart) {
+__device__ __forceinline__ void
+loadKVTile(char *kTile, char *vTile, const void *k, const void *v,
+           int validRows, Key key, KStart kStart, VStart vStart) {
   using Tr = PrefillTraits<Config>;
   constexpr int kElem = Tr::kKVBytes;
   constexpr int kCopy = Tr::kHeadDim * kElem % 16 == 0 ? 16 : 8;
@@ -162,13 +165,15 @@ __device__ __forceinline__ void widenFP8Tiles(char *dst, const char *raw) {
   constexpr int kSteps = 2 * Config::kBlockN * kPerRow;
   for (int i = threadIdx.x; i < kSteps; i += Tr::kThreads) {
     int row = i / kPerRow, piece = i % kPerRow; // K rows, then V rows
-    uint2 in = *reinterpret_cast<const uint2 *>(raw + row * Tr::kRingRowBytes + piece * 8);
+    uint2 in = *reinterpret_cast<const uint2 *>(raw + row * Tr::kRingRowBytes +
+                                                piece * 8);
     uint32_t words[2] = {in.x, in.y}, out[4];
 #pragma unroll
     for (int w = 0; w < 2; ++w)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        out[2 * w + h] = widenFP8Pair<typename Tr::KVT, QT>(words[w] >> (16 * h));
+        out[2 * w + h] =
+            widenFP8Pair<typename Tr::KVT, QT>(words[w] >> (16 * h));
     *reinterpret_cast<uint4 *>(dst + row * Tr::kRowStride + piece * 16) =
         make_uint4(out[0], out[1], out[2], out[3]);
   }
@@ -182,9 +187,9 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   using QT = typename Tr::QT;
   constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN;
   constexpr int kStages = Config::kStages;
-  constexpr int kNTiles = kBlockN / 8;        // n8 tiles of S per warp
-  constexpr int kOTiles = Tr::kDimPad / 8;    // n8 tiles of O per warp
-  constexpr int kKSteps = Tr::kDimPad / 16;   // k16 steps of Q K^T
+  constexpr int kNTiles = kBlockN / 8;      // n8 tiles of S per warp
+  constexpr int kOTiles = Tr::kDimPad / 8;  // n8 tiles of O per warp
+  constexpr int kKSteps = Tr::kDimPad / 16; // k16 steps of Q K^T
   // Up to head dim 128 the warp's Q fragments stay in registers for the
   // whole loop; larger heads reread them from shared memory each tile.
   constexpr int kMTiles = Tr::kMTiles;
@@ -198,8 +203,10 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   // so qHead's stand for every row's.
   constexpr int kRowsPerToken = Config::kPackGqa ? Config::kGroupSize : 1;
   constexpr int kTileTokens = kBlockM / kRowsPerToken;
-  const int kvHead = Config::kPackGqa ? int(blockIdx.y) : blockIdx.y / Config::kGroupSize;
-  const int qHead = Config::kPackGqa ? kvHead * Config::kGroupSize : int(blockIdx.y);
+  const int kvHead =
+      Config::kPackGqa ? int(blockIdx.y) : blockIdx.y / Config::kGroupSize;
+  const int qHead =
+      Config::kPackGqa ? kvHead * Config::kGroupSize : int(blockIdx.y);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = lane / 4, c = lane % 4;
 
@@ -219,7 +226,8 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   Variant<Config>::template narrowKeys<kBlockN>(kvBegin, kvEnd, work.request,
                                                 firstPos, lastPos, qHead,
                                                 qHead + kRowsPerToken - 1);
-  const int numTiles = kvEnd > kvBegin ? (kvEnd - kvBegin + kBlockN - 1) / kBlockN : 0;
+  const int numTiles =
+      kvEnd > kvBegin ? (kvEnd - kvBegin + kBlockN - 1) / kBlockN : 0;
 
   extern __shared__ __align__(16) char smem[];
   char *qTile = smem;
@@ -259,18 +267,23 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
       loadKVTile<Config>(
           stage, stage + Tr::kRingTileBytes, p.k, p.v, valid,
           [&](int row) { return first + row; },
-          [&](int32_t token, int) { return token * p.kStrideToken + headOffset; },
-          [&](int32_t token, int) { return token * p.vStrideToken + headOffset; });
+          [&](int32_t token, int) {
+            return token * p.kStrideToken + headOffset;
+          },
+          [&](int32_t token, int) {
+            return token * p.vStrideToken + headOffset;
+          });
     }
   };
 
   // Q tile, then the first K/V tiles; all as cp.async groups.
   {
     const int64_t first = work.qStart + work.tileBegin;
-    loadRows<Config, 2>(qTile, Tr::kRowStride, p.q, tileRows, kBlockM, [&](int row) {
-      return (first + row / kRowsPerToken) * p.qStrideToken +
-             int64_t(qHead + row % kRowsPerToken) * Tr::kHeadDim;
-    });
+    loadRows<Config, 2>(
+        qTile, Tr::kRowStride, p.q, tileRows, kBlockM, [&](int row) {
+          return (first + row / kRowsPerToken) * p.qStrideToken +
+                 int64_t(qHead + row % kRowsPerToken) * Tr::kHeadDim;
+        });
   }
   cpAsyncCommit();
 #pragma unroll
@@ -304,16 +317,19 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     lRun[m][0] = lRun[m][1] = 0.f;
   }
   float qkScale, vDequant;
-  prefillScales<typename Tr::KVT, Config::kPerHeadKVScale>(p, kvHead, qkScale, vDequant);
+  prefillScales<typename Tr::KVT, Config::kPerHeadKVScale>(p, kvHead, qkScale,
+                                                           vDequant);
   // Plain scores keep the raw q.k scale in mRun and fold scale * log2(e)
   // into exp2's argument; modified scores are already in log2 units.
   constexpr bool kPlainScores = Variant<Config>::kPlainScores;
   const float expScale = kPlainScores ? qkScale * kLog2e : 1.f;
 
   // ldmatrix row addresses of this lane (see prefill.cuh header).
-  const int aRow = warpRow0 + (lane % 16), aCol = (lane / 16) * 8;       // Q
-  const int bRow = (lane % 8) + (lane / 16) * 8, bCol = ((lane / 8) % 2) * 8; // K
-  const int vRow = (lane % 8) + ((lane / 8) % 2) * 8, vCol = (lane / 16) * 8; // V
+  const int aRow = warpRow0 + (lane % 16), aCol = (lane / 16) * 8; // Q
+  const int bRow = (lane % 8) + (lane / 16) * 8,
+            bCol = ((lane / 8) % 2) * 8; // K
+  const int vRow = (lane % 8) + ((lane / 8) % 2) * 8,
+            vCol = (lane / 16) * 8; // V
 
   uint32_t qFrag[kQInRegisters ? kKSteps : 1][4];
   for (int t = 0; t < numTiles; ++t) {
@@ -323,7 +339,8 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
       if (t == 0) // the Q tile arrived with the first K/V tile
 #pragma unroll
         for (int k = 0; k < kKSteps; ++k)
-          ldmatrixX4(qFrag[k], qTile + aRow * Tr::kRowStride + (k * 16 + aCol) * 2);
+          ldmatrixX4(qFrag[k],
+                     qTile + aRow * Tr::kRowStride + (k * 16 + aCol) * 2);
     // Refill the slot everyone finished reading in the previous iteration.
     if (t + kStages - 1 < numTiles)
       loadTile(t + kStages - 1, (t + kStages - 1) % kStages);
@@ -362,7 +379,8 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
 #pragma unroll
       for (int n = 0; n < kNTiles; n += 2) {
         uint32_t b[4];
-        ldmatrixX4(b, kTile + (n * 8 + bRow) * Tr::kRowStride + (k * 16 + bCol) * 2);
+        ldmatrixX4(b, kTile + (n * 8 + bRow) * Tr::kRowStride +
+                          (k * 16 + bCol) * 2);
 #pragma unroll
         for (int m = 0; m < kMTiles; ++m) {
           mma16816<QT>(s[m][n], a[m], b[0], b[1]);
@@ -375,7 +393,8 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     // until one FFMA folds scale, log2(e) and the running max into exp2's
     // argument; masks are applied only on tiles that cut a row's keys.
     const int warpFirstPos = firstPos + warpRow0 / kRowsPerToken;
-    const int warpLastPos = firstPos + (warpRow0 + 16 * kMTiles - 1) / kRowsPerToken;
+    const int warpLastPos =
+        firstPos + (warpRow0 + 16 * kMTiles - 1) / kRowsPerToken;
     const bool needMask =
         Variant<Config>::maskModMayHide(work.request, warpFirstPos, warpLastPos,
                                         tileStart, tileStart + kBlockN - 1,
@@ -396,13 +415,15 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
           for (int e = 0; e < 2; ++e) {
             int key = tileStart + n * 8 + 2 * c + e;
             float x = prefillScore<Config, decltype(maskTag)::value>(
-                s[m][n][2 * h + e], key, rowPos[m][h], work.kvLen, qkScale, headValues, p);
+                s[m][n][2 * h + e], key, rowPos[m][h], work.kvLen, qkScale,
+                headValues, p);
             v[n][e] = x;
             tmax = fmaxf(tmax, x);
           }
         return tmax;
       };
-      float tmax = needMask ? scoresOf(BoolConstant<true>()) : scoresOf(BoolConstant<false>());
+      float tmax = needMask ? scoresOf(BoolConstant<true>())
+                            : scoresOf(BoolConstant<false>());
       tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
       tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
       float mNew = fmaxf(mRun[m][h], tmax);
@@ -437,7 +458,8 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
 #pragma unroll
       for (int j = 0; j < kOTiles; j += 2) {
         uint32_t b[4];
-        ldmatrixX4Trans(b, vTile + (kk * 16 + vRow) * Tr::kRowStride + (j * 8 + vCol) * 2);
+        ldmatrixX4Trans(b, vTile + (kk * 16 + vRow) * Tr::kRowStride +
+                               (j * 8 + vCol) * 2);
 #pragma unroll
         for (int m = 0; m < kMTiles; ++m) {
           mma16816<QT>(o[m][j], pa[m][kk], b[0], b[1]);
@@ -458,7 +480,8 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     if (row >= tileRows)
       continue;
     float mRow = mRun[m][h] * expScale; // log2 units
-    float numer = Variant<Config>::template finishRow<true>(headValues, mRow, l);
+    float numer =
+        Variant<Config>::template finishRow<true>(headValues, mRow, l);
     float inv = l > 0.f ? vDequant * numer / l : 0.f; // no visible key: 0
     int64_t token = work.outStart + work.tileBegin + row / kRowsPerToken;
     const int head = qHead + row % kRowsPerToken;

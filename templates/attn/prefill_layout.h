@@ -22,7 +22,8 @@ constexpr int prefillRowStride(int headDim) {
 /// Bytes of one cached row in the K/V ring: 16-bit rows are read in place;
 /// FP8 rows land raw and are widened into a 16-bit tile before the MMAs.
 constexpr int prefillRingRowBytes(int headDim, int kvBytes) {
-  return kvBytes == 2 ? prefillRowStride(headDim) : prefillDimPad(headDim) * kvBytes;
+  return kvBytes == 2 ? prefillRowStride(headDim)
+                      : prefillDimPad(headDim) * kvBytes;
 }
 
 /// Dynamic shared memory of one CTA: the Q tile, the K/V ring of `stages`
@@ -44,8 +45,8 @@ constexpr int kSm90SmemPerBlock = 227 * 1024;
 /// K and V stage, full and empty for Q).
 constexpr int prefillSm90BaseBytes(int headDim, int mmaBytes, int blockM,
                                    int blockN, int stages) {
-  return 1024 + blockM * headDim * 2 + 2 * stages * blockN * headDim * mmaBytes +
-         (4 * stages + 2) * 8;
+  return 1024 + blockM * headDim * 2 +
+         2 * stages * blockN * headDim * mmaBytes + (4 * stages + 2) * 8;
 }
 
 /// Bytes of an FP8 raw ring of `raw` stages (templates/attn/prefill_sm90.cuh):
@@ -61,9 +62,10 @@ constexpr int prefillSm90RawBytes(int headDim, int blockN, int raw) {
 constexpr int prefillSm90RawStages(int headDim, int kvBytes, int mmaBytes,
                                    int blockM, int blockN, int stages) {
   int raw = kvBytes == 2 ? 0 : 4;
-  while (raw > 1 && prefillSm90BaseBytes(headDim, mmaBytes, blockM, blockN, stages) +
-                            prefillSm90RawBytes(headDim, blockN, raw) >
-                        kSm90SmemPerBlock)
+  while (raw > 1 &&
+         prefillSm90BaseBytes(headDim, mmaBytes, blockM, blockN, stages) +
+                 prefillSm90RawBytes(headDim, blockN, raw) >
+             kSm90SmemPerBlock)
     --raw;
   return raw;
 }

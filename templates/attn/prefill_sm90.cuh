@@ -1,4 +1,5 @@
-//===- prefill_sm90.cuh - ragged prefill on Hopper (wgmma + TMA) -*- CUDA -*-===//
+//===- prefill_sm90.cuh - ragged prefill on Hopper (wgmma + TMA) -*- CUDA
+//-*-===//
 //
 // FlashAttention-3-style ragged prefill for sm_90a. A CTA takes blockM query
 // rows of one request and one q head (a plan work item x grid.y), like the
@@ -88,8 +89,8 @@
 #define ATTN_TEMPLATES_PREFILL_SM90_CUH
 
 #include "attn/common.cuh"
-#include "attn/variant.cuh"
 #include "attn/prefill_layout.h"
+#include "attn/variant.cuh"
 #include "attn/wgmma.cuh"
 
 namespace attn {
@@ -111,8 +112,8 @@ template <class Config> struct PrefillSm90Traits {
   /// is transposed by the wideners (FP8 wgmma reads B K-major only).
   static constexpr bool kFP8Compute = Config::kFP8Compute;
   static constexpr bool kWiden = kFP8 && !kFP8Compute;
-  using MT = typename Conditional<kFP8, typename Conditional<kFP8Compute, KVT, __half>::type,
-                                  QT>::type;
+  using MT = typename Conditional<
+      kFP8, typename Conditional<kFP8Compute, KVT, __half>::type, QT>::type;
   static constexpr bool kQToHalf = kWiden && !IsSame<QT, __half>::value;
   static constexpr int kMmaBytes = kFP8Compute ? 1 : 2; // of Q, K and V tiles
   static constexpr int kHeadDim = Config::kHeadDim;
@@ -159,7 +160,8 @@ template <class Config> struct PrefillSm90Traits {
   /// bits, so O summed across tiles inside it would lose precision as keys
   /// grow).
   /// One part at head dim 128 (64 more registers fit); four of 64 at 256.
-  static constexpr int kPVPartN = kFP8Compute && kHeadDim == 256 ? 64 : kHeadDim;
+  static constexpr int kPVPartN =
+      kFP8Compute && kHeadDim == 256 ? 64 : kHeadDim;
   static_assert(!kFP8Compute || (kFP8 && kHeadDim >= 128),
                 "FP8 compute reads FP8 k/v at head dim 128 or 256");
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
@@ -169,7 +171,8 @@ template <class Config> struct PrefillSm90Traits {
   // 240; 64-key tiles (32 + 16) do.
   static_assert(kHeadDim < 256 || kBlockN == 64,
                 "64-key tiles at head dim 256 (registers)");
-  static_assert(kBlockM == 64 * kConsumers && kConsumers >= 1 && kConsumers <= 3,
+  static_assert(kBlockM == 64 * kConsumers && kConsumers >= 1 &&
+                    kConsumers <= 3,
                 "one to three consumer warpgroups of 64 query rows");
   /// Registers per thread after setmaxnreg, within what the CTA launched
   /// with (168 per thread at 384 threads, 128 at 512, 240 at 256): the
@@ -177,9 +180,11 @@ template <class Config> struct PrefillSm90Traits {
   /// (at 24 they spill) but at head dim 256, where O needs a consumer's
   /// 240; consumers take the rest: 240 for one or two, 160 for three, 8
   /// less each beside 40-register wideners.
-  static constexpr int kProducerRegs = kFP8 && (kHeadDim <= 128 || kFP8Compute) ? 40 : 24;
+  static constexpr int kProducerRegs =
+      kFP8 && (kHeadDim <= 128 || kFP8Compute) ? 40 : 24;
   static constexpr int kConsumerRegs =
-      (kConsumers == 3 ? 160 : 240) - (kProducerRegs == 40 && kConsumers > 1 ? 8 : 0);
+      (kConsumers == 3 ? 160 : 240) -
+      (kProducerRegs == 40 && kConsumers > 1 ? 8 : 0);
   // Three consumers: O (32 registers) and S of a 128-key tile (64) fit 160
   // at head dim 64 only.
   static_assert(kConsumers < 3 || kHeadDim == 64,
@@ -198,21 +203,24 @@ template <class Config> struct PrefillSm90Traits {
   /// x 128 bytes (a box each); paged, [8-row group][column block][8 rows]
   /// [128 bytes] (a box per page piece covers every column block). Both
   /// are 1024-byte swizzle atoms of 8 rows; these are the atoms' strides.
-  static constexpr uint32_t kKVColBlockBytes = Config::kPaged ? 1024 : kBlockN * 128;
-  static constexpr uint32_t kKVRowGroupBytes = Config::kPaged ? kColBlocks * 1024 : 1024;
+  static constexpr uint32_t kKVColBlockBytes =
+      Config::kPaged ? 1024 : kBlockN * 128;
+  static constexpr uint32_t kKVRowGroupBytes =
+      Config::kPaged ? kColBlocks * 1024 : 1024;
   /// Shared-memory offset of 16-byte chunk `chunk` (before the swizzle) of
   /// row `row` and column block `block` of a K/V tile.
-  static __device__ __forceinline__ uint32_t kvOffset(int row, int block, int chunk) {
-    return (row / 8) * kKVRowGroupBytes + block * kKVColBlockBytes + (row % 8) * 128 +
-           chunk * 16;
+  static __device__ __forceinline__ uint32_t kvOffset(int row, int block,
+                                                      int chunk) {
+    return (row / 8) * kKVRowGroupBytes + block * kKVColBlockBytes +
+           (row % 8) * 128 + chunk * 16;
   }
   /// Raw FP8 tiles (unswizzled 64-byte rows of 64 dims) in the same order
   /// at half the width: paged [8-row group][64-dim block][8 rows][64 bytes],
   /// ragged [64-dim block][blockN rows][64 bytes]. Byte offset of dim
   /// `dim` of row `row`; byte o widens to 16-bit offset 2 o of the tile.
   static __device__ __forceinline__ uint32_t rawOffset(int row, int dim) {
-    return Config::kPaged ? (row / 8) * (kHeadDim / 64) * 512 + (dim / 64) * 512 +
-                                (row % 8) * 64 + dim % 64
+    return Config::kPaged ? (row / 8) * (kHeadDim / 64) * 512 +
+                                (dim / 64) * 512 + (row % 8) * 64 + dim % 64
                           : (dim / 64) * kBlockN * 64 + row * 64 + dim % 64;
   }
 };
@@ -222,16 +230,19 @@ template <class Config> struct PrefillSm90Traits {
 //===----------------------------------------------------------------------===//
 
 __device__ __forceinline__ void mbarInit(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar),
+               "r"(count));
 }
 /// One arrival that also expects `bytes` of transactions (TMA) this phase.
 __device__ __forceinline__ void mbarArriveExpectTx(uint32_t bar, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
-               "r"(bytes)
-               : "memory");
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+      "r"(bytes)
+      : "memory");
 }
 __device__ __forceinline__ void mbarArrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar)
+               : "memory");
 }
 /// Waits until the phase of parity `parity` has completed. A fresh barrier
 /// counts the phase before its first (parity 1) as completed.
@@ -248,29 +259,31 @@ __device__ __forceinline__ void mbarWait(uint32_t bar, uint32_t parity) {
 
 /// \brief A 3-d tile (dim, head, token) of a tensor map into shared memory,
 /// completing on `bar`.
-__device__ __forceinline__ void tmaLoad3d(uint32_t dst, const TmaDescriptor *map,
+__device__ __forceinline__ void tmaLoad3d(uint32_t dst,
+                                          const TmaDescriptor *map,
                                           uint32_t bar, int dim, int head,
                                           int token) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(dim), "r"(head), "r"(token),
-      "r"(bar)
-      : "memory");
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes"
+               " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(dim), "r"(head),
+               "r"(token), "r"(bar)
+               : "memory");
 }
 
 /// \brief A box of a paged cache's 5-d tensor map (dim, 8 tokens, column
 /// block, 8-token group, page) from column block `block`, group `group`
 /// and page `page` (runtime/kernels/Prefill.cpp, encodePagesMap).
-__device__ __forceinline__ void tmaLoadPaged(uint32_t dst, const TmaDescriptor *map,
+__device__ __forceinline__ void tmaLoadPaged(uint32_t dst,
+                                             const TmaDescriptor *map,
                                              uint32_t bar, int block, int group,
                                              int page) {
-  asm volatile(
-      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %2, %3, %4, %5}], [%6];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(0), "r"(block), "r"(group),
-      "r"(page), "r"(bar)
-      : "memory");
+  asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes"
+               " [%0], [%1, {%2, %2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(0), "r"(block),
+               "r"(group), "r"(page), "r"(bar)
+               : "memory");
 }
 
 __device__ __forceinline__ void wgmmaFence() {
@@ -280,7 +293,8 @@ __device__ __forceinline__ void wgmmaCommit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 template <int kPending> __device__ __forceinline__ void wgmmaWait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending)
+               : "memory");
 }
 /// Keeps the compiler from moving accesses of accumulator registers across
 /// the asynchronous wgmma that reads or writes them.
@@ -302,7 +316,8 @@ __device__ __forceinline__ uint64_t smemDesc(uint32_t addr, uint32_t lbo,
 /// \brief A wgmma shared-memory descriptor of an unswizzled K-major operand
 /// of 8-row x 16-byte core matrices: `lbo` bytes between core matrices
 /// along K, `sbo` along M or N.
-__device__ __forceinline__ uint64_t smemDescPlain(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+__device__ __forceinline__ uint64_t smemDescPlain(uint32_t addr, uint32_t lbo,
+                                                  uint32_t sbo) {
   return uint64_t((addr & 0x3FFFF) >> 4) | uint64_t(lbo >> 4) << 16 |
          uint64_t(sbo >> 4) << 32;
 }
@@ -324,7 +339,8 @@ __device__ __forceinline__ void namedBarArrive(int id, int threads) {
 }
 /// Keeps the 16-bit P fragment of an in-flight wgmma live (and unmoved)
 /// until the wgmma that reads it has completed.
-template <int N> __device__ __forceinline__ void fenceRegs(uint32_t (&r)[N][4]) {
+template <int N>
+__device__ __forceinline__ void fenceRegs(uint32_t (&r)[N][4]) {
 #pragma unroll
   for (int i = 0; i < N; ++i)
 #pragma unroll
@@ -338,7 +354,8 @@ template <int N> __device__ __forceinline__ void fenceRegs(uint32_t (&r)[N][4]) 
 /// swizzle) is 2 o, so 16 raw bytes become two 16-byte chunks. The writes
 /// are made visible to the async proxy (wgmma) before the caller arrives.
 template <class Config, class T>
-__device__ __forceinline__ void widenFP8TileSm90(uint32_t dst, uint32_t raw, int thread) {
+__device__ __forceinline__ void widenFP8TileSm90(uint32_t dst, uint32_t raw,
+                                                 int thread) {
   using Tr = PrefillSm90Traits<Config>;
   // Two chunks in flight per thread where the registers allow (40).
 #pragma unroll(Tr::kProducerRegs >= 40 ? 2 : 1)
@@ -352,7 +369,8 @@ __device__ __forceinline__ void widenFP8TileSm90(uint32_t dst, uint32_t raw, int
       uint32_t out[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        out[j] = widenFP8Pair<typename Tr::KVT, T>(in[2 * half + j / 2] >> (16 * (j % 2)));
+        out[j] = widenFP8Pair<typename Tr::KVT, T>(in[2 * half + j / 2] >>
+                                                   (16 * (j % 2)));
       const uint32_t offset = 32 * i + 16 * half;
       asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
                        dst + (offset ^ ((offset >> 3) & 0x70))),
@@ -382,7 +400,8 @@ __device__ __forceinline__ int fp8VtSlot(int key) {
 /// at its dim's row. Lane groups start their 4 dims rotated (g / 2) so
 /// that each store covers 32 banks; odd quads read the odd key first.
 template <class Config>
-__device__ __forceinline__ void transposeFP8VTileSm90(uint32_t dst, uint32_t raw, int thread) {
+__device__ __forceinline__ void
+transposeFP8VTileSm90(uint32_t dst, uint32_t raw, int thread) {
   using Tr = PrefillSm90Traits<Config>;
   constexpr int D = Tr::kHeadDim, kSteps = (D / 32) * (Tr::kBlockN / 16);
   const int warp = thread / 32, lane = thread % 32;
@@ -391,7 +410,8 @@ __device__ __forceinline__ void transposeFP8VTileSm90(uint32_t dst, uint32_t raw
   const uint32_t rotSel = (0x32103210u >> (4 * rot)) & 0xFFFFu;
   const int odd = c & 1;
   // Selectors that pair bytes of keys (2c, 2c + 1) whichever was read first.
-  const uint32_t pairLo = odd ? 0x1504u : 0x5140u, pairHi = odd ? 0x3726u : 0x7362u;
+  const uint32_t pairLo = odd ? 0x1504u : 0x5140u,
+                 pairHi = odd ? 0x3726u : 0x7362u;
   for (int step = warp; step < kSteps; step += Tr::kWideners / 32) {
     const int d0 = (step % (D / 32)) * 32 + dLane, k16 = step / (D / 32);
     auto rawAddr = [&](int key) { return raw + Tr::rawOffset(key, d0); };
@@ -404,8 +424,10 @@ __device__ __forceinline__ void transposeFP8VTileSm90(uint32_t dst, uint32_t raw
                    : "r"(rawAddr(k0 + (m / 2) * 8 + ((m % 2) ^ odd))));
       w[m] = prmt(w[m], 0, rotSel); // byte j: dim d0 + (j + rot) % 4
     }
-    const uint32_t lo01 = prmt(w[0], w[1], pairLo), hi01 = prmt(w[0], w[1], pairHi);
-    const uint32_t lo89 = prmt(w[2], w[3], pairLo), hi89 = prmt(w[2], w[3], pairHi);
+    const uint32_t lo01 = prmt(w[0], w[1], pairLo),
+                   hi01 = prmt(w[0], w[1], pairHi);
+    const uint32_t lo89 = prmt(w[2], w[3], pairLo),
+                   hi89 = prmt(w[2], w[3], pairHi);
     uint32_t out[4]; // dim d0 + (j + rot) % 4, keys k0, k0 + 1, k0 + 8, k0 + 9
     out[0] = prmt(lo01, lo89, 0x5410);
     out[1] = prmt(lo01, lo89, 0x7632);
@@ -414,17 +436,19 @@ __device__ __forceinline__ void transposeFP8VTileSm90(uint32_t dst, uint32_t raw
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int d = d0 + ((j + rot) & 3);
-      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(dst + (d / 8) * Tr::kVtGroupBytes +
-                                                       k16 * 128 + (d % 8) * 16 + 4 * c),
-                   "r"(out[j])
-                   : "memory");
+      asm volatile(
+          "st.shared.u32 [%0], %1;\n" ::"r"(dst + (d / 8) * Tr::kVtGroupBytes +
+                                            k16 * 128 + (d % 8) * 16 + 4 * c),
+          "r"(out[j])
+          : "memory");
     }
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
 /// Four fp32 values to e4m3 with saturation, in one register (a in bits 0-7).
-__device__ __forceinline__ uint32_t packE4M3x4(float a, float b, float c, float d) {
+__device__ __forceinline__ uint32_t packE4M3x4(float a, float b, float c,
+                                               float d) {
   uint32_t r;
   asm("{.reg .b16 lo, hi;\n"
       " cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
@@ -486,8 +510,8 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   constexpr int kAblate = ATTN_SM90_ABLATE;
 
   // Work: a grid of (work items, q heads) gives each CTA one (item, head)
-  // pair; a grid of one row (persistent, runtime/kernels/Prefill.cpp) makes each
-  // CTA loop over the pairs w = item * heads + head, heaviest items first:
+  // pair; a grid of one row (persistent, runtime/kernels/Prefill.cpp) makes
+  // each CTA loop over the pairs w = item * heads + head, heaviest items first:
   // in round n CTA b takes pair n * grid + b (a snake order, reversed in odd
   // rounds, measured no better). The K/V rings and their barriers run on
   // across a CTA's pairs (`base` counts the tiles of the earlier ones);
@@ -525,11 +549,12 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
       kvEnd = max(0, min(kvEnd, lastPos + 1));
     if constexpr (Config::kSlidingWindow)
       kvBegin = max(0, it.firstPos - p.windowLeft) / kBlockN * kBlockN;
-    Variant<Config>::template narrowKeys<kBlockN>(
-        kvBegin, kvEnd, it.work.request, it.firstPos, lastPos, it.qHead,
-        it.qHead);
+    Variant<Config>::template narrowKeys<kBlockN>(kvBegin, kvEnd,
+                                                  it.work.request, it.firstPos,
+                                                  lastPos, it.qHead, it.qHead);
     it.kvBegin = kvBegin;
-    it.numTiles = kvEnd > kvBegin ? (kvEnd - kvBegin + kBlockN - 1) / kBlockN : 0;
+    it.numTiles =
+        kvEnd > kvBegin ? (kvEnd - kvBegin + kBlockN - 1) / kBlockN : 0;
     return it;
   };
 #define ATTN_SM90_ITEM_LOCALS                                                  \
@@ -566,12 +591,16 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   // widener has read it. After the last tile the producer sets rawDone to
   // the tile count + 1 and completes the next K slot without a copy.
   auto rawFullBar = [&](int s) { return qEmptyBar + 8 + 8 * s; };
-  auto rawEmptyBar = [&](int s) { return qEmptyBar + 8 + 8 * (Tr::kRawSlots + s); };
+  auto rawEmptyBar = [&](int s) {
+    return qEmptyBar + 8 + 8 * (Tr::kRawSlots + s);
+  };
   const uint32_t rawDone = qEmptyBar + 8 + 16 * Tr::kRawSlots;
   // Raw slot j (K of tile i at j = 2i, its V at 2i + 1): address, barrier
   // slot and the parity of its phase.
   auto rawSlot = [&](int j) { return j % Tr::kRawSlots; };
-  auto rawTile = [&](int j) { return rawSmem + rawSlot(j) * Tr::kRawTileBytes; };
+  auto rawTile = [&](int j) {
+    return rawSmem + rawSlot(j) * Tr::kRawTileBytes;
+  };
   auto rawParity = [&](int j) { return uint32_t(j / Tr::kRawSlots) & 1; };
 
   const int warpGroup = threadIdx.x / 128;
@@ -609,7 +638,8 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
         constexpr bool kWork = !(kAblate & kAblateWiden);
         const int thread = threadIdx.x - 32;
         // Raw slot j into stage `tile` behind barriers `empty` and `full`.
-        auto fill = [&](int j, uint32_t tile, uint32_t empty, uint32_t full, uint32_t parity) {
+        auto fill = [&](int j, uint32_t tile, uint32_t empty, uint32_t full,
+                        uint32_t parity) {
           mbarWait(empty, parity);
           if constexpr (kWork && Tr::kFP8Compute)
             transposeFP8VTileSm90<Config>(tile, rawTile(j), thread);
@@ -624,15 +654,21 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
           const int j = Tr::kRawPerTile * i; // K's slot, or FP8 compute's V
           mbarWait(rawFullBar(rawSlot(j)), rawParity(j));
           uint32_t done;
-          asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(done) : "r"(rawDone) : "memory");
+          asm volatile("ld.shared.u32 %0, [%1];\n"
+                       : "=r"(done)
+                       : "r"(rawDone)
+                       : "memory");
           if (done == uint32_t(i) + 1) // the stop, not a tile
             return;
           if constexpr (Tr::kWiden) {
-            fill(j, kSmem + s * Tr::kKVTileBytes, kEmptyBar(s), kFullBar(s), parity);
+            fill(j, kSmem + s * Tr::kKVTileBytes, kEmptyBar(s), kFullBar(s),
+                 parity);
             mbarWait(rawFullBar(rawSlot(j + 1)), rawParity(j + 1));
-            fill(j + 1, vSmem + s * Tr::kKVTileBytes, vEmptyBar(s), vFullBar(s), parity);
+            fill(j + 1, vSmem + s * Tr::kKVTileBytes, vEmptyBar(s), vFullBar(s),
+                 parity);
           } else {
-            fill(j, vSmem + s * Tr::kKVTileBytes, vEmptyBar(s), vFullBar(s), parity);
+            fill(j, vSmem + s * Tr::kKVTileBytes, vEmptyBar(s), vFullBar(s),
+                 parity);
           }
         }
       }
@@ -671,139 +707,143 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
       return;
     int base = 0; // tiles of the earlier pairs: the rings' running index
     for (int n = 0, w = pairOf(0); w < total; w = pairOf(++n)) {
-    ATTN_SM90_ITEM_LOCALS
-    const int qToken = work.qStart + work.tileBegin;
-    // Q of pair n, once the consumers have released pair n - 1's;
-    // issued after K of the first tile so that one flies meanwhile.
-    auto loadQ = [&] {
-      if (n > 0)
-        mbarWait(qEmptyBar, (n - 1) & 1);
-      mbarArriveExpectTx(qBar, Tr::kConsumers * Tr::kQLoadBytes);
+      ATTN_SM90_ITEM_LOCALS
+      const int qToken = work.qStart + work.tileBegin;
+      // Q of pair n, once the consumers have released pair n - 1's;
+      // issued after K of the first tile so that one flies meanwhile.
+      auto loadQ = [&] {
+        if (n > 0)
+          mbarWait(qEmptyBar, (n - 1) & 1);
+        mbarArriveExpectTx(qBar, Tr::kConsumers * Tr::kQLoadBytes);
 #pragma unroll
-      for (int g = 0; g < Tr::kConsumers; ++g)
+        for (int g = 0; g < Tr::kConsumers; ++g)
 #pragma unroll
-        for (int c = 0; c < Tr::kQBoxes; ++c)
-          tmaLoad3d(qSmem + g * Tr::kQWGBytes + c * 64 * 128, &sp.qMap, qBar,
-                    c * Tr::kQBoxDims, qHead, qToken + g * 64);
-    };
-    if (numTiles == 0)
-      loadQ();
-    // Paged: the request's page-table row (from kvStart) and its pages in
-    // use.
-    constexpr int kBoxes = kBlockN / Tr::kBoxRows;
-    const int32_t *pageRow = nullptr;
-    int pagesUsed = 0;
-    if constexpr (Config::kPaged) {
-      pageRow = p.pageTables + int64_t(work.request) * p.pageTableStride +
-                work.kvStart / Config::kPageSize;
-      pagesUsed = (work.kvLen + Config::kPageSize - 1) / Config::kPageSize;
-    }
-    // Paged: box of the page piece at token `offset` of page `page` into
-    // `dst` (every column block; `colBlocks` of them per row in the map).
-    // NHD's maps index (head, column block) as one dim, HND's (head, token
-    // group).
-    auto loadBox = [&](const TmaDescriptor *map, int colBlocks, uint32_t dst, uint32_t bar,
-                       int offset, int page) {
-      if constexpr (Config::kLayoutHND)
-        tmaLoadPaged(dst, map, bar, 0, kvHead * (Config::kPageSize / 8) + offset / 8, page);
-      else
-        tmaLoadPaged(dst, map, bar, kvHead * colBlocks, offset / 8, page);
-    };
-    constexpr uint32_t kBoxBytes = Tr::kBoxRows * D * sizeof(typename Tr::KVT);
-    // One tile of `map` into `tile`: kBoxes boxes of kBoxRows rows
-    // (paged), or one box of blockN rows per 128-byte column block
-    // (ragged). Raw FP8 tiles have 64-byte rows of 64 dims per column
-    // block (Tr::rawOffset).
-    auto loadTile = [&](const TmaDescriptor *map, uint32_t tile, uint32_t bar,
-                        int token, const int (&pages)[kBoxes],
-                        const int (&offsets)[kBoxes], bool raw = false) {
+          for (int c = 0; c < Tr::kQBoxes; ++c)
+            tmaLoad3d(qSmem + g * Tr::kQWGBytes + c * 64 * 128, &sp.qMap, qBar,
+                      c * Tr::kQBoxDims, qHead, qToken + g * 64);
+      };
+      if (numTiles == 0)
+        loadQ();
+      // Paged: the request's page-table row (from kvStart) and its pages in
+      // use.
+      constexpr int kBoxes = kBlockN / Tr::kBoxRows;
+      const int32_t *pageRow = nullptr;
+      int pagesUsed = 0;
       if constexpr (Config::kPaged) {
-#pragma unroll
-        for (int b = 0; b < kBoxes; ++b)
-          loadBox(map, raw ? D / 64 : Tr::kColBlocks, tile + b * kBoxBytes, bar, offsets[b],
-                  pages[b]);
-      } else if (raw) {
-#pragma unroll
-        for (int c = 0; c < D / 64; ++c)
-          tmaLoad3d(tile + c * kBlockN * 64, map, bar, c * 64, kvHead, token);
-      } else {
-#pragma unroll
-        for (int c = 0; c < Tr::kColBlocks; ++c)
-          tmaLoad3d(tile + c * Tr::kKVColBlockBytes, map, bar, c * (128 / Tr::kMmaBytes),
-                    kvHead, token);
+        pageRow = p.pageTables + int64_t(work.request) * p.pageTableStride +
+                  work.kvStart / Config::kPageSize;
+        pagesUsed = (work.kvLen + Config::kPageSize - 1) / Config::kPageSize;
       }
-    };
-    for (int t = 0; t < numTiles; ++t) {
-      const int s = (base + t) % kStages;
-      const uint32_t parity = (((base + t) / kStages) & 1) ^ 1;
-      const int token = work.kvStart + kvBegin + t * kBlockN;
-      const bool load = !(kAblate & kAblateLoads) || t < kStages;
-      // Paged: each box's page (-1, read as zeros, past the last page)
-      // and its first token in the page; K and V share them.
-      int pages[kBoxes], offsets[kBoxes];
-#pragma unroll
-      for (int b = 0; b < kBoxes; ++b) {
-        pages[b] = -1;
-        offsets[b] = 0;
+      // Paged: box of the page piece at token `offset` of page `page` into
+      // `dst` (every column block; `colBlocks` of them per row in the map).
+      // NHD's maps index (head, column block) as one dim, HND's (head, token
+      // group).
+      auto loadBox = [&](const TmaDescriptor *map, int colBlocks, uint32_t dst,
+                         uint32_t bar, int offset, int page) {
+        if constexpr (Config::kLayoutHND)
+          tmaLoadPaged(dst, map, bar, 0,
+                       kvHead * (Config::kPageSize / 8) + offset / 8, page);
+        else
+          tmaLoadPaged(dst, map, bar, kvHead * colBlocks, offset / 8, page);
+      };
+      constexpr uint32_t kBoxBytes =
+          Tr::kBoxRows * D * sizeof(typename Tr::KVT);
+      // One tile of `map` into `tile`: kBoxes boxes of kBoxRows rows
+      // (paged), or one box of blockN rows per 128-byte column block
+      // (ragged). Raw FP8 tiles have 64-byte rows of 64 dims per column
+      // block (Tr::rawOffset).
+      auto loadTile = [&](const TmaDescriptor *map, uint32_t tile, uint32_t bar,
+                          int token, const int(&pages)[kBoxes],
+                          const int(&offsets)[kBoxes], bool raw = false) {
         if constexpr (Config::kPaged) {
-          const int key = kvBegin + t * kBlockN + b * Tr::kBoxRows;
-          const int index = key / Config::kPageSize;
-          if (load && index < pagesUsed)
-            pages[b] = pageRow[index];
-          offsets[b] = key % Config::kPageSize;
-        }
-      }
-      // Raw tile j of `map` into its slot (FP8), completing on the slot's
-      // barrier; the wideners fill the stages.
-      auto loadRaw = [&](const TmaDescriptor *map, int j) {
-        mbarWait(rawEmptyBar(rawSlot(j)), rawParity(j) ^ 1);
-        if (load) {
-          mbarArriveExpectTx(rawFullBar(rawSlot(j)), Tr::kRawTileBytes);
-          loadTile(map, rawTile(j), rawFullBar(rawSlot(j)), token, pages, offsets, true);
+#pragma unroll
+          for (int b = 0; b < kBoxes; ++b)
+            loadBox(map, raw ? D / 64 : Tr::kColBlocks, tile + b * kBoxBytes,
+                    bar, offsets[b], pages[b]);
+        } else if (raw) {
+#pragma unroll
+          for (int c = 0; c < D / 64; ++c)
+            tmaLoad3d(tile + c * kBlockN * 64, map, bar, c * 64, kvHead, token);
         } else {
-          mbarArrive(rawFullBar(rawSlot(j)));
+#pragma unroll
+          for (int c = 0; c < Tr::kColBlocks; ++c)
+            tmaLoad3d(tile + c * Tr::kKVColBlockBytes, map, bar,
+                      c * (128 / Tr::kMmaBytes), kvHead, token);
         }
       };
-      if constexpr (Tr::kWiden) {
-        // K, then V, each into its raw slot.
-        loadRaw(&sp.kMap, 2 * (base + t));
-        if (t == 0)
-          loadQ();
-        loadRaw(&sp.vMap, 2 * (base + t) + 1);
-      } else {
-        // A K or V tile of `map` straight into stage s of its ring.
-        auto loadStage = [&](const TmaDescriptor *map, uint32_t ring, uint32_t full,
-                             uint32_t empty) {
-          mbarWait(empty, parity);
-          if (load) {
-            mbarArriveExpectTx(full, Tr::kKVTileBytes);
-            loadTile(map, ring + s * Tr::kKVTileBytes, full, token, pages, offsets);
-          } else {
-            mbarArrive(full);
-          }
-        };
-        loadStage(&sp.kMap, kSmem, kFullBar(s), kEmptyBar(s));
-        if (t == 0)
-          loadQ();
-        if constexpr (Tr::kFP8Compute)
-          loadRaw(&sp.vMap, base + t);
-        else
-          loadStage(&sp.vMap, vSmem, vFullBar(s), vEmptyBar(s));
-      }
-      // FP8 caches (whose warps 1-3 widen): a page id outside the cache is
-      // reported once its copies are issued; TMA read it as zeros, as the
-      // tensor maps end at the cache's last page.
-      if constexpr (Config::kPaged && Tr::kFP8) {
+      for (int t = 0; t < numTiles; ++t) {
+        const int s = (base + t) % kStages;
+        const uint32_t parity = (((base + t) / kStages) & 1) ^ 1;
+        const int token = work.kvStart + kvBegin + t * kBlockN;
+        const bool load = !(kAblate & kAblateLoads) || t < kStages;
+        // Paged: each box's page (-1, read as zeros, past the last page)
+        // and its first token in the page; K and V share them.
+        int pages[kBoxes], offsets[kBoxes];
 #pragma unroll
         for (int b = 0; b < kBoxes; ++b) {
-          const int index =
-              (kvBegin + t * kBlockN + b * Tr::kBoxRows) / Config::kPageSize;
-          if (load && index < pagesUsed && uint32_t(pages[b]) > p.lastPage)
-            reportPageId(p.pageIdError, pages[b], work.request);
+          pages[b] = -1;
+          offsets[b] = 0;
+          if constexpr (Config::kPaged) {
+            const int key = kvBegin + t * kBlockN + b * Tr::kBoxRows;
+            const int index = key / Config::kPageSize;
+            if (load && index < pagesUsed)
+              pages[b] = pageRow[index];
+            offsets[b] = key % Config::kPageSize;
+          }
+        }
+        // Raw tile j of `map` into its slot (FP8), completing on the slot's
+        // barrier; the wideners fill the stages.
+        auto loadRaw = [&](const TmaDescriptor *map, int j) {
+          mbarWait(rawEmptyBar(rawSlot(j)), rawParity(j) ^ 1);
+          if (load) {
+            mbarArriveExpectTx(rawFullBar(rawSlot(j)), Tr::kRawTileBytes);
+            loadTile(map, rawTile(j), rawFullBar(rawSlot(j)), token, pages,
+                     offsets, true);
+          } else {
+            mbarArrive(rawFullBar(rawSlot(j)));
+          }
+        };
+        if constexpr (Tr::kWiden) {
+          // K, then V, each into its raw slot.
+          loadRaw(&sp.kMap, 2 * (base + t));
+          if (t == 0)
+            loadQ();
+          loadRaw(&sp.vMap, 2 * (base + t) + 1);
+        } else {
+          // A K or V tile of `map` straight into stage s of its ring.
+          auto loadStage = [&](const TmaDescriptor *map, uint32_t ring,
+                               uint32_t full, uint32_t empty) {
+            mbarWait(empty, parity);
+            if (load) {
+              mbarArriveExpectTx(full, Tr::kKVTileBytes);
+              loadTile(map, ring + s * Tr::kKVTileBytes, full, token, pages,
+                       offsets);
+            } else {
+              mbarArrive(full);
+            }
+          };
+          loadStage(&sp.kMap, kSmem, kFullBar(s), kEmptyBar(s));
+          if (t == 0)
+            loadQ();
+          if constexpr (Tr::kFP8Compute)
+            loadRaw(&sp.vMap, base + t);
+          else
+            loadStage(&sp.vMap, vSmem, vFullBar(s), vEmptyBar(s));
+        }
+        // FP8 caches (whose warps 1-3 widen): a page id outside the cache is
+        // reported once its copies are issued; TMA read it as zeros, as the
+        // tensor maps end at the cache's last page.
+        if constexpr (Config::kPaged && Tr::kFP8) {
+#pragma unroll
+          for (int b = 0; b < kBoxes; ++b) {
+            const int index =
+                (kvBegin + t * kBlockN + b * Tr::kBoxRows) / Config::kPageSize;
+            if (load && index < pagesUsed && uint32_t(pages[b]) > p.lastPage)
+              reportPageId(p.pageIdError, pages[b], work.request);
+          }
         }
       }
-    }
-    base += numTiles;
+      base += numTiles;
     }
     if constexpr (Tr::kFP8) {
       // The wideners' stop: the K slot of tile `base`, completed without a
@@ -811,7 +851,8 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
       // it too, and go on).
       const int j = Tr::kRawPerTile * base;
       mbarWait(rawEmptyBar(rawSlot(j)), rawParity(j) ^ 1);
-      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(rawDone), "r"(base + 1) : "memory");
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(rawDone), "r"(base + 1)
+                   : "memory");
       mbarArrive(rawFullBar(rawSlot(j)));
     }
     return;
@@ -829,476 +870,495 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   constexpr int kOTiles = D / 8;
   int base = 0; // tiles of the earlier pairs: the rings' running index
   for (int n = 0, w = pairOf(0); w < total; w = pairOf(++n)) {
-  ATTN_SM90_ITEM_LOCALS
+    ATTN_SM90_ITEM_LOCALS
 
-  const int warpRow0 = g * 64 + warp * 16; // first row of this warp
-  int rowPos[2];
-  rowPos[0] = firstPos + warpRow0 + r;
-  rowPos[1] = rowPos[0] + 8;
-  // The q head's per-head table values, loaded before the key loop.
-  const typename Variant<Config>::Row headValues =
-      Variant<Config>::row(p, work.request, qHead);
-  float qkScale, vDequant;
-  prefillScales<typename Tr::KVT, Config::kPerHeadKVScale>(p, kvHead, qkScale, vDequant);
-  constexpr bool kPlainScores = Variant<Config>::kPlainScores;
-  // Per row (h: rows r and r + 8): FP8 compute quantizes each Q row with
-  // its own scale, which its scores take back.
-  float qkScales[2] = {qkScale, qkScale};
-  float expScales[2];
-  auto setExpScales = [&] {
-    for (int h = 0; h < 2; ++h)
-      expScales[h] = kPlainScores ? qkScales[h] * kLog2e : 1.f;
-  };
-  setExpScales();
-  // FP8 compute: P is 2^8 times its value (e4m3 keeps its 3 bits down to
-  // 2^-6 of that, not of 1), and so are l and O until the end.
-  constexpr float kPScale = Tr::kFP8Compute ? 256.f : 1.f;
-  constexpr float kPLog2 = Tr::kFP8Compute ? 8.f : 0.f;
+    const int warpRow0 = g * 64 + warp * 16; // first row of this warp
+    int rowPos[2];
+    rowPos[0] = firstPos + warpRow0 + r;
+    rowPos[1] = rowPos[0] + 8;
+    // The q head's per-head table values, loaded before the key loop.
+    const typename Variant<Config>::Row headValues =
+        Variant<Config>::row(p, work.request, qHead);
+    float qkScale, vDequant;
+    prefillScales<typename Tr::KVT, Config::kPerHeadKVScale>(p, kvHead, qkScale,
+                                                             vDequant);
+    constexpr bool kPlainScores = Variant<Config>::kPlainScores;
+    // Per row (h: rows r and r + 8): FP8 compute quantizes each Q row with
+    // its own scale, which its scores take back.
+    float qkScales[2] = {qkScale, qkScale};
+    float expScales[2];
+    auto setExpScales = [&] {
+      for (int h = 0; h < 2; ++h)
+        expScales[h] = kPlainScores ? qkScales[h] * kLog2e : 1.f;
+    };
+    setExpScales();
+    // FP8 compute: P is 2^8 times its value (e4m3 keeps its 3 bits down to
+    // 2^-6 of that, not of 1), and so are l and O until the end.
+    constexpr float kPScale = Tr::kFP8Compute ? 256.f : 1.f;
+    constexpr float kPLog2 = Tr::kFP8Compute ? 8.f : 0.f;
 
-  float o[kORegs];
+    float o[kORegs];
 #pragma unroll
-  for (int i = 0; i < kORegs; ++i)
-    o[i] = 0.f;
-  float mRun[2] = {negInf(), negInf()}, lRun[2] = {0.f, 0.f};
-  float sAcc[kSRegs];
-  // P's A fragments: 16-bit, 16 keys each; FP8 compute, 32 keys each.
-  uint32_t pa[kBlockN / (Tr::kFP8Compute ? 32 : 16)][4];
-  float pv[Tr::kFP8Compute ? Tr::kPVPartN / 2 : 1]; // FP8 compute: one part of P V
-  float corrs[2] = {1.f, 1.f};
+    for (int i = 0; i < kORegs; ++i)
+      o[i] = 0.f;
+    float mRun[2] = {negInf(), negInf()}, lRun[2] = {0.f, 0.f};
+    float sAcc[kSRegs];
+    // P's A fragments: 16-bit, 16 keys each; FP8 compute, 32 keys each.
+    uint32_t pa[kBlockN / (Tr::kFP8Compute ? 32 : 16)][4];
+    float pv[Tr::kFP8Compute ? Tr::kPVPartN / 2
+                             : 1]; // FP8 compute: one part of P V
+    float corrs[2] = {1.f, 1.f};
 
-  const uint32_t qTile = qSmem + g * Tr::kQWGBytes;
+    const uint32_t qTile = qSmem + g * Tr::kQWGBytes;
 
-  // Ping-pong (two consumers): consumer g issues its wgmma only after the
-  // other has issued its own (named barrier 1 + g, 256 threads: its 128
-  // syncing and the other's 128 arriving); consumer 1 lets consumer 0 go
-  // first.
-  constexpr bool kPingPong = D >= 128 && Tr::kConsumers == 2;
-  auto issueBegin = [&] {
+    // Ping-pong (two consumers): consumer g issues its wgmma only after the
+    // other has issued its own (named barrier 1 + g, 256 threads: its 128
+    // syncing and the other's 128 arriving); consumer 1 lets consumer 0 go
+    // first.
+    constexpr bool kPingPong = D >= 128 && Tr::kConsumers == 2;
+    auto issueBegin = [&] {
+      if constexpr (kPingPong)
+        namedBarSync(1 + g, 256);
+    };
+    auto issueEnd = [&](bool last) {
+      // Consumer 1's init arrival is balanced by skipping its last one.
+      if constexpr (kPingPong)
+        if (!(last && g == 1))
+          namedBarArrive(2 - g, 256);
+    };
     if constexpr (kPingPong)
-      namedBarSync(1 + g, 256);
-  };
-  auto issueEnd = [&](bool last) {
-    // Consumer 1's init arrival is balanced by skipping its last one.
-    if constexpr (kPingPong)
-      if (!(last && g == 1))
-        namedBarArrive(2 - g, 256);
-  };
-  if constexpr (kPingPong)
-    if (g == 1 && numTiles > 0)
-      namedBarArrive(1, 256);
+      if (g == 1 && numTiles > 0)
+        namedBarArrive(1, 256);
 
-  // S = Q K^T of tile t: head-dim steps of 16 (32 bytes) inside each
-  // 128-byte swizzled column block; one commit group.
-  auto issueQK = [&](int t) {
-    const uint32_t kTile = kSmem + ((base + t) % kStages) * Tr::kKVTileBytes;
-    fenceRegs(sAcc);
-    wgmmaFence();
-    if constexpr (!(kAblate & kAblateQK)) {
-#pragma unroll
-      for (int k = 0; k < Tr::kColBlocks * 4; ++k) {
-        const uint32_t colOffset = (k / 4) * 128, inRow = (k % 4) * 32;
-        const uint64_t a = smemDesc(qTile + colOffset * 64 + inRow, 16);
-        const uint64_t b =
-            smemDesc(kTile + (k / 4) * Tr::kKVColBlockBytes + inRow, 16, Tr::kKVRowGroupBytes);
-        if constexpr (Tr::kFP8Compute)
-          WgmmaFP8<typename Tr::KVT, kBlockN>::ss(sAcc, a, b, k > 0);
-        else
-          Wgmma<typename Tr::MT, kBlockN>::ss(sAcc, a, b, k > 0);
-      }
-    }
-    wgmmaCommit();
-  };
-  // O += P V of tile t: key steps of 16 rows (two 8-row groups of every
-  // column block); one commit group.
-  // FP8 compute: part `part` of the head dims into pv (or, with
-  // kAblateOneLevel, straight into O); key steps of 32 over V^T.
-  constexpr bool kOneLevel = Tr::kFP8Compute && (kAblate & kAblateOneLevel);
-  constexpr int kPartRegs = Tr::kPVPartN / 2;
-  auto issuePV = [&](int t, int part = 0) {
-    const uint32_t vTile = vSmem + ((base + t) % kStages) * Tr::kKVTileBytes;
-    if constexpr (Tr::kFP8Compute) {
-      float(&acc)[kPartRegs] =
-          *reinterpret_cast<float(*)[kPartRegs]>(kOneLevel ? o + part * kPartRegs : pv);
-      fenceRegs(acc);
+    // S = Q K^T of tile t: head-dim steps of 16 (32 bytes) inside each
+    // 128-byte swizzled column block; one commit group.
+    auto issueQK = [&](int t) {
+      const uint32_t kTile = kSmem + ((base + t) % kStages) * Tr::kKVTileBytes;
+      fenceRegs(sAcc);
       wgmmaFence();
-      if constexpr (!(kAblate & kAblatePV)) {
+      if constexpr (!(kAblate & kAblateQK)) {
 #pragma unroll
-        for (int kk = 0; kk < kBlockN / 32; ++kk)
-          WgmmaFP8<typename Tr::KVT, Tr::kPVPartN>::rs(
-              acc, pa[kk],
-              smemDescPlain(vTile + kk * 256 + part * (Tr::kPVPartN / 8) * Tr::kVtGroupBytes,
-                            128, Tr::kVtGroupBytes),
-              kOneLevel || kk > 0);
-      }
-    } else {
-      fenceRegs(o);
-      wgmmaFence();
-      if constexpr (!(kAblate & kAblatePV)) {
-#pragma unroll
-        for (int kk = 0; kk < kBlockN / 16; ++kk)
-          Wgmma<typename Tr::MT, D>::rs(o, pa[kk],
-                           smemDesc(vTile + kk * 2 * Tr::kKVRowGroupBytes, Tr::kKVColBlockBytes,
-                                    Tr::kKVRowGroupBytes),
-                           1);
-      }
-    }
-    wgmmaCommit();
-  };
-  // Once the P V wgmma of tile t (part 0) has completed: FP8 compute adds
-  // it to O, then runs and adds the other parts one by one.
-  auto finishPV = [&](int t) {
-    if constexpr (Tr::kFP8Compute) {
-#pragma unroll
-      for (int part = 0; part < D / Tr::kPVPartN; ++part) {
-        if (part > 0) {
-          issuePV(t, part);
-          wgmmaWait<0>();
+        for (int k = 0; k < Tr::kColBlocks * 4; ++k) {
+          const uint32_t colOffset = (k / 4) * 128, inRow = (k % 4) * 32;
+          const uint64_t a = smemDesc(qTile + colOffset * 64 + inRow, 16);
+          const uint64_t b =
+              smemDesc(kTile + (k / 4) * Tr::kKVColBlockBytes + inRow, 16,
+                       Tr::kKVRowGroupBytes);
+          if constexpr (Tr::kFP8Compute)
+            WgmmaFP8<typename Tr::KVT, kBlockN>::ss(sAcc, a, b, k > 0);
+          else
+            Wgmma<typename Tr::MT, kBlockN>::ss(sAcc, a, b, k > 0);
         }
-        fenceRegs(pv);
-        fenceRegs(o);
-        if constexpr (!kOneLevel)
-#pragma unroll
-          for (int i = 0; i < kPartRegs; ++i)
-            o[part * kPartRegs + i] += pv[i];
       }
-    }
-    fenceRegs(o);
-  };
-
-  // Score modifiers, masks, online softmax (as prefill.cuh) of tile t, in
-  // place: sAcc becomes P (unnormalized, fp32); corrs gets the factors
-  // that rescale O.
-  auto softmax = [&](int t) {
-    if constexpr (kAblate & kAblateSoftmax)
-      return;
-    const int tileStart = kvBegin + t * kBlockN;
-    const int warpFirstPos = firstPos + warpRow0;
-    const int warpLastPos = warpFirstPos + 15;
-    const bool needMask =
-        Variant<Config>::maskModMayHide(work.request, warpFirstPos, warpLastPos,
-                                        tileStart, tileStart + kBlockN - 1,
-                                        qHead) ||
-        tileStart + kBlockN > work.kvLen ||
-        (Config::kCausal && tileStart + kBlockN - 1 > warpFirstPos) ||
-        (Config::kSlidingWindow && tileStart < warpLastPos - p.windowLeft);
+      wgmmaCommit();
+    };
+    // O += P V of tile t: key steps of 16 rows (two 8-row groups of every
+    // column block); one commit group.
+    // FP8 compute: part `part` of the head dims into pv (or, with
+    // kAblateOneLevel, straight into O); key steps of 32 over V^T.
+    constexpr bool kOneLevel = Tr::kFP8Compute && (kAblate & kAblateOneLevel);
+    constexpr int kPartRegs = Tr::kPVPartN / 2;
+    auto issuePV = [&](int t, int part = 0) {
+      const uint32_t vTile = vSmem + ((base + t) % kStages) * Tr::kKVTileBytes;
+      if constexpr (Tr::kFP8Compute) {
+        float(&acc)[kPartRegs] = *reinterpret_cast<float(*)[kPartRegs]>(
+            kOneLevel ? o + part * kPartRegs : pv);
+        fenceRegs(acc);
+        wgmmaFence();
+        if constexpr (!(kAblate & kAblatePV)) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      auto scoresOf = [&](auto maskTag) {
-        float tmax = negInf();
+          for (int kk = 0; kk < kBlockN / 32; ++kk)
+            WgmmaFP8<typename Tr::KVT, Tr::kPVPartN>::rs(
+                acc, pa[kk],
+                smemDescPlain(vTile + kk * 256 +
+                                  part * (Tr::kPVPartN / 8) * Tr::kVtGroupBytes,
+                              128, Tr::kVtGroupBytes),
+                kOneLevel || kk > 0);
+        }
+      } else {
+        fenceRegs(o);
+        wgmmaFence();
+        if constexpr (!(kAblate & kAblatePV)) {
+#pragma unroll
+          for (int kk = 0; kk < kBlockN / 16; ++kk)
+            Wgmma<typename Tr::MT, D>::rs(
+                o, pa[kk],
+                smemDesc(vTile + kk * 2 * Tr::kKVRowGroupBytes,
+                         Tr::kKVColBlockBytes, Tr::kKVRowGroupBytes),
+                1);
+        }
+      }
+      wgmmaCommit();
+    };
+    // Once the P V wgmma of tile t (part 0) has completed: FP8 compute adds
+    // it to O, then runs and adds the other parts one by one.
+    auto finishPV = [&](int t) {
+      if constexpr (Tr::kFP8Compute) {
+#pragma unroll
+        for (int part = 0; part < D / Tr::kPVPartN; ++part) {
+          if (part > 0) {
+            issuePV(t, part);
+            wgmmaWait<0>();
+          }
+          fenceRegs(pv);
+          fenceRegs(o);
+          if constexpr (!kOneLevel)
+#pragma unroll
+            for (int i = 0; i < kPartRegs; ++i)
+              o[part * kPartRegs + i] += pv[i];
+        }
+      }
+      fenceRegs(o);
+    };
+
+    // Score modifiers, masks, online softmax (as prefill.cuh) of tile t, in
+    // place: sAcc becomes P (unnormalized, fp32); corrs gets the factors
+    // that rescale O.
+    auto softmax = [&](int t) {
+      if constexpr (kAblate & kAblateSoftmax)
+        return;
+      const int tileStart = kvBegin + t * kBlockN;
+      const int warpFirstPos = firstPos + warpRow0;
+      const int warpLastPos = warpFirstPos + 15;
+      const bool needMask =
+          Variant<Config>::maskModMayHide(work.request, warpFirstPos,
+                                          warpLastPos, tileStart,
+                                          tileStart + kBlockN - 1, qHead) ||
+          tileStart + kBlockN > work.kvLen ||
+          (Config::kCausal && tileStart + kBlockN - 1 > warpFirstPos) ||
+          (Config::kSlidingWindow && tileStart < warpLastPos - p.windowLeft);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        auto scoresOf = [&](auto maskTag) {
+          float tmax = negInf();
+#pragma unroll
+          for (int n = 0; n < kNTiles; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              int key = tileStart + n * 8 + 2 * c + e;
+              float x = prefillScore<Config, decltype(maskTag)::value>(
+                  sAcc[4 * n + 2 * h + e], key, rowPos[h], work.kvLen,
+                  qkScales[h], headValues, p);
+              sAcc[4 * n + 2 * h + e] = x;
+              tmax = fmaxf(tmax, x);
+            }
+          return tmax;
+        };
+        float tmax = needMask ? scoresOf(BoolConstant<true>())
+                              : scoresOf(BoolConstant<false>());
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+        float mNew = fmaxf(mRun[h], tmax);
+        float base = mNew == negInf() ? 0.f : mNew * expScales[h];
+        float corr = fastExp2(fmaf(mRun[h], expScales[h], -base));
+        mRun[h] = mNew;
+        float sum = 0.f;
 #pragma unroll
         for (int n = 0; n < kNTiles; ++n)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            int key = tileStart + n * 8 + 2 * c + e;
-            float x = prefillScore<Config, decltype(maskTag)::value>(
-                sAcc[4 * n + 2 * h + e], key, rowPos[h], work.kvLen, qkScales[h], headValues, p);
-            sAcc[4 * n + 2 * h + e] = x;
-            tmax = fmaxf(tmax, x);
+            float &x = sAcc[4 * n + 2 * h + e];
+            x = fastExp2(fmaf(x, expScales[h], kPLog2 - base));
+            sum += x;
           }
-        return tmax;
-      };
-      float tmax = needMask ? scoresOf(BoolConstant<true>()) : scoresOf(BoolConstant<false>());
-      tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
-      tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
-      float mNew = fmaxf(mRun[h], tmax);
-      float base = mNew == negInf() ? 0.f : mNew * expScales[h];
-      float corr = fastExp2(fmaf(mRun[h], expScales[h], -base));
-      mRun[h] = mNew;
-      float sum = 0.f;
-#pragma unroll
-      for (int n = 0; n < kNTiles; ++n)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float &x = sAcc[4 * n + 2 * h + e];
-          x = fastExp2(fmaf(x, expScales[h], kPLog2 - base));
-          sum += x;
-        }
-      lRun[h] = lRun[h] * corr + sum;
-      corrs[h] = corr;
-    }
-  };
-  auto softmaxStage = [&](int t) {
-    softmax(t);
-    if constexpr (kAblate & kAblateDoubleSoftmax) {
-      fenceRegs(sAcc);
+        lRun[h] = lRun[h] * corr + sum;
+        corrs[h] = corr;
+      }
+    };
+    auto softmaxStage = [&](int t) {
       softmax(t);
-    }
-  };
-  auto rescaleO = [&] {
-    if constexpr (kAblate & kAblateSoftmax)
-      return;
-#pragma unroll
-    for (int j = 0; j < kOTiles; ++j) {
-      o[4 * j] *= corrs[0];
-      o[4 * j + 1] *= corrs[0];
-      o[4 * j + 2] *= corrs[1];
-      o[4 * j + 3] *= corrs[1];
-    }
-  };
-  // The C fragment of S, rounded to 16 bits, is the A fragment of P. In
-  // e4m3 (FP8 compute) it is too, in V^T's key order (fp8VtSlot): register
-  // 2q + h of 32 keys holds row h's columns of n-tiles 4 kk + 2q and + 1.
-  auto packP = [&] {
-    if constexpr (Tr::kFP8Compute) {
-#pragma unroll
-      for (int kk = 0; kk < kBlockN / 32; ++kk)
-#pragma unroll
-        for (int q = 0; q < 2; ++q)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int n = 4 * kk + 2 * q;
-            pa[kk][2 * q + h] = packE4M3x4(sAcc[4 * n + 2 * h], sAcc[4 * n + 2 * h + 1],
-                                           sAcc[4 * n + 4 + 2 * h], sAcc[4 * n + 5 + 2 * h]);
-          }
-    } else {
-#pragma unroll
-      for (int n = 0; n < kNTiles; ++n)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          pa[n / 2][(n % 2) * 2 + h] =
-              pack2<typename Tr::MT>(sAcc[4 * n + 2 * h], sAcc[4 * n + 2 * h + 1]);
-    }
-  };
-  auto waitFull = [&](uint32_t bar, int t) { mbarWait(bar, ((base + t) / kStages) & 1); };
-  auto stage = [&](int t) { return (base + t) % kStages; };
-  // Paged: zeroes the V rows of tile t past the request's end (only the
-  // last tile has any): whole 128-byte rows, so the swizzle does not
-  // matter, or (FP8 compute) those keys' bytes of every V^T row. Each
-  // consumer zeroes all of them (the other writes the same zeros), then
-  // makes them visible to its wgmma (async proxy) and waits for its
-  // warpgroup (named barrier 3 + g).
-  auto zeroVTail = [&](int t) {
-    if constexpr (Config::kPaged) {
-      const int first = work.kvLen - (kvBegin + t * kBlockN);
-      if (first >= kBlockN)
+      if constexpr (kAblate & kAblateDoubleSoftmax) {
+        fenceRegs(sAcc);
+        softmax(t);
+      }
+    };
+    auto rescaleO = [&] {
+      if constexpr (kAblate & kAblateSoftmax)
         return;
-      const int rows = kBlockN - max(first, 0);
-      const uint32_t vTile = vSmem + ((base + t) % kStages) * Tr::kKVTileBytes;
+#pragma unroll
+      for (int j = 0; j < kOTiles; ++j) {
+        o[4 * j] *= corrs[0];
+        o[4 * j + 1] *= corrs[0];
+        o[4 * j + 2] *= corrs[1];
+        o[4 * j + 3] *= corrs[1];
+      }
+    };
+    // The C fragment of S, rounded to 16 bits, is the A fragment of P. In
+    // e4m3 (FP8 compute) it is too, in V^T's key order (fp8VtSlot): register
+    // 2q + h of 32 keys holds row h's columns of n-tiles 4 kk + 2q and + 1.
+    auto packP = [&] {
       if constexpr (Tr::kFP8Compute) {
-        for (int i = tid; i < rows * D; i += 128) {
-          const int slot = fp8VtSlot(kBlockN - rows + i % rows), d = i / rows;
-          asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(
-                           vTile + (d / 8) * Tr::kVtGroupBytes + (slot / 16) * 128 +
-                           (d % 8) * 16 + slot % 16),
-                       "r"(0)
-                       : "memory");
-        }
+#pragma unroll
+        for (int kk = 0; kk < kBlockN / 32; ++kk)
+#pragma unroll
+          for (int q = 0; q < 2; ++q)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int n = 4 * kk + 2 * q;
+              pa[kk][2 * q + h] =
+                  packE4M3x4(sAcc[4 * n + 2 * h], sAcc[4 * n + 2 * h + 1],
+                             sAcc[4 * n + 4 + 2 * h], sAcc[4 * n + 5 + 2 * h]);
+            }
       } else {
-        for (int i = tid; i < rows * 8 * Tr::kColBlocks; i += 128) {
-          const int chunk = i % 8, row = kBlockN - rows + (i / 8) % rows,
-                    block = i / 8 / rows;
-          asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(
-                           vTile + Tr::kvOffset(row, block, chunk)),
-                       "r"(0)
-                       : "memory");
+#pragma unroll
+        for (int n = 0; n < kNTiles; ++n)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            pa[n / 2][(n % 2) * 2 + h] = pack2<typename Tr::MT>(
+                sAcc[4 * n + 2 * h], sAcc[4 * n + 2 * h + 1]);
+      }
+    };
+    auto waitFull = [&](uint32_t bar, int t) {
+      mbarWait(bar, ((base + t) / kStages) & 1);
+    };
+    auto stage = [&](int t) { return (base + t) % kStages; };
+    // Paged: zeroes the V rows of tile t past the request's end (only the
+    // last tile has any): whole 128-byte rows, so the swizzle does not
+    // matter, or (FP8 compute) those keys' bytes of every V^T row. Each
+    // consumer zeroes all of them (the other writes the same zeros), then
+    // makes them visible to its wgmma (async proxy) and waits for its
+    // warpgroup (named barrier 3 + g).
+    auto zeroVTail = [&](int t) {
+      if constexpr (Config::kPaged) {
+        const int first = work.kvLen - (kvBegin + t * kBlockN);
+        if (first >= kBlockN)
+          return;
+        const int rows = kBlockN - max(first, 0);
+        const uint32_t vTile =
+            vSmem + ((base + t) % kStages) * Tr::kKVTileBytes;
+        if constexpr (Tr::kFP8Compute) {
+          for (int i = tid; i < rows * D; i += 128) {
+            const int slot = fp8VtSlot(kBlockN - rows + i % rows), d = i / rows;
+            asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(
+                             vTile + (d / 8) * Tr::kVtGroupBytes +
+                             (slot / 16) * 128 + (d % 8) * 16 + slot % 16),
+                         "r"(0)
+                         : "memory");
+          }
+        } else {
+          for (int i = tid; i < rows * 8 * Tr::kColBlocks; i += 128) {
+            const int chunk = i % 8, row = kBlockN - rows + (i / 8) % rows,
+                      block = i / 8 / rows;
+            asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(
+                             vTile + Tr::kvOffset(row, block, chunk)),
+                         "r"(0)
+                         : "memory");
+          }
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        namedBarSync(3 + g, 128);
+      }
+    };
+
+    mbarWait(qBar, n & 1);
+    if constexpr (Tr::kQToHalf) {
+      // bf16 Q -> f16 in place, this warp's 16 rows times 2^-e, where e puts
+      // their largest magnitude in [2^14, 2^15) (every bf16 digit survives
+      // down to 2^-28 of it); S is then 2^-e times q.k, which the score
+      // scales take back. Every 128-byte row is whole in its column block,
+      // so the swizzle does not matter.
+      auto chunkAddr = [&](int i) { // 16 rows x 8 chunks per column block
+        const int block = i / 128, j = i % 128;
+        return qTile + block * 64 * 128 + (warp * 16 + j / 8) * 128 +
+               (j % 8) * 16;
+      };
+      constexpr int kChunks = 128 * Tr::kQColBlocks / 32; // per lane
+      float mx = 0.f;
+#pragma unroll
+      for (int m = 0; m < kChunks; ++m) {
+        uint32_t x[4];
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                     : "r"(chunkAddr(lane + 32 * m)));
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 f =
+              __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&x[j]));
+          mx = fmaxf(mx, fmaxf(fabsf(f.x), fabsf(f.y)));
         }
       }
+#pragma unroll
+      for (int off = 16; off > 0; off /= 2)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      // Past float's exponent range (or inf/NaN, which stay so) no scaling.
+      const int e = mx > 0.f && mx <= 3.4e38f ? max(ilogbf(mx) - 14, -100) : 0;
+      const float down = exp2i(-e);
+#pragma unroll
+      for (int m = 0; m < kChunks; ++m) {
+        const uint32_t addr = chunkAddr(lane + 32 * m);
+        uint32_t x[4];
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                     : "r"(addr));
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 f =
+              __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&x[j]));
+          x[j] = pack2<__half>(f.x * down, f.y * down);
+        }
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+                     "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3])
+                     : "memory");
+      }
+      qkScales[0] = qkScales[1] = qkScale * exp2i(e);
+      setExpScales();
+      // Visible to this warpgroup's wgmma (async proxy).
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       namedBarSync(3 + g, 128);
     }
-  };
-
-  mbarWait(qBar, n & 1);
-  if constexpr (Tr::kQToHalf) {
-    // bf16 Q -> f16 in place, this warp's 16 rows times 2^-e, where e puts
-    // their largest magnitude in [2^14, 2^15) (every bf16 digit survives
-    // down to 2^-28 of it); S is then 2^-e times q.k, which the score
-    // scales take back. Every 128-byte row is whole in its column block,
-    // so the swizzle does not matter.
-    auto chunkAddr = [&](int i) { // 16 rows x 8 chunks per column block
-      const int block = i / 128, j = i % 128;
-      return qTile + block * 64 * 128 + (warp * 16 + j / 8) * 128 + (j % 8) * 16;
-    };
-    constexpr int kChunks = 128 * Tr::kQColBlocks / 32; // per lane
-    float mx = 0.f;
+    if constexpr (Tr::kFP8Query) {
+      // q came quantized: its scale is the q head's.
+      qkScales[0] = qkScales[1] = qkScale * p.qScale[qHead];
+      setExpScales();
+    } else if constexpr (Tr::kFP8Compute) {
+      // The 16-bit Q tile -> e4m3 in place (the first half of it), each row
+      // times 448 / its largest magnitude; its scores take the inverse back.
+      // Lanes 2i and 2i + 1 take row i of the warp's 16, one 64-dim column
+      // block of every 128 each: read (twice: the maximum, then the
+      // values), then, once the warpgroup has read all of Q, write.
+      const int row = warp * 16 + lane / 2, half = lane % 2;
+      auto srcChunk = [&](int b8, int ch) { // 16-bit chunk ch of half `half`
+        return qTile + (2 * b8 + half) * 8192 + row * 128 +
+               ((ch ^ (row % 8)) * 16);
+      };
+      auto load8 = [&](uint32_t addr, float(&f)[8]) {
+        uint32_t x[4];
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                     : "r"(addr));
 #pragma unroll
-    for (int m = 0; m < kChunks; ++m) {
-      uint32_t x[4];
-      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
-                   : "r"(chunkAddr(lane + 32 * m)));
+        for (int j = 0; j < 4; ++j) {
+          float2 v;
+          if constexpr (IsSame<QT, __half>::value)
+            v = __half22float2(*reinterpret_cast<__half2 *>(&x[j]));
+          else
+            v = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&x[j]));
+          f[2 * j] = v.x;
+          f[2 * j + 1] = v.y;
+        }
+      };
+      float mx = 0.f;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float2 f = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&x[j]));
-        mx = fmaxf(mx, fmaxf(fabsf(f.x), fabsf(f.y)));
-      }
+      for (int b8 = 0; b8 < Tr::kColBlocks; ++b8)
+#pragma unroll
+        for (int ch = 0; ch < 8; ++ch) {
+          float f[8];
+          load8(srcChunk(b8, ch), f);
+#pragma unroll
+          for (int j = 0; j < 8; ++j)
+            mx = fmaxf(mx, fabsf(f[j]));
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      // A zero row, or one with inf/NaN (which stay so), is not scaled.
+      const bool scaled = mx > 0.f && mx <= 3.4e38f;
+      const float up = scaled ? 448.f / mx : 1.f,
+                  down = scaled ? mx / 448.f : 1.f;
+      uint32_t q8[Tr::kColBlocks][4][4];
+#pragma unroll
+      for (int b8 = 0; b8 < Tr::kColBlocks; ++b8)
+#pragma unroll
+        for (int c8 = 0; c8 < 4; ++c8) {
+          float f[16];
+          load8(srcChunk(b8, 2 * c8), *reinterpret_cast<float(*)[8]>(f));
+          load8(srcChunk(b8, 2 * c8 + 1),
+                *reinterpret_cast<float(*)[8]>(f + 8));
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            q8[b8][c8][j] = packE4M3x4(f[4 * j] * up, f[4 * j + 1] * up,
+                                       f[4 * j + 2] * up, f[4 * j + 3] * up);
+        }
+      namedBarSync(3 + g, 128);
+#pragma unroll
+      for (int b8 = 0; b8 < Tr::kColBlocks; ++b8)
+#pragma unroll
+        for (int c8 = 0; c8 < 4; ++c8)
+          asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                           qTile + b8 * 8192 + row * 128 +
+                           (((4 * half + c8) ^ (row % 8)) * 16)),
+                       "r"(q8[b8][c8][0]), "r"(q8[b8][c8][1]),
+                       "r"(q8[b8][c8][2]), "r"(q8[b8][c8][3])
+                       : "memory");
+      // Rows r and r + 8 of the MMA layout were quantized by lanes 2r, 2r + 16.
+      qkScales[0] = qkScale * __shfl_sync(0xffffffffu, down, 2 * r);
+      qkScales[1] = qkScale * __shfl_sync(0xffffffffu, down, 2 * r + 16);
+      setExpScales();
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      namedBarSync(3 + g, 128);
     }
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2)
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    // Past float's exponent range (or inf/NaN, which stay so) no scaling.
-    const int e = mx > 0.f && mx <= 3.4e38f ? max(ilogbf(mx) - 14, -100) : 0;
-    const float down = exp2i(-e);
-#pragma unroll
-    for (int m = 0; m < kChunks; ++m) {
-      const uint32_t addr = chunkAddr(lane + 32 * m);
-      uint32_t x[4];
-      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
-                   : "r"(addr));
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float2 f = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&x[j]));
-        x[j] = pack2<__half>(f.x * down, f.y * down);
-      }
-      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x[0]),
-                   "r"(x[1]), "r"(x[2]), "r"(x[3])
-                   : "memory");
-    }
-    qkScales[0] = qkScales[1] = qkScale * exp2i(e);
-    setExpScales();
-    // Visible to this warpgroup's wgmma (async proxy).
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    namedBarSync(3 + g, 128);
-  }
-  if constexpr (Tr::kFP8Query) {
-    // q came quantized: its scale is the q head's.
-    qkScales[0] = qkScales[1] = qkScale * p.qScale[qHead];
-    setExpScales();
-  } else if constexpr (Tr::kFP8Compute) {
-    // The 16-bit Q tile -> e4m3 in place (the first half of it), each row
-    // times 448 / its largest magnitude; its scores take the inverse back.
-    // Lanes 2i and 2i + 1 take row i of the warp's 16, one 64-dim column
-    // block of every 128 each: read (twice: the maximum, then the
-    // values), then, once the warpgroup has read all of Q, write.
-    const int row = warp * 16 + lane / 2, half = lane % 2;
-    auto srcChunk = [&](int b8, int ch) { // 16-bit chunk ch of half `half`
-      return qTile + (2 * b8 + half) * 8192 + row * 128 + ((ch ^ (row % 8)) * 16);
-    };
-    auto load8 = [&](uint32_t addr, float (&f)[8]) {
-      uint32_t x[4];
-      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
-                   : "r"(addr));
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float2 v;
-        if constexpr (IsSame<QT, __half>::value)
-          v = __half22float2(*reinterpret_cast<__half2 *>(&x[j]));
-        else
-          v = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&x[j]));
-        f[2 * j] = v.x;
-        f[2 * j + 1] = v.y;
-      }
-    };
-    float mx = 0.f;
-#pragma unroll
-    for (int b8 = 0; b8 < Tr::kColBlocks; ++b8)
-#pragma unroll
-      for (int ch = 0; ch < 8; ++ch) {
-        float f[8];
-        load8(srcChunk(b8, ch), f);
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          mx = fmaxf(mx, fabsf(f[j]));
-      }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    // A zero row, or one with inf/NaN (which stay so), is not scaled.
-    const bool scaled = mx > 0.f && mx <= 3.4e38f;
-    const float up = scaled ? 448.f / mx : 1.f, down = scaled ? mx / 448.f : 1.f;
-    uint32_t q8[Tr::kColBlocks][4][4];
-#pragma unroll
-    for (int b8 = 0; b8 < Tr::kColBlocks; ++b8)
-#pragma unroll
-      for (int c8 = 0; c8 < 4; ++c8) {
-        float f[16];
-        load8(srcChunk(b8, 2 * c8), *reinterpret_cast<float(*)[8]>(f));
-        load8(srcChunk(b8, 2 * c8 + 1), *reinterpret_cast<float(*)[8]>(f + 8));
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          q8[b8][c8][j] = packE4M3x4(f[4 * j] * up, f[4 * j + 1] * up, f[4 * j + 2] * up,
-                                     f[4 * j + 3] * up);
-      }
-    namedBarSync(3 + g, 128);
-#pragma unroll
-    for (int b8 = 0; b8 < Tr::kColBlocks; ++b8)
-#pragma unroll
-      for (int c8 = 0; c8 < 4; ++c8)
-        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                         qTile + b8 * 8192 + row * 128 + (((4 * half + c8) ^ (row % 8)) * 16)),
-                     "r"(q8[b8][c8][0]), "r"(q8[b8][c8][1]), "r"(q8[b8][c8][2]),
-                     "r"(q8[b8][c8][3])
-                     : "memory");
-    // Rows r and r + 8 of the MMA layout were quantized by lanes 2r, 2r + 16.
-    qkScales[0] = qkScale * __shfl_sync(0xffffffffu, down, 2 * r);
-    qkScales[1] = qkScale * __shfl_sync(0xffffffffu, down, 2 * r + 16);
-    setExpScales();
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    namedBarSync(3 + g, 128);
-  }
-  if (numTiles > 0) {
-    // Prologue: S and P of tile 0.
-    waitFull(kFullBar(stage(0)), 0);
-    issueBegin();
-    issueQK(0);
-    issueEnd(false);
-    wgmmaWait<0>();
-    fenceRegs(sAcc);
-    mbarArrive(kEmptyBar(stage(0)));
-    softmaxStage(0);
-    packP();
-    // Steady state: S of tile t runs while P V of tile t - 1 is issued;
-    // the softmax of tile t waits for S only, then O is rescaled once P V
-    // of tile t - 1 has completed.
-    for (int t = 1; t < numTiles; ++t) {
-      waitFull(kFullBar(stage(t)), t);
+    if (numTiles > 0) {
+      // Prologue: S and P of tile 0.
+      waitFull(kFullBar(stage(0)), 0);
       issueBegin();
-      issueQK(t);
-      waitFull(vFullBar(stage(t - 1)), t - 1);
-      issuePV(t - 1);
+      issueQK(0);
       issueEnd(false);
-      wgmmaWait<1>();
-      fenceRegs(sAcc);
-      mbarArrive(kEmptyBar(stage(t)));
-      softmaxStage(t);
       wgmmaWait<0>();
-      finishPV(t - 1);
-      fenceRegs(pa);
-      mbarArrive(vEmptyBar(stage(t - 1)));
-      rescaleO();
+      fenceRegs(sAcc);
+      mbarArrive(kEmptyBar(stage(0)));
+      softmaxStage(0);
       packP();
+      // Steady state: S of tile t runs while P V of tile t - 1 is issued;
+      // the softmax of tile t waits for S only, then O is rescaled once P V
+      // of tile t - 1 has completed.
+      for (int t = 1; t < numTiles; ++t) {
+        waitFull(kFullBar(stage(t)), t);
+        issueBegin();
+        issueQK(t);
+        waitFull(vFullBar(stage(t - 1)), t - 1);
+        issuePV(t - 1);
+        issueEnd(false);
+        wgmmaWait<1>();
+        fenceRegs(sAcc);
+        mbarArrive(kEmptyBar(stage(t)));
+        softmaxStage(t);
+        wgmmaWait<0>();
+        finishPV(t - 1);
+        fenceRegs(pa);
+        mbarArrive(vEmptyBar(stage(t - 1)));
+        rescaleO();
+        packP();
+      }
+      // Epilogue: P V of the last tile.
+      waitFull(vFullBar(stage(numTiles - 1)), numTiles - 1);
+      zeroVTail(numTiles - 1);
+      issueBegin();
+      issuePV(numTiles - 1);
+      issueEnd(true);
+      wgmmaWait<0>();
+      finishPV(numTiles - 1);
+      fenceRegs(pa);
+      mbarArrive(vEmptyBar(stage(numTiles - 1)));
     }
-    // Epilogue: P V of the last tile.
-    waitFull(vFullBar(stage(numTiles - 1)), numTiles - 1);
-    zeroVTail(numTiles - 1);
-    issueBegin();
-    issuePV(numTiles - 1);
-    issueEnd(true);
-    wgmmaWait<0>();
-    finishPV(numTiles - 1);
-    fenceRegs(pa);
-    mbarArrive(vEmptyBar(stage(numTiles - 1)));
+    // Q of this pair is no longer read: the producer may load the next.
+    mbarArrive(qEmptyBar);
 
-  }
-  // Q of this pair is no longer read: the producer may load the next.
-  mbarArrive(qEmptyBar);
-
-  // Normalize and store rows r and r + 8 of this warp.
+    // Normalize and store rows r and r + 8 of this warp.
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float l = lRun[h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    l *= 1.f / kPScale; // O keeps P's scale: inv takes it back
-    int row = warpRow0 + r + 8 * h;
-    if (row >= tileRows)
-      continue;
-    float mRow = mRun[h] * expScales[h]; // log2 units
-    float numer = Variant<Config>::template finishRow<true>(headValues, mRow, l);
-    float inv = l > 0.f ? numer / l * (vDequant / kPScale) : 0.f; // no visible key: 0
-    int64_t token = work.outStart + work.tileBegin + row;
-    QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
-              int64_t(qHead) * D;
+    for (int h = 0; h < 2; ++h) {
+      float l = lRun[h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      l *= 1.f / kPScale; // O keeps P's scale: inv takes it back
+      int row = warpRow0 + r + 8 * h;
+      if (row >= tileRows)
+        continue;
+      float mRow = mRun[h] * expScales[h]; // log2 units
+      float numer =
+          Variant<Config>::template finishRow<true>(headValues, mRow, l);
+      float inv =
+          l > 0.f ? numer / l * (vDequant / kPScale) : 0.f; // no visible key: 0
+      int64_t token = work.outStart + work.tileBegin + row;
+      QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
+                int64_t(qHead) * D;
 #pragma unroll
-    for (int j = 0; j < kOTiles; ++j)
-      *reinterpret_cast<uint32_t *>(dst + j * 8 + 2 * c) =
-          pack2<QT>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
-    if constexpr (Config::kWriteLse)
-      if (c == 0)
-        p.lse[token * Config::kNumQHeads + qHead] =
-            l > 0.f ? (mRow + log2f(l)) * kLn2 : negInf();
-  }
-  base += numTiles;
+      for (int j = 0; j < kOTiles; ++j)
+        *reinterpret_cast<uint32_t *>(dst + j * 8 + 2 * c) =
+            pack2<QT>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+      if constexpr (Config::kWriteLse)
+        if (c == 0)
+          p.lse[token * Config::kNumQHeads + qHead] =
+              l > 0.f ? (mRow + log2f(l)) * kLn2 : negInf();
+    }
+    base += numTiles;
   }
 #undef ATTN_SM90_ITEM_LOCALS
 #endif

@@ -1,4 +1,5 @@
-//===- variant.cuh - what a variant does to scores and softmax --*- CUDA -*-===//
+//===- variant.cuh - what a variant does to scores and softmax --*- CUDA
+//-*-===//
 //
 // The one device home of the variant knobs (attn/variant_knobs.h): how a
 // score is transformed (scale, soft-cap, ALiBi), which keys a query sees
@@ -198,18 +199,17 @@ template <class Config> struct Variant {
   /// range, not after it (causal), not left of its window, and allowed by
   /// the mask_mod.
   template <class Params>
-  __device__ static __forceinline__ bool visible(int key, int kvLen, int rowPos,
-                                                 const Row &row,
-                                                 const Params &p) {
+  __device__ static __forceinline__ bool
+  visible(int key, int kvLen, int rowPos, const Row &row, const Params &p) {
     bool visible = key < kvLen;
     if constexpr (Config::kCausal)
       visible = visible && key <= rowPos;
     if constexpr (Config::kSlidingWindow)
       visible = visible && key >= rowPos - p.windowLeft;
     if constexpr (Config::kMaskMod)
-      visible = visible && Config::maskMod(row.request, rowPos, key, row.qHead,
-                                           row.qHead / Config::kGroupSize,
-                                           p.aux);
+      visible =
+          visible && Config::maskMod(row.request, rowPos, key, row.qHead,
+                                     row.qHead / Config::kGroupSize, p.aux);
     return visible;
   }
 
@@ -235,8 +235,9 @@ template <class Config> struct Variant {
       // Whether some key of tiles [a, b) may be visible.
       auto mayHold = [&](int a, int b) {
         return Config::maskModTile(
-                   r, q, Range{base + a * kTile, min(base + b * kTile, end) - 1},
-                   h, kvh)
+                   r, q,
+                   Range{base + a * kTile, min(base + b * kTile, end) - 1}, h,
+                   kvh)
             .canBeTrue;
       };
       auto pow2Below = [](int x) { return 1 << (31 - __clz(x)); };
@@ -267,24 +268,21 @@ template <class Config> struct Variant {
   /// \brief Whether the mask_mod may hide a key in [firstKey, lastKey] from
   /// a query at [firstPos, lastPos] of q head `qHead` (then the tile needs
   /// the per-element mask); false without a mask_mod.
-  __device__ static __forceinline__ bool maskModMayHide(int request,
-                                                        int firstPos,
-                                                        int lastPos,
-                                                        int firstKey,
-                                                        int lastKey, int qHead) {
+  __device__ static __forceinline__ bool
+  maskModMayHide(int request, int firstPos, int lastPos, int firstKey,
+                 int lastKey, int qHead) {
     if constexpr (Config::kMaskMod)
-      return Config::maskModTile(Range{request, request},
-                                 Range{firstPos, lastPos},
-                                 Range{firstKey, lastKey}, Range{qHead, qHead},
-                                 Range{qHead / Config::kGroupSize,
-                                       qHead / Config::kGroupSize})
+      return Config::maskModTile(
+                 Range{request, request}, Range{firstPos, lastPos},
+                 Range{firstKey, lastKey}, Range{qHead, qHead},
+                 Range{qHead / Config::kGroupSize, qHead / Config::kGroupSize})
           .canBeFalse;
     else
       return false;
   }
 
-  /// \brief Completes a finished row (`row`: its q head's values): `m` is its running
-  /// max (log2 units, or natural log with !kLog2Units; any value when
+  /// \brief Completes a finished row (`row`: its q head's values): `m` is its
+  /// running max (log2 units, or natural log with !kLog2Units; any value when
   /// l == 0) and `l` the sum of exp(score - m) over its visible keys.
   /// Returns the factor the row's unnormalized output takes; m and l become
   /// the row's final state (out = acc * factor / l, LSE from m + log l).
@@ -297,8 +295,8 @@ template <class Config> struct Variant {
       float sink = kLog2Units ? row.sink * kLog2e : row.sink;
       // A row with no visible key has only the sink: output 0.
       float mNew = l > 0.f ? fmaxf(m, sink) : sink;
-      float factor = l > 0.f ? (kLog2Units ? exp2f(m - mNew) : __expf(m - mNew))
-                             : 0.f;
+      float factor =
+          l > 0.f ? (kLog2Units ? exp2f(m - mNew) : __expf(m - mNew)) : 0.f;
       l = l * factor + (kLog2Units ? exp2f(sink - mNew) : __expf(sink - mNew));
       m = mNew;
       return factor;

@@ -1,4 +1,5 @@
-//===- variant_knobs.h - the knobs of an attention variant, once -*- C++ -*-===//
+//===- variant_knobs.h - the knobs of an attention variant, once -*- C++
+//-*-===//
 //
 // The one list of the binary-changing knobs of attention kernels: an X-macro
 // table (no include guard: include it after defining the macros you need;

@@ -148,13 +148,15 @@ public:
       return;
     std::optional<llvm::StringRef> path = v->getAsString();
     if (!path || !path->ends_with(".mlir")) {
-      fail(std::string("\"") + name + "\" must be the path of a .mlir file "
+      fail(std::string("\"") + name +
+           "\" must be the path of a .mlir file "
            "holding one attention op with score_mod / mask_mod regions, not " +
            printed(*v));
       return;
     }
     if (!loadModifiers) {
-      fail(std::string("\"") + name + "\" names a file, and this reader reads "
+      fail(std::string("\"") + name +
+           "\" names a file, and this reader reads "
            "no files");
       return;
     }
@@ -474,10 +476,12 @@ ConfigJobs jsonJobs(llvm::StringRef text, llvm::StringRef name,
 
   // Each modifier file is read and parsed once, however many variants
   // name it; a failure is remembered as its message.
-  std::map<std::string, std::variant<ModifierRegions, std::string>> modifierFiles;
+  std::map<std::string, std::variant<ModifierRegions, std::string>>
+      modifierFiles;
   ComboReader::LoadModifiers loadModifiers;
   if (readFile)
-    loadModifiers = [&](llvm::StringRef path) -> llvm::Expected<ModifierRegions> {
+    loadModifiers =
+        [&](llvm::StringRef path) -> llvm::Expected<ModifierRegions> {
       auto [it, added] = modifierFiles.try_emplace(path.str());
       if (added) {
         llvm::Expected<std::string> text = readFile(path);
@@ -727,15 +731,14 @@ llvm::Expected<ModifierRegions> readModifierFile(llvm::StringRef text,
   // text), found after the op's start, and parsed back: the text must be
   // the very region that was verified, wherever the location pointed.
   auto loc = mlir::dyn_cast<mlir::FileLineColLoc>(op->getLoc());
-  llvm::SMLoc start =
-      loc ? sourceMgr.FindLocForLineAndColumn(buffer, loc.getLine(),
-                                              loc.getColumn())
-          : llvm::SMLoc();
+  llvm::SMLoc start = loc ? sourceMgr.FindLocForLineAndColumn(
+                                buffer, loc.getLine(), loc.getColumn())
+                          : llvm::SMLoc();
   if (!start.isValid())
     return llvm::createStringError(name + ": the attention op has no source "
                                           "location");
-  size_t from = start.getPointer() -
-                sourceMgr.getMemoryBuffer(buffer)->getBufferStart();
+  size_t from =
+      start.getPointer() - sourceMgr.getMemoryBuffer(buffer)->getBufferStart();
   ModifierRegions regions;
   for (auto [region, keyword, out] :
        {std::tuple{&op.getScoreMod(), "score_mod", &regions.scoreMod},

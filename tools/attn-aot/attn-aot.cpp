@@ -3,29 +3,32 @@
 //   attn-aot CONFIG --arch sm_80,sm_90a -o OUT [-j N] [--pack FILE]
 //            [--max-variants N]
 //
-// Builds the kernel library OUT (runtime/include/attn/runtime/cache/AotLibrary.h)
-// for every variant CONFIG lists on every arch: generated CUDA, cubin and a
-// manifest. CONFIG is JSON (ranges of variants, below) or .mlir (attn ops,
-// lowered by attn-pipeline for each arch), read by AotConfig.h. Variants are
-// deduplicated by AOT key, compiled in parallel, and an unchanged kernel
-// already in OUT is not recompiled. A kernel that fails is reported with
-// where it came from and NVRTC's log; the others still finish and the exit
-// code is 1. A config that yields no kernel at all builds nothing.
+// Builds the kernel library OUT
+// (runtime/include/attn/runtime/cache/AotLibrary.h) for every variant CONFIG
+// lists on every arch: generated CUDA, cubin and a manifest. CONFIG is JSON
+// (ranges of variants, below) or .mlir (attn ops, lowered by attn-pipeline for
+// each arch), read by AotConfig.h. Variants are deduplicated by AOT key,
+// compiled in parallel, and an unchanged kernel already in OUT is not
+// recompiled. A kernel that fails is reported with where it came from and
+// NVRTC's log; the others still finish and the exit code is 1. A config that
+// yields no kernel at all builds nothing.
 //
 // JSON: {"decode": [ENTRY...], "prefill": [...], "append_kv": [...],
-// "merge_states": [...], "cache_ops": true}. "cache_ops" adds the copy_pages and advance_step
-// kernels (runtime::CacheOps), which a host without NVRTC needs. Each
-// ENTRY maps field names to a value or a non-empty list of alternatives; an
-// entry stands for every combination, and the config for at most
+// "merge_states": [...], "cache_ops": true}. "cache_ops" adds the copy_pages
+// and advance_step kernels (runtime::CacheOps), which a host without NVRTC
+// needs. Each ENTRY maps field names to a value or a non-empty list of
+// alternatives; an entry stands for every combination, and the config for at
+// most
 // --max-variants of them (10000 by default) on all archs together, counted
 // before any is built. Fields (defaults as in the variant structs):
 //   decode:    q_type kv_type num_q_heads num_kv_heads head_dim page_size
 //              layout query_len causal cross window_left softcap alibi
 //              sinks per_head_kv_scale write_lse modifiers
 //   prefill:   q_type num_q_heads num_kv_heads head_dim causal cross encoder
-//              window_left softcap alibi sinks write_lse modifiers paged kv_type
-//              per_head_kv_scale fp8_compute (kv_type FP8 on a ragged entry:
-//              FP8 k/v rows), and with "paged": true only: page_size layout
+//              window_left softcap alibi sinks write_lse modifiers paged
+//              kv_type per_head_kv_scale fp8_compute (kv_type FP8 on a ragged
+//              entry: FP8 k/v rows), and with "paged": true only: page_size
+//              layout
 //   append_kv: in_type kv_type num_kv_heads head_dim page_size layout
 //              per_head_kv_scale
 //   merge_states: dtype (f16, bf16 or f32) num_heads head_dim
@@ -46,10 +49,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/cache/AotLibrary.h"
-#include "attn/runtime/support/InputFiles.h"
 #include "attn/runtime/cache/KernelCache.h"
-#include "attn/runtime/support/Nvrtc.h"
 #include "attn/runtime/cache/VariantKey.h"
+#include "attn/runtime/support/InputFiles.h"
+#include "attn/runtime/support/Nvrtc.h"
 #include "codegen/EmitCuda.h"
 #include "tools/attn-aot/AotConfig.h"
 
@@ -74,16 +77,19 @@ using namespace attn;
 
 namespace {
 
-llvm::cl::opt<std::string> configPath(llvm::cl::Positional, llvm::cl::Required,
-                                      llvm::cl::desc("<config .json or .mlir>"));
-llvm::cl::opt<std::string> archList("arch", llvm::cl::Required,
-                                    llvm::cl::desc("comma-separated archs: sm_80,sm_89,sm_90a"));
+llvm::cl::opt<std::string>
+    configPath(llvm::cl::Positional, llvm::cl::Required,
+               llvm::cl::desc("<config .json or .mlir>"));
+llvm::cl::opt<std::string>
+    archList("arch", llvm::cl::Required,
+             llvm::cl::desc("comma-separated archs: sm_80,sm_89,sm_90a"));
 llvm::cl::opt<std::string> outDir("o", llvm::cl::Required,
                                   llvm::cl::desc("output library directory"));
-llvm::cl::opt<unsigned> jobs("j", llvm::cl::desc("parallel compiles (default: cores)"),
-                             llvm::cl::init(0));
-llvm::cl::opt<std::string> packPath("pack",
-                                    llvm::cl::desc("also pack the library into this file"));
+llvm::cl::opt<unsigned>
+    jobs("j", llvm::cl::desc("parallel compiles (default: cores)"),
+         llvm::cl::init(0));
+llvm::cl::opt<std::string>
+    packPath("pack", llvm::cl::desc("also pack the library into this file"));
 llvm::cl::opt<uint64_t> maxVariants(
     "max-variants",
     llvm::cl::desc("most variants CONFIG may stand for, all archs together "
@@ -92,7 +98,8 @@ llvm::cl::opt<uint64_t> maxVariants(
 
 using aot::Job;
 
-//===- Building ------------------------------------------------------------===//
+//===- Building
+//------------------------------------------------------------===//
 
 std::string humanBytes(uint64_t bytes) {
   if (bytes >= (1u << 20))
@@ -204,7 +211,8 @@ int run() {
   std::vector<Unit> units;
   std::map<std::string, size_t> unitOf;
   for (Job &job : all) {
-    runtime::CompileRequest request{job.spec.uri(), emitCuda(job.spec), job.spec.arch};
+    runtime::CompileRequest request{job.spec.uri(), emitCuda(job.spec),
+                                    job.spec.arch};
     std::string key = runtime::aotKey(request).hash;
     auto [it, added] = unitOf.try_emplace(key, units.size());
     if (added)
@@ -220,9 +228,10 @@ int run() {
     for (const runtime::AotKernel &k : old->kernels())
       previousKernels.emplace(k.key, k);
   for (Arch arch : archs)
-    if (std::error_code error =
-            llvm::sys::fs::create_directories(outDir + "/" + std::string(toString(arch)))) {
-      llvm::errs() << "attn-aot: cannot create " << outDir << ": " << error.message() << "\n";
+    if (std::error_code error = llvm::sys::fs::create_directories(
+            outDir + "/" + std::string(toString(arch)))) {
+      llvm::errs() << "attn-aot: cannot create " << outDir << ": "
+                   << error.message() << "\n";
       return 2;
     }
   // A new library is claimed with an empty manifest first, so a run cut
@@ -272,9 +281,10 @@ int run() {
         k.compileSeconds = std::chrono::duration<double>(
                                std::chrono::steady_clock::now() - start)
                                .count();
-        llvm::Error written = cubin ? runtime::writeKernelFiles(outDir, k, u.request.source,
-                                                                *cubin)
-                                    : llvm::Error::success();
+        llvm::Error written =
+            cubin
+                ? runtime::writeKernelFiles(outDir, k, u.request.source, *cubin)
+                : llvm::Error::success();
         if (!cubin || written) {
           failures[i] = u.job.origin + " (" + k.name + ", " + arch + "): " +
                         (cubin ? llvm::toString(std::move(written))
@@ -295,14 +305,17 @@ int run() {
     }
   };
   auto start = std::chrono::steady_clock::now();
-  unsigned threads = jobs ? unsigned(jobs) : std::max(1u, std::thread::hardware_concurrency());
+  unsigned threads =
+      jobs ? unsigned(jobs) : std::max(1u, std::thread::hardware_concurrency());
   std::vector<std::thread> pool;
-  for (unsigned t = 0; t < std::min<size_t>(threads, std::max<size_t>(units.size(), 1)); ++t)
+  for (unsigned t = 0;
+       t < std::min<size_t>(threads, std::max<size_t>(units.size(), 1)); ++t)
     pool.emplace_back(work);
   for (std::thread &t : pool)
     t.join();
   double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   if (terminal)
     llvm::errs() << "\r\x1b[K";
 
@@ -345,15 +358,17 @@ int run() {
       "on {5} threads\n",
       kernels.size(), outDir, compiled, reused.load(), seconds, threads);
   for (const auto &[arch, stats] : perArch)
-    llvm::outs() << llvm::formatv("  {0,-7} {1,5} kernels {2,12}  ({3} per kernel)\n",
-                                  toString(arch), stats.first, humanBytes(stats.second),
-                                  humanBytes(stats.second / std::max<size_t>(stats.first, 1)));
-  llvm::outs() << llvm::formatv("  total   {0,5} kernels {1,12}\n", kernels.size(),
-                                humanBytes(total));
+    llvm::outs() << llvm::formatv(
+        "  {0,-7} {1,5} kernels {2,12}  ({3} per kernel)\n", toString(arch),
+        stats.first, humanBytes(stats.second),
+        humanBytes(stats.second / std::max<size_t>(stats.first, 1)));
+  llvm::outs() << llvm::formatv("  total   {0,5} kernels {1,12}\n",
+                                kernels.size(), humanBytes(total));
   if (compiled)
-    llvm::outs() << llvm::formatv("  {0:F1} variants per minute ({1:F2} s of NVRTC each)\n",
-                                  compiled * 60.0 / seconds,
-                                  (compileSeconds) / std::max<size_t>(kernels.size(), 1));
+    llvm::outs() << llvm::formatv(
+        "  {0:F1} variants per minute ({1:F2} s of NVRTC each)\n",
+        compiled * 60.0 / seconds,
+        (compileSeconds) / std::max<size_t>(kernels.size(), 1));
 
   if (!packPath.empty()) {
     if (llvm::Error error = runtime::packLibrary(outDir, packPath)) {
@@ -362,7 +377,8 @@ int run() {
     }
     uint64_t size = 0;
     llvm::sys::fs::file_size(packPath, size);
-    llvm::outs() << "  packed into " << packPath << " (" << humanBytes(size) << ")\n";
+    llvm::outs() << "  packed into " << packPath << " (" << humanBytes(size)
+                 << ")\n";
   }
 
   for (const std::string &failure : failures)
@@ -371,8 +387,9 @@ int run() {
   for (const std::string &error : errors)
     llvm::errs() << "attn-aot: error: " << error << "\n";
   if (!errors.empty())
-    llvm::errs() << "attn-aot: " << errors.size() << " problem(s); the library holds the "
-                 << kernels.size() << " kernels that built\n";
+    llvm::errs() << "attn-aot: " << errors.size()
+                 << " problem(s); the library holds the " << kernels.size()
+                 << " kernels that built\n";
   return errors.empty() ? 0 : 1;
 }
 
@@ -380,7 +397,7 @@ int run() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  llvm::cl::ParseCommandLineOptions(argc, argv,
-                                    "attn-aot: ahead-of-time attn kernel libraries\n");
+  llvm::cl::ParseCommandLineOptions(
+      argc, argv, "attn-aot: ahead-of-time attn kernel libraries\n");
   return run();
 }

@@ -24,9 +24,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/serving/Backend.h"
-#include "compiler/Jit/Jit.h"
 #include "attn/runtime/support/Error.h"
 #include "attn/runtime/support/Nvrtc.h"
+#include "compiler/Jit/Jit.h"
 #include "spec/KernelLimits.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -90,8 +90,7 @@ llvm::Error sync() {
 
 /// Median of event-timed repeats of `launch` (which enqueues on `stream`), in
 /// milliseconds.
-template <class F>
-double timeMedian(CUstream stream, int repeats, F &&launch) {
+template <class F> double timeMedian(CUstream stream, int repeats, F &&launch) {
   Event start = unwrap(Event::create()), stop = unwrap(Event::create());
   std::vector<float> times;
   for (int i = 0; i < repeats; ++i) {
@@ -101,7 +100,7 @@ double timeMedian(CUstream stream, int repeats, F &&launch) {
     BENCH_CHECK(checkCu(cuEventSynchronize(stop.get()), "cuEventSynchronize"));
     float ms = 0;
     BENCH_CHECK(checkCu(cuEventElapsedTime(&ms, start.get(), stop.get()),
-                          "cuEventElapsedTime"));
+                        "cuEventElapsedTime"));
     times.push_back(ms);
   }
   std::sort(times.begin(), times.end());
@@ -174,7 +173,8 @@ BenchKernels &benchKernels(Arch arch) {
 }
 
 /// Fills `buffer` with random finite values of `type` (never zeros).
-void fillRandom(DeviceBuffer &buffer, ScalarType type, Arch arch, CUstream stream) {
+void fillRandom(DeviceBuffer &buffer, ScalarType type, Arch arch,
+                CUstream stream) {
   // bf16/f16: sign, exponent fixed near 1, random mantissa; FP8 likewise
   // byte by byte (e4m3 0x30-0x37 / e5m2 0x38-0x3b are about 0.5 to 1).
   unsigned keep = 0x807f807fu, set = 0x3f003f00u;
@@ -188,8 +188,8 @@ void fillRandom(DeviceBuffer &buffer, ScalarType type, Arch arch, CUstream strea
   CUdeviceptr ptr = buffer.get();
   void *args[] = {&ptr, &n, &keep, &set};
   BENCH_CHECK(checkCu(
-      cuLaunchKernel(reinterpret_cast<CUfunction>(benchKernels(arch).fill), 1024,
-                     1, 1, 256, 1, 1, 0, stream, args, nullptr),
+      cuLaunchKernel(reinterpret_cast<CUfunction>(benchKernels(arch).fill),
+                     1024, 1, 1, 256, 1, 1, 0, stream, args, nullptr),
       "cuLaunchKernel(fill)"));
 }
 
@@ -203,15 +203,18 @@ double measureReadBandwidth(Arch arch, CUstream stream) {
   CUdevice device;
   BENCH_CHECK(checkCu(cuCtxGetDevice(&device), "cuCtxGetDevice"));
   int sms = 0;
-  BENCH_CHECK(checkCu(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device), "attr"));
+  BENCH_CHECK(
+      checkCu(cuDeviceGetAttribute(
+                  &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
+              "attr"));
   unsigned long long n = bytes / 16;
   CUdeviceptr ptr = data.get(), sinkPtr = sink.get();
   void *args[] = {&ptr, &n, &sinkPtr};
   auto launch = [&] {
-    BENCH_CHECK(checkCu(cuLaunchKernel(reinterpret_cast<CUfunction>(kernel),
-                                         sms * 4, 1, 1, 512, 1, 1, 0, stream,
-                                         args, nullptr),
-                          "cuLaunchKernel"));
+    BENCH_CHECK(
+        checkCu(cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), sms * 4, 1,
+                               1, 512, 1, 1, 0, stream, args, nullptr),
+                "cuLaunchKernel"));
   };
   launch();
   BENCH_CHECK(sync());
@@ -272,8 +275,8 @@ bool identityPages = false;
 /// attn-bench prefill --head-dim N: only the shapes of head dim N.
 int onlyHeadDim = 0;
 
-/// The JIT decode and prefill kernels come from: the global one, or one whose NVRTC
-/// options carry --define's definitions (they are part of the cache key).
+/// The JIT decode and prefill kernels come from: the global one, or one whose
+/// NVRTC options carry --define's definitions (they are part of the cache key).
 Jit &benchJit() {
   if (benchDefines.empty())
     return Jit::global();
@@ -311,14 +314,18 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   const int pagesPerSeq = (cfg.context + v.pageSize - 1) / v.pageSize;
   const int64_t pageElems = int64_t(v.pageSize) * v.numKVHeads * v.headDim;
   const int kvBytes = sizeOf(v.kvType);
-  const size_t cacheBytes = size_t(cfg.batch) * pagesPerSeq * pageElems * kvBytes * 2;
+  const size_t cacheBytes =
+      size_t(cfg.batch) * pagesPerSeq * pageElems * kvBytes * 2;
   // Enough copies that one pass over them is 4x the L2.
-  const int copies = int(std::max<size_t>(1, (4 * kL2Bytes + cacheBytes - 1) / cacheBytes));
+  const int copies =
+      int(std::max<size_t>(1, (4 * kL2Bytes + cacheBytes - 1) / cacheBytes));
   const int64_t pagesPerCopy = int64_t(cfg.batch) * pagesPerSeq;
   const int64_t totalPages = pagesPerCopy * copies;
 
-  DeviceBuffer k = unwrap(DeviceBuffer::allocate(totalPages * pageElems * kvBytes));
-  DeviceBuffer vv = unwrap(DeviceBuffer::allocate(totalPages * pageElems * kvBytes));
+  DeviceBuffer k =
+      unwrap(DeviceBuffer::allocate(totalPages * pageElems * kvBytes));
+  DeviceBuffer vv =
+      unwrap(DeviceBuffer::allocate(totalPages * pageElems * kvBytes));
   fillRandom(k, v.kvType, arch, stream);
   fillRandom(vv, v.kvType, arch, stream);
   std::vector<int32_t> tables(size_t(copies) * cfg.batch * pagesPerSeq);
@@ -336,7 +343,8 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   std::vector<float> scales = {0.01f};
   DeviceBuffer dScale = unwrap(DeviceBuffer::allocate(4));
   BENCH_CHECK(dScale.copyFromHost(scales.data(), 4));
-  const size_t qBytes = size_t(cfg.batch) * cfg.queryLen * v.numQHeads * v.headDim * 2;
+  const size_t qBytes =
+      size_t(cfg.batch) * cfg.queryLen * v.numQHeads * v.headDim * 2;
   DeviceBuffer q = unwrap(DeviceBuffer::allocate(qBytes));
   fillRandom(q, v.qType, arch, stream);
   DeviceBuffer out = unwrap(DeviceBuffer::allocate(qBytes));
@@ -355,8 +363,9 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
     a.numQHeads = v.numQHeads;
     a.headDim = v.headDim;
     a.out = out.ptr<void>();
-    a.cache = {k.ptr<void>(), vv.ptr<void>(), v.kvType, v.numKVHeads, v.headDim,
-               v.pageSize, v.layout, totalPages, 0};
+    a.cache = {k.ptr<void>(), vv.ptr<void>(), v.kvType,
+               v.numKVHeads,  v.headDim,      v.pageSize,
+               v.layout,      totalPages,     0};
     a.pageTables = dTables.ptr<int32_t>() + size_t(c) * cfg.batch * pagesPerSeq;
     a.pageTableStride = pagesPerSeq;
     a.seqLens = dLens.ptr<int32_t>();
@@ -374,7 +383,8 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   BENCH_CHECK(kernel->run(plan, args[0], stream));
   BENCH_CHECK(sync());
   CUgraph graph;
-  BENCH_CHECK(checkCu(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "capture"));
+  BENCH_CHECK(checkCu(
+      cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "capture"));
   for (int i = 0; i < callsPerGraph; ++i)
     BENCH_CHECK(kernel->run(plan, args[i % copies], stream));
   BENCH_CHECK(checkCu(cuStreamEndCapture(stream, &graph), "end capture"));
@@ -389,10 +399,11 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   cuGraphExecDestroy(exec);
   cuGraphDestroy(graph);
 
-  double bytes = double(cfg.batch) * cfg.context * v.numKVHeads * v.headDim * kvBytes * 2 +
-                 2.0 * qBytes;
-  DecodeResult r{cfg, kernel->spec().uri(), ms * 1e3, bytes / (ms * 1e-3) / 1e9, 0,
-                 plan.chunkTokens, bytes};
+  double bytes =
+      double(cfg.batch) * cfg.context * v.numKVHeads * v.headDim * kvBytes * 2 +
+      2.0 * qBytes;
+  DecodeResult r{cfg, kernel->spec().uri(), ms * 1e3, bytes / (ms * 1e-3) / 1e9,
+                 0,   plan.chunkTokens,     bytes};
   r.fractionOfRead = bytes / (ms * 1e-3) / readBw;
   return r;
 }
@@ -403,16 +414,18 @@ int runDecode(bool json, bool quick) {
   Stream stream = unwrap(Stream::create());
   double readBw = measureReadBandwidth(arch, stream.get());
   std::vector<DecodeConfig> configs;
-  std::vector<int> batches = quick ? std::vector<int>{1, 16, 64}
-                                   : std::vector<int>{1, 4, 16, 64, 256};
-  std::vector<int> contexts = quick ? std::vector<int>{4096, 32768}
-                                    : std::vector<int>{1024, 4096, 16384, 32768};
+  std::vector<int> batches =
+      quick ? std::vector<int>{1, 16, 64} : std::vector<int>{1, 4, 16, 64, 256};
+  std::vector<int> contexts = quick
+                                  ? std::vector<int>{4096, 32768}
+                                  : std::vector<int>{1024, 4096, 16384, 32768};
   if (onlyConfig)
     configs.push_back(*onlyConfig);
   // Head ratios (q heads / KV heads): MHA, GQA 4 and 8 (Llama 3 8B), and
   // 64/8 (Llama 3 70B).
   const std::pair<int, int> ratios[] = {{32, 32}, {32, 8}, {32, 4}, {64, 8}};
-  for (ScalarType kv : {ScalarType::BF16, ScalarType::F8E4M3, ScalarType::F8E5M2})
+  for (ScalarType kv :
+       {ScalarType::BF16, ScalarType::F8E4M3, ScalarType::F8E5M2})
     for (auto [hq, hkv] : ratios)
       for (int b : batches)
         for (int ctx : contexts) {
@@ -443,19 +456,21 @@ int runDecode(bool json, bool quick) {
           r.chunkTokens);
   }
   if (json) {
-    llvm::outs() << llvm::formatv("{{\"read_bandwidth_gbps\": {0:F1}, \"decode\": [\n",
-                                  readBw / 1e9);
+    llvm::outs() << llvm::formatv(
+        "{{\"read_bandwidth_gbps\": {0:F1}, \"decode\": [\n", readBw / 1e9);
     for (size_t i = 0; i < results.size(); ++i) {
       const DecodeResult &r = results[i];
       llvm::outs() << llvm::formatv(
-          "  {{\"kv\": \"{0}\", \"q_heads\": {9}, \"kv_heads\": {1}, \"batch\": "
+          "  {{\"kv\": \"{0}\", \"q_heads\": {9}, \"kv_heads\": {1}, "
+          "\"batch\": "
           "{2}, \"context\": {3}, \"query_len\": {10}, \"page_size\": {11}, "
           "\"layout\": \"{12}\", \"bytes\": {13:F0}, \"time_us\": {4:F2}, "
-          "\"gbps\": {5:F1}, \"fraction_of_read\": {6:F4}, \"kernel\": \"{7}\"}{8}\n",
+          "\"gbps\": {5:F1}, \"fraction_of_read\": {6:F4}, \"kernel\": "
+          "\"{7}\"}{8}\n",
           toString(r.config.kvType), r.config.numKVHeads, r.config.batch,
           r.config.context, r.us, r.gbps, r.fractionOfRead, r.kernel,
-          i + 1 < results.size() ? "," : "", r.config.numQHeads, r.config.queryLen,
-          benchPageSize, toString(benchLayout), r.bytes);
+          i + 1 < results.size() ? "," : "", r.config.numQHeads,
+          r.config.queryLen, benchPageSize, toString(benchLayout), r.bytes);
     }
     llvm::outs() << "]}\n";
   }
@@ -481,7 +496,8 @@ struct PrefillResult {
 
 /// Relative L2 distance of bf16 output `a` from `b` (0 when either is
 /// missing).
-double relativeL2(const std::vector<uint16_t> &a, const std::vector<uint16_t> &b) {
+double relativeL2(const std::vector<uint16_t> &a,
+                  const std::vector<uint16_t> &b) {
   if (a.empty() || a.size() != b.size())
     return 0;
   auto value = [](uint16_t x) {
@@ -517,8 +533,8 @@ struct PrefillInputs {
   /// shuffled pages, as after appending a fresh prompt; else ragged k/v.
   std::optional<PagedKVFormat> paged;
   std::optional<ScalarType> raggedFP8; ///< ragged k/v in FP8, else bf16
-  bool fp8Compute = false; ///< FP8 MMAs
-  bool fp8Query = false;   ///< an e4m3 q with per-head scales
+  bool fp8Compute = false;             ///< FP8 MMAs
+  bool fp8Query = false;               ///< an e4m3 q with per-head scales
   /// The result holds the output (the inputs are the same in every call:
   /// fillRandom is deterministic).
   bool keepOutput = false;
@@ -555,14 +571,15 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   auto kernel = unwrap(benchJit().prefill(v));
 
   const int64_t tokens = int64_t(cfg.batch) * cfg.seq;
-  const ScalarType kvType = paged ? paged->kvType : in.raggedFP8.value_or(v.qType);
+  const ScalarType kvType =
+      paged ? paged->kvType : in.raggedFP8.value_or(v.qType);
   const int pageSize = paged ? paged->pageSize : 1;
   const int pagesPerRequest = (cfg.seq + pageSize - 1) / pageSize;
   const int64_t numPages = int64_t(cfg.batch) * pagesPerRequest;
   const size_t qBytes = size_t(tokens) * v.numQHeads * v.headDim * 2;
   const ScalarType qInType = fp8Query ? ScalarType::F8E4M3 : v.qType;
-  const size_t kvBytes = size_t(numPages) * pageSize * v.numKVHeads * v.headDim *
-                         sizeOf(kvType);
+  const size_t kvBytes =
+      size_t(numPages) * pageSize * v.numKVHeads * v.headDim * sizeOf(kvType);
   const size_t copyBytes = 2 * qBytes + 2 * kvBytes; // q, out, k, v
   // Copies enough that consecutive calls do not find their inputs in the
   // L2 (at most 3: the largest configs are far beyond it anyway).
@@ -616,8 +633,15 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
       a.numQTokens = tokens;
       a.numQHeads = v.numQHeads;
       a.headDim = v.headDim;
-      a.cache = {data[c].k.ptr<void>(), data[c].v.ptr<void>(), kvType,
-                 v.numKVHeads, v.headDim, pageSize, paged->layout, numPages, 0};
+      a.cache = {data[c].k.ptr<void>(),
+                 data[c].v.ptr<void>(),
+                 kvType,
+                 v.numKVHeads,
+                 v.headDim,
+                 pageSize,
+                 paged->layout,
+                 numPages,
+                 0};
       a.pageTables = pageTables.ptr<int32_t>();
       a.pageTableStride = pagesPerRequest;
       a.sinks = sinksArg;
@@ -629,7 +653,8 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
         a.kScale = a.vScale = scale.ptr<float>();
         a.numKVScales = 1;
       }
-      calls.push_back([=, &kernel, &plan] { return kernel->run(plan, a, stream); });
+      calls.push_back(
+          [=, &kernel, &plan] { return kernel->run(plan, a, stream); });
     } else {
       PrefillArgs a;
       a.q = data[c].q.ptr<void>();
@@ -651,16 +676,19 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
       a.alibiSlopes = v.alibi ? benchSlopes : nullptr;
       for (int i = 0; i < kernel->spec().numAuxTables(); ++i)
         a.aux[i] = benchAux[i];
-      calls.push_back([=, &kernel, &plan] { return kernel->run(plan, a, stream); });
+      calls.push_back(
+          [=, &kernel, &plan] { return kernel->run(plan, a, stream); });
     }
   }
   for (auto &call : calls) // warm up: clocks, the L2, the TLB
     BENCH_CHECK(call());
   BENCH_CHECK(sync());
   int call = 0;
-  double ms = timeMedian(stream, 15, [&] { BENCH_CHECK(calls[call++ % copies]()); });
-  PrefillResult result{cfg, kernel->spec().uri(), ms,
-                       prefillFlops(cfg) / (ms * 1e-3) / 1e12, copies, {}};
+  double ms =
+      timeMedian(stream, 15, [&] { BENCH_CHECK(calls[call++ % copies]()); });
+  PrefillResult result{cfg,    kernel->spec().uri(),
+                       ms,     prefillFlops(cfg) / (ms * 1e-3) / 1e12,
+                       copies, {}};
   if (in.keepOutput) {
     BENCH_CHECK(sync());
     result.out.resize(qBytes / 2);
@@ -704,18 +732,25 @@ int runPrefill(bool json, bool quick) {
         "fp8mma: FP8 compute over the e4m3 cache; err: its relative L2\n"
         "distance from paged_e4m3's output (16-bit MMAs, same inputs);\n"
         "fp8q: fp8mma over an e4m3 q the caller quantized (per-head scales);\n"
-        "rag_fp8q: the same over ragged e4m3 k/v rows (FlashAttention 3's FP8)\n\n"
-        "{2,-6} {3,-6} {4,-7} {5,-4} {6,-7} {7,10} {8,9} {9,9} {10,10} {11,10} {12,10} {13,8} "
+        "rag_fp8q: the same over ragged e4m3 k/v rows (FlashAttention 3's "
+        "FP8)\n\n"
+        "{2,-6} {3,-6} {4,-7} {5,-4} {6,-7} {7,10} {8,9} {9,9} {10,10} {11,10} "
+        "{12,10} {13,8} "
         "{14,8} {15,8}\n",
         sms, toString(arch), "batch", "seq", "heads", "dim", "mask", "time_ms",
-        "TFLOP/s", "paged", "paged_e4m3", "paged_e5m2", "fp8mma", "err", "fp8q", "rag_fp8q");
+        "TFLOP/s", "paged", "paged_e4m3", "paged_e5m2", "fp8mma", "err", "fp8q",
+        "rag_fp8q");
   // Paged prefill over the same shapes: a bf16 cache and e4m3 / e5m2 ones,
   // page 16, NHD by default (vLLM's default page size and layout).
-  const PagedKVFormat pagedBF16{ScalarType::BF16, benchPageSize, benchLayout, false};
-  const PagedKVFormat pagedE4M3{ScalarType::F8E4M3, benchPageSize, benchLayout, false};
-  const PagedKVFormat pagedE5M2{ScalarType::F8E5M2, benchPageSize, benchLayout, false};
+  const PagedKVFormat pagedBF16{ScalarType::BF16, benchPageSize, benchLayout,
+                                false};
+  const PagedKVFormat pagedE4M3{ScalarType::F8E4M3, benchPageSize, benchLayout,
+                                false};
+  const PagedKVFormat pagedE5M2{ScalarType::F8E5M2, benchPageSize, benchLayout,
+                                false};
   struct Row {
-    PrefillResult ragged, paged, pagedFP8, pagedE5M2, fp8Compute, fp8Query, raggedFP8Query;
+    PrefillResult ragged, paged, pagedFP8, pagedE5M2, fp8Compute, fp8Query,
+        raggedFP8Query;
     double fp8ComputeError = 0;
   };
   // FP8 compute where the arch and head dim have it (sm_90a, 128 and 256).
@@ -729,33 +764,37 @@ int runPrefill(bool json, bool quick) {
       r.paged = benchPrefill(cfg, arch, stream.get(), {pagedBF16});
       if (!noE4M3) {
         const bool fp8mma = hasFP8Compute(cfg);
-        r.pagedFP8 = benchPrefill(cfg, arch, stream.get(),
-                                  {pagedE4M3, std::nullopt, false, false, fp8mma});
+        r.pagedFP8 =
+            benchPrefill(cfg, arch, stream.get(),
+                         {pagedE4M3, std::nullopt, false, false, fp8mma});
         r.pagedE5M2 = benchPrefill(cfg, arch, stream.get(), {pagedE5M2});
         if (fp8mma) {
-          r.fp8Compute = benchPrefill(cfg, arch, stream.get(),
-                                      {pagedE4M3, std::nullopt, true, false, true});
+          r.fp8Compute =
+              benchPrefill(cfg, arch, stream.get(),
+                           {pagedE4M3, std::nullopt, true, false, true});
           r.fp8ComputeError = relativeL2(r.fp8Compute.out, r.pagedFP8.out);
           r.fp8Compute.out.clear();
           r.pagedFP8.out.clear();
           r.fp8Query = benchPrefill(cfg, arch, stream.get(),
                                     {pagedE4M3, std::nullopt, true, true});
           // FlashAttention 3's FP8 forward: e4m3 q, k and v rows.
-          r.raggedFP8Query = benchPrefill(
-              cfg, arch, stream.get(), {std::nullopt, ScalarType::F8E4M3, true, true});
+          r.raggedFP8Query =
+              benchPrefill(cfg, arch, stream.get(),
+                           {std::nullopt, ScalarType::F8E4M3, true, true});
         }
       }
     }
     results.push_back(r);
     if (!json)
       llvm::outs() << llvm::formatv(
-          "{0,-6} {1,-6} {2,-7} {3,-4} {4,-7} {5,10:F3} {6,9:F1} {7,9:F1} {8,10:F1} {9,10:F1} "
+          "{0,-6} {1,-6} {2,-7} {3,-4} {4,-7} {5,10:F3} {6,9:F1} {7,9:F1} "
+          "{8,10:F1} {9,10:F1} "
           "{10,10:F1} {11,8:F4} {12,8:F1} {13,8:F1}\n",
           cfg.batch, cfg.seq, llvm::formatv("32/{0}", cfg.numKVHeads).str(),
           cfg.headDim, cfg.causal ? "causal" : "full", r.ragged.ms,
-          r.ragged.tflops, r.paged.tflops, r.pagedFP8.tflops, r.pagedE5M2.tflops,
-          r.fp8Compute.tflops, r.fp8ComputeError, r.fp8Query.tflops,
-          r.raggedFP8Query.tflops);
+          r.ragged.tflops, r.paged.tflops, r.pagedFP8.tflops,
+          r.pagedE5M2.tflops, r.fp8Compute.tflops, r.fp8ComputeError,
+          r.fp8Query.tflops, r.raggedFP8Query.tflops);
   }
   if (json) {
     llvm::outs() << llvm::formatv("{{\"arch\": \"{0}\", \"sms\": {1}, "
@@ -769,7 +808,8 @@ int runPrefill(bool json, bool quick) {
           "\"time_ms\": {6:F4}, \"tflops\": {7:F2}, \"flops\": {8:E}, "
           "\"copies\": {9}, \"kernel\": \"{10}\", "
           "\"paged_p16_tflops\": {11:F2}, \"paged_p16_e4m3_tflops\": {12:F2}, "
-          "\"paged_p16_e5m2_tflops\": {14:F2}, \"paged_p16_e4m3_fp8mma_tflops\": {15:F2}, "
+          "\"paged_p16_e5m2_tflops\": {14:F2}, "
+          "\"paged_p16_e4m3_fp8mma_tflops\": {15:F2}, "
           "\"paged_p16_e4m3_fp8mma_error\": {16:F5}, "
           "\"paged_p16_e4m3_fp8mma_q8_tflops\": {17:F2}, "
           "\"ragged_e4m3_fp8mma_q8_tflops\": {18:F2}}{13}\n",
@@ -846,7 +886,8 @@ int runModifiers(bool json) {
   const std::vector<Knobs> knobs = {
       {"causal", [](AttentionKnobs &) {}},
       {"softcap", [](AttentionKnobs &k) { k.softcap = 30.f; }},
-      {"softcap_region", [](AttentionKnobs &k) { k.scoreMod = kSoftcapRegion; }},
+      {"softcap_region",
+       [](AttentionKnobs &k) { k.scoreMod = kSoftcapRegion; }},
       {"alibi", [](AttentionKnobs &k) { k.alibi = true; }},
       {"alibi_region", [](AttentionKnobs &k) { k.scoreMod = kAlibiRegion; }},
       {"chunked_local_region",
@@ -869,8 +910,9 @@ int runModifiers(bool json) {
           first ? "" : ",\n", call, shape, variant, ms, ms / base, kernel);
       first = false;
     } else {
-      llvm::outs() << llvm::formatv("{0,-10} {1,-22} {2,-22} {3,10:f4} {4,10:f3}  {5}\n",
-                                    call, shape, variant, ms, ms / base, kernel);
+      llvm::outs() << llvm::formatv(
+          "{0,-10} {1,-22} {2,-22} {3,10:f4} {4,10:f3}  {5}\n", call, shape,
+          variant, ms, ms / base, kernel);
     }
   };
   for (int seq : {8192, 32768}) {
@@ -923,9 +965,10 @@ double measureCopyBandwidth(Arch arch, CUstream stream) {
   CUdevice device;
   BENCH_CHECK(checkCu(cuCtxGetDevice(&device), "cuCtxGetDevice"));
   int sms = 0;
-  BENCH_CHECK(checkCu(cuDeviceGetAttribute(
-                          &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
-                      "attr"));
+  BENCH_CHECK(
+      checkCu(cuDeviceGetAttribute(
+                  &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
+              "attr"));
   unsigned long long n = bytes / 16;
   CUdeviceptr from = src.get(), to = dst.get();
   void *args[] = {&from, &to, &n};
@@ -970,8 +1013,9 @@ int runMerge(bool json) {
         a.numStates = states;
         for (int i = 0; i <= states; ++i) {
           buffers.push_back(unwrap(DeviceBuffer::allocate(outBytes)));
-          fillRandom(buffers.back(), dtype == ScalarType::F32 ? ScalarType::BF16 : dtype,
-                     arch, stream.get());
+          fillRandom(buffers.back(),
+                     dtype == ScalarType::F32 ? ScalarType::BF16 : dtype, arch,
+                     stream.get());
           std::vector<float> ones(size_t(rows), 1.f);
           DeviceBuffer lse = unwrap(DeviceBuffer::allocate(size_t(rows) * 4));
           BENCH_CHECK(lse.copyFromHost(ones.data(), ones.size() * 4));
@@ -1040,7 +1084,8 @@ CascadeResult benchCascade(ScalarType kvType, int batch, int groupSize,
   // rows (plain decode) are prefix + own; the cascade reads the two parts.
   const int fullStride = prefixPages + ownPagesMax;
   std::vector<int32_t> fullTables(size_t(batch) * fullStride, 0);
-  std::vector<int32_t> prefixTables(size_t(groups) * std::max(prefixPages, 1), 0);
+  std::vector<int32_t> prefixTables(size_t(groups) * std::max(prefixPages, 1),
+                                    0);
   std::vector<int32_t> ownTables(size_t(batch) * ownPagesMax, 0);
   for (int g = 0; g < groups; ++g)
     for (int i = 0; i < prefixPages; ++i)
@@ -1056,8 +1101,10 @@ CascadeResult benchCascade(ScalarType kvType, int batch, int groupSize,
     }
   }
   const int64_t pageElems = int64_t(v.pageSize) * v.numKVHeads * v.headDim;
-  DeviceBuffer k = unwrap(DeviceBuffer::allocate(totalPages * pageElems * sizeOf(kvType)));
-  DeviceBuffer vv = unwrap(DeviceBuffer::allocate(totalPages * pageElems * sizeOf(kvType)));
+  DeviceBuffer k =
+      unwrap(DeviceBuffer::allocate(totalPages * pageElems * sizeOf(kvType)));
+  DeviceBuffer vv =
+      unwrap(DeviceBuffer::allocate(totalPages * pageElems * sizeOf(kvType)));
   fillRandom(k, kvType, arch, stream);
   fillRandom(vv, kvType, arch, stream);
   auto upload = [](const std::vector<int32_t> &t) {
@@ -1075,8 +1122,9 @@ CascadeResult benchCascade(ScalarType kvType, int batch, int groupSize,
   DeviceBuffer dScale = unwrap(DeviceBuffer::allocate(4));
   BENCH_CHECK(dScale.copyFromHost(scale.data(), 4));
   const bool fp8 = sizeOf(kvType) == 1;
-  PagedKVView view{k.ptr<void>(), vv.ptr<void>(), kvType, v.numKVHeads,
-                   v.headDim, v.pageSize, v.layout, totalPages, 0};
+  PagedKVView view{k.ptr<void>(), vv.ptr<void>(), kvType,
+                   v.numKVHeads,  v.headDim,      v.pageSize,
+                   v.layout,      totalPages,     0};
 
   DecodeWorkspace ws = unwrap(plain->createWorkspace(batch));
   DecodePlan plan = unwrap(plain->plan(full, ws, stream));
@@ -1097,8 +1145,8 @@ CascadeResult benchCascade(ScalarType kvType, int batch, int groupSize,
   }
   CascadeResult r;
   r.plainUs = 1e3 * timeMedian(stream, 20, [&] {
-    BENCH_CHECK(plain->run(plan, a, stream));
-  });
+                BENCH_CHECK(plain->run(plan, a, stream));
+              });
 
   runtime::CascadeWorkspace cws = unwrap(cascade.createWorkspace(batch, 1));
   runtime::CascadeLevel level;
@@ -1124,8 +1172,8 @@ CascadeResult benchCascade(ScalarType kvType, int batch, int groupSize,
     c.numKVScales = 1;
   }
   r.cascadeUs = 1e3 * timeMedian(stream, 20, [&] {
-    BENCH_CHECK(cascade.run(cplan, c, stream));
-  });
+                  BENCH_CHECK(cascade.run(cplan, c, stream));
+                });
   return r;
 }
 
@@ -1150,14 +1198,14 @@ int runCascade(bool json) {
   if (json)
     llvm::outs() << "[\n";
   else
-    llvm::outs() << llvm::formatv("{0,-6} {1,6} {2,6} {3,8} {4,12} {5,12} {6,8} {7,8}\n",
-                                  "kv", "batch", "group", "prefix",
-                                  "plain us", "cascade us", "speedup", "backend");
+    llvm::outs() << llvm::formatv(
+        "{0,-6} {1,6} {2,6} {3,8} {4,12} {5,12} {6,8} {7,8}\n", "kv", "batch",
+        "group", "prefix", "plain us", "cascade us", "speedup", "backend");
   bool first = true;
   for (ScalarType kv : {ScalarType::BF16, ScalarType::F8E4M3})
     for (const Shape &s : shapes) {
-      CascadeResult r = benchCascade(kv, s.batch, s.groupSize, s.prefix, arch,
-                                     stream.get());
+      CascadeResult r =
+          benchCascade(kv, s.batch, s.groupSize, s.prefix, arch, stream.get());
       // What the Backend picks for a decode step of one such group.
       BackendConfig config;
       config.numQHeads = 32;
@@ -1190,7 +1238,7 @@ int runJit(bool json) {
   auto seconds = [](Clock::duration d) {
     return std::chrono::duration<double>(d).count();
   };
-  DecodeVariant v; // bf16, 32/8 heads, d128, page 16
+  DecodeVariant v;    // bf16, 32/8 heads, d128, page 16
   v.windowLeft = 777; // a variant no earlier run has cached
   Arch arch = Arch::SM90a;
   if (haveGpu())
@@ -1255,8 +1303,15 @@ int runJit(bool json) {
     a.numQHeads = 32;
     a.headDim = 128;
     a.out = q.ptr<void>();
-    a.cache = {kv.ptr<void>(), kv.ptr<void>(), ScalarType::BF16, 8, 128, 16,
-               KVLayout::NHD, pages, 0};
+    a.cache = {kv.ptr<void>(),
+               kv.ptr<void>(),
+               ScalarType::BF16,
+               8,
+               128,
+               16,
+               KVLayout::NHD,
+               pages,
+               0};
     a.pageTables = dTables.ptr<int32_t>();
     a.pageTableStride = 128;
     a.seqLens = dLens.ptr<int32_t>();
@@ -1273,14 +1328,16 @@ int runJit(bool json) {
     };
     BENCH_CHECK(kernel->run(plan, a, stream.get()));
     BENCH_CHECK(sync());
-    runS = hostSeconds([&] { BENCH_CHECK(kernel->run(plan, a, stream.get())); });
+    runS =
+        hostSeconds([&] { BENCH_CHECK(kernel->run(plan, a, stream.get())); });
 
     // The driver's share: cuLaunchKernel of an empty kernel (the bench's
     // fill over no words), the floor under any run(), through the
     // context-independent CUkernel and through the context's CUfunction.
     CUkernel empty = benchKernels(arch).fill;
     CUfunction emptyFn;
-    BENCH_CHECK(checkCu(cuKernelGetFunction(&emptyFn, empty), "cuKernelGetFunction"));
+    BENCH_CHECK(
+        checkCu(cuKernelGetFunction(&emptyFn, empty), "cuKernelGetFunction"));
     unsigned long long none = 0;
     unsigned keep = 0, set = 0;
     CUdeviceptr nowhere = 0;
@@ -1290,11 +1347,13 @@ int runJit(bool json) {
                                          emptyArgs, nullptr),
                           "cuLaunchKernel(empty)"));
     };
-    launchS = hostSeconds([&] { launchEmpty(reinterpret_cast<CUfunction>(empty)); });
+    launchS =
+        hostSeconds([&] { launchEmpty(reinterpret_cast<CUfunction>(empty)); });
     launchFnS = hostSeconds([&] { launchEmpty(emptyFn); });
 
     // plan(): host time of a 64-request plan (partition and upload).
-    planS = hostSeconds([&] { plan = unwrap(kernel->plan(lens, ws, stream.get())); });
+    planS = hostSeconds(
+        [&] { plan = unwrap(kernel->plan(lens, ws, stream.get())); });
   } else {
     t0 = Clock::now();
     for (int i = 0; i < n; ++i)
@@ -1312,14 +1371,18 @@ int runJit(bool json) {
   } else {
     llvm::outs() << llvm::formatv("cold NVRTC compile ({0}):  {1:F3} s\n",
                                   compiled.spec.uri(), coldS);
-    llvm::outs() << llvm::formatv("disk cache hit:            {0:F3} ms\n", diskS * 1e3);
-    llvm::outs() << llvm::formatv("in-memory hit:             {0:F3} us\n", memoryS * 1e6);
+    llvm::outs() << llvm::formatv("disk cache hit:            {0:F3} ms\n",
+                                  diskS * 1e3);
+    llvm::outs() << llvm::formatv("in-memory hit:             {0:F3} us\n",
+                                  memoryS * 1e6);
     if (runS >= 0) {
-      llvm::outs() << llvm::formatv("run() host overhead:       {0:F3} us\n", runS * 1e6);
-      llvm::outs() << llvm::formatv(
-          "empty cuLaunchKernel:      {0:F3} us (CUkernel), {1:F3} us (CUfunction)\n",
-          launchS * 1e6, launchFnS * 1e6);
-      llvm::outs() << llvm::formatv("plan() of 64 requests:     {0:F3} us\n", planS * 1e6);
+      llvm::outs() << llvm::formatv("run() host overhead:       {0:F3} us\n",
+                                    runS * 1e6);
+      llvm::outs() << llvm::formatv("empty cuLaunchKernel:      {0:F3} us "
+                                    "(CUkernel), {1:F3} us (CUfunction)\n",
+                                    launchS * 1e6, launchFnS * 1e6);
+      llvm::outs() << llvm::formatv("plan() of 64 requests:     {0:F3} us\n",
+                                    planS * 1e6);
     } else {
       llvm::outs() << "run() host overhead:       not measured (no GPU)\n";
     }
@@ -1338,9 +1401,11 @@ int main(int argc, char **argv) {
     llvm::outs()
         << "usage: attn-bench decode [--json] [--quick] [--schedule "
            "W,S,R,C,M]\n"
-           "       attn-bench decode --only bf16|e4m3|e5m2,KV_HEADS,BATCH,CONTEXT\n"
+           "       attn-bench decode --only "
+           "bf16|e4m3|e5m2,KV_HEADS,BATCH,CONTEXT\n"
            "         [--page N] [--hnd] [--identity-pages]   cache geometry\n"
-           "         (default: 16, NHD, shuffled pages; prefill's paged columns\n"
+           "         (default: 16, NHD, shuffled pages; prefill's paged "
+           "columns\n"
            "         take them too)\n"
            "         [--query-len N]   query tokens per request (speculative\n"
            "         decoding; default 1)\n"
@@ -1352,7 +1417,8 @@ int main(int argc, char **argv) {
            "       attn-bench decode|prefill ... [--define NAME[=VALUE]]...\n"
            "         template experiments\n"
            "       attn-bench jit [--json]\n"
-           "       attn-bench modifiers [--json]   score_mod / mask_mod regions\n"
+           "       attn-bench modifiers [--json]   score_mod / mask_mod "
+           "regions\n"
            "         against the built-in knobs and plain causal attention\n"
            "       attn-bench merge [--json]   merge_states against a copy's\n"
            "         read + write bandwidth\n"
@@ -1384,7 +1450,8 @@ int main(int argc, char **argv) {
         std::sscanf((only + 1)->c_str(), "%7[^,],%d,%d,%d", kv, &c.numKVHeads,
                     &c.batch, &c.context) != 4 ||
         !parseScalarType(kv) || sizeOf(*parseScalarType(kv)) == 4) {
-      llvm::errs() << "attn-bench: --only takes bf16|f16|e4m3|e5m2,kv_heads,batch,context\n";
+      llvm::errs() << "attn-bench: --only takes "
+                      "bf16|f16|e4m3|e5m2,kv_heads,batch,context\n";
       return 1;
     }
     c.kvType = *parseScalarType(kv);
@@ -1392,7 +1459,8 @@ int main(int argc, char **argv) {
   }
   auto page = std::find(args.begin(), args.end(), "--page");
   if (page != args.end() &&
-      (page + 1 == args.end() || std::sscanf((page + 1)->c_str(), "%d", &benchPageSize) != 1)) {
+      (page + 1 == args.end() ||
+       std::sscanf((page + 1)->c_str(), "%d", &benchPageSize) != 1)) {
     llvm::errs() << "attn-bench: --page takes a page size\n";
     return 1;
   }
@@ -1403,7 +1471,8 @@ int main(int argc, char **argv) {
       (queryLen + 1 == args.end() ||
        std::sscanf((queryLen + 1)->c_str(), "%d", &benchQueryLen) != 1 ||
        benchQueryLen < 1 || benchQueryLen > int(kMaxDecodeQueryLen))) {
-    llvm::errs() << "attn-bench: --query-len takes 1 to " << kMaxDecodeQueryLen << "\n";
+    llvm::errs() << "attn-bench: --query-len takes 1 to " << kMaxDecodeQueryLen
+                 << "\n";
     return 1;
   }
   if (onlyConfig)
@@ -1415,15 +1484,16 @@ int main(int argc, char **argv) {
   identityPages = has("--identity-pages");
   if (args[0] == "decode")
     return runDecode(has("--json"), has("--quick"));
-  auto prefillSchedule = std::find(args.begin(), args.end(), "--prefill-schedule");
+  auto prefillSchedule =
+      std::find(args.begin(), args.end(), "--prefill-schedule");
   if (prefillSchedule != args.end()) {
     PrefillSchedule s;
     char mma[16] = "sync";
-    int fields = prefillSchedule + 1 == args.end()
-                     ? 0
-                     : std::sscanf((prefillSchedule + 1)->c_str(),
-                                   "%d,%d,%d,%d,%15s", &s.warps, &s.blockM,
-                                   &s.blockN, &s.stages, mma);
+    int fields =
+        prefillSchedule + 1 == args.end()
+            ? 0
+            : std::sscanf((prefillSchedule + 1)->c_str(), "%d,%d,%d,%d,%15s",
+                          &s.warps, &s.blockM, &s.blockN, &s.stages, mma);
     // The tail: sync or wgmma, then optionally pack_gqa.
     auto [mmaName, pack] = llvm::StringRef(mma).split(',');
     std::optional<PrefillMma> kind = parsePrefillMma(mmaName);

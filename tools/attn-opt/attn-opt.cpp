@@ -92,8 +92,8 @@ int main(int argc, char **argv) {
     llvm::errs() << error << "\n";
     return EXIT_FAILURE;
   }
-  if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(input), registry,
-                                     config)))
+  if (mlir::failed(
+          mlir::MlirOptMain(output->os(), std::move(input), registry, config)))
     return EXIT_FAILURE;
   output->keep();
   return EXIT_SUCCESS;

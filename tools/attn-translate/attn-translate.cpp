@@ -25,7 +25,8 @@ static LogicalResult translateToCuda(Operation *op, raw_ostream &os) {
   // Everything attn must be lowered: a translation of half-lowered IR would
   // silently drop the ops that are left.
   WalkResult unlowered = op->walk([](Operation *nested) {
-    if (isa<AttnDialect>(nested->getDialect()) && !isa<KernelLaunchOp>(nested)) {
+    if (isa<AttnDialect>(nested->getDialect()) &&
+        !isa<KernelLaunchOp>(nested)) {
       nested->emitError() << "'" << nested->getName()
                           << "' is not lowered to a kernel launch; run "
                              "attn-opt --attn-pipeline first";

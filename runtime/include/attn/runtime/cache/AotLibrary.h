@@ -55,8 +55,8 @@ namespace attn::runtime {
 
 /// One kernel of a library, as its manifest describes it.
 struct AotKernel {
-  std::string key;       ///< AOT key (64 hex digits)
-  std::string name;      ///< KernelSpec::uri(); the symbol is "attn_" + name
+  std::string key;  ///< AOT key (64 hex digits)
+  std::string name; ///< KernelSpec::uri(); the symbol is "attn_" + name
   /// The kernel keys of the variants it serves (variants that differ only
   /// in what does not change the kernel share it); empty for .mlir configs.
   std::vector<std::string> kernelKeys;
@@ -84,7 +84,8 @@ parseAotManifest(llvm::StringRef text, llvm::StringRef path, bool packed);
 llvm::Error writeKernelFiles(llvm::StringRef dir, AotKernel &kernel,
                              llvm::StringRef source, llvm::StringRef cubin);
 /// Writes <dir>/manifest.json listing `kernels`.
-llvm::Error writeManifest(llvm::StringRef dir, llvm::ArrayRef<AotKernel> kernels);
+llvm::Error writeManifest(llvm::StringRef dir,
+                          llvm::ArrayRef<AotKernel> kernels);
 /// An error unless `file` may receive the packed form of the directory
 /// library `dir`: it must not lie inside `dir` (real paths compared) and
 /// must not exist unless it is a packed attn library (by its magic), so

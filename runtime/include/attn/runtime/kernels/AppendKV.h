@@ -7,9 +7,9 @@
 #ifndef ATTN_RUNTIME_APPENDKV_H
 #define ATTN_RUNTIME_APPENDKV_H
 
+#include "attn/runtime/kernels/Decode.h"
 #include "attn/runtime/kernels/KernelHandle.h"
 #include "attn/runtime/support/CudaHandles.h"
-#include "attn/runtime/kernels/Decode.h"
 #include "spec/Variant.h"
 
 #include <memory>
@@ -26,11 +26,11 @@ struct AppendKVArgs {
   int headDim = 0;
   int64_t kStrideToken = 0; ///< elements; 0 means dense
   int64_t vStrideToken = 0;
-  PagedKVView cache;        ///< written through (k and v are cast to mutable)
+  PagedKVView cache; ///< written through (k and v are cast to mutable)
   /// [numTokens]; negative skips a row, and so does a slot past the cache
   /// (cache.numPages * pageSize or more), which is reported
   const int64_t *slotMapping = nullptr;
-  const float *kScale = nullptr;        ///< FP8: stored value is x / scale
+  const float *kScale = nullptr; ///< FP8: stored value is x / scale
   const float *vScale = nullptr;
   int numKVScales = 0;
 };

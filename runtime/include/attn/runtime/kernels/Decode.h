@@ -11,12 +11,12 @@
 #ifndef ATTN_RUNTIME_DECODE_H
 #define ATTN_RUNTIME_DECODE_H
 
-#include "attn/runtime/support/CudaHandles.h"
-#include "attn/runtime/kernels/KernelHandle.h"
 #include "attn/runtime/kernels/HeadTables.h"
-#include "spec/Variant.h"
+#include "attn/runtime/kernels/KernelHandle.h"
 #include "attn/runtime/kernels/PagedKV.h"
+#include "attn/runtime/support/CudaHandles.h"
 #include "spec/KernelSpec.h"
+#include "spec/Variant.h"
 #include "templates/attn/params.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -44,9 +44,10 @@ struct DecodePartition {
 /// That fills the GPU for small batches and avoids a last, nearly empty wave.
 /// With a sliding window, keys no query can see are skipped. Errors name the
 /// first bad length.
-llvm::Expected<DecodePartition>
-partitionDecode(llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec,
-                std::optional<int> windowLeft, int numSMs, int ctasPerSM);
+llvm::Expected<DecodePartition> partitionDecode(llvm::ArrayRef<int32_t> seqLens,
+                                                const KernelSpec &spec,
+                                                std::optional<int> windowLeft,
+                                                int numSMs, int ctasPerSM);
 
 /// Upper bound of work items for `maxBatch` requests (sizes the workspace).
 int maxDecodeWorkItems(const KernelSpec &spec, int maxBatch, int numSMs,
@@ -57,9 +58,8 @@ int maxDecodeWorkItems(const KernelSpec &spec, int maxBatch, int numSMs,
 /// CUDA graphs need).
 class DecodeWorkspace {
 public:
-  static llvm::Expected<DecodeWorkspace> create(const KernelSpec &spec,
-                                                int maxBatch, int numSMs,
-                                                int ctasPerSM);
+  static llvm::Expected<DecodeWorkspace>
+  create(const KernelSpec &spec, int maxBatch, int numSMs, int ctasPerSM);
   int maxBatch() const { return batchCapacity; }
   int maxWorkItems() const { return workCapacity; }
   /// Device bytes held (work lists and f32 partials).
@@ -109,7 +109,7 @@ struct DecodeArgs : HeadTables {
   /// [batch], device copy of the plan's lengths; the kernel takes the
   /// lengths from the plan, validatePages reads these.
   const int32_t *seqLens = nullptr;
-  const float *kScale = nullptr;    ///< FP8: [1] or [numKVHeads]
+  const float *kScale = nullptr; ///< FP8: [1] or [numKVHeads]
   const float *vScale = nullptr;
   int numKVScales = 0;
   /// The batch index that modifier regions (and per-request aux tables)

@@ -35,7 +35,8 @@ struct MergeStatesArgs {
   /// outs[i]: [numTokens, numHeads, headDim]; lses[i]: [numTokens, numHeads].
   const void *outs[kMaxMergeStates] = {};
   const float *lses[kMaxMergeStates] = {};
-  int64_t statesStrideToken = 0; ///< elements between tokens of outs[i]; 0: dense
+  int64_t statesStrideToken =
+      0; ///< elements between tokens of outs[i]; 0: dense
   /// The merged state. `out` may be one of `outs` (with the same stride)
   /// and `lse` one of `lses`: the merge is then in place. Any other overlap
   /// is an error. `lse` may be null.

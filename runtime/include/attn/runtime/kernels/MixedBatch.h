@@ -1,4 +1,5 @@
-//===- MixedBatch.h - one forward call over prefills and decodes -*- C++ -*-===//
+//===- MixedBatch.h - one forward call over prefills and decodes -*- C++
+//-*-===//
 //
 // An inference engine's step batches prefill chunks and decode requests in
 // one forward call. MixedBatchAttention runs such a batch through one
@@ -85,12 +86,10 @@ public:
 
   /// Plans a batch from host cu_seqlens_q (batch + 1 offsets over all
   /// requests) and cached lengths (batch values, new rows included).
-  llvm::Expected<MixedBatchPlan> plan(llvm::ArrayRef<int32_t> cuSeqlensQ,
-                                      llvm::ArrayRef<int32_t> seqLens,
-                                      int numPrefills,
-                                      MixedBatchWorkspace &workspace,
-                                      CUstream stream,
-                                      bool forGraph = false) const;
+  llvm::Expected<MixedBatchPlan>
+  plan(llvm::ArrayRef<int32_t> cuSeqlensQ, llvm::ArrayRef<int32_t> seqLens,
+       int numPrefills, MixedBatchWorkspace &workspace, CUstream stream,
+       bool forGraph = false) const;
 
   /// Checks both parts' arguments, then launches them on `stream`.
   llvm::Error run(const MixedBatchPlan &plan, const MixedBatchArgs &args,

@@ -10,12 +10,12 @@
 #ifndef ATTN_RUNTIME_PREFILL_H
 #define ATTN_RUNTIME_PREFILL_H
 
-#include "attn/runtime/support/CudaHandles.h"
-#include "attn/runtime/kernels/KernelHandle.h"
 #include "attn/runtime/kernels/HeadTables.h"
+#include "attn/runtime/kernels/KernelHandle.h"
 #include "attn/runtime/kernels/PagedKV.h"
-#include "spec/Variant.h"
+#include "attn/runtime/support/CudaHandles.h"
 #include "spec/KernelSpec.h"
+#include "spec/Variant.h"
 #include "templates/attn/params.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -57,7 +57,6 @@ struct PrefillPiece {
   int32_t outStart = 0;
 };
 
-
 /// Device and pinned buffers a prefill kernel plans into, sized for at most
 /// `maxQTokens` query rows in `maxBatch` requests.
 class PrefillWorkspace {
@@ -94,8 +93,8 @@ struct PrefillArgs : HeadTables {
   /// [numQTokens, numQHeads, headDim]: of dtype, or e4m3 when the variant
   /// takes a quantized q (fp8Query; qScale its [numQHeads] scales).
   const void *q = nullptr;
-  const void *k = nullptr; ///< [numKVTokens, numKVHeads, headDim]
-  const void *v = nullptr; ///< [numKVTokens, numKVHeads, headDim]
+  const void *k = nullptr;             ///< [numKVTokens, numKVHeads, headDim]
+  const void *v = nullptr;             ///< [numKVTokens, numKVHeads, headDim]
   ScalarType dtype = ScalarType::BF16; ///< of out (and q, and k, v unless FP8)
   /// FP8 k and v (PrefillVariant::fp8KV): their type and dequantization
   /// scales, [1] or [numKVHeads] each (stored value = x / scale).
@@ -113,7 +112,7 @@ struct PrefillArgs : HeadTables {
   int64_t vStrideToken = 0;
   void *out = nullptr; ///< like q
   int64_t outStrideToken = 0;
-  float *lse = nullptr;               ///< [numQTokens, numQHeads] iff LSE
+  float *lse = nullptr; ///< [numQTokens, numQHeads] iff LSE
 };
 
 /// Device arguments of one paged-prefill call (one layer). The new rows'

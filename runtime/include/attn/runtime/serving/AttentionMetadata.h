@@ -1,4 +1,5 @@
-//===- AttentionMetadata.h - one engine step's attention metadata -*- C++ -*-===//
+//===- AttentionMetadata.h - one engine step's attention metadata -*- C++
+//-*-===//
 //
 // The scheduler hands over the requests of one step (prefill chunks and
 // decodes with their cached context and page tables); the builder turns
@@ -23,9 +24,9 @@
 #define ATTN_RUNTIME_ATTENTIONMETADATA_H
 
 #include "attn/runtime/kernels/AppendKV.h"
-#include "attn/runtime/support/CudaHandles.h"
 #include "attn/runtime/kernels/Decode.h"
 #include "attn/runtime/kernels/MixedBatch.h"
+#include "attn/runtime/support/CudaHandles.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
@@ -55,10 +56,11 @@ struct ScheduledRequest {
 
 /// Capacities the device buffers are sized for, and the cache geometry.
 struct MetadataLimits {
-  int pageSize = 16;      ///< tokens per cache page
-  int64_t numPages = 0;   ///< cache pages; table entries must be below it (0: unchecked)
-  int maxBatch = 0;        ///< requests per step
-  int64_t maxTokens = 0;   ///< query tokens per step
+  int pageSize = 16; ///< tokens per cache page
+  int64_t numPages =
+      0; ///< cache pages; table entries must be below it (0: unchecked)
+  int maxBatch = 0;       ///< requests per step
+  int64_t maxTokens = 0;  ///< query tokens per step
   int maxPagesPerSeq = 0; ///< page-table width (the padded stride)
   /// Cross attention (0: off): encoder tokens written per step and
   /// cross-page-table width.
@@ -72,15 +74,15 @@ llvm::Error checkLimits(const MetadataLimits &limits);
 
 /// Device copies of the metadata arrays; null when built without a device.
 struct DeviceMetadata {
-  const int32_t *seqLens = nullptr;       ///< [batch]
-  const int32_t *contextLens = nullptr;   ///< [batch]
-  const int32_t *queryStartLoc = nullptr; ///< [batch + 1]
-  const int32_t *seqStartLoc = nullptr;   ///< [batch + 1]
-  const int32_t *pageTables = nullptr;   ///< [batch, pageTableStride]
-  const int64_t *slotMapping = nullptr;   ///< [numTokens], -1 beyond
+  const int32_t *seqLens = nullptr;            ///< [batch]
+  const int32_t *contextLens = nullptr;        ///< [batch]
+  const int32_t *queryStartLoc = nullptr;      ///< [batch + 1]
+  const int32_t *seqStartLoc = nullptr;        ///< [batch + 1]
+  const int32_t *pageTables = nullptr;         ///< [batch, pageTableStride]
+  const int64_t *slotMapping = nullptr;        ///< [numTokens], -1 beyond
   const int32_t *encoderSeqLens = nullptr;     ///< [batch]
   const int32_t *encoderSeqStartLoc = nullptr; ///< [batch + 1]
-  const int32_t *crossPageTables = nullptr; ///< [batch, crossPageTableStride]
+  const int32_t *crossPageTables = nullptr;  ///< [batch, crossPageTableStride]
   const int64_t *crossSlotMapping = nullptr; ///< [crossSlotMapping.size()]
 };
 
@@ -130,8 +132,8 @@ struct AttentionMetadata {
   std::vector<int32_t> encoderSeqLens;     ///< [batch]
   std::vector<int32_t> encoderSeqStartLoc; ///< [batch + 1]
   int32_t maxEncoderSeqLen = 0;
-  int64_t numEncoderTokens = 0; ///< encoderSeqStartLoc.back()
-  int crossPageTableStride = 0; ///< MetadataLimits::maxCrossPagesPerSeq
+  int64_t numEncoderTokens = 0;         ///< encoderSeqStartLoc.back()
+  int crossPageTableStride = 0;         ///< MetadataLimits::maxCrossPagesPerSeq
   std::vector<int32_t> crossPageTables; ///< [batch, crossPageTableStride]
   /// Slots of the encoder tokens written this step: those of the prefills
   /// with contextLen == 0, in request order.

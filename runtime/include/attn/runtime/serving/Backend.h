@@ -33,10 +33,10 @@
 #include "attn/runtime/kernels/AppendKV.h"
 #include "attn/runtime/kernels/Cascade.h"
 #include "attn/runtime/kernels/KernelSource.h"
-#include "attn/runtime/serving/AttentionMetadata.h"
-#include "attn/runtime/serving/KVCache.h"
 #include "attn/runtime/kernels/MixedBatch.h"
 #include "attn/runtime/kernels/Prefill.h"
+#include "attn/runtime/serving/AttentionMetadata.h"
+#include "attn/runtime/serving/KVCache.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/Error.h"
@@ -172,13 +172,15 @@ public:
   /// model) for the decode-only step `padded` (its batch is the size
   /// captured; padded requests hold valid page tables). Replaces an
   /// earlier graph of the same size.
-  llvm::Error captureGraph(const AttentionMetadata &padded,
-                           llvm::function_ref<llvm::Error(const StepPlan &, CUstream)> forward,
-                           CUstream stream);
+  llvm::Error captureGraph(
+      const AttentionMetadata &padded,
+      llvm::function_ref<llvm::Error(const StepPlan &, CUstream)> forward,
+      CUstream stream);
   /// Runs the decode-only step `md` through the smallest captured graph that
   /// holds it: re-plans into the captured workspaces, then launches. False
   /// (nothing launched) when no graph fits or the step has prefills.
-  llvm::Expected<bool> replayGraph(const AttentionMetadata &md, CUstream stream);
+  llvm::Expected<bool> replayGraph(const AttentionMetadata &md,
+                                   CUstream stream);
   /// The batch sizes captured so far, ascending, with the device memory
   /// each graph took when captured and instantiated (cuMemGetInfo).
   std::vector<std::pair<int, size_t>> graphSizes() const;

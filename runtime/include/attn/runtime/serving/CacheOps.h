@@ -22,11 +22,11 @@
 #ifndef ATTN_RUNTIME_CACHEOPS_H
 #define ATTN_RUNTIME_CACHEOPS_H
 
-#include "attn/runtime/serving/AttentionMetadata.h"
-#include "attn/runtime/support/CudaHandles.h"
-#include "attn/runtime/kernels/Decode.h"
-#include "attn/runtime/serving/KVCache.h"
 #include "attn/runtime/cache/KernelCache.h"
+#include "attn/runtime/kernels/Decode.h"
+#include "attn/runtime/serving/AttentionMetadata.h"
+#include "attn/runtime/serving/KVCache.h"
+#include "attn/runtime/support/CudaHandles.h"
 #include "spec/KernelSpec.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -102,13 +102,13 @@ public:
   /// one stream. Errors also name a page size that is not a multiple of
   /// 16 bytes and more pairs than the staging capacity.
   llvm::Error copyPages(KVCache &cache, llvm::ArrayRef<PagePair> pairs,
-                         CUstream stream);
+                        CUstream stream);
   /// The same from `numPairs` pairs already on the device (int64 [numPairs,
   /// 2], src then dst; PagePair's layout): no upload, so it can be
   /// captured in a CUDA graph. The pairs cannot be checked here: they must
   /// satisfy checkCopyPairs, or pages are read and written out of range.
   llvm::Error copyPages(KVCache &cache, const PagePair *devicePairs,
-                         int64_t numPairs, CUstream stream) const;
+                        int64_t numPairs, CUstream stream) const;
   /// Both, for a cache the host allocated itself (the C ABI's, a PyTorch
   /// tensor per layer): its geometry and a device array of config.numLayers
   /// uint64 layer addresses, each a [2, numPages, ...] buffer (the form of

@@ -1,4 +1,5 @@
-//===- KVCache.h - paged KV cache memory, device and pinned host -*- C++ -*-===//
+//===- KVCache.h - paged KV cache memory, device and pinned host -*- C++
+//-*-===//
 //
 // The memory of an engine's paged KV cache: one device allocation per layer
 // holding that layer's K and V pages, FP8 dequantization scales, and a
@@ -18,8 +19,8 @@
 #ifndef ATTN_RUNTIME_KVCACHE_H
 #define ATTN_RUNTIME_KVCACHE_H
 
-#include "attn/runtime/support/CudaHandles.h"
 #include "attn/runtime/kernels/PagedKV.h"
+#include "attn/runtime/support/CudaHandles.h"
 #include "spec/KernelSpec.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -127,7 +128,7 @@ private:
   KVCacheConfig cacheConfig;
   std::vector<DeviceBuffer> layers;
   DeviceBuffer layerAddresses; ///< [numLayers] uint64
-  DeviceBuffer scales; ///< [numLayers, 2 (K, V), numScales] floats
+  DeviceBuffer scales;         ///< [numLayers, 2 (K, V), numScales] floats
 };
 
 /// A paged KV cache in pinned host memory (the swap space), same per-layer

@@ -85,7 +85,7 @@ public:
   /// if the partly filled last page is shared, a private copy of it (the
   /// returned pair, for copyPages). All or nothing.
   llvm::Expected<std::optional<PageCopy>> append(PageAllocator &allocator,
-                                                  int64_t n);
+                                                 int64_t n);
   /// A second sequence with the same tokens, sharing every page.
   llvm::Expected<PageTable> fork(PageAllocator &allocator) const;
   /// Gives every page back; the table is empty afterwards.
