@@ -2,18 +2,25 @@
 # The sanitizer build and the fuzzers, as CI runs them after the README's two
 # commands: builds attn with clang-19, ASan and UBSan into build-asan/
 # (cmake -DATTN_SANITIZE=ON), runs the CPU tests there (GPU tests skip
-# themselves without a GPU), then runs each libFuzzer target (test/fuzz/) for
-# a fixed time over its seeds and regressions. A sanitizer report, a failed
-# test, or a fuzzer crash, hang, leak or out-of-memory fails the script.
+# themselves without a GPU), then runs each libFuzzer target (test/fuzz/) over
+# its seeds and regressions. A sanitizer report, a failed test, or a fuzzer
+# crash, hang, leak or out-of-memory fails the script.
+#
+# The fuzzing is reproducible: a fixed seed, a fixed number of inputs per
+# target and a fresh corpus (build-asan/fuzz/check-corpus/), so a run here
+# executes the inputs CI executes and a finding reproduces. Exploring for new
+# findings is a longer run with a random seed (docs/fuzzing.md).
 #
 #   scripts/check-sanitizers.sh [--no-fuzz]
 #
 # Idempotent like setup.sh: missing Debian packages are installed (clang-19,
 # libclang-rt-19-dev and setup.sh's), the build is incremental. Environment:
 # ASAN_BUILD_DIR (default build-asan), JOBS (default: number of cores),
-# CUDA_HOME (default /usr/local/cuda), FUZZ_SECONDS (seconds per target,
-# default 360 for the IR target, 75 for the others: about 15 minutes in all
-# on CI's two cores).
+# CUDA_HOME (default /usr/local/cuda), FUZZ_SEED (default 1), FUZZ_RUNS
+# (inputs per target; default 400,000 for the IR target, 300,000 for
+# aot-library, 150,000 for aot-config, 90,000 for region and cache-entry:
+# about 11 minutes in all on CI's two cores), FUZZ_SECONDS (a cap per target,
+# default 600).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -62,10 +69,20 @@ failed=()
 if ((fuzz)); then
   for script in "$build_dir"/fuzz/*.sh; do
     name=$(basename "$script" .sh)
-    seconds=${FUZZ_SECONDS:-$([[ $name == ir ]] && echo 360 || echo 75)}
+    case $name in
+      ir) runs=400000 ;;
+      aot-library) runs=300000 ;;
+      aot-config) runs=150000 ;;
+      *) runs=90000 ;;
+    esac
+    runs=${FUZZ_RUNS:-$runs}
+    seconds=${FUZZ_SECONDS:-600}
     log=$build_dir/fuzz/$name.log
-    say "fuzzing $name for ${seconds}s (log: $log)"
-    if "$script" -max_total_time="$seconds" > "$log" 2>&1; then
+    corpus=$build_dir/fuzz/check-corpus/$name
+    rm -rf "$corpus"
+    say "fuzzing $name: $runs inputs, seed ${FUZZ_SEED:-1} (log: $log)"
+    if FUZZ_CORPUS=$corpus "$script" -seed="${FUZZ_SEED:-1}" -runs="$runs" \
+        -max_total_time="$seconds" > "$log" 2>&1; then
       # libFuzzer's final stats: inputs executed, rate, corpus size.
       grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)' "$log" || true
       grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1 || true

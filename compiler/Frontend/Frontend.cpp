@@ -239,7 +239,7 @@ mlir::attn::parseModifierRegion(MLIRContext &context, StringRef text,
     return emitError(loc) << name << " is " << text.size()
                           << " bytes of text; at most "
                           << ::attn::kMaxModifierBytes;
-  if (llvm::Error error = checkIRNesting(text, name))
+  if (llvm::Error error = checkIRText(text, name))
     return emitError(loc) << llvm::toString(std::move(error));
   // The holder is no attn op: an unregistered one, allowed while parsing.
   std::string holderName = ("attn_frontend." + name).str();

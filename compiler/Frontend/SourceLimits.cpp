@@ -4,12 +4,20 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
 
 namespace mlir::attn {
 
-llvm::Error checkIRNesting(llvm::StringRef text, llvm::StringRef name,
-                           unsigned maxDepth) {
+/// True for the characters MLIR's lexer allows in a `%name` after its first.
+static bool isSSANameChar(char c) {
+  return llvm::isAlnum(c) || c == '$' || c == '.' || c == '_' || c == '-';
+}
+
+llvm::Error checkIRText(llvm::StringRef text, llvm::StringRef name,
+                        unsigned maxDepth) {
   // Open brackets, innermost last. A closer pops its own opener and any
   // `<` left open above it; a closer with no opener to match is the
   // parser's error to report, and counts for nothing here. A stray `>`
@@ -43,6 +51,29 @@ llvm::Error checkIRNesting(llvm::StringRef text, llvm::StringRef name,
       if (i < text.size())
         advance(i);
       continue;
+    }
+    if (c == '%') {
+      // `%name#N` names result N of an op; MLIR 19 sizes a table by N before
+      // it checks N, so a large N allocates gigabytes, and N = 2^32-1 wraps
+      // to 0 and writes out of bounds (an upstream bug).
+      size_t end = i + 1;
+      while (end < text.size() && isSSANameChar(text[end]))
+        ++end;
+      if (end + 1 < text.size() && text[end] == '#' &&
+          llvm::isDigit(text[end + 1])) {
+        size_t digits = end + 1;
+        uint64_t number = 0;
+        for (; digits < text.size() && llvm::isDigit(text[digits]); ++digits)
+          number = std::min<uint64_t>(number * 10 + (text[digits] - '0'),
+                                      kMaxResultNumber + 1);
+        if (number > kMaxResultNumber)
+          return llvm::createStringError(llvm::formatv(
+              "{0}:{1}:{2}: refers to result {3} of an op; attn parses "
+              "result numbers up to {4}",
+              name, line, column + (end - i) + 1,
+              text.substr(end + 1, std::min<size_t>(digits - end - 1, 24)),
+              kMaxResultNumber));
+      }
     }
     switch (c) {
     case '{':

@@ -17,6 +17,8 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <cstdint>
+
 namespace mlir::attn {
 
 /// Deepest bracket nesting ({, (, [, < together) accepted in IR text:
@@ -24,12 +26,18 @@ namespace mlir::attn {
 /// nested scf.if about 20; at 64 the parser stays within 256 KiB of stack.
 constexpr unsigned kMaxIRNesting = 64;
 
+/// Largest result number accepted in a `%name#N` reference: attn's ops have
+/// a handful of results, and MLIR 19's parser allocates a slot per number
+/// up to N before it checks N against the op.
+constexpr uint64_t kMaxResultNumber = 63;
+
 /// An error naming `name`, the line and column of the first bracket that
-/// opens a level past `maxDepth`, if `text` nests deeper. Brackets are
-/// counted as MLIR's lexer reads the text: not inside string literals or
-/// `//` comments, and not the `>` of `->`.
-llvm::Error checkIRNesting(llvm::StringRef text, llvm::StringRef name,
-                           unsigned maxDepth = kMaxIRNesting);
+/// opens a level past `maxDepth`, if `text` nests deeper, or of the first
+/// `%name#N` with N past kMaxResultNumber. Text is read as MLIR's lexer
+/// reads it: nothing inside string literals or `//` comments counts, nor
+/// the `>` of `->`.
+llvm::Error checkIRText(llvm::StringRef text, llvm::StringRef name,
+                        unsigned maxDepth = kMaxIRNesting);
 
 /// Fails, after an error located at the op and naming the attribute, if an
 /// op in `root` holds an i1 dense array written with integers: MLIR 19

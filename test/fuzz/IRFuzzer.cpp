@@ -1,7 +1,7 @@
 //===- IRFuzzer.cpp - attn IR through the compiler, libFuzzer -------------===//
 //
 // Arbitrary bytes as attn IR text, through everything a JIT host or attn-opt
-// runs on a spec before NVRTC: the nesting bound, parse (attn, func, arith)
+// runs on a spec before NVRTC: the text bounds, parse (attn, func, arith)
 // and verify, then
 // for each target GPU (sm_80, sm_89, sm_90a) attn-pipeline on a copy of the
 // module, then the CUDA translation unit, symbol and launch shape of every
@@ -81,8 +81,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // MLIR's lexer reads up to a terminating NUL, as every file MLIR reads has
   // one (MemoryBuffer): libFuzzer's bytes have none, std::string does.
   std::string text(reinterpret_cast<const char *>(data), size);
-  // As attn-opt does: text nested past the bound never reaches the parser.
-  if (llvm::Error error = checkIRNesting(text, "input")) {
+  // As attn-opt does: text past the bounds (nesting, result numbers) never
+  // reaches the parser.
+  if (llvm::Error error = checkIRText(text, "input")) {
     llvm::consumeError(std::move(error));
     return 0;
   }

@@ -554,7 +554,7 @@ mlir::OwningOpRef<mlir::ModuleOp> parseUntrusted(llvm::SourceMgr &sourceMgr,
 ConfigJobs mlirJobs(llvm::StringRef text, llvm::StringRef name,
                     llvm::ArrayRef<Arch> archs, const ConfigLimits &limits) {
   ConfigJobs result;
-  if (llvm::Error error = mlir::attn::checkIRNesting(text, name)) {
+  if (llvm::Error error = mlir::attn::checkIRText(text, name)) {
     result.errors.push_back(llvm::toString(std::move(error)));
     return result;
   }
@@ -688,7 +688,7 @@ llvm::StringRef regionAfter(llvm::StringRef text, size_t from,
 
 llvm::Expected<ModifierRegions> readModifierFile(llvm::StringRef text,
                                                  llvm::StringRef name) {
-  if (llvm::Error error = mlir::attn::checkIRNesting(text, name))
+  if (llvm::Error error = mlir::attn::checkIRText(text, name))
     return error;
   mlir::DialectRegistry registry;
   mlir::attn::registerAttnDialects(registry);

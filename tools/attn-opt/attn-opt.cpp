@@ -81,9 +81,9 @@ int main(int argc, char **argv) {
     llvm::errs() << error << "\n";
     return EXIT_FAILURE;
   }
-  if (llvm::Error nesting = mlir::attn::checkIRNesting(
+  if (llvm::Error problem = mlir::attn::checkIRText(
           input->getBuffer(), input->getBufferIdentifier())) {
-    llvm::errs() << "error: " << llvm::toString(std::move(nesting)) << "\n";
+    llvm::errs() << "error: " << llvm::toString(std::move(problem)) << "\n";
     return EXIT_FAILURE;
   }
   std::unique_ptr<llvm::ToolOutputFile> output =

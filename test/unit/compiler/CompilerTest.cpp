@@ -1453,6 +1453,34 @@ TEST(FrontendModifiersTest, DeepNestingIsAnErrorBeforeParsing) {
   EXPECT_EQ(scoreModError(arrows), "");
 }
 
+TEST(FrontendModifiersTest, LargeResultNumberIsAnErrorBeforeParsing) {
+  // MLIR 19 allocates a slot per result number up to N of `%name#N` before
+  // it checks N, and wraps at 2^32-1 into a write out of bounds.
+  auto withUse = [](const std::string &use) {
+    std::string text = nestedIfs(1);
+    text.insert(text.find("  %c ="),
+                "  %u = arith.addi " + use + ", %q_pos : i32\n");
+    return text;
+  };
+  for (const char *use :
+       {"%q_pos#4294967295", "%q_pos#64", "%k#1000000000000"}) {
+    std::string error = scoreModError(withUse(use));
+    EXPECT_NE(error.find("attn parses result numbers up to 63"),
+              std::string::npos)
+        << use << ": " << error;
+  }
+  // At the bound it is MLIR's to judge (here: a block argument has one
+  // value); in a string it is no reference at all.
+  std::string error = scoreModError(withUse("%q_pos#63"));
+  EXPECT_EQ(error.find("attn parses result numbers"), std::string::npos)
+      << error;
+  EXPECT_NE(error, "");
+  std::string quoted = nestedIfs(1);
+  quoted.insert(quoted.find("  %c ="),
+                "  %s = arith.constant {note = \"%x#99999\"} 0 : i32\n");
+  EXPECT_EQ(scoreModError(quoted), "");
+}
+
 TEST(FrontendModifiersTest, RegionAtTheNestingBoundCompilesOnASmallStack) {
   // A host may compile on a worker thread with a small stack; the bound
   // keeps parsing, verifying and emitting within 256 KiB (more under
