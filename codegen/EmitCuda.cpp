@@ -77,7 +77,11 @@ static std::string emitConfig(const KernelSpec &spec) {
                         boolStr(spec.member));
 #include "templates/attn/variant_knobs.h"
   config += emitModifierFunctions(spec);
-  if (spec.kind == KernelKind::Decode)
+  // MLA's q and k also have the RoPE part (head_dim is the latent's).
+  if (spec.kind == KernelKind::MlaDecode)
+    config +=
+        fmt::format("  static constexpr int kRopeDim = {};\n", spec.ropeDim);
+  if (spec.hasDecodeSchedule())
     config += fmt::format("  static constexpr int kWarps = {};\n"
                           "  static constexpr int kStages = {};\n"
                           "  static constexpr int kRowTiles = {};\n"
@@ -117,8 +121,8 @@ std::string emitCuda(const KernelSpec &spec) {
   // worth of registers.
   std::string minBlocks;
   if (tmpl.threads == 0)
-    minBlocks =
-        fmt::format(", {}", spec.isPrefill() ? 1 : spec.schedule.ctasPerSM);
+    minBlocks = fmt::format(
+        ", {}", spec.kind == KernelKind::Decode ? spec.schedule.ctasPerSM : 1);
   source +=
       fmt::format("extern \"C\" __global__ void __launch_bounds__({}{})\n"
                   "{}(const __grid_constant__ attn::{} params) {{\n"

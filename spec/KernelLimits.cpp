@@ -300,6 +300,73 @@ std::string checkMergeStates(const KernelSpec &spec) {
 }
 } // namespace
 
+namespace {
+/// MLA decode: one latent KV head of head_dim (a multiple of 64 up to 512)
+/// plus rope_dim (0, 64 or 128), 16-bit or e4m3 cache rows
+/// of one token each (NHD), causal only across several query tokens, and
+/// the four-warp schedule of templates/attn/mla_decode.cuh.
+std::string checkMlaDecode(const KernelSpec &spec) {
+  if (spec.qType != ScalarType::F16 && spec.qType != ScalarType::BF16)
+    return fmt::format("q_type must be f16 or bf16, got {}",
+                       toString(spec.qType));
+  if (spec.kvType != spec.qType && spec.kvType != ScalarType::F8E4M3)
+    return fmt::format("kv_type of an mla_decode kernel must be q_type ({}) "
+                       "or e4m3, got {}",
+                       toString(spec.qType), toString(spec.kvType));
+  if (spec.numKVHeads != 1)
+    return fmt::format("num_kv_heads of an mla_decode kernel must be 1 (one "
+                       "latent head), got {}",
+                       spec.numKVHeads);
+  if (spec.numQHeads < 1 || spec.numQHeads > kMaxGroupSize)
+    return fmt::format("num_q_heads must be from 1 to {}, got {}",
+                       kMaxGroupSize, spec.numQHeads);
+  if (spec.headDim < 64 || spec.headDim > 512 || spec.headDim % 64)
+    return fmt::format("head_dim (kv_lora_rank) of an mla_decode kernel must "
+                       "be a multiple of 64 from 64 to 512, got {}",
+                       spec.headDim);
+  if (spec.ropeDim != 0 && spec.ropeDim != 64 && spec.ropeDim != 128)
+    return fmt::format("rope_dim of an mla_decode kernel must be 0, 64 or "
+                       "128, got {}",
+                       spec.ropeDim);
+  if (!isSupportedPageSize(spec.pageSize))
+    return fmt::format("page_size {} is not supported; expected {} to {}",
+                       spec.pageSize, kMinPageSize, kMaxPageSize);
+  if (spec.layout != KVLayout::NHD)
+    return "layout of an mla_decode kernel must be nhd (a cache row per "
+           "token)";
+  if (spec.queryLen < 1 || spec.queryLen > kMaxDecodeQueryLen)
+    return fmt::format("query_len must be from 1 to {}, got {}",
+                       kMaxDecodeQueryLen, spec.queryLen);
+  if (spec.causal && spec.queryLen == 1)
+    return "causal needs query_len > 1 (one query sees every cached key "
+           "anyway)";
+  std::string other;
+#define ATTN_FLAG(member, name, ...)                                           \
+  if (spec.member && std::string_view(name) != "causal" &&                     \
+      std::string_view(name) != "write_lse")                                   \
+    other += other.empty() ? name : std::string(", ") + name;
+#include "templates/attn/variant_knobs.h"
+  if (!other.empty() || spec.hasModifiers() || !spec.aux.empty())
+    return "an mla_decode kernel takes only the causal and write_lse flags" +
+           (other.empty() ? std::string() : " (got " + other + ")");
+  const DecodeSchedule &s = spec.schedule;
+  if (s.warps != kMlaWarps || s.rowTiles != 1)
+    return fmt::format("decode_schedule of an mla_decode kernel has warps = "
+                       "{} and row_tiles = 1, got warps = {}, row_tiles = {}",
+                       kMlaWarps, s.warps, s.rowTiles);
+  if (std::string problem = checkDecodeSchedule(s); !problem.empty())
+    return problem;
+  std::string what = fmt::format(
+      "mla_decode (stages = {}) at head_dim {} + rope_dim {} with a {}-byte "
+      "cache",
+      s.stages, spec.headDim, spec.ropeDim, sizeOf(spec.kvType));
+  return checkSharedMemory(what.c_str(),
+                           mlaDecodeSmemBytes(spec.headDim, spec.ropeDim,
+                                              sizeOf(spec.kvType), s.stages),
+                           spec.arch);
+}
+} // namespace
+
 std::string checkKernelSpec(const KernelSpec &spec) {
   const bool decode = spec.kind == KernelKind::Decode;
   const bool raggedPrefill = spec.kind == KernelKind::Prefill;
@@ -310,6 +377,12 @@ std::string checkKernelSpec(const KernelSpec &spec) {
     return "";
   if (spec.kind == KernelKind::MergeStates)
     return checkMergeStates(spec);
+  if (spec.kind == KernelKind::MlaDecode)
+    return checkMlaDecode(spec);
+  if (spec.ropeDim != 0)
+    return fmt::format("rope_dim is for mla_decode kernels; a {} kernel has "
+                       "none, got {}",
+                       toString(spec.kind), spec.ropeDim);
   if (spec.qType != ScalarType::F16 && spec.qType != ScalarType::BF16)
     return fmt::format("q_type must be f16 or bf16, got {}",
                        toString(spec.qType));

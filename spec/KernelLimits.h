@@ -26,6 +26,13 @@ constexpr bool isSupportedHeadDim(int64_t headDim) {
   return headDim >= kMinHeadDim && headDim <= kMaxHeadDim &&
          headDim % kHeadDimMultiple == 0;
 }
+/// Head dims a paged cache may hold: also MLA's latent rows (kv_lora_rank
+/// 512), which only attn.mla_decode reads.
+constexpr int64_t kMaxCacheHeadDim = 512;
+constexpr bool isSupportedCacheHeadDim(int64_t headDim) {
+  return headDim >= kMinHeadDim && headDim <= kMaxCacheHeadDim &&
+         headDim % kHeadDimMultiple == 0;
+}
 
 /// Tokens per KV-cache page (vLLM's page size).
 constexpr int64_t kMinPageSize = 1;

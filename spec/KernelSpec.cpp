@@ -61,6 +61,8 @@ std::string_view toString(KernelKind kind) {
     return "paged_prefill";
   case KernelKind::MergeStates:
     return "merge_states";
+  case KernelKind::MlaDecode:
+    return "mla_decode";
   case KernelKind::CopyPages:
     return "copy_pages";
   case KernelKind::AdvanceStep:
@@ -114,7 +116,7 @@ std::optional<KernelKind> parseKernelKind(std::string_view name) {
   for (KernelKind kind :
        {KernelKind::Decode, KernelKind::AppendKV, KernelKind::Prefill,
         KernelKind::PagedPrefill, KernelKind::MergeStates,
-        KernelKind::CopyPages, KernelKind::AdvanceStep})
+        KernelKind::MlaDecode, KernelKind::CopyPages, KernelKind::AdvanceStep})
     if (name == toString(kind))
       return kind;
   return std::nullopt;
@@ -159,6 +161,8 @@ std::string KernelSpec::uri() const {
   std::string name =
       fmt::format("{}_q{}_kv{}_h{}x{}_d{}", toString(kind), toString(qType),
                   toString(kvType), numQHeads, numKVHeads, headDim);
+  if (ropeDim != 0)
+    name += fmt::format("r{}", ropeDim);
   if (kind != KernelKind::Prefill) // ragged prefill reads no cache
     name += fmt::format("_p{}{}", pageSize, toString(layout));
   if (queryLen != 1)
@@ -171,7 +175,7 @@ std::string KernelSpec::uri() const {
   if (hasModifiers())
     name += fmt::format("_mod{:016x}",
                         fnv1a({scoreMod, maskMod, maskModTiles, aux}));
-  if (kind == KernelKind::Decode) {
+  if (hasDecodeSchedule()) {
     name += fmt::format("_w{}s{}r{}", schedule.warps, schedule.stages,
                         schedule.rowTiles);
     // A mask_mod re-cuts split requests in chunks of at least this many.
@@ -228,6 +232,8 @@ const KernelTemplate &kernelTemplate(const KernelSpec &spec) {
       "prefillSm90Kernel", "PrefillSm90Params", "PrefillSm90Traits", 0, true};
   static const KernelTemplate mergeStates{"attn/merge_states.cuh",
       "mergeStatesKernel", "MergeStatesParams", "", 256, true};
+  static const KernelTemplate mlaDecode{"attn/mla_decode.cuh",
+      "mlaDecodeKernel", "MlaDecodeParams", "MlaDecodeTraits", 0, true};
   static const KernelTemplate copyPages{"attn/cache_ops.cuh",
       "copyPagesKernel", "CopyPagesParams", "", 256, false};
   static const KernelTemplate advanceStep{"attn/cache_ops.cuh",
@@ -244,6 +250,8 @@ const KernelTemplate &kernelTemplate(const KernelSpec &spec) {
                                                          : prefill;
   case KernelKind::MergeStates:
     return mergeStates;
+  case KernelKind::MlaDecode:
+    return mlaDecode;
   case KernelKind::CopyPages:
     return copyPages;
   case KernelKind::AdvanceStep:
@@ -255,8 +263,8 @@ const KernelTemplate &kernelTemplate(const KernelSpec &spec) {
 int threadsPerBlock(const KernelSpec &spec) {
   if (int threads = kernelTemplate(spec).threads)
     return threads;
-  return 32 * (spec.kind == KernelKind::Decode ? spec.schedule.warps
-                                               : spec.prefillSchedule.warps);
+  return 32 * (spec.hasDecodeSchedule() ? spec.schedule.warps
+                                        : spec.prefillSchedule.warps);
 }
 
 } // namespace attn

@@ -50,6 +50,10 @@ enum class KernelKind {
   /// merge_states: partial outputs combined by their LSEs; q_type is the
   /// outputs' dtype (f16, bf16, f32), num_q_heads their heads.
   MergeStates,
+  /// Absorbed multi-head latent attention decode (DeepSeek, Kimi, GLM): one
+  /// KV head whose rows are the latent (head_dim, also the values) and the
+  /// RoPE key (rope_dim); split-KV as decode, with a decode schedule.
+  MlaDecode,
   /// Runtime utilities (runtime/CacheOps.h), never lowered to by the
   /// compiler; no field but the arch specializes them.
   CopyPages,   ///< copy_pages: page pairs of every layer's K and V
@@ -148,6 +152,9 @@ struct KernelSpec {
   int numQHeads = 32;
   int numKVHeads = 8;
   int headDim = 128;
+  /// MLA: q and k have head_dim + rope_dim dims (the latent, then the
+  /// decoupled RoPE part), the values head_dim. 0 for every other kind.
+  int ropeDim = 0;
   int pageSize = 16;
   KVLayout layout = KVLayout::NHD;
   int queryLen = 1; ///< query tokens per request (decode)
@@ -186,6 +193,10 @@ struct KernelSpec {
   bool isPrefill() const {
     return kind == KernelKind::Prefill || kind == KernelKind::PagedPrefill;
   }
+  /// Kernels that take a DecodeSchedule and the decode plan's work items.
+  bool hasDecodeSchedule() const {
+    return kind == KernelKind::Decode || kind == KernelKind::MlaDecode;
+  }
   /// A runtime utility kernel (copy_pages, advance_step): its uri() is the
   /// kind alone, as none of the attention fields applies.
   bool isCacheOp() const {
@@ -220,6 +231,7 @@ template <class F, class... K> void forEachSpecField(F &&f, K &...k) {
   f("num_q_heads", k.numQHeads...);
   f("num_kv_heads", k.numKVHeads...);
   f("head_dim", k.headDim...);
+  f("rope_dim", k.ropeDim...);
   f("page_size", k.pageSize...);
   f("layout", k.layout...);
   f("query_len", k.queryLen...);

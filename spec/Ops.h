@@ -29,5 +29,6 @@ ATTN_OP(Decode, decode, decode)
 ATTN_OP(Prefill, prefill, prefill)
 ATTN_OP(AppendKV, appendKV, append_kv)
 ATTN_OP(MergeStates, mergeStates, merge_states)
+ATTN_OP(MlaDecode, mlaDecode, mla_decode)
 
 #undef ATTN_OP

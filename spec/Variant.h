@@ -150,6 +150,27 @@ struct MergeStatesVariant {
   int headDim = 128;
 };
 
+/// Absorbed MLA decode (attn.mla_decode): every query head attends to one
+/// latent cache row per token (kvLoraRank values, also the values) and its
+/// RoPE key (ropeDim, 0 for NoPE MLA); the output has kvLoraRank dims per
+/// head.
+struct MlaDecodeVariant {
+  ScalarType qType = ScalarType::BF16;  ///< f16 or bf16; also the output's
+  ScalarType kvType = ScalarType::BF16; ///< qType, or F8E4M3 (kv_scale)
+  int numQHeads = 16;
+  int kvLoraRank = 512;
+  int ropeDim = 64;
+  int pageSize = 64;
+  /// Query tokens per request: 1, or more with multi-token prediction
+  /// (causal among themselves when `causal`).
+  int queryLen = 1;
+  bool causal = false;
+  std::optional<float> scale; ///< default 1/sqrt(kvLoraRank + ropeDim)
+  bool writeLse = false;
+  /// Pins the GPU schedule instead of letting the compiler choose.
+  std::optional<DecodeSchedule> schedule;
+};
+
 } // namespace attn
 
 #endif // ATTN_RUNTIME_VARIANT_H

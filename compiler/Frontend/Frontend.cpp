@@ -593,6 +593,71 @@ mlir::attn::buildMergeStatesModule(MLIRContext &context,
       });
 }
 
+OwningOpRef<ModuleOp>
+mlir::attn::buildMlaDecodeModule(MLIRContext &context,
+                                 const ::attn::MlaDecodeVariant &variant) {
+  loadDialects(context);
+  Location loc = variantLoc(context, "attn::MlaDecodeVariant");
+  Builder builder(&context);
+  Type qElement = getElementType(&context, variant.qType);
+  RankedTensorType qNope =
+      rowsType(loc, variant.numQHeads, variant.kvLoraRank, qElement);
+  PagedKVType ckv = cacheType(loc, 1, variant.kvLoraRank, variant.kvType,
+                              variant.pageSize, ::attn::KVLayout::NHD);
+  if (!qNope || !ckv)
+    return nullptr;
+  auto index = [&](ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, builder.getI32Type());
+  };
+  SmallVector<Type> argTypes = {
+      qNope, ckv, index({ShapedType::kDynamic, ShapedType::kDynamic}),
+      index({ShapedType::kDynamic})};
+  const bool rope = variant.ropeDim != 0;
+  if (rope) {
+    RankedTensorType qRope =
+        rowsType(loc, variant.numQHeads, variant.ropeDim, qElement);
+    PagedKVType kpe = cacheType(loc, 1, variant.ropeDim, variant.kvType,
+                                variant.pageSize, ::attn::KVLayout::NHD);
+    if (!qRope || !kpe)
+      return nullptr;
+    argTypes.append({qRope, kpe});
+  }
+  const bool fp8 = isFP8Type(ckv.getElementType());
+  if (fp8)
+    argTypes.push_back(scaleType(loc, 1, /*perHead=*/false));
+  SmallVector<Type> resultTypes = {qNope};
+  RankedTensorType lse;
+  if (variant.writeLse) {
+    lse = tensorType(loc, {ShapedType::kDynamic, variant.numQHeads},
+                     builder.getF32Type());
+    if (!lse)
+      return nullptr;
+    resultTypes.push_back(lse);
+  }
+  MaskAttr mask;
+  if (failed(buildMask(loc, variant.causal, std::nullopt, mask)))
+    return nullptr;
+  DecodeScheduleAttr pinned;
+  if (variant.schedule) {
+    pinned = DecodeScheduleAttr::getChecked([&] { return emitError(loc); },
+                                            &context, *variant.schedule);
+    if (!pinned)
+      return nullptr;
+  }
+  return buildFunctionModule(loc, "mla_decode", argTypes, resultTypes,
+                             [&](OpBuilder &b, ValueRange args) -> ValueRange {
+                               Value qRope = rope ? args[4] : Value();
+                               Value kpe = rope ? args[5] : Value();
+                               Value kvScale = fp8 ? args.back() : Value();
+                               auto mla = b.create<MlaDecodeOp>(
+                                   loc, qNope, lse, args[0], args[1], args[2],
+                                   args[3], qRope, kpe, kvScale,
+                                   uint64_t(int64_t(variant.queryLen)), mask,
+                                   optionalF32(builder, variant.scale), pinned);
+                               return mla->getResults();
+                             });
+}
+
 llvm::Expected<std::vector<::attn::KernelSpec>>
 mlir::attn::lowerToKernelSpecs(ModuleOp module, ::attn::Arch arch) {
   MLIRContext &context = *module.getContext();
@@ -630,6 +695,12 @@ llvm::Expected<::attn::KernelSpec>
 mlir::attn::compileAppendKVVariant(const ::attn::AppendKVVariant &variant,
                                    ::attn::Arch arch) {
   return specOfVariant(buildAppendKVModule, variant, arch);
+}
+
+llvm::Expected<::attn::KernelSpec>
+mlir::attn::compileMlaDecodeVariant(const ::attn::MlaDecodeVariant &variant,
+                                    ::attn::Arch arch) {
+  return specOfVariant(buildMlaDecodeModule, variant, arch);
 }
 
 llvm::Expected<::attn::KernelSpec>

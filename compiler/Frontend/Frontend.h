@@ -51,6 +51,16 @@ OwningOpRef<ModuleOp>
 buildMergeStatesModule(MLIRContext &context,
                        const ::attn::MergeStatesVariant &variant);
 
+/// A module with one func.func @mla_decode holding the attn.mla_decode of
+/// `variant`: q_nope and out tensor<?xnumQHeadsxkvLoraRankxT>, the latent
+/// cache !attn.paged_kv<1xkvLoraRank...> (nhd), page_tables and seq_lens;
+/// with a ropeDim, q_rope and the RoPE cache (rope(...)); an e4m3 cache
+/// adds kv_scale (tensor<1xf32>), `writeLse` the lse result. Same contract
+/// as buildDecodeModule.
+OwningOpRef<ModuleOp>
+buildMlaDecodeModule(MLIRContext &context,
+                     const ::attn::MlaDecodeVariant &variant);
+
 /// A module with one func.func @prefill holding the attn.prefill of
 /// `variant`: q/out are tensor<?xnumQHeadsxheadDimxT>, k and v
 /// tensor<?xnumKVHeadsxheadDimxT>, cu_seqlens_q and cu_seqlens_kv
@@ -100,6 +110,12 @@ compileAppendKVVariant(const ::attn::AppendKVVariant &variant,
 llvm::Expected<::attn::KernelSpec>
 compileMergeStatesVariant(const ::attn::MergeStatesVariant &variant,
                           ::attn::Arch arch);
+
+/// The kernel spec of an MLA decode variant on `arch`; as
+/// compileDecodeVariant.
+llvm::Expected<::attn::KernelSpec>
+compileMlaDecodeVariant(const ::attn::MlaDecodeVariant &variant,
+                        ::attn::Arch arch);
 
 /// The kernel spec of a ragged- or paged-prefill variant on `arch`; as
 /// compileDecodeVariant.

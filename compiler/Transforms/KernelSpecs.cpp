@@ -184,8 +184,46 @@ FailureOr<::attn::KernelSpec> getMergeStatesKernelSpec(MergeStatesOp op,
   return spec;
 }
 
+FailureOr<::attn::KernelSpec> getMlaDecodeKernelSpec(MlaDecodeOp op,
+                                                     ::attn::Arch arch) {
+  ::attn::KernelSpec spec;
+  spec.kind = ::attn::KernelKind::MlaDecode;
+  spec.arch = arch;
+  spec.qType = *toScalarType(
+      cast<RankedTensorType>(op.getOut().getType()).getElementType());
+  setCacheFields(spec, op.getCkv().getType());
+  spec.numQHeads =
+      int(cast<RankedTensorType>(op.getQNope().getType()).getDimSize(1));
+  spec.ropeDim =
+      op.getKpe() ? int(cast<PagedKVType>(op.getKpe().getType()).getHeadDim())
+                  : 0;
+  spec.queryLen = int(op.getQueryLen());
+  MaskAttr mask = op.getMaskAttr();
+  spec.causal = mask && mask.isCausal();
+  spec.writeLse = static_cast<bool>(op.getLse());
+  if (DecodeScheduleAttr schedule = op.getScheduleAttr())
+    spec.schedule = schedule.getSchedule();
+  return spec;
+}
+
 bool runsKernel(Operation *op) {
-  return isa<AttentionOpInterface, AppendKVOp, MergeStatesOp>(op);
+  return isa<AttentionOpInterface, AppendKVOp, MergeStatesOp, MlaDecodeOp>(op);
+}
+
+bool takesSchedule(Operation *op) {
+  return isa<AttentionOpInterface, MlaDecodeOp>(op);
+}
+
+Attribute getScheduleOf(Operation *op) {
+  if (auto mla = dyn_cast<MlaDecodeOp>(op))
+    return mla.getScheduleAttr();
+  return cast<AttentionOpInterface>(op).getScheduleAttr();
+}
+
+void setScheduleOf(Operation *op, Attribute schedule) {
+  if (auto mla = dyn_cast<MlaDecodeOp>(op))
+    return mla.setScheduleAttr(cast<DecodeScheduleAttr>(schedule));
+  cast<AttentionOpInterface>(op).recordSchedule(schedule);
 }
 
 FailureOr<::attn::KernelSpec> getKernelSpec(Operation *op, ::attn::Arch arch) {
@@ -199,6 +237,8 @@ FailureOr<::attn::KernelSpec> getKernelSpec(Operation *op, ::attn::Arch arch) {
     return getAppendKVKernelSpec(append, arch);
   if (auto merge = dyn_cast<MergeStatesOp>(op))
     return getMergeStatesKernelSpec(merge, arch);
+  if (auto mla = dyn_cast<MlaDecodeOp>(op))
+    return getMlaDecodeKernelSpec(mla, arch);
   return op->emitError() << "no kernel template for '" << op->getName()
                          << "' yet";
 }

@@ -55,8 +55,17 @@ FailureOr<::attn::KernelSpec> getAppendKVKernelSpec(AppendKVOp op,
                                                     ::attn::Arch arch);
 
 /// Whether a generated kernel runs `op` once it is lowered: the attention
-/// ops (AttentionOpInterface), attn.append_kv and attn.merge_states.
+/// ops (AttentionOpInterface), attn.mla_decode, attn.append_kv and
+/// attn.merge_states.
 bool runsKernel(Operation *op);
+
+/// Whether `op`'s kernel takes a schedule attn-select-schedule chooses (the
+/// attention ops and attn.mla_decode).
+bool takesSchedule(Operation *op);
+/// The schedule `op` holds (null: none yet); `op` takes one.
+Attribute getScheduleOf(Operation *op);
+/// Records `schedule` (getScheduleAttr's) on `op`, which takes one.
+void setScheduleOf(Operation *op, Attribute schedule);
 
 /// The spec of the kernel that runs `op` (an op runsKernel accepts) on
 /// `arch`, by the op's rule above: the one place the passes dispatch on the

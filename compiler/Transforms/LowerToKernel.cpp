@@ -56,8 +56,7 @@ struct AttnLowerToKernelPass final
         ok = false;
         return;
       }
-      auto attention = dyn_cast<AttentionOpInterface>(op);
-      if (attention && !attention.getScheduleAttr()) {
+      if (takesSchedule(op) && !getScheduleOf(op)) {
         op->emitOpError() << "has no schedule; run attn-select-schedule first";
         ok = false;
         return;

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Transforms/Schedule.h"
 #include "spec/KernelLimits.h"
+#include "templates/attn/decode_layout.h"
 #include "templates/attn/prefill_layout.h"
 
 #include <algorithm>
@@ -102,8 +103,25 @@ static bool wgmmaPrefillApplies(const ::attn::KernelSpec &spec) {
 void chooseSchedule(::attn::KernelSpec &spec) {
   if (spec.isPrefill())
     spec.prefillSchedule = choosePrefillSchedule(spec);
+  else if (spec.kind == ::attn::KernelKind::MlaDecode)
+    spec.schedule = chooseMlaDecodeSchedule(spec);
   else
     spec.schedule = chooseDecodeSchedule(spec);
+}
+
+::attn::DecodeSchedule chooseMlaDecodeSchedule(const ::attn::KernelSpec &) {
+  // Four warps over 16 rows (templates/attn/mla_decode.cuh) and a ring of
+  // two 32-key tiles: two such CTAs share an SM (93 KiB each at 512 + 64
+  // in bf16), which hides more latency than one CTA with a deeper ring
+  // (H100, bf16, 16 heads: 42-69% of the read roof against 33-41% with
+  // four stages; docs/performance.md, "MLA decode").
+  ::attn::DecodeSchedule schedule;
+  schedule.warps = ::attn::kMlaWarps;
+  schedule.rowTiles = 1;
+  schedule.stages = 2;
+  schedule.ctasPerSM = 2;
+  schedule.minChunkTokens = 256;
+  return schedule;
 }
 
 ::attn::PrefillSchedule choosePrefillSchedule(const ::attn::KernelSpec &spec) {

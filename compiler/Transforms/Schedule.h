@@ -37,6 +37,9 @@ int64_t sharedMemoryPerSM(::attn::Arch arch);
 /// element size.
 ::attn::PrefillSchedule choosePrefillSchedule(const ::attn::KernelSpec &spec);
 
+/// The schedule for an MLA decode `spec`: two CTAs of four warps per SM.
+::attn::DecodeSchedule chooseMlaDecodeSchedule(const ::attn::KernelSpec &spec);
+
 /// Sets the schedule of `spec`'s template (decode or prefill) to the one the
 /// heuristic above chooses for it.
 void chooseSchedule(::attn::KernelSpec &spec);

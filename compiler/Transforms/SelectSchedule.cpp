@@ -1,7 +1,8 @@
 //===- SelectSchedule.cpp - choose a GPU schedule per attention op --------===//
 //
-// Records the target on the module and, on every attention op
-// (AttentionOpInterface) that has none, the schedule its template takes
+// Records the target on the module and, on every op whose kernel takes a
+// schedule (takesSchedule: the attention ops, attn.mla_decode) and has
+// none, the schedule its template takes
 // (#attn.decode_schedule or #attn.prefill_schedule); the heuristics
 // themselves are in Schedule.h. Every
 // schedule, chosen or pinned, is then checked against what its template and
@@ -49,15 +50,17 @@ struct AttnSelectSchedulePass final
     }
     module->setAttr(AttnDialect::getArchAttrName(), archName);
 
-    WalkResult result = module.walk([&](AttentionOpInterface op) {
+    WalkResult result = module.walk([&](Operation *op) {
+      if (!takesSchedule(op))
+        return WalkResult::advance();
       FailureOr<::attn::KernelSpec> spec = getKernelSpec(op, *target);
       if (failed(spec))
         return WalkResult::interrupt();
-      if (op.getScheduleAttr()) {
+      if (getScheduleOf(op)) {
         ++numPinned;
       } else {
         chooseSchedule(*spec);
-        op.recordSchedule(getScheduleAttr(&getContext(), *spec));
+        setScheduleOf(op, getScheduleAttr(&getContext(), *spec));
         ++numScheduled;
       }
       return failed(verifyKernelSpecAt(op, *spec)) ? WalkResult::interrupt()

@@ -186,11 +186,6 @@ std::string mlir::attn::describeArchs() {
 
 namespace {
 
-/// Whether `spec`'s kernel has the decode / prefill schedule.
-bool hasDecodeSchedule(const ::attn::KernelSpec &spec) {
-  return spec.kind == ::attn::KernelKind::Decode;
-}
-
 /// Parses one field value of #attn.kernel_spec, by the field's C++ type.
 struct SpecFieldParser {
   AsmParser &parser;
@@ -473,7 +468,7 @@ Attribute KernelSpecAttr::parse(AsmParser &parser, Type) {
         << " is a runtime utility kernel; the compiler does not lower to it";
     return {};
   }
-  if (hasDecodeSchedule(spec) && !decodeSchedule) {
+  if (spec.hasDecodeSchedule() && !decodeSchedule) {
     error() << "kernel_spec of a decode kernel needs a schedule";
     return {};
   }
@@ -482,7 +477,7 @@ Attribute KernelSpecAttr::parse(AsmParser &parser, Type) {
             << " kernel needs a prefill_schedule";
     return {};
   }
-  if (!hasDecodeSchedule(spec) && decodeSchedule) {
+  if (!spec.hasDecodeSchedule() && decodeSchedule) {
     error() << "kernel_spec schedule is for decode kernels; a " << kindName
             << " kernel "
             << (spec.isPrefill() ? "has a prefill_schedule" : "has none");
@@ -511,14 +506,15 @@ void KernelSpecAttr::print(AsmPrinter &printer) const {
       if (field.empty())
         return;
     } else if constexpr (std::is_same_v<T, ::attn::DecodeSchedule>) {
-      if (!hasDecodeSchedule(spec))
+      if (!spec.hasDecodeSchedule())
         return;
     } else if constexpr (std::is_same_v<T, ::attn::PrefillSchedule>) {
       if (!spec.isPrefill())
         return;
     } else if constexpr (std::is_same_v<T, int>) {
       if ((key == "query_len" && field == 1) ||
-          (key == "page_size" && field == 0))
+          (key == "page_size" && field == 0) ||
+          (key == "rope_dim" && field == 0))
         return;
     }
     printer << (first ? "" : ", ") << key << " = ";
@@ -588,11 +584,12 @@ LogicalResult PagedKVType::verify(function_ref<InFlightDiagnostic()> emitError,
   if (numKvHeads < 1 || numKvHeads > ::attn::kMaxHeads)
     return emitError() << "paged_kv must have 1 to " << ::attn::kMaxHeads
                        << " kv heads, got " << numKvHeads;
-  if (!::attn::isSupportedHeadDim(headDim))
+  if (!::attn::isSupportedCacheHeadDim(headDim))
     return emitError() << "paged_kv head_dim " << headDim
                        << " is not supported; expected a multiple of "
                        << ::attn::kHeadDimMultiple << " from "
-                       << ::attn::kMinHeadDim << " to " << ::attn::kMaxHeadDim;
+                       << ::attn::kMinHeadDim << " to "
+                       << ::attn::kMaxCacheHeadDim;
   if (!isCacheElementType(elementType))
     return emitError() << "paged_kv element type " << elementType
                        << " is not allowed; expected f16, bf16, f8E4M3FN or "

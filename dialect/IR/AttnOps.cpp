@@ -476,6 +476,97 @@ LogicalResult DecodeOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// MlaDecodeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MlaDecodeOp::verify() {
+  PagedKVType ckv = getCkv().getType();
+  Rows q = rowsOf(getQNope());
+  int64_t queryLen = getQueryLen();
+  if (queryLen < 1 || queryLen > ::attn::kMaxDecodeQueryLen)
+    return emitOpError() << "query_len must be from 1 to "
+                         << ::attn::kMaxDecodeQueryLen << ", got " << queryLen;
+  if (ShapedType::isDynamic(q.heads()) || q.heads() < 1 ||
+      q.heads() > ::attn::kMaxGroupSize)
+    return emitOpError() << "q_nope must have a static 1 to "
+                         << ::attn::kMaxGroupSize << " heads, got " << q.type;
+  if (ckv.getNumKvHeads() != 1)
+    return emitOpError() << "ckv must have one (latent) kv head, got "
+                         << ckv.getNumKvHeads();
+  int64_t rank = ckv.getHeadDim();
+  if (rank < 64 || rank > 512 || rank % 64)
+    return emitOpError() << "ckv head_dim (kv_lora_rank) must be a multiple "
+                            "of 64 from 64 to 512, got "
+                         << rank;
+  if (q.headDim() != rank)
+    return emitOpError() << "q_nope head_dim " << q.headDim()
+                         << " must equal ckv's kv_lora_rank " << rank;
+  if (ckv.getElementType() != q.elementType() &&
+      !ckv.getElementType().isFloat8E4M3FN())
+    return emitOpError() << "ckv element type " << ckv.getElementType()
+                         << " must equal q_nope's (" << q.elementType()
+                         << ") or be e4m3";
+  if (ckv.getLayout() != ::attn::KVLayout::NHD)
+    return emitOpError() << "ckv must have layout nhd (one row per token)";
+  if (getKpe()) {
+    auto kpe = cast<PagedKVType>(getKpe().getType());
+    Rows qRope = rowsOf(getQRope());
+    if (kpe.getNumKvHeads() != 1 ||
+        kpe.getElementType() != ckv.getElementType() ||
+        kpe.getPageSize() != ckv.getPageSize() ||
+        kpe.getLayout() != ckv.getLayout())
+      return emitOpError() << "kpe must be paged as ckv with one kv head of "
+                              "ckv's element type, got "
+                           << kpe;
+    int64_t ropeDim = kpe.getHeadDim();
+    if (ropeDim != 64 && ropeDim != 128)
+      return emitOpError() << "kpe head_dim (rope_dim) must be 64 or 128, got "
+                           << ropeDim;
+    if (qRope.elementType() != q.elementType() ||
+        !verifyCompatibleShape(qRope.type.getShape(),
+                               {q.tokens(), q.heads(), ropeDim})
+             .succeeded())
+      return emitOpError() << "q_rope must be tokens x " << q.heads() << " x "
+                           << ropeDim << " of q_nope's element type, got "
+                           << qRope.type;
+  }
+  if (ckv.isFP8() != bool(getKvScale()))
+    return emitOpError() << (ckv.isFP8() ? "an e4m3 cache needs kv_scale"
+                                         : "kv_scale is for an e4m3 cache");
+  if (getKvScale() && lengthOf(getKvScale()) != 1 &&
+      !ShapedType::isDynamic(lengthOf(getKvScale())))
+    return emitOpError() << "kv_scale must have 1 element, got "
+                         << lengthOf(getKvScale());
+  if (failed(verifyPageTables(*this, getPageTables(), getSeqLens())))
+    return failure();
+  int64_t requests = lengthOf(getSeqLens());
+  if (bothStatic(q.tokens(), requests) && q.tokens() != requests * queryLen)
+    return emitOpError() << "q_nope has " << q.tokens() << " tokens but "
+                         << requests << " requests x query_len " << queryLen
+                         << " = " << requests * queryLen;
+  if (MaskAttr mask = getMaskAttr()) {
+    if (mask.hasWindow())
+      return emitOpError() << "mla_decode has no sliding window";
+    if (mask.isCausal() && queryLen == 1)
+      return emitOpError() << "a causal mask needs query_len > 1 (one query "
+                              "sees every cached key anyway)";
+  }
+  Rows out = rowsOf(getOut());
+  if (out.type.getElementType() != q.elementType() ||
+      failed(verifyCompatibleShape(out.type.getShape(), q.type.getShape())))
+    return emitOpError() << "out must have q_nope's type " << q.type << ", got "
+                         << out.type;
+  if (Value lse = getLse()) {
+    auto lseType = cast<RankedTensorType>(lse.getType());
+    if (failed(verifyCompatibleShape(lseType.getShape(),
+                                     ArrayRef<int64_t>{q.tokens(), q.heads()})))
+      return emitOpError() << "lse must be tokens x heads of q_nope, got "
+                           << lseType;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // AppendKVOp
 //===----------------------------------------------------------------------===//
 
@@ -603,6 +694,11 @@ LogicalResult KernelLaunchOp::verify() {
   case ::attn::KernelKind::AppendKV:
     operands = {"k", "v", "cache", "slot_mapping"};
     break;
+  case ::attn::KernelKind::MlaDecode:
+    operands = {"q_nope", "ckv", "page_tables", "seq_lens"};
+    if (spec.ropeDim)
+      operands.append({"q_rope", "kpe"});
+    break;
   case ::attn::KernelKind::MergeStates:
   case ::attn::KernelKind::CopyPages:
   case ::attn::KernelKind::AdvanceStep:
@@ -610,7 +706,9 @@ LogicalResult KernelLaunchOp::verify() {
     return emitOpError() << "cannot launch the runtime-only "
                          << ::attn::toString(spec.kind) << " kernel";
   }
-  if (spec.isFP8KV())
+  if (spec.isFP8KV() && spec.kind == ::attn::KernelKind::MlaDecode)
+    operands.push_back("kv_scale");
+  else if (spec.isFP8KV())
     operands.append({"k_scale", "v_scale"});
 #define ATTN_HEAD_TABLE(flag, pointer, operand, accessor)                      \
   if (attention && spec.flag)                                                  \

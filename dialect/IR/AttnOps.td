@@ -194,6 +194,60 @@ def Attn_DecodeOp : Attn_AttentionOp<"decode",
 }
 
 //===----------------------------------------------------------------------===//
+// attn.mla_decode
+//===----------------------------------------------------------------------===//
+
+def Attn_MlaDecodeOp : Attn_Op<"mla_decode", [Pure, AttrSizedOperandSegments]> {
+  let summary = "absorbed multi-head latent attention decode (DeepSeek, Kimi, GLM)";
+  let description = [{
+    Every query head attends to one shared cache row per token: the latent
+    `ckv` (kv_lora_rank values, the cache's head dim) and, with `rope`, the
+    decoupled RoPE key `kpe`. A query row's score against token `j` is
+    `scale * (q_nope . ckv[j] + q_rope . kpe[j])`; the output is the
+    softmax-weighted sum of the latent rows `ckv[j]`, so it has
+    kv_lora_rank dims per head (the values are the latent: there is no V
+    cache). `scale` defaults to `1/sqrt(kv_lora_rank + rope_dim)`; models
+    set their own (DeepSeek: `1/sqrt(192)` times a YaRN factor). Each
+    request contributes `query_len` query tokens (1, or more with
+    multi-token prediction; causal among themselves with
+    `mask = #attn.mask<causal>`) and attends to its `seq_lens[b]` cached
+    tokens through its row of `page_tables`; both caches are paged alike
+    and have one KV head. An e4m3 cache needs `kv_scale` (one f32, stored
+    value = x / scale, for the latent and RoPE parts). The optional second
+    result is each row's log-sum-exp (natural log).
+
+    ```mlir
+    %o = attn.mla_decode %q_nope, %ckv, %page_tables, %seq_lens
+        rope(%q_rope, %kpe : tensor<?x16x64xbf16>, !attn.paged_kv<1x64xbf16, page_size = 64, layout = nhd>)
+        {scale = 0.0721 : f32}
+        : tensor<?x16x512xbf16>, !attn.paged_kv<1x512xbf16, page_size = 64, layout = nhd>,
+          tensor<?x?xi32>, tensor<?xi32> -> tensor<?x16x512xbf16>
+    ```
+  }];
+  let arguments = (ins Attn_ActivationTensor:$q_nope,
+      Attn_PagedKVType:$ckv, Attn_PageTable:$page_tables,
+      Attn_IndexVector:$seq_lens,
+      Optional<Attn_ActivationTensor>:$q_rope,
+      Optional<Attn_PagedKVType>:$kpe,
+      Optional<Attn_ScaleVector>:$kv_scale,
+      DefaultValuedAttr<I64Attr, "1">:$query_len,
+      OptionalAttr<Attn_MaskAttr>:$mask,
+      OptionalAttr<F32Attr>:$scale,
+      OptionalAttr<Attn_DecodeScheduleAttr>:$schedule);
+  let results = (outs Attn_ActivationTensor:$out,
+                      Optional<Attn_LseTensor>:$lse);
+  let assemblyFormat = [{
+    $q_nope `,` $ckv `,` $page_tables `,` $seq_lens
+    (`rope` `(` $q_rope^ `,` $kpe `:` type($q_rope) `,` qualified(type($kpe))
+            `)`)?
+    (`kv_scale` `(` $kv_scale^ `:` type($kv_scale) `)`)?
+    attr-dict `:` type($q_nope) `,` qualified(type($ckv)) `,`
+    type($page_tables) `,` type($seq_lens) `->` type($out) (`,` type($lse)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // attn.yield, attn.aux_load: inside score_mod and mask_mod
 //===----------------------------------------------------------------------===//
 

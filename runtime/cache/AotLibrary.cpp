@@ -28,8 +28,8 @@ constexpr char kPackMagic[8] = {'A', 'T', 'T', 'N', 'L', 'I', 'B', '1'};
 /// The manifest format. 2: spec fields named as attn::forEachSpecField
 /// names them ("schedule", not "decode_schedule"); kernel names changed.
 /// 3: one name per knob in kernel names and keys ("write_lse", not "lse";
-/// "per_head_kv_scale", not "headscale").
-constexpr llvm::StringLiteral kFormat = "attn-aot-3";
+/// "per_head_kv_scale", not "headscale"). 4: rope_dim (MLA decode).
+constexpr llvm::StringLiteral kFormat = "attn-aot-4";
 
 llvm::Error libraryError(llvm::StringRef path, const llvm::Twine &message) {
   return llvm::createStringError("AOT library '" + path.str() +

@@ -146,4 +146,16 @@ std::string kernelKey(const MergeStatesVariant &v) {
 
 std::string variantKey(const MergeStatesVariant &v) { return kernelKey(v); }
 
+std::string kernelKey(const MlaDecodeVariant &v) {
+  return fmt::format("mla_decode q={} kv={} heads={} rank={} rope={} page={} "
+                     "query_len={} causal={} write_lse={}{}",
+                     toString(v.qType), toString(v.kvType), v.numQHeads,
+                     v.kvLoraRank, v.ropeDim, v.pageSize, v.queryLen,
+                     flag(v.causal), flag(v.writeLse), scheduleOf(v.schedule));
+}
+
+std::string variantKey(const MlaDecodeVariant &v) {
+  return kernelKey(v) + fmt::format(" | scale={}", valueOf(v.scale));
+}
+
 } // namespace attn::runtime

@@ -109,19 +109,20 @@ DecodeKernel::createWorkspace(int maxBatch) const {
   return DecodeWorkspace::create(kernelSpec, maxBatch, smCount, residentCTAs);
 }
 
-llvm::Expected<DecodePlan> DecodeKernel::plan(llvm::ArrayRef<int32_t> seqLens,
-                                              DecodeWorkspace &ws,
-                                              CUstream stream,
-                                              bool forGraph) const {
+llvm::Expected<DecodePlan>
+planDecode(const KernelSpec &spec, std::optional<int> windowLeft, int numSMs,
+           int ctasPerSM, llvm::ArrayRef<int32_t> seqLens, DecodeWorkspace &ws,
+           CUstream stream, bool forGraph) {
+  const char *op = spec.kind == KernelKind::MlaDecode ? "mla_decode" : "decode";
   PageIdError *pageIdError = ws.pageIdError.ptr<PageIdError>();
-  if (llvm::Error error = takePageIdError(pageIdError, "decode"))
+  if (llvm::Error error = takePageIdError(pageIdError, op))
     return std::move(error);
   if (int(seqLens.size()) > ws.maxBatch())
     return llvm::createStringError(llvm::formatv(
-        "decode plan: batch of {0} exceeds the workspace's maximum of {1}",
+        "{0} plan: batch of {1} exceeds the workspace's maximum of {2}", op,
         seqLens.size(), ws.maxBatch()));
-  auto partition = partitionDecode(
-      seqLens, kernelSpec, decodeVariant.windowLeft, smCount, residentCTAs);
+  auto partition =
+      partitionDecode(seqLens, spec, windowLeft, numSMs, ctasPerSM);
   if (!partition)
     return partition.takeError();
   if (int(partition->workItems.size()) > ws.maxWorkItems())
@@ -152,6 +153,14 @@ llvm::Expected<DecodePlan> DecodeKernel::plan(llvm::ArrayRef<int32_t> seqLens,
   plan.gridX = forGraph ? ws.maxWorkItems() : int(partition->workItems.size());
   plan.chunkTokens = partition->chunkTokens;
   return plan;
+}
+
+llvm::Expected<DecodePlan> DecodeKernel::plan(llvm::ArrayRef<int32_t> seqLens,
+                                              DecodeWorkspace &ws,
+                                              CUstream stream,
+                                              bool forGraph) const {
+  return planDecode(kernelSpec, decodeVariant.windowLeft, smCount, residentCTAs,
+                    seqLens, ws, stream, forGraph);
 }
 
 llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,

@@ -68,6 +68,34 @@ constexpr int decodeSmemBytes(int headDim, int kvBytes, int rowTiles, int warps,
   return decodeQBytes(headDim, rowTiles) + (pipe > merge ? pipe : merge);
 }
 
+/// MLA decode (mla_decode.cuh): 16 query rows, keys in tiles of 32 whole
+/// cache rows (latent + RoPE) through a ring of `stages`.
+constexpr int kMlaTileRows = 16;
+constexpr int kMlaTileKeys = 32;
+constexpr int kMlaWarps = 4;
+
+/// The first region of an MLA decode CTA's shared memory: the 16-bit Q
+/// tile until its fragments are in registers, then the warps' f32 partial
+/// scores and three f32 per row.
+constexpr int mlaDecodeQBytes(int headDim, int ropeDim) {
+  const int q = kMlaTileRows * (headDim + ropeDim) * 2;
+  const int scores =
+      kMlaWarps * kMlaTileRows * kMlaTileKeys * 4 + 3 * kMlaTileRows * 4;
+  return q > scores ? q : scores;
+}
+
+/// Shared memory of an MLA decode CTA: that region, the ring of tiles as
+/// stored, an FP8 cache's widened 16-bit tile and the 16-bit
+/// probabilities.
+constexpr int mlaDecodeSmemBytes(int headDim, int ropeDim, int kvBytes,
+                                 int stages) {
+  const int dims = headDim + ropeDim;
+  return mlaDecodeQBytes(headDim, ropeDim) +
+         stages * kMlaTileKeys * dims * kvBytes +
+         (kvBytes == 1 ? kMlaTileKeys * dims * 2 : 0) +
+         kMlaTileRows * kMlaTileKeys * 2;
+}
+
 } // namespace attn
 
 #endif // ATTN_TEMPLATES_DECODE_LAYOUT_H

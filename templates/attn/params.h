@@ -96,6 +96,39 @@ struct DecodeParams {
   AuxTable aux[kMaxAuxTables]; ///< read by score_mod / mask_mod, if any
 };
 
+/// Absorbed MLA decode (templates/attn/mla_decode.cuh): one latent KV head
+/// whose cache rows hold the latent c (head_dim values, also the values)
+/// then the RoPE key (rope_dim). The latent and RoPE parts may be one
+/// tensor ([pages, page_size, head_dim + rope_dim]: kpe = ckv + head_dim,
+/// the same strides) or two (FlashInfer's ckv_cache and kpe_cache).
+struct MlaDecodeParams {
+  const void *qNope; ///< [batch * query_len, num_q_heads, head_dim], q dtype
+  const void *qRope; ///< [batch * query_len, num_q_heads, rope_dim]
+  void *out;         ///< [batch * query_len, num_q_heads, head_dim], q dtype
+  float *lse;        ///< [batch * query_len, num_q_heads] or null
+  const void *ckv;   ///< latent of token t of page p: ckv + p * ckvPageStride
+                     ///< + t * ckvTokenStride, kv dtype
+  const void *kpe;   ///< RoPE key, addressed alike with the kpe strides
+  const int32_t *pageTables;       ///< [batch, pageTableStride] page indices
+  PageIdError *pageIdError;        ///< never null
+  const float *kvScale;            ///< FP8 only: [1], the cache's scale
+  const DecodeWorkItem *workItems; ///< from the decode plan
+  const int32_t *numWorkItems;     ///< device count; grid.x may be larger
+  float *partialOut;        ///< [slots, query_len * num_q_heads, head_dim] f32
+  float *partialLse;        ///< [slots, query_len * num_q_heads] f32
+  int32_t *mergeCounters;   ///< [batch, row blocks], zero between launches
+  int64_t qNopeStrideToken; ///< elements between tokens of qNope
+  int64_t qRopeStrideToken; ///< ... of qRope
+  int64_t outStrideToken;   ///< ... of out
+  int64_t ckvPageStride;    ///< elements
+  int64_t kpePageStride;
+  int32_t ckvTokenStride;
+  int32_t kpeTokenStride;
+  int32_t pageTableStride;
+  uint32_t lastPage; ///< as DecodeParams::lastPage
+  float smScale;     ///< softmax scale
+};
+
 /// One CTA's share of a prefill: blockM query rows of one request (for every
 /// q head along grid.y). Offsets come from the host plan, so the kernel reads
 /// no cu_seqlens.

@@ -7,7 +7,7 @@
 // !attn.paged_kv
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{paged_kv head_dim 100 is not supported; expected a multiple of 8 from 32 to 256}}
+// expected-error @+1 {{paged_kv head_dim 100 is not supported; expected a multiple of 8 from 32 to 512}}
 func.func @kv_head_dim(%c: !attn.paged_kv<8x100xbf16, page_size = 16, layout = nhd>)
 
 // -----

@@ -103,6 +103,54 @@ int64_t kvOffset(KVLayout layout, int64_t page, int offset, int head,
   return page * pageStride + (int64_t(offset) * numKVHeads + head) * headDim;
 }
 
+void mlaDecodeReference(const MlaDecodeProblem &p, std::vector<double> &out,
+                        std::vector<double> &lse) {
+  const int batch = int(p.seqLens.size());
+  const int tokens = batch * p.queryLen;
+  out.assign(size_t(tokens) * p.numQHeads * p.rank, 0.0);
+  lse.assign(size_t(tokens) * p.numQHeads, 0.0);
+  std::vector<double> scores;
+  for (int b = 0; b < batch; ++b) {
+    const int len = p.seqLens[b];
+    for (int t = 0; t < p.queryLen; ++t) {
+      const int64_t token = int64_t(b) * p.queryLen + t;
+      const int visible = p.causal ? len - p.queryLen + t + 1 : len;
+      for (int h = 0; h < p.numQHeads; ++h) {
+        const int64_t row = token * p.numQHeads + h;
+        const double *qn = &p.qNope[row * p.rank];
+        const double *qr = p.ropeDim ? &p.qRope[row * p.ropeDim] : nullptr;
+        scores.assign(size_t(std::max(visible, 0)), 0.0);
+        double max = -INFINITY;
+        for (int j = 0; j < visible; ++j) {
+          const int64_t r = p.cacheRow[b][j];
+          double s = 0;
+          for (int d = 0; d < p.rank; ++d)
+            s += qn[d] * p.latent[r * p.rank + d];
+          for (int d = 0; d < p.ropeDim; ++d)
+            s += qr[d] * p.rope[r * p.ropeDim + d];
+          scores[j] = s * p.scale;
+          max = std::max(max, scores[j]);
+        }
+        if (visible <= 0) {
+          lse[row] = -INFINITY;
+          continue;
+        }
+        double sum = 0;
+        for (int j = 0; j < visible; ++j)
+          sum += std::exp(scores[j] - max);
+        double *o = &out[row * p.rank];
+        for (int j = 0; j < visible; ++j) {
+          const double w = std::exp(scores[j] - max) / sum;
+          const int64_t r = p.cacheRow[b][j];
+          for (int d = 0; d < p.rank; ++d)
+            o[d] += w * p.latent[r * p.rank + d];
+        }
+        lse[row] = max + std::log(sum);
+      }
+    }
+  }
+}
+
 void decodeReference(const DecodeProblem &p, std::vector<double> &out,
                      std::vector<double> &lse) {
   const int group = p.numQHeads / p.numKVHeads;

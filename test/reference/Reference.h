@@ -104,6 +104,29 @@ struct PrefillProblem {
 void prefillReference(const PrefillProblem &problem, std::vector<double> &out,
                       std::vector<double> &lse);
 
+/// An absorbed MLA decode problem in double precision: one latent row of
+/// rank values and one RoPE row of ropeDim per cached token (dense tokens,
+/// already resolved through the page tables: token j of request b is row
+/// cacheRow[b][j]), queries q_nope [tokens, heads, rank] and q_rope
+/// [tokens, heads, ropeDim] with queryLen tokens per request.
+struct MlaDecodeProblem {
+  int numQHeads = 0, rank = 0, ropeDim = 0, queryLen = 1;
+  bool causal = false;
+  double scale = 0;
+  std::vector<int> seqLens;
+  std::vector<std::vector<int64_t>> cacheRow; ///< [batch][seqLen]
+  std::vector<double> latent;                 ///< [rows, rank]
+  std::vector<double> rope;                   ///< [rows, ropeDim]
+  std::vector<double> qNope, qRope;
+};
+
+/// MLA attention: score(row, j) = scale * (q_nope . latent[j] + q_rope .
+/// rope[j]); out [tokens, heads, rank] = softmax-weighted sum of latent[j];
+/// LSE natural log. Query token t of a request sits at position seq_len -
+/// queryLen + t and, when causal, sees keys <= it.
+void mlaDecodeReference(const MlaDecodeProblem &problem,
+                        std::vector<double> &out, std::vector<double> &lse);
+
 /// Offset of (page, token-in-page, head) in a paged cache.
 int64_t kvOffset(KVLayout layout, int64_t page, int offset, int head,
                  int numKVHeads, int pageSize, int headDim, int64_t pageStride);

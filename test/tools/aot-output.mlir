@@ -36,7 +36,7 @@
 // RUN: mkdir -p %t/badlib && echo '{"format": "something else"}' > %t/badlib/manifest.json
 // RUN: not attn-aot %t/two.json --arch sm_90a -o %t/badlib 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=BADLIB
-// BADLIB: attn-aot: '{{.*}}badlib/manifest.json' is not a valid attn-aot library manifest ({{.*}}has format "something else"; this runtime reads "attn-aot-3"); attn-aot builds only into a new or empty directory or a library it wrote: remove it or pick another -o
+// BADLIB: attn-aot: '{{.*}}badlib/manifest.json' is not a valid attn-aot library manifest ({{.*}}has format "something else"; this runtime reads "attn-aot-4"); attn-aot builds only into a new or empty directory or a library it wrote: remove it or pick another -o
 // RUN: FileCheck %s --check-prefix=BADLIB-KEPT < %t/badlib/manifest.json
 // BADLIB-KEPT: something else
 
@@ -63,7 +63,7 @@
 // RUN:   | FileCheck %s --check-prefix=PACK-IN
 // PACK-IN: attn-aot: will not pack into '{{.*}}lib/manifest.json': it lies inside the library directory '{{.*}}lib'; pack to a path outside it
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/lib/manifest.json
-// MANIFEST: "format": "attn-aot-3"
+// MANIFEST: "format": "attn-aot-4"
 
 // RUN: not attn-aot %t/one.json --arch sm_90a -o %t/lib --pack %t/file 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=PACK-FILE

@@ -14,7 +14,7 @@
 // BUILD-NEXT: packed into {{.*}}lib.attnlib
 
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/lib/manifest.json
-// MANIFEST: "format": "attn-aot-3"
+// MANIFEST: "format": "attn-aot-4"
 // MANIFEST-DAG: "decode q=bf16 kv=e4m3 heads=32/8 dim=128 page=16 layout=nhd qlen=1 per_head_kv_scale=0 kind=decoder causal=1 window_left=1 softcap=0 alibi=0 sinks=0 fp8_query=0 write_lse=0"
 // MANIFEST-DAG: "prefill paged kv=e4m3 page=16 layout=nhd per_head_kv_scale=0 q=bf16 heads=32/8 dim=128 kind=decoder causal=1 window_left=0 softcap=0 alibi=0 sinks=0 fp8_query=0 write_lse=0"
 // MANIFEST-DAG: "append_kv in=f16 kv=e4m3 kv_heads=8 dim=128 page=16 layout=nhd per_head_kv_scale=0"

@@ -32,6 +32,7 @@ struct MatrixCase {
   std::optional<AppendKVVariant> append;
   std::optional<PrefillVariant> prefill;
   std::optional<MergeStatesVariant> merge;
+  std::optional<MlaDecodeVariant> mla;
 };
 
 std::vector<MatrixCase> matrixCases() {
@@ -107,6 +108,38 @@ std::vector<MatrixCase> matrixCases() {
                            std::to_string(d),
                        std::nullopt, std::nullopt, std::nullopt, v});
     }
+
+  // MLA decode: DeepSeek's 512 + 64 and the smaller 256 + 64, NoPE MLA,
+  // e4m3 caches, page sizes 1 and 64, multi-token causal rows with LSE.
+  auto addMla = [&](std::string name, MlaDecodeVariant v) {
+    MatrixCase c;
+    c.name = "mla_" + std::move(name);
+    c.mla = v;
+    cases.push_back(std::move(c));
+  };
+  for (S q : {S::F16, S::BF16})
+    for (S kv : {q, S::F8E4M3}) {
+      MlaDecodeVariant v;
+      v.qType = q;
+      v.kvType = kv;
+      std::string types =
+          std::string(toString(q)) + "_" + std::string(toString(kv));
+      addMla(types + "_r512_64", v);
+      v.kvLoraRank = 256;
+      v.pageSize = 1;
+      addMla(types + "_r256_64_p1", v);
+      v.kvLoraRank = 512;
+      v.ropeDim = 0;
+      v.numQHeads = 128;
+      addMla(types + "_r512_nope_h128", v);
+    }
+  {
+    MlaDecodeVariant v;
+    v.queryLen = 4;
+    v.causal = true;
+    v.writeLse = true;
+    addMla("bf16_mtp4_causal_lse", v);
+  }
 
   // Prefill: every head dim for both dtypes, causal (the default) and
   // bidirectional, then head ratios, masks and every flag together.
@@ -262,6 +295,7 @@ TEST_P(NvrtcMatrix, Compiles) {
   auto compiled = tc.decode   ? jit.compile(*tc.decode, arch)
                   : tc.append ? jit.compile(*tc.append, arch)
                   : tc.merge  ? jit.compile(*tc.merge, arch)
+                  : tc.mla    ? jit.compile(*tc.mla, arch)
                               : jit.compile(*tc.prefill, arch);
   ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
   const std::string &cubin = *compiled->cubin;

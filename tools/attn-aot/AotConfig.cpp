@@ -258,6 +258,18 @@ void readVariant(ComboReader &r, MergeStatesVariant &v) {
   r.integer("head_dim", v.headDim);
 }
 
+void readVariant(ComboReader &r, MlaDecodeVariant &v) {
+  r.type("q_type", v.qType);
+  r.type("kv_type", v.kvType, v.qType);
+  r.integer("num_q_heads", v.numQHeads);
+  r.integer("kv_lora_rank", v.kvLoraRank);
+  r.integer("rope_dim", v.ropeDim);
+  r.integer("page_size", v.pageSize);
+  r.integer("query_len", v.queryLen);
+  r.boolean("causal", v.causal);
+  r.boolean("write_lse", v.writeLse);
+}
+
 /// The sections of a JSON config: one per op of spec/Ops.h.
 const std::vector<std::string> &opSections() {
   static const std::vector<std::string> sections = {

@@ -4,6 +4,7 @@
 //   (either with --sinks: every variant has attention sinks)
 //   attn-bench prefill [--json] [--quick]  ragged and paged prefill TFLOP/s
 //   attn-bench jit [--json]                compile, cache and launch overheads
+//   attn-bench mla [--json] [--quick]      MLA decode GB/s and TFLOP/s
 //
 // Decode: the device's read-only bandwidth is measured in the same run (a
 // kernel streaming 16-byte loads over 4 GiB), then each config is timed as a
@@ -1053,6 +1054,120 @@ int runMerge(bool json) {
   return 0;
 }
 
+/// Absorbed MLA decode (attn.mla_decode): DeepSeek's 512 + 64 latent cache
+/// in pages of 64 (vLLM's and FlashMLA's), one query token per request,
+/// shuffled pages. Bytes are the latent cache read once; FLOPs 2 * heads *
+/// query tokens * keys * (576 + 512).
+int runMla(bool json, bool quick) {
+  BENCH_CHECK(initCuda());
+  Arch arch = unwrap(currentDeviceArch());
+  Stream stream = unwrap(Stream::create());
+  const double readBw = measureReadBandwidth(arch, stream.get());
+  struct Shape {
+    ScalarType kv;
+    int heads, batch, context;
+  };
+  std::vector<Shape> shapes;
+  for (ScalarType kv : {ScalarType::BF16, ScalarType::F8E4M3})
+    for (int batch : {32, 64, 128})
+      for (int context : {4096, 8192, 32768})
+        if (!quick || (batch != 64 && context != 8192))
+          shapes.push_back({kv, 16, batch, context});
+  for (int batch : {32, 64})
+    for (int context : {4096, 8192})
+      if (!quick || batch == 64)
+        shapes.push_back({ScalarType::BF16, 128, batch, context});
+  if (json)
+    llvm::outs() << "[\n";
+  else
+    llvm::outs() << llvm::formatv(
+        "read roof: {0:F0} GB/s\n{1,-6} {2,6} {3,6} {4,8} {5,10} {6,8} {7,7} "
+        "{8,9}\n",
+        readBw / 1e9, "cache", "heads", "batch", "context", "us", "GB/s",
+        "% roof", "TFLOP/s");
+  bool first = true;
+  for (const Shape &sh : shapes) {
+    MlaDecodeVariant v;
+    v.kvType = sh.kv;
+    v.numQHeads = sh.heads;
+    v.scale = 0.1352f;
+    if (pinnedSchedule)
+      v.schedule = *pinnedSchedule;
+    auto kernel = unwrap(Jit::global().mlaDecode(v));
+    const int dims = v.kvLoraRank + v.ropeDim;
+    const int64_t pagesPer = (sh.context + v.pageSize - 1) / v.pageSize;
+    const int64_t numPages = pagesPer * sh.batch;
+    // Copies of the cache, used in turn, keep what one call reads out of
+    // the L2 of the call before (240 MB or more in all).
+    const size_t cacheBytes =
+        size_t(numPages) * v.pageSize * dims * sizeOf(sh.kv);
+    std::vector<DeviceBuffer> caches;
+    for (size_t total = 0; total < (240u << 20) || caches.empty();
+         total += cacheBytes) {
+      caches.push_back(unwrap(DeviceBuffer::allocate(cacheBytes)));
+      fillRandom(caches.back(), sh.kv, arch, stream.get());
+    }
+    const int64_t tokens = sh.batch;
+    DeviceBuffer qNope = unwrap(
+        DeviceBuffer::allocate(size_t(tokens) * sh.heads * v.kvLoraRank * 2));
+    DeviceBuffer qRope = unwrap(
+        DeviceBuffer::allocate(size_t(tokens) * sh.heads * v.ropeDim * 2));
+    DeviceBuffer out = unwrap(
+        DeviceBuffer::allocate(size_t(tokens) * sh.heads * v.kvLoraRank * 2));
+    fillRandom(qNope, ScalarType::BF16, arch, stream.get());
+    fillRandom(qRope, ScalarType::BF16, arch, stream.get());
+    std::vector<int32_t> pages(numPages);
+    std::iota(pages.begin(), pages.end(), 0);
+    std::shuffle(pages.begin(), pages.end(), std::mt19937(7));
+    DeviceBuffer pageTables = unwrap(DeviceBuffer::allocate(pages.size() * 4));
+    BENCH_CHECK(pageTables.copyFromHost(pages.data(), pages.size() * 4));
+    std::vector<float> one = {1.f};
+    DeviceBuffer scale = unwrap(DeviceBuffer::allocate(sizeof(float)));
+    BENCH_CHECK(scale.copyFromHost(one.data(), sizeof(float)));
+    std::vector<int32_t> lens(sh.batch, sh.context);
+    DecodeWorkspace ws = unwrap(kernel->createWorkspace(sh.batch));
+    DecodePlan plan = unwrap(kernel->plan(lens, ws, stream.get()));
+    MlaDecodeArgs a;
+    a.qType = v.qType;
+    a.numTokens = tokens;
+    a.numQHeads = sh.heads;
+    a.qNope = qNope.ptr<void>();
+    a.qRope = qRope.ptr<void>();
+    a.out = out.ptr<void>();
+    a.kvType = sh.kv;
+    a.numPages = numPages;
+    a.pageTables = pageTables.ptr<int32_t>();
+    a.pageTableStride = int(pagesPer);
+    a.kvScale = sh.kv == ScalarType::F8E4M3 ? scale.ptr<float>() : nullptr;
+    size_t call = 0;
+    double ms = timeMedian(stream.get(), 21, [&] {
+      a.ckv = caches[call++ % caches.size()].ptr<void>();
+      BENCH_CHECK(kernel->run(plan, a, stream.get()));
+    });
+    const double bytes = double(sh.batch) * sh.context * dims * sizeOf(sh.kv);
+    const double flops =
+        2.0 * sh.heads * tokens * double(sh.context) * (dims + v.kvLoraRank);
+    const double bw = bytes / (ms * 1e-3), tflops = flops / (ms * 1e-3) / 1e12;
+    if (json) {
+      llvm::outs() << llvm::formatv(
+          "{0}  {{\"cache\": \"{1}\", \"heads\": {2}, \"batch\": {3}, "
+          "\"context\": {4}, \"us\": {5:F1}, \"gbps\": {6:F0}, "
+          "\"pct_roof\": {7:F1}, \"tflops\": {8:F1}}",
+          first ? "" : ",\n", toString(sh.kv), sh.heads, sh.batch, sh.context,
+          ms * 1e3, bw / 1e9, 100 * bw / readBw, tflops);
+      first = false;
+    } else {
+      llvm::outs() << llvm::formatv(
+          "{0,-6} {1,6} {2,6} {3,8} {4,10:F1} {5,8:F0} {6,7:F1} {7,9:F1}\n",
+          toString(sh.kv), sh.heads, sh.batch, sh.context, ms * 1e3, bw / 1e9,
+          100 * bw / readBw, tflops);
+    }
+  }
+  if (json)
+    llvm::outs() << "\n]\n";
+  return 0;
+}
+
 /// Shared-prefix decode: `batch` requests in groups of `groupSize`, each
 /// group sharing `prefix` tokens, each request with 256-1024 tokens of its
 /// own, over one paged cache (32/8 heads, d128, page 16). Plain decode
@@ -1424,6 +1539,9 @@ int main(int argc, char **argv) {
            "         read + write bandwidth\n"
            "       attn-bench cascade [--json]   shared-prefix decode against\n"
            "         plain paged decode over the same cache\n"
+           "       attn-bench mla [--json] [--quick]   absorbed MLA decode "
+           "(512 + 64,\n"
+           "         pages of 64) against the read roof\n"
            "  --schedule pins warps, stages, row tiles, CTAs per SM (also the\n"
            "  decode entry's launch bounds) and the minimum chunk instead of\n"
            "  the schedule attn-select-schedule picks\n";
@@ -1525,8 +1643,10 @@ int main(int argc, char **argv) {
     return runMerge(has("--json"));
   if (args[0] == "cascade")
     return runCascade(has("--json"));
+  if (args[0] == "mla")
+    return runMla(has("--json"), has("--quick"));
   llvm::errs() << "attn-bench: unknown command '" << args[0]
-               << "' (expected decode, prefill, jit, modifiers, merge or "
-                  "cascade)\n";
+               << "' (expected decode, prefill, jit, modifiers, merge, "
+                  "cascade or mla)\n";
   return 1;
 }

@@ -290,7 +290,7 @@ TEST(AotLibraryTest, BadManifestsNameTheProblem) {
     return at == std::string::npos ? text : text.replace(at, from.size(), to);
   };
   expectError("{", "manifest: not valid JSON");
-  expectError(replaced("attn-aot-3", "attn-aot-0"), "attn-aot-0");
+  expectError(replaced("attn-aot-4", "attn-aot-0"), "attn-aot-0");
   expectError(replaced("\"head_dim\"", "\"head_dims\""), "lacks \"head_dim\"");
   expectError(replaced("\"kind\": \"decode\"", "\"kind\": \"encode\""), "unknown kind");
   expectError(replaced("\"head_dim\": 128", "\"head_dim\": 64"), "its spec is");

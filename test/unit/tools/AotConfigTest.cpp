@@ -93,6 +93,36 @@ TEST(AotConfigTest, SinksAreAKnobLikeAlibi) {
                 {"unknown field \"sinks\""});
 }
 
+TEST(AotConfigTest, MlaDecodeSection) {
+  // DeepSeek's MLA at TP8 and without TP, bf16 and e4m3 caches, and MTP.
+  ConfigJobs config = readConfig(
+      R"({"mla_decode": [{"kv_type": ["q", "e4m3"], "num_q_heads": [16, 128],
+                          "kv_lora_rank": 512, "rope_dim": 64,
+                          "page_size": 64},
+                         {"num_q_heads": 16, "query_len": 2, "causal": true,
+                          "write_lse": true}]})",
+      "c.json", kTwoArchs);
+  EXPECT_TRUE(config.errors.empty()) << errorsOf(config);
+  ASSERT_EQ(config.jobs.size(), 10u);
+  for (const Job &job : config.jobs) {
+    EXPECT_EQ(job.spec.kind, KernelKind::MlaDecode) << job.spec.uri();
+    EXPECT_EQ(job.spec.headDim, 512);
+    EXPECT_EQ(job.spec.ropeDim, 64);
+    MlaDecodeVariant v;
+    v.kvType = job.spec.kvType;
+    v.numQHeads = job.spec.numQHeads;
+    v.queryLen = job.spec.queryLen;
+    v.causal = job.spec.causal;
+    v.writeLse = job.spec.writeLse;
+    EXPECT_EQ(job.kernelKey, runtime::kernelKey(v));
+  }
+  expectRefused(R"({"mla_decode": [{"rope_dim": 32}]})",
+                {"mla_decode[0] {rope_dim=32}",
+                 "kpe head_dim (rope_dim) must be 64 or 128, got 32"});
+  expectRefused(R"({"mla_decode": [{"head_dim": 512}]})",
+                {"unknown field \"head_dim\""});
+}
+
 TEST(AotConfigTest, CacheOpsAndMlirConfigs) {
   ConfigJobs ops = readConfig(R"({"cache_ops": true})", "c.json", kTwoArchs);
   EXPECT_TRUE(ops.errors.empty()) << errorsOf(ops);

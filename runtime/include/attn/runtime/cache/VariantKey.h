@@ -28,11 +28,13 @@ std::string kernelKey(const DecodeVariant &variant);
 std::string kernelKey(const PrefillVariant &variant);
 std::string kernelKey(const AppendKVVariant &variant);
 std::string kernelKey(const MergeStatesVariant &variant);
+std::string kernelKey(const MlaDecodeVariant &variant);
 
 std::string variantKey(const DecodeVariant &variant);
 std::string variantKey(const PrefillVariant &variant);
 std::string variantKey(const AppendKVVariant &variant);
 std::string variantKey(const MergeStatesVariant &variant);
+std::string variantKey(const MlaDecodeVariant &variant);
 
 /// `region` (IR text) as the keys hold it: comments dropped, white space
 /// runs outside string literals one space, none at either end.

@@ -67,6 +67,10 @@ public:
 
 private:
   friend class DecodeKernel;
+  friend llvm::Expected<struct DecodePlan>
+  planDecode(const KernelSpec &spec, std::optional<int> windowLeft, int numSMs,
+             int ctasPerSM, llvm::ArrayRef<int32_t> seqLens,
+             DecodeWorkspace &workspace, CUstream stream, bool forGraph);
   DecodeWorkspace() = default;
   StagedBuffer buffer; ///< work lists (staged), then f32 partials
   /// The kernels' report of a page id outside the cache (PageIdError).
@@ -91,6 +95,15 @@ struct DecodePlan {
   PageIdError *pageIdError = nullptr;
   int chunkTokens = 0;
 };
+
+/// The plan of a batch for a kernel with a decode schedule (decode, MLA
+/// decode) running `ctasPerSM` CTAs on each of `numSMs`: partitions the
+/// lengths (partitionDecode) and copies the work list into `workspace` on
+/// `stream`; DecodeKernel::plan says the rest.
+llvm::Expected<DecodePlan>
+planDecode(const KernelSpec &spec, std::optional<int> windowLeft, int numSMs,
+           int ctasPerSM, llvm::ArrayRef<int32_t> seqLens,
+           DecodeWorkspace &workspace, CUstream stream, bool forGraph);
 
 /// Device arguments of one decode call (one layer).
 struct DecodeArgs : HeadTables {

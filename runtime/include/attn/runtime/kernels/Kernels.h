@@ -13,6 +13,7 @@
 #include "attn/runtime/kernels/AppendKV.h"
 #include "attn/runtime/kernels/Decode.h"
 #include "attn/runtime/kernels/MergeStates.h"
+#include "attn/runtime/kernels/MlaDecode.h"
 #include "attn/runtime/kernels/Prefill.h"
 #include "spec/Variant.h"
 
