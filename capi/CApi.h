@@ -146,6 +146,7 @@ llvm::Expected<PrefillVariant> toVariant(const attn_prefill_variant *v);
 llvm::Expected<AppendKVVariant> toVariant(const attn_append_kv_variant *v);
 llvm::Expected<MergeStatesVariant>
 toVariant(const attn_merge_states_variant *v);
+llvm::Expected<MlaDecodeVariant> toVariant(const attn_mla_decode_variant *v);
 
 /// A paged cache layer as the kernels take it; `name` prefixes errors.
 llvm::Expected<runtime::PagedKVView> toView(const attn_paged_kv &cache,
@@ -220,6 +221,12 @@ struct MergeStates {
   MergeStatesVariant variant;
 };
 
+struct MlaDecode {
+  std::shared_ptr<const runtime::MlaDecodeKernel> kernel;
+  runtime::DecodeWorkspace workspace;
+  std::optional<runtime::DecodePlan> plan;
+};
+
 struct Cascade {
   DecodeVariant variant;
   runtime::CascadeAttention attention;
@@ -250,6 +257,7 @@ ATTN_C_HANDLE(attn_decode, Decode)
 ATTN_C_HANDLE(attn_prefill, Prefill)
 ATTN_C_HANDLE(attn_mixed_batch, MixedBatch)
 ATTN_C_HANDLE(attn_merge_states, MergeStates)
+ATTN_C_HANDLE(attn_mla_decode, MlaDecode)
 ATTN_C_HANDLE(attn_cascade, Cascade)
 ATTN_C_HANDLE(attn_append_kv, AppendKV)
 ATTN_C_HANDLE(attn_cache_ops, CacheOps)

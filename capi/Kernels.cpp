@@ -536,6 +536,97 @@ attn_status attn_merge_states_run(attn_merge_states *merge,
 
 } // extern "C"
 
+//===--- MLA decode -------------------------------------------------------===//
+
+extern "C" {
+
+attn_status attn_mla_decode_create(attn_context *context,
+                                   const attn_mla_decode_variant *v,
+                                   int max_batch, attn_mla_decode **out) {
+  return createHandle(
+      __func__, context, v, out,
+      [&](const MlaDecodeVariant &variant) -> llvm::Error {
+        if (llvm::Error error = checkPositive(max_batch, "max_batch"))
+          return error;
+        return checkBytes(int64_t(max_batch) * variant.queryLen *
+                              variant.numQHeads,
+                          int64_t(variant.kvLoraRank) * 4, "max_batch",
+                          "requests' partial rows");
+      },
+      [&](const MlaDecodeVariant &variant, const runtime::KernelSource &kernels)
+          -> llvm::Expected<std::unique_ptr<MlaDecode>> {
+        auto kernel = kernels.mlaDecode(variant);
+        if (!kernel)
+          return kernel.takeError();
+        auto workspace = (*kernel)->createWorkspace(max_batch);
+        if (!workspace)
+          return workspace.takeError();
+        return std::unique_ptr<MlaDecode>(
+            new MlaDecode{*kernel, std::move(*workspace), std::nullopt});
+      });
+}
+
+attn_status attn_mla_decode_destroy(attn_mla_decode *mla) {
+  return guard(__func__, [&] { return destroyHandle(mla, "mla"); });
+}
+
+attn_status attn_mla_decode_plan(attn_mla_decode *mla, const int32_t *seq_lens,
+                                 int batch, int for_graph, void *stream) {
+  return guard(__func__, [&]() -> llvm::Error {
+    std::shared_ptr<MlaDecode> m;
+    if (llvm::Error error = lookup(mla, "mla").moveInto(m))
+      return error;
+    if (llvm::Error error = checkArray(seq_lens, batch, "seq_lens", "batch"))
+      return error;
+    m->plan.reset();
+    auto plan = m->kernel->plan(llvm::ArrayRef(seq_lens, size_t(batch)),
+                                m->workspace, toStream(stream), for_graph != 0);
+    if (!plan)
+      return plan.takeError();
+    m->plan = *plan;
+    return llvm::Error::success();
+  });
+}
+
+attn_status attn_mla_decode_run(attn_mla_decode *mla,
+                                const attn_mla_decode_args *args,
+                                void *stream) {
+  return guard(__func__, [&]() -> llvm::Error {
+    std::shared_ptr<MlaDecode> m;
+    if (llvm::Error error = lookup(mla, "mla").moveInto(m))
+      return error;
+    ATTN_CHECK_STRUCT(args, attn_mla_decode_args);
+    if (!m->plan)
+      return noPlan("attn_mla_decode_plan");
+    const MlaDecodeVariant &variant = m->kernel->variant();
+    runtime::MlaDecodeArgs a;
+    a.qType = variant.qType;
+    a.numTokens = int64_t(m->plan->batch) * variant.queryLen;
+    a.numQHeads = variant.numQHeads;
+    a.qNope = args->q_nope;
+    a.qNopeStrideToken = args->q_nope_stride_token;
+    a.qRope = args->q_rope;
+    a.qRopeStrideToken = args->q_rope_stride_token;
+    a.out = args->out;
+    a.outStrideToken = args->out_stride_token;
+    a.lse = args->lse;
+    a.kvType = variant.kvType;
+    a.numPages = args->num_pages;
+    a.ckv = args->ckv;
+    a.ckvPageStride = args->ckv_page_stride;
+    a.ckvTokenStride = args->ckv_token_stride;
+    a.kpe = args->kpe;
+    a.kpePageStride = args->kpe_page_stride;
+    a.kpeTokenStride = args->kpe_token_stride;
+    a.pageTables = args->page_tables;
+    a.pageTableStride = args->page_table_stride;
+    a.kvScale = args->kv_scale;
+    return m->kernel->run(*m->plan, a, toStream(stream));
+  });
+}
+
+} // extern "C"
+
 //===--- Cascade ----------------------------------------------------------===//
 
 extern "C" {

@@ -257,6 +257,34 @@ llvm::Error checkVariant(const MergeStatesVariant &v) {
   return checkHeadDim(v.headDim, "v->head_dim");
 }
 
+llvm::Error checkVariant(const MlaDecodeVariant &v) {
+  if (llvm::Error error = check16Bit(v.qType, "v->q_type"))
+    return error;
+  if (v.kvType != v.qType && v.kvType != ScalarType::F8E4M3)
+    return argError(llvm::formatv("v->kv_type is {0}; expected q_type ({1}) "
+                                  "or e4m3",
+                                  toString(v.kvType), toString(v.qType)));
+  if (llvm::Error error =
+          checkRange(v.numQHeads, 1, kMaxGroupSize, "v->num_q_heads"))
+    return error;
+  if (v.kvLoraRank < 64 || v.kvLoraRank > 512 || v.kvLoraRank % 64)
+    return argError(llvm::formatv("v->kv_lora_rank is {0}; expected a "
+                                  "multiple of 64 from 64 to 512",
+                                  v.kvLoraRank));
+  if (v.ropeDim != 0 && v.ropeDim != 64 && v.ropeDim != 128)
+    return argError(llvm::formatv("v->rope_dim is {0}; expected 0, 64 or 128",
+                                  v.ropeDim));
+  if (llvm::Error error = checkPageSize(v.pageSize, "v->page_size"))
+    return error;
+  if (llvm::Error error =
+          checkRange(v.queryLen, 1, kMaxDecodeQueryLen, "v->query_len"))
+    return error;
+  if (v.causal && v.queryLen == 1)
+    return argError("v->causal is 1 with v->query_len 1: one query sees "
+                    "every cached key anyway");
+  return checkPositive(v.scale, "v->scale", "1/sqrt(kv_lora_rank + rope_dim)");
+}
+
 } // namespace
 
 llvm::Expected<ScalarType> toScalarType(const attn_dtype &field,
@@ -408,6 +436,29 @@ toVariant(const attn_merge_states_variant *v) {
   return out;
 }
 
+llvm::Expected<MlaDecodeVariant>
+toVariant(const attn_mla_decode_variant *v) {
+  ATTN_CHECK_STRUCT(v, attn_mla_decode_variant);
+  MlaDecodeVariant out;
+  if (llvm::Error error =
+          convert(toScalarType(v->q_type, "v->q_type"), out.qType))
+    return std::move(error);
+  if (llvm::Error error =
+          convert(toScalarType(v->kv_type, "v->kv_type"), out.kvType))
+    return std::move(error);
+  out.numQHeads = v->num_q_heads;
+  out.kvLoraRank = v->kv_lora_rank;
+  out.ropeDim = v->rope_dim;
+  out.pageSize = v->page_size;
+  out.queryLen = v->query_len;
+  out.causal = v->causal != 0;
+  out.scale = v->scale == 0 ? std::nullopt : std::optional<float>(v->scale);
+  out.writeLse = v->write_lse != 0;
+  if (llvm::Error error = checkVariant(out))
+    return std::move(error);
+  return out;
+}
+
 llvm::Expected<runtime::PagedKVView> toView(const attn_paged_kv &c,
                                             const char *name) {
   runtime::PagedKVView view;
@@ -504,6 +555,23 @@ void attn_merge_states_variant_init(attn_merge_states_variant *v) {
   v->head_dim = m.headDim;
 }
 
+void attn_mla_decode_variant_init(attn_mla_decode_variant *v) {
+  if (!v)
+    return;
+  ATTN_INIT(v);
+  const MlaDecodeVariant m;
+  v->q_type = toC(m.qType);
+  v->kv_type = toC(m.kvType);
+  v->num_q_heads = m.numQHeads;
+  v->kv_lora_rank = m.kvLoraRank;
+  v->rope_dim = m.ropeDim;
+  v->page_size = m.pageSize;
+  v->query_len = m.queryLen;
+  v->causal = m.causal;
+  v->scale = m.scale.value_or(0.0f);
+  v->write_lse = m.writeLse;
+}
+
 } // extern "C"
 
 namespace {
@@ -552,6 +620,15 @@ attn_status attn_merge_states_kernel_key(const attn_merge_states_variant *v,
   return writeKey(
       __func__, v,
       [](const MergeStatesVariant &m) { return runtime::kernelKey(m); }, buffer,
+      capacity, length);
+}
+
+attn_status attn_mla_decode_kernel_key(const attn_mla_decode_variant *v,
+                                       char *buffer, size_t capacity,
+                                       size_t *length) {
+  return writeKey(
+      __func__, v,
+      [](const MlaDecodeVariant &m) { return runtime::kernelKey(m); }, buffer,
       capacity, length);
 }
 

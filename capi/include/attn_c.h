@@ -216,12 +216,31 @@ typedef struct attn_merge_states_variant {
   int num_heads, head_dim;
 } attn_merge_states_variant;
 
+/* Absorbed MLA decode (docs/semantics.md, "MLA decode"): one latent cache
+ * row of kv_lora_rank values and a RoPE key of rope_dim per token, shared
+ * by every query head; output kv_lora_rank values per head. */
+typedef struct attn_mla_decode_variant {
+  uint32_t struct_size;
+  attn_dtype q_type;  /* f16 or bf16; also the output's (default bf16) */
+  attn_dtype kv_type; /* q_type or e4m3 (default bf16) */
+  int num_q_heads;    /* 1 to 128 (default 16) */
+  int kv_lora_rank;   /* multiple of 64, up to 512 (default 512) */
+  int rope_dim;       /* 0, 64 or 128 (default 64) */
+  int page_size;      /* default 64 */
+  int query_len;      /* query tokens per request (default 1) */
+  int causal;         /* among a request's query tokens (default 0) */
+  float scale;        /* softmax scale; 0: 1/sqrt(kv_lora_rank + rope_dim) */
+  int write_lse;      /* args carry lse (natural log) */
+} attn_mla_decode_variant;
+
 /* struct_size and the C++ API's defaults. */
 ATTN_C_EXPORT void attn_decode_variant_init(attn_decode_variant *variant);
 ATTN_C_EXPORT void attn_prefill_variant_init(attn_prefill_variant *variant);
 ATTN_C_EXPORT void attn_append_kv_variant_init(attn_append_kv_variant *variant);
 ATTN_C_EXPORT void
 attn_merge_states_variant_init(attn_merge_states_variant *variant);
+ATTN_C_EXPORT void
+attn_mla_decode_variant_init(attn_mla_decode_variant *variant);
 
 /* Kernel keys (what selects a compiled kernel; attn-aot's and the JIT's
  * names). Writes at most capacity bytes with a terminating NUL and the
@@ -238,6 +257,9 @@ attn_append_kv_kernel_key(const attn_append_kv_variant *v, char *buffer,
 ATTN_C_EXPORT attn_status
 attn_merge_states_kernel_key(const attn_merge_states_variant *v, char *buffer,
                              size_t capacity, size_t *length);
+ATTN_C_EXPORT attn_status
+attn_mla_decode_kernel_key(const attn_mla_decode_variant *v, char *buffer,
+                           size_t capacity, size_t *length);
 /* Variant keys: the kernel key plus the values every launch passes (scale,
  * soft-cap, window size); the JIT memoizes loaded kernels by them. Same
  * buffer contract. */
@@ -445,6 +467,48 @@ typedef struct attn_merge_states_args {
 ATTN_C_EXPORT attn_status attn_merge_states_run(attn_merge_states *merge,
                                                 const attn_merge_states_args *a,
                                                 void *stream);
+
+/*===--- MLA decode ------------------------------------------------------===*/
+
+/* The plan/run split of attn_decode: plan from host lengths (once per
+ * step), run per layer (graph-capturable). */
+typedef struct attn_mla_decode attn_mla_decode;
+ATTN_C_EXPORT attn_status attn_mla_decode_create(
+    attn_context *context, const attn_mla_decode_variant *v, int max_batch,
+    attn_mla_decode **out);
+ATTN_C_EXPORT attn_status attn_mla_decode_destroy(attn_mla_decode *mla);
+ATTN_C_EXPORT attn_status attn_mla_decode_plan(attn_mla_decode *mla,
+                                               const int32_t *seq_lens,
+                                               int batch, int for_graph,
+                                               void *stream);
+
+/* Strides in elements; 0: dense. kpe NULL: the cache is one tensor
+ * [pages, page_size, kv_lora_rank + rope_dim] (vLLM, FlashMLA) whose rows
+ * hold the RoPE key after the latent; else ckv [pages, page_size,
+ * kv_lora_rank] and kpe [pages, page_size, rope_dim] (FlashInfer). */
+typedef struct attn_mla_decode_args {
+  uint32_t struct_size;
+  const void *q_nope; /* [batch * query_len, num_q_heads, kv_lora_rank] */
+  int64_t q_nope_stride_token;
+  const void *q_rope; /* [batch * query_len, num_q_heads, rope_dim] */
+  int64_t q_rope_stride_token;
+  void *out; /* like q_nope */
+  int64_t out_stride_token;
+  float *lse; /* [batch * query_len, num_q_heads] iff write_lse */
+  const void *ckv;
+  int64_t ckv_page_stride, ckv_token_stride;
+  const void *kpe;
+  int64_t kpe_page_stride, kpe_token_stride;
+  int64_t num_pages;
+  const int32_t *page_tables; /* [batch, page_table_stride] */
+  int page_table_stride;
+  const float *kv_scale; /* e4m3 cache: [1] */
+} attn_mla_decode_args;
+
+/* Launches the planned batch (the last attn_mla_decode_plan). */
+ATTN_C_EXPORT attn_status attn_mla_decode_run(attn_mla_decode *mla,
+                                              const attn_mla_decode_args *args,
+                                              void *stream);
 
 /* Cascade decode: requests sharing prefixes read each shared level once per
  * group (runtime/kernels/Cascade.h). Level l's groups: group g holds

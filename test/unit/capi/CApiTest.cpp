@@ -393,6 +393,54 @@ TEST(CApiVariants, EveryAppendAndMergeFieldReachesTheKey) {
        {"head_dim", [](M &v) { v.head_dim = 64; }}});
 }
 
+TEST(CApiVariants, EveryMlaDecodeFieldReachesTheKey) {
+  using V = attn_mla_decode_variant;
+  expectEveryChangeChangesTheKey<V>(
+      "mla_decode", attn_mla_decode_variant_init, attn_mla_decode_kernel_key,
+      {{"q_type",
+        [](V &v) {
+          v.q_type = ATTN_DTYPE_F16;
+          v.kv_type = ATTN_DTYPE_F16;
+        }},
+       {"kv_type", [](V &v) { v.kv_type = ATTN_DTYPE_E4M3; }},
+       {"num_q_heads", [](V &v) { v.num_q_heads = 128; }},
+       {"kv_lora_rank", [](V &v) { v.kv_lora_rank = 256; }},
+       {"rope_dim", [](V &v) { v.rope_dim = 0; }},
+       {"page_size", [](V &v) { v.page_size = 1; }},
+       {"query_len",
+        [](V &v) {
+          v.query_len = 2;
+          v.causal = 1;
+        }},
+       {"write_lse", [](V &v) { v.write_lse = 1; }}});
+  attn_mla_decode_variant v;
+  attn_mla_decode_variant_init(&v);
+  EXPECT_EQ(v.num_q_heads, 16);
+  EXPECT_EQ(v.kv_lora_rank, 512);
+  EXPECT_EQ(v.rope_dim, 64);
+  EXPECT_EQ(v.page_size, 64);
+  char key[512];
+  size_t length = 0;
+  auto refused = [&](const char *what) {
+    EXPECT_EQ(attn_mla_decode_kernel_key(&v, key, sizeof key, &length),
+              ATTN_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(lastError().find(what), std::string::npos) << lastError();
+    attn_mla_decode_variant_init(&v);
+  };
+  v.kv_lora_rank = 500;
+  refused("v->kv_lora_rank is 500");
+  v.rope_dim = 32;
+  refused("v->rope_dim is 32");
+  v.kv_type = ATTN_DTYPE_E5M2;
+  refused("v->kv_type is e5m2");
+  v.num_q_heads = 129;
+  refused("v->num_q_heads");
+  v.causal = 1;
+  refused("v->causal is 1 with v->query_len 1");
+  v.scale = -1.f;
+  refused("v->scale is -1");
+}
+
 TEST(CApiVariants, KeyBufferContract) {
   attn_decode_variant v;
   attn_decode_variant_init(&v);
@@ -744,6 +792,16 @@ TEST(CApiContext, KernelsWithoutAGpuFailCleanly) {
   expectNoGpuFailure(attn_mixed_batch_create(context, &p, 4, 256, &mixed),
                      "attn_mixed_batch_create");
   attn_mixed_batch_destroy(mixed);
+
+  attn_mla_decode_variant mv;
+  attn_mla_decode_variant_init(&mv);
+  attn_mla_decode *mla = nullptr;
+  EXPECT_EQ(attn_mla_decode_create(context, &mv, 0, &mla),
+            ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(lastError(), "attn_mla_decode_create: max_batch is 0");
+  expectNoGpuFailure(attn_mla_decode_create(context, &mv, 4, &mla),
+                     "attn_mla_decode_create");
+  attn_mla_decode_destroy(mla);
 
   attn_cascade *cascade = nullptr;
   d.knobs.alibi = 1;
