@@ -238,13 +238,14 @@ def compile_prefill(arch="sm_90a", *, num_q_heads=32, num_kv_heads=8, head_dim=1
 
 def kernel_key(kind="decode", **variant):
     """The kernel key of a decode (``kind="decode"``, the arguments of
-    ``compile_decode``) or prefill (``kind="prefill"``, those of
-    ``compile_prefill``) variant: the name attn-aot libraries and the JIT
-    cache file it under. Needs the library, not a GPU."""
+    ``compile_decode``), prefill (``kind="prefill"``, those of
+    ``compile_prefill``) or MLA decode (``kind="mla_decode"``, the fields of
+    ``attn._kernels.MlaDecodeVariant``) variant: the name attn-aot libraries
+    and the JIT cache file it under. Needs the library, not a GPU."""
     from ._kernels import kernel_key as _key
     variant.pop("arch", None)
     if not isinstance(kind, str):
-        raise TypeError("kind: expected 'decode' or 'prefill', got %r" % (kind,))
+        raise TypeError("kind: expected 'decode', 'prefill' or 'mla_decode', got %r" % (kind,))
     if kind == "decode":
         defaults = dict(num_q_heads=32, num_kv_heads=8, head_dim=128, page_size=16,
                         q_dtype="bfloat16", kv_dtype=None, layout="NHD", query_len=1,
@@ -253,6 +254,9 @@ def kernel_key(kind="decode", **variant):
                         per_head_kv_scale=False, kind="decoder")
         defaults.update(variant)
         return _key(_decode_variant(**defaults))
+    if kind == "mla_decode":
+        from ._kernels import MlaDecodeVariant
+        return _key(MlaDecodeVariant(**variant))
     if kind == "prefill":
         defaults = dict(num_q_heads=32, num_kv_heads=8, head_dim=128, q_dtype="bfloat16",
                         paged=False, kv_dtype=None, page_size=16, layout="NHD", causal=True,
@@ -261,4 +265,4 @@ def kernel_key(kind="decode", **variant):
                         fp8_compute=False, fp8_query=False, kind="decoder")
         defaults.update(variant)
         return _key(_prefill_variant(**defaults))
-    raise ValueError("kind: expected 'decode' or 'prefill', got %r" % (kind,))
+    raise ValueError("kind: expected 'decode', 'prefill' or 'mla_decode', got %r" % (kind,))

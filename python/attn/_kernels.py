@@ -242,6 +242,42 @@ class MergeStatesVariant:
                          None)
 
 
+@dataclass(frozen=True)
+class MlaDecodeVariant:
+    """Absorbed MLA decode (``attn.mla_decode``; docs/semantics.md)."""
+    q_type: str = "bfloat16"
+    kv_type: Optional[str] = None  # None: q_type; else float8_e4m3fn
+    num_q_heads: int = 16
+    kv_lora_rank: int = 512
+    rope_dim: int = 64
+    page_size: int = 64
+    query_len: int = 1
+    causal: bool = False
+    scale: float = 0.0  # 0: 1/sqrt(kv_lora_rank + rope_dim)
+    write_lse: bool = False
+
+    def to_c(self):
+        v = _lib.attn_mla_decode_variant()
+        _lib.load().attn_mla_decode_variant_init(ctypes.byref(v))
+        v.q_type = dtype_code(self.q_type, "q_data_type")
+        v.kv_type = dtype_code(self.kv_type or self.q_type, "kv_data_type")
+        v.num_q_heads, v.kv_lora_rank, v.rope_dim = (self.num_q_heads, self.kv_lora_rank,
+                                                     self.rope_dim)
+        v.page_size, v.query_len = self.page_size, self.query_len
+        v.causal, v.scale, v.write_lse = self.causal, self.scale, self.write_lse
+        return v
+
+    def describe(self):
+        kv = self.kv_type or self.q_type
+        return _describe("MLA decode", [
+            "q %s" % _SHORT.get(self.q_type, self.q_type), "%s cache" % _SHORT.get(kv, kv),
+            "%d heads" % self.num_q_heads, "rank %d + rope %d" % (self.kv_lora_rank,
+                                                                 self.rope_dim),
+            "page %d" % self.page_size,
+            "%d query tokens" % self.query_len if self.query_len > 1 else "",
+            "causal" if self.causal else "", "lse" if self.write_lse else ""], None)
+
+
 # --- handles ----------------------------------------------------------------
 
 
@@ -423,6 +459,19 @@ class MergeStates(KernelHandle):
     _create_fn, _run_fn = "attn_merge_states_create", "attn_merge_states_run"
 
 
+class MlaDecode(KernelHandle):
+    _destroy = "attn_mla_decode_destroy"
+    _create_fn, _run_fn = "attn_mla_decode_create", "attn_mla_decode_run"
+
+    def __init__(self, device, variant, max_batch):
+        super().__init__(device, variant, max_batch)
+        self.max_batch = max_batch
+
+    def plan(self, seq_lens, for_graph, stream):
+        self._plan("attn_mla_decode_plan", _lib.int32_array(seq_lens, "seq_lens"),
+                   len(seq_lens), int(bool(for_graph)), stream)
+
+
 class AppendKV(KernelHandle):
     _destroy = "attn_append_kv_destroy"
     _create_fn, _run_fn = "attn_append_kv_create", "attn_append_kv_run"
@@ -535,8 +584,9 @@ class Compiled:
 def kernel_key(variant):
     lib = _lib.load()
     c = variant.to_c()
-    fn = "attn_decode_kernel_key" if isinstance(variant, DecodeVariant) \
-        else "attn_prefill_kernel_key"
+    fn = ("attn_decode_kernel_key" if isinstance(variant, DecodeVariant)
+          else "attn_mla_decode_kernel_key" if isinstance(variant, MlaDecodeVariant)
+          else "attn_prefill_kernel_key")
     length = ctypes.c_size_t(0)
     _lib.call(fn, ctypes.byref(c), None, 0, ctypes.byref(length))
     buf = ctypes.create_string_buffer(length.value + 1)

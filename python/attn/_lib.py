@@ -383,6 +383,23 @@ class attn_merge_states_variant(CStruct):
     ]
 
 
+class attn_mla_decode_variant(CStruct):
+    _flags_ = ("causal", "write_lse")
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("q_type", c_int),
+        ("kv_type", c_int),
+        ("num_q_heads", c_int),
+        ("kv_lora_rank", c_int),
+        ("rope_dim", c_int),
+        ("page_size", c_int),
+        ("query_len", c_int),
+        ("causal", c_int),
+        ("scale", c_float),
+        ("write_lse", c_int),
+    ]
+
+
 class attn_paged_kv(CStruct):
     _fields_ = [
         ("k", c_void_p),
@@ -463,6 +480,29 @@ class attn_merge_states_args(CStruct):
         ("out", c_void_p),
         ("out_stride_token", c_int64),
         ("lse", c_void_p),
+    ]
+
+
+class attn_mla_decode_args(CStruct):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("q_nope", c_void_p),
+        ("q_nope_stride_token", c_int64),
+        ("q_rope", c_void_p),
+        ("q_rope_stride_token", c_int64),
+        ("out", c_void_p),
+        ("out_stride_token", c_int64),
+        ("lse", c_void_p),
+        ("ckv", c_void_p),
+        ("ckv_page_stride", c_int64),
+        ("ckv_token_stride", c_int64),
+        ("kpe", c_void_p),
+        ("kpe_page_stride", c_int64),
+        ("kpe_token_stride", c_int64),
+        ("num_pages", c_int64),
+        ("page_tables", c_void_p),
+        ("page_table_stride", c_int),
+        ("kv_scale", c_void_p),
     ]
 
 
@@ -587,9 +627,10 @@ class attn_metadata(CStruct):
 # compiler's where one exists).
 STRUCTS = [
     attn_jit_options, attn_knobs, attn_decode_variant, attn_prefill_variant,
-    attn_append_kv_variant, attn_merge_states_variant, attn_paged_kv,
+    attn_append_kv_variant, attn_merge_states_variant, attn_mla_decode_variant,
+    attn_paged_kv,
     attn_aux_table, attn_head_tables, attn_decode_args, attn_prefill_args,
-    attn_merge_states_args, attn_cascade_level, attn_cascade_args,
+    attn_merge_states_args, attn_mla_decode_args, attn_cascade_level, attn_cascade_args,
     attn_append_kv_args, attn_cache_layers, attn_advance_step_args,
     attn_scheduled_request, attn_metadata_limits, attn_metadata,
 ]
@@ -633,6 +674,7 @@ PROTOTYPES = {
     "attn_prefill_variant_init": (None, [POINTER(attn_prefill_variant)]),
     "attn_append_kv_variant_init": (None, [POINTER(attn_append_kv_variant)]),
     "attn_merge_states_variant_init": (None, [POINTER(attn_merge_states_variant)]),
+    "attn_mla_decode_variant_init": (None, [POINTER(attn_mla_decode_variant)]),
     "attn_decode_kernel_key": (_status, [POINTER(attn_decode_variant), c_char_p, c_size_t,
                                          POINTER(c_size_t)]),
     "attn_prefill_kernel_key": (_status, [POINTER(attn_prefill_variant), c_char_p, c_size_t,
@@ -641,6 +683,8 @@ PROTOTYPES = {
                                             c_size_t, POINTER(c_size_t)]),
     "attn_merge_states_kernel_key": (_status, [POINTER(attn_merge_states_variant), c_char_p,
                                                c_size_t, POINTER(c_size_t)]),
+    "attn_mla_decode_kernel_key": (_status, [POINTER(attn_mla_decode_variant), c_char_p,
+                                             c_size_t, POINTER(c_size_t)]),
     "attn_decode_variant_key": (_status, [POINTER(attn_decode_variant), c_char_p, c_size_t,
                                           POINTER(c_size_t)]),
     "attn_prefill_variant_key": (_status, [POINTER(attn_prefill_variant), c_char_p, c_size_t,
@@ -670,6 +714,11 @@ PROTOTYPES = {
                                            POINTER(_p)]),
     "attn_merge_states_destroy": (_status, [_p]),
     "attn_merge_states_run": (_status, [_p, POINTER(attn_merge_states_args), _p]),
+    "attn_mla_decode_create": (_status, [_p, POINTER(attn_mla_decode_variant), c_int,
+                                         POINTER(_p)]),
+    "attn_mla_decode_destroy": (_status, [_p]),
+    "attn_mla_decode_plan": (_status, [_p, _i32p, c_int, c_int, _p]),
+    "attn_mla_decode_run": (_status, [_p, POINTER(attn_mla_decode_args), _p]),
     "attn_cascade_create": (_status, [_p, POINTER(attn_decode_variant), c_int, c_int,
                                       POINTER(_p)]),
     "attn_cascade_destroy": (_status, [_p]),
@@ -696,6 +745,7 @@ COMPILING = {
     "attn_compile_decode", "attn_compile_prefill", "attn_decode_create",
     "attn_prefill_create", "attn_mixed_batch_create", "attn_merge_states_create",
     "attn_cascade_create", "attn_append_kv_create", "attn_cache_ops_create",
+    "attn_mla_decode_create",
 }
 
 # --- loading ----------------------------------------------------------------

@@ -610,6 +610,18 @@ def test_kernel_key():
 
 
 @needs_lib
+def test_mla_decode_kernel_key():
+    base = attn.kernel_key("mla_decode")
+    assert base.startswith("mla_decode q=bf16 kv=bf16 heads=16 rank=512 rope=64 page=64")
+    assert attn.kernel_key("mla_decode", kv_type="float8_e4m3fn") != base
+    assert attn.kernel_key("mla_decode", num_q_heads=128, rope_dim=0) != base
+    with pytest.raises(ValueError, match="v->rope_dim is 32"):
+        attn.kernel_key("mla_decode", rope_dim=32)
+    with pytest.raises(ValueError, match="v->kv_type is e5m2"):
+        attn.kernel_key("mla_decode", kv_type="float8_e5m2")
+
+
+@needs_lib
 def test_runtime_library_has_no_compiler():
     lib = _lib.loaded_path()
     runtime = os.path.join(os.path.dirname(lib), "libattn_runtime_c.so")
