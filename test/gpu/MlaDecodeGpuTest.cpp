@@ -85,6 +85,17 @@ std::vector<MlaCase> cases() {
   lse.variant.writeLse = true;
   lse.variant.scale = 0.0625f;
   c.push_back(lse);
+  // A pinned deeper ring (one CTA per SM) against the default two stages.
+  MlaCase deep{"bf16_h16_512_64_p64_4stages",
+               mla(S::BF16, S::BF16, 16, 512, 64, 64),
+               {1, 700, 2049}};
+  DecodeSchedule four;
+  four.warps = 4;
+  four.stages = 4;
+  four.rowTiles = 1;
+  four.ctasPerSM = 1;
+  deep.variant.schedule = four;
+  c.push_back(deep);
   // Split-KV: one long request over many CTAs.
   c.push_back({"bf16_h16_512_64_p64_33k",
                mla(S::BF16, S::BF16, 16, 512, 64, 64),

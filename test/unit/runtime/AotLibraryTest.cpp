@@ -90,6 +90,38 @@ TEST(AotLibraryTest, DirectoryRoundTrip) {
   EXPECT_EQ(*cubin, lib.cubin);
 }
 
+TEST(AotLibraryTest, MlaDecodeSpecRoundTrips) {
+  // rope_dim and the MLA kind survive the manifest; the kernel key finds it.
+  TempDir dir;
+  KernelSpec spec;
+  spec.kind = KernelKind::MlaDecode;
+  spec.arch = Arch::SM90a;
+  spec.numQHeads = 16;
+  spec.numKVHeads = 1;
+  spec.headDim = 512;
+  spec.ropeDim = 64;
+  spec.pageSize = 64;
+  spec.schedule.stages = 2;
+  CompileRequest request{spec.uri(), emitCuda(spec), spec.arch};
+  MlaDecodeVariant variant;
+  AotKernel kernel;
+  kernel.key = aotKey(request).hash;
+  kernel.name = spec.uri();
+  kernel.kernelKeys = {kernelKey(variant)};
+  kernel.spec = spec;
+  std::string cubin = cubinImage(Arch::SM90a, "stand-in MLA cubin");
+  ASSERT_FALSE(bool(writeKernelFiles(dir.str(), kernel, request.source, cubin)));
+  ASSERT_FALSE(bool(writeManifest(dir.str(), {kernel})));
+  auto opened = AotLibrary::open(dir.str());
+  ASSERT_TRUE(bool(opened)) << llvm::toString(opened.takeError());
+  ASSERT_EQ((*opened)->kernels().size(), 1u);
+  EXPECT_EQ((*opened)->kernels()[0].spec, spec);
+  EXPECT_EQ((*opened)->kernels()[0].spec.ropeDim, 64);
+  EXPECT_NE((*opened)->find(kernelKey(variant), Arch::SM90a), nullptr);
+  variant.ropeDim = 0;
+  EXPECT_EQ((*opened)->find(kernelKey(variant), Arch::SM90a), nullptr);
+}
+
 TEST(AotLibraryTest, PackedRoundTrip) {
   OneKernelLibrary lib;
   TempDir out;
