@@ -21,11 +21,13 @@ def AttnSelectSchedulePass
     per tile) and the split-KV policy; on every `attn.prefill` and
     `attn.paged_prefill` without one, a `#attn.prefill_schedule`: warps,
     query rows per CTA (16 or 32 per warp), keys per K/V tile and ring
-    depth. Loads are always 16-byte vectors (8
+    depth; on every `attn.mla_decode` without one, its decode schedule (four
+    warps, one row tile, the ring depth). Loads are always 16-byte vectors (8
     f16/bf16 or 16 FP8 elements), the unit every template moves data in, so
     the vector width is not a schedule knob. An op that already has a
     schedule keeps it (a user can pin one). The heuristics are
-    `attn::chooseDecodeSchedule` and `attn::choosePrefillSchedule`
+    `attn::chooseDecodeSchedule`, `attn::choosePrefillSchedule` and
+    `attn::chooseMlaDecodeSchedule`
     (compiler/Transforms/Schedule.h), shared with the JIT and attn-aot.
 
     A module that already names a different target is an error: its pinned
@@ -37,11 +39,11 @@ def AttnSelectSchedulePass
   ];
   let statistics = [
     Statistic<"numScheduled", "num-scheduled",
-              "attn.decode, attn.prefill and attn.paged_prefill ops given a "
-              "schedule">,
+              "attn.decode, attn.prefill, attn.paged_prefill and "
+              "attn.mla_decode ops given a schedule">,
     Statistic<"numPinned", "num-pinned",
-              "attn.decode, attn.prefill and attn.paged_prefill ops that kept "
-              "their pinned schedule">,
+              "attn.decode, attn.prefill, attn.paged_prefill and "
+              "attn.mla_decode ops that kept their pinned schedule">,
   ];
   let dependentDialects = ["::mlir::attn::AttnDialect"];
 }
@@ -49,8 +51,9 @@ def AttnSelectSchedulePass
 def AttnLowerToKernelPass : Pass<"attn-lower-to-kernel", "::mlir::ModuleOp"> {
   let summary = "turn scheduled attn ops into attn.kernel_launch";
   let description = [{
-    Replaces every op a generated kernel runs (the attention ops, which
-    need a schedule: run attn-select-schedule first, and `attn.append_kv`)
+    Replaces every op a generated kernel runs (the attention ops and
+    `attn.mla_decode`, which need a schedule: run attn-select-schedule
+    first, and `attn.append_kv`)
     by an `attn.kernel_launch` naming the kernel's symbol and its
     compile-time parameters (`#attn.kernel_spec`, the full
     `attn::KernelSpec`, from which codegen picks the template, entry and

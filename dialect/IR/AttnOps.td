@@ -361,8 +361,8 @@ def Attn_KernelLaunchOp : Attn_Op<"kernel_launch", [Pure]> {
   let summary = "a launch of one specialized kernel (lowered attn IR)";
   let description = [{
     What attn-lower-to-kernel turns `attn.decode`, `attn.prefill`,
-    `attn.paged_prefill` and `attn.append_kv` into: the kernel that runs the
-    op, and nothing that codegen does not read.
+    `attn.paged_prefill`, `attn.mla_decode` and `attn.append_kv` into: the
+    kernel that runs the op, and nothing that codegen does not read.
 
     - `spec`: the full `attn::KernelSpec` (spec/KernelSpec.h), the
       compile-time parameters of the kernel: codegen emits its translation

@@ -270,6 +270,21 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
                    "r"(b1));
 }
 
+/// \brief ldmatrix: four 8x8 b16 matrices; lane l gives the row address of
+/// matrix l / 8.
+__device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smemAddr(p)));
+}
+__device__ __forceinline__ void ldmatrixX4Trans(uint32_t (&r)[4],
+                                                const void *p) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(smemAddr(p)));
+}
+
 /// \brief Shared-memory loads of 8 and 16 bytes as 32-bit words.
 __device__ __forceinline__ void lds64(uint32_t (&r)[2], const void *p) {
   uint2 v = *reinterpret_cast<const uint2 *>(p);

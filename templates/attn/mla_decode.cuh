@@ -81,24 +81,6 @@ template <int kChunks> __device__ __forceinline__ int swizzled(int r, int c) {
   return r * kChunks + (c ^ (r & 7));
 }
 
-__device__ __forceinline__ void ldmatrixX2(uint32_t (&r)[2], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(smemAddr(p)));
-}
-__device__ __forceinline__ void mlaLdmatrixX4(uint32_t (&r)[4], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smemAddr(p)));
-}
-__device__ __forceinline__ void mlaLdmatrixX4Trans(uint32_t (&r)[4],
-                                                   const void *p) {
-  asm volatile(
-      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-      : "r"(smemAddr(p)));
-}
-
 /// \brief The CTA's 16 query rows (q_nope then q_rope per row) into the
 /// swizzled Q tile; rows past the request's last are zeros.
 template <class Config>
@@ -206,8 +188,8 @@ mlaQFragments(const uint4 *sQ,
   const int row = (lane / 8 % 2) * 8 + lane % 8, half = lane / 16;
 #pragma unroll
   for (int i = 0; i < Tr::kWarpSteps; ++i)
-    mlaLdmatrixX4(q[i], sQ + swizzled<Tr::kChunks>(
-                                 row, 2 * (warp * Tr::kWarpSteps + i) + half));
+    ldmatrixX4(q[i], sQ + swizzled<Tr::kChunks>(
+                              row, 2 * (warp * Tr::kWarpSteps + i) + half));
 }
 
 /// \brief One tile: partial scores, the CTA's softmax update, and the
@@ -234,7 +216,7 @@ mlaTile(const uint32_t (&q)[MlaDecodeTraits<Config>::kWarpSteps][4],
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         uint32_t b[4];
-        mlaLdmatrixX4(b, sK + swizzled<Tr::kChunks>(16 * h + key, chunk));
+        ldmatrixX4(b, sK + swizzled<Tr::kChunks>(16 * h + key, chunk));
         mma16816<QT>(s[2 * h], q[i], b[0], b[1]);
         mma16816<QT>(s[2 * h + 1], q[i], b[2], b[3]);
       }
@@ -309,7 +291,7 @@ mlaTile(const uint32_t (&q)[MlaDecodeTraits<Config>::kWarpSteps][4],
     {
       const int row = (lane / 8 % 2) * 8 + lane % 8;
       const int col = kk * 16 + (lane / 16) * 8;
-      mlaLdmatrixX4(a, sP + row * Tr::kBlockN + col);
+      ldmatrixX4(a, sP + row * Tr::kBlockN + col);
     }
     // ldmatrix.trans of keys kk*16.. x 16 dims: two 8-dim tiles' B.
     const int key = kk * 16 + (lane / 8 % 2) * 8 + lane % 8;
@@ -317,7 +299,7 @@ mlaTile(const uint32_t (&q)[MlaDecodeTraits<Config>::kWarpSteps][4],
     for (int t = 0; t < Tr::kDimTiles; t += 2) {
       const int chunk = (warp * Tr::kDimTiles + t) + lane / 16;
       uint32_t b[4];
-      mlaLdmatrixX4Trans(b, sK + swizzled<Tr::kChunks>(key, chunk));
+      ldmatrixX4Trans(b, sK + swizzled<Tr::kChunks>(key, chunk));
       mma16816<QT>(st.acc[t], a, b[0], b[1]);
       mma16816<QT>(st.acc[t + 1], a, b[2], b[3]);
     }

@@ -61,21 +61,6 @@ template <class Config> struct PrefillTraits {
   static_assert(Config::kBlockN % 16 == 0, "keys come in 16-key MMA steps");
 };
 
-/// \brief ldmatrix: four 8x8 b16 matrices; lane l gives the row address of
-/// matrix l / 8.
-__device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smemAddr(p)));
-}
-__device__ __forceinline__ void ldmatrixX4Trans(uint32_t (&r)[4],
-                                                const void *p) {
-  asm volatile(
-      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-      : "r"(smemAddr(p)));
-}
-
 /// \brief Copies `rows` rows of one head into a shared tile of `rowBytes`
 /// per row: row i starts at element `rowStart(i)` of `base`. Rows past
 /// `validRows` and columns past the head dim become zeros (nothing is read),
