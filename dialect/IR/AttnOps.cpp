@@ -508,6 +508,8 @@ LogicalResult MlaDecodeOp::verify() {
                          << ") or be e4m3";
   if (ckv.getLayout() != ::attn::KVLayout::NHD)
     return emitOpError() << "ckv must have layout nhd (one row per token)";
+  if (bool(getQRope()) != bool(getKpe()))
+    return emitOpError() << "q_rope and kpe must be given together";
   if (getKpe()) {
     auto kpe = cast<PagedKVType>(getKpe().getType());
     Rows qRope = rowsOf(getQRope());

@@ -95,3 +95,12 @@ func.func @heads(%qn: tensor<?x256x512xbf16>, %ckv: !attn.paged_kv<1x512xbf16, p
   %o = attn.mla_decode %qn, %ckv, %pt, %l : tensor<?x256x512xbf16>, !attn.paged_kv<1x512xbf16, page_size = 64, layout = nhd>, tensor<?x?xi32>, tensor<?xi32> -> tensor<?x256x512xbf16>
   return
 }
+
+// -----
+
+// Generic form: a q_rope without its kpe.
+func.func @rope_alone(%qn: tensor<?x16x512xbf16>, %ckv: !attn.paged_kv<1x512xbf16, page_size = 64, layout = nhd>, %pt: tensor<?x?xi32>, %l: tensor<?xi32>, %qr: tensor<?x16x64xbf16>) {
+  // expected-error @+1 {{q_rope and kpe must be given together}}
+  %o = "attn.mla_decode"(%qn, %ckv, %pt, %l, %qr) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>, query_len = 1 : i64}> : (tensor<?x16x512xbf16>, !attn.paged_kv<1x512xbf16, page_size = 64, layout = nhd>, tensor<?x?xi32>, tensor<?xi32>, tensor<?x16x64xbf16>) -> tensor<?x16x512xbf16>
+  return
+}
