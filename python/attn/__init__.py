@@ -38,6 +38,7 @@ from ._kernels import (Compiled, DecodeVariant, Knobs, PrefillVariant,  # noqa: 
                        compile_variant as _compile_variant)
 from .flashinfer import (  # noqa: E402
     BatchDecodeWithPagedKVCacheWrapper,
+    BatchMLAPagedAttentionWrapper,
     BatchPrefillWithPagedKVCacheWrapper,
     BatchPrefillWithRaggedKVCacheWrapper,
     CUDAGraphBatchDecodeWithPagedKVCacheWrapper,
@@ -68,6 +69,7 @@ __all__ = [
     "BatchPrefillWithRaggedKVCacheWrapper",
     "BatchPrefillWithPagedKVCacheWrapper",
     "MultiLevelCascadeAttentionWrapper",
+    "BatchMLAPagedAttentionWrapper",
     "append_paged_kv_cache",
     "merge_state",
     "merge_state_in_place",

@@ -69,7 +69,8 @@ from collections import OrderedDict
 from . import _runtime
 from . import _tensors as _t
 from ._kernels import (AppendKV, AppendKVVariant, Cascade, Decode, DecodeVariant, Knobs,
-                       MergeStates, MergeStatesVariant, Prefill, PrefillVariant, shared)
+                       MergeStates, MergeStatesVariant, MlaDecode, MlaDecodeVariant, Prefill,
+                       PrefillVariant, shared)
 from . import _lib
 
 LOG2E = 1.4426950408889634  # log2(e): natural-log LSE -> base 2
@@ -86,6 +87,7 @@ __all__ = [
     "BatchPrefillWithRaggedKVCacheWrapper",
     "BatchPrefillWithPagedKVCacheWrapper",
     "MultiLevelCascadeAttentionWrapper",
+    "BatchMLAPagedAttentionWrapper",
     "append_paged_kv_cache",
     "merge_state",
     "merge_state_in_place",
@@ -1690,6 +1692,254 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
 
 
 # --- append ---------------------------------------------------------------------
+
+
+# --- MLA ---------------------------------------------------------------------
+
+
+def _mla_cache(cache, name, dtype, page_size, dims):
+    """A [num_pages, page_size, dims] cache, possibly a view of a wider row
+    (vLLM slices one [.., kv_lora_rank + rope] tensor in two): the last
+    dimension contiguous, rows and pages at any stride."""
+    t = _t.tensor(cache, name, dtype=dtype, shape=(None, page_size, dims), dense=False)
+    if dims > 1 and t.strides[2] != 1:
+        raise ValueError("%s: the last dimension must be contiguous, got strides %s"
+                         % (name, t.strides))
+    return t
+
+
+class BatchMLAPagedAttentionWrapper:
+    """Absorbed MLA decode over a paged latent cache (FlashInfer's wrapper
+    of the same name; ``attn.mla_decode``, docs/semantics.md): ``plan()``
+    once per step, ``run()`` per layer.
+
+    ``float_workspace_buffer`` tells the device (attn owns its
+    workspaces); ``use_cuda_graph`` with ``kv_indices`` and ``kv_len_arr``
+    fixes the batch size (``len(kv_len_arr)``) and the page-table width
+    (``len(kv_indices)``); ``qo_indptr`` and ``kv_indptr`` are accepted;
+    ``backend`` 'auto' ('fa2', 'fa3' mean the same: attn generates its own
+    kernel).
+    """
+
+    _what = "BatchMLAPagedAttentionWrapper"
+
+    def __init__(self, float_workspace_buffer=None, use_cuda_graph=False, qo_indptr=None,
+                 kv_indptr=None, kv_indices=None, kv_len_arr=None, backend="auto"):
+        _check_backend(backend, self._what)
+        self._device = _buffer_device(float_workspace_buffer)
+        self._use_cuda_graph = _flag(use_cuda_graph, "use_cuda_graph")
+        self._fixed_batch = self._fixed_stride = 0
+        if self._use_cuda_graph:
+            if kv_indices is None or kv_len_arr is None:
+                raise ValueError("kv_indices and kv_len_arr: required with use_cuda_graph=True "
+                                 "(they fix the batch size and the page-table width)")
+            self._fixed_batch = _length(kv_len_arr, "kv_len_arr")
+            self._fixed_stride = _length(kv_indices, "kv_indices")
+            _check_fixed_tables(self._fixed_batch, self._fixed_stride)
+        self._tables = None
+        self._handles = OrderedDict()  # variant -> MlaDecode
+        self._plan = None
+        self._gen = 0
+        self._cache_pages = None
+
+    @property
+    def is_cuda_graph_enabled(self):
+        """Whether the wrapper was built with use_cuda_graph=True."""
+        return self._use_cuda_graph
+
+    def plan(self, qo_indptr, kv_indptr, kv_indices, kv_len_arr, num_heads, head_dim_ckv,
+             head_dim_kpe, page_size, causal, sm_scale, q_data_type, kv_data_type,
+             use_profiler=False, *, stream=None):
+        """Plans a batch (host work and one upload; not under graph
+        capture).
+
+        ``qo_indptr`` [batch + 1]: every request the same number of query
+        tokens (1, or more with multi-token prediction, causal among them
+        when ``causal``); ``kv_indptr`` [batch + 1] and ``kv_indices`` the
+        CSR page table, ``kv_len_arr`` [batch] the cached tokens (new ones
+        included), each request holding exactly ceil(len / page_size)
+        pages; ``num_heads``, ``head_dim_ckv`` (kv_lora_rank),
+        ``head_dim_kpe`` (RoPE dims, 0 for NoPE MLA), ``page_size``,
+        ``sm_scale``; ``q_data_type`` float16/bfloat16 and ``kv_data_type``
+        the same. Extension: ``stream``.
+        """
+        heads = _int(num_heads, "num_heads")
+        rank = _int(head_dim_ckv, "head_dim_ckv")
+        rope = _int(head_dim_kpe, "head_dim_kpe", minimum=0)
+        page_size = _int(page_size, "page_size")
+        causal = _flag(causal, "causal")
+        if _flag(use_profiler, "use_profiler"):
+            raise NotImplementedError("use_profiler: attn has no in-kernel profiler")
+        q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type)
+        if kv_type != q_type:
+            raise NotImplementedError(
+                "kv_data_type %s: this wrapper reads caches of q's dtype (%s); e4m3 MLA caches "
+                "are in the C ABI (attn_mla_decode, kv_scale)" % (kv_type, q_type))
+        if isinstance(sm_scale, bool) or not isinstance(sm_scale, numbers.Real) or \
+                not (math.isfinite(sm_scale) and sm_scale > 0):
+            raise ValueError("sm_scale: expected a positive finite number, got %r" % (sm_scale,))
+        qo = _runtime.host_ints(qo_indptr, "qo_indptr")
+        lens = _runtime.host_ints(kv_len_arr, "kv_len_arr")
+        kp = _runtime.host_ints(kv_indptr, "kv_indptr")
+        batch = len(lens)
+        for arr, name in ((qo, "qo_indptr"), (kp, "kv_indptr")):
+            if len(arr) != batch + 1:
+                raise ValueError("%s: expected %d entries (the batch size %d of kv_len_arr, "
+                                 "+ 1), got %d" % (name, batch + 1, batch, len(arr)))
+        if batch < 1:
+            raise ValueError("kv_len_arr: the batch is empty")
+        if qo[0] != 0:
+            raise ValueError("qo_indptr[0] = %d: expected 0" % qo[0])
+        q_lens = sorted({qo[b + 1] - qo[b] for b in range(batch)})
+        if len(q_lens) != 1:
+            raise NotImplementedError(
+                "qo_indptr: requests have %s query tokens; attn's MLA decode takes the same "
+                "number for every request" % q_lens)
+        q_len = _int(q_lens[0], "query tokens per request (qo_indptr)", maximum=16)
+        last = []
+        for b in range(batch):
+            pages = kp[b + 1] - kp[b]
+            need = (lens[b] + page_size - 1) // page_size
+            if lens[b] < q_len:
+                raise ValueError("kv_len_arr[%d] = %d: a request holds at least its %d query "
+                                 "tokens" % (b, lens[b], q_len))
+            if pages != need:
+                raise ValueError("kv_indptr: request %d has %d pages for kv_len_arr[%d] = %d "
+                                 "tokens of pages of %d (expected %d)"
+                                 % (b, pages, b, lens[b], page_size, need))
+            last.append(lens[b] - (pages - 1) * page_size)
+        if self._use_cuda_graph and batch != self._fixed_batch:
+            raise ValueError("kv_len_arr: the batch size is fixed at %d in CUDA graph mode, "
+                             "got %d" % (self._fixed_batch, batch))
+        variant = MlaDecodeVariant(q_type=q_type, kv_type=kv_type, num_q_heads=heads,
+                                   kv_lora_rank=rank, rope_dim=rope, page_size=page_size,
+                                   query_len=q_len, causal=causal and q_len > 1,
+                                   scale=float(sm_scale))
+        device = self._device
+        if device < 0:
+            for a in (kv_indices, kv_len_arr, qo_indptr, kv_indptr):
+                device = _array_device(a)
+                if device >= 0:
+                    break
+            if device < 0:
+                device = max(0, _runtime.current_device())
+            self._device = device
+        s = _runtime.stream_handle(stream, device)
+        if _runtime.capturing():
+            raise RuntimeError("attn: plan() during CUDA graph capture; plan before capturing "
+                               "(a captured run() stays valid for later plans)")
+        if self._tables is None:
+            self._tables = _PageTables(device, self._fixed_batch, self._fixed_stride,
+                                       self._what + ".plan()")
+        # A plan() that fails leaves the wrapper unplanned.
+        self._plan = None
+        self._tables.page_limit = self._cache_pages if self._use_cuda_graph else None
+        seq_lens = self._tables.fill_csr(kp, kv_indices, last, page_size, s,
+                                         names=("kv_indptr", "kv_indices", "kv_len_arr"))
+        self._gen += 1
+        self._plan = _Plan(gen=self._gen, batch=batch, seq_lens=seq_lens, variant=variant,
+                           for_graph=self._use_cuda_graph, num_q_tokens=batch * q_len,
+                           stride=self._tables.stride, page_tables_ptr=self._tables.pages_ptr,
+                           device=device, max_page=self._tables.max_page,
+                           max_page_at=self._tables.max_page_at)
+        for key in list(self._handles):
+            if dataclasses.replace(key, write_lse=False) != variant:
+                self._handles.pop(key)
+        self._handle(variant, s)
+
+    def _handle(self, variant, stream):
+        """The planned handle of ``variant`` (created and planned now when
+        new: never during graph capture)."""
+        plan = self._plan
+        h = self._handles.get(variant)
+        cap = self._fixed_batch if self._use_cuda_graph else _capacity(plan.batch)
+        if h is not None and plan.batch > h.max_batch:
+            self._handles.pop(variant)
+            h = None
+        if h is None or h.planned != plan.gen:
+            if _runtime.capturing():
+                raise RuntimeError(
+                    "attn: %s.run() needs a kernel it has not planned (return_lse) during CUDA "
+                    "graph capture; run it once with the same arguments before capturing"
+                    % self._what)
+            if h is None:
+                h = MlaDecode(plan.device, variant, cap)
+                self._handles[variant] = h
+            h.plan(plan.seq_lens, plan.for_graph, stream)
+            h.planned = plan.gen
+        return h
+
+    def run(self, q_nope, q_pe, ckv_cache, kpe_cache, out=None, lse=None, return_lse=False,
+            profiler_buffer=None, kv_len=None, page_table=None, return_lse_base_on_e=False, *,
+            stream=None):
+        """MLA decode of ``q_nope`` [batch * q_len, num_heads, head_dim_ckv]
+        and ``q_pe`` [.., head_dim_kpe] over ``ckv_cache`` [num_pages,
+        page_size, head_dim_ckv] and ``kpe_cache`` [num_pages, page_size,
+        head_dim_kpe] (views of one wider tensor are fine) for the planned
+        batch. ``out`` [like q_nope] and ``lse`` [rows, num_heads] float32
+        are written when given, else allocated; ``return_lse`` returns
+        ``(out, lse)`` with base-2 LSEs (FlashInfer's), natural-log with
+        ``return_lse_base_on_e``. ``profiler_buffer``, ``kv_len`` and
+        ``page_table`` (run-time tables) are not supported. Extension:
+        ``stream``.
+        """
+        if self._plan is None:
+            raise RuntimeError("attn: %s.run() before plan(): call plan() first" % self._what)
+        plan = self._plan
+        for value, name in ((profiler_buffer, "profiler_buffer"), (kv_len, "kv_len"),
+                            (page_table, "page_table")):
+            if value is not None:
+                raise NotImplementedError("%s: not supported by attn's MLA wrapper (plan() "
+                                          "sets the tables)" % name)
+        v = plan.variant
+        device = plan.device
+        s = _runtime.stream_handle(stream, device)
+        rows = plan.num_q_tokens
+        q_shape = (rows, v.num_q_heads, v.kv_lora_rank)
+        qn = _t.tensor(q_nope, "q_nope", dtype=v.q_type, shape=q_shape, token_stride=True,
+                       stream=s, what="batch * q_len, num_heads, head_dim_ckv")
+        qr = None
+        if v.rope_dim:
+            qr = _t.tensor(q_pe, "q_pe", dtype=v.q_type,
+                           shape=(rows, v.num_q_heads, v.rope_dim), token_stride=True,
+                           stream=s, what="batch * q_len, num_heads, head_dim_kpe")
+        ckv = _mla_cache(ckv_cache, "ckv_cache", v.kv_type, v.page_size, v.kv_lora_rank)
+        kpe = None
+        if v.rope_dim:
+            kpe = _mla_cache(kpe_cache, "kpe_cache", v.kv_type, v.page_size, v.rope_dim)
+            if kpe.shape[0] != ckv.shape[0]:
+                raise ValueError("kpe_cache: %d pages, but ckv_cache has %d"
+                                 % (kpe.shape[0], ckv.shape[0]))
+        num_pages = ckv.shape[0]
+        if plan.max_page >= num_pages:
+            raise ValueError("%s = %d: past the end of ckv_cache, which has %d pages"
+                             % (plan.max_page_at, plan.max_page, num_pages))
+        self._cache_pages = num_pages
+        want_lse = _flag(return_lse, "return_lse") or lse is not None
+        out_t, lse_t = _out_and_lse(out, lse, want_lse, q_shape, v.q_type, v.num_q_heads,
+                                    device, self._what)
+        _t.same_device([qn, qr, ckv, kpe, out_t, lse_t])
+        h = self._handle(dataclasses.replace(v, write_lse=want_lse), s)
+        a = _lib.init(_lib.attn_mla_decode_args)
+        a.q_nope, a.q_nope_stride_token = qn.ptr, qn.token_stride()
+        if qr is not None:
+            a.q_rope, a.q_rope_stride_token = qr.ptr, qr.token_stride()
+        a.out, a.out_stride_token = out_t.ptr, out_t.token_stride()
+        a.lse = lse_t.ptr if lse_t is not None else None
+        a.ckv, a.ckv_page_stride, a.ckv_token_stride = ckv.ptr, ckv.strides[0], ckv.strides[1]
+        if kpe is not None:
+            a.kpe, a.kpe_page_stride, a.kpe_token_stride = (kpe.ptr, kpe.strides[0],
+                                                            kpe.strides[1])
+        a.num_pages = num_pages
+        a.page_tables, a.page_table_stride = plan.page_tables_ptr, plan.stride
+        h.run(a, s)
+        result = _runtime.as_result(out_t)
+        if lse_t is not None:
+            if not _flag(return_lse_base_on_e, "return_lse_base_on_e"):
+                _to_base2(lse_t.obj, s, device)
+            if return_lse:
+                return result, lse_t.obj
+        return result
 
 
 def _cache_geometry(paged_kv_cache, layout):

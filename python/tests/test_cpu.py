@@ -1094,3 +1094,33 @@ def test_progress_line_through_a_slow_c_call(capsys, monkeypatch):
     assert "attn: compiling decode kernel (q bf16, bf16 cache, 32/8 heads, dim 128, page 16, " \
            "NHD) for sm_90a (first use; cached afterwards)..." in err
     assert "done in 1." in err
+
+
+@needs_lib
+def test_mla_wrapper_refuses_what_it_cannot_run_before_needing_torch():
+    import attn.flashinfer as fi
+    w = fi.BatchMLAPagedAttentionWrapper()
+    base = dict(qo_indptr=[0, 1, 2], kv_indptr=[0, 1, 3], kv_indices=[0, 1, 2],
+                kv_len_arr=[10, 70], num_heads=16, head_dim_ckv=512, head_dim_kpe=64,
+                page_size=64, causal=False, sm_scale=0.1, q_data_type="bfloat16",
+                kv_data_type="bfloat16")
+
+    def plan(**kw):
+        return w.plan(**dict(base, **kw))
+
+    with pytest.raises(NotImplementedError, match="requests have \\[1, 2\\] query tokens"):
+        plan(qo_indptr=[0, 1, 3])
+    with pytest.raises(ValueError, match="request 1 has 1 pages for kv_len_arr\\[1\\] = 70"):
+        plan(kv_indptr=[0, 1, 2])
+    with pytest.raises(NotImplementedError, match="kv_data_type float8_e4m3fn"):
+        plan(kv_data_type="float8_e4m3fn")
+    with pytest.raises(ValueError, match="sm_scale"):
+        plan(sm_scale=0)
+    with pytest.raises(ValueError, match="at least its 1 query tokens"):
+        plan(kv_len_arr=[0, 70])
+    with pytest.raises(ValueError, match="qo_indptr: expected 3 entries"):
+        plan(qo_indptr=[0, 1])
+    with pytest.raises(RuntimeError, match="before plan"):
+        w.run(None, None, None, None)
+    with pytest.raises(NotImplementedError, match="backend='cutlass'"):
+        fi.BatchMLAPagedAttentionWrapper(backend="cutlass")
