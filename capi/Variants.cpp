@@ -272,8 +272,8 @@ llvm::Error checkVariant(const MlaDecodeVariant &v) {
                                   "multiple of 64 from 64 to 512",
                                   v.kvLoraRank));
   if (v.ropeDim != 0 && v.ropeDim != 64 && v.ropeDim != 128)
-    return argError(llvm::formatv("v->rope_dim is {0}; expected 0, 64 or 128",
-                                  v.ropeDim));
+    return argError(
+        llvm::formatv("v->rope_dim is {0}; expected 0, 64 or 128", v.ropeDim));
   if (llvm::Error error = checkPageSize(v.pageSize, "v->page_size"))
     return error;
   if (llvm::Error error =
@@ -436,8 +436,7 @@ toVariant(const attn_merge_states_variant *v) {
   return out;
 }
 
-llvm::Expected<MlaDecodeVariant>
-toVariant(const attn_mla_decode_variant *v) {
+llvm::Expected<MlaDecodeVariant> toVariant(const attn_mla_decode_variant *v) {
   ATTN_CHECK_STRUCT(v, attn_mla_decode_variant);
   MlaDecodeVariant out;
   if (llvm::Error error =

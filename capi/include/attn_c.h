@@ -473,9 +473,9 @@ ATTN_C_EXPORT attn_status attn_merge_states_run(attn_merge_states *merge,
 /* The plan/run split of attn_decode: plan from host lengths (once per
  * step), run per layer (graph-capturable). */
 typedef struct attn_mla_decode attn_mla_decode;
-ATTN_C_EXPORT attn_status attn_mla_decode_create(
-    attn_context *context, const attn_mla_decode_variant *v, int max_batch,
-    attn_mla_decode **out);
+ATTN_C_EXPORT attn_status
+attn_mla_decode_create(attn_context *context, const attn_mla_decode_variant *v,
+                       int max_batch, attn_mla_decode **out);
 ATTN_C_EXPORT attn_status attn_mla_decode_destroy(attn_mla_decode *mla);
 ATTN_C_EXPORT attn_status attn_mla_decode_plan(attn_mla_decode *mla,
                                                const int32_t *seq_lens,

@@ -14,6 +14,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <array>
+
 using namespace mlir;
 using namespace mlir::attn;
 
@@ -138,6 +140,28 @@ LogicalResult buildMask(Location loc, bool causal,
 /// null when unset.
 FloatAttr optionalF32(Builder &builder, std::optional<float> value) {
   return value ? builder.getF32FloatAttr(*value) : FloatAttr();
+}
+
+/// The schedule a variant pins, as the attribute its op keeps (where
+/// attn-select-schedule leaves it); null when it pins none. Fails, after an
+/// error at `loc`, for a schedule the attribute refuses.
+template <class Attr, class Schedule>
+FailureOr<Attr> pinnedSchedule(Location loc,
+                               const std::optional<Schedule> &schedule) {
+  if (!schedule)
+    return Attr();
+  Attr attr = Attr::getChecked([&] { return emitError(loc); }, loc.getContext(),
+                               *schedule);
+  if (!attr)
+    return failure();
+  return attr;
+}
+
+/// page_tables (tensor<?x?xi32>) and seq_lens (tensor<?xi32>) of a paged op.
+std::array<Type, 2> pagedIndexTypes(Builder &builder) {
+  int64_t dyn = ShapedType::kDynamic;
+  return {RankedTensorType::get({dyn, dyn}, builder.getI32Type()),
+          RankedTensorType::get({dyn}, builder.getI32Type())};
 }
 
 /// tensor<?xnumQHeadsxf32>: the log-sum-exp result of an attention op.
@@ -365,12 +389,8 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
   if (!qType || !cache)
     return nullptr;
 
-  auto index = [&](ArrayRef<int64_t> shape) {
-    return RankedTensorType::get(shape, builder.getI32Type());
-  };
-  SmallVector<Type> argTypes = {
-      qType, cache, index({ShapedType::kDynamic, ShapedType::kDynamic}),
-      index({ShapedType::kDynamic})};
+  auto [pageTables, seqLens] = pagedIndexTypes(builder);
+  SmallVector<Type> argTypes = {qType, cache, pageTables, seqLens};
   bool fp8 = isFP8Type(cache.getElementType());
   if (!appendKVScaleTypes(loc, cache, variant.perHeadKVScale, argTypes))
     return nullptr;
@@ -390,15 +410,10 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
     return nullptr;
   FloatAttr scale = optionalF32(builder, variant.scale);
   FloatAttr softcap = optionalF32(builder, variant.softcap);
-  // A pinned schedule is written on the op, where attn-select-schedule
-  // keeps it.
-  DecodeScheduleAttr pinned;
-  if (variant.schedule) {
-    pinned = DecodeScheduleAttr::getChecked([&] { return emitError(loc); },
-                                            &context, *variant.schedule);
-    if (!pinned)
-      return nullptr;
-  }
+  FailureOr<DecodeScheduleAttr> pinned =
+      pinnedSchedule<DecodeScheduleAttr>(loc, variant.schedule);
+  if (failed(pinned))
+    return nullptr;
 
   return buildFunctionModule(
       loc, "decode", argTypes, resultTypes,
@@ -411,8 +426,8 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
             vScale,
 #define ATTN_HEAD_TABLE(flag, ...) tables.flag,
 #include "templates/attn/variant_knobs.h"
-            args.take_back(numAux), uint64_t(int64_t(variant.queryLen)), pinned,
-            mask, variant.kind, scale, softcap);
+            args.take_back(numAux), uint64_t(int64_t(variant.queryLen)),
+            *pinned, mask, variant.kind, scale, softcap);
         modifiers->moveInto(decode);
         return decode->getResults();
       });
@@ -444,9 +459,8 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
                       paged->pageSize, paged->layout);
     if (!cache)
       return nullptr;
-    RankedTensorType pageTables = RankedTensorType::get(
-        {ShapedType::kDynamic, ShapedType::kDynamic}, builder.getI32Type());
-    argTypes.append({cache, vector, pageTables, vector});
+    auto [pageTables, seqLens] = pagedIndexTypes(builder);
+    argTypes.append({cache, vector, pageTables, seqLens});
     if (!appendKVScaleTypes(loc, cache, paged->perHeadKVScale, argTypes))
       return nullptr;
   } else {
@@ -487,15 +501,10 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
     return nullptr;
   FloatAttr scale = optionalF32(builder, variant.scale);
   FloatAttr softcap = optionalF32(builder, variant.softcap);
-  // A pinned schedule is written on the op, where attn-select-schedule
-  // keeps it.
-  PrefillScheduleAttr pinned;
-  if (variant.schedule) {
-    pinned = PrefillScheduleAttr::getChecked([&] { return emitError(loc); },
-                                             &context, *variant.schedule);
-    if (!pinned)
-      return nullptr;
-  }
+  FailureOr<PrefillScheduleAttr> pinned =
+      pinnedSchedule<PrefillScheduleAttr>(loc, variant.schedule);
+  if (failed(pinned))
+    return nullptr;
 
   if (variant.paged && variant.fp8KV) {
     emitError(loc) << "fp8KV is for ragged k/v; a paged cache's type is "
@@ -520,7 +529,7 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
               kScale, vScale,
 #define ATTN_HEAD_TABLE(flag, ...) tables.flag,
 #include "templates/attn/variant_knobs.h"
-              args.take_back(numAux), pinned, variant.fp8Compute, mask,
+              args.take_back(numAux), *pinned, variant.fp8Compute, mask,
               variant.kind, scale, softcap);
           modifiers->moveInto(prefill);
           return prefill->getResults();
@@ -537,7 +546,7 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
             kScale, vScale,
 #define ATTN_HEAD_TABLE(flag, ...) tables.flag,
 #include "templates/attn/variant_knobs.h"
-            args.take_back(numAux), pinned, variant.fp8Compute, mask,
+            args.take_back(numAux), *pinned, variant.fp8Compute, mask,
             variant.kind, scale, softcap);
         modifiers->moveInto(prefill);
         return prefill->getResults();
@@ -606,12 +615,8 @@ mlir::attn::buildMlaDecodeModule(MLIRContext &context,
                               variant.pageSize, ::attn::KVLayout::NHD);
   if (!qNope || !ckv)
     return nullptr;
-  auto index = [&](ArrayRef<int64_t> shape) {
-    return RankedTensorType::get(shape, builder.getI32Type());
-  };
-  SmallVector<Type> argTypes = {
-      qNope, ckv, index({ShapedType::kDynamic, ShapedType::kDynamic}),
-      index({ShapedType::kDynamic})};
+  auto [pageTables, seqLens] = pagedIndexTypes(builder);
+  SmallVector<Type> argTypes = {qNope, ckv, pageTables, seqLens};
   const bool rope = variant.ropeDim != 0;
   if (rope) {
     RankedTensorType qRope =
@@ -628,34 +633,28 @@ mlir::attn::buildMlaDecodeModule(MLIRContext &context,
   SmallVector<Type> resultTypes = {qNope};
   RankedTensorType lse;
   if (variant.writeLse) {
-    lse = tensorType(loc, {ShapedType::kDynamic, variant.numQHeads},
-                     builder.getF32Type());
-    if (!lse)
-      return nullptr;
+    lse = lseType(builder, variant.numQHeads);
     resultTypes.push_back(lse);
   }
   MaskAttr mask;
   if (failed(buildMask(loc, variant.causal, std::nullopt, mask)))
     return nullptr;
-  DecodeScheduleAttr pinned;
-  if (variant.schedule) {
-    pinned = DecodeScheduleAttr::getChecked([&] { return emitError(loc); },
-                                            &context, *variant.schedule);
-    if (!pinned)
-      return nullptr;
-  }
-  return buildFunctionModule(loc, "mla_decode", argTypes, resultTypes,
-                             [&](OpBuilder &b, ValueRange args) -> ValueRange {
-                               Value qRope = rope ? args[4] : Value();
-                               Value kpe = rope ? args[5] : Value();
-                               Value kvScale = fp8 ? args.back() : Value();
-                               auto mla = b.create<MlaDecodeOp>(
-                                   loc, qNope, lse, args[0], args[1], args[2],
-                                   args[3], qRope, kpe, kvScale,
-                                   uint64_t(int64_t(variant.queryLen)), mask,
-                                   optionalF32(builder, variant.scale), pinned);
-                               return mla->getResults();
-                             });
+  FailureOr<DecodeScheduleAttr> pinned =
+      pinnedSchedule<DecodeScheduleAttr>(loc, variant.schedule);
+  if (failed(pinned))
+    return nullptr;
+  return buildFunctionModule(
+      loc, "mla_decode", argTypes, resultTypes,
+      [&](OpBuilder &b, ValueRange args) -> ValueRange {
+        Value qRope = rope ? args[4] : Value();
+        Value kpe = rope ? args[5] : Value();
+        Value kvScale = fp8 ? args.back() : Value();
+        auto mla = b.create<MlaDecodeOp>(
+            loc, qNope, lse, args[0], args[1], args[2], args[3], qRope, kpe,
+            kvScale, uint64_t(int64_t(variant.queryLen)), mask,
+            optionalF32(builder, variant.scale), *pinned);
+        return mla->getResults();
+      });
 }
 
 llvm::Expected<std::vector<::attn::KernelSpec>>

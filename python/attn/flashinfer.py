@@ -1708,7 +1708,7 @@ def _mla_cache(cache, name, dtype, page_size, dims):
     return t
 
 
-class BatchMLAPagedAttentionWrapper:
+class BatchMLAPagedAttentionWrapper(_Wrapper):
     """Absorbed MLA decode over a paged latent cache (FlashInfer's wrapper
     of the same name; ``attn.mla_decode``, docs/semantics.md): ``plan()``
     once per step, ``run()`` per layer.
@@ -1726,8 +1726,7 @@ class BatchMLAPagedAttentionWrapper:
     def __init__(self, float_workspace_buffer=None, use_cuda_graph=False, qo_indptr=None,
                  kv_indptr=None, kv_indices=None, kv_len_arr=None, backend="auto"):
         _check_backend(backend, self._what)
-        self._device = _buffer_device(float_workspace_buffer)
-        self._use_cuda_graph = _flag(use_cuda_graph, "use_cuda_graph")
+        super().__init__(float_workspace_buffer, "NHD", use_cuda_graph)
         self._fixed_batch = self._fixed_stride = 0
         if self._use_cuda_graph:
             if kv_indices is None or kv_len_arr is None:
@@ -1737,15 +1736,6 @@ class BatchMLAPagedAttentionWrapper:
             self._fixed_stride = _length(kv_indices, "kv_indices")
             _check_fixed_tables(self._fixed_batch, self._fixed_stride)
         self._tables = None
-        self._handles = OrderedDict()  # variant -> MlaDecode
-        self._plan = None
-        self._gen = 0
-        self._cache_pages = None
-
-    @property
-    def is_cuda_graph_enabled(self):
-        """Whether the wrapper was built with use_cuda_graph=True."""
-        return self._use_cuda_graph
 
     def plan(self, qo_indptr, kv_indptr, kv_indices, kv_len_arr, num_heads, head_dim_ckv,
              head_dim_kpe, page_size, causal, sm_scale, q_data_type, kv_data_type,
@@ -1815,15 +1805,7 @@ class BatchMLAPagedAttentionWrapper:
                                    kv_lora_rank=rank, rope_dim=rope, page_size=page_size,
                                    query_len=q_len, causal=causal and q_len > 1,
                                    scale=float(sm_scale))
-        device = self._device
-        if device < 0:
-            for a in (kv_indices, kv_len_arr, qo_indptr, kv_indptr):
-                device = _array_device(a)
-                if device >= 0:
-                    break
-            if device < 0:
-                device = max(0, _runtime.current_device())
-            self._device = device
+        device = self._resolve_device(kv_indices, kv_len_arr, qo_indptr, kv_indptr)
         s = _runtime.stream_handle(stream, device)
         if _runtime.capturing():
             raise RuntimeError("attn: plan() during CUDA graph capture; plan before capturing "
@@ -1831,9 +1813,7 @@ class BatchMLAPagedAttentionWrapper:
         if self._tables is None:
             self._tables = _PageTables(device, self._fixed_batch, self._fixed_stride,
                                        self._what + ".plan()")
-        # A plan() that fails leaves the wrapper unplanned.
-        self._plan = None
-        self._tables.page_limit = self._cache_pages if self._use_cuda_graph else None
+        self._start_tables([self._tables])
         seq_lens = self._tables.fill_csr(kp, kv_indices, last, page_size, s,
                                          names=("kv_indptr", "kv_indices", "kv_len_arr"))
         self._gen += 1
@@ -1847,27 +1827,12 @@ class BatchMLAPagedAttentionWrapper:
                 self._handles.pop(key)
         self._handle(variant, s)
 
-    def _handle(self, variant, stream):
-        """The planned handle of ``variant`` (created and planned now when
-        new: never during graph capture)."""
-        plan = self._plan
-        h = self._handles.get(variant)
+    def _make_handle(self, variant, plan):
         cap = self._fixed_batch if self._use_cuda_graph else _capacity(plan.batch)
-        if h is not None and plan.batch > h.max_batch:
-            self._handles.pop(variant)
-            h = None
-        if h is None or h.planned != plan.gen:
-            if _runtime.capturing():
-                raise RuntimeError(
-                    "attn: %s.run() needs a kernel it has not planned (return_lse) during CUDA "
-                    "graph capture; run it once with the same arguments before capturing"
-                    % self._what)
-            if h is None:
-                h = MlaDecode(plan.device, variant, cap)
-                self._handles[variant] = h
-            h.plan(plan.seq_lens, plan.for_graph, stream)
-            h.planned = plan.gen
-        return h
+        return MlaDecode(plan.device, variant, cap)
+
+    def _plan_handle(self, handle, plan, stream):
+        handle.plan(plan.seq_lens, plan.for_graph, stream)
 
     def run(self, q_nope, q_pe, ckv_cache, kpe_cache, out=None, lse=None, return_lse=False,
             profiler_buffer=None, kv_len=None, page_table=None, return_lse_base_on_e=False, *,
@@ -1883,9 +1848,7 @@ class BatchMLAPagedAttentionWrapper:
         ``page_table`` (run-time tables) are not supported. Extension:
         ``stream``.
         """
-        if self._plan is None:
-            raise RuntimeError("attn: %s.run() before plan(): call plan() first" % self._what)
-        plan = self._plan
+        plan = self._need_plan()
         for value, name in ((profiler_buffer, "profiler_buffer"), (kv_len, "kv_len"),
                             (page_table, "page_table")):
             if value is not None:
@@ -1911,10 +1874,7 @@ class BatchMLAPagedAttentionWrapper:
                 raise ValueError("kpe_cache: %d pages, but ckv_cache has %d"
                                  % (kpe.shape[0], ckv.shape[0]))
         num_pages = ckv.shape[0]
-        if plan.max_page >= num_pages:
-            raise ValueError("%s = %d: past the end of ckv_cache, which has %d pages"
-                             % (plan.max_page_at, plan.max_page, num_pages))
-        self._cache_pages = num_pages
+        self._check_cache_pages(plan, num_pages)
         want_lse = _flag(return_lse, "return_lse") or lse is not None
         out_t, lse_t = _out_and_lse(out, lse, want_lse, q_shape, v.q_type, v.num_q_heads,
                                     device, self._what)

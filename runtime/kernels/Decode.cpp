@@ -85,22 +85,14 @@ DecodeKernel::create(const KernelSpec &spec, const DecodeVariant &variant,
   if (llvm::Error error = kernel.bind(spec, std::move(library)))
     return std::move(error);
   kernel.decodeVariant = variant;
-  CUdevice device;
-  ATTN_CU_CHECK(cuCtxGetDevice(&device));
-  ATTN_CU_CHECK(cuDeviceGetAttribute(
-      &kernel.smCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device));
   // The planner sizes waves by how many CTAs really share an SM.
-  CUfunction function;
-  ATTN_CU_CHECK(cuKernelGetFunction(&function, kernel.entry));
+  auto where = kernel.residency();
+  if (!where)
+    return where.takeError();
+  kernel.smCount = where->numSMs;
+  kernel.residentCTAs = where->ctasPerSM;
+  kernel.decodeFunction = where->function;
   ATTN_CU_CHECK(cuCtxGetCurrent(&kernel.decodeContext));
-  kernel.decodeFunction = function;
-  ATTN_CU_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(
-      &kernel.residentCTAs, function, spec.schedule.warps * 32,
-      kernel.smemBytes));
-  if (kernel.residentCTAs < 1)
-    return llvm::createStringError(llvm::formatv(
-        "decode kernel {0} cannot run on this device (no CTA fits an SM)",
-        kernelSymbol(spec)));
   return std::move(kernel);
 }
 

@@ -26,18 +26,11 @@ MlaDecodeKernel::create(const KernelSpec &spec, const MlaDecodeVariant &variant,
   if (llvm::Error error = kernel.bind(spec, std::move(library)))
     return std::move(error);
   kernel.mlaVariant = variant;
-  CUdevice device;
-  ATTN_CU_CHECK(cuCtxGetDevice(&device));
-  ATTN_CU_CHECK(cuDeviceGetAttribute(
-      &kernel.smCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device));
-  CUfunction function;
-  ATTN_CU_CHECK(cuKernelGetFunction(&function, kernel.entry));
-  ATTN_CU_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(
-      &kernel.residentCTAs, function, threadsPerBlock(spec), kernel.smemBytes));
-  if (kernel.residentCTAs < 1)
-    return llvm::createStringError(llvm::formatv(
-        "mla_decode kernel {0} cannot run on this device (no CTA fits an SM)",
-        spec.symbol()));
+  auto where = kernel.residency();
+  if (!where)
+    return where.takeError();
+  kernel.smCount = where->numSMs;
+  kernel.residentCTAs = where->ctasPerSM;
   return std::move(kernel);
 }
 

@@ -326,7 +326,8 @@ TEST(FrontendTest, SinksReachEverySpec) {
   llvm::Expected<KernelSpec> d = compileDecodeVariant(decode, Arch::SM90a);
   ASSERT_TRUE(static_cast<bool>(d)) << llvm::toString(d.takeError());
   EXPECT_TRUE(d->sinks && d->slidingWindow);
-  EXPECT_NE(d->uri().find("_sliding_window_sinks_"), std::string::npos) << d->uri();
+  EXPECT_NE(d->uri().find("_sliding_window_sinks_"), std::string::npos)
+      << d->uri();
   PrefillVariant prefill;
   prefill.sinks = true;
   for (bool paged : {false, true}) {

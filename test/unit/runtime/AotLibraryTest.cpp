@@ -110,7 +110,8 @@ TEST(AotLibraryTest, MlaDecodeSpecRoundTrips) {
   kernel.kernelKeys = {kernelKey(variant)};
   kernel.spec = spec;
   std::string cubin = cubinImage(Arch::SM90a, "stand-in MLA cubin");
-  ASSERT_FALSE(bool(writeKernelFiles(dir.str(), kernel, request.source, cubin)));
+  ASSERT_FALSE(
+      bool(writeKernelFiles(dir.str(), kernel, request.source, cubin)));
   ASSERT_FALSE(bool(writeManifest(dir.str(), {kernel})));
   auto opened = AotLibrary::open(dir.str());
   ASSERT_TRUE(bool(opened)) << llvm::toString(opened.takeError());

@@ -194,10 +194,11 @@ TEST(AotConfigTest, CountsSaturateInsteadOfWrapping) {
     twenty += (i ? ", " : "") + std::to_string(i + 1);
   twenty += "]";
   std::string text = R"({"decode": [{)";
-  const char *fields[] = {
-      "q_type",      "kv_type", "num_q_heads", "num_kv_heads",   "head_dim",
-      "page_size",   "layout",  "query_len",   "causal",         "cross",
-      "window_left", "softcap", "alibi", "per_head_kv_scale", "write_lse"};
+  const char *fields[] = {"q_type",       "kv_type",           "num_q_heads",
+                          "num_kv_heads", "head_dim",          "page_size",
+                          "layout",       "query_len",         "causal",
+                          "cross",        "window_left",       "softcap",
+                          "alibi",        "per_head_kv_scale", "write_lse"};
   for (const char *field : fields)
     text += std::string(field == fields[0] ? "" : ", ") + "\"" + field +
             "\": " + twenty;

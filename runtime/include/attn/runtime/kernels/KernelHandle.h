@@ -34,6 +34,18 @@ protected:
   llvm::Error bind(const KernelSpec &spec,
                    std::shared_ptr<CudaLibrary> library);
 
+  /// Where a bound entry runs: the current device's SMs and how many of its
+  /// CTAs fit one (the occupancy calculator's answer at its threads and
+  /// shared memory), and the entry in the current context.
+  struct Residency {
+    int numSMs = 0;
+    int ctasPerSM = 0;
+    CUfunction function = nullptr;
+  };
+  /// The residency of the bound entry; an error naming the kernel when no
+  /// CTA of it fits an SM.
+  llvm::Expected<Residency> residency() const;
+
   KernelSpec kernelSpec;
   std::shared_ptr<CudaLibrary> library;
   CUkernel entry = nullptr;
