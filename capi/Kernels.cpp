@@ -362,6 +362,7 @@ attn_status attn_prefill_run(attn_prefill *prefill,
     a.numQHeads = variant.numQHeads;
     a.numKVHeads = variant.numKVHeads;
     a.headDim = variant.headDim;
+    a.ropeDim = variant.ropeDim;
     a.qStrideToken = args->q_stride_token;
     a.kStrideToken = args->k_stride_token;
     a.vStrideToken = args->v_stride_token;

@@ -217,6 +217,18 @@ llvm::Error checkVariant(const PrefillVariant &v, ScalarType kvType) {
     return error;
   if (llvm::Error error = checkHeadDim(v.headDim, "v->head_dim"))
     return error;
+  if (v.ropeDim != 0) {
+    if (v.ropeDim < 0 || v.ropeDim % kHeadDimMultiple != 0 ||
+        !isSupportedHeadDim(v.headDim + v.ropeDim))
+      return argError(llvm::formatv(
+          "v->rope_dim {0} is not supported: q/k head dims (head_dim + "
+          "rope_dim = {1}) must be a multiple of {2} up to {3}",
+          v.ropeDim, v.headDim + v.ropeDim, kHeadDimMultiple, kMaxHeadDim));
+    if (v.paged || isFP8(kvType))
+      return argError(llvm::formatv(
+          "v->rope_dim {0} is for ragged k/v of q_type; got {1}", v.ropeDim,
+          v.paged ? "paged 1" : "kv_type " + std::string(toString(kvType))));
+  }
   if (v.paged) {
     if (llvm::Error error = checkPageSize(v.paged->pageSize, "v->page_size"))
       return error;
@@ -391,6 +403,7 @@ llvm::Expected<PrefillVariant> toVariant(const attn_prefill_variant *v) {
   out.numQHeads = v->num_q_heads;
   out.numKVHeads = v->num_kv_heads;
   out.headDim = v->head_dim;
+  out.ropeDim = v->rope_dim;
   out.fp8Compute = v->fp8_compute != 0;
   if (v->paged)
     out.paged =
@@ -528,6 +541,7 @@ void attn_prefill_variant_init(attn_prefill_variant *v) {
   v->layout = toC(paged.layout);
   v->per_head_kv_scale = paged.perHeadKVScale;
   v->fp8_compute = p.fp8Compute;
+  v->rope_dim = p.ropeDim;
 }
 
 void attn_append_kv_variant_init(attn_append_kv_variant *v) {

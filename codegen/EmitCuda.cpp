@@ -77,8 +77,9 @@ static std::string emitConfig(const KernelSpec &spec) {
                         boolStr(spec.member));
 #include "templates/attn/variant_knobs.h"
   config += emitModifierFunctions(spec);
-  // MLA's q and k also have the RoPE part (head_dim is the latent's).
-  if (spec.kind == KernelKind::MlaDecode)
+  // MLA's q and k also have the RoPE part (head_dim is the latent's, or
+  // prefill's v's).
+  if (spec.kind == KernelKind::MlaDecode || spec.isPrefill())
     config +=
         fmt::format("  static constexpr int kRopeDim = {};\n", spec.ropeDim);
   if (spec.hasDecodeSchedule())

@@ -77,6 +77,13 @@ std::string checkDecodeFit(const KernelSpec &spec) {
                            spec.arch);
 }
 
+/// "head_dim 128", or with MLA's wider q/k "head_dim 128 + rope_dim 64".
+std::string headDims(const KernelSpec &spec) {
+  return spec.ropeDim ? fmt::format("head_dim {} + rope_dim {}", spec.headDim,
+                                    spec.ropeDim)
+                      : fmt::format("head_dim {}", spec.headDim);
+}
+
 /// What the sm_90a wgmma template needs of its variant (templates/attn/
 /// prefill_sm90.cuh): k/v in TMA boxes of 64 dims, contiguous 16-bit rows
 /// or pages of a multiple of 8 tokens of q's type or FP8; registers per
@@ -98,6 +105,12 @@ std::string checkWgmmaFit(const KernelSpec &spec) {
     return fmt::format(
         "prefill_schedule mma = wgmma needs head_dim 64, 128 or 256, got {}",
         spec.headDim);
+  // Q and K tiles come in 64-dim TMA boxes.
+  if ((spec.headDim + spec.ropeDim) % 64 != 0)
+    return fmt::format("prefill_schedule mma = wgmma needs q/k head dims "
+                       "(head_dim + rope_dim) that are a multiple of 64, got "
+                       "{}",
+                       spec.headDim + spec.ropeDim);
   // FP8 compute reads Q and K rows of 128-byte swizzle blocks.
   if (spec.fp8Compute && spec.headDim == 64)
     return "fp8_compute needs head_dim 128 or 256, got 64";
@@ -115,14 +128,14 @@ std::string checkWgmmaFit(const KernelSpec &spec) {
                        spec.headDim);
   std::string what = fmt::format(
       "prefill_schedule (mma = wgmma, block_m = {}, block_n = {}, stages = "
-      "{}) at head_dim {}",
-      s.blockM, s.blockN, s.stages, spec.headDim);
-  return checkSharedMemory(what.c_str(),
-                           prefillSm90SmemBytes(spec.headDim,
-                                                sizeOf(spec.kvType),
-                                                spec.fp8Compute ? 1 : 2,
-                                                s.blockM, s.blockN, s.stages),
-                           spec.arch);
+      "{}) at {}",
+      s.blockM, s.blockN, s.stages, headDims(spec));
+  return checkSharedMemory(
+      what.c_str(),
+      prefillSm90SmemBytes(spec.headDim, sizeOf(spec.kvType),
+                           spec.fp8Compute ? 1 : 2, s.blockM, s.blockN,
+                           s.stages, spec.ropeDim),
+      spec.arch);
 }
 
 /// What an mma.sync prefill schedule needs of its variant and arch
@@ -140,12 +153,13 @@ std::string checkSyncPrefillFit(const KernelSpec &spec) {
         s.blockM, s.warps, s.blockN, spec.headDim, accumulators,
         kMaxPrefillAccumulators);
   std::string what = fmt::format(
-      "prefill_schedule (block_m = {}, block_n = {}, stages = {}) at "
-      "head_dim {} with a {}-byte cache",
-      s.blockM, s.blockN, s.stages, spec.headDim, sizeOf(spec.kvType));
+      "prefill_schedule (block_m = {}, block_n = {}, stages = {}) at {} with "
+      "a {}-byte cache",
+      s.blockM, s.blockN, s.stages, headDims(spec), sizeOf(spec.kvType));
   return checkSharedMemory(what.c_str(),
-                           prefillSmemBytes(spec.headDim, sizeOf(spec.kvType),
-                                            s.blockM, s.blockN, s.stages),
+                           prefillSmemBytes(spec.headDim + spec.ropeDim,
+                                            sizeOf(spec.kvType), s.blockM,
+                                            s.blockN, s.stages),
                            spec.arch);
 }
 
@@ -379,10 +393,20 @@ std::string checkKernelSpec(const KernelSpec &spec) {
     return checkMergeStates(spec);
   if (spec.kind == KernelKind::MlaDecode)
     return checkMlaDecode(spec);
-  if (spec.ropeDim != 0)
-    return fmt::format("rope_dim is for mla_decode kernels; a {} kernel has "
-                       "none, got {}",
+  if (spec.ropeDim != 0 && !raggedPrefill)
+    return fmt::format("rope_dim is for mla_decode and prefill kernels; a {} "
+                       "kernel has none, got {}",
                        toString(spec.kind), spec.ropeDim);
+  // Ragged prefill in MLA's form: q/k of head_dim + rope_dim, v of head_dim,
+  // 16-bit.
+  if (spec.ropeDim != 0 &&
+      (spec.ropeDim < 0 || !isSupportedHeadDim(spec.headDim + spec.ropeDim) ||
+       spec.ropeDim % kHeadDimMultiple != 0 || spec.isFP8KV()))
+    return fmt::format("rope_dim {} of a prefill kernel needs q/k head dims "
+                       "(head_dim + rope_dim = {}) that are a multiple of {} "
+                       "up to {}, and 16-bit k/v (got kv_type {})",
+                       spec.ropeDim, spec.headDim + spec.ropeDim,
+                       kHeadDimMultiple, kMaxHeadDim, toString(spec.kvType));
   if (spec.qType != ScalarType::F16 && spec.qType != ScalarType::BF16)
     return fmt::format("q_type must be f16 or bf16, got {}",
                        toString(spec.qType));

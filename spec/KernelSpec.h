@@ -152,8 +152,10 @@ struct KernelSpec {
   int numQHeads = 32;
   int numKVHeads = 8;
   int headDim = 128;
-  /// MLA: q and k have head_dim + rope_dim dims (the latent, then the
-  /// decoupled RoPE part), the values head_dim. 0 for every other kind.
+  /// MLA: q and k have head_dim + rope_dim dims (the latent or nope part,
+  /// then the decoupled RoPE part), the values and the output head_dim:
+  /// mla_decode, and ragged prefill in MLA's form (q/k 192, v 128). 0
+  /// everywhere else.
   int ropeDim = 0;
   int pageSize = 16;
   KVLayout layout = KVLayout::NHD;

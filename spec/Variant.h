@@ -115,7 +115,11 @@ struct PrefillVariant : AttentionKnobs {
       ScalarType::BF16; ///< f16 or bf16: q, out (and ragged k, v)
   int numQHeads = 32;
   int numKVHeads = 8;
-  int headDim = 128;
+  int headDim = 128; ///< of v and out (and of q, k without ropeDim)
+  /// MLA's prefill (DeepSeek: 128 + 64 = 192 for q/k, 128 for v): q and k
+  /// have headDim + ropeDim dims. Ragged 16-bit k/v only; the default
+  /// scale is 1/sqrt(headDim + ropeDim).
+  int ropeDim = 0;
   /// Pins the GPU schedule instead of letting the compiler choose.
   std::optional<PrefillSchedule> schedule;
   /// Keys and values come from this paged cache instead of k / v tensors.

@@ -199,6 +199,9 @@ typedef struct attn_prefill_variant {
   attn_layout layout;
   int per_head_kv_scale;
   int fp8_compute; /* sm_90a: FP8 MMAs over an FP8 cache or FP8 rows */
+  /* MLA's prefill: q and k have head_dim + rope_dim dims (128 + 64), v and
+   * out head_dim; ragged k/v of q_type only (default 0) */
+  int rope_dim;
 } attn_prefill_variant;
 
 typedef struct attn_append_kv_variant {
@@ -392,14 +395,15 @@ ATTN_C_EXPORT attn_status attn_prefill_plan_paged(attn_prefill *prefill,
 
 typedef struct attn_prefill_args {
   uint32_t struct_size;
-  const void
-      *q; /* [num_q_tokens, num_q_heads, head_dim] (e4m3 with fp8_query) */
+  /* [num_q_tokens, num_q_heads, head_dim + rope_dim] (e4m3 with
+   * fp8_query) */
+  const void *q;
   int64_t q_stride_token;
   void *out; /* [num_q_tokens, num_q_heads, head_dim] in q_type */
   int64_t out_stride_token;
   float *lse; /* [num_q_tokens, num_q_heads] iff write_lse */
-  /* Ragged: [num_kv_tokens, num_kv_heads, head_dim] rows (in kv_type), with
-   * FP8 scales in k_scale / v_scale. */
+  /* Ragged: [num_kv_tokens, num_kv_heads, head_dim] rows (in kv_type; k's
+   * head_dim + rope_dim), with FP8 scales in k_scale / v_scale. */
   const void *k, *v;
   int64_t k_stride_token, v_stride_token;
   const float *k_scale, *v_scale;

@@ -444,7 +444,18 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
       rowsType(loc, variant.numQHeads, variant.headDim, element);
   if (!outType)
     return nullptr;
-  RankedTensorType qType = queryType(loc, variant, outType);
+  // MLA's form: q and k have ropeDim more dims than v and the output.
+  const int qkDim = variant.headDim + variant.ropeDim;
+  if (variant.ropeDim != 0 && (variant.paged || variant.fp8KV)) {
+    emitError(loc) << "ropeDim (q/k wider than v) is for ragged 16-bit k/v; "
+                      "got "
+                   << (variant.paged ? "a paged cache" : "FP8 k/v");
+    return nullptr;
+  }
+  RankedTensorType qType = queryType(
+      loc, variant,
+      variant.ropeDim ? rowsType(loc, variant.numQHeads, qkDim, element)
+                      : outType);
   if (!qType)
     return nullptr;
   RankedTensorType vector =
@@ -466,12 +477,15 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
   } else {
     // Ragged k, v: of q's type, or FP8 with their kv_scales.
     const std::optional<::attn::FP8RowsFormat> &fp8 = variant.fp8KV;
+    Type kvElement = fp8 ? getElementType(&context, fp8->kvType) : element;
     RankedTensorType kvType =
-        rowsType(loc, variant.numKVHeads, variant.headDim,
-                 fp8 ? getElementType(&context, fp8->kvType) : element);
-    if (!kvType)
+        rowsType(loc, variant.numKVHeads, variant.headDim, kvElement);
+    RankedTensorType kType =
+        variant.ropeDim ? rowsType(loc, variant.numKVHeads, qkDim, kvElement)
+                        : kvType;
+    if (!kvType || !kType)
       return nullptr;
-    argTypes.append({kvType, kvType, vector, vector});
+    argTypes.append({kType, kvType, vector, vector});
     if (fp8) {
       if (!isFP8Type(kvType.getElementType())) {
         emitError(loc) << "fp8KV->kvType must be e4m3 or e5m2, got "

@@ -54,7 +54,11 @@ LogicalResult setAttentionFields(::attn::KernelSpec &spec,
   spec.qType = *toScalarType(
       cast<RankedTensorType>(op.getOut().getType()).getElementType());
   spec.numQHeads = int(qType.getDimSize(1));
-  spec.headDim = int(qType.getDimSize(2));
+  // head_dim is v's and the output's; q and k may have more (rope_dim:
+  // attn.prefill's MLA form, q/k 192 and v 128).
+  spec.headDim =
+      int(cast<RankedTensorType>(op.getOut().getType()).getDimSize(2));
+  spec.ropeDim = int(qType.getDimSize(2)) - spec.headDim;
   MaskAttr mask = op.getMaskAttr();
   spec.causal = mask && mask.isCausal();
   spec.slidingWindow = mask && mask.hasWindow();
@@ -118,8 +122,8 @@ FailureOr<::attn::KernelSpec> getPrefillKernelSpec(PrefillOp op,
   spec.arch = arch;
   if (failed(setPrefillFields(spec, op)))
     return failure();
-  // The op verifier admits only k, v of q's head dim, and of the output's
-  // type or FP8.
+  // The op verifier admits only k of q's head dim, v of the output's, and
+  // k, v of the output's type or FP8.
   auto kType = cast<RankedTensorType>(op.getK().getType());
   spec.numKVHeads = int(kType.getDimSize(1));
   spec.kvType = *toScalarType(kType.getElementType());

@@ -89,7 +89,8 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
 /// q's type or FP8 (widened to f16 in shared memory) whose pages are a multiple
 /// of 16 tokens (at most 8 TMA boxes per 128-key tile; smaller pages keep the
 /// mma.sync template, which gathers rows with cp.async). Every mask and
-/// score modifier is supported.
+/// score modifier is supported. MLA's form (q/k of head_dim + rope_dim, v of
+/// head_dim) takes it where q/k come in whole 64-dim boxes.
 static bool wgmmaPrefillApplies(const ::attn::KernelSpec &spec) {
   // FP8 compute has no mma.sync template: pages of 8 take wgmma too.
   const bool paged = spec.kind == ::attn::KernelKind::PagedPrefill &&
@@ -97,7 +98,11 @@ static bool wgmmaPrefillApplies(const ::attn::KernelSpec &spec) {
                      spec.pageSize % (spec.fp8Compute ? 8 : 16) == 0;
   return spec.arch == ::attn::Arch::SM90a &&
          (spec.kind == ::attn::KernelKind::Prefill || paged) &&
-         (spec.headDim == 64 || spec.headDim == 128 || spec.headDim == 256);
+         (spec.headDim == 64 || spec.headDim == 128 || spec.headDim == 256) &&
+         (spec.headDim + spec.ropeDim) % 64 == 0 &&
+         ::attn::prefillSm90SmemBytes(
+             spec.headDim, 2, 2, 128, spec.headDim == 256 ? 64 : 128, 2,
+             spec.ropeDim) <= ::attn::kSm90SmemPerBlock;
 }
 
 void chooseSchedule(::attn::KernelSpec &spec) {
@@ -164,7 +169,8 @@ void chooseSchedule(::attn::KernelSpec &spec) {
   schedule.warps = 4;
   // Keys per K/V tile: 64 while the accumulators leave registers for the
   // score tile (head dim <= 128), 32 above.
-  schedule.blockN = spec.headDim <= 128 ? 64 : 32;
+  const int qkDim = spec.headDim + spec.ropeDim;
+  schedule.blockN = qkDim <= 128 ? 64 : 32;
   // Double buffering: the next K/V tile loads while the current one is used;
   // prefill is compute bound, and a third stage measured slower.
   schedule.stages = 2;
@@ -172,9 +178,9 @@ void chooseSchedule(::attn::KernelSpec &spec) {
   // (paged prefill), the widened K/V tiles (templates/attn/prefill_layout.h).
   const int kvBytes = ::attn::sizeOf(spec.kvType);
   schedule.blockM = 32 * schedule.warps;
-  if (spec.headDim > 128 ||
-      ::attn::prefillSmemBytes(spec.headDim, kvBytes, schedule.blockM,
-                               schedule.blockN, schedule.stages) >
+  if (qkDim > 128 ||
+      ::attn::prefillSmemBytes(qkDim, kvBytes, schedule.blockM, schedule.blockN,
+                               schedule.stages) >
           ::attn::maxSharedMemoryPerBlock(spec.arch))
     schedule.blockM = 16 * schedule.warps;
   // Grouped heads: a tile takes the q heads of one KV head together where

@@ -70,9 +70,11 @@ LogicalResult verifyRows(Operation *op, StringRef name, Rows rows) {
 /// What the attention ops (prefill, paged_prefill, decode) share, read
 /// through AttentionOpInterface: query and KV heads, output and LSE shapes,
 /// the per-head tables and the score modifiers. `kvName` ("k" or "cache")
-/// names where the keys come from.
+/// names where the keys come from; `vHeadDim` is the values' (and so the
+/// output's) head dim, which only attn.prefill lets differ from q's.
 LogicalResult verifyAttention(AttentionOpInterface op, int64_t kvHeads,
-                              int64_t kvHeadDim, StringRef kvName) {
+                              int64_t kvHeadDim, StringRef kvName,
+                              int64_t vHeadDim) {
   Rows q = rowsOf(op.getQ()), out = rowsOf(op.getOut());
   if (failed(verifyRows(op, "q", q)))
     return failure();
@@ -97,11 +99,17 @@ LogicalResult verifyAttention(AttentionOpInterface op, int64_t kvHeads,
   if (!fp8Query && qScale)
     return op->emitOpError()
            << "q_scale is for an e4m3 q, got q of " << q.elementType();
-  if (failed(verifyCompatibleShape(out.type, q.type)) ||
+  if (failed(verifyCompatibleShape(
+          out.type.getShape(),
+          ArrayRef<int64_t>{q.tokens(), q.heads(), vHeadDim})) ||
       (fp8Query ? !out.elementType().isF16() && !out.elementType().isBF16()
                 : out.elementType() != q.elementType()))
-    return op->emitOpError() << "out type " << out.type << " must match q type "
-                             << q.type << (fp8Query ? " in f16 or bf16" : "");
+    return op->emitOpError()
+           << "out type " << out.type << " must match q type " << q.type
+           << (vHeadDim != q.headDim()
+                   ? " with v's head_dim (" + std::to_string(vHeadDim) + ")"
+                   : std::string())
+           << (fp8Query ? " in f16 or bf16" : "");
   if (Value lse = op.getLse()) {
     auto lseType = cast<RankedTensorType>(lse.getType());
     if (failed(verifyCompatibleShape(lseType.getShape(),
@@ -224,9 +232,18 @@ LogicalResult PrefillOp::verify() {
   Rows q = rowsOf(getQ()), k = rowsOf(getK()), v = rowsOf(getV());
   if (failed(verifyRows(*this, "k", k)) || failed(verifyRows(*this, "v", v)))
     return failure();
-  if (failed(verifyCompatibleShape(k.type, v.type)))
+  // v may have fewer dims than q and k (MLA's prefill: q/k 192 = 128 + a
+  // 64-dim RoPE part, v 128); the output has v's.
+  if (failed(verifyCompatibleShape(k.type.getShape().drop_back(),
+                                   v.type.getShape().drop_back())) ||
+      v.headDim() > k.headDim())
     return emitOpError() << "k " << k.type << " and v " << v.type
-                         << " must have the same shape";
+                         << " must have the same tokens and heads, and v "
+                            "at most k's head_dim";
+  if (v.headDim() != k.headDim() && isFP8Type(k.elementType()))
+    return emitOpError() << "k and v of different head dims (" << k.headDim()
+                         << ", " << v.headDim() << ") must be 16-bit, got "
+                         << k.elementType();
   // k and v are of the output's type (q's, but for an e4m3 q) or FP8.
   Type outElement = rowsOf(getOut()).elementType();
   if (k.elementType() != v.elementType() ||
@@ -248,7 +265,7 @@ LogicalResult PrefillOp::verify() {
   if (bothStatic(nq, nkv) && nq != nkv)
     return emitOpError() << "cu_seqlens_q (" << nq << ") and cu_seqlens_kv ("
                          << nkv << ") must both have batch + 1 entries";
-  return verifyAttention(*this, k.heads(), k.headDim(), "k");
+  return verifyAttention(*this, k.heads(), k.headDim(), "k", v.headDim());
 }
 
 //===----------------------------------------------------------------------===//
@@ -446,7 +463,7 @@ LogicalResult PagedPrefillOp::verify() {
                          << " entries but seq_lens has " << lens
                          << "; expected seq_lens + 1";
   return verifyAttention(*this, cache.getNumKvHeads(), cache.getHeadDim(),
-                         "cache");
+                         "cache", cache.getHeadDim());
 }
 
 //===----------------------------------------------------------------------===//
@@ -472,7 +489,7 @@ LogicalResult DecodeOp::verify() {
                          << " requests x query_len " << queryLen << " = "
                          << requests * queryLen;
   return verifyAttention(*this, cache.getNumKvHeads(), cache.getHeadDim(),
-                         "cache");
+                         "cache", cache.getHeadDim());
 }
 
 //===----------------------------------------------------------------------===//

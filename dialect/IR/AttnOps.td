@@ -109,7 +109,10 @@ def Attn_PrefillOp : Attn_AttentionOp<"prefill",
     grouped over KV heads (MHA, GQA, MQA). The optional second result is the
     log-sum-exp of each row's scores. k and v are of q's type, or FP8
     (e4m3, e5m2) with `kv_scales`: one dequantization scale per tensor or
-    one per KV head (stored value = x / scale). `fp8_compute` and an e4m3
+    one per KV head (stored value = x / scale). v (and so the output) may
+    have fewer dims per head than q and k, as MLA's prefill has (q/k 192: 128
+    plus a 64-dim RoPE part; v 128); such k and v are 16-bit.
+    `fp8_compute` and an e4m3
     `q` with its `q_scale` are as on attn.paged_prefill (FP8 k/v only).
     `schedule` is how the kernel is laid out on the GPU;
     attn-select-schedule picks one unless it is already set (pinned).

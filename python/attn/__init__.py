@@ -187,7 +187,8 @@ def _layout(layout):
 
 def _prefill_variant(num_q_heads, num_kv_heads, head_dim, q_dtype, paged, kv_dtype, page_size,
                      layout, causal, window_left, softcap, scale, alibi, sinks, write_lse,
-                     score_mod, mask_mod, per_head_kv_scale, fp8_compute, fp8_query, kind):
+                     score_mod, mask_mod, per_head_kv_scale, fp8_compute, fp8_query, kind,
+                     rope_dim=0):
     q = _dtype(q_dtype, "q_dtype")
     return PrefillVariant(
         knobs=_knobs(kind, causal, window_left, softcap, scale, alibi, sinks, write_lse,
@@ -198,7 +199,8 @@ def _prefill_variant(num_q_heads, num_kv_heads, head_dim, q_dtype, paged, kv_dty
         kv_type=_dtype(kv_dtype, "kv_dtype") if kv_dtype is not None else None,
         page_size=_int(page_size, "page_size"), layout=_layout(layout),
         per_head_kv_scale=_flag(per_head_kv_scale, "per_head_kv_scale"),
-        fp8_compute=_flag(fp8_compute, "fp8_compute"))
+        fp8_compute=_flag(fp8_compute, "fp8_compute"),
+        rope_dim=_lib.check_int(rope_dim, "rope_dim", 0, _lib.INT32_MAX))
 
 
 def compile_decode(arch="sm_90a", *, num_q_heads=32, num_kv_heads=8, head_dim=128, page_size=16,
@@ -225,16 +227,18 @@ def compile_prefill(arch="sm_90a", *, num_q_heads=32, num_kv_heads=8, head_dim=1
                     causal=True, window_left=None, softcap=None, scale=None, alibi=False,
                     sinks=False, write_lse=False, score_mod=None, mask_mod=None,
                     per_head_kv_scale=False, fp8_compute=False, fp8_query=False,
-                    kind="decoder"):
+                    kind="decoder", rope_dim=0):
     """Compiles a prefill variant (ragged, or ``paged`` over a cache of
     ``kv_dtype``/``page_size``/``layout``) for ``arch``; needs no GPU.
     ``kv_dtype`` for ragged prefill: None (q's) or an FP8 dtype (FP8 k/v
-    rows). ``fp8_compute`` (sm_90a) runs both MMAs in FP8. Returns a
-    ``Compiled``; errors as ``compile_decode``'s."""
+    rows). ``fp8_compute`` (sm_90a) runs both MMAs in FP8. ``rope_dim``
+    (MLA's prefill, ragged 16-bit k/v): q and k have ``head_dim + rope_dim``
+    dims, v and out ``head_dim``. Returns a ``Compiled``; errors as
+    ``compile_decode``'s."""
     v = _prefill_variant(num_q_heads, num_kv_heads, head_dim, q_dtype, paged, kv_dtype,
                          page_size, layout, causal, window_left, softcap, scale, alibi, sinks,
                          write_lse, score_mod, mask_mod, per_head_kv_scale, fp8_compute,
-                         fp8_query, kind)
+                         fp8_query, kind, rope_dim)
     return _compile_variant(v, arch)
 
 
@@ -264,7 +268,7 @@ def kernel_key(kind="decode", **variant):
                         paged=False, kv_dtype=None, page_size=16, layout="NHD", causal=True,
                         window_left=None, softcap=None, scale=None, alibi=False, sinks=False,
                         write_lse=False, score_mod=None, mask_mod=None, per_head_kv_scale=False,
-                        fp8_compute=False, fp8_query=False, kind="decoder")
+                        fp8_compute=False, fp8_query=False, kind="decoder", rope_dim=0)
         defaults.update(variant)
         return _key(_prefill_variant(**defaults))
     raise ValueError("kind: expected 'decode', 'prefill' or 'mla_decode', got %r" % (kind,))

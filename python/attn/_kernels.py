@@ -162,6 +162,9 @@ class PrefillVariant:
     layout: str = "NHD"
     per_head_kv_scale: bool = False
     fp8_compute: bool = False
+    # MLA's prefill: q and k have head_dim + rope_dim dims (128 + 64), v and
+    # out head_dim; ragged k/v of q_type only.
+    rope_dim: int = 0
 
     def to_c(self):
         v = _lib.attn_prefill_variant()
@@ -177,7 +180,13 @@ class PrefillVariant:
         v.layout = layout_code(self.layout)
         v.per_head_kv_scale = self.per_head_kv_scale
         v.fp8_compute = self.fp8_compute
+        v.rope_dim = self.rope_dim
         return v
+
+    @property
+    def head_dim_qk(self):
+        """Dims of a q or k row per head."""
+        return self.head_dim + self.rope_dim
 
     def replace(self, **kw):
         return dataclasses.replace(self, **kw)
@@ -189,7 +198,9 @@ class PrefillVariant:
             fields += ["%s cache" % _SHORT.get(kv, kv), "page %d" % self.page_size, self.layout]
         elif kv != self.q_type:
             fields.append("%s k/v" % _SHORT.get(kv, kv))
-        fields += ["%d/%d heads" % (self.num_q_heads, self.num_kv_heads), "dim %d" % self.head_dim,
+        dim = ("dim %d" % self.head_dim if not self.rope_dim else
+               "dims %d/%d" % (self.head_dim_qk, self.head_dim))
+        fields += ["%d/%d heads" % (self.num_q_heads, self.num_kv_heads), dim,
                    "fp8 compute" if self.fp8_compute else ""]
         return _describe(what or ("paged prefill" if self.paged else "prefill"), fields,
                          self.knobs)

@@ -357,6 +357,7 @@ class attn_prefill_variant(CStruct):
         ("layout", c_int),
         ("per_head_kv_scale", c_int),
         ("fp8_compute", c_int),
+        ("rope_dim", c_int),
     ]
 
 

@@ -1188,16 +1188,17 @@ class _PrefillBase(_Wrapper):
         base = plan.variant
         device = plan.device
         s = _runtime.stream_handle(stream, device)
-        hq, d = base.num_q_heads, base.head_dim
-        q_shape = (plan.num_q_tokens, hq, d)
+        hq = base.num_q_heads
+        # q rows have head_dim_qk dims, out rows head_dim_vo (MLA: 192, 128).
+        q_shape = (plan.num_q_tokens, hq, base.head_dim_qk)
         q_t = _t.tensor(q, "q", dtype=base.q_type, shape=q_shape, token_stride=True, stream=s,
-                        what="qo_indptr[-1], num_qo_heads, head_dim")
+                        what="qo_indptr[-1], num_qo_heads, head_dim_qk")
         a = _lib.init(_lib.attn_prefill_args)
         per_head, tensors = fill_args(a, s)
         sinks_ptr = self._sinks(sinks, hq)
         want_lse = _flag(return_lse, "return_lse") or lse is not None
-        out_t, lse_t = _out_and_lse(out, lse, want_lse, q_shape, base.q_type, hq, device,
-                                    self._what)
+        out_t, lse_t = _out_and_lse(out, lse, want_lse, (plan.num_q_tokens, hq, base.head_dim),
+                                    base.q_type, hq, device, self._what)
         _t.same_device([q_t, out_t, lse_t] + list(tensors))
         h = self._run_handle(plan, want_lse, bool(sinks_ptr), per_head, s)
         knobs = h.variant.knobs
@@ -1254,10 +1255,16 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
         ``q_data_type`` float16/bfloat16, ``kv_data_type`` q's or FP8
         (k/v rows in e4m3/e5m2 with run's k_scale/v_scale).
         """
-        _check_no_mask(custom_mask, packed_custom_mask, head_dim_qk, head_dim_vo)
+        _check_no_mask(custom_mask, packed_custom_mask)
         _check_no_items(prefix_len_ptr, token_pos_in_items_ptr, max_item_len_ptr,
                         v_indptr, o_indptr)
         hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim_qk)
+        # v narrower than q/k (MLA's prefill, 192/128): the variant's head_dim
+        # is v's, rope_dim the rest.
+        dv = d if head_dim_vo is None else _int(head_dim_vo, "head_dim_vo")
+        if dv > d:
+            raise NotImplementedError("head_dim_vo (%d) > head_dim_qk (%d): attn's v rows have at "
+                                      "most q/k's dims" % (dv, d))
         q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type, o_data_type)
         knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
                        score_mod, mask_mod)
@@ -1271,7 +1278,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
                 raise ValueError("kv_indptr: decreases at request %d (%d > %d)"
                                  % (b, cu_kv[b], cu_kv[b + 1]))
         variant = PrefillVariant(knobs=knobs, q_type=q_type, num_q_heads=hq, num_kv_heads=hkv,
-                                 head_dim=d, paged=False,
+                                 head_dim=dv, rope_dim=d - dv, paged=False,
                                  kv_type=kv_type if kv_type != q_type else None,
                                  layout=self._kv_layout)
         device = self._resolve_device(qo_indptr, kv_indptr)
@@ -1316,11 +1323,12 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
         rows = plan.seq_lens[-1]
 
         def fill(a, s):
-            shape = (rows, base.num_kv_heads, base.head_dim)
-            kt = _t.tensor(k, "k", dtype=kv_type, shape=shape, token_stride=True, stream=s,
-                           what="kv_indptr[-1], num_kv_heads, head_dim")
-            vt = _t.tensor(v, "v", dtype=kv_type, shape=shape, token_stride=True, stream=s,
-                           what="kv_indptr[-1], num_kv_heads, head_dim")
+            kt = _t.tensor(k, "k", dtype=kv_type,
+                           shape=(rows, base.num_kv_heads, base.head_dim_qk), token_stride=True,
+                           stream=s, what="kv_indptr[-1], num_kv_heads, head_dim_qk")
+            vt = _t.tensor(v, "v", dtype=kv_type,
+                           shape=(rows, base.num_kv_heads, base.head_dim), token_stride=True,
+                           stream=s, what="kv_indptr[-1], num_kv_heads, head_dim_vo")
             a.k, a.v = kt.ptr, vt.ptr
             a.k_stride_token, a.v_stride_token = kt.token_stride(), vt.token_stride()
             ks, vs, n, per_head = _scales(self, k_scale, v_scale, base.num_kv_heads, kv_type, s,
@@ -1336,13 +1344,10 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
         return self.run(q, k, v, *args, **kwargs)
 
 
-def _check_no_mask(custom_mask, packed_custom_mask, head_dim_qk, head_dim_vo):
+def _check_no_mask(custom_mask, packed_custom_mask):
     if custom_mask is not None or packed_custom_mask is not None:
         raise NotImplementedError("custom_mask: attn has no dense custom masks; use "
                                   "plan(mask_mod=...) (docs/semantics.md)")
-    if head_dim_vo is not None and head_dim_vo != head_dim_qk:
-        raise NotImplementedError("head_dim_vo (%s) != head_dim_qk (%s): attn's kernels take one "
-                                  "head dim" % (head_dim_vo, head_dim_qk))
 
 
 def _check_no_items(*ptrs):
@@ -1401,7 +1406,11 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         ``paged_kv_indices``, ``paged_kv_last_page_len``) counting every
         cached token, new ones included. Knobs as the ragged wrapper's;
         ``kv_data_type`` q's or FP8 (the cache's)."""
-        _check_no_mask(custom_mask, packed_custom_mask, head_dim_qk, head_dim_vo)
+        _check_no_mask(custom_mask, packed_custom_mask)
+        if head_dim_vo is not None and head_dim_vo != head_dim_qk:
+            raise NotImplementedError("head_dim_vo (%s) != head_dim_qk (%s): a paged cache has one "
+                                      "head dim (q/k wider than v is for the ragged wrapper)"
+                                      % (head_dim_vo, head_dim_qk))
         _check_no_items(prefix_len_ptr, token_pos_in_items_ptr, max_item_len_ptr)
         hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim_qk)
         page_size = _int(page_size, "page_size")

@@ -116,9 +116,11 @@ std::string kernelKey(const PrefillVariant &v) {
                     toString(v.fp8KV->kvType), flag(v.fp8KV->perHeadKVScale));
   if (v.fp8Compute)
     paged += " fp8mma=1";
-  return fmt::format("prefill {} q={} heads={}/{} dim={}{}{}", paged,
+  // MLA's q/k dims past v's; absent when 0, so other keys stay as they were.
+  std::string rope = v.ropeDim ? fmt::format(" rope={}", v.ropeDim) : "";
+  return fmt::format("prefill {} q={} heads={}/{} dim={}{}{}{}", paged,
                      toString(v.qType), v.numQHeads, v.numKVHeads, v.headDim,
-                     knobsKey(v), scheduleOf(v.schedule));
+                     rope, knobsKey(v), scheduleOf(v.schedule));
 }
 
 std::string kernelKey(const AppendKVVariant &v) {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <tuple>
 
 namespace attn::runtime {
 
@@ -266,13 +267,15 @@ namespace {
 llvm::Error checkCommonArgs(const KernelSpec &s, int64_t qStride,
                             int64_t outStride, const HeadTables &tables,
                             const float *lse) {
-  int64_t qRow = int64_t(s.numQHeads) * s.headDim;
-  for (auto [name, stride] :
-       {std::pair{"q", qStride}, std::pair{"out", outStride}})
-    if (stride && (stride < qRow || stride % 8))
+  // q rows have rope_dim more dims than out's (MLA's prefill).
+  const int64_t outRow = int64_t(s.numQHeads) * s.headDim;
+  const int64_t qRow = outRow + int64_t(s.numQHeads) * s.ropeDim;
+  for (auto [name, stride, row] :
+       {std::tuple{"q", qStride, qRow}, std::tuple{"out", outStride, outRow}})
+    if (stride && (stride < row || stride % 8))
       return argError(llvm::formatv("{0} token stride {1} must be >= {2} and "
                                     "a multiple of 8",
-                                    name, stride, qRow));
+                                    name, stride, row));
   if (auto problem = headTablesProblem(s, tables))
     return argError(*problem);
   if (s.writeLse != (lse != nullptr))
@@ -302,24 +305,26 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
   if (auto problem = scaleMismatch(s, a.kScale, a.vScale, a.numKVScales))
     return argError(*problem);
   if (a.numQHeads != s.numQHeads || a.numKVHeads != s.numKVHeads ||
-      a.headDim != s.headDim)
+      a.headDim != s.headDim || a.ropeDim != s.ropeDim)
     return argError(llvm::formatv(
-        "heads {0}/{1} x {2} dims, the kernel was compiled for {3}/{4} x {5}",
-        a.numQHeads, a.numKVHeads, a.headDim, s.numQHeads, s.numKVHeads,
-        s.headDim));
+        "heads {0}/{1} x {2} + {3} dims, the kernel was compiled for {4}/{5} "
+        "x {6} + {7}",
+        a.numQHeads, a.numKVHeads, a.headDim, a.ropeDim, s.numQHeads,
+        s.numKVHeads, s.headDim, s.ropeDim));
   if (a.numQTokens != plan.numQTokens || a.numKVTokens != plan.numKVTokens)
     return argError(llvm::formatv(
         "{0} q and {1} kv tokens; the plan's cu_seqlens end at {2} and {3}",
         a.numQTokens, a.numKVTokens, plan.numQTokens, plan.numKVTokens));
   // Rows 16 bytes apart: 8 16-bit or 16 FP8 elements.
-  int64_t kvRow = int64_t(s.numKVHeads) * s.headDim;
+  const int64_t vRow = int64_t(s.numKVHeads) * s.headDim;
+  const int64_t kRow = vRow + int64_t(s.numKVHeads) * s.ropeDim;
   const int kvAlign = s.isFP8KV() ? 16 : 8;
-  for (auto [name, stride] :
-       {std::pair{"k", a.kStrideToken}, std::pair{"v", a.vStrideToken}})
-    if (stride && (stride < kvRow || stride % kvAlign))
+  for (auto [name, stride, row] : {std::tuple{"k", a.kStrideToken, kRow},
+                                   std::tuple{"v", a.vStrideToken, vRow}})
+    if (stride && (stride < row || stride % kvAlign))
       return argError(llvm::formatv("{0} token stride {1} must be >= {2} and "
                                     "a multiple of {3}",
-                                    name, stride, kvRow, kvAlign));
+                                    name, stride, row, kvAlign));
   if (s.fp8Query && a.qStrideToken % 16)
     return argError(llvm::formatv("e4m3 q token stride {0} must be a "
                                   "multiple of 16",
@@ -372,8 +377,10 @@ PrefillParams PrefillKernel::baseParams(const PrefillPlan &plan) const {
   PrefillParams p{};
   p.workItems = plan.workItems;
   p.numWorkItems = plan.numWorkItems;
-  p.smScale = prefillVariant.scale ? *prefillVariant.scale
-                                   : float(1.0 / std::sqrt(double(s.headDim)));
+  // Scores are q.k over head_dim + rope_dim dims.
+  p.smScale = prefillVariant.scale
+                  ? *prefillVariant.scale
+                  : float(1.0 / std::sqrt(double(s.headDim + s.ropeDim)));
   p.softcap = prefillVariant.softcap.value_or(0.f);
   p.windowLeft = prefillVariant.windowLeft.value_or(0);
   return p;
@@ -543,12 +550,13 @@ llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
   // FP8 k/v land raw (to be widened, and V transposed for FP8 compute)
   // but FP8 compute's K, which lands as the MMA reads it; so does an e4m3 q.
   const bool fp8 = s.isFP8KV();
+  const int qkDim = s.headDim + s.ropeDim;
   if (llvm::Error err = encodeRowsMap(
           params.qMap, a.q, s.fp8Query ? ScalarType::F8E4M3 : s.qType,
-          a.numQTokens, s.numQHeads, s.headDim, p.qStrideToken, 64))
+          a.numQTokens, s.numQHeads, qkDim, p.qStrideToken, 64))
     return err;
   if (llvm::Error err = encodeRowsMap(
-          params.kMap, a.k, s.kvType, a.numKVTokens, s.numKVHeads, s.headDim,
+          params.kMap, a.k, s.kvType, a.numKVTokens, s.numKVHeads, qkDim,
           p.kStrideToken, s.prefillSchedule.blockN, fp8 && !s.fp8Compute))
     return err;
   if (llvm::Error err = encodeRowsMap(params.vMap, a.v, s.kvType, a.numKVTokens,
@@ -590,8 +598,10 @@ llvm::Error PrefillKernel::run(const PrefillPlan &plan, const PrefillArgs &a,
   if (llvm::Error err = checkArgs(plan, a))
     return err;
   const KernelSpec &s = kernelSpec;
-  int64_t qRow = int64_t(s.numQHeads) * s.headDim;
-  int64_t kvRow = int64_t(s.numKVHeads) * s.headDim;
+  const int64_t outRow = int64_t(s.numQHeads) * s.headDim;
+  const int64_t qRow = outRow + int64_t(s.numQHeads) * s.ropeDim;
+  const int64_t vRow = int64_t(s.numKVHeads) * s.headDim;
+  const int64_t kRow = vRow + int64_t(s.numKVHeads) * s.ropeDim;
   PrefillParams p = baseParams(plan);
   p.q = a.q;
   p.k = a.k;
@@ -602,9 +612,9 @@ llvm::Error PrefillKernel::run(const PrefillPlan &plan, const PrefillArgs &a,
   p.kScale = a.kScale;
   p.vScale = a.vScale;
   p.qStrideToken = a.qStrideToken ? a.qStrideToken : qRow;
-  p.kStrideToken = a.kStrideToken ? a.kStrideToken : kvRow;
-  p.vStrideToken = a.vStrideToken ? a.vStrideToken : kvRow;
-  p.outStrideToken = a.outStrideToken ? a.outStrideToken : qRow;
+  p.kStrideToken = a.kStrideToken ? a.kStrideToken : kRow;
+  p.vStrideToken = a.vStrideToken ? a.vStrideToken : vRow;
+  p.outStrideToken = a.outStrideToken ? a.outStrideToken : outRow;
   if (s.prefillSchedule.mma == PrefillMma::Wgmma)
     return launchSm90(plan, p, a, stream);
   return launch(plan, p, stream);

@@ -22,6 +22,9 @@
 // shared-memory rows are padded by 16 bytes so the 8 rows of every ldmatrix
 // fall in different banks. The head dim is padded to a multiple of 32 with
 // zeros (cp.async zero-fill), so every supported head dim takes this path.
+// MLA's prefill (Config::kRopeDim): ragged 16-bit q/k of head dim + rope
+// dim and v/out of the head dim; rows are sized for q/k, and P V and O
+// span v's dims only.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_TEMPLATES_PREFILL_CUH
@@ -39,10 +42,15 @@ template <class Config> struct PrefillTraits {
   using KVT = typename Config::KVType;
   static constexpr bool kFP8 = IsFP8<KVT>::value;
   static constexpr int kKVBytes = kFP8 ? 1 : 2;
+  /// V's and the output's head dim; Q and K rows have kQKDim (MLA's form:
+  /// Config::kRopeDim more, 16-bit ragged k/v only). Shared-memory rows are
+  /// sized for kQKDim; V uses the first kVDimPad dims of its rows.
   static constexpr int kHeadDim = Config::kHeadDim;
-  static constexpr int kDimPad = prefillDimPad(kHeadDim);
-  static constexpr int kRowStride = prefillRowStride(kHeadDim); // 16-bit rows
-  static constexpr int kRingRowBytes = prefillRingRowBytes(kHeadDim, kKVBytes);
+  static constexpr int kQKDim = kHeadDim + Config::kRopeDim;
+  static constexpr int kDimPad = prefillDimPad(kQKDim);
+  static constexpr int kVDimPad = prefillDimPad(kHeadDim);
+  static constexpr int kRowStride = prefillRowStride(kQKDim); // 16-bit rows
+  static constexpr int kRingRowBytes = prefillRingRowBytes(kQKDim, kKVBytes);
   static constexpr int kThreads = Config::kWarps * 32;
   static constexpr int kQBytes = Config::kBlockM * kRowStride;
   static constexpr int kRingTileBytes =
@@ -51,7 +59,13 @@ template <class Config> struct PrefillTraits {
   static constexpr int kTileBytes =
       Config::kBlockN * kRowStride; // widened K or V
   static constexpr int kSmemBytes = prefillSmemBytes(
-      kHeadDim, kKVBytes, Config::kBlockM, Config::kBlockN, Config::kStages);
+      kQKDim, kKVBytes, Config::kBlockM, Config::kBlockN, Config::kStages);
+  static_assert(Config::kRopeDim == 0 || (!kFP8 && !Config::kPaged),
+                "q/k wider than v: 16-bit ragged k/v only");
+  /// 16-byte copies where every row is 16-byte aligned; 8-byte copies for
+  /// FP8 rows of a head dim that is an odd multiple of 8.
+  static constexpr int kCopyBytes =
+      kQKDim * kKVBytes % 16 == 0 && kHeadDim * kKVBytes % 16 == 0 ? 16 : 8;
   /// 16-row MMA tiles per warp: two halve the shared-memory reads of K and
   /// V per FLOP (each fragment feeds both tiles).
   static constexpr int kMTiles = Config::kBlockM / (16 * Config::kWarps);
@@ -61,20 +75,18 @@ template <class Config> struct PrefillTraits {
   static_assert(Config::kBlockN % 16 == 0, "keys come in 16-key MMA steps");
 };
 
-/// \brief Copies `rows` rows of one head into a shared tile of `rowBytes`
-/// per row: row i starts at element `rowStart(i)` of `base`. Rows past
-/// `validRows` and columns past the head dim become zeros (nothing is read),
-/// so padded dims and keys past the end contribute nothing.
-template <class Config, int kElemBytes, class RowStart>
+/// \brief Copies `rows` rows of one head of kDims dims into a shared tile of
+/// `rowBytes` per row: row i starts at element `rowStart(i)` of `base`.
+/// Rows past `validRows` and columns past kDims become zeros (nothing is
+/// read), so padded dims and keys past the end contribute nothing.
+template <class Config, int kElemBytes, int kDims, class RowStart>
 __device__ __forceinline__ void loadRows(char *tile, int rowBytes,
                                          const void *base, int validRows,
                                          int rows, RowStart rowStart) {
   using Tr = PrefillTraits<Config>;
-  // 16-byte copies where every row is 16-byte aligned; 8-byte copies for
-  // FP8 rows of a head dim that is an odd multiple of 8.
-  constexpr int kCopy = Tr::kHeadDim * kElemBytes % 16 == 0 ? 16 : 8;
+  constexpr int kCopy = kElemBytes == 2 ? 16 : Tr::kCopyBytes;
   constexpr int kChunksPerRow = Tr::kDimPad * kElemBytes / kCopy;
-  constexpr int kDataChunks = Tr::kHeadDim * kElemBytes / kCopy;
+  constexpr int kDataChunks = kDims * kElemBytes / kCopy;
   const char *src = static_cast<const char *>(base);
   for (int i = threadIdx.x; i < rows * kChunksPerRow; i += Tr::kThreads) {
     int row = i / kChunksPerRow, chunk = i % kChunksPerRow;
@@ -102,11 +114,12 @@ loadKVTile(char *kTile, char *vTile, const void *k, const void *v,
            int validRows, Key key, KStart kStart, VStart vStart) {
   using Tr = PrefillTraits<Config>;
   constexpr int kElem = Tr::kKVBytes;
-  constexpr int kCopy = Tr::kHeadDim * kElem % 16 == 0 ? 16 : 8;
+  constexpr int kCopy = Tr::kCopyBytes;
   constexpr int kChunksPerRow = Tr::kDimPad * kElem / kCopy;
   if constexpr (Tr::kThreads % kChunksPerRow == 0 &&
                 Config::kBlockN % (Tr::kThreads / kChunksPerRow) == 0) {
-    constexpr int kDataChunks = Tr::kHeadDim * kElem / kCopy;
+    constexpr int kKChunks = Tr::kQKDim * kElem / kCopy;
+    constexpr int kVChunks = Tr::kHeadDim * kElem / kCopy;
     constexpr int kRowsPerPass = Tr::kThreads / kChunksPerRow;
     constexpr int kPasses = Config::kBlockN / kRowsPerPass;
     const int chunk = threadIdx.x % kChunksPerRow;
@@ -122,20 +135,21 @@ loadKVTile(char *kTile, char *vTile, const void *k, const void *v,
 #pragma unroll
     for (int j = 0; j < kPasses; ++j) {
       int row = firstRow + j * kRowsPerPass;
-      bool valid = row < validRows && chunk < kDataChunks;
-      int64_t kAt = valid ? kStart(keys[j], row) * kElem + chunk * kCopy : 0;
-      int64_t vAt = valid ? vStart(keys[j], row) * kElem + chunk * kCopy : 0;
+      bool kValid = row < validRows && chunk < kKChunks;
+      bool vValid = row < validRows && chunk < kVChunks;
+      int64_t kAt = kValid ? kStart(keys[j], row) * kElem + chunk * kCopy : 0;
+      int64_t vAt = vValid ? vStart(keys[j], row) * kElem + chunk * kCopy : 0;
       int dst = row * Tr::kRingRowBytes + chunk * kCopy;
-      cpAsync<kCopy>(kTile + dst, kSrc + kAt, valid);
-      cpAsync<kCopy>(vTile + dst, vSrc + vAt, valid);
+      cpAsync<kCopy>(kTile + dst, kSrc + kAt, kValid);
+      cpAsync<kCopy>(vTile + dst, vSrc + vAt, vValid);
     }
   } else {
     auto kRow = [&](int row) { return kStart(key(row), row); };
     auto vRow = [&](int row) { return vStart(key(row), row); };
-    loadRows<Config, kElem>(kTile, Tr::kRingRowBytes, k, validRows,
-                            Config::kBlockN, kRow);
-    loadRows<Config, kElem>(vTile, Tr::kRingRowBytes, v, validRows,
-                            Config::kBlockN, vRow);
+    loadRows<Config, kElem, Tr::kQKDim>(kTile, Tr::kRingRowBytes, k, validRows,
+                                        Config::kBlockN, kRow);
+    loadRows<Config, kElem, Tr::kHeadDim>(vTile, Tr::kRingRowBytes, v,
+                                          validRows, Config::kBlockN, vRow);
   }
 }
 
@@ -173,7 +187,7 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN;
   constexpr int kStages = Config::kStages;
   constexpr int kNTiles = kBlockN / 8;      // n8 tiles of S per warp
-  constexpr int kOTiles = Tr::kDimPad / 8;  // n8 tiles of O per warp
+  constexpr int kOTiles = Tr::kVDimPad / 8; // n8 tiles of O per warp
   constexpr int kKSteps = Tr::kDimPad / 16; // k16 steps of Q K^T
   // Up to head dim 128 the warp's Q fragments stay in registers for the
   // whole loop; larger heads reread them from shared memory each tile.
@@ -248,15 +262,16 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     } else {
       // Key: the row's token in k / v.
       const int32_t first = work.kvStart + start;
-      const int64_t headOffset = int64_t(kvHead) * Tr::kHeadDim;
+      const int64_t kHeadOffset = int64_t(kvHead) * Tr::kQKDim;
+      const int64_t vHeadOffset = int64_t(kvHead) * Tr::kHeadDim;
       loadKVTile<Config>(
           stage, stage + Tr::kRingTileBytes, p.k, p.v, valid,
           [&](int row) { return first + row; },
           [&](int32_t token, int) {
-            return token * p.kStrideToken + headOffset;
+            return token * p.kStrideToken + kHeadOffset;
           },
           [&](int32_t token, int) {
-            return token * p.vStrideToken + headOffset;
+            return token * p.vStrideToken + vHeadOffset;
           });
     }
   };
@@ -264,10 +279,10 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   // Q tile, then the first K/V tiles; all as cp.async groups.
   {
     const int64_t first = work.qStart + work.tileBegin;
-    loadRows<Config, 2>(
+    loadRows<Config, 2, Tr::kQKDim>(
         qTile, Tr::kRowStride, p.q, tileRows, kBlockM, [&](int row) {
           return (first + row / kRowsPerToken) * p.qStrideToken +
-                 int64_t(qHead + row % kRowsPerToken) * Tr::kHeadDim;
+                 int64_t(qHead + row % kRowsPerToken) * Tr::kQKDim;
         });
   }
   cpAsyncCommit();

@@ -27,7 +27,9 @@ constexpr int prefillRingRowBytes(int headDim, int kvBytes) {
 }
 
 /// Dynamic shared memory of one CTA: the Q tile, the K/V ring of `stages`
-/// tiles of blockN keys, and for FP8 caches one widened K and V tile.
+/// tiles of blockN keys, and for FP8 caches one widened K and V tile. Every
+/// row is sized for q and k (headDim is theirs: with a ropeDim, v's rows
+/// use only their first dims).
 constexpr int prefillSmemBytes(int headDim, int kvBytes, int blockM, int blockN,
                                int stages) {
   int widened = kvBytes == 2 ? 0 : 2 * blockN * prefillRowStride(headDim);
@@ -42,11 +44,13 @@ constexpr int kSm90SmemPerBlock = 227 * 1024;
 /// to align the tiles to the 128-byte swizzle's 1024-byte period, the
 /// 16-bit Q tile, `stages` K and V tiles of the MMAs' type (`mmaBytes`: 2,
 /// or 1 for FP8 compute), and 4 * stages + 2 mbarriers (full and empty per
-/// K and V stage, full and empty for Q).
+/// K and V stage, full and empty for Q). Q and K rows have headDim +
+/// ropeDim dims, V rows headDim.
 constexpr int prefillSm90BaseBytes(int headDim, int mmaBytes, int blockM,
-                                   int blockN, int stages) {
-  return 1024 + blockM * headDim * 2 +
-         2 * stages * blockN * headDim * mmaBytes + (4 * stages + 2) * 8;
+                                   int blockN, int stages, int ropeDim = 0) {
+  return 1024 + blockM * (headDim + ropeDim) * 2 +
+         stages * blockN * (2 * headDim + ropeDim) * mmaBytes +
+         (4 * stages + 2) * 8;
 }
 
 /// Bytes of an FP8 raw ring of `raw` stages (templates/attn/prefill_sm90.cuh):
@@ -73,8 +77,10 @@ constexpr int prefillSm90RawStages(int headDim, int kvBytes, int mmaBytes,
 /// Dynamic shared memory of one sm_90a prefill CTA: the base above and, for
 /// FP8 caches, the raw ring.
 constexpr int prefillSm90SmemBytes(int headDim, int kvBytes, int mmaBytes,
-                                   int blockM, int blockN, int stages) {
-  return prefillSm90BaseBytes(headDim, mmaBytes, blockM, blockN, stages) +
+                                   int blockM, int blockN, int stages,
+                                   int ropeDim = 0) {
+  return prefillSm90BaseBytes(headDim, mmaBytes, blockM, blockN, stages,
+                              ropeDim) +
          prefillSm90RawBytes(headDim, blockN,
                              prefillSm90RawStages(headDim, kvBytes, mmaBytes,
                                                   blockM, blockN, stages));

@@ -83,6 +83,9 @@
 // cache of q's type or FP8 with pages of a multiple of 8 tokens, NHD or
 // HND. FP8 k/v, ragged or paged, take the same two paths (widened to f16,
 // or FP8 compute); only their tiles' layout differs (kvOffset, rawOffset).
+// MLA's prefill (Config::kRopeDim): ragged 16-bit q/k of kQKDim = head dim
+// + rope dim (192 = 128 + 64) and v/out of the head dim; Q and K tiles
+// have kQKDim / 64 column blocks, V tiles and O the head dim's.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ATTN_TEMPLATES_PREFILL_SM90_CUH
@@ -116,26 +119,36 @@ template <class Config> struct PrefillSm90Traits {
       kFP8, typename Conditional<kFP8Compute, KVT, __half>::type, QT>::type;
   static constexpr bool kQToHalf = kWiden && !IsSame<QT, __half>::value;
   static constexpr int kMmaBytes = kFP8Compute ? 1 : 2; // of Q, K and V tiles
+  /// V's and the output's head dim; Q and K rows have kQKDim (MLA's form:
+  /// Config::kRopeDim more, 16-bit ragged k/v only).
   static constexpr int kHeadDim = Config::kHeadDim;
+  static constexpr int kQKDim = kHeadDim + Config::kRopeDim;
   static constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN;
   static constexpr int kConsumers = Config::kWarps / 4 - 1; // warpgroups
   static constexpr int kThreads = Config::kWarps * 32;
   /// 128-byte column blocks of a Q or K row as the MMAs read them, and of
   /// the 16-bit Q tile TMA writes (FP8 compute quantizes it in place).
-  static constexpr int kColBlocks = kHeadDim * kMmaBytes / 128;
-  static constexpr int kQColBlocks = kHeadDim / 64;
-  static constexpr int kQWGBytes = 64 * kHeadDim * 2; // one consumer's Q
+  static constexpr int kColBlocks = kQKDim * kMmaBytes / 128;
+  static constexpr int kQColBlocks = kQKDim / 64;
+  static constexpr int kQWGBytes = 64 * kQKDim * 2; // one consumer's Q
+  /// 128-byte column blocks of a V row.
+  static constexpr int kVColBlocks = kHeadDim * kMmaBytes / 128;
   /// FP8 compute over an e4m3 q the caller quantized (Config::kFP8Query):
   /// TMA lands it as the MMA reads it, kColBlocks boxes of 128 dims, in
   /// the first half of the Q tile; else kQColBlocks boxes of 64 dims.
   static constexpr bool kFP8Query = Config::kFP8Query;
   static constexpr int kQBoxes = kFP8Query ? kColBlocks : kQColBlocks;
   static constexpr int kQBoxDims = kFP8Query ? 128 : 64;
-  static constexpr int kQLoadBytes = 64 * kHeadDim * (kFP8Query ? 1 : 2);
+  static constexpr int kQLoadBytes = 64 * kQKDim * (kFP8Query ? 1 : 2);
   static_assert(!kFP8Query || kFP8Compute, "an e4m3 q needs FP8 compute");
-  static constexpr int kKVTileBytes = kBlockN * kHeadDim * kMmaBytes;
-  static constexpr int kSmemBytes = prefillSm90SmemBytes(
-      kHeadDim, kFP8 ? 1 : 2, kMmaBytes, kBlockM, kBlockN, Config::kStages);
+  static constexpr int kKTileBytes = kBlockN * kQKDim * kMmaBytes;
+  static constexpr int kVTileBytes = kBlockN * kHeadDim * kMmaBytes;
+  static constexpr int kSmemBytes =
+      prefillSm90SmemBytes(kHeadDim, kFP8 ? 1 : 2, kMmaBytes, kBlockM, kBlockN,
+                           Config::kStages, Config::kRopeDim);
+  static_assert(Config::kRopeDim == 0 || (!kFP8 && !Config::kPaged),
+                "q/k wider than v: 16-bit ragged k/v only");
+  static_assert(kQKDim % 64 == 0, "q/k in 64-dim TMA boxes");
   /// FP8 caches: stages of the raw ring, bytes of one raw K or V tile, and
   /// the producer threads that widen (or, FP8 compute, transpose) them
   /// (warps 1-3).
@@ -578,8 +591,8 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
   const uint32_t smemBase = (smemAddr(smemRaw) + 1023) & ~1023u;
   const uint32_t qSmem = smemBase;
   const uint32_t kSmem = qSmem + Tr::kConsumers * Tr::kQWGBytes;
-  const uint32_t vSmem = kSmem + kStages * Tr::kKVTileBytes;
-  const uint32_t rawSmem = vSmem + kStages * Tr::kKVTileBytes;
+  const uint32_t vSmem = kSmem + kStages * Tr::kKTileBytes;
+  const uint32_t rawSmem = vSmem + kStages * Tr::kVTileBytes;
   const uint32_t bars = rawSmem + Tr::kRawStages * 2 * Tr::kRawTileBytes;
   auto kFullBar = [&](int s) { return bars + 8 * s; };
   auto vFullBar = [&](int s) { return bars + 8 * (kStages + s); };
@@ -661,13 +674,13 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
           if (done == uint32_t(i) + 1) // the stop, not a tile
             return;
           if constexpr (Tr::kWiden) {
-            fill(j, kSmem + s * Tr::kKVTileBytes, kEmptyBar(s), kFullBar(s),
+            fill(j, kSmem + s * Tr::kKTileBytes, kEmptyBar(s), kFullBar(s),
                  parity);
             mbarWait(rawFullBar(rawSlot(j + 1)), rawParity(j + 1));
-            fill(j + 1, vSmem + s * Tr::kKVTileBytes, vEmptyBar(s), vFullBar(s),
+            fill(j + 1, vSmem + s * Tr::kVTileBytes, vEmptyBar(s), vFullBar(s),
                  parity);
           } else {
-            fill(j, vSmem + s * Tr::kKVTileBytes, vEmptyBar(s), vFullBar(s),
+            fill(j, vSmem + s * Tr::kVTileBytes, vEmptyBar(s), vFullBar(s),
                  parity);
           }
         }
@@ -750,11 +763,12 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
           Tr::kBoxRows * D * sizeof(typename Tr::KVT);
       // One tile of `map` into `tile`: kBoxes boxes of kBoxRows rows
       // (paged), or one box of blockN rows per 128-byte column block
-      // (ragged). Raw FP8 tiles have 64-byte rows of 64 dims per column
-      // block (Tr::rawOffset).
+      // (ragged: `colBlocks`, K's or V's). Raw FP8 tiles have 64-byte rows
+      // of 64 dims per column block (Tr::rawOffset).
       auto loadTile = [&](const TmaDescriptor *map, uint32_t tile, uint32_t bar,
                           int token, const int(&pages)[kBoxes],
-                          const int(&offsets)[kBoxes], bool raw = false) {
+                          const int(&offsets)[kBoxes], bool raw = false,
+                          int colBlocks = Tr::kColBlocks) {
         if constexpr (Config::kPaged) {
 #pragma unroll
           for (int b = 0; b < kBoxes; ++b)
@@ -766,7 +780,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
             tmaLoad3d(tile + c * kBlockN * 64, map, bar, c * 64, kvHead, token);
         } else {
 #pragma unroll
-          for (int c = 0; c < Tr::kColBlocks; ++c)
+          for (int c = 0; c < colBlocks; ++c)
             tmaLoad3d(tile + c * Tr::kKVColBlockBytes, map, bar,
                       c * (128 / Tr::kMmaBytes), kvHead, token);
         }
@@ -810,25 +824,29 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
             loadQ();
           loadRaw(&sp.vMap, 2 * (base + t) + 1);
         } else {
-          // A K or V tile of `map` straight into stage s of its ring.
+          // A K or V tile of `map` (`tileBytes`, `colBlocks` 128-byte
+          // blocks per row) straight into stage s of its ring.
           auto loadStage = [&](const TmaDescriptor *map, uint32_t ring,
-                               uint32_t full, uint32_t empty) {
+                               uint32_t full, uint32_t empty, int tileBytes,
+                               int colBlocks) {
             mbarWait(empty, parity);
             if (load) {
-              mbarArriveExpectTx(full, Tr::kKVTileBytes);
-              loadTile(map, ring + s * Tr::kKVTileBytes, full, token, pages,
-                       offsets);
+              mbarArriveExpectTx(full, tileBytes);
+              loadTile(map, ring + s * tileBytes, full, token, pages, offsets,
+                       false, colBlocks);
             } else {
               mbarArrive(full);
             }
           };
-          loadStage(&sp.kMap, kSmem, kFullBar(s), kEmptyBar(s));
+          loadStage(&sp.kMap, kSmem, kFullBar(s), kEmptyBar(s), Tr::kKTileBytes,
+                    Tr::kColBlocks);
           if (t == 0)
             loadQ();
           if constexpr (Tr::kFP8Compute)
             loadRaw(&sp.vMap, base + t);
           else
-            loadStage(&sp.vMap, vSmem, vFullBar(s), vEmptyBar(s));
+            loadStage(&sp.vMap, vSmem, vFullBar(s), vEmptyBar(s),
+                      Tr::kVTileBytes, Tr::kVColBlocks);
         }
         // FP8 caches (whose warps 1-3 widen): a page id outside the cache is
         // reported once its copies are issued; TMA read it as zeros, as the
@@ -933,7 +951,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     // S = Q K^T of tile t: head-dim steps of 16 (32 bytes) inside each
     // 128-byte swizzled column block; one commit group.
     auto issueQK = [&](int t) {
-      const uint32_t kTile = kSmem + ((base + t) % kStages) * Tr::kKVTileBytes;
+      const uint32_t kTile = kSmem + ((base + t) % kStages) * Tr::kKTileBytes;
       fenceRegs(sAcc);
       wgmmaFence();
       if constexpr (!(kAblate & kAblateQK)) {
@@ -959,7 +977,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     constexpr bool kOneLevel = Tr::kFP8Compute && (kAblate & kAblateOneLevel);
     constexpr int kPartRegs = Tr::kPVPartN / 2;
     auto issuePV = [&](int t, int part = 0) {
-      const uint32_t vTile = vSmem + ((base + t) % kStages) * Tr::kKVTileBytes;
+      const uint32_t vTile = vSmem + ((base + t) % kStages) * Tr::kVTileBytes;
       if constexpr (Tr::kFP8Compute) {
         float(&acc)[kPartRegs] = *reinterpret_cast<float(*)[kPartRegs]>(
             kOneLevel ? o + part * kPartRegs : pv);
@@ -1124,8 +1142,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
         if (first >= kBlockN)
           return;
         const int rows = kBlockN - max(first, 0);
-        const uint32_t vTile =
-            vSmem + ((base + t) % kStages) * Tr::kKVTileBytes;
+        const uint32_t vTile = vSmem + ((base + t) % kStages) * Tr::kVTileBytes;
         if constexpr (Tr::kFP8Compute) {
           for (int i = tid; i < rows * D; i += 128) {
             const int slot = fp8VtSlot(kBlockN - rows + i % rows), d = i / rows;
@@ -1136,7 +1153,7 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
                          : "memory");
           }
         } else {
-          for (int i = tid; i < rows * 8 * Tr::kColBlocks; i += 128) {
+          for (int i = tid; i < rows * 8 * Tr::kVColBlocks; i += 128) {
             const int chunk = i % 8, row = kBlockN - rows + (i / 8) % rows,
                       block = i / 8 / rows;
             asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(

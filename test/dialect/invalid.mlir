@@ -305,7 +305,7 @@ func.func @decode_token_count(%q: tensor<6x32x128xbf16>, %c: !attn.paged_kv<8x12
 //===----------------------------------------------------------------------===//
 
 func.func @kv_shape(%q: tensor<?x8x128xbf16>, %k: tensor<?x8x128xbf16>, %v: tensor<?x4x128xbf16>, %cu: tensor<?xi32>) {
-  // expected-error @+1 {{'attn.prefill' op k 'tensor<?x8x128xbf16>' and v 'tensor<?x4x128xbf16>' must have the same shape}}
+  // expected-error @+1 {{'attn.prefill' op k 'tensor<?x8x128xbf16>' and v 'tensor<?x4x128xbf16>' must have the same tokens and heads, and v at most k's head_dim}}
   %o = attn.prefill %q, %k, %v, %cu, %cu : tensor<?x8x128xbf16>, tensor<?x8x128xbf16>, tensor<?x4x128xbf16>, tensor<?xi32>, tensor<?xi32> -> tensor<?x8x128xbf16>
   return
 }

@@ -101,6 +101,31 @@ std::vector<PrefillCase> cases() {
     add("f16_d256_encoder", encoder(base(S::F16, 8, 2, 256)), {500, 64});
   }
 
+  // MLA's prefill (DeepSeek's MHA mode): q/k of 128 + 64 dims, v of 128,
+  // causal with LSE (vLLM merges the context part with merge_states), over
+  // a prefix, strided, with modifiers; and q/k 128 over v 64, 96 over 64.
+  {
+    auto mla = [&](S dtype, int hq, int hkv, int d, int rope) {
+      auto v = base(dtype, hq, hkv, d);
+      v.ropeDim = rope;
+      v.writeLse = true;
+      return v;
+    };
+    add("bf16_mla_qk192_v128_causal_lse", mla(S::BF16, 16, 16, 128, 64),
+        {1, 17, 64, 1000});
+    add("bf16_mla_qk192_v128_chunk_lse", mla(S::BF16, 16, 16, 128, 64),
+        {17, 300, 1}, {1000, 2000, 1});
+    add("f16_mla_qk192_v128_strided", mla(S::F16, 8, 8, 128, 64), {200, 64});
+    c.back().extraTokenStride = 64;
+    auto modified = mla(S::BF16, 16, 16, 128, 64);
+    modified.softcap = 30.f;
+    modified.windowLeft = 100;
+    add("bf16_mla_qk192_v128_softcap_window", modified, {300, 17});
+    add("bf16_mla_qk128_v64_gqa_encoder", encoder(mla(S::BF16, 8, 2, 64, 64)),
+        {200, 1});
+    add("f16_mla_qk96_v64_causal", mla(S::F16, 8, 8, 64, 32), {200, 64});
+  }
+
   // Chunk continuation: new queries over a longer prefix, bottom-right.
   for (S dtype : {S::BF16, S::F16}) {
     auto v = base(dtype, 16, 4, dtype == S::BF16 ? 128 : 64);
@@ -426,7 +451,8 @@ std::vector<PrefillCase> wgmmaCases() {
   std::vector<PrefillCase> out;
   for (PrefillCase c : cases()) {
     const PrefillVariant &v = c.variant;
-    if (v.headDim != 64 && v.headDim != 128 && v.headDim != 256)
+    if ((v.headDim != 64 && v.headDim != 128 && v.headDim != 256) ||
+        (v.headDim + v.ropeDim) % 64)
       continue;
     if (v.paged && ((v.paged->kvType != v.qType && sizeOf(v.paged->kvType) != 1) ||
                     v.paged->pageSize % 8))

@@ -119,7 +119,9 @@ Quantized randomFP8Rows(std::mt19937 &rng, ScalarType type, int64_t tokens,
 /// One random problem on the device, for a launcher to run.
 struct DeviceProblem {
   std::vector<int32_t> cuQ, cuKV, kvLens;
-  int64_t qTokens = 0, kvTokens = 0, qStride = 0, kvStride = 0;
+  /// Token strides; q and k rows are wider than v and out with a rope_dim.
+  int64_t qTokens = 0, kvTokens = 0, qStride = 0, outStride = 0, kStride = 0,
+          vStride = 0;
   bool strided = false;
   runtime::DeviceBuffer q, k, v, slopes, sinks, qScales, out, lse, seqLens;
   runtime::DeviceBuffer kScales, vScales; ///< ragged FP8 k/v
@@ -136,8 +138,10 @@ void fillCommon(Args &args, const PrefillVariant &v, DeviceProblem &d) {
   args.q = d.q.ptr<void>();
   args.numQHeads = v.numQHeads;
   args.headDim = v.headDim;
-  if (d.strided)
-    args.qStrideToken = args.outStrideToken = d.qStride;
+  if (d.strided) {
+    args.qStrideToken = d.qStride;
+    args.outStrideToken = d.outStride;
+  }
   args.out = d.out.ptr<void>();
   args.lse = v.writeLse ? d.lse.ptr<float>() : nullptr;
   args.alibiSlopes = v.alibi ? d.slopes.ptr<float>() : nullptr;
@@ -181,17 +185,23 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
   d.cuKV = cumulative(d.kvLens);
   d.qTokens = d.cuQ.back();
   d.kvTokens = d.cuKV.back();
-  const int64_t qRow = int64_t(v.numQHeads) * v.headDim;
-  const int64_t kvRow = int64_t(v.numKVHeads) * v.headDim;
+  const int qkDim = v.headDim + v.ropeDim;
+  const int64_t qRow = int64_t(v.numQHeads) * qkDim;
+  const int64_t outRow = int64_t(v.numQHeads) * v.headDim;
+  const int64_t kRow = int64_t(v.numKVHeads) * qkDim;
+  const int64_t vRow = int64_t(v.numKVHeads) * v.headDim;
   d.strided = tc.extraTokenStride != 0;
   d.qStride = qRow + tc.extraTokenStride;
-  d.kvStride = kvRow + tc.extraTokenStride;
+  d.outStride = outRow + tc.extraTokenStride;
+  d.kStride = kRow + tc.extraTokenStride;
+  d.vStride = vRow + tc.extraTokenStride;
   const int bytesPer = sizeOf(v.qType);
 
   ref::PrefillProblem prob;
   prob.numQHeads = v.numQHeads;
   prob.numKVHeads = v.numKVHeads;
-  prob.headDim = v.headDim;
+  prob.headDim = qkDim;
+  prob.vHeadDim = v.headDim;
   prob.cuSeqlensQ.assign(d.cuQ.begin(), d.cuQ.end());
   prob.cuSeqlensKV.assign(d.cuKV.begin(), d.cuKV.end());
   setScoreMods(prob, v);
@@ -237,8 +247,8 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
     prob.k = k.values;
     prob.v = val.values;
   } else {
-    k = randomValues(rng, v.qType, size_t(d.kvTokens * kvRow), 1.0);
-    val = randomValues(rng, v.qType, size_t(d.kvTokens * kvRow), 1.0);
+    k = randomValues(rng, v.qType, size_t(d.kvTokens * kRow), 1.0);
+    val = randomValues(rng, v.qType, size_t(d.kvTokens * vRow), 1.0);
     prob.k = k.values;
     prob.v = val.values;
   }
@@ -252,8 +262,8 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
   for (auto [buffer, data] :
        {std::pair{&d.q, spread(q.bytes, d.qTokens, qRow, d.qStride,
                                v.fp8Query ? 1 : bytesPer)},
-        {&d.k, spread(k.bytes, raggedKVRows, kvRow, d.kvStride, kvBytesPer)},
-        {&d.v, spread(val.bytes, raggedKVRows, kvRow, d.kvStride, kvBytesPer)},
+        {&d.k, spread(k.bytes, raggedKVRows, kRow, d.kStride, kvBytesPer)},
+        {&d.v, spread(val.bytes, raggedKVRows, vRow, d.vStride, kvBytesPer)},
         {&d.kScales, bytesOf(kScales)},
         {&d.vScales, bytesOf(vScales)}}) {
     auto uploaded = upload(data);
@@ -284,7 +294,7 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
       return uploaded.takeError();
     d.dCache.emplace(std::move(*uploaded));
   }
-  auto outOr = poisoned(size_t(d.qTokens * d.qStride * bytesPer));
+  auto outOr = poisoned(size_t(d.qTokens * d.outStride * bytesPer));
   if (!outOr)
     return outOr.takeError();
   d.out = std::move(*outOr);
@@ -303,7 +313,8 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
   auto outBytesOr = download(d.out);
   if (!outBytesOr)
     return outBytesOr.takeError();
-  result.outBytes = gather(*outBytesOr, d.qTokens, qRow, d.qStride, bytesPer);
+  result.outBytes =
+      gather(*outBytesOr, d.qTokens, outRow, d.outStride, bytesPer);
   result.outError = ref::relativeError(decodeAll(v.qType, result.outBytes), refOut);
   if (v.writeLse) {
     auto lseBytesOr = download(d.lse);
@@ -375,8 +386,11 @@ checkPrefill(const runtime::PrefillKernel &kernel, const PrefillVariant &v,
     args.numQTokens = d.qTokens;
     args.numKVTokens = d.kvTokens;
     args.numKVHeads = v.numKVHeads;
-    if (d.strided)
-      args.kStrideToken = args.vStrideToken = d.kvStride;
+    args.ropeDim = v.ropeDim;
+    if (d.strided) {
+      args.kStrideToken = d.kStride;
+      args.vStrideToken = d.vStride;
+    }
     return runOrReplay(kernel, *planOr, args, stream, d, tc.graphReplays);
   });
 }

@@ -227,17 +227,18 @@ void decodeReference(const DecodeProblem &p, std::vector<double> &out,
 
 /// Softmax-weighted sum of a request's `numKeys` value rows for one (query
 /// row, head) of the prefill reference: `rowOf(pos)` is key `pos`'s offset
-/// in k and v, `visible(pos)` applies the masks. Writes headDim outputs and
-/// returns the LSE. decodeReference keeps its own loop on purpose, so that
-/// the unit test comparing the two checks two independent implementations.
-template <class RowOf, class Visible, class ModScore>
-static double attendRow(const double *qrow, int numKeys, int headDim,
-                        double scale, std::optional<double> softcap,
-                        double slope, std::optional<double> sink, int qpos,
-                        const std::vector<double> &k,
-                        const std::vector<double> &v, RowOf rowOf,
-                        Visible visible, ModScore modScore, double *orow,
-                        std::vector<double> &scores) {
+/// in k, `vRowOf(pos)` in v, `visible(pos)` applies the masks. Writes
+/// vHeadDim outputs and returns the LSE. decodeReference keeps its own loop on
+/// purpose, so that the unit test comparing the two checks two independent
+/// implementations.
+template <class RowOf, class VRowOf, class Visible, class ModScore>
+static double
+attendRow(const double *qrow, int numKeys, int headDim, int vHeadDim,
+          double scale, std::optional<double> softcap, double slope,
+          std::optional<double> sink, int qpos, const std::vector<double> &k,
+          const std::vector<double> &v, RowOf rowOf, VRowOf vRowOf,
+          Visible visible, ModScore modScore, double *orow,
+          std::vector<double> &scores) {
   const double negInf = -std::numeric_limits<double>::infinity();
   scores.assign(numKeys, negInf);
   double maxScore = negInf;
@@ -255,7 +256,7 @@ static double attendRow(const double *qrow, int numKeys, int headDim,
     scores[pos] = modScore(s, pos);
     maxScore = std::max(maxScore, s);
   }
-  for (int d = 0; d < headDim; ++d)
+  for (int d = 0; d < vHeadDim; ++d)
     orow[d] = 0;
   double sum = 0;
   for (int pos = 0; pos < numKeys; ++pos) {
@@ -263,19 +264,19 @@ static double attendRow(const double *qrow, int numKeys, int headDim,
       continue;
     double w = std::exp(scores[pos] - maxScore);
     sum += w;
-    const double *vrow = &v[rowOf(pos)];
-    for (int d = 0; d < headDim; ++d)
+    const double *vrow = &v[vRowOf(pos)];
+    for (int d = 0; d < vHeadDim; ++d)
       orow[d] += w * vrow[d];
   }
   if (sink) {
     double mNew = sum > 0 ? std::max(maxScore, *sink) : *sink;
     double c = sum > 0 ? std::exp(maxScore - mNew) : 0.0;
-    for (int d = 0; d < headDim; ++d)
+    for (int d = 0; d < vHeadDim; ++d)
       orow[d] *= c;
     sum = sum * c + std::exp(*sink - mNew);
     maxScore = mNew;
   }
-  for (int d = 0; d < headDim; ++d)
+  for (int d = 0; d < vHeadDim; ++d)
     orow[d] = sum > 0 ? orow[d] / sum : 0.0;
   return sum > 0 ? maxScore + std::log(sum) : negInf;
 }
@@ -285,8 +286,9 @@ void prefillReference(const PrefillProblem &p, std::vector<double> &out,
   assert(p.batch() >= 0 && p.cuSeqlensKV.size() == p.cuSeqlensQ.size());
   const int group = p.numQHeads / p.numKVHeads;
   const int qTokens = p.cuSeqlensQ.empty() ? 0 : p.cuSeqlensQ.back();
+  const int vDim = p.valueDim();
   assert(p.q.size() == size_t(qTokens) * p.numQHeads * p.headDim);
-  out.assign(size_t(qTokens) * p.numQHeads * p.headDim, 0.0);
+  out.assign(size_t(qTokens) * p.numQHeads * vDim, 0.0);
   lse.assign(size_t(qTokens) * p.numQHeads, 0.0);
   std::vector<int> requestOf(qTokens);
   for (int b = 0; b < p.batch(); ++b)
@@ -320,13 +322,16 @@ void prefillReference(const PrefillProblem &p, std::vector<double> &out,
         auto rowOf = [&](int pos) {
           return (size_t(kvStart + pos) * p.numKVHeads + kvHead) * p.headDim;
         };
+        auto vRowOf = [&](int pos) {
+          return (size_t(kvStart + pos) * p.numKVHeads + kvHead) * vDim;
+        };
         const size_t row = size_t(token) * p.numQHeads + h;
         lse[row] = attendRow(
-            &p.q[row * p.headDim], kvLen, p.headDim, p.scale, p.softcap,
+            &p.q[row * p.headDim], kvLen, p.headDim, vDim, p.scale, p.softcap,
             p.alibiSlopes.empty() ? 0.0 : p.alibiSlopes[h],
             p.sinks.empty() ? std::nullopt : std::optional<double>(p.sinks[h]),
-            qpos, p.k, p.v,
-            rowOf, visible, modScore, &out[row * p.headDim], scores);
+            qpos, p.k, p.v, rowOf, vRowOf, visible, modScore, &out[row * vDim],
+            scores);
       }
     }
   };

@@ -76,11 +76,13 @@ void decodeReference(const DecodeProblem &problem, std::vector<double> &out,
 /// cuSeqlensQ[b+1] of q and its keys/values rows cuSeqlensKV[b] ..
 /// cuSeqlensKV[b+1] of k and v (contiguous, dense, in double precision).
 struct PrefillProblem {
-  int numQHeads = 0, numKVHeads = 0, headDim = 0;
+  int numQHeads = 0, numKVHeads = 0, headDim = 0; ///< headDim: q's and k's
+  int vHeadDim = 0; ///< v's and out's; 0: headDim (MLA's prefill: 128 of 192)
   std::vector<int> cuSeqlensQ;  ///< batch + 1 offsets, starting at 0
   std::vector<int> cuSeqlensKV; ///< batch + 1 offsets, starting at 0
   std::vector<double> q;        ///< [q tokens, numQHeads, headDim]
-  std::vector<double> k, v;     ///< [kv tokens, numKVHeads, headDim]
+  std::vector<double> k;        ///< [kv tokens, numKVHeads, headDim]
+  std::vector<double> v;        ///< [kv tokens, numKVHeads, valueDim()]
   double scale = 0;             ///< softmax scale
   bool causal = false;
   std::optional<int> windowLeft;
@@ -91,9 +93,10 @@ struct PrefillProblem {
   MaskMod maskMod;                 ///< empty: none
 
   int batch() const { return int(cuSeqlensQ.size()) - 1; }
+  int valueDim() const { return vHeadDim ? vHeadDim : headDim; }
 };
 
-/// Attention of `problem`: out [q tokens, numQHeads, headDim] and the
+/// Attention of `problem`: out [q tokens, numQHeads, valueDim()] and the
 /// natural-log LSE [q tokens, numQHeads], with decodeReference's semantics:
 /// query i of a request with qLen queries and kvLen keys sits at position
 /// kvLen - qLen + i (bottom-right alignment, as FlashAttention's varlen

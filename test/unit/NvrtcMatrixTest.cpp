@@ -157,6 +157,17 @@ std::vector<MatrixCase> matrixCases() {
                        (causal ? "_causal" : "_encoder"),
                    v);
       }
+  // MLA's prefill: q/k of head_dim + rope_dim, v of head_dim.
+  for (auto [d, rope] : {std::pair{128, 64}, std::pair{64, 32}}) {
+    PrefillVariant v;
+    v.numQHeads = v.numKVHeads = 16;
+    v.headDim = d;
+    v.ropeDim = rope;
+    v.writeLse = true;
+    addPrefill("prefill_mla_qk" + std::to_string(d + rope) + "_v" +
+                   std::to_string(d),
+               v);
+  }
   for (auto [hq, hkv] : {std::pair{32, 32}, std::pair{32, 8}, std::pair{8, 1},
                          std::pair{64, 1}}) {
     PrefillVariant v;
@@ -318,6 +329,7 @@ TEST_P(NvrtcMatrix, Compiles) {
     EXPECT_EQ(spec.numQHeads, v.numQHeads);
     EXPECT_EQ(spec.numKVHeads, v.numKVHeads);
     EXPECT_EQ(spec.headDim, v.headDim);
+    EXPECT_EQ(spec.ropeDim, v.ropeDim);
     EXPECT_EQ(spec.causal, v.causal);
     EXPECT_EQ(spec.slidingWindow, v.windowLeft.has_value());
     EXPECT_EQ(spec.alibi, v.alibi);
@@ -388,6 +400,19 @@ std::vector<MatrixCase> wgmmaCases() {
   v.numKVHeads = 1;
   add("wgmma_all_features_d64_mqa_m64n64", v, 1, 64);
   add("wgmma_all_features_d64_mqa_m192", v, 3, 128);
+  // MLA's prefill: q/k 192 (three 64-dim boxes), v 128; q/k 128, v 64.
+  {
+    PrefillVariant mla;
+    mla.numQHeads = mla.numKVHeads = 16;
+    mla.ropeDim = 64;
+    mla.writeLse = true;
+    add("wgmma_mla_qk192_v128", mla, 2, 128);
+    mla.windowLeft = 100;
+    mla.softcap = 30.f;
+    add("wgmma_mla_qk192_v128_m64n64_window_softcap", mla, 1, 64);
+    mla.headDim = 64;
+    add("wgmma_mla_qk128_v64_m192", mla, 3, 128);
+  }
   // Paged over a cache of q's type: NHD and HND, pages smaller than, equal
   // to and larger than the K/V tile, and pages that are no power of two.
   struct Paged {

@@ -236,6 +236,7 @@ void readVariant(ComboReader &r, PrefillVariant &v) {
   r.layout("layout", format.layout);
   r.boolean("per_head_kv_scale", format.perHeadKVScale);
   r.boolean("fp8_compute", v.fp8Compute);
+  r.integer("rope_dim", v.ropeDim);
   if (paged)
     v.paged = format;
   else if (format.kvType != v.qType)

@@ -275,6 +275,10 @@ bool noE4M3 = false;
 bool identityPages = false;
 /// attn-bench prefill --head-dim N: only the shapes of head dim N.
 int onlyHeadDim = 0;
+/// attn-bench prefill --rope-dim N: q and k of head dim + N dims, v and out
+/// of the head dim (MLA's prefill: --head-dim 128 --rope-dim 64); ragged
+/// only.
+int benchRopeDim = 0;
 
 /// The JIT decode and prefill kernels come from: the global one, or one whose
 /// NVRTC options carry --define's definitions (they are part of the cache key).
@@ -518,11 +522,12 @@ double relativeL2(const std::vector<uint16_t> &a,
 
 constexpr int kPrefillQHeads = 32;
 
-/// FLOPs of one prefill call: two GEMMs of 2 * s * s * d each per (request,
-/// head); causal skips half of each.
+/// FLOPs of one prefill call: two GEMMs per (request, head), 2 * s * s * d
+/// each with d q/k's dims for Q K^T (head dim + --rope-dim) and v's for P V;
+/// causal skips half of each.
 double prefillFlops(const PrefillConfig &cfg) {
-  double flops = 4.0 * cfg.batch * kPrefillQHeads * double(cfg.seq) * cfg.seq *
-                 cfg.headDim;
+  double flops = 2.0 * cfg.batch * kPrefillQHeads * double(cfg.seq) * cfg.seq *
+                 (2 * cfg.headDim + benchRopeDim);
   return cfg.causal ? flops / 2 : flops;
 }
 
@@ -560,6 +565,7 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   v.numQHeads = kPrefillQHeads;
   v.numKVHeads = cfg.numKVHeads;
   v.headDim = cfg.headDim;
+  v.ropeDim = benchRopeDim;
   v.causal = cfg.causal;
   // Bidirectional self attention: an encoder's when ragged; a paged cache
   // belongs to a decoder, whose mask is then none.
@@ -577,11 +583,15 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   const int pageSize = paged ? paged->pageSize : 1;
   const int pagesPerRequest = (cfg.seq + pageSize - 1) / pageSize;
   const int64_t numPages = int64_t(cfg.batch) * pagesPerRequest;
-  const size_t qBytes = size_t(tokens) * v.numQHeads * v.headDim * 2;
+  // Out and v have the head dim, q and k rope_dim more.
+  const size_t qkDim = size_t(v.headDim + v.ropeDim);
+  const size_t outBytes = size_t(tokens) * v.numQHeads * v.headDim * 2;
+  const size_t qBytes = outBytes / v.headDim * qkDim;
   const ScalarType qInType = fp8Query ? ScalarType::F8E4M3 : v.qType;
   const size_t kvBytes =
       size_t(numPages) * pageSize * v.numKVHeads * v.headDim * sizeOf(kvType);
-  const size_t copyBytes = 2 * qBytes + 2 * kvBytes; // q, out, k, v
+  const size_t kBytes = kvBytes / v.headDim * qkDim;
+  const size_t copyBytes = qBytes + outBytes + kBytes + kvBytes;
   // Copies enough that consecutive calls do not find their inputs in the
   // L2 (at most 3: the largest configs are far beyond it anyway).
   const int copies =
@@ -592,9 +602,9 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   std::vector<Copy> data;
   for (int c = 0; c < copies; ++c) {
     Copy copy{unwrap(DeviceBuffer::allocate(qBytes)),
+              unwrap(DeviceBuffer::allocate(kBytes)),
               unwrap(DeviceBuffer::allocate(kvBytes)),
-              unwrap(DeviceBuffer::allocate(kvBytes)),
-              unwrap(DeviceBuffer::allocate(qBytes))};
+              unwrap(DeviceBuffer::allocate(outBytes))};
     fillRandom(copy.q, qInType, arch, stream); // an e4m3 q: its first half
     fillRandom(copy.k, kvType, arch, stream);
     fillRandom(copy.v, kvType, arch, stream);
@@ -673,6 +683,7 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
       a.numQHeads = v.numQHeads;
       a.numKVHeads = v.numKVHeads;
       a.headDim = v.headDim;
+      a.ropeDim = v.ropeDim;
       a.sinks = sinksArg;
       a.alibiSlopes = v.alibi ? benchSlopes : nullptr;
       for (int i = 0; i < kernel->spec().numAuxTables(); ++i)
@@ -692,8 +703,8 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
                        copies, {}};
   if (in.keepOutput) {
     BENCH_CHECK(sync());
-    result.out.resize(qBytes / 2);
-    BENCH_CHECK(data[0].out.copyToHost(result.out.data(), qBytes));
+    result.out.resize(outBytes / 2);
+    BENCH_CHECK(data[0].out.copyToHost(result.out.data(), outBytes));
   }
   return result;
 }
@@ -729,7 +740,7 @@ int runPrefill(bool json, bool quick) {
 
   if (!json)
     llvm::outs() << llvm::formatv(
-        "{1}, {0} SMs: bf16 prefill, 32 q heads, 16k tokens per batch\n"
+        "{1}, {0} SMs: bf16 prefill, 32 q heads, 16k tokens per batch{16}\n"
         "fp8mma: FP8 compute over the e4m3 cache; err: its relative L2\n"
         "distance from paged_e4m3's output (16-bit MMAs, same inputs);\n"
         "fp8q: fp8mma over an e4m3 q the caller quantized (per-head scales);\n"
@@ -740,7 +751,9 @@ int runPrefill(bool json, bool quick) {
         "{14,8} {15,8}\n",
         sms, toString(arch), "batch", "seq", "heads", "dim", "mask", "time_ms",
         "TFLOP/s", "paged", "paged_e4m3", "paged_e5m2", "fp8mma", "err", "fp8q",
-        "rag_fp8q");
+        "rag_fp8q",
+        benchRopeDim ? llvm::formatv(", q/k of dim + {0}", benchRopeDim).str()
+                     : std::string());
   // Paged prefill over the same shapes: a bf16 cache and e4m3 / e5m2 ones,
   // page 16, NHD by default (vLLM's default page size and layout).
   const PagedKVFormat pagedBF16{ScalarType::BF16, benchPageSize, benchLayout,
@@ -761,7 +774,7 @@ int runPrefill(bool json, bool quick) {
   std::vector<Row> results;
   for (const PrefillConfig &cfg : configs) {
     Row r{benchPrefill(cfg, arch, stream.get()), {}, {}, {}, {}, {}, {}, 0};
-    if (!raggedOnly) {
+    if (!raggedOnly && !benchRopeDim) {
       r.paged = benchPrefill(cfg, arch, stream.get(), {pagedBF16});
       if (!noE4M3) {
         const bool fp8mma = hasFP8Compute(cfg);
@@ -805,7 +818,8 @@ int runPrefill(bool json, bool quick) {
       const PrefillResult &r = results[i].ragged;
       llvm::outs() << llvm::formatv(
           "  {{\"batch\": {0}, \"seq\": {1}, \"q_heads\": {2}, "
-          "\"kv_heads\": {3}, \"head_dim\": {4}, \"causal\": {5}, "
+          "\"kv_heads\": {3}, \"head_dim\": {4}, \"rope_dim\": {19}, "
+          "\"causal\": {5}, "
           "\"time_ms\": {6:F4}, \"tflops\": {7:F2}, \"flops\": {8:E}, "
           "\"copies\": {9}, \"kernel\": \"{10}\", "
           "\"paged_p16_tflops\": {11:F2}, \"paged_p16_e4m3_tflops\": {12:F2}, "
@@ -820,7 +834,7 @@ int runPrefill(bool json, bool quick) {
           results[i].pagedFP8.tflops, i + 1 < results.size() ? "," : "",
           results[i].pagedE5M2.tflops, results[i].fp8Compute.tflops,
           results[i].fp8ComputeError, results[i].fp8Query.tflops,
-          results[i].raggedFP8Query.tflops);
+          results[i].raggedFP8Query.tflops, benchRopeDim);
     }
     llvm::outs() << "]}\n";
   }
@@ -1529,6 +1543,7 @@ int main(int argc, char **argv) {
            "       attn-bench prefill [--json] [--quick]\n"
            "         [--prefill-schedule W,M,N,S[,sync|wgmma[,pack_gqa]]]\n"
            "         [--ragged-only] [--no-e4m3] [--head-dim N]\n"
+           "         [--rope-dim N]   q/k of head dim + N (MLA's prefill)\n"
            "       attn-bench decode|prefill ... [--define NAME[=VALUE]]...\n"
            "         template experiments\n"
            "       attn-bench jit [--json]\n"
@@ -1631,6 +1646,13 @@ int main(int argc, char **argv) {
       (headDim + 1 == args.end() ||
        std::sscanf((headDim + 1)->c_str(), "%d", &onlyHeadDim) != 1)) {
     llvm::errs() << "attn-bench: --head-dim takes a head dim\n";
+    return 1;
+  }
+  auto ropeDim = std::find(args.begin(), args.end(), "--rope-dim");
+  if (ropeDim != args.end() &&
+      (ropeDim + 1 == args.end() ||
+       std::sscanf((ropeDim + 1)->c_str(), "%d", &benchRopeDim) != 1)) {
+    llvm::errs() << "attn-bench: --rope-dim takes a number of dims\n";
     return 1;
   }
   if (args[0] == "prefill")

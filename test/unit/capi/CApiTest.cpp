@@ -201,6 +201,7 @@ TEST(CApiVariants, InitDefaultsAreTheCxxDefaults) {
   EXPECT_EQ(cxx(p.layout), paged.layout);
   EXPECT_EQ(p.per_head_kv_scale != 0, paged.perHeadKVScale);
   EXPECT_EQ(p.fp8_compute != 0, pc.fp8Compute);
+  EXPECT_EQ(p.rope_dim, pc.ropeDim);
 
   attn_append_kv_variant a;
   std::memset(&a, 0xab, sizeof a);
@@ -314,6 +315,7 @@ TEST(CApiVariants, EveryPrefillKnobReachesTheKey) {
        {"num_q_heads", [](V &v) { v.num_q_heads = 8; }},
        {"num_kv_heads", [](V &v) { v.num_kv_heads = 2; }},
        {"head_dim", [](V &v) { v.head_dim = 256; }},
+       {"rope_dim", [](V &v) { v.rope_dim = 64; }},
        {"paged", [](V &v) { v.paged = 1; }},
        {"kv_type (ragged FP8 rows)", [](V &v) { v.kv_type = ATTN_DTYPE_E5M2; }},
        {"per_head_kv_scale (ragged FP8 rows)", [](V &v) {

@@ -1081,7 +1081,58 @@ TEST(ScheduleTest, EveryChosenScheduleFitsItsTemplateAndArch) {
             ragged.pageSize = 0;
             ragged.prefillSchedule = choosePrefillSchedule(ragged);
             EXPECT_EQ(checkKernelSpec(ragged), "") << ragged.uri();
+            // MLA's form: q/k wider than v, up to the largest head dim.
+            for (int rope = 8; headDim + rope <= 256; rope *= 2) {
+              KernelSpec mla = ragged;
+              mla.ropeDim = rope;
+              mla.prefillSchedule = choosePrefillSchedule(mla);
+              EXPECT_EQ(checkKernelSpec(mla), "") << mla.uri();
+            }
           }
+}
+
+TEST(ScheduleTest, MlaPrefillTakesWgmmaWhereQKComeInWholeBoxes) {
+  KernelSpec spec;
+  spec.kind = SpecKind::Prefill;
+  spec.pageSize = 0;
+  spec.numQHeads = spec.numKVHeads = 16;
+  spec.headDim = 128;
+  spec.ropeDim = 64; // DeepSeek: q/k 192, v 128
+  spec.causal = true;
+  spec.prefillSchedule = choosePrefillSchedule(spec);
+  EXPECT_EQ(spec.prefillSchedule.mma, ::attn::PrefillMma::Wgmma);
+  EXPECT_EQ(spec.prefillSchedule.blockN, 128);
+  EXPECT_EQ(checkKernelSpec(spec), "");
+  spec.ropeDim = 32; // q/k 160: not whole 64-dim boxes
+  spec.prefillSchedule = choosePrefillSchedule(spec);
+  EXPECT_EQ(spec.prefillSchedule.mma, ::attn::PrefillMma::Sync);
+  EXPECT_EQ(checkKernelSpec(spec), "");
+  PrefillSchedule wgmma;
+  wgmma.mma = ::attn::PrefillMma::Wgmma;
+  wgmma.warps = 12;
+  wgmma.blockM = 128;
+  wgmma.blockN = 128;
+  wgmma.stages = 2;
+  spec.prefillSchedule = wgmma;
+  EXPECT_NE(checkKernelSpec(spec).find("q/k head dims (head_dim + rope_dim) "
+                                       "that are a multiple of 64, got 160"),
+            std::string::npos);
+  // Wider q/k is for ragged 16-bit k/v only.
+  spec.ropeDim = 64;
+  KernelSpec paged = spec;
+  paged.kind = SpecKind::PagedPrefill;
+  paged.pageSize = 16;
+  EXPECT_NE(checkKernelSpec(paged).find("rope_dim is for mla_decode and "
+                                        "prefill kernels"),
+            std::string::npos);
+  KernelSpec fp8 = spec;
+  fp8.kvType = ScalarType::F8E4M3;
+  EXPECT_NE(checkKernelSpec(fp8).find("and 16-bit k/v (got kv_type e4m3)"),
+            std::string::npos);
+  KernelSpec wide = spec;
+  wide.ropeDim = 136; // q/k 264
+  EXPECT_NE(checkKernelSpec(wide).find("rope_dim 136 of a prefill kernel"),
+            std::string::npos);
 }
 
 TEST(ScheduleTest, PrefillChoicesPerShape) {

@@ -123,6 +123,29 @@ TEST(AotConfigTest, MlaDecodeSection) {
                 {"unknown field \"head_dim\""});
 }
 
+TEST(AotConfigTest, MlaPrefillIsAPrefillWithRopeDim) {
+  // DeepSeek's MHA-mode prefill: q/k 128 + 64, v 128.
+  ConfigJobs config = readConfig(
+      R"({"prefill": [{"num_q_heads": 16, "num_kv_heads": 16, "head_dim": 128,
+                       "rope_dim": 64, "write_lse": true}]})",
+      "c.json", kTwoArchs);
+  EXPECT_TRUE(config.errors.empty()) << errorsOf(config);
+  ASSERT_EQ(config.jobs.size(), 2u);
+  for (const Job &job : config.jobs) {
+    EXPECT_EQ(job.spec.kind, KernelKind::Prefill) << job.spec.uri();
+    EXPECT_EQ(job.spec.headDim, 128);
+    EXPECT_EQ(job.spec.ropeDim, 64);
+    PrefillVariant v;
+    v.numQHeads = v.numKVHeads = 16;
+    v.ropeDim = 64;
+    v.writeLse = true;
+    EXPECT_EQ(job.kernelKey, runtime::kernelKey(v));
+  }
+  expectRefused(R"({"prefill": [{"rope_dim": 64, "paged": true}]})",
+                {"prefill[0]", "ropeDim (q/k wider than v) is for ragged "
+                               "16-bit k/v; got a paged cache"});
+}
+
 TEST(AotConfigTest, CacheOpsAndMlirConfigs) {
   ConfigJobs ops = readConfig(R"({"cache_ops": true})", "c.json", kTwoArchs);
   EXPECT_TRUE(ops.errors.empty()) << errorsOf(ops);

@@ -90,11 +90,11 @@ struct PrefillPlan {
 
 /// Device arguments of one prefill call (one layer).
 struct PrefillArgs : HeadTables {
-  /// [numQTokens, numQHeads, headDim]: of dtype, or e4m3 when the variant
-  /// takes a quantized q (fp8Query; qScale its [numQHeads] scales).
+  /// [numQTokens, numQHeads, headDim + ropeDim]: of dtype, or e4m3 when the
+  /// variant takes a quantized q (fp8Query; qScale its [numQHeads] scales).
   const void *q = nullptr;
-  const void *k = nullptr;             ///< [numKVTokens, numKVHeads, headDim]
-  const void *v = nullptr;             ///< [numKVTokens, numKVHeads, headDim]
+  const void *k = nullptr; ///< [numKVTokens, numKVHeads, headDim + ropeDim]
+  const void *v = nullptr; ///< [numKVTokens, numKVHeads, headDim]
   ScalarType dtype = ScalarType::BF16; ///< of out (and q, and k, v unless FP8)
   /// FP8 k and v (PrefillVariant::fp8KV): their type and dequantization
   /// scales, [1] or [numKVHeads] each (stored value = x / scale).
@@ -106,7 +106,9 @@ struct PrefillArgs : HeadTables {
   int64_t numKVTokens = 0;
   int numQHeads = 0;
   int numKVHeads = 0;
-  int headDim = 0;
+  int headDim = 0; ///< of v and out
+  /// q and k have headDim + ropeDim dims (MLA's prefill: 128 + 64).
+  int ropeDim = 0;
   int64_t qStrideToken = 0; ///< elements; 0 means dense
   int64_t kStrideToken = 0;
   int64_t vStrideToken = 0;
