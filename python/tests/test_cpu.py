@@ -1124,3 +1124,198 @@ def test_mla_wrapper_refuses_what_it_cannot_run_before_needing_torch():
         w.run(None, None, None, None)
     with pytest.raises(NotImplementedError, match="backend='cutlass'"):
         fi.BatchMLAPagedAttentionWrapper(backend="cutlass")
+
+
+# --- the vLLM MLA backend ----------------------------------------------------------
+
+
+def _mla_impl(**kw):
+    """A DeepSeek-like MLA layer's impl as vLLM constructs it (positional
+    AttentionImpl arguments, MLA keywords); kv_b_proj only needs to exist
+    here."""
+    args = dict(num_heads=16, head_size=576, scale=192 ** -0.5, num_kv_heads=1,
+                alibi_slopes=None, sliding_window=None, kv_cache_dtype="auto",
+                logits_soft_cap=None, attn_type="decoder", kv_sharing_target_layer_name=None,
+                q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
+                qk_head_dim=192, v_head_dim=128, kv_b_proj=object())
+    args.update(kw)
+    return vb.AttnMLABackend.get_impl_cls()(**args)
+
+
+def test_vllm_mla_backend_static_interface():
+    B = vb.AttnMLABackend
+    assert B.get_name() == "ATTN_MLA" and B.is_mla() and not B.is_sparse()
+    assert B.get_impl_cls() is vb.AttnMLAImpl
+    assert B.get_metadata_cls() is vb.AttnMLAMetadata
+    assert B.get_builder_cls() is vb.AttnMLAMetadataBuilder
+    assert B.get_kv_cache_shape(100, 64, 1, 576) == (100, 64, 576)
+    for bs, hs in [(1, 576), (16, 512), (32, 320), (64, 256)]:
+        assert B.get_kv_cache_shape(7, bs, 1, hs, cache_dtype_str="fp8") == (7, bs, hs)
+    assert B.get_kv_cache_shape(7, 64, 1, 576, "fp8_e4m3") == (7, 64, 576)
+    with pytest.raises(ValueError, match="num_kv_heads 8: an MLA cache holds one latent head"):
+        B.get_kv_cache_shape(100, 64, 8, 576)
+    with pytest.raises(ValueError, match="block_size 128: attn's MLA backend takes blocks of "
+                                         "1, 16, 32, 64 tokens"):
+        B.get_kv_cache_shape(100, 128, 1, 576)
+    with pytest.raises(ValueError, match="head_size 192"):
+        B.get_kv_cache_shape(100, 64, 1, 192)
+    with pytest.raises(NotImplementedError, match="kv_cache_dtype 'fp8_e5m2'"):
+        B.get_kv_cache_shape(100, 64, 1, 576, cache_dtype_str="fp8_e5m2")
+    with pytest.raises(NotImplementedError, match="kv_cache_dtype 'fp8_ds_mla'"):
+        B.get_kv_cache_shape(100, 64, 1, 576, cache_dtype_str="fp8_ds_mla")
+    with pytest.raises(TypeError, match="block_size: expected an int, got float"):
+        B.get_kv_cache_shape(100, 64.0, 1, 576)
+    assert B.get_kv_cache_stride_order() == (0, 1, 2)
+    assert B.get_kv_cache_stride_order(include_num_layers_dimension=True) == (0, 1, 2, 3)
+    assert B.get_kv_cache_block_dim() == 0
+    assert B.get_supported_head_sizes() == [256, 320, 512, 576]
+    assert B.get_supported_kernel_block_sizes() == [64, 32, 16, 1]
+    assert set(B.supported_kv_cache_dtypes) == {"auto", "float16", "bfloat16", "fp8",
+                                                "fp8_e4m3"}
+    assert B.supports_block_size(16) and not B.supports_block_size(128)
+    assert B.get_preferred_block_size(16) == 16 and B.get_preferred_block_size(128) == 64
+    assert B.supports_dtype("bfloat16") and not B.supports_dtype("float32")
+    assert not B.supports_sink() and B.supports_attn_type("decoder")
+    assert not B.supports_attn_type("encoder_only")
+    assert B.supports_compute_capability((9, 0)) and not B.supports_compute_capability((7, 5))
+    assert B.full_cls_name() == ("attn.vllm_backend", "AttnMLABackend")
+    assert B.validate_configuration(576, "bfloat16", "fp8", 64, use_mla=True) == []
+    assert B.validate_configuration(576, "float16", "auto", 1, True) == []
+    assert B.validate_configuration(576, "bfloat16", "auto", 64, use_mla=False) == \
+        ["non-MLA not supported"]
+    bad = B.validate_configuration(192, "bfloat16", "fp8_e5m2", 128, use_mla=True,
+                                   has_sink=True, use_sparse=True, use_dcp=True,
+                                   attn_type="encoder_only")
+    assert bad == ["head_size not supported", "kv_cache_dtype not supported",
+                   "block_size not supported", "sink setting not supported",
+                   "sparse not supported", "attention type encoder_only not supported",
+                   "DCP not supported"]
+    support = vb.AttnMLAMetadataBuilder.get_cudagraph_support(None, None)
+    assert support.name == "UNIFORM_BATCH" and support.value == 2
+    # The non-MLA backend still refuses MLA.
+    assert "MLA not supported" in vb.AttnBackend.validate_configuration(
+        576, "bfloat16", "auto", 16, use_mla=True)
+    assert {"AttnMLABackend", "AttnMLAImpl", "AttnMLAMetadata",
+            "AttnMLAMetadataBuilder"} <= set(vb.__all__)
+
+
+def test_vllm_mla_impl_refusals_name_the_argument():
+    cases = [
+        (dict(alibi_slopes=[0.5] * 16), NotImplementedError, "alibi_slopes"),
+        (dict(sliding_window=4096), NotImplementedError, "sliding_window"),
+        (dict(logits_soft_cap=30.0), NotImplementedError, "logits_soft_cap=30.0"),
+        (dict(sinks=[0.0] * 16), NotImplementedError, "sinks"),
+        (dict(indexer=object()), NotImplementedError, "sparse MLA"),
+        (dict(topk_indices_buffer=object()), NotImplementedError, "sparse MLA"),
+        (dict(kv_sharing_target_layer_name="model.layers.0.attn"), NotImplementedError,
+         "kv_sharing_target_layer_name"),
+        (dict(attn_type="encoder_only"), NotImplementedError, "attn_type='encoder_only'"),
+        (dict(kv_cache_dtype="fp8_e5m2"), NotImplementedError, "kv_cache_dtype 'fp8_e5m2'"),
+        (dict(kv_cache_dtype="fp8_ds_mla"), NotImplementedError, "kv_cache_dtype 'fp8_ds_mla'"),
+        (dict(num_kv_heads=8), ValueError, "num_kv_heads 8"),
+        (dict(num_heads=256), ValueError, "num_heads: expected an int from 1 to 128"),
+        (dict(head_size=512), ValueError, r"head_size 512: an MLA cache row is kv_lora_rank "
+                                          r"\+ qk_rope_head_dim \(512 \+ 64\)"),
+        (dict(kv_lora_rank=500, head_size=564), ValueError, "kv_lora_rank 500"),
+        (dict(qk_rope_head_dim=32, head_size=544), ValueError, "qk_rope_head_dim 32"),
+        (dict(qk_head_dim=200), ValueError, r"qk_head_dim 200: expected qk_nope_head_dim \+ "
+                                            r"qk_rope_head_dim \(128 \+ 64\)"),
+        (dict(qk_nope_head_dim=256, qk_head_dim=320), ValueError,
+         "qk_head_dim 320: attn's prefill runs head dims"),
+        (dict(v_head_dim=100), ValueError, "v_head_dim 100"),
+        (dict(kv_b_proj=None), ValueError, "kv_b_proj: required"),
+        (dict(scale=0.0), ValueError, "scale: expected > 0"),
+    ]
+    for kw, error, message in cases:
+        with pytest.raises(error, match=message):
+            _mla_impl(**kw)
+    impl = _mla_impl()
+    assert impl.dcp_world_size == -1  # vLLM's MLA layer fills it in
+    impl.dcp_world_size = 2
+    with pytest.raises(NotImplementedError, match=r"decode context parallelism "
+                                                  r"\(dcp_world_size 2\)"):
+        impl.forward_mqa(None, None, vb.AttnMLAMetadata(
+            num_reqs=1, max_query_len=1, max_seq_len=5, num_actual_tokens=1,
+            query_start_loc=None, slot_mapping=None, num_decodes=1, num_decode_tokens=1,
+            num_prefills=0, decode=vb.AttnMLADecodeMetadata(None, None)), None)
+    assert not impl.supports_quant_query_input and not impl.can_return_lse_for_decode
+    assert impl.q_pad_num_heads is None and not impl.fused_output_quant_supported(None)
+
+
+def test_vllm_mla_variants():
+    impl = _mla_impl()
+    d = impl._decode_variant("bfloat16", 64, 1)
+    assert (d.q_type, d.kv_type, d.num_q_heads, d.kv_lora_rank, d.rope_dim, d.page_size,
+            d.query_len, d.causal, d.scale) == ("bfloat16", None, 16, 512, 64, 64, 1, False,
+                                                impl.scale)
+    mtp = _mla_impl(kv_cache_dtype="fp8")._decode_variant("float16", 16, 3)
+    assert (mtp.kv_type, mtp.query_len, mtp.causal) == ("float8_e4m3fn", 3, True)
+    with pytest.raises(NotImplementedError, match="kv_cache_dtype 'float16' with bfloat16 "
+                                                  "queries"):
+        _mla_impl(kv_cache_dtype="float16")._decode_variant("bfloat16", 64, 1)
+    # MHA-form prefill: v of v_head_dim; q/k of v_head_dim + rope_dim.
+    if "rope_dim" in vb.PrefillVariant.__dataclass_fields__:
+        p = impl._prefill_variant("bfloat16", True, True)
+        assert (p.head_dim, p.rope_dim, p.num_q_heads, p.num_kv_heads, p.paged) == \
+            (128, 64, 16, 16, False)
+        assert p.knobs.causal and p.knobs.write_lse and p.knobs.scale == impl.scale
+    else:
+        with pytest.raises(NotImplementedError, match="PrefillVariant.rope_dim"):
+            impl._prefill_variant("bfloat16", True, True)
+    # qk_head_dim == v_head_dim (nope 64 + rope 64, v 128): no rope_dim needed.
+    small = _mla_impl(num_heads=32, head_size=320, kv_lora_rank=256, qk_nope_head_dim=64,
+                      qk_head_dim=None, v_head_dim=128)
+    p = small._prefill_variant("float16", False, True)
+    assert p.head_dim == 128 and not p.knobs.causal and p.knobs.write_lse
+    assert getattr(p, "rope_dim", 0) == 0
+    # qk_head_dim < v_head_dim: q and k are zero-padded to v_head_dim.
+    short = _mla_impl(head_size=512, qk_rope_head_dim=0, qk_nope_head_dim=64, qk_head_dim=64,
+                      v_head_dim=128)
+    assert (short._pf_head_dim, short._pf_rope_dim) == (128, 0)
+
+
+def test_vllm_mla_split_and_context_chunks():
+    # Decodes come first (vLLM reorders them to the front): the leading
+    # requests of one query length up to the threshold.
+    assert vb._mla_split([1, 1, 1, 20, 12], 4) == 3
+    assert vb._mla_split([2, 2, 1, 30], 4) == 2  # uniform: the 1-token one is a prefill
+    assert vb._mla_split([3, 3], 4) == 2
+    assert vb._mla_split([5, 1, 1], 4) == 0  # the first request is a prefill
+    assert vb._mla_split([1, 9, 1], 4) == 1  # decodes after a prefill run as prefills
+    assert vb._mla_split([], 4) == 0 and vb._mla_split([0, 1], 4) == 0
+    # A full CUDA graph's padded uniform batch: zero-length requests are decodes.
+    assert vb._mla_split([2, 2, 0, 0], 4, num_tokens=8) == 4
+    assert vb._mla_split([2, 2, 0, 0], 4, num_tokens=4) == 2
+    # vLLM's workspace rule and chunks: every prefill gets workspace //
+    # (prefills with a context) tokens per chunk, whole pages.
+    assert vb._mla_workspace_size(4096, 256, 16) == 32768
+    assert vb._mla_workspace_size(163840, 256, 64) == 65536
+    assert vb._mla_workspace_size(16, 1024, 128) == 131072
+    size, chunks = vb._mla_context_chunks([100, 0, 300], 300, 16)
+    assert size == 144  # 300 // 2 = 150, rounded down to pages of 16
+    assert chunks == [([0, 0, 0], [100, 0, 144]), ([144, 144, 144], [0, 0, 144]),
+                      ([288, 288, 288], [0, 0, 12])]
+    assert vb._mla_context_chunks([0, 0], 300, 16) == (0, [])
+    assert vb._mla_context_chunks([70], 64, 16) == (64, [([0], [64]), ([64], [6])])
+    assert vb._mla_context_chunks([5], 8, 16)[0] == 16  # at least a page
+
+
+def test_vllm_mla_builder_without_a_gpu():
+    import types
+    b = vb.AttnMLAMetadataBuilder(block_size=64, max_num_seqs=8, max_num_batched_tokens=512,
+                                  max_model_len=1024, dtype="bfloat16", device=0)
+    assert b.reorder_batch_threshold == 4 and b.chunked_prefill_workspace_size == 8192
+    cfg = types.SimpleNamespace(
+        speculative_config=types.SimpleNamespace(num_speculative_tokens=6),
+        scheduler_config=types.SimpleNamespace(max_num_seqs=4, max_num_batched_tokens=256),
+        model_config=types.SimpleNamespace(max_model_len=512, dtype="bfloat16"),
+        compilation_config=None)
+    spec = types.SimpleNamespace(block_size=16, head_size=576)
+    b = vb.AttnMLABackend.get_builder_cls()(spec, ["layers.0.attn"], cfg, 0)
+    assert b.reorder_batch_threshold == 7 and b.block_size == 16
+    b = vb.AttnMLAMetadataBuilder(spec, ["l"], cfg, 0, num_speculative_tokens=40,
+                                  chunked_prefill_workspace_size=100)
+    assert b.reorder_batch_threshold == 16 and b.chunked_prefill_workspace_size == 100
+    with pytest.raises(ValueError, match="chunked_prefill_workspace_size: expected an int "
+                                         "from 1"):
+        vb.AttnMLAMetadataBuilder(spec, ["l"], cfg, 0, chunked_prefill_workspace_size=0)

@@ -1191,3 +1191,324 @@ def test_mla_decode_wrapper(page_size, q_len, one_tensor):
     err = (out.double() - want).norm() / want.norm()
     assert err < TOL[BF16], err
     assert (lse.double() - want_lse * LOG2E).abs().max() < 2e-3
+
+
+# --- the vLLM MLA backend ------------------------------------------------------------
+
+# DeepSeek V3 at TP8 (prefill q/k of 192, v of 128: PrefillVariant.rope_dim), and a
+# smaller MLA whose q/k and v are both 128 (nope 64 + rope 64).
+MLA_DIMS = {"deepseek": dict(heads=16, rank=512, rope=64, nope=128, v=128),
+            "small": dict(heads=32, rank=256, rope=64, nope=64, v=128)}
+
+
+def _mla_kv_b_proj(d, seed):
+    """kv_b_proj as a model holds it: a bias-free linear layer from the
+    latent to every head's k_nope and v (bf16, vLLM's [out, in] weight)."""
+    h, r, p, v = d["heads"], d["rank"], d["nope"], d["v"]
+    lin = torch.nn.Linear(r, h * (p + v), bias=False, device=DEV, dtype=BF16)
+    with torch.no_grad():
+        lin.weight.copy_(randn((h * (p + v), r), BF16, seed, scale=r ** -0.5))
+    return lin
+
+
+def _mla_impl(d, kv_b_proj, kv_dtype="auto"):
+    """AttnMLAImpl as vLLM's MLA layer constructs it."""
+    return vb.AttnMLABackend.get_impl_cls()(
+        d["heads"], d["rank"] + d["rope"], 1.0 / math.sqrt(d["nope"] + d["rope"]), 1, None,
+        None, kv_dtype, None, "decoder", None, q_lora_rank=None, kv_lora_rank=d["rank"],
+        qk_nope_head_dim=d["nope"], qk_rope_head_dim=d["rope"], qk_head_dim=d["nope"] + d["rope"],
+        v_head_dim=d["v"], kv_b_proj=kv_b_proj)
+
+
+def _skip_without_rope_dim(impl):
+    if impl._pf_rope_dim and "rope_dim" not in vb.PrefillVariant.__dataclass_fields__:
+        pytest.skip("PrefillVariant has no rope_dim yet: MLA prefill with q/k of %d and v of %d "
+                    "needs it" % (impl.qk_head_dim, impl.v_head_dim))
+
+
+def mla_mha_reference(d, q, rows, weight, query_len, scale):
+    """MLA of one request in MHA form, in fp64 (DeepSeek's formulation, not
+    attn's): ``rows`` [seq_len, rank + rope] its cache rows (latent, then
+    the RoPE key), ``weight`` kv_b_proj's [H * (nope + v), rank]; keys
+    [latent @ W_UK^T, k_pe] per head, values latent @ W_UV^T; ``q``
+    [query_len, H, nope + rope], the last query_len positions, causal.
+    Returns [query_len, H, v]."""
+    h, r, p = d["heads"], d["rank"], d["nope"]
+    w = weight.double().view(h, p + d["v"], r)
+    lat, pe = rows[:, :r].double(), rows[:, r:].double()
+    n = rows.shape[0]
+    k = torch.cat([torch.einsum("hpl,jl->jhp", w[:, :p], lat),
+                   pe[:, None, :].expand(n, h, pe.shape[-1])], dim=-1)
+    vals = torch.einsum("hvl,jl->jhv", w[:, p:], lat)
+    s = torch.einsum("qhd,khd->hqk", q.double(), k) * scale
+    qpos = torch.arange(query_len, device=DEV) + (n - query_len)
+    s = s.masked_fill(torch.arange(n, device=DEV)[None, None, :] > qpos[None, :, None],
+                      float("-inf"))
+    return torch.einsum("hqk,khv->qhv", torch.softmax(s, dim=-1), vals)
+
+
+def _mla_check(out, cache, st, what):
+    """The step's new cache rows (its latents and RoPE keys, FP8: x /
+    k_scale), then every request's output against the reference over the
+    cache rows it holds after the step. A prefill's new tokens are its
+    latents as given (vLLM's MHA form up-projects them, not the cache's
+    FP8 copies); decodes read every token from the cache."""
+    d = st["dims"]
+    row_dim = d["rank"] + d["rope"]
+    bs = cache.shape[1]
+    flat = cache.view(-1, row_dim)
+    if st["fp8"]:
+        vals = flat.view(torch.float8_e4m3fn).double() * st["k_scale"]
+    else:
+        vals = flat.double()
+    new = torch.cat([st["kv_c"], st["k_pe"].reshape(-1, d["rope"])], dim=-1)
+    out3 = out.view(out.shape[0], d["heads"], d["v"])
+    row = 0
+    for b, (ql, c) in enumerate(zip(st["query_lens"], st["context_lens"])):
+        slots = torch.tensor([st["tables"][b][x // bs] * bs + x % bs for x in range(c + ql)],
+                             device=DEV)
+        mine = slice(row, row + ql)
+        if st["fp8"]:
+            want = (new[mine].float() / st["k_scale"]).to(torch.float8_e4m3fn).view(torch.uint8)
+            assert (flat[slots[c:]] == want).float().mean().item() > 0.999, b
+        else:
+            assert torch.equal(flat[slots[c:]], new[mine]), "%s: cache rows of request %d" % (
+                what, b)
+        rows = vals[slots]
+        if b >= st["num_decodes"]:
+            rows[c:] = new[mine].double()
+        ref = mla_mha_reference(d, st["q"][mine], rows, st["kv_b_proj"].weight, ql,
+                                st["scale"])
+        err = ((out3[mine].double() - ref).norm() / ref.norm()).item()
+        assert err < 1e-2, "%s: request %d (%d new, %d cached): relative error %.3g" % (
+            what, b, ql, c, err)
+        row += ql
+
+
+def _mla_state(d, kv_dtype, block_size, decode_len, seed, decodes_first=True):
+    """A mixed step in vLLM's order: three decodes of ``decode_len`` tokens
+    each (vLLM moves them to the front), then a prefill after 70 cached
+    tokens and a fresh prompt (or those two first); the cache holds every
+    request's history."""
+    row_dim = d["rank"] + d["rope"]
+    query_lens = [decode_len] * 3 + [20, 13]
+    context_lens = [37, 5, 64, 70, 0]
+    if not decodes_first:
+        query_lens, context_lens = query_lens[3:] + query_lens[:3], [70, 0, 37, 5, 64]
+    pages_of = [-(-(q + c) // block_size) for q, c in zip(query_lens, context_lens)]
+    nb = sum(pages_of) + 3
+    perm = torch.randperm(nb, generator=torch.Generator().manual_seed(seed)).tolist()
+    tables, at = [], 0
+    for n in pages_of:
+        tables.append(perm[at:at + n])
+        at += n
+    fp8 = kv_dtype != "auto"
+    k_scale = 0.5  # a power of two: x / scale and back are exact
+    cache = torch.zeros((nb, block_size, row_dim), dtype=torch.uint8 if fp8 else BF16,
+                        device=DEV)
+    flat = cache.view(-1, row_dim)
+    hist = randn((sum(context_lens), row_dim), BF16, seed + 1)
+    at = 0
+    for b, c in enumerate(context_lens):
+        slots = torch.tensor([tables[b][x // block_size] * block_size + x % block_size
+                              for x in range(c)], dtype=torch.long, device=DEV)
+        if fp8:
+            flat[slots] = (hist[at:at + c].float() / k_scale).to(torch.float8_e4m3fn).view(
+                torch.uint8)
+        else:
+            flat[slots] = hist[at:at + c]
+        at += c
+    tokens = sum(query_lens)
+    return dict(dims=d, query_lens=query_lens, context_lens=context_lens, tables=tables,
+                num_decodes=3 if decodes_first else 0,
+                cache=cache, fp8=fp8, k_scale=k_scale, block_size=block_size,
+                kv_b_proj=_mla_kv_b_proj(d, seed + 2),
+                scale=1.0 / math.sqrt(d["nope"] + d["rope"]),
+                q=randn((tokens, d["heads"], d["nope"] + d["rope"]), BF16, seed + 3),
+                kv_c=randn((tokens, d["rank"]), BF16, seed + 4),
+                k_pe=randn((tokens, 1, d["rope"]), BF16, seed + 5),  # vLLM's [tokens, 1, rope]
+                layer=types.SimpleNamespace(
+                    _k_scale=torch.tensor([k_scale], dtype=torch.float32, device=DEV),
+                    _k_scale_float=k_scale))
+
+
+def _mla_common_metadata(st):
+    """vLLM's CommonAttentionMetadata of the step (tensors as vLLM keeps
+    them)."""
+    ql, cl, bs = st["query_lens"], st["context_lens"], st["block_size"]
+    n = len(ql)
+    bt = torch.zeros((n, max(len(t) for t in st["tables"]) + 2), dtype=torch.int32, device=DEV)
+    for b, t in enumerate(st["tables"]):
+        bt[b, :len(t)] = torch.tensor(t, dtype=torch.int32)
+    slots = [st["tables"][b][x // bs] * bs + x % bs for b in range(n)
+             for x in range(cl[b], cl[b] + ql[b])]
+    qsl = torch.tensor([0] + list(_cumsum(ql)), dtype=torch.int32)
+    seq = torch.tensor([q + c for q, c in zip(ql, cl)], dtype=torch.int32)
+    return types.SimpleNamespace(
+        num_reqs=n, num_actual_tokens=sum(ql), max_query_len=max(ql),
+        max_seq_len=int(seq.max()), query_start_loc_cpu=qsl, query_start_loc=qsl.to(DEV),
+        seq_lens=seq.to(DEV), _seq_lens_cpu=seq, block_table_tensor=bt,
+        slot_mapping=torch.tensor(slots, dtype=torch.int64, device=DEV), causal=True)
+
+
+@pytest.mark.parametrize("dims,kv_dtype,block_size,decode_len,via", [
+    ("deepseek", "auto", 16, 1, "common"), ("deepseek", "fp8", 64, 1, "common"),
+    ("deepseek", "auto", 1, 2, "build_step"), ("small", "auto", 32, 1, "common"),
+    ("small", "fp8", 16, 3, "build_step")])
+def test_vllm_mla_mixed_step(dims, kv_dtype, block_size, decode_len, via):
+    """Decodes (absorbed, attn.mla_decode) and prefills (MHA form: a cached
+    context in two chunks merged with the new tokens' causal part) of
+    one step through AttnMLAImpl.forward, against fp64 MHA-form MLA."""
+    d = MLA_DIMS[dims]
+    st = _mla_state(d, kv_dtype, block_size, decode_len, seed=401 + block_size)
+    impl = _mla_impl(d, st["kv_b_proj"], kv_dtype)
+    _skip_without_rope_dim(impl)
+    assert vb.AttnMLABackend.get_kv_cache_shape(st["cache"].shape[0], block_size, 1,
+                                                d["rank"] + d["rope"], kv_dtype) == \
+        tuple(st["cache"].shape)
+    vllm_config = types.SimpleNamespace(
+        scheduler_config=types.SimpleNamespace(max_num_seqs=8, max_num_batched_tokens=256),
+        model_config=types.SimpleNamespace(max_model_len=1024, dtype=BF16),
+        compilation_config=None)
+    spec = types.SimpleNamespace(block_size=block_size, head_size=d["rank"] + d["rope"])
+    # A small workspace: the 70 cached tokens are gathered in two chunks.
+    builder = vb.AttnMLABackend.get_builder_cls()(spec, ["model.layers.0.self_attn.attn"],
+                                                  vllm_config, DEV,
+                                                  chunked_prefill_workspace_size=64)
+    impl.process_weights_after_loading(BF16)
+    if via == "common":
+        md = builder.build(0, _mla_common_metadata(st))
+    else:
+        md = builder.build_step(st["query_lens"], st["context_lens"], st["tables"],
+                                num_pages=st["cache"].shape[0])
+    assert (md.num_decodes, md.num_prefills) == (3, 2)
+    assert md.num_decode_tokens == 3 * decode_len and md.decode.query_len == decode_len
+    ctx = md.prefill.chunked_context
+    assert ctx.seq_lens == [[64, 0], [6, 0]] and ctx.cu_seq_lens == [[0, 64, 64], [0, 6, 6]]
+    tokens = sum(st["query_lens"])
+    out = torch.full((tokens, d["heads"] * d["v"]), float("nan"), dtype=BF16, device=DEV)
+    res = impl.forward(st["layer"], st["q"], st["kv_c"], st["k_pe"], st["cache"], md,
+                       output=out)
+    assert res is out
+    torch.cuda.synchronize()
+    _mla_check(out, st["cache"], st, "MLA %s %s block %d" % (dims, kv_dtype, block_size))
+    # The profiling run (no metadata) zeroes the output.
+    assert impl.forward(st["layer"], st["q"], st["kv_c"], st["k_pe"], st["cache"], None,
+                        output=out) is out
+    assert not out.any()
+
+
+def test_vllm_mla_step_in_any_order_and_many_context_chunks():
+    """Prefills before decodes (a batch vLLM did not reorder): every request
+    runs in MHA form, one-token ones too, and is right; a tiny workspace
+    cuts the four contexts into 18 chunks (19 partial states: merged in
+    rounds of 16)."""
+    d = MLA_DIMS["small"]
+    st = _mla_state(d, "auto", 1, 1, seed=421, decodes_first=False)
+    impl = _mla_impl(d, st["kv_b_proj"])
+    _skip_without_rope_dim(impl)
+    builder = vb.AttnMLAMetadataBuilder(block_size=1, max_num_seqs=8, max_num_batched_tokens=256,
+                                        max_model_len=1024, dtype=BF16, device=DEV,
+                                        chunked_prefill_workspace_size=16)
+    md = builder.build(0, _mla_common_metadata(st))
+    assert (md.num_decodes, md.num_prefills, md.num_decode_tokens) == (0, 5, 0)
+    ctx = md.prefill.chunked_context
+    assert ctx.chunk_size == 4 and len(ctx.seq_tot) == 18 and ctx.seq_tot[-1] == 2
+    out = impl.forward(st["layer"], st["q"], st["kv_c"], st["k_pe"], st["cache"], md)
+    torch.cuda.synchronize()
+    _mla_check(out, st["cache"], st, "MLA prefills first")
+
+
+@pytest.mark.parametrize("dims", ["deepseek", "small"])
+def test_vllm_mla_forward_mqa_and_mha_as_vllm_calls_them(dims):
+    """vLLM's MLA layer: do_kv_cache_update, forward_mha on the prefill
+    tokens, the W_UK absorption itself, forward_mqa on the decodes (tuple
+    q), W_UV itself; an FP8 cache viewed as e4m3 before attention."""
+    d = MLA_DIMS[dims]
+    st = _mla_state(d, "fp8", 16, 1, seed=431)
+    impl = _mla_impl(d, st["kv_b_proj"], "fp8")
+    _skip_without_rope_dim(impl)
+    builder = vb.AttnMLAMetadataBuilder(block_size=16, max_num_seqs=8,
+                                        max_num_batched_tokens=256, max_model_len=1024,
+                                        dtype=BF16, device=DEV)
+    md = builder.build(0, _mla_common_metadata(st))
+    assert md.prefill.chunked_context is not None and len(md.prefill.chunked_context.slots) == 1
+    tokens, nd = sum(st["query_lens"]), md.num_decode_tokens
+    cache = st["cache"]
+    impl.do_kv_cache_update(st["kv_c"], st["k_pe"], cache, md.slot_mapping, "fp8",
+                            st["layer"]._k_scale)
+    out = torch.empty((tokens, d["heads"] * d["v"]), dtype=BF16, device=DEV)
+    fp8_view = cache.view(torch.float8_e4m3fn)  # vLLM views FP8 caches before attention
+    impl.forward_mha(st["q"][nd:], st["kv_c"][nd:], st["k_pe"][nd:], fp8_view, md,
+                     st["layer"]._k_scale, output=out[nd:])
+    w = st["kv_b_proj"].weight.float().view(d["heads"], d["nope"] + d["v"], d["rank"])
+    w_uk_t, w_uv = w[:, :d["nope"]].to(BF16), w[:, d["nope"]:].transpose(1, 2).to(BF16)
+    q_nope, q_pe = st["q"][:nd].split([d["nope"], d["rope"]], dim=-1)
+    ql_nope = torch.bmm(q_nope.transpose(0, 1), w_uk_t).transpose(0, 1)  # vLLM's layout
+    latent, lse = impl.forward_mqa((ql_nope, q_pe), fp8_view, md, st["layer"])
+    assert lse is None and tuple(latent.shape) == (nd, d["heads"], d["rank"])
+    out.view(tokens, d["heads"], d["v"])[:nd].copy_(
+        torch.bmm(latent.transpose(0, 1), w_uv).transpose(0, 1))
+    torch.cuda.synchronize()
+    _mla_check(out, cache, st, "MLA %s as vLLM calls it" % dims)
+
+
+def test_vllm_mla_decode_graph_replayed_after_rebuild():
+    """UNIFORM_BATCH: a decode-only step's forward (cache write, absorption,
+    attn.mla_decode, W_UV) captured in a graph replays the next step
+    after build() re-planned it over vLLM's persistent buffers."""
+    d = MLA_DIMS["deepseek"]
+    bs, nb, batch = 16, 24, 3
+    tables = [[3, 9, 4, 11], [0, 1, 2, 5], [7, 8]]
+    contexts = [40, 50, 20]
+    cache = randn((nb, bs, d["rank"] + d["rope"]), BF16, 451)
+    kv_b_proj = _mla_kv_b_proj(d, 452)
+    builder = vb.AttnMLAMetadataBuilder(block_size=bs, max_num_seqs=4, max_num_batched_tokens=64,
+                                        max_model_len=256, dtype=BF16, device=DEV,
+                                        full_cuda_graphs=True)
+    impl = _mla_impl(d, kv_b_proj)
+    layer = types.SimpleNamespace()
+    bt = torch.zeros((batch, 6), dtype=torch.int32, device=DEV)
+    for b, t in enumerate(tables):
+        bt[b, :len(t)] = torch.tensor(t, dtype=torch.int32)
+    seq_dev = torch.zeros(batch, dtype=torch.int32, device=DEV)
+    slot_dev = torch.zeros(batch, dtype=torch.int64, device=DEV)
+    qsl = torch.arange(batch + 1, dtype=torch.int32)
+
+    def step(ctx):  # vLLM rewrites its persistent device buffers in place
+        seq = torch.tensor([c + 1 for c in ctx], dtype=torch.int32)
+        seq_dev.copy_(seq)
+        slot_dev.copy_(torch.tensor([tables[b][c // bs] * bs + c % bs
+                                     for b, c in enumerate(ctx)]))
+        return types.SimpleNamespace(
+            num_reqs=batch, num_actual_tokens=batch, max_query_len=1,
+            max_seq_len=int(seq.max()), query_start_loc_cpu=qsl, query_start_loc=qsl.to(DEV),
+            seq_lens=seq_dev, _seq_lens_cpu=seq, block_table_tensor=bt, slot_mapping=slot_dev)
+
+    q = torch.zeros((batch, d["heads"], d["nope"] + d["rope"]), dtype=BF16, device=DEV)
+    kv_c = torch.zeros((batch, d["rank"]), dtype=BF16, device=DEV)
+    k_pe = torch.zeros((batch, 1, d["rope"]), dtype=BF16, device=DEV)
+    out = torch.zeros((batch, d["heads"] * d["v"]), dtype=BF16, device=DEV)
+    md = builder.build_for_cudagraph_capture(step(contexts))
+    assert md.for_graph and md.num_decodes == batch and md.prefill is None
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up: kernels created, weights absorbed
+        impl.forward(layer, q, kv_c, k_pe, cache, md, output=out)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        impl.forward(layer, q, kv_c, k_pe, cache, md, output=out)
+    contexts = [c + 1 for c in contexts]  # the next step: one more token each
+    md2 = builder.build(0, step(contexts))
+    assert md2.for_graph and md2.num_decodes == batch
+    q.copy_(randn(tuple(q.shape), BF16, 453))
+    kv_c.copy_(randn(tuple(kv_c.shape), BF16, 454))
+    k_pe.copy_(randn(tuple(k_pe.shape), BF16, 455))
+    graph.replay()
+    torch.cuda.synchronize()
+    st = dict(dims=d, query_lens=[1] * batch, context_lens=contexts, tables=tables,
+              num_decodes=batch, fp8=False,
+              k_scale=1.0, kv_c=kv_c, k_pe=k_pe, q=q, kv_b_proj=kv_b_proj,
+              scale=1.0 / math.sqrt(d["nope"] + d["rope"]))
+    _mla_check(out, cache, st, "MLA graph replay")
