@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/*===--- The few driver calls the host makes itself ------------------------===*/
+/*===--- The few driver calls the host makes itself
+ * ------------------------===*/
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -85,7 +86,8 @@ static CUdeviceptr upload(const void *data, size_t bytes) {
   return p;
 }
 
-/*===--- bf16 and random numbers -------------------------------------------===*/
+/*===--- bf16 and random numbers
+ * -------------------------------------------===*/
 
 static uint16_t toBf16(float x) {
   uint32_t bits;
@@ -107,7 +109,8 @@ static uint16_t randomBf16(void) {
   return toBf16((float)((rng >> 8) * (2.0 / 16777216.0) - 1.0));
 }
 
-/*===--- The example -------------------------------------------------------===*/
+/*===--- The example
+ * -------------------------------------------------------===*/
 
 enum { kQHeads = 8, kKVHeads = 2, kDim = 128, kPage = 16, kBatch = 3 };
 
@@ -134,9 +137,8 @@ int main(void) {
   const int32_t seqLens[kBatch] = {37, 100, 16};
   enum { kPagesPerSeq = 7, kNumPages = 16 };
   /* Pages spread over the cache, not in order. */
-  const int32_t pageTables[kBatch][kPagesPerSeq] = {{9, 2, 14, 0, 0, 0, 0},
-                                                    {4, 11, 1, 15, 7, 12, 5},
-                                                    {3, 0, 0, 0, 0, 0, 0}};
+  const int32_t pageTables[kBatch][kPagesPerSeq] = {
+      {9, 2, 14, 0, 0, 0, 0}, {4, 11, 1, 15, 7, 12, 5}, {3, 0, 0, 0, 0, 0, 0}};
   const size_t cacheElems = (size_t)kNumPages * kPage * kKVHeads * kDim;
   const size_t qElems = (size_t)kBatch * kQHeads * kDim;
   attn_decode_variant v;
@@ -219,8 +221,10 @@ int main(void) {
       double scores[kPagesPerSeq * kPage], maxScore = -INFINITY, sum = 0;
       double ref[kDim];
       for (t = 0; t < seqLens[b]; ++t) {
-        size_t row = (((size_t)pageTables[b][t / kPage] * kPage + t % kPage) *
-                          kKVHeads + kvHead) * kDim;
+        size_t row =
+            (((size_t)pageTables[b][t / kPage] * kPage + t % kPage) * kKVHeads +
+             kvHead) *
+            kDim;
         double s = 0;
         for (d = 0; d < kDim; ++d)
           s += fromBf16(qRow[d]) * fromBf16(k[row + d]);
@@ -231,8 +235,10 @@ int main(void) {
       for (d = 0; d < kDim; ++d)
         ref[d] = 0;
       for (t = 0; t < seqLens[b]; ++t) {
-        size_t row = (((size_t)pageTables[b][t / kPage] * kPage + t % kPage) *
-                          kKVHeads + kvHead) * kDim;
+        size_t row =
+            (((size_t)pageTables[b][t / kPage] * kPage + t % kPage) * kKVHeads +
+             kvHead) *
+            kDim;
         double p = exp(scores[t] - maxScore);
         sum += p;
         for (d = 0; d < kDim; ++d)

@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   limits.maxVariants = 64;
   // A "modifiers" file named "chunked.mlir" reads as a chunked-local mask
   // (every other name is missing), so the regions' path is fuzzed too.
-  aot::ReadFile readFile = [](llvm::StringRef path) -> llvm::Expected<std::string> {
+  aot::ReadFile readFile =
+      [](llvm::StringRef path) -> llvm::Expected<std::string> {
     if (path != "chunked.mlir")
       return llvm::createStringError("no such file");
     return std::string(R"(

@@ -35,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   llvm::StringRef bytes(reinterpret_cast<const char *>(data), size);
   // What AotLibrary::open recognizes as a packed file (AotLibrary.cpp).
   bool packed = bytes.starts_with("ATTNLIB1");
-  std::string path = fuzz::scratchDir("attn-fuzz-aot") + (packed ? "/lib.attnlib" : "/dir");
+  std::string path =
+      fuzz::scratchDir("attn-fuzz-aot") + (packed ? "/lib.attnlib" : "/dir");
   if (packed) {
     fuzz::writeFile(path, bytes);
   } else {
@@ -60,7 +61,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       llvm::consumeError(cubin.takeError());
       continue;
     }
-    if (cubin->size() != kernel.size || cubinChecksum(*cubin) != kernel.checksum)
+    if (cubin->size() != kernel.size ||
+        cubinChecksum(*cubin) != kernel.checksum)
       __builtin_trap();
     // Only a cubin of the kernel's arch is served, and the GPUs that would
     // load it are the ones that run that arch.

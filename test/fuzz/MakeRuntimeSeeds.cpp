@@ -84,8 +84,8 @@ int main(int argc, char **argv) {
     return fail(std::move(error));
   if (llvm::Error error = packLibrary(work, library + "/packed.attnlib"))
     return fail(std::move(error));
-  if (llvm::Error error = copyFile(work + "/manifest.json",
-                                   library + "/manifest.json"))
+  if (llvm::Error error =
+          copyFile(work + "/manifest.json", library + "/manifest.json"))
     return fail(std::move(error));
 
   // A disk entry, written by a cache with a stand-in compiler.
@@ -102,7 +102,8 @@ int main(int argc, char **argv) {
     return fail(cubin.takeError());
   std::optional<std::string> entry = writer.diskPath(request);
   if (!entry)
-    return fail(llvm::createStringError("the disk cache is off (ATTN_CACHE_DISABLE?)"));
+    return fail(
+        llvm::createStringError("the disk cache is off (ATTN_CACHE_DISABLE?)"));
   if (llvm::Error error = copyFile(*entry, cache + "/entry"))
     return fail(std::move(error));
   {

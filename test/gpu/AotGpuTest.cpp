@@ -8,10 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/cache/AotLibrary.h"
+#include "attn/runtime/cache/VariantKey.h"
 #include "attn/runtime/serving/CacheOps.h"
 #include "attn/runtime/support/Nvrtc.h"
 #include "codegen/EmitCuda.h"
-#include "attn/runtime/cache/VariantKey.h"
 #include "compiler/Jit/Jit.h"
 #include "test/gpu/GpuTestUtil.h"
 #include "test/gpu/TestLibrary.h"
@@ -25,10 +25,12 @@ using namespace attn::test;
 
 namespace {
 
-runtime::KernelCache::Options libraryOnly(std::shared_ptr<const runtime::AotLibrary> library) {
+runtime::KernelCache::Options
+libraryOnly(std::shared_ptr<const runtime::AotLibrary> library) {
   runtime::KernelCache::Options options;
   options.useDisk = false;
-  options.compiler = [](const runtime::CompileRequest &r) -> llvm::Expected<std::string> {
+  options.compiler =
+      [](const runtime::CompileRequest &r) -> llvm::Expected<std::string> {
     return llvm::createStringError("this cache must not compile " + r.uri);
   };
   options.libraries = {std::move(library)};
@@ -54,8 +56,10 @@ TEST(AotGpuTest, LibraryKernelsMatchJitKernels) {
   decodeOptions.kvScale = 0.05;
   ATTN_ASSIGN_OR_FAIL(aotDecode, library->decode(decode, arch));
   ATTN_ASSIGN_OR_FAIL(jitDecode, Jit::global().decode(decode));
-  ATTN_ASSIGN_OR_FAIL(aotResult, check::checkDecode(*aotDecode, decode, decodeOptions));
-  ATTN_ASSIGN_OR_FAIL(jitResult, check::checkDecode(*jitDecode, decode, decodeOptions));
+  ATTN_ASSIGN_OR_FAIL(aotResult,
+                      check::checkDecode(*aotDecode, decode, decodeOptions));
+  ATTN_ASSIGN_OR_FAIL(jitResult,
+                      check::checkDecode(*jitDecode, decode, decodeOptions));
   EXPECT_LT(aotResult.outError, 1e-2);
   EXPECT_EQ(aotResult.outBytes, jitResult.outBytes);
 
@@ -65,8 +69,10 @@ TEST(AotGpuTest, LibraryKernelsMatchJitKernels) {
   prefillOptions.kvLens = {1000, 17};
   ATTN_ASSIGN_OR_FAIL(aotPrefill, library->prefill(prefill, arch));
   ATTN_ASSIGN_OR_FAIL(jitPrefill, Jit::global().prefill(prefill));
-  ATTN_ASSIGN_OR_FAIL(aotP, check::checkPrefill(*aotPrefill, prefill, prefillOptions));
-  ATTN_ASSIGN_OR_FAIL(jitP, check::checkPrefill(*jitPrefill, prefill, prefillOptions));
+  ATTN_ASSIGN_OR_FAIL(
+      aotP, check::checkPrefill(*aotPrefill, prefill, prefillOptions));
+  ATTN_ASSIGN_OR_FAIL(
+      jitP, check::checkPrefill(*jitPrefill, prefill, prefillOptions));
   EXPECT_LT(aotP.outError, 1e-2);
   EXPECT_EQ(aotP.outBytes, jitP.outBytes);
 
@@ -131,7 +137,8 @@ TEST(AotGpuTest, CacheOpsServedFromLibrary) {
   std::vector<runtime::AotKernel> kernels;
   for (const KernelSpec &spec : runtime::CacheOps::specs(arch)) {
     std::string source = emitCuda(spec);
-    ATTN_ASSIGN_OR_FAIL(cubin, runtime::compileToCubin(source, spec.uri(), arch));
+    ATTN_ASSIGN_OR_FAIL(cubin,
+                        runtime::compileToCubin(source, spec.uri(), arch));
     runtime::AotKernel k;
     k.name = spec.uri();
     k.key = runtime::aotKey({k.name, source, arch}).hash;
@@ -150,4 +157,3 @@ TEST(AotGpuTest, CacheOpsServedFromLibrary) {
 }
 
 } // namespace
-

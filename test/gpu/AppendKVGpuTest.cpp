@@ -38,12 +38,15 @@ std::vector<AppendCase> appendCases() {
     return v;
   };
   return {
-      {"bf16_nhd_d128_p16", make(S::BF16, S::BF16, 8, 128, 16, KVLayout::NHD, false)},
+      {"bf16_nhd_d128_p16",
+       make(S::BF16, S::BF16, 8, 128, 16, KVLayout::NHD, false)},
       {"f16_hnd_d64_p1", make(S::F16, S::F16, 4, 64, 1, KVLayout::HND, false)},
-      {"bf16_to_e4m3_nhd", make(S::BF16, S::F8E4M3, 8, 128, 16, KVLayout::NHD, false)},
+      {"bf16_to_e4m3_nhd",
+       make(S::BF16, S::F8E4M3, 8, 128, 16, KVLayout::NHD, false)},
       {"f16_to_e4m3_hnd_headscale",
        make(S::F16, S::F8E4M3, 4, 256, 32, KVLayout::HND, true)},
-      {"bf16_to_e5m2_d80_p8", make(S::BF16, S::F8E5M2, 2, 80, 8, KVLayout::NHD, false)},
+      {"bf16_to_e5m2_d80_p8",
+       make(S::BF16, S::F8E5M2, 2, 80, 8, KVLayout::NHD, false)},
   };
 }
 
@@ -96,8 +99,9 @@ TEST_P(AppendKVGpuTest, WritesEverySlotExactly) {
   args.numTokens = tokens;
   args.numKVHeads = v.numKVHeads;
   args.headDim = v.headDim;
-  args.cache = {kCache.ptr<void>(), vCache.ptr<void>(), v.kvType, v.numKVHeads,
-                v.headDim, v.pageSize, v.layout, numPages, 0};
+  args.cache = {kCache.ptr<void>(), vCache.ptr<void>(), v.kvType,
+                v.numKVHeads,       v.headDim,          v.pageSize,
+                v.layout,           numPages,           0};
   args.slotMapping = dSlots.ptr<int64_t>();
   if (fp8) {
     args.kScale = dKScale.ptr<float>();
@@ -119,7 +123,8 @@ TEST_P(AppendKVGpuTest, WritesEverySlotExactly) {
     for (int h = 0; h < v.numKVHeads; ++h)
       for (int d = 0; d < v.headDim; ++d) {
         int64_t at = ref::kvOffset(v.layout, page, off, h, v.numKVHeads,
-                                   v.pageSize, v.headDim, pageElems) + d;
+                                   v.pageSize, v.headDim, pageElems) +
+                     d;
         written[at] = true;
         size_t src = t * rowElems + h * v.headDim + d;
         for (int which = 0; which < 2; ++which) {
@@ -128,7 +133,8 @@ TEST_P(AppendKVGpuTest, WritesEverySlotExactly) {
           uint32_t want;
           if (fp8) {
             // The kernel multiplies by the f32 reciprocal of the scale.
-            float inv = 1.f / (which ? vScales : kScales)[v.perHeadKVScale ? h : 0];
+            float inv =
+                1.f / (which ? vScales : kScales)[v.perHeadKVScale ? h : 0];
             want = ref::encode(v.kvType, double(float(in.values[src]) * inv));
           } else {
             want = 0;
@@ -146,7 +152,8 @@ TEST_P(AppendKVGpuTest, WritesEverySlotExactly) {
   for (int64_t i = 0; i < int64_t(written.size()); ++i)
     if (!written[i])
       for (int b = 0; b < bytesPer; ++b)
-        clobbered += kOut[i * bytesPer + b] != 0xFF || vOut[i * bytesPer + b] != 0xFF;
+        clobbered +=
+            kOut[i * bytesPer + b] != 0xFF || vOut[i * bytesPer + b] != 0xFF;
   EXPECT_EQ(clobbered, 0u) << GetParam().name;
 }
 

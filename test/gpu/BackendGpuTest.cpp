@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/serving/Backend.h"
-#include "attn/runtime/serving/PageAllocator.h"
 #include "attn/runtime/serving/KVCache.h"
+#include "attn/runtime/serving/PageAllocator.h"
 #include "compiler/Jit/Jit.h"
 #include "test/gpu/GpuTestUtil.h"
 #include "test/reference/DecodeCheck.h"
@@ -100,15 +100,17 @@ public:
     if (withSinks) {
       for (int h = 0; h < kHeads; ++h)
         sinks.push_back(h % 4 == 3 ? 6.0f : -1.0f + 0.75f * float(h % 4));
-      auto allocated = runtime::DeviceBuffer::allocate(sinks.size() * sizeof(float));
+      auto allocated =
+          runtime::DeviceBuffer::allocate(sinks.size() * sizeof(float));
       if (!allocated)
         return allocated.takeError();
       sinksBuffer = std::move(*allocated);
-      if (llvm::Error error =
-              sinksBuffer.copyFromHost(sinks.data(), sinks.size() * sizeof(float)))
+      if (llvm::Error error = sinksBuffer.copyFromHost(
+              sinks.data(), sinks.size() * sizeof(float)))
         return error;
     }
-    auto backend = runtime::Backend::create(config, Jit::global().kernelSource(), limits);
+    auto backend =
+        runtime::Backend::create(config, Jit::global().kernelSource(), limits);
     if (!backend)
       return backend.takeError();
     this->backend = std::move(*backend);
@@ -155,7 +157,8 @@ public:
       auto copy = r.table.append(*allocator, newTokens[i]);
       if (!copy)
         return copy.takeError();
-      Rows q = randomRows(rng, ScalarType::BF16, size_t(newTokens[i]) * kHeads * kDim);
+      Rows q = randomRows(rng, ScalarType::BF16,
+                          size_t(newTokens[i]) * kHeads * kDim);
       Rows k = randomRows(rng, kvType, size_t(newTokens[i]) * kKVHeads * kDim);
       Rows v = randomRows(rng, kvType, size_t(newTokens[i]) * kKVHeads * kDim);
       qBytes.insert(qBytes.end(), q.bf16.begin(), q.bf16.end());
@@ -181,8 +184,10 @@ public:
     // stream; an upload does not wait for other streams' work.
     if (llvm::Error error = stream->synchronize())
       return std::move(error);
-    for (auto [buffer, bytes] : {std::pair{&q, &qBytes}, {&k, &kBytes}, {&v, &vBytes}})
-      if (llvm::Error error = buffer->copyFromHost(bytes->data(), bytes->size() * 2))
+    for (auto [buffer, bytes] :
+         {std::pair{&q, &qBytes}, {&k, &kBytes}, {&v, &vBytes}})
+      if (llvm::Error error =
+              buffer->copyFromHost(bytes->data(), bytes->size() * 2))
         return std::move(error);
     return builder->build(scheduled, stream->get());
   }
@@ -235,11 +240,14 @@ void runMixedSteps(Engine &engine) {
   std::vector<Request> requests(3);
   std::vector<double> expected;
   for (auto [newTokens, numPrefills] :
-       {std::pair{std::vector<int>{300, 17, 64}, 3}, {std::vector<int>{100, 1, 1}, 1},
+       {std::pair{std::vector<int>{300, 17, 64}, 3},
+        {std::vector<int>{100, 1, 1}, 1},
         {std::vector<int>{1, 1, 1}, 0}}) {
-    ATTN_ASSIGN_OR_FAIL(md, engine.step(requests, newTokens, numPrefills, rng, expected));
+    ATTN_ASSIGN_OR_FAIL(
+        md, engine.step(requests, newTokens, numPrefills, rng, expected));
     ATTN_ASSIGN_OR_FAIL(plan, engine.backend->plan(md, engine.stream->get()));
-    ATTN_ASSERT_OK(engine.backend->forward(plan, engine.layer(), engine.stream->get()));
+    ATTN_ASSERT_OK(
+        engine.backend->forward(plan, engine.layer(), engine.stream->get()));
     ATTN_ASSIGN_OR_FAIL(got, engine.output(md.numTokens()));
     EXPECT_LT(ref::relativeError(got, expected), 1e-2)
         << numPrefills << " prefills of " << md.batch();
@@ -274,8 +282,8 @@ TEST_P(BackendGpuTest, MixedStepsWithDocumentMaskMatchReference) {
   // The three requests' lengths after runMixedSteps' last step.
   check::TestModifiers docs = check::documentMask(rng, {401, 19, 66});
   Engine engine;
-  ATTN_ASSERT_OK(engine.init(GetParam(), /*numLayers=*/1, /*withSinks=*/false,
-                             &docs));
+  ATTN_ASSERT_OK(
+      engine.init(GetParam(), /*numLayers=*/1, /*withSinks=*/false, &docs));
   runMixedSteps(engine);
 }
 
@@ -295,7 +303,8 @@ TEST(BackendCascadeGpuTest, DecodesOverASharedPromptRunAsCascade) {
   ATTN_ASSIGN_OR_FAIL(md, engine.step(prompt, {2048}, 1, rng, expected));
   ATTN_ASSIGN_OR_FAIL(plan, engine.backend->plan(md, engine.stream->get()));
   EXPECT_FALSE(plan.cascade.has_value());
-  ATTN_ASSERT_OK(engine.backend->forward(plan, engine.layer(), engine.stream->get()));
+  ATTN_ASSERT_OK(
+      engine.backend->forward(plan, engine.layer(), engine.stream->get()));
   ATTN_ASSIGN_OR_FAIL(got, engine.output(md.numTokens()));
   EXPECT_LT(ref::relativeError(got, expected), 1e-2);
 
@@ -307,20 +316,24 @@ TEST(BackendCascadeGpuTest, DecodesOverASharedPromptRunAsCascade) {
     r.v = prompt[0].v;
   }
   for (int step = 0; step < 3; ++step) {
-    ATTN_ASSIGN_OR_FAIL(dmd, engine.step(samples, std::vector<int>(16, 1), 0,
-                                         rng, expected));
+    ATTN_ASSIGN_OR_FAIL(
+        dmd, engine.step(samples, std::vector<int>(16, 1), 0, rng, expected));
     ATTN_ASSIGN_OR_FAIL(dplan, engine.backend->plan(dmd, engine.stream->get()));
     ASSERT_TRUE(dplan.cascade.has_value()) << "step " << step;
     EXPECT_EQ(dplan.sharedPages, 128);
-    ATTN_ASSERT_OK(engine.backend->forward(dplan, engine.layer(), engine.stream->get()));
+    ATTN_ASSERT_OK(
+        engine.backend->forward(dplan, engine.layer(), engine.stream->get()));
     ATTN_ASSIGN_OR_FAIL(dgot, engine.output(dmd.numTokens()));
     EXPECT_LT(ref::relativeError(dgot, expected), 1e-2) << "step " << step;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Caches, BackendGpuTest,
-                         ::testing::Values(ScalarType::BF16, ScalarType::F8E4M3),
-                         [](const auto &info) { return std::string(toString(info.param)); });
+                         ::testing::Values(ScalarType::BF16,
+                                           ScalarType::F8E4M3),
+                         [](const auto &info) {
+                           return std::string(toString(info.param));
+                         });
 
 // Decode steps replayed from graphs captured at padded batch 8 equal the
 // direct runs, over two layers, for batches smaller than the capture.
@@ -343,7 +356,8 @@ TEST(BackendGraphGpuTest, ReplayEqualsDirectRun) {
     std::vector<Request> padding(8);
     std::mt19937 rng(1);
     std::vector<double> unused;
-    ATTN_ASSIGN_OR_FAIL(md, graphed.step(padding, std::vector<int>(8, 1), 0, rng, unused));
+    ATTN_ASSIGN_OR_FAIL(
+        md, graphed.step(padding, std::vector<int>(8, 1), 0, rng, unused));
     ATTN_ASSERT_OK(graphed.backend->captureGraph(md, forwardAll(graphed),
                                                  graphed.stream->get()));
     for (Request &r : padding)
@@ -360,7 +374,8 @@ TEST(BackendGraphGpuTest, ReplayEqualsDirectRun) {
   for (auto [engine, requests, rng, expected] :
        {std::tuple{&direct, &a, &rngDirect, &expectedA},
         {&graphed, &b, &rngGraphed, &expectedB}}) {
-    ATTN_ASSIGN_OR_FAIL(md, engine->step(*requests, prompts, 5, *rng, *expected));
+    ATTN_ASSIGN_OR_FAIL(md,
+                        engine->step(*requests, prompts, 5, *rng, *expected));
     ATTN_ASSIGN_OR_FAIL(plan, engine->backend->plan(md, engine->stream->get()));
     ATTN_ASSERT_OK(forwardAll(*engine)(plan, engine->stream->get()));
   }
@@ -370,12 +385,14 @@ TEST(BackendGraphGpuTest, ReplayEqualsDirectRun) {
     ATTN_ASSIGN_OR_FAIL(planA, direct.backend->plan(mdA, direct.stream->get()));
     ATTN_ASSERT_OK(forwardAll(direct)(planA, direct.stream->get()));
     ATTN_ASSIGN_OR_FAIL(mdB, graphed.step(b, ones, 0, rngGraphed, expectedB));
-    ATTN_ASSIGN_OR_FAIL(replayed, graphed.backend->replayGraph(mdB, graphed.stream->get()));
+    ATTN_ASSIGN_OR_FAIL(
+        replayed, graphed.backend->replayGraph(mdB, graphed.stream->get()));
     ASSERT_TRUE(replayed);
     ATTN_ASSIGN_OR_FAIL(outA, direct.output(5));
     ATTN_ASSIGN_OR_FAIL(outB, graphed.output(5));
     EXPECT_EQ(outA, outB) << "step " << stepIndex;
-    EXPECT_LT(ref::relativeError(outB, expectedB), 1e-2) << "step " << stepIndex;
+    EXPECT_LT(ref::relativeError(outB, expectedB), 1e-2)
+        << "step " << stepIndex;
   }
 }
 
@@ -388,8 +405,10 @@ TEST(BackendNoCacheGpuTest, ProfilingRunMatchesReference) {
   std::vector<Request> requests(2);
   std::vector<double> expected;
   ATTN_ASSIGN_OR_FAIL(md, engine.step(requests, {500, 33}, 2, rng, expected));
-  ATTN_ASSIGN_OR_FAIL(plan, engine.backend->planWithoutCache(md, engine.stream->get()));
-  ATTN_ASSERT_OK(engine.backend->forwardWithoutCache(plan, engine.layer(), engine.stream->get()));
+  ATTN_ASSIGN_OR_FAIL(
+      plan, engine.backend->planWithoutCache(md, engine.stream->get()));
+  ATTN_ASSERT_OK(engine.backend->forwardWithoutCache(plan, engine.layer(),
+                                                     engine.stream->get()));
   ATTN_ASSIGN_OR_FAIL(got, engine.output(md.numTokens()));
   EXPECT_LT(ref::relativeError(got, expected), 1e-2);
 }
@@ -420,8 +439,10 @@ std::vector<double> unmaskedReference(const std::vector<int> &qLens,
   return out;
 }
 
-llvm::Expected<runtime::DeviceBuffer> uploadRows(const std::vector<uint16_t> &rows) {
-  auto buffer = runtime::DeviceBuffer::allocate(std::max<size_t>(rows.size() * 2, 2));
+llvm::Expected<runtime::DeviceBuffer>
+uploadRows(const std::vector<uint16_t> &rows) {
+  auto buffer =
+      runtime::DeviceBuffer::allocate(std::max<size_t>(rows.size() * 2, 2));
   if (buffer)
     if (llvm::Error error = buffer->copyFromHost(rows.data(), rows.size() * 2))
       return std::move(error);
@@ -441,7 +462,9 @@ TEST(BackendEncoderGpuTest, MatchesReference) {
   config.numQHeads = kHeads;
   config.numKVHeads = kKVHeads;
   config.headDim = kDim;
-  ATTN_ASSIGN_OR_FAIL(backend, runtime::Backend::create(config, Jit::global().kernelSource(), limits));
+  ATTN_ASSIGN_OR_FAIL(
+      backend,
+      runtime::Backend::create(config, Jit::global().kernelSource(), limits));
   std::vector<int> lens = {300, 17, 64};
   std::vector<ScheduledRequest> requests;
   std::vector<int32_t> noPages = {0};
@@ -473,8 +496,9 @@ TEST(BackendEncoderGpuTest, MatchesReference) {
   std::vector<uint8_t> bytes(q.bf16.size() * 2);
   ATTN_ASSERT_OK(stream.synchronize());
   ATTN_ASSERT_OK(dout.copyToHost(bytes.data(), bytes.size()));
-  EXPECT_LT(ref::relativeError(decodeAll(ScalarType::BF16, bytes),
-                               unmaskedReference(lens, lens, q.values, k.values, v.values)),
+  EXPECT_LT(ref::relativeError(
+                decodeAll(ScalarType::BF16, bytes),
+                unmaskedReference(lens, lens, q.values, k.values, v.values)),
             1e-2);
 }
 
@@ -502,8 +526,11 @@ TEST(BackendCrossGpuTest, CachedEncoderMatchesReference) {
   config.numKVHeads = kKVHeads;
   config.headDim = kDim;
   config.kvType = ScalarType::F8E4M3;
-  ATTN_ASSIGN_OR_FAIL(backend, runtime::Backend::create(config, Jit::global().kernelSource(), limits, &cacheConfig));
-  ATTN_ASSIGN_OR_FAIL(builder, runtime::AttentionMetadataBuilder::create(limits));
+  ATTN_ASSIGN_OR_FAIL(
+      backend, runtime::Backend::create(config, Jit::global().kernelSource(),
+                                        limits, &cacheConfig));
+  ATTN_ASSIGN_OR_FAIL(builder,
+                      runtime::AttentionMetadataBuilder::create(limits));
   ATTN_ASSIGN_OR_FAIL(stream, runtime::Stream::create());
 
   // Two requests: encoders of 300 and 40 tokens (cross pages 0-18 and
@@ -518,16 +545,20 @@ TEST(BackendCrossGpuTest, CachedEncoderMatchesReference) {
   Rows ev = randomRows(rng, ScalarType::F8E4M3, size_t(340) * kKVHeads * kDim);
   ATTN_ASSIGN_OR_FAIL(dek, uploadRows(ek.bf16));
   ATTN_ASSIGN_OR_FAIL(dev, uploadRows(ev.bf16));
-  ATTN_ASSIGN_OR_FAIL(dq, runtime::DeviceBuffer::allocate(size_t(8) * kHeads * kDim * 2));
-  ATTN_ASSIGN_OR_FAIL(dout, runtime::DeviceBuffer::allocate(size_t(8) * kHeads * kDim * 2));
+  ATTN_ASSIGN_OR_FAIL(
+      dq, runtime::DeviceBuffer::allocate(size_t(8) * kHeads * kDim * 2));
+  ATTN_ASSIGN_OR_FAIL(
+      dout, runtime::DeviceBuffer::allocate(size_t(8) * kHeads * kDim * 2));
 
   for (int stepIndex = 0; stepIndex < 2; ++stepIndex) {
-    std::vector<int> qLens = stepIndex == 0 ? std::vector<int>{5, 1} : std::vector<int>{1, 1};
+    std::vector<int> qLens =
+        stepIndex == 0 ? std::vector<int>{5, 1} : std::vector<int>{1, 1};
     std::vector<ScheduledRequest> requests(2);
     for (int b = 0; b < 2; ++b) {
       requests[b].isPrefill = stepIndex == 0;
       requests[b].queryLen = qLens[b];
-      requests[b].contextLen = stepIndex == 0 ? 0 : (b == 0 ? 5 : 1); // step 0's prompts
+      requests[b].contextLen =
+          stepIndex == 0 ? 0 : (b == 0 ? 5 : 1); // step 0's prompts
       requests[b].pageTable = selfTable;
       requests[b].encoderLen = encoderLens[b];
       requests[b].crossPageTable = crossTables[b];
@@ -559,4 +590,3 @@ TEST(BackendCrossGpuTest, CachedEncoderMatchesReference) {
 }
 
 } // namespace
-

@@ -67,7 +67,7 @@ void applyPairs(std::vector<uint8_t> &layer, const KVCacheConfig &c,
 /// `count` pairs over `numPages` pages: distinct destinations, none of
 /// them a source; sources may repeat (one prefix page shared by many).
 std::vector<PagePair> randomPairs(std::mt19937 &rng, int64_t numPages,
-                                   int count) {
+                                  int count) {
   std::vector<int64_t> pages(numPages);
   for (int64_t i = 0; i < numPages; ++i)
     pages[i] = i;
@@ -121,7 +121,7 @@ TEST_P(CopyPagesGpuTest, CopiesExactlyTheListedBlocksOfEveryLayer) {
   std::vector<PagePair> devicePairs = randomPairs(rng, c.numPages, 40);
   ATTN_ASSIGN_OR_FAIL(dPairs, upload(devicePairs));
   ATTN_ASSERT_OK(ops->copyPages(cache, dPairs.ptr<const PagePair>(),
-                                 int64_t(devicePairs.size()), stream.get()));
+                                int64_t(devicePairs.size()), stream.get()));
   for (auto &layer : expected)
     applyPairs(layer, c, devicePairs);
   ATTN_ASSERT_OK(stream.synchronize());
@@ -131,11 +131,11 @@ TEST_P(CopyPagesGpuTest, CopiesExactlyTheListedBlocksOfEveryLayer) {
     // Name the first wrong page rather than dump megabytes.
     for (int64_t page = 0; page < 2 * c.numPages; ++page) {
       const int64_t at = page * c.pageBytes();
-      ASSERT_EQ(std::memcmp(got.data() + at, expected[l].data() + at,
-                            c.pageBytes()),
-                0)
-          << "layer " << l << (page < c.numPages ? " K" : " V")
-          << " page " << page % c.numPages;
+      ASSERT_EQ(
+          std::memcmp(got.data() + at, expected[l].data() + at, c.pageBytes()),
+          0)
+          << "layer " << l << (page < c.numPages ? " K" : " V") << " page "
+          << page % c.numPages;
     }
   }
 }
@@ -172,8 +172,9 @@ TEST_P(CopyPagesGpuTest, BadPairsAreErrorsAndCopyNothing) {
   EXPECT_EQ(errorOf({{0, 1}, {2, 1}}),
             "copyPages: pair 1: destination page 1 is written by an "
             "earlier pair");
-  EXPECT_NE(errorOf({{0, 1}, {1, 2}}).find("destination page 1 is also a source"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf({{0, 1}, {1, 2}}).find("destination page 1 is also a source"),
+      std::string::npos);
   ATTN_ASSERT_OK(stream.synchronize());
   for (int l = 0; l < c.numLayers; ++l) {
     ATTN_ASSIGN_OR_FAIL(got, downloadLayer(cache, l));
@@ -209,7 +210,8 @@ TEST(CopyPagesCapacityGpuTest, MorePairsThanStagedAreAnError) {
   EXPECT_EQ(llvm::toString(std::move(error)),
             "copyPages: 5 pairs exceed the staging capacity of 4 "
             "(CacheOps::create's maxStagedPairs)");
-  ATTN_ASSERT_OK(ops.copyPages(cache, {{0, 1}, {0, 2}, {0, 3}, {0, 4}}, nullptr));
+  ATTN_ASSERT_OK(
+      ops.copyPages(cache, {{0, 1}, {0, 2}, {0, 3}, {0, 4}}, nullptr));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -323,7 +325,8 @@ TEST(AdvanceStepGpuTest, MetadataFollowsTheHostComputation) {
 }
 
 /// Request b's rows of a [batch, heads, dim] output.
-std::vector<double> rowsOf(const std::vector<double> &out, int b, int64_t rowElems) {
+std::vector<double> rowsOf(const std::vector<double> &out, int b,
+                           int64_t rowElems) {
   return std::vector<double>(out.begin() + b * rowElems,
                              out.begin() + (b + 1) * rowElems);
 }
@@ -347,7 +350,8 @@ void runPlannedOnce(bool inGraph) {
   check::PagedCacheShape shape; // matches v
   // The cache holds every step's tokens from the start, as the engine's
   // append-KV would have written them; only the lengths grow.
-  const check::RandomPagedCache cache = check::randomPagedCache(rng, shape, last);
+  const check::RandomPagedCache cache =
+      check::randomPagedCache(rng, shape, last);
   ATTN_ASSIGN_OR_FAIL(dCache, check::uploadCache(cache, shape));
   const int64_t rowElems = int64_t(v.numQHeads) * v.headDim;
   Quantized q = randomValues(rng, v.qType, batch * rowElems, 1.0);
@@ -386,8 +390,8 @@ void runPlannedOnce(bool inGraph) {
   if (inGraph) {
     ATTN_ASSERT_OK([&]() -> llvm::Error {
       CUgraph graph;
-      ATTN_CU_CHECK(cuStreamBeginCapture(stream.get(),
-                                         CU_STREAM_CAPTURE_MODE_GLOBAL));
+      ATTN_CU_CHECK(
+          cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL));
       llvm::Error runErr = kernel->run(plan, args, stream.get());
       ATTN_CU_CHECK(cuStreamEndCapture(stream.get(), &graph));
       if (runErr)
@@ -440,8 +444,8 @@ void runPlannedOnce(bool inGraph) {
     for (int b = 0; b < batch; ++b) {
       double error = ref::relativeError(rowsOf(got, b, rowElems),
                                         rowsOf(want, b, rowElems));
-      EXPECT_LT(error, 1e-2) << "request " << b << " at length "
-                             << prob.seqLens[b];
+      EXPECT_LT(error, 1e-2)
+          << "request " << b << " at length " << prob.seqLens[b];
       if (s > 0) {
         // The test can tell the lengths apart: one more key moves every
         // request's output (by about 1/sqrt(length)) beyond the tolerance,
@@ -462,7 +466,7 @@ void runPlannedOnce(bool inGraph) {
         int pos = first[b] + s - 1;
         EXPECT_EQ(gotSlots[b],
                   int64_t(cache.pageTables[b * cache.pageTableStride +
-                                            pos / v.pageSize]) *
+                                           pos / v.pageSize]) *
                           v.pageSize +
                       pos % v.pageSize)
             << "request " << b;

@@ -47,14 +47,19 @@ DecodeVariant variantOf(ScalarType kv, int hq, int hkv, int queryLen = 1) {
 std::vector<CascadeCase> cases() {
   using S = ScalarType;
   std::vector<CascadeCase> c;
-  c.push_back({"bf16_three_groups_one_unshared", variantOf(S::BF16, 32, 8),
+  c.push_back({"bf16_three_groups_one_unshared",
+               variantOf(S::BF16, 32, 8),
                {{{0, 4, 5, 8}, {1024, 0, 256}}},
                {300, 1, 17, 64, 500, 2, 33, 129}});
-  c.push_back({"bf16_two_levels", variantOf(S::BF16, 16, 4),
+  c.push_back({"bf16_two_levels",
+               variantOf(S::BF16, 16, 4),
                {{{0, 6}, {512}}, {{0, 3, 6}, {256, 128}}},
                {40, 1, 300, 16, 17, 90}});
-  c.push_back({"e4m3_ql2", variantOf(S::F8E4M3, 16, 2, 2),
-               {{{0, 2, 5}, {2048, 512}}}, {2, 77, 300, 5, 16}, 0.05});
+  c.push_back({"e4m3_ql2",
+               variantOf(S::F8E4M3, 16, 2, 2),
+               {{{0, 2, 5}, {2048, 512}}},
+               {2, 77, 300, 5, 16},
+               0.05});
   return c;
 }
 
@@ -112,7 +117,8 @@ void expectMatchesReference(const CascadeCase &tc,
     for (size_t l = 0; l < tc.levels.size(); ++l) {
       const auto &starts = tc.levels[l].groupStarts;
       int g = int(std::upper_bound(starts.begin(), starts.end(), b) -
-                  starts.begin()) - 1;
+                  starts.begin()) -
+              1;
       keys += append(firstSeq[l] + g);
     }
     keys += append(firstSuffix + b);
@@ -130,8 +136,10 @@ void expectMatchesReference(const CascadeCase &tc,
   ATTN_ASSIGN_OR_FAIL(dq, check::upload(q.bytes));
   ATTN_ASSIGN_OR_FAIL(out, poisoned(q.bytes.size()));
   ATTN_ASSIGN_OR_FAIL(lse, poisoned(size_t(qTokens * v.numQHeads) * 4));
-  ATTN_ASSIGN_OR_FAIL(ws, cascade.createWorkspace(batch, int(tc.levels.size())));
-  ATTN_ASSIGN_OR_FAIL(plan, cascade.plan(tc.levels, tc.suffixLens, ws, nullptr));
+  ATTN_ASSIGN_OR_FAIL(ws,
+                      cascade.createWorkspace(batch, int(tc.levels.size())));
+  ATTN_ASSIGN_OR_FAIL(plan,
+                      cascade.plan(tc.levels, tc.suffixLens, ws, nullptr));
   runtime::CascadeArgs args;
   args.q = dq.ptr<void>();
   args.qType = v.qType;
@@ -143,7 +151,8 @@ void expectMatchesReference(const CascadeCase &tc,
   args.cache = dCache.view;
   const int32_t *tables = dCache.pageTables.ptr<int32_t>();
   for (size_t l = 0; l < tc.levels.size(); ++l) {
-    args.levelPageTables[l] = tables + int64_t(firstSeq[l]) * cache.pageTableStride;
+    args.levelPageTables[l] =
+        tables + int64_t(firstSeq[l]) * cache.pageTableStride;
     args.levelPageTableStrides[l] = cache.pageTableStride;
   }
   args.suffixPageTables = tables + int64_t(firstSuffix) * cache.pageTableStride;
@@ -188,8 +197,8 @@ TEST(CascadeAotGpuTest, LibraryKernelsMatchReference) {
                                runtime::cascadeSuffixVariant(v),
                                runtime::cascadeMergeVariant(v)));
     ATTN_ASSIGN_OR_FAIL(library, runtime::AotLibrary::open(built.path()));
-    ATTN_ASSIGN_OR_FAIL(cascade,
-                        runtime::cascadeFrom(runtime::kernelsFrom(library, arch), v));
+    ATTN_ASSIGN_OR_FAIL(
+        cascade, runtime::cascadeFrom(runtime::kernelsFrom(library, arch), v));
     expectMatchesReference(tc, cascade);
   }
 }
@@ -216,17 +225,18 @@ TEST(CascadeArgsGpuTest, RefusesWhatItCannotSplit) {
   ATTN_ASSIGN_OR_FAIL(ws, cascade.createWorkspace(4, 1));
   auto split = cascade.plan({{{0, 4}, {100}}}, {1, 1, 1, 1}, ws, nullptr);
   ASSERT_FALSE(bool(split));
-  EXPECT_NE(llvm::toString(split.takeError()).find("kvLens[0] = 100 must be a "
-                                                   "non-negative multiple of "
-                                                   "the page size (16)"),
+  EXPECT_NE(llvm::toString(split.takeError())
+                .find("kvLens[0] = 100 must be a "
+                      "non-negative multiple of "
+                      "the page size (16)"),
             std::string::npos);
-  auto gap = cascade.plan({{{0, 2, 2, 4}, {16, 16, 16}}}, {1, 1, 1, 1}, ws,
-                          nullptr);
+  auto gap =
+      cascade.plan({{{0, 2, 2, 4}, {16, 16, 16}}}, {1, 1, 1, 1}, ws, nullptr);
   ASSERT_FALSE(bool(gap));
   EXPECT_NE(llvm::toString(gap.takeError()).find("group 1 is empty"),
             std::string::npos);
-  auto deep = cascade.plan({{{0, 4}, {16}}, {{0, 4}, {16}}}, {1, 1, 1, 1}, ws,
-                           nullptr);
+  auto deep =
+      cascade.plan({{{0, 4}, {16}}, {{0, 4}, {16}}}, {1, 1, 1, 1}, ws, nullptr);
   ASSERT_FALSE(bool(deep));
   EXPECT_NE(llvm::toString(deep.takeError()).find("2 shared levels"),
             std::string::npos);

@@ -1,16 +1,16 @@
 //===- DecodeGpuTest.cpp - paged decode against the fp64 reference --------===//
 //
 // Every case JIT-compiles its variant, runs it on random data with poisoned
-// outputs and compares with the fp64 reference (test/reference/DecodeCheck). Tolerances (relative L2 error
-// of the output): 1e-2 for bf16 outputs, 4e-3 for f16 (bf16 keeps 8 mantissa
-// bits, f16 11; P is rounded to the same type before P.V); LSE within 2e-3
-// absolute (f32 arithmetic). FP8 caches are compared against their exact
-// dequantized values, so they share their q type's tolerance.
+// outputs and compares with the fp64 reference (test/reference/DecodeCheck).
+// Tolerances (relative L2 error of the output): 1e-2 for bf16 outputs, 4e-3 for
+// f16 (bf16 keeps 8 mantissa bits, f16 11; P is rounded to the same type before
+// P.V); LSE within 2e-3 absolute (f32 arithmetic). FP8 caches are compared
+// against their exact dequantized values, so they share their q type's
+// tolerance.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Jit/Jit.h"
 #include "test/gpu/GpuTestUtil.h"
-
 
 using namespace attn;
 using namespace attn::test;
@@ -21,11 +21,12 @@ struct DecodeCase {
   std::string name;
   DecodeVariant variant;
   std::vector<int> seqLens;
-  double kvScale = 1.0;      ///< FP8 scale (head h uses kvScale * (1 + h/8))
+  double kvScale = 1.0;       ///< FP8 scale (head h uses kvScale * (1 + h/8))
   bool interleavedKV = false; ///< K and V of a page side by side (FlashInfer)
 };
 
-DecodeVariant base(ScalarType q, ScalarType kv, int hq, int hkv, int d, int page) {
+DecodeVariant base(ScalarType q, ScalarType kv, int hq, int hkv, int d,
+                   int page) {
   DecodeVariant v;
   v.qType = q;
   v.kvType = kv;
@@ -59,7 +60,8 @@ std::vector<DecodeCase> cases() {
   // request), and 24 tokens (a tile may straddle two pages).
   add("e4m3_bf16_gqa4_d128_p2", base(S::BF16, S::F8E4M3, 32, 8, 128, 2),
       {6000, 31}, 0.05);
-  add("bf16_gqa4_d128_p24", base(S::BF16, S::BF16, 32, 8, 128, 24), {1, 50, 777});
+  add("bf16_gqa4_d128_p24", base(S::BF16, S::BF16, 32, 8, 128, 24),
+      {1, 50, 777});
   for (int d : {40, 80, 96, 112, 192, 256})
     add("bf16_gqa4_d" + std::to_string(d), base(S::BF16, S::BF16, 16, 4, d, 16),
         {257, 1200});
@@ -200,8 +202,11 @@ std::vector<DecodeCase> cases() {
     v.alibi = true;
     add("e5m2_bf16_mha_d64_p8_alibi", v, {4100, 33}, 0.5);
   }
-  c.push_back({"bf16_interleaved_kv", base(S::BF16, S::BF16, 16, 4, 128, 16),
-               {1000, 10}, 1.0, /*interleavedKV=*/true});
+  c.push_back({"bf16_interleaved_kv",
+               base(S::BF16, S::BF16, 16, 4, 128, 16),
+               {1000, 10},
+               1.0,
+               /*interleavedKV=*/true});
   return c;
 }
 
@@ -220,9 +225,8 @@ TEST_P(DecodeGpuTest, MatchesReference) {
   options.seed = uint32_t(std::hash<std::string>()(tc.name));
   ATTN_ASSIGN_OR_FAIL(result, check::checkDecode(*kernel, tc.variant, options));
   double tol = tc.variant.qType == ScalarType::BF16 ? 1e-2 : 4e-3;
-  EXPECT_LT(result.outError, tol)
-      << tc.name << ": relative L2 error (chunk " << result.chunkTokens
-      << " tokens)";
+  EXPECT_LT(result.outError, tol) << tc.name << ": relative L2 error (chunk "
+                                  << result.chunkTokens << " tokens)";
   if (tc.variant.writeLse) {
     EXPECT_LT(result.lseError, 2e-3) << tc.name << ": worst LSE error";
   }
@@ -311,7 +315,8 @@ TEST_F(DecodeArgsGpuTest, AcceptsMatchingArguments) {
 
 TEST_F(DecodeArgsGpuTest, RejectsWrongHeads) {
   args.numQHeads = 16;
-  expectRejected("q has 16 heads x 64 dims, the kernel was compiled for 8 x 64");
+  expectRejected(
+      "q has 16 heads x 64 dims, the kernel was compiled for 8 x 64");
 }
 
 TEST_F(DecodeArgsGpuTest, RejectsWrongQType) {

@@ -43,8 +43,8 @@ std::vector<uint8_t> randomBytes(std::mt19937 &rng, size_t n) {
 
 /// Page `page` of K (kv 0) or V (kv 1) in a layer image of `numPages`.
 std::vector<uint8_t> pageOf(const std::vector<uint8_t> &layer,
-                             const KVCacheConfig &c, int64_t numPages, int kv,
-                             int64_t page) {
+                            const KVCacheConfig &c, int64_t numPages, int kv,
+                            int64_t page) {
   auto at = layer.begin() + (kv * numPages + page) * c.pageBytes();
   return std::vector<uint8_t>(at, at + c.pageBytes());
 }
@@ -70,7 +70,8 @@ TEST_P(KVCacheSwapTest, SwapOutAndInMoveExactlyTheListedPages) {
   ATTN_ASSIGN_OR_FAIL(stream, Stream::create());
 
   std::mt19937 rng(5);
-  std::vector<std::vector<uint8_t>> device(c.numLayers), hostBefore(c.numLayers);
+  std::vector<std::vector<uint8_t>> device(c.numLayers),
+      hostBefore(c.numLayers);
   for (int l = 0; l < c.numLayers; ++l) {
     device[l] = randomBytes(rng, c.layerBytes());
     ATTN_ASSERT_OK(copyHostToDevice(cache.layerData(l), device[l].data(),
@@ -92,7 +93,8 @@ TEST_P(KVCacheSwapTest, SwapOutAndInMoveExactlyTheListedPages) {
       for (int kv = 0; kv < 2; ++kv) {
         std::vector<uint8_t> src = pageOf(device[l], c, c.numPages, kv, p.src);
         std::copy(src.begin(), src.end(),
-                  want.begin() + (kv * hostConfig.numPages + p.dst) * c.pageBytes());
+                  want.begin() +
+                      (kv * hostConfig.numPages + p.dst) * c.pageBytes());
       }
     EXPECT_EQ(got, want) << "host layer " << l; // pages 2, 3 untouched
   }
@@ -148,8 +150,8 @@ TEST(KVCacheGpu, SwapErrorsCopyNothing) {
   ATTN_ASSIGN_OR_FAIL(wrong, HostKVCache::allocate(other));
   error = cache.swapOut({{0, 0}}, wrong, nullptr);
   ASSERT_TRUE(bool(error));
-  EXPECT_TRUE(llvm::StringRef(llvm::toString(std::move(error)))
-                  .contains("geometry"));
+  EXPECT_TRUE(
+      llvm::StringRef(llvm::toString(std::move(error))).contains("geometry"));
 }
 
 TEST(KVCacheGpu, ViewAndScales) {
@@ -270,7 +272,8 @@ TEST(AttentionMetadataGpu, UploadEqualsHostAndPads) {
   EXPECT_EQ(md2.device.slotMapping, d.slotMapping);
   ATTN_ASSIGN_OR_FAIL(tables2, fromDevice(md2.device.pageTables, B * W));
   EXPECT_EQ(tables2, padded(md2.pageTables, B * W));
-  ATTN_ASSIGN_OR_FAIL(slots2, fromDevice(md2.device.slotMapping, size_t(l.maxTokens)));
+  ATTN_ASSIGN_OR_FAIL(slots2,
+                      fromDevice(md2.device.slotMapping, size_t(l.maxTokens)));
   std::vector<int64_t> wantSlots2 = md2.slotMapping;
   wantSlots2.resize(l.maxTokens, -1);
   EXPECT_EQ(slots2, wantSlots2);
@@ -361,7 +364,8 @@ TEST(AttentionMetadataGpu, AppendKVWritesThroughTheSlotMapping) {
                                    c.pageSize, c.headDim, c.pageElements()) +
                      kv * c.numPages * c.pageElements();
         const Quantized &src = kv ? val : k;
-        std::memcpy(&want[at * elem], &src.bytes[(t * row + h * c.headDim) * elem],
+        std::memcpy(&want[at * elem],
+                    &src.bytes[(t * row + h * c.headDim) * elem],
                     c.headDim * elem);
       }
   }

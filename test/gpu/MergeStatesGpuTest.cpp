@@ -114,8 +114,10 @@ TEST_P(MergeStatesGpuTest, MatchesReference) {
   args.out = tc.inPlace ? outBuffers[0].ptr<void>() : outBuffer->ptr<void>();
   args.lse = tc.inPlace ? lseBuffers[0].ptr<float>() : lseBuffer->ptr<float>();
   ATTN_ASSERT_OK(kernel->run(args, nullptr));
-  ATTN_ASSIGN_OR_FAIL(outBytes, download(tc.inPlace ? outBuffers[0] : *outBuffer));
-  ATTN_ASSIGN_OR_FAIL(lseBytes, download(tc.inPlace ? lseBuffers[0] : *lseBuffer));
+  ATTN_ASSIGN_OR_FAIL(outBytes,
+                      download(tc.inPlace ? outBuffers[0] : *outBuffer));
+  ATTN_ASSIGN_OR_FAIL(lseBytes,
+                      download(tc.inPlace ? lseBuffers[0] : *lseBuffer));
   std::vector<double> got = decodeAll(tc.dtype, outBytes);
   std::vector<float> gotLse(rows);
   std::memcpy(gotLse.data(), lseBytes.data(), rows * sizeof(float));
@@ -141,23 +143,27 @@ TEST_P(MergeStatesGpuTest, MatchesReference) {
         if (!std::isinf(lses[i][r]))
           want += std::exp(lses[i][r] - lse) * values[i][at + d];
       double g = got[at + d];
-      maxOutError = std::isnan(g) ? inf : std::max(maxOutError, std::fabs(g - want));
+      maxOutError =
+          std::isnan(g) ? inf : std::max(maxOutError, std::fabs(g - want));
       refScale = std::max(refScale, std::fabs(want));
     }
   }
   // One rounding to the output type beyond fp32 arithmetic.
-  double tolerance = tc.dtype == ScalarType::F32 ? 1e-5
-                     : tc.dtype == ScalarType::F16 ? 2e-3 : 1.6e-2;
+  double tolerance = tc.dtype == ScalarType::F32   ? 1e-5
+                     : tc.dtype == ScalarType::F16 ? 2e-3
+                                                   : 1.6e-2;
   EXPECT_LT(maxOutError, tolerance * std::max(1.0, refScale)) << tc.name;
   EXPECT_LT(maxLseError, 1e-3) << tc.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, MergeStatesGpuTest, ::testing::ValuesIn(cases()),
+INSTANTIATE_TEST_SUITE_P(Matrix, MergeStatesGpuTest,
+                         ::testing::ValuesIn(cases()),
                          [](const auto &info) { return info.param.name; });
 
 TEST(MergeStatesArgsGpuTest, BadArgumentsAreErrorsNamingThem) {
   ATTN_REQUIRE_GPU();
-  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().mergeStates({ScalarType::BF16, 8, 128}));
+  ATTN_ASSIGN_OR_FAIL(kernel,
+                      Jit::global().mergeStates({ScalarType::BF16, 8, 128}));
   ATTN_ASSIGN_OR_FAIL(a, runtime::DeviceBuffer::allocate(1 << 20));
   ATTN_ASSIGN_OR_FAIL(b, runtime::DeviceBuffer::allocate(1 << 20));
   runtime::MergeStatesArgs args;

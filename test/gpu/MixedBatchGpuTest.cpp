@@ -17,8 +17,8 @@ using namespace attn::test;
 
 namespace {
 
-PrefillVariant pagedVariant(ScalarType qType, ScalarType kvType, int hq, int hkv,
-                            int d, KVLayout layout = KVLayout::NHD,
+PrefillVariant pagedVariant(ScalarType qType, ScalarType kvType, int hq,
+                            int hkv, int d, KVLayout layout = KVLayout::NHD,
                             bool perHeadScale = false) {
   PrefillVariant v;
   v.qType = qType;
@@ -49,23 +49,39 @@ std::vector<MixedCase> cases() {
   {
     auto v = pagedVariant(S::BF16, S::BF16, 32, 8, 128);
     v.writeLse = true;
-    c.push_back({"bf16_3_prefills_5_decodes_lse", v, {200, 17, 1000, 1, 1, 1, 1, 1},
-                 {1200, 17, 3000, 1, 77, 600, 4097, 33}, 3});
+    c.push_back({"bf16_3_prefills_5_decodes_lse",
+                 v,
+                 {200, 17, 1000, 1, 1, 1, 1, 1},
+                 {1200, 17, 3000, 1, 77, 600, 4097, 33},
+                 3});
   }
   c.push_back({"f16_e4m3_hnd_headscale_2_prefills_8_decodes",
                pagedVariant(S::F16, S::F8E4M3, 16, 4, 128, KVLayout::HND, true),
                {300, 64, 1, 1, 1, 1, 1, 1, 1, 1},
-               {2000, 64, 5000, 16, 17, 300, 1, 2, 900, 40}, 2, 0.05});
-  c.push_back({"bf16_decodes_only", pagedVariant(S::BF16, S::BF16, 8, 2, 64),
-               {1, 1, 1}, {500, 17, 3000}, 0});
-  c.push_back({"bf16_prefills_only", pagedVariant(S::BF16, S::BF16, 8, 2, 64),
-               {100, 3}, {500, 3}, 2});
+               {2000, 64, 5000, 16, 17, 300, 1, 2, 900, 40},
+               2,
+               0.05});
+  c.push_back({"bf16_decodes_only",
+               pagedVariant(S::BF16, S::BF16, 8, 2, 64),
+               {1, 1, 1},
+               {500, 17, 3000},
+               0});
+  c.push_back({"bf16_prefills_only",
+               pagedVariant(S::BF16, S::BF16, 8, 2, 64),
+               {100, 3},
+               {500, 3},
+               2});
   {
     auto v = pagedVariant(S::BF16, S::F8E4M3, 32, 8, 128);
     v.windowLeft = 255;
     v.softcap = 30.f;
-    c.push_back({"bf16_e4m3_window_softcap_graph", v, {300, 1, 1, 1},
-                 {1000, 2000, 5, 700}, 1, 0.5, /*graphReplays=*/3});
+    c.push_back({"bf16_e4m3_window_softcap_graph",
+                 v,
+                 {300, 1, 1, 1},
+                 {1000, 2000, 5, 700},
+                 1,
+                 0.5,
+                 /*graphReplays=*/3});
   }
   {
     // gpt-oss: sinks with a 128-key window (window_left 127).
@@ -73,8 +89,11 @@ std::vector<MixedCase> cases() {
     v.sinks = true;
     v.windowLeft = 127;
     v.writeLse = true;
-    c.push_back({"bf16_sinks_window127_lse", v, {300, 1, 1, 1},
-                 {1000, 20000, 5, 700}, 1});
+    c.push_back({"bf16_sinks_window127_lse",
+                 v,
+                 {300, 1, 1, 1},
+                 {1000, 20000, 5, 700},
+                 1});
   }
   return c;
 }
@@ -102,7 +121,8 @@ TEST_P(MixedBatchGpuTest, MatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, MixedBatchGpuTest, ::testing::ValuesIn(cases()),
+INSTANTIATE_TEST_SUITE_P(Matrix, MixedBatchGpuTest,
+                         ::testing::ValuesIn(cases()),
                          [](const auto &info) { return info.param.name; });
 
 TEST(MixedBatchArgsGpuTest, CreateRejectsKernelsThatDisagree) {
@@ -114,15 +134,19 @@ TEST(MixedBatchArgsGpuTest, CreateRejectsKernelsThatDisagree) {
   ATTN_ASSIGN_OR_FAIL(decode, Jit::global().decode(other));
   auto mixed = runtime::MixedBatchAttention::create(prefill, decode);
   ASSERT_FALSE(bool(mixed));
-  EXPECT_NE(llvm::toString(mixed.takeError()).find("softcap"), std::string::npos);
+  EXPECT_NE(llvm::toString(mixed.takeError()).find("softcap"),
+            std::string::npos);
 
   PrefillVariant ragged = v;
   ragged.paged.reset();
   ATTN_ASSIGN_OR_FAIL(raggedKernel, Jit::global().prefill(ragged));
-  ATTN_ASSIGN_OR_FAIL(goodDecode, Jit::global().decode(runtime::decodeVariantFor(v)));
-  auto notPaged = runtime::MixedBatchAttention::create(raggedKernel, goodDecode);
+  ATTN_ASSIGN_OR_FAIL(goodDecode,
+                      Jit::global().decode(runtime::decodeVariantFor(v)));
+  auto notPaged =
+      runtime::MixedBatchAttention::create(raggedKernel, goodDecode);
   ASSERT_FALSE(bool(notPaged));
-  EXPECT_NE(llvm::toString(notPaged.takeError()).find("paged"), std::string::npos);
+  EXPECT_NE(llvm::toString(notPaged.takeError()).find("paged"),
+            std::string::npos);
 }
 
 TEST(MixedBatchArgsGpuTest, PlanRejectsDecodeOfSeveralRows) {
@@ -134,7 +158,8 @@ TEST(MixedBatchArgsGpuTest, PlanRejectsDecodeOfSeveralRows) {
   auto plan = mixed.plan(cuQ, seqLens, /*numPrefills=*/1, ws, nullptr);
   ASSERT_FALSE(bool(plan));
   std::string message = llvm::toString(plan.takeError());
-  EXPECT_NE(message.find("request 2 has 2 query rows"), std::string::npos) << message;
+  EXPECT_NE(message.find("request 2 has 2 query rows"), std::string::npos)
+      << message;
   auto tooMany = mixed.plan(cuQ, seqLens, /*numPrefills=*/4, ws, nullptr);
   ASSERT_FALSE(bool(tooMany));
   EXPECT_NE(llvm::toString(tooMany.takeError()).find("numPrefills = 4"),

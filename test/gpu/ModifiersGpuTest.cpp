@@ -19,9 +19,9 @@
 #include "attn/runtime/cache/KernelCache.h"
 #include "compiler/Jit/Jit.h"
 #include "test/gpu/GpuTestUtil.h"
-#include "test/unit/compiler/RegionOpsCases.h"
 #include "test/reference/Modifiers.h"
 #include "test/reference/PrefillCheck.h"
+#include "test/unit/compiler/RegionOpsCases.h"
 
 #include <functional>
 
@@ -31,8 +31,8 @@ using namespace attn::test;
 namespace {
 
 /// Builds a modifier for the keys of each request (document ids need them).
-using MakeModifiers =
-    std::function<check::TestModifiers(std::mt19937 &, const std::vector<int> &)>;
+using MakeModifiers = std::function<check::TestModifiers(
+    std::mt19937 &, const std::vector<int> &)>;
 
 struct ModifierCase {
   std::string name;
@@ -99,29 +99,42 @@ std::vector<ModifierCase> cases() {
     DecodeVariant d;
     d.numQHeads = 16;
     d.numKVHeads = 4;
-    c.push_back({"decode_bf16_" + kind, d, std::nullopt, {}, {3000, 17, 700},
-                 make});
+    c.push_back(
+        {"decode_bf16_" + kind, d, std::nullopt, {}, {3000, 17, 700}, make});
     d.kvType = S::F8E4M3;
     d.queryLen = 3;
-    c.push_back({"decode_e4m3_ql3_" + kind, d, std::nullopt, {}, {1500, 40},
-                 make});
+    c.push_back(
+        {"decode_e4m3_ql3_" + kind, d, std::nullopt, {}, {1500, 40}, make});
     for (int headDim : {96, 128}) {
       PrefillVariant p;
       p.numQHeads = 16;
       p.numKVHeads = 4;
       p.headDim = headDim;
       c.push_back({"prefill_d" + std::to_string(headDim) + "_" + kind,
-                   std::nullopt, p, {300, 1000, 17}, {300, 1000, 17}, make});
+                   std::nullopt,
+                   p,
+                   {300, 1000, 17},
+                   {300, 1000, 17},
+                   make});
     }
     PrefillVariant p;
     p.numQHeads = 16;
     p.numKVHeads = 4;
     p.paged = PagedKVFormat{S::BF16, 16, KVLayout::NHD, false};
-    c.push_back({"paged_prefill_" + kind, std::nullopt, p, {100, 500},
-                 {1200, 500}, make});
+    c.push_back({"paged_prefill_" + kind,
+                 std::nullopt,
+                 p,
+                 {100, 500},
+                 {1200, 500},
+                 make});
     // Per-request aux rows must follow the batch index into the decodes.
-    c.push_back({"mixed_" + kind, std::nullopt, p, {100, 300, 1, 1, 1},
-                 {1200, 300, 3000, 17, 700}, make, /*numPrefills=*/2});
+    c.push_back({"mixed_" + kind,
+                 std::nullopt,
+                 p,
+                 {100, 300, 1, 1, 1},
+                 {1200, 300, 3000, 17, 700},
+                 make,
+                 /*numPrefills=*/2});
   }
   // One long request split over many CTAs: its chunks spread over the keys
   // the mask leaves (decode.cuh), alone and under a sliding window.
@@ -131,11 +144,15 @@ std::vector<ModifierCase> cases() {
   auto chunked = [](std::mt19937 &, const std::vector<int> &) {
     return check::chunkedLocal(4096);
   };
-  c.push_back({"decode_split_chunked_local", d, std::nullopt, {}, {20000},
-               chunked});
+  c.push_back(
+      {"decode_split_chunked_local", d, std::nullopt, {}, {20000}, chunked});
   d.windowLeft = 3000;
-  c.push_back({"decode_split_window_chunked_local", d, std::nullopt, {},
-               {20000, 4100}, chunked});
+  c.push_back({"decode_split_window_chunked_local",
+               d,
+               std::nullopt,
+               {},
+               {20000, 4100},
+               chunked});
   return c;
 }
 
@@ -170,8 +187,8 @@ TEST_P(ModifiersGpuTest, MatchesReference) {
     options.kvLens = tc.kvLens;
     options.modifiers = &m;
     options.seed = rng();
-    ATTN_ASSIGN_OR_FAIL(result, check::checkMixedBatch(mixed, v, options,
-                                                       *tc.numPrefills));
+    ATTN_ASSIGN_OR_FAIL(
+        result, check::checkMixedBatch(mixed, v, options, *tc.numPrefills));
     EXPECT_LT(result.outError, 1e-2) << tc.name;
     return;
   }
@@ -184,8 +201,7 @@ TEST_P(ModifiersGpuTest, MatchesReference) {
   options.seed = rng();
   ATTN_ASSIGN_OR_FAIL(result, check::checkPrefill(*kernel, v, options));
   EXPECT_LT(result.outError, v.qType == ScalarType::BF16 ? 1e-2 : 4e-3)
-      << tc.name << " ("
-      << toString(kernel->spec().prefillSchedule.mma) << ")";
+      << tc.name << " (" << toString(kernel->spec().prefillSchedule.mma) << ")";
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, ModifiersGpuTest, ::testing::ValuesIn(cases()),
@@ -196,8 +212,8 @@ TEST(RegionOpsGpuTest, EmittedCodeMatchesMLIRFolderOnTheDevice) {
   ATTN_ASSIGN_OR_FAIL(arch, runtime::currentDeviceArch());
   std::vector<regiontest::OpCase> cases = regiontest::regionOpCases();
   std::string error;
-  std::optional<regiontest::Harness> harness = regiontest::buildHarness(
-      cases, regiontest::HarnessTarget::Device, error);
+  std::optional<regiontest::Harness> harness =
+      regiontest::buildHarness(cases, regiontest::HarnessTarget::Device, error);
   ASSERT_TRUE(harness) << error;
   runtime::KernelCache::Options options;
   options.useDisk = false;
@@ -206,12 +222,12 @@ TEST(RegionOpsGpuTest, EmittedCodeMatchesMLIRFolderOnTheDevice) {
                       cache.getLibrary({"region_ops", harness->source, arch}));
   ATTN_ASSIGN_OR_FAIL(kernel, library->getKernel("evaluateRegionOps"));
 
-  const std::vector<regiontest::Evaluation> &evaluations =
-      harness->evaluations;
+  const std::vector<regiontest::Evaluation> &evaluations = harness->evaluations;
   int count = int(evaluations.size());
   std::vector<int32_t> words, caseOf;
   for (const regiontest::Evaluation &e : evaluations) {
-    words.insert(words.end(), e.words, e.words + regiontest::kWordsPerEvaluation);
+    words.insert(words.end(), e.words,
+                 e.words + regiontest::kWordsPerEvaluation);
     caseOf.push_back(e.caseIndex);
   }
   ATTN_ASSIGN_OR_FAIL(wordsBuffer,
@@ -227,8 +243,8 @@ TEST(RegionOpsGpuTest, EmittedCodeMatchesMLIRFolderOnTheDevice) {
   void *params[] = {&wordsPtr, &casesPtr, &resultsPtr, &count};
   constexpr unsigned kThreads = 128;
   ASSERT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(kernel),
-                           (count + kThreads - 1) / kThreads, 1, 1, kThreads,
-                           1, 1, 0, nullptr, params, nullptr),
+                           (count + kThreads - 1) / kThreads, 1, 1, kThreads, 1,
+                           1, 0, nullptr, params, nullptr),
             CUDA_SUCCESS);
   ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
   std::vector<uint32_t> bits(count);

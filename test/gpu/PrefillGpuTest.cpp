@@ -64,7 +64,8 @@ PrefillVariant cross(PrefillVariant v) {
 }
 
 PrefillVariant paged(PrefillVariant v, ScalarType kvType, int pageSize,
-                     KVLayout layout = KVLayout::NHD, bool perHeadScale = false) {
+                     KVLayout layout = KVLayout::NHD,
+                     bool perHeadScale = false) {
   v.paged = PagedKVFormat{kvType, pageSize, layout, perHeadScale};
   return v;
 }
@@ -235,8 +236,10 @@ std::vector<PrefillCase> cases() {
     p.sinks = true;
     p.windowLeft = 127;
     p.writeLse = true;
-    add("paged_bf16_p16_sinks_window127_lse", p, {17, 400, 1}, {1000, 400, 2000});
-    auto f = paged(base(S::F16, 16, 4, 128), S::F8E4M3, 16, KVLayout::HND, true);
+    add("paged_bf16_p16_sinks_window127_lse", p, {17, 400, 1},
+        {1000, 400, 2000});
+    auto f =
+        paged(base(S::F16, 16, 4, 128), S::F8E4M3, 16, KVLayout::HND, true);
     f.sinks = true;
     f.writeLse = true;
     add("paged_e4m3_p16_hnd_sinks_lse", f, {300, 1}, {2000, 64});
@@ -251,8 +254,8 @@ std::vector<PrefillCase> cases() {
     v.writeLse = true;
     add("paged_bf16_p16_chunk_continuation_lse", v, {17, 64, 200, 1},
         {1000, 164, 3000, 1});
-    add("paged_bf16_p16_fresh_prompts", paged(base(S::BF16, 8, 2, 128), S::BF16, 16),
-        {1000, 17, 64});
+    add("paged_bf16_p16_fresh_prompts",
+        paged(base(S::BF16, 8, 2, 128), S::BF16, 16), {1000, 17, 64});
   }
   add("paged_f16_p1_hnd_d64", paged(base(S::F16, 8, 2, 64), S::F16, 1, L::HND),
       {33, 100}, {500, 100});
@@ -292,8 +295,9 @@ std::vector<PrefillCase> cases() {
     v.writeLse = true;
     add("paged_bf16_p16_d64_window_lse", v, {17, 400, 1}, {1000, 400, 2000});
   }
-  add("paged_bf16_p16_cross", paged(cross(base(S::BF16, 16, 4, 128)), S::BF16, 16),
-      {17, 200}, {1500, 64});
+  add("paged_bf16_p16_cross",
+      paged(cross(base(S::BF16, 16, 4, 128)), S::BF16, 16), {17, 200},
+      {1500, 64});
   {
     auto v = paged(cross(base(S::F16, 16, 4, 128)), S::F16, 16);
     v.alibi = true;
@@ -318,8 +322,8 @@ std::vector<PrefillCase> cases() {
   }
   add("paged_f16_e5m2_p8_d72", paged(base(S::F16, 8, 2, 72), S::F8E5M2, 8),
       {100, 33}, {400, 33});
-  add("paged_bf16_e4m3_p64_d256", paged(base(S::BF16, 8, 2, 256), S::F8E4M3, 64),
-      {64, 130}, {1000, 130});
+  add("paged_bf16_e4m3_p64_d256",
+      paged(base(S::BF16, 8, 2, 256), S::F8E4M3, 64), {64, 130}, {1000, 130});
   {
     auto v = paged(base(S::BF16, 16, 4, 128), S::F8E5M2, 16, L::NHD, true);
     v.windowLeft = 300;
@@ -336,11 +340,13 @@ std::vector<PrefillCase> cases() {
     auto v = paged(base(S::BF16, 32, 8, 64), S::F8E4M3, 16);
     v.windowLeft = 300;
     v.writeLse = true;
-    add("paged_bf16_e4m3_p16_d64_window_lse", v, {17, 400, 1}, {1000, 400, 2000});
+    add("paged_bf16_e4m3_p16_d64_window_lse", v, {17, 400, 1},
+        {1000, 400, 2000});
     c.back().kvScale = 0.25;
     auto u = paged(base(S::F16, 16, 4, 64), S::F8E5M2, 32, L::HND, true);
     u.causal = false;
-    add("paged_f16_e5m2_p32_hnd_d64_unmasked_headscale", u, {300, 64}, {400, 64});
+    add("paged_f16_e5m2_p32_hnd_d64_unmasked_headscale", u, {300, 64},
+        {400, 64});
     add("paged_bf16_e4m3_p8_interleaved",
         paged(base(S::BF16, 16, 4, 128), S::F8E4M3, 8), {100, 5}, {700, 900});
     c.back().interleavedKV = true;
@@ -375,8 +381,8 @@ std::vector<PrefillCase> cases() {
     w.windowLeft = 100;
     add("ragged_bf16_e4m3_d256_window_headscale", w, {300, 64});
     c.back().extraTokenStride = 16;
-    add("ragged_f16_e4m3_d96_headscale", fp8(base(S::F16, 8, 8, 96), S::F8E4M3, true),
-        {200, 17});
+    add("ragged_f16_e4m3_d96_headscale",
+        fp8(base(S::F16, 8, 8, 96), S::F8E4M3, true), {200, 17});
     auto k = fp8(base(S::BF16, 8, 4, 80), S::F8E5M2);
     k.sinks = true;
     k.writeLse = true;
@@ -396,7 +402,9 @@ double tolerance(const PrefillVariant &v) {
     return 5e-2;
   return v.qType == ScalarType::BF16 ? 1e-2 : 4e-3;
 }
-double lseTolerance(const PrefillVariant &v) { return v.fp8Compute ? 0.15 : 2e-3; }
+double lseTolerance(const PrefillVariant &v) {
+  return v.fp8Compute ? 0.15 : 2e-3;
+}
 
 /// `kernel` (of tc.variant) on tc's random problem against fp64.
 void expectMatchesReference(const PrefillCase &tc,
@@ -412,11 +420,12 @@ void expectMatchesReference(const PrefillCase &tc,
   EXPECT_LT(result.outError, tolerance(tc.variant))
       << tc.name << ": relative L2 error (" << result.gridX << " CTAs)";
   if (tc.variant.writeLse) {
-    EXPECT_LT(result.lseError, lseTolerance(tc.variant)) << tc.name << ": worst LSE error";
+    EXPECT_LT(result.lseError, lseTolerance(tc.variant))
+        << tc.name << ": worst LSE error";
   }
   if (tc.variant.fp8Compute)
-    std::printf("[ fp8mma   ] %s: relative L2 error %.3g, LSE error %.3g\n", tc.name.c_str(),
-                result.outError, result.lseError);
+    std::printf("[ fp8mma   ] %s: relative L2 error %.3g, LSE error %.3g\n",
+                tc.name.c_str(), result.outError, result.lseError);
 }
 
 class PrefillGpuTest : public ::testing::TestWithParam<PrefillCase> {};
@@ -445,8 +454,8 @@ PrefillSchedule wgmmaSchedule(int consumers, int blockN) {
 /// Every case the sm_90a template supports (16-bit q, head dim 64, 128 or
 /// 256; ragged, or paged over a cache of q's type or FP8 with pages of a
 /// multiple of 8 tokens), pinned to it, so that it stays tested whichever
-/// template the schedule picks by default; the default shape on all of them, one
-/// consumer warpgroup with 64-key tiles on a few, three on head dim 64.
+/// template the schedule picks by default; the default shape on all of them,
+/// one consumer warpgroup with 64-key tiles on a few, three on head dim 64.
 std::vector<PrefillCase> wgmmaCases() {
   std::vector<PrefillCase> out;
   for (PrefillCase c : cases()) {
@@ -454,8 +463,9 @@ std::vector<PrefillCase> wgmmaCases() {
     if ((v.headDim != 64 && v.headDim != 128 && v.headDim != 256) ||
         (v.headDim + v.ropeDim) % 64)
       continue;
-    if (v.paged && ((v.paged->kvType != v.qType && sizeOf(v.paged->kvType) != 1) ||
-                    v.paged->pageSize % 8))
+    if (v.paged &&
+        ((v.paged->kvType != v.qType && sizeOf(v.paged->kvType) != 1) ||
+         v.paged->pageSize % 8))
       continue;
     PrefillCase pinned = c;
     // Head dim 256 takes 64-key tiles (registers).
@@ -511,14 +521,15 @@ INSTANTIATE_TEST_SUITE_P(Sm90, PrefillWgmmaGpuTest,
                          [](const auto &info) { return info.param.name; });
 
 /// FP8 compute: every FP8 case at head dim 128 or 256, ragged and paged
-/// (e4m3 and e5m2, per-tensor and per-head scales, pages of 8 to 64, NHD/HND/interleaved,
-/// masks, modifiers, sinks, LSE, subnormal caches), with one consumer
-/// warpgroup on a few, and a few of its own.
+/// (e4m3 and e5m2, per-tensor and per-head scales, pages of 8 to 64,
+/// NHD/HND/interleaved, masks, modifiers, sinks, LSE, subnormal caches), with
+/// one consumer warpgroup on a few, and a few of its own.
 std::vector<PrefillCase> fp8ComputeCases() {
   std::vector<PrefillCase> out;
   for (PrefillCase c : cases()) {
     const PrefillVariant &v = c.variant;
-    const bool fp8Cache = v.paged && sizeOf(v.paged->kvType) == 1 && v.paged->pageSize % 8 == 0;
+    const bool fp8Cache =
+        v.paged && sizeOf(v.paged->kvType) == 1 && v.paged->pageSize % 8 == 0;
     if (!(fp8Cache || v.fp8KV) || v.headDim < 128)
       continue;
     c.variant.fp8Compute = true;
@@ -536,11 +547,15 @@ std::vector<PrefillCase> fp8ComputeCases() {
   auto e = paged(cross(base(S::BF16, 16, 4, 128)), S::F8E4M3, 16);
   e.fp8Compute = true;
   e.writeLse = true;
-  out.push_back({"paged_bf16_e4m3_p16_cross_long_lse_fp8mma", e, {64, 5}, {8192, 4096}});
+  out.push_back(
+      {"paged_bf16_e4m3_p16_cross_long_lse_fp8mma", e, {64, 5}, {8192, 4096}});
   auto w = paged(base(S::BF16, 16, 2, 256), S::F8E4M3, 32, KVLayout::HND, true);
   w.fp8Compute = true;
   w.windowLeft = 500;
-  out.push_back({"paged_bf16_e4m3_p32_hnd_d256_window_headscale_fp8mma", w, {300, 17}, {2000, 900}});
+  out.push_back({"paged_bf16_e4m3_p32_hnd_d256_window_headscale_fp8mma",
+                 w,
+                 {300, 17},
+                 {2000, 900}});
   return out;
 }
 
@@ -559,7 +574,8 @@ std::vector<PrefillCase> fp8QueryCases() {
   return out;
 }
 
-class PrefillFP8ComputeGpuTest : public ::testing::TestWithParam<PrefillCase> {};
+class PrefillFP8ComputeGpuTest : public ::testing::TestWithParam<PrefillCase> {
+};
 
 TEST_P(PrefillFP8ComputeGpuTest, MatchesReference) {
   ATTN_REQUIRE_SM90A();
@@ -594,9 +610,11 @@ TEST(PrefillFP8ComputeGpuTest, ErrorDoesNotGrowWithLength) {
   jitOptions.cache = &oneLevelCache;
   Jit oneLevelJit(jitOptions);
 
-  PrefillVariant fp8 = paged(cross(base(ScalarType::BF16, 4, 1, 128)), ScalarType::F8E4M3, 16);
+  PrefillVariant fp8 =
+      paged(cross(base(ScalarType::BF16, 4, 1, 128)), ScalarType::F8E4M3, 16);
   fp8.fp8Compute = true;
-  PrefillVariant bf16 = paged(cross(base(ScalarType::BF16, 4, 1, 128)), ScalarType::BF16, 16);
+  PrefillVariant bf16 =
+      paged(cross(base(ScalarType::BF16, 4, 1, 128)), ScalarType::BF16, 16);
   ATTN_ASSIGN_OR_FAIL(fp8Kernel, Jit::global().prefill(fp8));
   ATTN_ASSIGN_OR_FAIL(oneLevelKernel, oneLevelJit.prefill(fp8));
   ATTN_ASSIGN_OR_FAIL(bf16Kernel, Jit::global().prefill(bf16));
@@ -609,16 +627,20 @@ TEST(PrefillFP8ComputeGpuTest, ErrorDoesNotGrowWithLength) {
       options.qStd = qStd;
       options.seed = uint32_t(keys);
       ATTN_ASSIGN_OR_FAIL(two, check::checkPrefill(*fp8Kernel, fp8, options));
-      ATTN_ASSIGN_OR_FAIL(one, check::checkPrefill(*oneLevelKernel, fp8, options));
-      ATTN_ASSIGN_OR_FAIL(ref16, check::checkPrefill(*bf16Kernel, bf16, options));
-      std::printf("[ fp8mma   ] q std %.0f, %6d keys: relative L2 error fp8 two-level "
-                  "%.3g, one-level %.3g, bf16 %.3g\n",
-                  qStd, keys, two.outError, one.outError, ref16.outError);
+      ATTN_ASSIGN_OR_FAIL(one,
+                          check::checkPrefill(*oneLevelKernel, fp8, options));
+      ATTN_ASSIGN_OR_FAIL(ref16,
+                          check::checkPrefill(*bf16Kernel, bf16, options));
+      std::printf(
+          "[ fp8mma   ] q std %.0f, %6d keys: relative L2 error fp8 two-level "
+          "%.3g, one-level %.3g, bf16 %.3g\n",
+          qStd, keys, two.outError, one.outError, ref16.outError);
       if (keys == 1024)
         first = two.outError;
       EXPECT_LT(two.outError, 0.1) << keys << " keys, q std " << qStd;
       // Not growing with length: within 1.5x of the 1k error (plus noise).
-      EXPECT_LT(two.outError, 1.5 * first + 2e-3) << keys << " keys, q std " << qStd;
+      EXPECT_LT(two.outError, 1.5 * first + 2e-3)
+          << keys << " keys, q std " << qStd;
     }
   }
 }
@@ -634,12 +656,18 @@ std::vector<PrefillCase> packedCases() {
     auto v = base(ScalarType::BF16, 14, 2, 128);
     v.writeLse = true;
     all.push_back({"bf16_gqa7_causal_lse", v, {1, 17, 300}, {}});
-    all.push_back({"bf16_mqa32x1_window", base(ScalarType::F16, 32, 1, 64),
-                   {200, 5}, {900, 5}});
+    all.push_back({"bf16_mqa32x1_window",
+                   base(ScalarType::F16, 32, 1, 64),
+                   {200, 5},
+                   {900, 5}});
     all.back().variant.windowLeft = 100;
-    auto c = paged(cross(base(ScalarType::BF16, 32, 8, 128)), ScalarType::F8E4M3, 16);
+    auto c = paged(cross(base(ScalarType::BF16, 32, 8, 128)),
+                   ScalarType::F8E4M3, 16);
     c.writeLse = true;
-    all.push_back({"paged_bf16_e4m3_cross_short_rows_lse", c, {64, 4, 1}, {3000, 1024, 16}});
+    all.push_back({"paged_bf16_e4m3_cross_short_rows_lse",
+                   c,
+                   {64, 4, 1},
+                   {3000, 1024, 16}});
     all.back().kvScale = 0.05;
   }
   for (PrefillCase c : all) {
@@ -708,8 +736,8 @@ TEST(PrefillGraphGpuTest, ReplaysMatchReference) {
 // The same for a paged FP8 prefill.
 TEST(PrefillGraphGpuTest, PagedReplaysMatchReference) {
   ATTN_REQUIRE_GPU();
-  PrefillVariant v = paged(base(ScalarType::BF16, 32, 8, 128),
-                           ScalarType::F8E4M3, 16);
+  PrefillVariant v =
+      paged(base(ScalarType::BF16, 32, 8, 128), ScalarType::F8E4M3, 16);
   v.writeLse = true;
   ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(v));
   check::PrefillCheckOptions options;
@@ -982,7 +1010,8 @@ protected:
 
 TEST_F(PagedPrefillArgsGpuTest, AcceptsMatchingArguments) {
   std::vector<int32_t> cuQ = {0, 20, 40}, seqLens = {100, 100};
-  ATTN_ASSIGN_OR_FAIL(plan, kernel->planPaged(cuQ, seqLens, *workspace, nullptr));
+  ATTN_ASSIGN_OR_FAIL(plan,
+                      kernel->planPaged(cuQ, seqLens, *workspace, nullptr));
   EXPECT_EQ(plan.maxKVLen, 100);
   ATTN_ASSERT_OK(kernel->checkArgs(plan, args));
 }
@@ -1022,14 +1051,16 @@ TEST_F(PagedPrefillArgsGpuTest, PlanRejectsWrongBatch) {
   std::vector<int32_t> cuQ = {0, 20, 40}, seqLens = {100};
   auto plan = kernel->planPaged(cuQ, seqLens, *workspace, nullptr);
   ASSERT_FALSE(bool(plan));
-  EXPECT_NE(llvm::toString(plan.takeError()).find("1 seq_lens"), std::string::npos);
+  EXPECT_NE(llvm::toString(plan.takeError()).find("1 seq_lens"),
+            std::string::npos);
 }
 
 TEST_F(PagedPrefillArgsGpuTest, RaggedEntryPointsRefusePagedKernel) {
   std::vector<int32_t> cu = {0, 20, 40};
   auto plan = kernel->plan(cu, cu, *workspace, nullptr);
   ASSERT_FALSE(bool(plan));
-  EXPECT_NE(llvm::toString(plan.takeError()).find("planPaged"), std::string::npos);
+  EXPECT_NE(llvm::toString(plan.takeError()).find("planPaged"),
+            std::string::npos);
 }
 
 } // namespace

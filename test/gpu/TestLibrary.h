@@ -1,4 +1,5 @@
-//===- TestLibrary.h - an AOT kernel library built inside a GPU test -------===//
+//===- TestLibrary.h - an AOT kernel library built inside a GPU test
+//-------===//
 //
 // The JIT's compile step for one arch, written with the runtime's library
 // writer as attn-aot does, into a temporary directory removed afterwards.
@@ -28,7 +29,8 @@ public:
   }
   template <class... Variants>
   llvm::Error build(Arch arch, const Variants &...variants) {
-    if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("attn-aot-test", dir))
+    if (std::error_code ec =
+            llvm::sys::fs::createUniqueDirectory("attn-aot-test", dir))
       return llvm::createStringError(ec.message());
     std::vector<runtime::AotKernel> kernels;
     llvm::Error error = llvm::Error::success();
@@ -45,7 +47,8 @@ public:
       k.key = runtime::aotKey({k.name, compiled->source, arch}).hash;
       k.kernelKeys = {runtime::kernelKey(variant)};
       k.spec = compiled->spec;
-      error = runtime::writeKernelFiles(dir, k, compiled->source, *compiled->cubin);
+      error =
+          runtime::writeKernelFiles(dir, k, compiled->source, *compiled->cubin);
       kernels.push_back(k);
     };
     (add(variants), ...);

@@ -25,7 +25,8 @@ Quantized randomValues(std::mt19937 &rng, ScalarType type, size_t n,
   return q;
 }
 
-std::vector<double> decodeAll(ScalarType type, const std::vector<uint8_t> &bytes) {
+std::vector<double> decodeAll(ScalarType type,
+                              const std::vector<uint8_t> &bytes) {
   int bytesPer = sizeOf(type);
   std::vector<double> out(bytes.size() / bytesPer);
   for (size_t i = 0; i < out.size(); ++i) {
@@ -58,7 +59,8 @@ llvm::Expected<runtime::DeviceBuffer> poisoned(size_t bytes) {
   return std::move(*buffer);
 }
 
-llvm::Expected<std::vector<uint8_t>> download(const runtime::DeviceBuffer &buffer) {
+llvm::Expected<std::vector<uint8_t>>
+download(const runtime::DeviceBuffer &buffer) {
   std::vector<uint8_t> data(buffer.size());
   ATTN_CU_CHECK(cuCtxSynchronize());
   if (!data.empty())
@@ -147,9 +149,9 @@ void gatherPages(const RandomPagedCache &c, const PagedCacheShape &sh,
     for (int pos = 0; pos < seqLens[b]; ++pos) {
       int page = c.pageTables[b * c.pageTableStride + pos / sh.pageSize];
       for (int h = 0; h < sh.numKVHeads; ++h) {
-        int64_t at = ref::kvOffset(sh.layout, page, pos % sh.pageSize, h,
-                                   sh.numKVHeads, sh.pageSize, sh.headDim,
-                                   c.pageStride);
+        int64_t at =
+            ref::kvOffset(sh.layout, page, pos % sh.pageSize, h, sh.numKVHeads,
+                          sh.pageSize, sh.headDim, c.pageStride);
         k.insert(k.end(), c.k.begin() + at, c.k.begin() + at + sh.headDim);
         v.insert(v.end(), c.v.begin() + at, c.v.begin() + at + sh.headDim);
       }
@@ -162,9 +164,11 @@ llvm::Expected<DeviceCache> uploadCache(const RandomPagedCache &c,
                                         const PagedCacheShape &sh) {
   DeviceCache d;
   for (auto [buffer, bytes, size] :
-       {std::tuple{&d.k, static_cast<const void *>(c.kBytes.data()), c.kBytes.size()},
+       {std::tuple{&d.k, static_cast<const void *>(c.kBytes.data()),
+                   c.kBytes.size()},
         {&d.v, c.vBytes.data(), c.vBytes.size()},
-        {&d.pageTables, c.pageTables.data(), c.pageTables.size() * sizeof(int32_t)},
+        {&d.pageTables, c.pageTables.data(),
+         c.pageTables.size() * sizeof(int32_t)},
         {&d.kScales, c.kScales.data(), c.kScales.size() * sizeof(float)},
         {&d.vScales, c.vScales.data(), c.vScales.size() * sizeof(float)}}) {
     auto uploaded = upload(bytes, size);
@@ -202,9 +206,9 @@ llvm::Error uploadAux(const TestModifiers &m,
   return llvm::Error::success();
 }
 
-llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kernel,
-                                              const DecodeVariant &v,
-                                              const DecodeCheckOptions &tc) {
+llvm::Expected<DecodeCheckResult>
+checkDecode(const runtime::DecodeKernel &kernel, const DecodeVariant &v,
+            const DecodeCheckOptions &tc) {
   std::mt19937 rng(tc.seed);
   const int batch = int(tc.seqLens.size());
   const int64_t tokens = int64_t(batch) * v.queryLen;
@@ -218,7 +222,8 @@ llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kerne
   shape.kvScale = tc.kvScale;
   shape.interleavedKV = tc.interleavedKV;
   const RandomPagedCache cache = randomPagedCache(rng, shape, tc.seqLens);
-  const bool fp8 = v.kvType == ScalarType::F8E4M3 || v.kvType == ScalarType::F8E5M2;
+  const bool fp8 =
+      v.kvType == ScalarType::F8E4M3 || v.kvType == ScalarType::F8E5M2;
 
   ref::DecodeProblem prob;
   prob.numQHeads = v.numQHeads;
@@ -237,7 +242,8 @@ llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kerne
     prob.maskMod = tc.modifiers->refMask;
   }
 
-  Quantized q = randomValues(rng, v.qType, tokens * v.numQHeads * v.headDim, 1.0);
+  Quantized q =
+      randomValues(rng, v.qType, tokens * v.numQHeads * v.headDim, 1.0);
   prob.q = q.values;
   prob.k = cache.k;
   prob.v = cache.v;
@@ -335,9 +341,9 @@ llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kerne
     std::vector<float> lse(lseBytesOr->size() / sizeof(float));
     std::memcpy(lse.data(), lseBytesOr->data(), lse.size() * sizeof(float));
     for (size_t i = 0; i < lse.size(); ++i)
-      result.lseError = std::max(result.lseError,
-                                 std::isnan(lse[i]) ? INFINITY
-                                                    : std::fabs(lse[i] - refLse[i]));
+      result.lseError = std::max(
+          result.lseError,
+          std::isnan(lse[i]) ? INFINITY : std::fabs(lse[i] - refLse[i]));
   }
   return result;
 }

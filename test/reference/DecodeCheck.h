@@ -1,4 +1,5 @@
-//===- DecodeCheck.h - run a decode kernel against the reference -*- C++ -*-===//
+//===- DecodeCheck.h - run a decode kernel against the reference -*- C++
+//-*-===//
 //
 // One end-to-end check of a loaded decode kernel: random q and paged K/V in
 // their storage formats (pages shuffled), poisoned outputs, plan + run on the
@@ -37,7 +38,8 @@ Quantized randomValues(std::mt19937 &rng, ScalarType type, size_t n,
                        double sigma, double scale = 1.0);
 
 /// Decodes every element of `type` in raw bytes.
-std::vector<double> decodeAll(ScalarType type, const std::vector<uint8_t> &bytes);
+std::vector<double> decodeAll(ScalarType type,
+                              const std::vector<uint8_t> &bytes);
 
 /// A device buffer holding a copy of `bytes`.
 llvm::Expected<runtime::DeviceBuffer> upload(const void *bytes, size_t size);
@@ -51,7 +53,8 @@ llvm::Expected<runtime::DeviceBuffer> upload(const std::vector<T> &data) {
 llvm::Expected<runtime::DeviceBuffer> poisoned(size_t bytes);
 
 /// The buffer's contents, after the device has finished its work.
-llvm::Expected<std::vector<uint8_t>> download(const runtime::DeviceBuffer &buffer);
+llvm::Expected<std::vector<uint8_t>>
+download(const runtime::DeviceBuffer &buffer);
 
 /// Captures one `kernel.run(plan, args, stream)` in a CUDA graph and replays
 /// it `replays` times, filling each of `poison` with 0xFF (NaN) before every
@@ -113,10 +116,10 @@ llvm::Error uploadAux(const TestModifiers &m,
 /// shuffled pages (plus a few unused ones), with its exact values.
 struct RandomPagedCache {
   int totalPages = 0;
-  int pageTableStride = 0;       ///< pages per page-table row
-  int64_t pageStride = 0;         ///< elements between pages
-  int64_t pageElems = 0;          ///< elements of K (or V) in one page
-  std::vector<int32_t> pageTables; ///< [batch, pageTableStride]
+  int pageTableStride = 0;             ///< pages per page-table row
+  int64_t pageStride = 0;              ///< elements between pages
+  int64_t pageElems = 0;               ///< elements of K (or V) in one page
+  std::vector<int32_t> pageTables;     ///< [batch, pageTableStride]
   std::vector<float> kScales, vScales; ///< FP8: [1] or [numKVHeads]
   /// Cache bytes as the GPU reads them. Interleaved: V in the second half
   /// of each page of kBytes, vBytes unused by the kernel.
@@ -136,7 +139,8 @@ struct PagedCacheShape {
   bool interleavedKV = false; ///< K and V of a page side by side (FlashInfer)
 };
 
-RandomPagedCache randomPagedCache(std::mt19937 &rng, const PagedCacheShape &shape,
+RandomPagedCache randomPagedCache(std::mt19937 &rng,
+                                  const PagedCacheShape &shape,
                                   const std::vector<int> &seqLens);
 
 /// The first seqLens[b] tokens of each request gathered from `cache` into
@@ -156,7 +160,7 @@ llvm::Expected<DeviceCache> uploadCache(const RandomPagedCache &cache,
 
 /// How to draw one decode problem.
 struct DecodeCheckOptions {
-  std::vector<int> seqLens;   ///< one request each
+  std::vector<int> seqLens; ///< one request each
   /// The variant's score_mod / mask_mod (their text is the variant's), for
   /// the reference and the aux tables; null: none.
   const TestModifiers *modifiers = nullptr;
@@ -170,16 +174,16 @@ struct DecodeCheckOptions {
 };
 
 struct DecodeCheckResult {
-  double outError = 0; ///< relative L2 error of the output
+  double outError = 0;           ///< relative L2 error of the output
   std::vector<uint8_t> outBytes; ///< the output as the kernel wrote it
-  double lseError = 0; ///< worst absolute LSE error (0 without LSE)
-  int chunkTokens = 0; ///< split-KV chunk the plan chose
+  double lseError = 0;           ///< worst absolute LSE error (0 without LSE)
+  int chunkTokens = 0;           ///< split-KV chunk the plan chose
 };
 
 /// Runs `kernel` (compiled for `variant`) on one random problem.
-llvm::Expected<DecodeCheckResult> checkDecode(const runtime::DecodeKernel &kernel,
-                                              const DecodeVariant &variant,
-                                              const DecodeCheckOptions &options);
+llvm::Expected<DecodeCheckResult>
+checkDecode(const runtime::DecodeKernel &kernel, const DecodeVariant &variant,
+            const DecodeCheckOptions &options);
 
 } // namespace attn::check
 

@@ -56,7 +56,8 @@ inline TestModifiers softcapRegion(double cap) {
   m.name = "softcap_region";
   m.scoreMod = R"({
 ^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
-  %cap = arith.constant )" + std::to_string(cap) + R"( : f32
+  %cap = arith.constant )" +
+               std::to_string(cap) + R"( : f32
   %x = arith.divf %score, %cap : f32
   %t = math.tanh %x : f32
   %y = arith.mulf %t, %cap : f32
@@ -116,7 +117,8 @@ inline TestModifiers windowRegion(int w) {
   m.name = "window_region";
   m.maskMod = R"({
 ^bb0(%request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
-  %w = arith.constant )" + std::to_string(w) + R"( : i32
+  %w = arith.constant )" +
+              std::to_string(w) + R"( : i32
   %first = arith.subi %q_pos, %w : i32
   %v = arith.cmpi sge, %k_pos, %first : i32
   attn.yield %v : i1
@@ -132,7 +134,8 @@ inline TestModifiers chunkedLocal(int chunk) {
   m.name = "chunked_local";
   m.maskMod = R"({
 ^bb0(%request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
-  %c = arith.constant )" + std::to_string(chunk) + R"( : i32
+  %c = arith.constant )" +
+              std::to_string(chunk) + R"( : i32
   %qc = arith.divsi %q_pos, %c : i32
   %kc = arith.divsi %k_pos, %c : i32
   %same = arith.cmpi eq, %qc, %kc : i32

@@ -102,7 +102,8 @@ Quantized randomQuantizedQuery(std::mt19937 &rng, int64_t tokens, int heads,
 /// Ragged FP8 k or v: N(0, 1) entries stored in `type` as x / scales[h]
 /// (h the row's KV head); `values` holds stored * scales[h].
 Quantized randomFP8Rows(std::mt19937 &rng, ScalarType type, int64_t tokens,
-                        int heads, int headDim, const std::vector<float> &scales) {
+                        int heads, int headDim,
+                        const std::vector<float> &scales) {
   std::normal_distribution<double> dist(0.0, 1.0);
   Quantized rows;
   rows.bytes.resize(size_t(tokens) * heads * headDim);
@@ -128,7 +129,7 @@ struct DeviceProblem {
   int numKVScales = 0;
   std::vector<runtime::DeviceBuffer> auxBuffers;
   AuxTable aux[kMaxAuxTables] = {};
-  RandomPagedCache cache;         ///< paged variants
+  RandomPagedCache cache; ///< paged variants
   std::optional<DeviceCache> dCache;
 };
 
@@ -168,8 +169,8 @@ void fillPaged(Args &args, const PrefillVariant &v, DeviceProblem &d) {
 
 /// Plans and runs on `stream` (directly or by graph replays, re-poisoning
 /// `poison` before each), setting the CTAs of the plan's grid.
-using Launcher = llvm::function_ref<llvm::Error(DeviceProblem &, CUstream,
-                                                int &gridX)>;
+using Launcher =
+    llvm::function_ref<llvm::Error(DeviceProblem &, CUstream, int &gridX)>;
 
 /// Draws the problem `tc` describes, runs it through `launch` and compares
 /// with the fp64 reference.
@@ -215,10 +216,10 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
   // N(0, 1) entries: with the 1/sqrt(d) scale, logits are O(1) and the
   // softmax is neither uniform nor one-hot, so both P and V errors show.
   std::vector<float> qScales;
-  Quantized q = v.fp8Query
-                    ? randomQuantizedQuery(rng, d.qTokens, v.numQHeads, v.headDim,
-                                           tc.qStd, qScales)
-                    : randomValues(rng, v.qType, size_t(d.qTokens * qRow), tc.qStd);
+  Quantized q = v.fp8Query ? randomQuantizedQuery(rng, d.qTokens, v.numQHeads,
+                                                  v.headDim, tc.qStd, qScales)
+                           : randomValues(rng, v.qType,
+                                          size_t(d.qTokens * qRow), tc.qStd);
   prob.q = q.values;
   // Ragged: contiguous k / v. Paged: a random cache; the reference reads
   // its pages gathered into rows.
@@ -242,8 +243,10 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
       kScales.push_back(float(tc.kvScale * (1.0 + 0.5 * (h % 3))));
       vScales.push_back(0.5f * kScales.back());
     }
-    k = randomFP8Rows(rng, v.fp8KV->kvType, d.kvTokens, v.numKVHeads, v.headDim, kScales);
-    val = randomFP8Rows(rng, v.fp8KV->kvType, d.kvTokens, v.numKVHeads, v.headDim, vScales);
+    k = randomFP8Rows(rng, v.fp8KV->kvType, d.kvTokens, v.numKVHeads, v.headDim,
+                      kScales);
+    val = randomFP8Rows(rng, v.fp8KV->kvType, d.kvTokens, v.numKVHeads,
+                        v.headDim, vScales);
     prob.k = k.values;
     prob.v = val.values;
   } else {
@@ -315,7 +318,8 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
     return outBytesOr.takeError();
   result.outBytes =
       gather(*outBytesOr, d.qTokens, outRow, d.outStride, bytesPer);
-  result.outError = ref::relativeError(decodeAll(v.qType, result.outBytes), refOut);
+  result.outError =
+      ref::relativeError(decodeAll(v.qType, result.outBytes), refOut);
   if (v.writeLse) {
     auto lseBytesOr = download(d.lse);
     if (!lseBytesOr)
@@ -336,8 +340,9 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
 
 /// Runs `kernel.run(plan, args)` directly or replayed from a graph.
 template <class Kernel, class Plan, class Args>
-llvm::Error runOrReplay(const Kernel &kernel, const Plan &plan, const Args &args,
-                        CUstream stream, DeviceProblem &d, int graphReplays) {
+llvm::Error runOrReplay(const Kernel &kernel, const Plan &plan,
+                        const Args &args, CUstream stream, DeviceProblem &d,
+                        int graphReplays) {
   if (graphReplays == 0)
     return kernel.run(plan, args, stream);
   return replayInGraph(kernel, plan, args, stream, {&d.out, &d.lse},
@@ -349,73 +354,75 @@ llvm::Error runOrReplay(const Kernel &kernel, const Plan &plan, const Args &args
 llvm::Expected<PrefillCheckResult>
 checkPrefill(const runtime::PrefillKernel &kernel, const PrefillVariant &v,
              const PrefillCheckOptions &tc) {
-  return checkWith(v, tc, [&](DeviceProblem &d, CUstream stream,
-                              int &gridX) -> llvm::Error {
-    std::optional<runtime::PrefillWorkspace> ownWorkspace;
-    if (!tc.workspace) {
-      auto wsOr = kernel.createWorkspace(int(tc.qLens.size()), d.qTokens);
-      if (!wsOr)
-        return wsOr.takeError();
-      ownWorkspace.emplace(std::move(*wsOr));
-    }
-    runtime::PrefillWorkspace &ws = tc.workspace ? *tc.workspace : *ownWorkspace;
-    const bool forGraph = tc.graphReplays > 0;
-    auto planOr = v.paged ? kernel.planPaged(d.cuQ, kvLens32(d.kvLens), ws,
+  return checkWith(
+      v, tc, [&](DeviceProblem &d, CUstream stream, int &gridX) -> llvm::Error {
+        std::optional<runtime::PrefillWorkspace> ownWorkspace;
+        if (!tc.workspace) {
+          auto wsOr = kernel.createWorkspace(int(tc.qLens.size()), d.qTokens);
+          if (!wsOr)
+            return wsOr.takeError();
+          ownWorkspace.emplace(std::move(*wsOr));
+        }
+        runtime::PrefillWorkspace &ws =
+            tc.workspace ? *tc.workspace : *ownWorkspace;
+        const bool forGraph = tc.graphReplays > 0;
+        auto planOr = v.paged
+                          ? kernel.planPaged(d.cuQ, kvLens32(d.kvLens), ws,
                                              stream, forGraph)
                           : kernel.plan(d.cuQ, d.cuKV, ws, stream, forGraph);
-    if (!planOr)
-      return planOr.takeError();
-    gridX = planOr->gridX;
-    if (v.paged) {
-      runtime::PagedPrefillArgs args;
-      fillPaged(args, v, d);
-      args.numQTokens = d.qTokens;
-      return runOrReplay(kernel, *planOr, args, stream, d, tc.graphReplays);
-    }
-    runtime::PrefillArgs args;
-    fillCommon(args, v, d);
-    args.k = d.k.ptr<void>();
-    args.v = d.v.ptr<void>();
-    args.dtype = v.qType;
-    if (v.fp8KV) {
-      args.kvType = v.fp8KV->kvType;
-      args.kScale = d.kScales.ptr<float>();
-      args.vScale = d.vScales.ptr<float>();
-      args.numKVScales = d.numKVScales;
-    }
-    args.numQTokens = d.qTokens;
-    args.numKVTokens = d.kvTokens;
-    args.numKVHeads = v.numKVHeads;
-    args.ropeDim = v.ropeDim;
-    if (d.strided) {
-      args.kStrideToken = d.kStride;
-      args.vStrideToken = d.vStride;
-    }
-    return runOrReplay(kernel, *planOr, args, stream, d, tc.graphReplays);
-  });
+        if (!planOr)
+          return planOr.takeError();
+        gridX = planOr->gridX;
+        if (v.paged) {
+          runtime::PagedPrefillArgs args;
+          fillPaged(args, v, d);
+          args.numQTokens = d.qTokens;
+          return runOrReplay(kernel, *planOr, args, stream, d, tc.graphReplays);
+        }
+        runtime::PrefillArgs args;
+        fillCommon(args, v, d);
+        args.k = d.k.ptr<void>();
+        args.v = d.v.ptr<void>();
+        args.dtype = v.qType;
+        if (v.fp8KV) {
+          args.kvType = v.fp8KV->kvType;
+          args.kScale = d.kScales.ptr<float>();
+          args.vScale = d.vScales.ptr<float>();
+          args.numKVScales = d.numKVScales;
+        }
+        args.numQTokens = d.qTokens;
+        args.numKVTokens = d.kvTokens;
+        args.numKVHeads = v.numKVHeads;
+        args.ropeDim = v.ropeDim;
+        if (d.strided) {
+          args.kStrideToken = d.kStride;
+          args.vStrideToken = d.vStride;
+        }
+        return runOrReplay(kernel, *planOr, args, stream, d, tc.graphReplays);
+      });
 }
 
 llvm::Expected<PrefillCheckResult>
 checkMixedBatch(const runtime::MixedBatchAttention &mixed,
                 const PrefillVariant &v, const PrefillCheckOptions &tc,
                 int numPrefills) {
-  return checkWith(v, tc, [&](DeviceProblem &d, CUstream stream,
-                              int &gridX) -> llvm::Error {
-    auto wsOr = mixed.createWorkspace(int(tc.qLens.size()), d.qTokens);
-    if (!wsOr)
-      return wsOr.takeError();
-    auto planOr = mixed.plan(d.cuQ, kvLens32(d.kvLens), numPrefills, *wsOr,
-                             stream, tc.graphReplays > 0);
-    if (!planOr)
-      return planOr.takeError();
-    gridX = (planOr->prefill ? planOr->prefill->gridX : 0) +
-            (planOr->decode ? planOr->decode->gridX : 0);
-    runtime::MixedBatchArgs args;
-    fillPaged(args, v, d);
-    args.numQTokens = d.qTokens;
-    args.seqLens = d.seqLens.ptr<int32_t>();
-    return runOrReplay(mixed, *planOr, args, stream, d, tc.graphReplays);
-  });
+  return checkWith(
+      v, tc, [&](DeviceProblem &d, CUstream stream, int &gridX) -> llvm::Error {
+        auto wsOr = mixed.createWorkspace(int(tc.qLens.size()), d.qTokens);
+        if (!wsOr)
+          return wsOr.takeError();
+        auto planOr = mixed.plan(d.cuQ, kvLens32(d.kvLens), numPrefills, *wsOr,
+                                 stream, tc.graphReplays > 0);
+        if (!planOr)
+          return planOr.takeError();
+        gridX = (planOr->prefill ? planOr->prefill->gridX : 0) +
+                (planOr->decode ? planOr->decode->gridX : 0);
+        runtime::MixedBatchArgs args;
+        fillPaged(args, v, d);
+        args.numQTokens = d.qTokens;
+        args.seqLens = d.seqLens.ptr<int32_t>();
+        return runOrReplay(mixed, *planOr, args, stream, d, tc.graphReplays);
+      });
 }
 
 } // namespace attn::check

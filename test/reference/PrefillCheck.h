@@ -23,20 +23,21 @@ namespace attn::check {
 
 /// How to draw one prefill problem.
 struct PrefillCheckOptions {
-  std::vector<int> qLens;  ///< query rows of each request
+  std::vector<int> qLens; ///< query rows of each request
   /// Keys of each request; empty: qLens (self). Paged variants: the
   /// request's cached tokens, its new rows (the last qLens[b]) included.
   std::vector<int> kvLens;
   /// The variant's score_mod / mask_mod, as DecodeCheckOptions::modifiers.
   const TestModifiers *modifiers = nullptr;
-  double kvScale = 1.0;       ///< paged FP8: as DecodeCheckOptions
+  double kvScale = 1.0; ///< paged FP8: as DecodeCheckOptions
   /// Standard deviation of q's entries: above 1 the logits spread, and a
   /// few large ones (needles) dominate many small ones.
   double qStd = 1.0;
   bool interleavedKV = false; ///< paged: K and V of a page side by side
   uint32_t seed = 1;
-  /// Elements added to every token stride of q, (ragged) k, v and out (a multiple of
-  /// 8), as when q/k/v are slices of a fused QKV projection; 0: dense.
+  /// Elements added to every token stride of q, (ragged) k, v and out (a
+  /// multiple of 8), as when q/k/v are slices of a fused QKV projection; 0:
+  /// dense.
   int extraTokenStride = 0;
   /// 0: one direct run. N > 0: plan for graphs, capture run() in a CUDA
   /// graph and replay it N times, re-poisoning out and LSE before each
@@ -48,7 +49,7 @@ struct PrefillCheckOptions {
 };
 
 struct PrefillCheckResult {
-  double outError = 0; ///< relative L2 error of the output
+  double outError = 0;           ///< relative L2 error of the output
   std::vector<uint8_t> outBytes; ///< the output as the kernel wrote it
   /// Worst absolute LSE error (0 without LSE). A row that sees no key must
   /// be -inf, as in the reference; anything else there counts as inf.

@@ -92,12 +92,14 @@ uint32_t encode(ScalarType type, double x) {
   int re = std::ilogb(r);
   if (re < 1 - f.bias) // subnormal
     return signBit | uint32_t(std::ldexp(r, f.bias - 1 + f.manBits));
-  uint32_t man = uint32_t(std::ldexp(r, f.manBits - re)) & ((1u << f.manBits) - 1);
+  uint32_t man =
+      uint32_t(std::ldexp(r, f.manBits - re)) & ((1u << f.manBits) - 1);
   return signBit | (uint32_t(re + f.bias) << f.manBits) | man;
 }
 
 int64_t kvOffset(KVLayout layout, int64_t page, int offset, int head,
-                 int numKVHeads, int pageSize, int headDim, int64_t pageStride) {
+                 int numKVHeads, int pageSize, int headDim,
+                 int64_t pageStride) {
   if (layout == KVLayout::HND)
     return page * pageStride + (int64_t(head) * pageSize + offset) * headDim;
   return page * pageStride + (int64_t(offset) * numKVHeads + head) * headDim;
@@ -170,7 +172,8 @@ void decodeReference(const DecodeProblem &p, std::vector<double> &out,
       const int qpos = len - p.queryLen + qi;
       for (int h = 0; h < p.numQHeads; ++h) {
         const int kvHead = h / group;
-        const double *qrow = &p.q[(size_t(token) * p.numQHeads + h) * p.headDim];
+        const double *qrow =
+            &p.q[(size_t(token) * p.numQHeads + h) * p.headDim];
         scores.assign(len, -std::numeric_limits<double>::infinity());
         double maxScore = -std::numeric_limits<double>::infinity();
         for (int pos = 0; pos < len; ++pos) {
@@ -350,7 +353,8 @@ void prefillReference(const PrefillProblem &p, std::vector<double> &out,
     t.join();
 }
 
-double relativeError(const std::vector<double> &a, const std::vector<double> &b) {
+double relativeError(const std::vector<double> &a,
+                     const std::vector<double> &b) {
   assert(a.size() == b.size());
   double num = 0, den = 0;
   for (size_t i = 0; i < a.size(); ++i) {

@@ -30,12 +30,11 @@ inline double roundTo(ScalarType type, double x) {
 
 /// The fp64 meaning of a score_mod region: the new score from the score
 /// (after soft-cap and ALiBi) and (request, q_pos, k_pos, q_head, kv_head).
-using ScoreMod =
-    std::function<double(double score, int request, int qPos, int kPos,
-                         int qHead, int kvHead)>;
+using ScoreMod = std::function<double(double score, int request, int qPos,
+                                      int kPos, int qHead, int kvHead)>;
 /// The meaning of a mask_mod region: whether the query sees the key.
-using MaskMod = std::function<bool(int request, int qPos, int kPos, int qHead,
-                                   int kvHead)>;
+using MaskMod =
+    std::function<bool(int request, int qPos, int kPos, int qHead, int kvHead)>;
 
 /// A paged decode problem with every value already in double precision (the
 /// cache holds dequantized values: stored value times its scale).
@@ -44,13 +43,13 @@ struct DecodeProblem {
   int pageSize = 0;
   KVLayout layout = KVLayout::NHD;
   int queryLen = 1;
-  std::vector<int> seqLens;     ///< per request, new tokens included
+  std::vector<int> seqLens;    ///< per request, new tokens included
   std::vector<int> pageTables; ///< [batch, pageTableStride]
   int pageTableStride = 0;
-  int64_t pageStride = 0;      ///< elements between pages of k / v
-  std::vector<double> q;       ///< [batch * queryLen, numQHeads, headDim]
-  std::vector<double> k, v;    ///< paged caches, dequantized
-  double scale = 0;            ///< softmax scale
+  int64_t pageStride = 0;   ///< elements between pages of k / v
+  std::vector<double> q;    ///< [batch * queryLen, numQHeads, headDim]
+  std::vector<double> k, v; ///< paged caches, dequantized
+  double scale = 0;         ///< softmax scale
   bool causal = false;
   std::optional<int> windowLeft;
   std::optional<double> softcap;
@@ -135,7 +134,8 @@ int64_t kvOffset(KVLayout layout, int64_t page, int offset, int head,
                  int numKVHeads, int pageSize, int headDim, int64_t pageStride);
 
 /// Relative error ||a - b|| / ||b|| over all elements (inf if a has NaN).
-double relativeError(const std::vector<double> &a, const std::vector<double> &b);
+double relativeError(const std::vector<double> &a,
+                     const std::vector<double> &b);
 
 } // namespace attn::ref
 

@@ -5,8 +5,8 @@
 // rejecting what no kernel runs.
 //
 //===----------------------------------------------------------------------===//
-#include "spec/KernelLimits.h"
 #include "dialect/IR/AttnOps.h"
+#include "spec/KernelLimits.h"
 #include "tools/RegisterAttn.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -103,8 +103,9 @@ TEST_F(DialectTest, CheckedTypeBuilderRejectsUnsupportedHeadDim) {
     return success();
   });
   auto pagedKV = [&](int64_t headDim, Type elementType, int64_t pageSize) {
-    return PagedKVType::getChecked(emit, &context, /*numKvHeads=*/int64_t{8}, headDim,
-                                   elementType, pageSize, ::attn::KVLayout::NHD);
+    return PagedKVType::getChecked(emit, &context, /*numKvHeads=*/int64_t{8},
+                                   headDim, elementType, pageSize,
+                                   ::attn::KVLayout::NHD);
   };
   EXPECT_TRUE(pagedKV(128, bf16, 16));
   EXPECT_FALSE(pagedKV(100, bf16, 16));
@@ -117,9 +118,8 @@ TEST_F(DialectTest, CheckedTypeBuilderRejectsUnsupportedHeadDim) {
 
 TEST_F(DialectTest, CheckedMaskBuilderRejectsNegativeWindow) {
   auto emit = [&]() { return emitError(UnknownLoc::get(&context)); };
-  ScopedDiagnosticHandler handler(&context, [](Diagnostic &) {
-    return success();
-  });
+  ScopedDiagnosticHandler handler(&context,
+                                  [](Diagnostic &) { return success(); });
   auto mask = [&](MaskKind kind, int64_t window) {
     return MaskAttr::getChecked(emit, &context, kind,
                                 std::optional<int64_t>(window));

@@ -1,7 +1,7 @@
 //===- NvrtcMatrixTest.cpp - every kernel variant compiles with NVRTC -----===//
 //
-// The compile matrix: decode, append-KV, ragged- and paged-prefill variants across
-// head dims, dtypes, head ratios, page sizes, layouts, masks and feature
+// The compile matrix: decode, append-KV, ragged- and paged-prefill variants
+// across head dims, dtypes, head ratios, page sizes, layouts, masks and feature
 // flags go through the real JIT path (variant -> attn IR -> attn-pipeline ->
 // CUDA C++ -> NVRTC) for sm_80, sm_89 and sm_90a. NVRTC needs no GPU, so
 // this runs in CI. Each case checks that the cubin is an ELF image holding
@@ -91,8 +91,8 @@ std::vector<MatrixCase> matrixCases() {
       v.kvType = kv;
       v.layout = layout;
       v.perHeadKVScale = kv != S::BF16;
-      cases.push_back({std::string("append_") + std::string(toString(kv)) + "_" +
-                           std::string(toString(layout)),
+      cases.push_back({std::string("append_") + std::string(toString(kv)) +
+                           "_" + std::string(toString(layout)),
                        std::nullopt, v, std::nullopt});
     }
 
@@ -104,9 +104,9 @@ std::vector<MatrixCase> matrixCases() {
       v.dtype = dtype;
       v.numHeads = 8;
       v.headDim = d;
-      cases.push_back({"merge_" + std::string(toString(dtype)) + "_d" +
-                           std::to_string(d),
-                       std::nullopt, std::nullopt, std::nullopt, v});
+      cases.push_back(
+          {"merge_" + std::string(toString(dtype)) + "_d" + std::to_string(d),
+           std::nullopt, std::nullopt, std::nullopt, v});
     }
 
   // MLA decode: DeepSeek's 512 + 64 and the smaller 256 + 64, NoPE MLA,
@@ -202,16 +202,19 @@ std::vector<MatrixCase> matrixCases() {
   // Paged prefill: every head dim over a cache of q's type and an e4m3
   // cache, then page sizes, layouts, e5m2 with per-head scales (and a head
   // dim whose FP8 rows take 8-byte copies) and every flag together.
-  for (Types t : {Types{"bf16", S::BF16, S::BF16}, Types{"bf16_e4m3", S::BF16, S::F8E4M3}})
+  for (Types t : {Types{"bf16", S::BF16, S::BF16},
+                  Types{"bf16_e4m3", S::BF16, S::F8E4M3}})
     for (int d : {64, 80, 96, 112, 128, 192, 256}) {
       PrefillVariant v;
       v.qType = t.q;
       v.headDim = d;
       v.paged = PagedKVFormat{t.kv, 16, KVLayout::NHD, false};
-      addPrefill(std::string("paged_prefill_") + t.name + "_d" + std::to_string(d), v);
+      addPrefill(
+          std::string("paged_prefill_") + t.name + "_d" + std::to_string(d), v);
     }
-  for (auto [pageSize, layout] : {std::pair{1, KVLayout::HND}, std::pair{32, KVLayout::HND},
-                                  std::pair{256, KVLayout::NHD}}) {
+  for (auto [pageSize, layout] :
+       {std::pair{1, KVLayout::HND}, std::pair{32, KVLayout::HND},
+        std::pair{256, KVLayout::NHD}}) {
     PrefillVariant v;
     v.qType = S::F16;
     v.paged = PagedKVFormat{S::F16, pageSize, layout, false};
@@ -311,13 +314,15 @@ TEST_P(NvrtcMatrix, Compiles) {
   ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
   const std::string &cubin = *compiled->cubin;
   ASSERT_GT(cubin.size(), 4u);
-  EXPECT_EQ(cubin.substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(cubin.substr(0, 4), "\x7f"
+                                "ELF");
   EXPECT_NE(cubin.find(kernelSymbol(compiled->spec)), std::string::npos);
   if (tc.prefill) {
     // The spec must be the variant asked for, not a neighbour of it.
     const KernelSpec &spec = compiled->spec;
     const PrefillVariant &v = *tc.prefill;
-    EXPECT_EQ(spec.kind, v.paged ? KernelKind::PagedPrefill : KernelKind::Prefill);
+    EXPECT_EQ(spec.kind,
+              v.paged ? KernelKind::PagedPrefill : KernelKind::Prefill);
     if (v.paged) {
       EXPECT_EQ(spec.kvType, v.paged->kvType);
       EXPECT_EQ(spec.pageSize, v.paged->pageSize);
@@ -385,7 +390,7 @@ std::vector<MatrixCase> wgmmaCases() {
       v.headDim = 256;
       v.causal = causal;
       if (!causal)
-          v.kind = AttentionKind::Encoder;
+        v.kind = AttentionKind::Encoder;
       add(std::string("wgmma_") + std::string(toString(dtype)) + "_d256" +
               (causal ? "_causal" : "_encoder"),
           v, 2, 64);
@@ -422,13 +427,14 @@ std::vector<MatrixCase> wgmmaCases() {
     KVLayout layout;
     int consumers, blockN;
   };
-  for (Paged c : {Paged{"p16_nhd", S::BF16, 128, 16, KVLayout::NHD, 2, 128},
-                  Paged{"p16_hnd_f16_d64", S::F16, 64, 16, KVLayout::HND, 2, 128},
-                  Paged{"p48_nhd", S::BF16, 64, 48, KVLayout::NHD, 2, 128},
-                  Paged{"p256_hnd", S::BF16, 128, 256, KVLayout::HND, 2, 128},
-                  Paged{"p8_nhd_m64n64", S::F16, 128, 8, KVLayout::NHD, 1, 64},
-                  Paged{"p16_nhd_d256", S::BF16, 256, 16, KVLayout::NHD, 2, 64},
-                  Paged{"p128_hnd_f16_d256", S::F16, 256, 128, KVLayout::HND, 2, 64}}) {
+  for (Paged c :
+       {Paged{"p16_nhd", S::BF16, 128, 16, KVLayout::NHD, 2, 128},
+        Paged{"p16_hnd_f16_d64", S::F16, 64, 16, KVLayout::HND, 2, 128},
+        Paged{"p48_nhd", S::BF16, 64, 48, KVLayout::NHD, 2, 128},
+        Paged{"p256_hnd", S::BF16, 128, 256, KVLayout::HND, 2, 128},
+        Paged{"p8_nhd_m64n64", S::F16, 128, 8, KVLayout::NHD, 1, 64},
+        Paged{"p16_nhd_d256", S::BF16, 256, 16, KVLayout::NHD, 2, 64},
+        Paged{"p128_hnd_f16_d256", S::F16, 256, 128, KVLayout::HND, 2, 64}}) {
     PrefillVariant p;
     p.qType = c.dtype;
     p.headDim = c.headDim;
@@ -460,9 +466,11 @@ std::vector<MatrixCase> wgmmaCases() {
     add("wgmma_ragged_fp8_d" + std::to_string(d), r, 2, d == 256 ? 64 : 128);
     if (d >= 128) {
       r.fp8Compute = true;
-      add("wgmma_ragged_fp8mma_d" + std::to_string(d), r, 2, d == 256 ? 64 : 128);
+      add("wgmma_ragged_fp8mma_d" + std::to_string(d), r, 2,
+          d == 256 ? 64 : 128);
       r.fp8Query = true;
-      add("wgmma_ragged_fp8mma_q8_d" + std::to_string(d), r, 2, d == 256 ? 64 : 128);
+      add("wgmma_ragged_fp8mma_q8_d" + std::to_string(d), r, 2,
+          d == 256 ? 64 : 128);
     }
   }
   // An e4m3 q with its per-head scales (fp8Query).
@@ -487,7 +495,8 @@ TEST_P(NvrtcWgmmaPrefill, CompilesForSm90a) {
   ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
   const std::string &cubin = *compiled->cubin;
   ASSERT_GT(cubin.size(), 4u);
-  EXPECT_EQ(cubin.substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(cubin.substr(0, 4), "\x7f"
+                                "ELF");
   EXPECT_NE(cubin.find(kernelSymbol(compiled->spec)), std::string::npos);
   EXPECT_EQ(compiled->spec.prefillSchedule, *GetParam().prefill->schedule);
   EXPECT_NE(compiled->source.find("prefill_sm90.cuh"), std::string::npos);

@@ -6,8 +6,8 @@
 // remove keys).
 //
 //===----------------------------------------------------------------------===//
-#include "test/reference/Modifiers.h"
 #include "test/reference/Reference.h"
+#include "test/reference/Modifiers.h"
 
 #include <gtest/gtest.h>
 
@@ -39,8 +39,10 @@ TEST(ReferenceFormats, FP8SaturatesAndRoundsToEven) {
   EXPECT_EQ(encode(ScalarType::F8E4M3, -1e6), 0xfeu);
   EXPECT_EQ(encode(ScalarType::F8E5M2, 1e9), 0x7bu);
   // 1 + 1/16 is halfway between 1 and 1.125 in e4m3: ties go to even (1).
-  EXPECT_EQ(decode(ScalarType::F8E4M3, encode(ScalarType::F8E4M3, 1.0625)), 1.0);
-  EXPECT_EQ(decode(ScalarType::F8E4M3, encode(ScalarType::F8E4M3, 1.1875)), 1.25);
+  EXPECT_EQ(decode(ScalarType::F8E4M3, encode(ScalarType::F8E4M3, 1.0625)),
+            1.0);
+  EXPECT_EQ(decode(ScalarType::F8E4M3, encode(ScalarType::F8E4M3, 1.1875)),
+            1.25);
 }
 
 TEST(ReferenceFormats, EveryEncodingRoundTrips) {

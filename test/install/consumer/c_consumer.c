@@ -43,7 +43,8 @@ int main(void) {
     return 1;
   }
   printf("c_consumer: compiled %s for sm_90a: %zu-byte cubin\n",
-         attn_compiled_kernel_name(compiled), attn_compiled_cubin_size(compiled));
+         attn_compiled_kernel_name(compiled),
+         attn_compiled_cubin_size(compiled));
   attn_compiled_destroy(compiled);
 
   if ((status = attn_context_create_aot(KERNEL_LIBRARY, &context)) != ATTN_OK)
@@ -53,7 +54,8 @@ int main(void) {
   /* Errors are statuses with a message, never crashes. */
   v.head_dim = 0;
   status = attn_compile_decode(&v, "sm_90a", &compiled);
-  if (status != ATTN_ERROR_INVALID_ARGUMENT || !strstr(attn_last_error(), "head_dim")) {
+  if (status != ATTN_ERROR_INVALID_ARGUMENT ||
+      !strstr(attn_last_error(), "head_dim")) {
     fprintf(stderr, "c_consumer: head_dim 0 gave %d: %s\n", (int)status,
             attn_last_error());
     return 1;

@@ -14,7 +14,8 @@
 using namespace attn;
 
 static int fail(const char *what, llvm::Error error) {
-  std::fprintf(stderr, "consumer: %s: %s\n", what, llvm::toString(std::move(error)).c_str());
+  std::fprintf(stderr, "consumer: %s: %s\n", what,
+               llvm::toString(std::move(error)).c_str());
   return 1;
 }
 
@@ -40,13 +41,15 @@ int main() {
   v.numKVHeads = 2;
   for (Arch arch : {Arch::SM80, Arch::SM90a})
     if (!(*library)->find(runtime::kernelKey(v), arch)) {
-      std::fprintf(stderr, "consumer: no kernel for %s\n", toString(arch).data());
+      std::fprintf(stderr, "consumer: no kernel for %s\n",
+                   toString(arch).data());
       return 1;
     }
   DecodeVariant other = v;
   other.headDim = 64;
   if (auto missing = (*library)->decode(other, Arch::SM90a)) {
-    std::fprintf(stderr, "consumer: found a kernel the library does not hold\n");
+    std::fprintf(stderr,
+                 "consumer: found a kernel the library does not hold\n");
     return 1;
   } else {
     llvm::consumeError(missing.takeError());
@@ -69,7 +72,8 @@ int main() {
   // One request of 100 tokens on pages 3, 0, 5, 1, 4, 2, 6 (7 pages of 16).
   const int seqLen = 100, pages = 8, dim = 128, kvHeads = 2, qHeads = 8;
   const float value = 0.75f;
-  std::vector<uint16_t> k(size_t(pages) * 16 * kvHeads * dim), vals(k.size(), bf16(value));
+  std::vector<uint16_t> k(size_t(pages) * 16 * kvHeads * dim),
+      vals(k.size(), bf16(value));
   for (size_t i = 0; i < k.size(); ++i)
     k[i] = bf16(std::sin(float(i)) * 2.f);
   std::vector<uint16_t> q(size_t(qHeads) * dim);
@@ -107,8 +111,15 @@ int main() {
   a.numQHeads = qHeads;
   a.headDim = dim;
   a.out = dOut->ptr<void>();
-  a.cache = {dk->ptr<void>(), dv->ptr<void>(), ScalarType::BF16, kvHeads, dim, 16,
-             KVLayout::NHD, pages, 0};
+  a.cache = {dk->ptr<void>(),
+             dv->ptr<void>(),
+             ScalarType::BF16,
+             kvHeads,
+             dim,
+             16,
+             KVLayout::NHD,
+             pages,
+             0};
   a.pageTables = dTable->ptr<int32_t>();
   a.pageTableStride = int(table.size());
   a.seqLens = dLens->ptr<int32_t>();
@@ -126,6 +137,7 @@ int main() {
       return 1;
     }
   std::printf("consumer: ran %s on %s: all %zu outputs = %g\n",
-              (*kernel)->spec().uri().c_str(), toString(*arch).data(), out.size(), value);
+              (*kernel)->spec().uri().c_str(), toString(*arch).data(),
+              out.size(), value);
   return 0;
 }

@@ -229,8 +229,7 @@ TEST(FrontendTest, AppendKVVariant) {
             "attn_append_kv_qf16_kve4m3_h4x4_d256_p1hnd_per_head_kv_scale");
 }
 
-PrefillSchedule prefillSchedule(int warps, int blockM, int blockN,
-                                int stages) {
+PrefillSchedule prefillSchedule(int warps, int blockM, int blockN, int stages) {
   PrefillSchedule s;
   s.warps = warps;
   s.blockM = blockM;
@@ -342,7 +341,8 @@ TEST(FrontendTest, SinksReachEverySpec) {
   // Sinks change the kernel: a different key and symbol.
   DecodeVariant plain = decode;
   plain.sinks = false;
-  EXPECT_NE(::attn::runtime::kernelKey(plain), ::attn::runtime::kernelKey(decode));
+  EXPECT_NE(::attn::runtime::kernelKey(plain),
+            ::attn::runtime::kernelKey(decode));
 }
 
 TEST(FrontendTest, QuantizedQueryNeedsFP8Compute) {
@@ -359,7 +359,8 @@ TEST(FrontendTest, QuantizedQueryNeedsFP8Compute) {
   EXPECT_NE(spec->uri().find("_fp8_query"), std::string::npos) << spec->uri();
   PrefillVariant plain = variant;
   plain.fp8Query = false;
-  EXPECT_NE(::attn::runtime::kernelKey(plain), ::attn::runtime::kernelKey(variant));
+  EXPECT_NE(::attn::runtime::kernelKey(plain),
+            ::attn::runtime::kernelKey(variant));
   // Without FP8 compute (the MMAs would be 16-bit) and on a decode, an
   // error that names what is missing.
   variant.fp8Compute = false;
@@ -437,13 +438,15 @@ TEST(FrontendTest, InvalidPrefillVariants) {
   cases.push_back({"window", v, "a sliding window needs a causal mask"});
   v = PrefillVariant();
   v.qType = ScalarType::F8E4M3;
-  cases.push_back({"fp8 q", v, "qType (of q and the output) must be f16 or "
-                               "bf16, got 'f8E4M3FN'"});
+  cases.push_back({"fp8 q", v,
+                   "qType (of q and the output) must be f16 or "
+                   "bf16, got 'f8E4M3FN'"});
   v = PrefillVariant();
   v.scale = 0.0f;
   cases.push_back({"scale", v, "scale must be positive and finite, got 0"});
   for (const Case &c : cases) {
-    std::string error = errorText(compilePrefillVariant(c.variant, Arch::SM90a));
+    std::string error =
+        errorText(compilePrefillVariant(c.variant, Arch::SM90a));
     EXPECT_NE(error.find(c.message), std::string::npos)
         << c.name << ": " << error;
   }
@@ -579,9 +582,10 @@ TEST(FrontendTest, InvalidPagedPrefillVariants) {
                    "equal the q element type ('bf16') or be FP8"});
   v = pagedPrefillVariant();
   v.paged->kvType = ScalarType::F32;
-  cases.push_back({"f32 cache", v, "paged_kv element type 'f32' is not "
-                                   "allowed; expected f16, bf16, f8E4M3FN or "
-                                   "f8E5M2"});
+  cases.push_back({"f32 cache", v,
+                   "paged_kv element type 'f32' is not "
+                   "allowed; expected f16, bf16, f8E4M3FN or "
+                   "f8E5M2"});
   v = pagedPrefillVariant();
   v.paged->pageSize = 0;
   cases.push_back({"page size", v, "paged_kv page_size 0 is not supported"});
@@ -596,14 +600,17 @@ TEST(FrontendTest, InvalidPagedPrefillVariants) {
   v = pagedPrefillVariant();
   v.qType = ScalarType::F8E4M3;
   v.paged->kvType = ScalarType::F8E4M3;
-  cases.push_back({"fp8 q", v, "qType (of q and the output) must be f16 or "
-                               "bf16, got 'f8E4M3FN'"});
+  cases.push_back({"fp8 q", v,
+                   "qType (of q and the output) must be f16 or "
+                   "bf16, got 'f8E4M3FN'"});
   v = pagedPrefillVariant();
   v.schedule = prefillSchedule(4, 48, 64, 2);
-  cases.push_back({"schedule", v, "prefill_schedule block_m must be 16 * "
-                                  "warps = 64 or 32 * warps = 128"});
+  cases.push_back({"schedule", v,
+                   "prefill_schedule block_m must be 16 * "
+                   "warps = 64 or 32 * warps = 128"});
   for (const Case &c : cases) {
-    std::string error = errorText(compilePrefillVariant(c.variant, Arch::SM90a));
+    std::string error =
+        errorText(compilePrefillVariant(c.variant, Arch::SM90a));
     EXPECT_NE(error.find(c.message), std::string::npos)
         << c.name << ": " << error;
     // Every diagnostic points at the variant.
@@ -650,9 +657,10 @@ TEST(FrontendTest, OtherInvalidVariants) {
   v = DecodeVariant();
   v.qType = ScalarType::F8E4M3;
   v.kvType = ScalarType::F8E4M3;
-  cases.push_back({"fp8 q", v, "qType (of q and the output) must be f16 or "
-                               "bf16, got 'f8E4M3FN'; an e4m3 q the caller "
-                               "quantized is fp8Query"});
+  cases.push_back({"fp8 q", v,
+                   "qType (of q and the output) must be f16 or "
+                   "bf16, got 'f8E4M3FN'; an e4m3 q the caller "
+                   "quantized is fp8Query"});
   v = DecodeVariant();
   v.queryLen = 17;
   cases.push_back({"query_len", v, "query_len must be from 1 to 16, got 17"});
@@ -705,10 +713,11 @@ TEST_F(ModuleTest, BuiltModuleReadsAsAttnIR) {
   std::string text;
   llvm::raw_string_ostream os(text);
   module->print(os);
-  EXPECT_NE(text.find("attn.decode %arg0, %arg1, %arg2, %arg3 alibi(%arg4 : "
-                      "tensor<32xf32>) {mask = #attn.mask<causal, window_left = "
-                      "4096>}"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("attn.decode %arg0, %arg1, %arg2, %arg3 alibi(%arg4 : "
+                "tensor<32xf32>) {mask = #attn.mask<causal, window_left = "
+                "4096>}"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("-> tensor<?x32x128xbf16>, tensor<?x32xf32>"),
             std::string::npos)
@@ -1063,8 +1072,8 @@ TEST(ScheduleTest, EveryChosenScheduleFitsItsTemplateAndArch) {
            {ScalarType::BF16, ScalarType::F8E4M3, ScalarType::F8E5M2})
         for (int group : {1, 4, 8, 128})
           for (int queryLen : {1, 4, 16}) {
-            KernelSpec spec = decodeSpec(arch, 8 * group, 8, headDim, kvType,
-                                         queryLen);
+            KernelSpec spec =
+                decodeSpec(arch, 8 * group, 8, headDim, kvType, queryLen);
             spec.causal = queryLen > 1;
             spec.schedule = chooseDecodeSchedule(spec);
             EXPECT_EQ(checkKernelSpec(spec), "") << spec.uri();
@@ -1160,9 +1169,11 @@ TEST(ScheduleTest, PrefillChoicesPerShape) {
 TEST(ScheduleTest, SyncPrefillPacksGroupedHeadsWithoutPerHeadValues) {
   // Grouped heads without per-head values: packed; MHA, ALiBi, sinks and
   // modifier regions: one q head per tile.
-  EXPECT_TRUE(choosePrefillSchedule(decodeSpec(Arch::SM80, 32, 4, 128)).packGqa);
+  EXPECT_TRUE(
+      choosePrefillSchedule(decodeSpec(Arch::SM80, 32, 4, 128)).packGqa);
   EXPECT_TRUE(choosePrefillSchedule(decodeSpec(Arch::SM80, 14, 2, 64)).packGqa);
-  EXPECT_FALSE(choosePrefillSchedule(decodeSpec(Arch::SM80, 16, 16, 128)).packGqa);
+  EXPECT_FALSE(
+      choosePrefillSchedule(decodeSpec(Arch::SM80, 16, 16, 128)).packGqa);
   KernelSpec alibi = decodeSpec(Arch::SM80, 32, 8, 128);
   alibi.alibi = true;
   EXPECT_FALSE(choosePrefillSchedule(alibi).packGqa);
@@ -1197,7 +1208,8 @@ TEST(ScheduleTest, PackedGqaRefusesWhatItCannotPack) {
   wgmma.arch = Arch::SM90a;
   wgmma.prefillSchedule = packed(prefillSchedule(12, 128, 128, 2));
   wgmma.prefillSchedule.mma = ::attn::PrefillMma::Wgmma;
-  EXPECT_EQ(checkKernelSpec(wgmma), "prefill_schedule pack_gqa needs mma = sync");
+  EXPECT_EQ(checkKernelSpec(wgmma),
+            "prefill_schedule pack_gqa needs mma = sync");
 }
 
 TEST(ScheduleTest, PagedPrefillTakesWgmmaOnSm90aForPagesOf16) {
@@ -1209,7 +1221,8 @@ TEST(ScheduleTest, PagedPrefillTakesWgmmaOnSm90aForPagesOf16) {
   };
   // Pages of a multiple of 16 tokens (at most 8 TMA boxes per 128-key
   // tile), a cache of q's type or FP8, head dims 64 and 128.
-  for (ScalarType kvType : {ScalarType::BF16, ScalarType::F8E4M3, ScalarType::F8E5M2})
+  for (ScalarType kvType :
+       {ScalarType::BF16, ScalarType::F8E4M3, ScalarType::F8E5M2})
     for (int headDim : {64, 128})
       for (int pageSize : {16, 32, 48, 128, 256})
         EXPECT_EQ(choosePrefillSchedule(paged(headDim, pageSize, kvType)).mma,
@@ -1283,7 +1296,8 @@ TEST(ScheduleTest, PagedPrefillChoicesPerShape) {
     // sm_89's 99 KiB take 64. On sm_90a every cache takes the wgmma
     // template (FP8 widened in shared memory, 225 KiB with its raw ring).
     EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM90a, 128, kvType)), wgmma);
-    EXPECT_LE(::attn::prefillSm90SmemBytes(128, ::attn::sizeOf(kvType), 2, 128, 128, 2),
+    EXPECT_LE(::attn::prefillSm90SmemBytes(128, ::attn::sizeOf(kvType), 2, 128,
+                                           128, 2),
               ::attn::maxSharedMemoryPerBlock(Arch::SM90a));
     EXPECT_EQ(choosePrefillSchedule(paged(Arch::SM80, 128, kvType)),
               packed(prefillSchedule(4, 128, 64, 2)));
@@ -1298,8 +1312,8 @@ TEST(ScheduleTest, PagedPrefillChoicesPerShape) {
       ::attn::PrefillSchedule s =
           choosePrefillSchedule(paged(arch, 256, kvType));
       EXPECT_EQ(s, packed(prefillSchedule(4, 64, 32, 2)));
-      EXPECT_LE(::attn::prefillSmemBytes(256, ::attn::sizeOf(kvType),
-                                         s.blockM, s.blockN, s.stages),
+      EXPECT_LE(::attn::prefillSmemBytes(256, ::attn::sizeOf(kvType), s.blockM,
+                                         s.blockN, s.stages),
                 sharedMemoryPerSM(Arch::SM89) - 1024);
     }
   }
@@ -1317,7 +1331,8 @@ TEST(FrontendTest, CompileDecodeVariantTime) {
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < kRuns; ++i) {
     variant.numQHeads = 8 * (1 + i % 8);
-    llvm::Expected<KernelSpec> spec = compileDecodeVariant(variant, Arch::SM90a);
+    llvm::Expected<KernelSpec> spec =
+        compileDecodeVariant(variant, Arch::SM90a);
     ASSERT_TRUE(static_cast<bool>(spec)) << llvm::toString(spec.takeError());
   }
   double us = std::chrono::duration<double, std::micro>(
@@ -1376,7 +1391,8 @@ TEST(FrontendModifiersTest, RegionsReachTheSpecAndItsName) {
   // Another constant is another kernel; SSA names are not part of it.
   PrefillVariant other = variant;
   other.maskMod.replace(other.maskMod.find("256"), 3, "512");
-  llvm::Expected<KernelSpec> otherSpec = compilePrefillVariant(other, Arch::SM80);
+  llvm::Expected<KernelSpec> otherSpec =
+      compilePrefillVariant(other, Arch::SM80);
   ASSERT_TRUE(static_cast<bool>(otherSpec));
   EXPECT_NE(spec->uri(), otherSpec->uri());
   PrefillVariant renamed = variant;
@@ -1393,7 +1409,8 @@ TEST(FrontendModifiersTest, BadRegionTextIsAnErrorNamingIt) {
     DecodeVariant variant;
     variant.scoreMod = std::move(scoreMod);
     variant.maskMod = std::move(maskMod);
-    llvm::Expected<KernelSpec> spec = compileDecodeVariant(variant, Arch::SM90a);
+    llvm::Expected<KernelSpec> spec =
+        compileDecodeVariant(variant, Arch::SM90a);
     return spec ? std::string() : llvm::toString(spec.takeError());
   };
   // Not a region at all.
@@ -1428,8 +1445,10 @@ TEST(FrontendModifiersTest, BadRegionTextIsAnErrorNamingIt) {
   std::string wrongYield = kChunkMask;
   wrongYield.replace(wrongYield.find("attn.yield %same : i1"), 21,
                      "attn.yield %c : i32");
-  EXPECT_NE(errorOf("", wrongYield).find("'attn.yield' op operand #0 must be 32-bit float or 1-bit"),
-            std::string::npos)
+  EXPECT_NE(
+      errorOf("", wrongYield)
+          .find("'attn.yield' op operand #0 must be 32-bit float or 1-bit"),
+      std::string::npos)
       << errorOf("", wrongYield);
   // The two regions disagree on their aux tables.
   std::string scoreWithTable = R"({

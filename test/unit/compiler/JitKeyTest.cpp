@@ -14,14 +14,14 @@
 #include <set>
 #include <vector>
 
-using ::attn::runtime::kernelKey;
-using ::attn::runtime::regionKey;
-using ::attn::runtime::variantKey;
 using ::attn::DecodeVariant;
 using ::attn::KVLayout;
 using ::attn::PagedKVFormat;
 using ::attn::PrefillVariant;
 using ::attn::ScalarType;
+using ::attn::runtime::kernelKey;
+using ::attn::runtime::regionKey;
+using ::attn::runtime::variantKey;
 
 namespace {
 
@@ -81,10 +81,11 @@ TEST(JitKeyTest, KernelKeyLeavesOutLaunchValues) {
 
 TEST(JitKeyTest, RegionTextKeysIgnoreLayoutAndComments) {
   DecodeVariant a, b, c;
-  a.maskMod = "{\n^bb0(%r: i32, %q: i32, %k: i32, %qh: i32, %kh: i32):\n"
-              "  // same chunk\n  %c = arith.constant 64 : i32\n"
-              "  %x = arith.divsi %q, %c : i32\n  %y = arith.divsi %k, %c : i32\n"
-              "  %s = arith.cmpi eq, %x, %y : i32\n  attn.yield %s : i1\n}";
+  a.maskMod =
+      "{\n^bb0(%r: i32, %q: i32, %k: i32, %qh: i32, %kh: i32):\n"
+      "  // same chunk\n  %c = arith.constant 64 : i32\n"
+      "  %x = arith.divsi %q, %c : i32\n  %y = arith.divsi %k, %c : i32\n"
+      "  %s = arith.cmpi eq, %x, %y : i32\n  attn.yield %s : i1\n}";
   b.maskMod = "{ ^bb0(%r: i32, %q: i32, %k: i32, %qh: i32, %kh: i32): "
               "%c = arith.constant 64 : i32 %x = arith.divsi %q, %c : i32 "
               "%y = arith.divsi %k, %c : i32 %s = arith.cmpi eq, %x, %y : i32 "

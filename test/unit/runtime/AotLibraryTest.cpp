@@ -49,7 +49,8 @@ struct OneKernelLibrary {
     kernel.kernelKeys = {kernelKey(DecodeVariant{})};
     kernel.spec = spec;
     kernel.compileSeconds = 0.25;
-    llvm::Error written = writeKernelFiles(dir.str(), kernel, request.source, cubin);
+    llvm::Error written =
+        writeKernelFiles(dir.str(), kernel, request.source, cubin);
     EXPECT_FALSE(bool(written)) << llvm::toString(std::move(written));
     EXPECT_EQ(kernel.size, cubin.size());
     written = writeManifest(dir.str(), {kernel});
@@ -58,10 +59,12 @@ struct OneKernelLibrary {
 };
 
 /// A cache that never compiles: any compile is a test failure.
-KernelCache::Options noCompilerOptions(std::shared_ptr<const AotLibrary> library) {
+KernelCache::Options
+noCompilerOptions(std::shared_ptr<const AotLibrary> library) {
   KernelCache::Options options;
   options.useDisk = false;
-  options.compiler = [](const CompileRequest &request) -> llvm::Expected<std::string> {
+  options.compiler =
+      [](const CompileRequest &request) -> llvm::Expected<std::string> {
     return llvm::createStringError("no compiler here (" + request.uri + ")");
   };
   options.libraries = {std::move(library)};
@@ -325,11 +328,13 @@ TEST(AotLibraryTest, BadManifestsNameTheProblem) {
   expectError("{", "manifest: not valid JSON");
   expectError(replaced("attn-aot-4", "attn-aot-0"), "attn-aot-0");
   expectError(replaced("\"head_dim\"", "\"head_dims\""), "lacks \"head_dim\"");
-  expectError(replaced("\"kind\": \"decode\"", "\"kind\": \"encode\""), "unknown kind");
+  expectError(replaced("\"kind\": \"decode\"", "\"kind\": \"encode\""),
+              "unknown kind");
   expectError(replaced("\"head_dim\": 128", "\"head_dim\": 64"), "its spec is");
   auto missing = AotLibrary::open(lib.dir.str("nowhere"));
   ASSERT_FALSE(bool(missing));
-  EXPECT_NE(llvm::toString(missing.takeError()).find("nowhere"), std::string::npos);
+  EXPECT_NE(llvm::toString(missing.takeError()).find("nowhere"),
+            std::string::npos);
 
   // Integers out of their range are errors naming the field and the value,
   // not silently cast (4294967328 would be 32 as an int).

@@ -33,11 +33,11 @@ MetadataLimits limits() {
 }
 
 // Page tables of the mixed step; each covers exactly its tokens.
-const I32 kP0 = {7, 2, 9};    // 3 cached + 6 new = 9 tokens
-const I32 kP1 = {1, 4, 5};    // 8 cached + 2 new = 10 tokens
-const I32 kD0 = {3, 6};       // 4 cached + 1 new = 5 tokens
-const I32 kD1 = {0, 10, 11};  // 11 cached + 1 new = 12 tokens
-const I32 kD2 = {8};          // 2 cached + 1 new = 3 tokens
+const I32 kP0 = {7, 2, 9};   // 3 cached + 6 new = 9 tokens
+const I32 kP1 = {1, 4, 5};   // 8 cached + 2 new = 10 tokens
+const I32 kD0 = {3, 6};      // 4 cached + 1 new = 5 tokens
+const I32 kD1 = {0, 10, 11}; // 11 cached + 1 new = 12 tokens
+const I32 kD2 = {8};         // 2 cached + 1 new = 3 tokens
 
 std::vector<ScheduledRequest> mixedStep() {
   auto prefill = [](int32_t q, int32_t ctx, const I32 &table) {
@@ -94,18 +94,17 @@ TEST(AttentionMetadata, MixedStepArrays) {
   EXPECT_EQ(md.seqStartLoc, (I32{0, 9, 19, 24, 36, 39}));
   EXPECT_EQ(md.pageTableStride, 4);
   // Rows padded with 0 to the limit's width.
-  EXPECT_EQ(md.pageTables, (I32{7, 2, 9, 0, //
-                                 1, 4, 5, 0, //
-                                 3, 6, 0, 0, //
-                                 0, 10, 11, 0, //
-                                 8, 0, 0, 0}));
+  EXPECT_EQ(md.pageTables, (I32{7, 2,  9,  0, //
+                                1, 4,  5,  0, //
+                                3, 6,  0,  0, //
+                                0, 10, 11, 0, //
+                                8, 0,  0,  0}));
   // P0 writes tokens 3..8: the end of page 7, all of page 2, the start of
   // page 9. P1 tokens 8, 9 (page 5), decodes token 4 (page 6 slot 0),
   // 11 (page 11 slot 3), 2 (page 8 slot 2).
-  EXPECT_EQ(md.slotMapping,
-            (I64{7 * 4 + 3, 2 * 4 + 0, 2 * 4 + 1, 2 * 4 + 2, 2 * 4 + 3,
-                 9 * 4 + 0, 5 * 4 + 0, 5 * 4 + 1, 6 * 4 + 0, 11 * 4 + 3,
-                 8 * 4 + 2}));
+  EXPECT_EQ(md.slotMapping, (I64{7 * 4 + 3, 2 * 4 + 0, 2 * 4 + 1, 2 * 4 + 2,
+                                 2 * 4 + 3, 9 * 4 + 0, 5 * 4 + 0, 5 * 4 + 1,
+                                 6 * 4 + 0, 11 * 4 + 3, 8 * 4 + 2}));
   // No encoder: zeros, empty cross tables.
   EXPECT_EQ(md.encoderSeqLens, (I32{0, 0, 0, 0, 0}));
   EXPECT_EQ(md.encoderSeqStartLoc, (I32{0, 0, 0, 0, 0, 0}));
@@ -273,7 +272,7 @@ TEST(AttentionMetadataErrors, DecodesOfDifferentLengths) {
 
 TEST(AttentionMetadataErrors, BlockTables) {
   std::vector<ScheduledRequest> step = mixedStep();
-  step[0].queryLen = 7; // 10 tokens need 3 pages: still fits
+  step[0].queryLen = 7;   // 10 tokens need 3 pages: still fits
   step[0].contextLen = 6; // 13 tokens need 4
   EXPECT_EQ(buildError(step), "attention metadata: request 0: page table "
                               "has 3 pages, 13 tokens need 4");

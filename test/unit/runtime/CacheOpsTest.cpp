@@ -171,7 +171,8 @@ TEST(CacheOpSpecs, NamesAndUnits) {
     EXPECT_EQ(spec.arch, Arch::SM89);
     EXPECT_EQ(parseKernelKind(toString(spec.kind)), spec.kind);
     std::string source = emitCuda(spec);
-    EXPECT_NE(source.find("#include \"attn/cache_ops.cuh\""), std::string::npos);
+    EXPECT_NE(source.find("#include \"attn/cache_ops.cuh\""),
+              std::string::npos);
     EXPECT_NE(source.find(kernelSymbol(spec) + "("), std::string::npos)
         << source;
   }

@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/support/CudaHandles.h"
 
-#include "attn/runtime/support/Error.h"
 #include "attn/runtime/cache/KernelCache.h"
+#include "attn/runtime/support/Error.h"
 
 #include <gtest/gtest.h>
 

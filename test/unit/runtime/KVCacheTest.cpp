@@ -5,8 +5,8 @@
 // arithmetic and the coalescing of swap pairs into runs.
 //
 //===----------------------------------------------------------------------===//
-#include "attn/runtime/serving/Backend.h"
 #include "attn/runtime/serving/KVCache.h"
+#include "attn/runtime/serving/Backend.h"
 
 #include <gtest/gtest.h>
 
@@ -118,7 +118,7 @@ TEST(KVCacheConfigCheck, AllocateChecksBeforeTouchingTheGpu) {
 
 TEST(CoalescePagePairs, MergesConsecutivePairsInOrder) {
   std::vector<PagePair> pairs = {{2, 0}, {3, 1}, {4, 2}, {9, 3},
-                                  {7, 4}, {8, 5}, {8, 6}};
+                                 {7, 4}, {8, 5}, {8, 6}};
   std::vector<PageRun> runs = coalescePagePairs(pairs);
   ASSERT_EQ(runs.size(), 4u);
   auto same = [](const PageRun &r, int64_t s, int64_t d, int64_t n) {

@@ -10,8 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include "tools/attn-aot/AotConfig.h"
 
-#include "attn/runtime/support/InputFiles.h"
 #include "attn/runtime/cache/VariantKey.h"
+#include "attn/runtime/support/InputFiles.h"
 
 #include <gtest/gtest.h>
 
@@ -87,7 +87,8 @@ TEST(AotConfigTest, SinksAreAKnobLikeAlibi) {
   ASSERT_EQ(config.jobs.size(), 3u);
   for (const Job &job : config.jobs) {
     EXPECT_TRUE(job.spec.sinks) << job.spec.uri();
-    EXPECT_NE(job.kernelKey.find("sinks=1"), std::string::npos) << job.kernelKey;
+    EXPECT_NE(job.kernelKey.find("sinks=1"), std::string::npos)
+        << job.kernelKey;
   }
   expectRefused(R"({"append_kv": [{"sinks": true}]})",
                 {"unknown field \"sinks\""});
@@ -348,7 +349,8 @@ TEST(AotConfigTest, UnknownAndInapplicableFieldsAreErrors) {
   ASSERT_EQ(ragged.jobs.size(), 1u);
   EXPECT_EQ(ragged.jobs[0].spec.kind, KernelKind::Prefill);
   EXPECT_EQ(ragged.jobs[0].spec.kvType, ScalarType::F8E5M2);
-  EXPECT_TRUE(ragged.jobs[0].spec.perHeadKVScale && ragged.jobs[0].spec.fp8Compute);
+  EXPECT_TRUE(ragged.jobs[0].spec.perHeadKVScale &&
+              ragged.jobs[0].spec.fp8Compute);
 }
 
 TEST(AotConfigTest, StructureErrorsNameTheSection) {
@@ -432,8 +434,8 @@ TEST(AotConfigTest, ModifiersFileGivesEveryVariantItsRegions) {
 
 TEST(AotConfigTest, ModifiersFileProblemsNameTheFile) {
   std::string twoOps = kChunkedDecode;
-  twoOps += std::string(kChunkedDecode).replace(
-      std::string(kChunkedDecode).find("@f"), 2, "@g");
+  twoOps += std::string(kChunkedDecode)
+                .replace(std::string(kChunkedDecode).find("@f"), 2, "@g");
   std::string noRegion = kChunkedDecode;
   noRegion.erase(noRegion.find("  mask_mod {"),
                  noRegion.find("  return") - noRegion.find("  mask_mod {"));
@@ -457,9 +459,11 @@ TEST(AotConfigTest, ModifiersFileProblemsNameTheFile) {
   };
   refused("3", "\"modifiers\" must be the path of a .mlir file", read);
   refused("\"m.json\"", "\"modifiers\" must be the path of a .mlir file", read);
-  refused("\"two.mlir\"", "two.mlir: a modifiers file holds one attention op "
-                          "(its score_mod and mask_mod are the modifiers), "
-                          "not 2", read);
+  refused("\"two.mlir\"",
+          "two.mlir: a modifiers file holds one attention op "
+          "(its score_mod and mask_mod are the modifiers), "
+          "not 2",
+          read);
   refused("\"none.mlir\"", "none.mlir: its attention op has neither", read);
   refused("\"impure.mlir\"", "impure.mlir", read);
   refused("\"garbage.mlir\"", "garbage.mlir:1", read);
