@@ -9,7 +9,7 @@ set -euo pipefail
 
 packages=(cmake ninja-build llvm-19-dev libmlir-19-dev mlir-19-tools
           llvm-19-tools libfmt-dev libgtest-dev zlib1g-dev python3 python3-venv
-          python3-pytest python3-hypothesis "$@")
+          python3-pytest python3-hypothesis clang-format-19 "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
