@@ -420,8 +420,11 @@ def test_prefill_plan_argument_errors():
     w = fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD")
     with pytest.raises(NotImplementedError, match="custom_mask"):
         w.plan([0, 4], [0, 4], 8, 8, 64, custom_mask=[1])
-    with pytest.raises(NotImplementedError, match=r"head_dim_vo \(128\) != head_dim_qk \(64\)"):
+    with pytest.raises(NotImplementedError, match=r"head_dim_vo \(128\) > head_dim_qk \(64\)"):
         w.plan([0, 4], [0, 4], 8, 8, 64, head_dim_vo=128)
+    with pytest.raises(NotImplementedError, match=r"head_dim_vo \(64\) != head_dim_qk \(128\)"):
+        fi.BatchPrefillWithPagedKVCacheWrapper(None, "NHD").plan(
+            [0, 4], [0, 1], [0], [4], 8, 8, 128, 16, head_dim_vo=64)
     with pytest.raises(ValueError, match="window_left: attn applies a sliding window to causal"):
         w.plan([0, 4], [0, 4], 8, 8, 64, causal=False, window_left=16)
     with pytest.raises(ValueError, match="kv_indptr: expected 2 entries"):
@@ -607,6 +610,17 @@ def test_kernel_key():
     assert attn.kernel_key("prefill", paged=True).startswith("prefill paged")
     with pytest.raises(ValueError, match="kind"):
         attn.kernel_key("merge")
+
+
+@needs_lib
+def test_mla_prefill_kernel_key():
+    base = attn.kernel_key("prefill", num_q_heads=16, num_kv_heads=16)
+    mla = attn.kernel_key("prefill", num_q_heads=16, num_kv_heads=16, rope_dim=64)
+    assert mla != base and " dim=128 rope=64" in mla
+    with pytest.raises(ValueError, match="v->rope_dim 64 is for ragged k/v of q_type; got paged 1"):
+        attn.kernel_key("prefill", rope_dim=64, paged=True)
+    with pytest.raises(ValueError, match=r"v->rope_dim 192 is not supported"):
+        attn.kernel_key("prefill", rope_dim=192)
 
 
 @needs_lib

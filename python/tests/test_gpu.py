@@ -313,6 +313,29 @@ def test_ragged_prefill(causal):
                      "ragged vs SDPA, request %d" % b)
 
 
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+def test_ragged_prefill_mla_qk192_v128(causal):
+    """MLA's MHA-mode prefill: q/k of 128 + 64 dims, v of 128 (FlashInfer's
+    head_dim_qk / head_dim_vo), default scale 1/sqrt(192), LSE."""
+    h, dqk, dv = 16, 192, 128
+    q_lens, kv_lens = [7, 130, 64], [300, 130, 64]
+    qo = torch.tensor([0] + list(_cumsum(q_lens)), dtype=torch.int32, device=DEV)
+    kvp = torch.tensor([0] + list(_cumsum(kv_lens)), dtype=torch.int32, device=DEV)
+    q = randn((sum(q_lens), h, dqk), BF16, 41)
+    k = randn((sum(kv_lens), h, dqk), BF16, 42)
+    v = randn((sum(kv_lens), h, dv), BF16, 43)
+    w = attn.BatchPrefillWithRaggedKVCacheWrapper(workspace(), "NHD")
+    w.plan(qo, kvp, h, h, dqk, head_dim_vo=dv, causal=causal, q_data_type=BF16)
+    out, lse = w.run(q, k, v, return_lse=True)
+    assert out.shape == (sum(q_lens), h, dv)
+    for b in range(3):
+        qs = slice(qo[b].item(), qo[b + 1].item())
+        ks = slice(kvp[b].item(), kvp[b + 1].item())
+        ref, ref_lse = reference(q[qs], k[ks], v[ks], causal=causal)
+        assert_close(out[qs], ref, BF16, "MLA prefill request %d" % b)
+        assert_lse(lse[qs], ref_lse, "MLA prefill request %d" % b)
+
+
 @pytest.mark.parametrize("layout", ["NHD", "HND"])
 def test_paged_prefill(layout):
     hq, hkv, d, page = 8, 2, 128, 16
