@@ -206,6 +206,9 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
   prob.cuSeqlensQ.assign(d.cuQ.begin(), d.cuQ.end());
   prob.cuSeqlensKV.assign(d.cuKV.begin(), d.cuKV.end());
   setScoreMods(prob, v);
+  // The documented default scale is over every dim of q.k (MLA: 192).
+  if (!v.scale)
+    prob.scale = 1.0 / std::sqrt(double(qkDim));
   if (tc.modifiers) {
     prob.scoreMod = tc.modifiers->refScore;
     prob.maskMod = tc.modifiers->refMask;
