@@ -113,34 +113,49 @@ __device__ __forceinline__ void mlaLoadQ(const MlaDecodeParams &p, int request,
 /// \brief Issues the cp.async copies of the tile of keys [tileStart,
 /// tileStart + kBlockN) of `request` into `dst`; keys at or past `kvEnd`
 /// are zero-filled and never read. 16-bit caches land swizzled, ready for
-/// ldmatrix; FP8 rows land as stored, for widenTile.
+/// ldmatrix; FP8 rows land as stored, for widenTile. Lane l of every warp
+/// looks up the page of the tile's key l once (kBlockN is the warp size);
+/// the copies take it by shuffle, so no copy waits on a page-table read and
+/// consecutive lanes still copy consecutive chunks of a row.
 template <class Config>
 __device__ __forceinline__ void mlaLoadTile(const MlaDecodeParams &p,
                                             int request, int tileStart,
                                             int kvEnd, uint4 *dst) {
   using Tr = MlaDecodeTraits<Config>;
   using KVT = typename Tr::KVT;
+  static_assert(Tr::kBlockN == 32, "one key per lane");
   constexpr int kElems = 16 / int(sizeof(KVT)); // per chunk
-  const int32_t *pageRow = p.pageTables + int64_t(request) * p.pageTableStride;
-  for (int i = threadIdx.x; i < Tr::kBlockN * Tr::kRawChunks; i += blockDim.x) {
+  constexpr int kCopies = Tr::kBlockN * Tr::kRawChunks / (Tr::kWarps * 32);
+  static_assert(kCopies * Tr::kWarps * 32 == Tr::kBlockN * Tr::kRawChunks,
+                "the threads split a tile's chunks evenly");
+  const int lane = threadIdx.x % 32;
+  int laneAt = 0; // the page of key tileStart + lane, checked
+  {
+    const int pos = tileStart + lane;
+    if (pos < kvEnd) {
+      const int page = p.pageTables[int64_t(request) * p.pageTableStride +
+                                    pos / Config::kPageSize];
+      checkPage(p, page, request);
+      laneAt = clampedPage(p, page);
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < kCopies; ++n) {
+    const int i = threadIdx.x + n * Tr::kWarps * 32;
     const int j = i / Tr::kRawChunks, c = i % Tr::kRawChunks;
     const int pos = tileStart + j;
     const bool valid = pos < kvEnd;
-    const KVT *src = static_cast<const KVT *>(p.ckv);
-    if (valid) {
-      const int page = pageRow[pos / Config::kPageSize];
-      checkPage(p, page, request);
-      const int64_t at = clampedPage(p, page);
-      const int slot = pos % Config::kPageSize;
-      src = c < Tr::kRawLatentChunks
-                ? static_cast<const KVT *>(p.ckv) + at * p.ckvPageStride +
-                      int64_t(slot) * p.ckvTokenStride + c * kElems
-                : static_cast<const KVT *>(p.kpe) + at * p.kpePageStride +
-                      int64_t(slot) * p.kpeTokenStride +
-                      (c - Tr::kRawLatentChunks) * kElems;
-    }
-    const int at = Tr::kFP8 ? i : swizzled<Tr::kChunks>(j, c);
-    cpAsyncStream16(dst + at, src, valid);
+    const int64_t at = __shfl_sync(0xffffffffu, laneAt, j);
+    const int slot = pos % Config::kPageSize;
+    const KVT *src =
+        c < Tr::kRawLatentChunks
+            ? static_cast<const KVT *>(p.ckv) + at * p.ckvPageStride +
+                  int64_t(slot) * p.ckvTokenStride + c * kElems
+            : static_cast<const KVT *>(p.kpe) + at * p.kpePageStride +
+                  int64_t(slot) * p.kpeTokenStride +
+                  (c - Tr::kRawLatentChunks) * kElems;
+    const int to = Tr::kFP8 ? i : swizzled<Tr::kChunks>(j, c);
+    cpAsyncStream16(dst + to, valid ? src : p.ckv, valid);
   }
 }
 
