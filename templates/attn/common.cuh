@@ -307,6 +307,15 @@ __device__ __forceinline__ float fastExp2(float x) {
   return y;
 }
 
+/// \brief tanh by the SFU (tanh.approx.f32, sm_75+: relative error about
+/// 2^-11, docs/semantics.md, "Transcendentals"); a soft-capped score needs
+/// no more than the 16-bit P it becomes.
+__device__ __forceinline__ float fastTanh(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 /// -inf without <math.h>, which NVRTC does not have.
 __device__ __forceinline__ float negInf() {
   return __int_as_float(0xff800000u);

@@ -483,8 +483,8 @@ simtRowLoop(const DecodeParams &p, const DecodeWorkItem &work, int head,
 #pragma unroll
       for (int off = kLanes / 2; off > 0; off /= 2)
         dot += __shfl_xor_sync(0xffffffffu, dot, off);
-      float x = Variant<Config>::template score<false>(dot, pos[u], qpos,
-                                                       scoreScale, row, p);
+      float x = Variant<Config>::template score<false>(
+          dot, pos[u], qpos, float(pos[u] - qpos), scoreScale, row, p);
       sc[u] = Variant<Config>::visible(pos[u], work.kvEnd, qpos, row, p)
                   ? x
                   : negInf();
@@ -870,6 +870,7 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
           int pos = t0 + nt * 8 + 2 * c + (e & 1);
           float x = s[m][nt][2 * h + (e & 1)];
           x = Variant<Config>::template score<false>(x, pos, qpos[m][h],
+                                                     float(pos - qpos[m][h]),
                                                      scoreScale, rows[m][h], p);
           v[e] = Variant<Config>::visible(pos, work.kvEnd, qpos[m][h],
                                           rows[m][h], p)

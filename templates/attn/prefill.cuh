@@ -319,10 +319,10 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   float qkScale, vDequant;
   prefillScales<typename Tr::KVT, Config::kPerHeadKVScale>(p, kvHead, qkScale,
                                                            vDequant);
-  // Plain scores keep the raw q.k scale in mRun and fold scale * log2(e)
-  // into exp2's argument; modified scores are already in log2 units.
-  constexpr bool kPlainScores = Variant<Config>::kPlainScores;
-  const float expScale = kPlainScores ? qkScale * kLog2e : 1.f;
+  // Plain and soft-capped scores stay without their last factor in mRun
+  // (Variant::foldedScale), which joins exp2's argument in one FFMA; other
+  // modified scores are already in log2 units.
+  const float expScale = Variant<Config>::foldedScale(qkScale, p);
 
   // ldmatrix row addresses of this lane (see prefill.cuh header).
   const int aRow = warpRow0 + (lane % 16), aCol = (lane / 16) * 8; // Q
@@ -407,6 +407,8 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     for (int mh = 0; mh < 2 * kMTiles; ++mh) {
       const int m = mh / 2, h = mh % 2;
       float v[kNTiles][2];
+      // key - rowPos in float: one conversion per tile and row (ALiBi).
+      const float distBase = float(tileStart + 2 * c - rowPos[m][h]);
       auto scoresOf = [&](auto maskTag) {
         float tmax = negInf();
 #pragma unroll
@@ -415,8 +417,9 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
           for (int e = 0; e < 2; ++e) {
             int key = tileStart + n * 8 + 2 * c + e;
             float x = prefillScore<Config, decltype(maskTag)::value>(
-                s[m][n][2 * h + e], key, rowPos[m][h], work.kvLen, qkScale,
-                headValues, p);
+                s[m][n][2 * h + e], key, rowPos[m][h],
+                distBase + float(n * 8 + e), work.kvLen, qkScale, headValues,
+                p);
             v[n][e] = x;
             tmax = fmaxf(tmax, x);
           }

@@ -900,14 +900,13 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     float qkScale, vDequant;
     prefillScales<typename Tr::KVT, Config::kPerHeadKVScale>(p, kvHead, qkScale,
                                                              vDequant);
-    constexpr bool kPlainScores = Variant<Config>::kPlainScores;
     // Per row (h: rows r and r + 8): FP8 compute quantizes each Q row with
     // its own scale, which its scores take back.
     float qkScales[2] = {qkScale, qkScale};
     float expScales[2];
     auto setExpScales = [&] {
       for (int h = 0; h < 2; ++h)
-        expScales[h] = kPlainScores ? qkScales[h] * kLog2e : 1.f;
+        expScales[h] = Variant<Config>::foldedScale(qkScales[h], p);
     };
     setExpScales();
     // FP8 compute: P is 2^8 times its value (e4m3 keeps its 3 bits down to
@@ -1047,6 +1046,8 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
           (Config::kSlidingWindow && tileStart < warpLastPos - p.windowLeft);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
+        // key - rowPos in float: one conversion per tile and row (ALiBi).
+        const float distBase = float(tileStart + 2 * c - rowPos[h]);
         auto scoresOf = [&](auto maskTag) {
           float tmax = negInf();
 #pragma unroll
@@ -1055,8 +1056,9 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
             for (int e = 0; e < 2; ++e) {
               int key = tileStart + n * 8 + 2 * c + e;
               float x = prefillScore<Config, decltype(maskTag)::value>(
-                  sAcc[4 * n + 2 * h + e], key, rowPos[h], work.kvLen,
-                  qkScales[h], headValues, p);
+                  sAcc[4 * n + 2 * h + e], key, rowPos[h],
+                  distBase + float(n * 8 + e), work.kvLen, qkScales[h],
+                  headValues, p);
               sAcc[4 * n + 2 * h + e] = x;
               tmax = fmaxf(tmax, x);
             }

@@ -488,10 +488,8 @@ ATTN_REGION_MATH1(floor, floorf, floor)
 ATTN_REGION_MATH1(trunc, truncf, trunc)
 ATTN_REGION_MATH1(round, roundf, round)
 ATTN_REGION_MATH1(roundeven, rintf, rint)
-ATTN_REGION_MATH1(exp, expf, exp)
 ATTN_REGION_MATH1(exp2, exp2f, exp2)
 ATTN_REGION_MATH1(expm1, expm1f, expm1)
-ATTN_REGION_MATH1(log, logf, log)
 ATTN_REGION_MATH1(log2, log2f, log2)
 ATTN_REGION_MATH1(log10, log10f, log10)
 ATTN_REGION_MATH1(log1p, log1pf, log1p)
@@ -504,12 +502,39 @@ ATTN_REGION_MATH1(acos, acosf, acos)
 ATTN_REGION_MATH1(atan, atanf, atan)
 ATTN_REGION_MATH1(sinh, sinhf, sinh)
 ATTN_REGION_MATH1(cosh, coshf, cosh)
-ATTN_REGION_MATH1(tanh, tanhf, tanh)
 ATTN_REGION_MATH1(asinh, asinhf, asinh)
 ATTN_REGION_MATH1(acosh, acoshf, acosh)
 ATTN_REGION_MATH1(atanh, atanhf, atanh)
 ATTN_REGION_MATH1(erf, erff, erf)
 #undef ATTN_REGION_MATH1
+// exp, log and tanh of f32 run on the SFU on the GPU, as the kernels' own
+// softmax and soft-cap do (docs/semantics.md, "Transcendentals"): __expf
+// (2 + 1.17 |x| ulp), __logf (2^-21.4 absolute in [0.5, 2], else 3 ulp) and
+// tanh.approx.f32 (about 2^-11 relative). f64 and the host keep libm's.
+#define ATTN_REGION_SFU1(name, f32, device, f64)                               \
+  ATTN_REGION_FN float name(float a) {                                         \
+    return ATTN_REGION_PICK(device, ::f32);                                    \
+  }                                                                            \
+  ATTN_REGION_FN double name(double a) { return ::f64(a); }
+#if defined(__CUDA_ARCH__)
+#define ATTN_REGION_PICK(device, host) device(a)
+#else
+#define ATTN_REGION_PICK(device, host) host(a)
+#endif
+ATTN_REGION_FN float sfuTanh(float a) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(a));
+  return y;
+#else
+  return ::tanhf(a);
+#endif
+}
+ATTN_REGION_SFU1(exp, expf, __expf, exp)
+ATTN_REGION_SFU1(log, logf, __logf, log)
+ATTN_REGION_SFU1(tanh, tanhf, sfuTanh, tanh)
+#undef ATTN_REGION_SFU1
+#undef ATTN_REGION_PICK
 #define ATTN_REGION_MATH2(name, f32, f64)                                      \
   ATTN_REGION_FN float name(float a, float b) { return ::f32(a, b); }          \
   ATTN_REGION_FN double name(double a, double b) { return ::f64(a, b); }

@@ -18,13 +18,15 @@
 
 namespace attn {
 
-/// \brief ALiBi bias of key `key` seen from the query at position `rowPos`
-/// (both counted from the first key, queries aligned to the end of the
-/// keys): -slope * |key - rowPos|, FlashAttention's definition. Causal
+/// \brief ALiBi bias of a key `dist` = key - rowPos positions from the
+/// query (both counted from the first key, queries aligned to the end of
+/// the keys): -slope * |dist|, FlashAttention's definition. Causal
 /// attention sees only keys <= rowPos, where it is slope * (key - rowPos);
-/// bidirectional and cross attention penalize later keys alike.
-__device__ __forceinline__ float alibiBias(float slope, int key, int rowPos) {
-  return -slope * float(abs(key - rowPos));
+/// bidirectional and cross attention penalize later keys alike. `dist`
+/// comes in float so that the kernels convert once per tile, not per score
+/// (a conversion costs a special-function slot, as exp2 does).
+__device__ __forceinline__ float alibiBias(float slope, float dist) {
+  return -slope * fabsf(dist);
 }
 
 /// \brief Bounds of an i32 value of a mask_mod over a tile: lo <= v <= hi
@@ -133,11 +135,26 @@ __device__ __forceinline__ BoolRange boolSelect(BoolRange c, BoolRange a,
 }
 
 template <class Config> struct Variant {
-  /// Plain scores (no soft-cap, ALiBi or score_mod) may keep the raw q.k
-  /// scale, which the prefill kernels fold into exp2's argument; modified
-  /// scores are always in log2 units.
-  static constexpr bool kPlainScores =
-      !Config::kSoftcap && !Config::kAlibi && !Config::kScoreMod;
+  /// Scores the prefill kernels keep without their last factor, which they
+  /// fold into exp2's FFMA (foldedScale): plain ones (no soft-cap, ALiBi or
+  /// score_mod: raw q.k, the scale folded) and soft-capped ones without
+  /// ALiBi or score_mod (tanh(s / c), c log2(e) folded). Others are in log2
+  /// units.
+  static constexpr bool kFoldedScores = !Config::kAlibi && !Config::kScoreMod;
+  static constexpr bool kPlainScores = kFoldedScores && !Config::kSoftcap;
+
+  /// \brief The factor the prefill kernels fold into exp2's argument for
+  /// score<true>'s values (1 where none is left to fold).
+  template <class Params>
+  __device__ static __forceinline__ float foldedScale(float qkScale,
+                                                      const Params &p) {
+    if constexpr (!kFoldedScores)
+      return 1.f;
+    else if constexpr (Config::kSoftcap)
+      return p.softcap * kLog2e;
+    else
+      return qkScale * kLog2e;
+  }
 
   /// What a row (one q head of one request) reads from the per-head tables,
   /// loaded once before its key loop so that no hook waits on memory (the
@@ -146,6 +163,7 @@ template <class Config> struct Variant {
   struct Row {
     float slope = 0.f;
     float sink = 0.f;
+    float invCap = 0.f; ///< 1 / softcap, so that no score divides
     int request = 0;
     int qHead = 0;
     /// The score_mod's per-head values (an ALiBi slope read from an aux
@@ -165,28 +183,38 @@ template <class Config> struct Variant {
       r.slope = p.alibiSlopes[qHead];
     if constexpr (Config::kSinks)
       r.sink = p.sinks[qHead];
+    if constexpr (Config::kSoftcap)
+      r.invCap = 1.f / p.softcap;
     return r;
   }
 
-  /// \brief Score x = q.k of the query at position `rowPos` and key `key`,
-  /// scaled by `qkScale`, soft-capped and ALiBi-biased, in log2 units. With
-  /// kFoldScale, plain scores come back raw (the caller folds the scale
-  /// into exp2's argument).
+  /// \brief Score x = q.k of the query at position `rowPos` and key `key`
+  /// (`dist` = float(key - rowPos), exact below 2^24), scaled by `qkScale`,
+  /// soft-capped and ALiBi-biased, in log2 units. With
+  /// kFoldScale, kFoldedScores come back without their last factor (the
+  /// caller folds foldedScale into exp2's argument). Soft-cap c tanh(s / c)
+  /// takes the SFU's tanh, its argument one multiply by a per-row constant.
   template <bool kFoldScale, class Params>
-  __device__ static __forceinline__ float score(float x, int key, int rowPos,
-                                                float qkScale, const Row &row,
-                                                const Params &p) {
+  __device__ static __forceinline__ float
+  score(float x, int key, int rowPos, float dist, float qkScale, const Row &row,
+        const Params &p) {
     if constexpr (kPlainScores) {
       if constexpr (kFoldScale)
         return x;
       else
         return x * (qkScale * kLog2e);
+    } else if constexpr (kFoldedScores) { // soft-cap alone
+      const float t = fastTanh(x * (qkScale * row.invCap));
+      if constexpr (kFoldScale)
+        return t;
+      else
+        return t * (p.softcap * kLog2e);
     } else {
       x *= qkScale;
       if constexpr (Config::kSoftcap)
-        x = p.softcap * tanhf(x / p.softcap);
+        x = p.softcap * fastTanh(x * row.invCap);
       if constexpr (Config::kAlibi)
-        x += alibiBias(row.slope, key, rowPos);
+        x += alibiBias(row.slope, dist);
       if constexpr (Config::kScoreMod)
         x = Config::scoreMod(x, row.request, rowPos, key, row.qHead,
                              row.qHead / Config::kGroupSize, p.aux,
@@ -307,13 +335,14 @@ template <class Config> struct Variant {
 };
 
 /// \brief Prefill score of the query at position `rowPos` and key `key`
-/// (Variant::score with the scale folded for plain scores); with kMask,
-/// -inf where Variant::visible says the key is hidden.
+/// (`dist` = float(key - rowPos); Variant::score with the last factor
+/// folded); with kMask, -inf where Variant::visible says the key is hidden.
 template <class Config, bool kMask>
 __device__ __forceinline__ float
-prefillScore(float x, int key, int rowPos, int kvLen, float qkScale,
+prefillScore(float x, int key, int rowPos, float dist, int kvLen, float qkScale,
              const typename Variant<Config>::Row &row, const PrefillParams &p) {
-  x = Variant<Config>::template score<true>(x, key, rowPos, qkScale, row, p);
+  x = Variant<Config>::template score<true>(x, key, rowPos, dist, qkScale, row,
+                                            p);
   if constexpr (kMask)
     x = Variant<Config>::visible(key, kvLen, rowPos, row, p) ? x : negInf();
   return x;

@@ -404,16 +404,18 @@ std::optional<uint64_t> folded(mlir::MLIRContext &context, const OpCase &c,
   return std::nullopt;
 }
 
-bool closeEnough(const std::string &type, uint64_t got, uint64_t want) {
+bool closeEnough(const OpCase &c, uint64_t got, uint64_t want) {
+  const std::string &type = c.resultType;
   double g = type == "f32" ? asF32(got) : asF64(got);
   double w = type == "f32" ? asF32(want) : asF64(want);
   if (std::isnan(g) || std::isnan(w))
     return std::isnan(g) && std::isnan(w);
   if (std::isinf(w) || std::isinf(g))
     return g == w;
-  // CUDA's and the host's libm agree within a few ulps.
-  double rel = type == "f32" ? 1e-5 : 1e-13;
-  double abs = type == "f32" ? 1e-30 : 1e-300;
+  // CUDA's and the host's libm agree within a few ulps; the SFU forms within
+  // their documented bounds (OpCase::f32Rel).
+  double rel = type == "f32" ? c.f32Rel : 1e-13;
+  double abs = type == "f32" ? c.f32Abs : 1e-300;
   return std::fabs(g - w) <= std::max(std::fabs(w) * rel, abs);
 }
 
@@ -472,6 +474,15 @@ std::vector<OpCase> regionOpCases() {
       add(std::string("math.") + op,
           llvm::formatv("math.{0} {{0} : {1}", op, t), {t}, t,
           /*exact=*/false);
+    // The SFU forms of f32 exp (2 + 1.17 |x| ulp: at most 2^-16 relative),
+    // log (2^-21.4 absolute near 1, else 3 ulp) and tanh (2^-11 relative).
+    for (OpCase &c : cases)
+      if (c.resultType == "f32" && c.op == "math.exp")
+        c.f32Rel = 1.0 / 65536;
+      else if (c.resultType == "f32" && c.op == "math.log")
+        c.f32Abs = 4e-7;
+      else if (c.resultType == "f32" && c.op == "math.tanh")
+        c.f32Rel = 1.0 / 1024;
     add("math.fma", "math.fma {0}, {1}, {2} : " + t, {t, t, t}, t);
     for (const char *p :
          {"false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord", "ueq",
@@ -662,7 +673,7 @@ Comparison compareWithFolder(const std::vector<OpCase> &cases,
       if (std::isnan(w))
         same = std::isnan(g); // any NaN: payloads are not part of the meaning
       else if (!c.exact)
-        same = closeEnough(c.resultType, got, *want);
+        same = closeEnough(c, got, *want);
     }
     if (!same && comparison.mismatches.size() < 400) {
       std::string operandText;
