@@ -5,6 +5,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -16,6 +17,40 @@ static bool isSSANameChar(char c) {
   return llvm::isAlnum(c) || c == '$' || c == '.' || c == '_' || c == '-';
 }
 
+/// Whether the `%name` ending at `end` is defined there as an op's result:
+/// `%a = `, `%a:2 = `, or one of `%a, %b = `.
+static bool isResultDefinition(llvm::StringRef text, size_t end) {
+  size_t at = end;
+  auto skipSpace = [&] {
+    while (at < text.size() && llvm::isSpace(text[at]))
+      ++at;
+  };
+  while (true) {
+    if (at < text.size() && text[at] == ':') { // `%a:2`
+      size_t digits = at + 1;
+      while (digits < text.size() && llvm::isDigit(text[digits]))
+        ++digits;
+      if (digits == at + 1)
+        return false;
+      at = digits;
+    }
+    skipSpace();
+    if (at >= text.size())
+      return false;
+    if (text[at] == '=')
+      return at + 1 >= text.size() || text[at + 1] != '=';
+    if (text[at] != ',')
+      return false;
+    ++at;
+    skipSpace();
+    if (at >= text.size() || text[at] != '%')
+      return false;
+    ++at;
+    while (at < text.size() && isSSANameChar(text[at]))
+      ++at;
+  }
+}
+
 llvm::Error checkIRText(llvm::StringRef text, llvm::StringRef name,
                         unsigned maxDepth) {
   // Open brackets, innermost last. A closer pops its own opener and any
@@ -23,6 +58,17 @@ llvm::Error checkIRText(llvm::StringRef text, llvm::StringRef name,
   // parser's error to report, and counts for nothing here. A stray `>`
   // (as in an affine `>=`) only closes a `<`, so no text can hide a level.
   llvm::SmallVector<char, 64> open;
+  // SSA names by their first occurrence in the regions open now (brace
+  // depth, whether it defines the name, where); names first seen in a
+  // region are forgotten when it closes.
+  struct FirstOccurrence {
+    unsigned depth;
+    bool defines;
+    unsigned line, column;
+  };
+  llvm::StringMap<FirstOccurrence> names;
+  llvm::SmallVector<llvm::SmallVector<llvm::StringRef, 4>, 16> namesAtDepth(1);
+  unsigned braces = 0;
   unsigned line = 1, column = 1;
   auto advance = [&](size_t &i) {
     if (text[i] == '\n') {
@@ -53,12 +99,39 @@ llvm::Error checkIRText(llvm::StringRef text, llvm::StringRef name,
       continue;
     }
     if (c == '%') {
-      // `%name#N` names result N of an op; MLIR 19 sizes a table by N before
-      // it checks N, so a large N allocates gigabytes, and N = 2^32-1 wraps
-      // to 0 and writes out of bounds (an upstream bug).
       size_t end = i + 1;
       while (end < text.size() && isSSANameChar(text[end]))
         ++end;
+      // A name used and then defined inside a region nested deeper than the
+      // use (a forward reference into a region of the using op): MLIR 19's
+      // parser then keeps an operand pointing at a deleted placeholder and
+      // writes through it (an upstream bug). Such a use is invalid anyway:
+      // a region's values are not visible outside it.
+      llvm::StringRef ssaName = text.slice(i + 1, end);
+      // A definition: an op's result, or an argument (`%a: type` right
+      // inside the parentheses of a signature or a block label).
+      size_t next = end;
+      while (next < text.size() && llvm::isSpace(text[next]))
+        ++next;
+      const bool argument = !open.empty() && open.back() == '(' &&
+                            next < text.size() && text[next] == ':' &&
+                            (next + 1 >= text.size() || text[next + 1] != ':');
+      const bool defines = argument || isResultDefinition(text, end);
+      auto [entry, first] = names.try_emplace(
+          ssaName, FirstOccurrence{braces, defines, line, column});
+      if (first)
+        namesAtDepth.back().push_back(ssaName);
+      else if (!entry->second.defines && defines &&
+               braces > entry->second.depth)
+        return llvm::createStringError(llvm::formatv(
+            "{0}:{1}:{2}: uses %{3} before it is defined in a region nested "
+            "inside ({4}:{5}); a value defined in a region is not visible "
+            "outside it",
+            name, entry->second.line, entry->second.column, ssaName, line,
+            column));
+      // `%name#N` names result N of an op; MLIR 19 sizes a table by N before
+      // it checks N, so a large N allocates gigabytes, and N = 2^32-1 wraps
+      // to 0 and writes out of bounds (an upstream bug).
       if (end + 1 < text.size() && text[end] == '#' &&
           llvm::isDigit(text[end + 1])) {
         size_t digits = end + 1;
@@ -86,6 +159,10 @@ llvm::Error checkIRText(llvm::StringRef text, llvm::StringRef name,
             "attn parses",
             name, line, column, maxDepth));
       open.push_back(c);
+      if (c == '{') {
+        ++braces;
+        namesAtDepth.emplace_back();
+      }
       break;
     case '>':
       if (i > 0 && text[i - 1] == '-')
@@ -100,8 +177,18 @@ llvm::Error checkIRText(llvm::StringRef text, llvm::StringRef name,
       size_t at = open.size();
       while (at > 0 && open[at - 1] == '<')
         --at;
-      if (at > 0 && open[at - 1] == opener)
+      if (at > 0 && open[at - 1] == opener) {
+        // Every `{` popped with it (the opener and the `<` above it hold
+        // none) closes a region: forget the names first seen there.
+        for (size_t k = at - 1; k < open.size(); ++k)
+          if (open[k] == '{') {
+            for (llvm::StringRef forgotten : namesAtDepth.back())
+              names.erase(forgotten);
+            namesAtDepth.pop_back();
+            --braces;
+          }
         open.resize(at - 1);
+      }
       break;
     }
     default:

@@ -32,10 +32,12 @@ constexpr unsigned kMaxIRNesting = 64;
 constexpr uint64_t kMaxResultNumber = 63;
 
 /// An error naming `name`, the line and column of the first bracket that
-/// opens a level past `maxDepth`, if `text` nests deeper, or of the first
-/// `%name#N` with N past kMaxResultNumber. Text is read as MLIR's lexer
-/// reads it: nothing inside string literals or `//` comments counts, nor
-/// the `>` of `->`.
+/// opens a level past `maxDepth`, if `text` nests deeper, of the first
+/// `%name#N` with N past kMaxResultNumber, or of a `%name` used before it is
+/// defined in a region nested deeper than the use (invalid, and MLIR 19's
+/// parser then writes through a deleted value). Text is read as MLIR's
+/// lexer reads it: nothing inside string literals or `//` comments counts,
+/// nor the `>` of `->`.
 llvm::Error checkIRText(llvm::StringRef text, llvm::StringRef name,
                         unsigned maxDepth = kMaxIRNesting);
 

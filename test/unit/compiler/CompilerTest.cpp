@@ -1552,6 +1552,23 @@ TEST(FrontendModifiersTest, LargeResultNumberIsAnErrorBeforeParsing) {
   EXPECT_EQ(scoreModError(quoted), "");
 }
 
+TEST(FrontendModifiersTest, ForwardReferenceIntoANestedRegionIsAnError) {
+  // A name used before it is defined inside a region of the op that uses
+  // it: MLIR 19's parser writes through a deleted placeholder.
+  std::string text = nestedIfs(2);
+  const size_t use = text.find("scf.if %c");
+  text.replace(use, 9, "scf.if %late");
+  text.insert(text.rfind("scf.yield %score"),
+              "%late = arith.cmpi slt, %q_pos, %k_pos : i32\n");
+  std::string error = scoreModError(text);
+  EXPECT_NE(error.find("uses %late before it is defined in a region nested "
+                       "inside"),
+            std::string::npos)
+      << error;
+  // Defined first, then used in the nested region: fine.
+  EXPECT_EQ(scoreModError(nestedIfs(2)), "");
+}
+
 TEST(FrontendModifiersTest, RegionAtTheNestingBoundCompilesOnASmallStack) {
   // A host may compile on a worker thread with a small stack; the bound
   // keeps parsing, verifying and emitting within 256 KiB (more under
