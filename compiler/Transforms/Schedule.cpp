@@ -118,8 +118,8 @@ void chooseSchedule(::attn::KernelSpec &spec) {
   // Four warps over 16 rows (templates/attn/mla_decode.cuh) and a ring of
   // two 32-key tiles: two such CTAs share an SM (93 KiB each at 512 + 64
   // in bf16), which hides more latency than one CTA with a deeper ring
-  // (H100, bf16, 16 heads: 42-69% of the read roof against 33-41% with
-  // four stages; docs/performance.md, "MLA decode").
+  // (H200, bf16, 16 heads: 35-66% of the read roof against 30-44% with
+  // three or four stages; docs/performance.md, "MLA decode").
   ::attn::DecodeSchedule schedule;
   schedule.warps = ::attn::kMlaWarps;
   schedule.rowTiles = 1;

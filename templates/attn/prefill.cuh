@@ -307,19 +307,16 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
       Variant<Config>::row(p, work.request, qHead);
 
   float o[kMTiles][kOTiles][4];
-  float mRun[kMTiles][2], lRun[kMTiles][2];
+  PrefillSoftmaxRow rows[kMTiles][2];
 #pragma unroll
-  for (int m = 0; m < kMTiles; ++m) {
+  for (int m = 0; m < kMTiles; ++m)
 #pragma unroll
     for (int j = 0; j < kOTiles; ++j)
       o[m][j][0] = o[m][j][1] = o[m][j][2] = o[m][j][3] = 0.f;
-    mRun[m][0] = mRun[m][1] = negInf();
-    lRun[m][0] = lRun[m][1] = 0.f;
-  }
   float qkScale, vDequant;
   prefillScales<typename Tr::KVT, Config::kPerHeadKVScale>(p, kvHead, qkScale,
                                                            vDequant);
-  // Plain and soft-capped scores stay without their last factor in mRun
+  // Plain and soft-capped scores stay without their last factor in m
   // (Variant::foldedScale), which joins exp2's argument in one FFMA; other
   // modified scores are already in log2 units.
   const float expScale = Variant<Config>::foldedScale(qkScale, p);
@@ -429,23 +426,14 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
                             : scoresOf(BoolConstant<false>());
       tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
       tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
-      float mNew = fmaxf(mRun[m][h], tmax);
-      // A row that has seen no visible key keeps a finite base, so exp2
-      // gives 0, not NaN.
-      float base = mNew == negInf() ? 0.f : mNew * expScale;
-      float corr = fastExp2(fmaf(mRun[m][h], expScale, -base));
-      mRun[m][h] = mNew;
-      float sum = 0.f;
+      const float corr = rows[m][h].update<2 * kNTiles>(
+          tmax, expScale, 0.f,
+          [&](int i) -> float & { return v[i / 2][i % 2]; });
+      // A fragment of P for keys 16j..16j+15: n8 tile 2j feeds a0/a1 (rows
+      // r / r+8), tile 2j+1 feeds a2/a3.
 #pragma unroll
-      for (int n = 0; n < kNTiles; ++n) {
-        float p0 = fastExp2(fmaf(v[n][0], expScale, -base));
-        float p1 = fastExp2(fmaf(v[n][1], expScale, -base));
-        sum += p0 + p1;
-        // A fragment of P for keys 16j..16j+15: n8 tile 2j feeds a0/a1 (rows
-        // r / r+8), tile 2j+1 feeds a2/a3.
-        pa[m][n / 2][(n % 2) * 2 + h] = pack2<QT>(p0, p1);
-      }
-      lRun[m][h] = lRun[m][h] * corr + sum;
+      for (int n = 0; n < kNTiles; ++n)
+        pa[m][n / 2][(n % 2) * 2 + h] = pack2<QT>(v[n][0], v[n][1]);
       if (__any_sync(0xffffffffu, corr != 1.f)) {
 #pragma unroll
         for (int j = 0; j < kOTiles; ++j) {
@@ -476,13 +464,13 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
 #pragma unroll
   for (int mh = 0; mh < 2 * kMTiles; ++mh) {
     const int m = mh / 2, h = mh % 2;
-    float l = lRun[m][h];
+    float l = rows[m][h].l;
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     int row = warpRow0 + m * 16 + r + 8 * h;
     if (row >= tileRows)
       continue;
-    float mRow = mRun[m][h] * expScale; // log2 units
+    float mRow = rows[m][h].m * expScale; // log2 units
     float numer =
         Variant<Config>::template finishRow<true>(headValues, mRow, l);
     float inv = l > 0.f ? vDequant * numer / l : 0.f; // no visible key: 0

@@ -24,6 +24,13 @@
 //     dim 128 the two consumers also take turns issuing (named barriers),
 //     so one's softmax runs under the other's wgmma.
 //
+// The kernel's named parts: Sm90Work (the pairs a CTA takes), Sm90Smem (the
+// shared-memory layout and its barriers), the producer's sm90Load (thread
+// 0's TMA copies), sm90Widen (FP8) and sm90CheckPages (16-bit paged), and
+// Sm90Consumer (prepareQ, issueQK, softmax, issuePV, run, store);
+// prefillSm90Body only assigns them their warps. The online softmax is
+// PrefillSoftmaxRow (variant.cuh), shared with prefill.cuh.
+//
 // Shared-memory tiles are written by TMA with the 128-byte swizzle and read
 // by wgmma through descriptors of the same swizzle: a tile of R rows and
 // head dim D is D / 64 column blocks of R rows x 128 bytes, each 1024-byte
@@ -476,81 +483,74 @@ __device__ __forceinline__ uint32_t packE4M3x4(float a, float b, float c,
 // Ablation switches (timing experiments only)
 //===----------------------------------------------------------------------===//
 
-// ATTN_SM90_ABLATE is a bit set that removes or doubles a stage of the
-// consumer loop, to find by timing which stage limits a config (docs/
+// ATTN_SM90_ABLATE is a bit set that removes or doubles a part of the
+// kernel, to find by timing which part limits a config (docs/
 // performance.md, "Hopper prefill"). The results are wrong with any bit
-// set. Only `attn-bench prefill --ablate` sets it, through an NVRTC -D
-// option (part of the cache key); normal builds never define it.
+// set. Only `attn-bench ... --define ATTN_SM90_ABLATE=N` sets it, through an
+// NVRTC -D option (part of the cache key); normal builds never define it.
+// Each part below reads the one switch that concerns it.
 #ifndef ATTN_SM90_ABLATE
 #define ATTN_SM90_ABLATE 0
 #endif
-enum : int {
-  kAblateSoftmax = 1,       ///< no max/exp/rescale: P = S rounded
-  kAblateQK = 2,            ///< no S = Q K^T wgmma (S left opaque)
-  kAblatePV = 4,            ///< no O += P V wgmma
-  kAblateDoubleSoftmax = 8, ///< the softmax twice per tile
-  kAblateLoads = 16,        ///< K/V loaded once per stage, then reused
-  kAblateWiden = 32,        ///< FP8 caches: raw tiles copied, not widened
+struct Sm90Ablation {
+  static constexpr int kBits = ATTN_SM90_ABLATE;
+  static constexpr bool kNoSoftmax = kBits & 1; ///< P = S rounded
+  static constexpr bool kNoQK = kBits & 2;      ///< S left opaque
+  static constexpr bool kNoPV = kBits & 4;      ///< no O += P V wgmma
+  static constexpr bool kDoubleSoftmax = kBits & 8;
+  static constexpr bool kLoadsOnce = kBits & 16; ///< K/V once per stage
+  static constexpr bool kNoWiden = kBits & 32;   ///< FP8: raw tiles copied
   /// FP8 compute: O accumulated inside the FP8 MMA across tiles (one
-  /// level); right but less accurate as keys grow (the error-vs-length
-  /// comparison of docs/performance.md, "FP8 compute").
-  kAblateOneLevel = 64,
+  /// level); right but less accurate as keys grow (docs/performance.md,
+  /// "FP8 compute").
+  static constexpr bool kOneLevel = kBits & 64;
 };
-// The consumer loop issues the S wgmma of tile t before the P V wgmma of
-// tile t - 1 and runs the softmax of tile t while P V runs (FA3's
-// intra-warpgroup overlap). Two consumers at head dims 128 and 256 also
-// ping-pong: named barriers order their wgmma issue so that one's softmax
-// runs under the other's wgmma (1-5% faster at 128 on the H200, within
-// noise at 256; at 64 it measured -2..+5%: docs/performance.md, "Hopper
-// prefill"). These are fixed rules of the template, not switches: what
-// varies per variant is the schedule (#attn.prefill_schedule).
 
 //===----------------------------------------------------------------------===//
-// The kernel
+// The kernel's parts: work, shared memory, producer, consumer
 //===----------------------------------------------------------------------===//
 
-/// \brief The kernel body for one grid shape: one (work item, q head) pair
-/// per CTA, or persistent CTAs looping over pairs (`kPersistent`).
-template <class Config, bool kPersistent>
-__device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using Tr = PrefillSm90Traits<Config>;
-  using QT = typename Tr::QT;
-  const PrefillParams &p = sp.base;
-  constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN;
-  constexpr int kStages = Config::kStages;
-  constexpr int D = Tr::kHeadDim;
-  constexpr int kAblate = ATTN_SM90_ABLATE;
+/// \brief One (work item, q head) pair of a CTA and the key tiles it reads.
+struct Sm90Item {
+  PrefillWorkItem work;
+  int qHead, kvHead, tileRows, firstPos, kvBegin, numTiles;
+};
 
-  // Work: a grid of (work items, q heads) gives each CTA one (item, head)
-  // pair; a grid of one row (persistent, runtime/kernels/Prefill.cpp) makes
-  // each CTA loop over the pairs w = item * heads + head, heaviest items first:
-  // in round n CTA b takes pair n * grid + b (a snake order, reversed in odd
-  // rounds, measured no better). The K/V rings and their barriers run on
-  // across a CTA's pairs (`base` counts the tiles of the earlier ones);
-  // Q is reloaded per pair once the consumers release it (qEmpty). The
-  // one-pair body is its own instantiation: there the loops below run once
-  // with constant indices, which measured 5-9% faster than the looping
-  // code on one pair (docs/performance.md, "Persistent grid").
-  constexpr bool persistent = kPersistent;
-  constexpr int kHeads = Config::kNumQHeads;
-  const int numItems = *p.numWorkItems;
-  const int total = persistent ? numItems * kHeads : 1;
-  auto pairOf = [&](int n) {
-    if constexpr (!persistent)
+/// \brief The pairs a CTA takes. A grid of (work items, q heads) gives each
+/// CTA one pair; a grid of one row (persistent, runtime/kernels/Prefill.cpp)
+/// makes each CTA loop over the pairs w = item * heads + head, heaviest
+/// items first: in round n CTA b takes pair n * grid + b (a snake order,
+/// reversed in odd rounds, measured no better). The K/V rings and their
+/// barriers run on across a CTA's pairs (the parts count the tiles of the
+/// earlier ones); Q is reloaded per pair once the consumers release it. The
+/// one-pair body is its own instantiation: there the loops run once with
+/// constant indices, which measured 5-9% faster than the looping code on one
+/// pair (docs/performance.md, "Persistent grid").
+template <class Config, bool kPersistent> struct Sm90Work {
+  static constexpr int kHeads = Config::kNumQHeads;
+  const PrefillParams &p;
+  int numItems, total;
+
+  __device__ __forceinline__ explicit Sm90Work(const PrefillParams &params)
+      : p(params), numItems(*params.numWorkItems),
+        total(kPersistent ? numItems * kHeads : 1) {}
+  /// The CTA's n-th pair, or >= total when it has none left.
+  __device__ __forceinline__ int pair(int n) const {
+    if constexpr (!kPersistent)
       return n;
     return n * int(gridDim.x) + int(blockIdx.x);
-  };
-  if (pairOf(0) >= total || (!persistent && int(blockIdx.x) >= numItems))
-    return;
-  struct Item {
-    PrefillWorkItem work;
-    int qHead, kvHead, tileRows, firstPos, kvBegin, numTiles;
-  };
-  auto itemAt = [&](int w) {
-    Item it;
-    it.work = p.workItems[persistent ? w / kHeads : int(blockIdx.x)];
-    it.qHead = persistent ? w % kHeads : int(blockIdx.y);
+  }
+  __device__ __forceinline__ bool empty() const {
+    return pair(0) >= total || (!kPersistent && int(blockIdx.x) >= numItems);
+  }
+  __device__ __forceinline__ int qHeadOf(int w) const {
+    return kPersistent ? w % kHeads : int(blockIdx.y);
+  }
+  __device__ __forceinline__ Sm90Item item(int w) const {
+    constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN;
+    Sm90Item it;
+    it.work = p.workItems[kPersistent ? w / kHeads : int(blockIdx.x)];
+    it.qHead = qHeadOf(w);
     it.kvHead = it.qHead / Config::kGroupSize;
     // Positions: query row i of the request sits at kvLen - qLen + i.
     const int shift = it.work.kvLen - it.work.qLen;
@@ -569,817 +569,926 @@ __device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
     it.numTiles =
         kvEnd > kvBegin ? (kvEnd - kvBegin + kBlockN - 1) / kBlockN : 0;
     return it;
-  };
-#define ATTN_SM90_ITEM_LOCALS                                                  \
-  const Item item = itemAt(w);                                                 \
-  const PrefillWorkItem work = item.work;                                      \
-  const int qHead = item.qHead, kvHead = item.kvHead;                          \
-  const int tileRows = item.tileRows, firstPos = item.firstPos;                \
-  const int kvBegin = item.kvBegin, numTiles = item.numTiles;                  \
-  (void)qHead;                                                                 \
-  (void)kvHead;                                                                \
-  (void)tileRows;                                                              \
-  (void)firstPos;
+  }
+};
 
-  // Shared memory: Q (one 64-row tile per consumer), the K ring, the V
-  // ring, the FP8 raw ring (K and V tiles per stage), then the barriers;
-  // tiles 1024-byte aligned for the swizzle. K and V have their own
-  // full/empty barriers: with the S wgmma of tile t + 1 issued before the
-  // PV wgmma of tile t, a K stage is released before the V stage of the
-  // same tile.
-  extern __shared__ __align__(1024) char smemRaw[];
-  const uint32_t smemBase = (smemAddr(smemRaw) + 1023) & ~1023u;
-  const uint32_t qSmem = smemBase;
-  const uint32_t kSmem = qSmem + Tr::kConsumers * Tr::kQWGBytes;
-  const uint32_t vSmem = kSmem + kStages * Tr::kKTileBytes;
-  const uint32_t rawSmem = vSmem + kStages * Tr::kVTileBytes;
-  const uint32_t bars = rawSmem + Tr::kRawStages * 2 * Tr::kRawTileBytes;
-  auto kFullBar = [&](int s) { return bars + 8 * s; };
-  auto vFullBar = [&](int s) { return bars + 8 * (kStages + s); };
-  auto kEmptyBar = [&](int s) { return bars + 8 * (2 * kStages + s); };
-  auto vEmptyBar = [&](int s) { return bars + 8 * (3 * kStages + s); };
-  const uint32_t qBar = bars + 32 * kStages;
-  const uint32_t qEmptyBar = qBar + 8;
-  // FP8: a raw slot is full once its tile has landed, empty once every
-  // widener has read it. After the last tile the producer sets rawDone to
-  // the tile count + 1 and completes the next K slot without a copy.
-  auto rawFullBar = [&](int s) { return qEmptyBar + 8 + 8 * s; };
-  auto rawEmptyBar = [&](int s) {
-    return qEmptyBar + 8 + 8 * (Tr::kRawSlots + s);
-  };
-  const uint32_t rawDone = qEmptyBar + 8 + 16 * Tr::kRawSlots;
-  // Raw slot j (K of tile i at j = 2i, its V at 2i + 1): address, barrier
-  // slot and the parity of its phase.
-  auto rawSlot = [&](int j) { return j % Tr::kRawSlots; };
-  auto rawTile = [&](int j) {
-    return rawSmem + rawSlot(j) * Tr::kRawTileBytes;
-  };
-  auto rawParity = [&](int j) { return uint32_t(j / Tr::kRawSlots) & 1; };
+/// \brief Shared memory: Q (one 64-row tile per consumer), the K ring, the V
+/// ring, the FP8 raw ring (K and V tiles per stage), then the barriers;
+/// tiles 1024-byte aligned for the swizzle. K and V have their own
+/// full/empty barriers: with the S wgmma of tile t + 1 issued before the
+/// P V wgmma of tile t, a K stage is released before the V stage of the
+/// same tile. FP8: a raw slot is full once its tile has landed, empty once
+/// every widener has read it; after the last tile the producer sets rawDone
+/// to the tile count + 1 and completes the next K slot without a copy.
+template <class Config> struct Sm90Smem {
+  using Tr = PrefillSm90Traits<Config>;
+  static constexpr int kStages = Config::kStages;
+  uint32_t q, k, v, raw, bars;
 
-  const int warpGroup = threadIdx.x / 128;
-  if (threadIdx.x == 0) {
-    // Stages are completed by one TMA arrival, or by the wideners.
+  __device__ __forceinline__ explicit Sm90Smem(uint32_t base)
+      : q(base), k(q + Tr::kConsumers * Tr::kQWGBytes),
+        v(k + kStages * Tr::kKTileBytes), raw(v + kStages * Tr::kVTileBytes),
+        bars(raw + Tr::kRawStages * 2 * Tr::kRawTileBytes) {}
+  __device__ __forceinline__ uint32_t kTile(int s) const {
+    return k + s * Tr::kKTileBytes;
+  }
+  __device__ __forceinline__ uint32_t vTile(int s) const {
+    return v + s * Tr::kVTileBytes;
+  }
+  __device__ __forceinline__ uint32_t kFull(int s) const {
+    return bars + 8 * s;
+  }
+  __device__ __forceinline__ uint32_t vFull(int s) const {
+    return bars + 8 * (kStages + s);
+  }
+  __device__ __forceinline__ uint32_t kEmpty(int s) const {
+    return bars + 8 * (2 * kStages + s);
+  }
+  __device__ __forceinline__ uint32_t vEmpty(int s) const {
+    return bars + 8 * (3 * kStages + s);
+  }
+  __device__ __forceinline__ uint32_t qFull() const {
+    return bars + 32 * kStages;
+  }
+  __device__ __forceinline__ uint32_t qEmpty() const { return qFull() + 8; }
+  // Raw slot j (K of tile i at j = 2i, its V at 2i + 1; FP8 compute: V of
+  // tile i at i): its slot, address, barriers and the parity of its phase
+  // (16-bit caches have no raw ring: kSlots keeps the arithmetic defined).
+  static constexpr int kSlots = Tr::kRawSlots > 0 ? Tr::kRawSlots : 1;
+  __device__ __forceinline__ static int rawSlot(int j) { return j % kSlots; }
+  __device__ __forceinline__ uint32_t rawTile(int j) const {
+    return raw + rawSlot(j) * Tr::kRawTileBytes;
+  }
+  __device__ __forceinline__ static uint32_t rawParity(int j) {
+    return uint32_t(j / kSlots) & 1;
+  }
+  __device__ __forceinline__ uint32_t rawFull(int slot) const {
+    return qEmpty() + 8 + 8 * slot;
+  }
+  __device__ __forceinline__ uint32_t rawEmpty(int slot) const {
+    return qEmpty() + 8 + 8 * (Tr::kRawSlots + slot);
+  }
+  __device__ __forceinline__ uint32_t rawDone() const {
+    return qEmpty() + 8 + 16 * Tr::kRawSlots;
+  }
+
+  /// Thread 0: every barrier. Stages are completed by one TMA arrival, or
+  /// by the wideners.
+  __device__ __forceinline__ void init() const {
     for (int s = 0; s < kStages; ++s) {
-      mbarInit(kFullBar(s), Tr::kWiden ? Tr::kWideners : 1);
-      mbarInit(vFullBar(s), Tr::kFP8 ? Tr::kWideners : 1);
-      mbarInit(kEmptyBar(s), Tr::kConsumers * 128);
-      mbarInit(vEmptyBar(s), Tr::kConsumers * 128);
+      mbarInit(kFull(s), Tr::kWiden ? Tr::kWideners : 1);
+      mbarInit(vFull(s), Tr::kFP8 ? Tr::kWideners : 1);
+      mbarInit(kEmpty(s), Tr::kConsumers * 128);
+      mbarInit(vEmpty(s), Tr::kConsumers * 128);
     }
-    mbarInit(qBar, 1);
-    mbarInit(qEmptyBar, Tr::kConsumers * 128);
+    mbarInit(qFull(), 1);
+    mbarInit(qEmpty(), Tr::kConsumers * 128);
     for (int s = 0; s < Tr::kRawSlots; ++s) {
-      mbarInit(rawFullBar(s), 1);
-      mbarInit(rawEmptyBar(s), Tr::kWideners);
+      mbarInit(rawFull(s), 1);
+      mbarInit(rawEmpty(s), Tr::kWideners);
     }
     if constexpr (Tr::kFP8)
-      asm volatile("st.shared.u32 [%0], 0;\n" ::"r"(rawDone) : "memory");
+      asm volatile("st.shared.u32 [%0], 0;\n" ::"r"(rawDone()) : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
+};
 
-  if (warpGroup == 0) {
-    // Producer. Every thread gives registers back; one issues the copies
-    // (spreading a paged tile's boxes over a warp's lanes measured up to
-    // 25% slower at head dim 64 and no faster elsewhere).
-    setMaxRegsDec<Tr::kProducerRegs>();
-    if constexpr (Tr::kFP8) {
-      // Warps 1-3 take tile after tile (the rings' running index i, across
-      // pairs) until rawDone: raw slot -> a K or V stage, once the
-      // consumers have released it, widened to f16 or (FP8 compute, V
-      // only) transposed. Nothing per pair is computed here.
-      if (threadIdx.x >= 32) {
-        constexpr bool kWork = !(kAblate & kAblateWiden);
-        const int thread = threadIdx.x - 32;
-        // Raw slot j into stage `tile` behind barriers `empty` and `full`.
-        auto fill = [&](int j, uint32_t tile, uint32_t empty, uint32_t full,
-                        uint32_t parity) {
-          mbarWait(empty, parity);
-          if constexpr (kWork && Tr::kFP8Compute)
-            transposeFP8VTileSm90<Config>(tile, rawTile(j), thread);
-          else if constexpr (kWork)
-            widenFP8TileSm90<Config, typename Tr::MT>(tile, rawTile(j), thread);
-          mbarArrive(full);
-          mbarArrive(rawEmptyBar(rawSlot(j)));
-        };
-        for (int i = 0;; ++i) {
-          const int s = i % kStages;
-          const uint32_t parity = ((i / kStages) & 1) ^ 1;
-          const int j = Tr::kRawPerTile * i; // K's slot, or FP8 compute's V
-          mbarWait(rawFullBar(rawSlot(j)), rawParity(j));
-          uint32_t done;
-          asm volatile("ld.shared.u32 %0, [%1];\n"
-                       : "=r"(done)
-                       : "r"(rawDone)
-                       : "memory");
-          if (done == uint32_t(i) + 1) // the stop, not a tile
-            return;
-          if constexpr (Tr::kWiden) {
-            fill(j, kSmem + s * Tr::kKTileBytes, kEmptyBar(s), kFullBar(s),
-                 parity);
-            mbarWait(rawFullBar(rawSlot(j + 1)), rawParity(j + 1));
-            fill(j + 1, vSmem + s * Tr::kVTileBytes, vEmptyBar(s), vFullBar(s),
-                 parity);
-          } else {
-            fill(j, vSmem + s * Tr::kVTileBytes, vEmptyBar(s), vFullBar(s),
-                 parity);
-          }
-        }
-      }
+/// \brief Producer, FP8 caches: warps 1-3 take tile after tile (the rings'
+/// running index i, across pairs) until rawDone: raw slot -> a K or V
+/// stage, once the consumers have released it, widened to f16 or (FP8
+/// compute, V only) transposed. Nothing per pair is computed here.
+template <class Config>
+__device__ __forceinline__ void sm90Widen(const Sm90Smem<Config> &sm,
+                                          int thread) {
+  using Tr = PrefillSm90Traits<Config>;
+  constexpr int kStages = Config::kStages;
+  // Raw slot j into stage `tile` behind barriers `empty` and `full`.
+  auto fill = [&](int j, uint32_t tile, uint32_t empty, uint32_t full,
+                  uint32_t parity) {
+    mbarWait(empty, parity);
+    if constexpr (!Sm90Ablation::kNoWiden) {
+      if constexpr (Tr::kFP8Compute)
+        transposeFP8VTileSm90<Config>(tile, sm.rawTile(j), thread);
+      else
+        widenFP8TileSm90<Config, typename Tr::MT>(tile, sm.rawTile(j), thread);
     }
-    if constexpr (Config::kPaged && !Tr::kFP8) {
-      // 16-bit caches: warp 1, idle otherwise, checks the page ids while
-      // thread 0 issues the copies (TMA reads an id outside the cache as
-      // zeros: the maps end at its last page). An item's query heads read
-      // the same pages, so only the pair of head 0 checks them. Checked in
-      // thread 0's loop, they cost this producer-bound kernel 2%; in every
-      // pair, 4% on short requests.
-      if (threadIdx.x / 32 == 1) {
-        for (int n = 0, w = pairOf(0); w < total; w = pairOf(++n)) {
-          if ((persistent ? w % kHeads : int(blockIdx.y)) != 0)
-            continue;
-          ATTN_SM90_ITEM_LOCALS
-          const int32_t *row = p.pageTables +
-                               int64_t(work.request) * p.pageTableStride +
-                               work.kvStart / Config::kPageSize;
-          const int pagesUsed =
-              (work.kvLen + Config::kPageSize - 1) / Config::kPageSize;
-          const int end = min(pagesUsed, (kvBegin + numTiles * kBlockN +
-                                          Config::kPageSize - 1) /
-                                             Config::kPageSize);
-          for (int i = kvBegin / Config::kPageSize + int(threadIdx.x % 32);
-               i < end; i += 32) {
-            const int page = row[i];
-            if (uint32_t(page) > p.lastPage)
-              reportPageId(p.pageIdError, page, work.request);
-          }
-        }
-        return;
-      }
-    }
-    if (threadIdx.x != 0)
+    mbarArrive(full);
+    mbarArrive(sm.rawEmpty(sm.rawSlot(j)));
+  };
+  for (int i = 0;; ++i) {
+    const int s = i % kStages;
+    const uint32_t parity = ((i / kStages) & 1) ^ 1;
+    const int j = Tr::kRawPerTile * i; // K's slot, or FP8 compute's V
+    mbarWait(sm.rawFull(sm.rawSlot(j)), sm.rawParity(j));
+    uint32_t done;
+    asm volatile("ld.shared.u32 %0, [%1];\n"
+                 : "=r"(done)
+                 : "r"(sm.rawDone())
+                 : "memory");
+    if (done == uint32_t(i) + 1) // the stop, not a tile
       return;
-    int base = 0; // tiles of the earlier pairs: the rings' running index
-    for (int n = 0, w = pairOf(0); w < total; w = pairOf(++n)) {
-      ATTN_SM90_ITEM_LOCALS
-      const int qToken = work.qStart + work.tileBegin;
-      // Q of pair n, once the consumers have released pair n - 1's;
-      // issued after K of the first tile so that one flies meanwhile.
-      auto loadQ = [&] {
-        if (n > 0)
-          mbarWait(qEmptyBar, (n - 1) & 1);
-        mbarArriveExpectTx(qBar, Tr::kConsumers * Tr::kQLoadBytes);
+    if constexpr (Tr::kWiden) {
+      fill(j, sm.kTile(s), sm.kEmpty(s), sm.kFull(s), parity);
+      mbarWait(sm.rawFull(sm.rawSlot(j + 1)), sm.rawParity(j + 1));
+      fill(j + 1, sm.vTile(s), sm.vEmpty(s), sm.vFull(s), parity);
+    } else {
+      fill(j, sm.vTile(s), sm.vEmpty(s), sm.vFull(s), parity);
+    }
+  }
+}
+
+/// \brief Producer, 16-bit paged caches: warp 1, idle otherwise, checks the
+/// page ids while thread 0 issues the copies (TMA reads an id outside the
+/// cache as zeros: the maps end at its last page). An item's query heads
+/// read the same pages, so only the pair of head 0 checks them. Checked in
+/// thread 0's loop, they cost this producer-bound kernel 2%; in every pair,
+/// 4% on short requests.
+template <class Config, bool kPersistent>
+__device__ __forceinline__ void
+sm90CheckPages(const Sm90Work<Config, kPersistent> &work) {
+  const PrefillParams &p = work.p;
+  constexpr int kBlockN = Config::kBlockN, kPage = Config::kPageSize;
+  for (int n = 0, w = work.pair(0); w < work.total; w = work.pair(++n)) {
+    if (work.qHeadOf(w) != 0)
+      continue;
+    const Sm90Item it = work.item(w);
+    const int32_t *row = p.pageTables +
+                         int64_t(it.work.request) * p.pageTableStride +
+                         it.work.kvStart / kPage;
+    const int pagesUsed = (it.work.kvLen + kPage - 1) / kPage;
+    const int end = min(
+        pagesUsed, (it.kvBegin + it.numTiles * kBlockN + kPage - 1) / kPage);
+    for (int i = it.kvBegin / kPage + int(threadIdx.x % 32); i < end; i += 32) {
+      const int page = row[i];
+      if (uint32_t(page) > p.lastPage)
+        reportPageId(p.pageIdError, page, it.work.request);
+    }
+  }
+}
+
+/// \brief Producer, thread 0: every load as a bulk tensor copy (TMA)
+/// through the host-built tensor maps: per pair the Q tile (after the first
+/// K tile, so that one flies meanwhile), then K and V tiles into their
+/// rings, or (FP8) into raw slots the wideners fill the rings from.
+template <class Config, bool kPersistent>
+__device__ __forceinline__ void
+sm90Load(const PrefillSm90Params &sp, const Sm90Work<Config, kPersistent> &work,
+         const Sm90Smem<Config> &sm) {
+  using Tr = PrefillSm90Traits<Config>;
+  const PrefillParams &p = sp.base;
+  constexpr int kBlockN = Config::kBlockN, kStages = Config::kStages;
+  constexpr int D = Tr::kHeadDim;
+  constexpr int kBoxes = kBlockN / Tr::kBoxRows;
+  int base = 0; // tiles of the earlier pairs: the rings' running index
+  for (int n = 0, w = work.pair(0); w < work.total; w = work.pair(++n)) {
+    const Sm90Item it = work.item(w);
+    const PrefillWorkItem &item = it.work;
+    const int qToken = item.qStart + item.tileBegin;
+    // Q of pair n, once the consumers have released pair n - 1's.
+    auto loadQ = [&] {
+      if (n > 0)
+        mbarWait(sm.qEmpty(), (n - 1) & 1);
+      mbarArriveExpectTx(sm.qFull(), Tr::kConsumers * Tr::kQLoadBytes);
 #pragma unroll
-        for (int g = 0; g < Tr::kConsumers; ++g)
+      for (int g = 0; g < Tr::kConsumers; ++g)
 #pragma unroll
-          for (int c = 0; c < Tr::kQBoxes; ++c)
-            tmaLoad3d(qSmem + g * Tr::kQWGBytes + c * 64 * 128, &sp.qMap, qBar,
-                      c * Tr::kQBoxDims, qHead, qToken + g * 64);
-      };
-      if (numTiles == 0)
-        loadQ();
-      // Paged: the request's page-table row (from kvStart) and its pages in
-      // use.
-      constexpr int kBoxes = kBlockN / Tr::kBoxRows;
-      const int32_t *pageRow = nullptr;
-      int pagesUsed = 0;
+        for (int c = 0; c < Tr::kQBoxes; ++c)
+          tmaLoad3d(sm.q + g * Tr::kQWGBytes + c * 64 * 128, &sp.qMap,
+                    sm.qFull(), c * Tr::kQBoxDims, it.qHead, qToken + g * 64);
+    };
+    if (it.numTiles == 0)
+      loadQ();
+    // Paged: the request's page-table row (from kvStart) and its pages in
+    // use.
+    const int32_t *pageRow = nullptr;
+    int pagesUsed = 0;
+    if constexpr (Config::kPaged) {
+      pageRow = p.pageTables + int64_t(item.request) * p.pageTableStride +
+                item.kvStart / Config::kPageSize;
+      pagesUsed = (item.kvLen + Config::kPageSize - 1) / Config::kPageSize;
+    }
+    // Paged: box of the page piece at token `offset` of page `page` into
+    // `dst` (every column block; `colBlocks` of them per row in the map).
+    // NHD's maps index (head, column block) as one dim, HND's (head, token
+    // group).
+    auto loadBox = [&](const TmaDescriptor *map, int colBlocks, uint32_t dst,
+                       uint32_t bar, int offset, int page) {
+      if constexpr (Config::kLayoutHND)
+        tmaLoadPaged(dst, map, bar, 0,
+                     it.kvHead * (Config::kPageSize / 8) + offset / 8, page);
+      else
+        tmaLoadPaged(dst, map, bar, it.kvHead * colBlocks, offset / 8, page);
+    };
+    constexpr uint32_t kBoxBytes = Tr::kBoxRows * D * sizeof(typename Tr::KVT);
+    // One tile of `map` into `tile`: kBoxes boxes of kBoxRows rows (paged),
+    // or one box of blockN rows per 128-byte column block (ragged:
+    // `colBlocks`, K's or V's). Raw FP8 tiles have 64-byte rows of 64 dims
+    // per column block (Tr::rawOffset).
+    auto loadTile = [&](const TmaDescriptor *map, uint32_t tile, uint32_t bar,
+                        int token, const int(&pages)[kBoxes],
+                        const int(&offsets)[kBoxes], bool raw = false,
+                        int colBlocks = Tr::kColBlocks) {
       if constexpr (Config::kPaged) {
-        pageRow = p.pageTables + int64_t(work.request) * p.pageTableStride +
-                  work.kvStart / Config::kPageSize;
-        pagesUsed = (work.kvLen + Config::kPageSize - 1) / Config::kPageSize;
+#pragma unroll
+        for (int b = 0; b < kBoxes; ++b)
+          loadBox(map, raw ? D / 64 : Tr::kColBlocks, tile + b * kBoxBytes, bar,
+                  offsets[b], pages[b]);
+      } else if (raw) {
+#pragma unroll
+        for (int c = 0; c < D / 64; ++c)
+          tmaLoad3d(tile + c * kBlockN * 64, map, bar, c * 64, it.kvHead,
+                    token);
+      } else {
+#pragma unroll
+        for (int c = 0; c < colBlocks; ++c)
+          tmaLoad3d(tile + c * Tr::kKVColBlockBytes, map, bar,
+                    c * (128 / Tr::kMmaBytes), it.kvHead, token);
       }
-      // Paged: box of the page piece at token `offset` of page `page` into
-      // `dst` (every column block; `colBlocks` of them per row in the map).
-      // NHD's maps index (head, column block) as one dim, HND's (head, token
-      // group).
-      auto loadBox = [&](const TmaDescriptor *map, int colBlocks, uint32_t dst,
-                         uint32_t bar, int offset, int page) {
-        if constexpr (Config::kLayoutHND)
-          tmaLoadPaged(dst, map, bar, 0,
-                       kvHead * (Config::kPageSize / 8) + offset / 8, page);
-        else
-          tmaLoadPaged(dst, map, bar, kvHead * colBlocks, offset / 8, page);
-      };
-      constexpr uint32_t kBoxBytes =
-          Tr::kBoxRows * D * sizeof(typename Tr::KVT);
-      // One tile of `map` into `tile`: kBoxes boxes of kBoxRows rows
-      // (paged), or one box of blockN rows per 128-byte column block
-      // (ragged: `colBlocks`, K's or V's). Raw FP8 tiles have 64-byte rows
-      // of 64 dims per column block (Tr::rawOffset).
-      auto loadTile = [&](const TmaDescriptor *map, uint32_t tile, uint32_t bar,
-                          int token, const int(&pages)[kBoxes],
-                          const int(&offsets)[kBoxes], bool raw = false,
-                          int colBlocks = Tr::kColBlocks) {
+    };
+    for (int t = 0; t < it.numTiles; ++t) {
+      const int s = (base + t) % kStages;
+      const uint32_t parity = (((base + t) / kStages) & 1) ^ 1;
+      const int token = item.kvStart + it.kvBegin + t * kBlockN;
+      const bool load = !Sm90Ablation::kLoadsOnce || t < kStages;
+      // Paged: each box's page (-1, read as zeros, past the last page) and
+      // its first token in the page; K and V share them.
+      int pages[kBoxes], offsets[kBoxes];
+#pragma unroll
+      for (int b = 0; b < kBoxes; ++b) {
+        pages[b] = -1;
+        offsets[b] = 0;
         if constexpr (Config::kPaged) {
-#pragma unroll
-          for (int b = 0; b < kBoxes; ++b)
-            loadBox(map, raw ? D / 64 : Tr::kColBlocks, tile + b * kBoxBytes,
-                    bar, offsets[b], pages[b]);
-        } else if (raw) {
-#pragma unroll
-          for (int c = 0; c < D / 64; ++c)
-            tmaLoad3d(tile + c * kBlockN * 64, map, bar, c * 64, kvHead, token);
+          const int key = it.kvBegin + t * kBlockN + b * Tr::kBoxRows;
+          const int index = key / Config::kPageSize;
+          if (load && index < pagesUsed)
+            pages[b] = pageRow[index];
+          offsets[b] = key % Config::kPageSize;
+        }
+      }
+      // Raw tile j of `map` into its slot (FP8), completing on the slot's
+      // barrier; the wideners fill the stages.
+      auto loadRaw = [&](const TmaDescriptor *map, int j) {
+        mbarWait(sm.rawEmpty(sm.rawSlot(j)), sm.rawParity(j) ^ 1);
+        if (load) {
+          mbarArriveExpectTx(sm.rawFull(sm.rawSlot(j)), Tr::kRawTileBytes);
+          loadTile(map, sm.rawTile(j), sm.rawFull(sm.rawSlot(j)), token, pages,
+                   offsets, true);
         } else {
-#pragma unroll
-          for (int c = 0; c < colBlocks; ++c)
-            tmaLoad3d(tile + c * Tr::kKVColBlockBytes, map, bar,
-                      c * (128 / Tr::kMmaBytes), kvHead, token);
+          mbarArrive(sm.rawFull(sm.rawSlot(j)));
         }
       };
-      for (int t = 0; t < numTiles; ++t) {
-        const int s = (base + t) % kStages;
-        const uint32_t parity = (((base + t) / kStages) & 1) ^ 1;
-        const int token = work.kvStart + kvBegin + t * kBlockN;
-        const bool load = !(kAblate & kAblateLoads) || t < kStages;
-        // Paged: each box's page (-1, read as zeros, past the last page)
-        // and its first token in the page; K and V share them.
-        int pages[kBoxes], offsets[kBoxes];
+      if constexpr (Tr::kWiden) {
+        // K, then V, each into its raw slot.
+        loadRaw(&sp.kMap, 2 * (base + t));
+        if (t == 0)
+          loadQ();
+        loadRaw(&sp.vMap, 2 * (base + t) + 1);
+      } else {
+        // A K or V tile of `map` (`tileBytes`, `colBlocks` 128-byte blocks
+        // per row) straight into `tile`, stage s of its ring.
+        auto loadStage = [&](const TmaDescriptor *map, uint32_t tile,
+                             uint32_t full, uint32_t empty, int tileBytes,
+                             int colBlocks) {
+          mbarWait(empty, parity);
+          if (load) {
+            mbarArriveExpectTx(full, tileBytes);
+            loadTile(map, tile, full, token, pages, offsets, false, colBlocks);
+          } else {
+            mbarArrive(full);
+          }
+        };
+        loadStage(&sp.kMap, sm.kTile(s), sm.kFull(s), sm.kEmpty(s),
+                  Tr::kKTileBytes, Tr::kColBlocks);
+        if (t == 0)
+          loadQ();
+        if constexpr (Tr::kFP8Compute)
+          loadRaw(&sp.vMap, base + t);
+        else
+          loadStage(&sp.vMap, sm.vTile(s), sm.vFull(s), sm.vEmpty(s),
+                    Tr::kVTileBytes, Tr::kVColBlocks);
+      }
+      // FP8 caches (whose warps 1-3 widen): a page id outside the cache is
+      // reported once its copies are issued; TMA read it as zeros, as the
+      // tensor maps end at the cache's last page.
+      if constexpr (Config::kPaged && Tr::kFP8) {
 #pragma unroll
         for (int b = 0; b < kBoxes; ++b) {
-          pages[b] = -1;
-          offsets[b] = 0;
-          if constexpr (Config::kPaged) {
-            const int key = kvBegin + t * kBlockN + b * Tr::kBoxRows;
-            const int index = key / Config::kPageSize;
-            if (load && index < pagesUsed)
-              pages[b] = pageRow[index];
-            offsets[b] = key % Config::kPageSize;
-          }
-        }
-        // Raw tile j of `map` into its slot (FP8), completing on the slot's
-        // barrier; the wideners fill the stages.
-        auto loadRaw = [&](const TmaDescriptor *map, int j) {
-          mbarWait(rawEmptyBar(rawSlot(j)), rawParity(j) ^ 1);
-          if (load) {
-            mbarArriveExpectTx(rawFullBar(rawSlot(j)), Tr::kRawTileBytes);
-            loadTile(map, rawTile(j), rawFullBar(rawSlot(j)), token, pages,
-                     offsets, true);
-          } else {
-            mbarArrive(rawFullBar(rawSlot(j)));
-          }
-        };
-        if constexpr (Tr::kWiden) {
-          // K, then V, each into its raw slot.
-          loadRaw(&sp.kMap, 2 * (base + t));
-          if (t == 0)
-            loadQ();
-          loadRaw(&sp.vMap, 2 * (base + t) + 1);
-        } else {
-          // A K or V tile of `map` (`tileBytes`, `colBlocks` 128-byte
-          // blocks per row) straight into stage s of its ring.
-          auto loadStage = [&](const TmaDescriptor *map, uint32_t ring,
-                               uint32_t full, uint32_t empty, int tileBytes,
-                               int colBlocks) {
-            mbarWait(empty, parity);
-            if (load) {
-              mbarArriveExpectTx(full, tileBytes);
-              loadTile(map, ring + s * tileBytes, full, token, pages, offsets,
-                       false, colBlocks);
-            } else {
-              mbarArrive(full);
-            }
-          };
-          loadStage(&sp.kMap, kSmem, kFullBar(s), kEmptyBar(s), Tr::kKTileBytes,
-                    Tr::kColBlocks);
-          if (t == 0)
-            loadQ();
-          if constexpr (Tr::kFP8Compute)
-            loadRaw(&sp.vMap, base + t);
-          else
-            loadStage(&sp.vMap, vSmem, vFullBar(s), vEmptyBar(s),
-                      Tr::kVTileBytes, Tr::kVColBlocks);
-        }
-        // FP8 caches (whose warps 1-3 widen): a page id outside the cache is
-        // reported once its copies are issued; TMA read it as zeros, as the
-        // tensor maps end at the cache's last page.
-        if constexpr (Config::kPaged && Tr::kFP8) {
-#pragma unroll
-          for (int b = 0; b < kBoxes; ++b) {
-            const int index =
-                (kvBegin + t * kBlockN + b * Tr::kBoxRows) / Config::kPageSize;
-            if (load && index < pagesUsed && uint32_t(pages[b]) > p.lastPage)
-              reportPageId(p.pageIdError, pages[b], work.request);
-          }
+          const int index =
+              (it.kvBegin + t * kBlockN + b * Tr::kBoxRows) / Config::kPageSize;
+          if (load && index < pagesUsed && uint32_t(pages[b]) > p.lastPage)
+            reportPageId(p.pageIdError, pages[b], item.request);
         }
       }
-      base += numTiles;
     }
-    if constexpr (Tr::kFP8) {
-      // The wideners' stop: the K slot of tile `base`, completed without a
-      // copy, with rawDone = base + 1 (wideners still on earlier tiles read
-      // it too, and go on).
-      const int j = Tr::kRawPerTile * base;
-      mbarWait(rawEmptyBar(rawSlot(j)), rawParity(j) ^ 1);
-      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(rawDone), "r"(base + 1)
-                   : "memory");
-      mbarArrive(rawFullBar(rawSlot(j)));
-    }
-    return;
+    base += it.numTiles;
   }
+  if constexpr (Tr::kFP8) {
+    // The wideners' stop: the K slot of tile `base`, completed without a
+    // copy, with rawDone = base + 1 (wideners still on earlier tiles read
+    // it too, and go on).
+    const int j = Tr::kRawPerTile * base;
+    mbarWait(sm.rawEmpty(sm.rawSlot(j)), sm.rawParity(j) ^ 1);
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sm.rawDone()), "r"(base + 1)
+                 : "memory");
+    mbarArrive(sm.rawFull(sm.rawSlot(j)));
+  }
+}
 
-  // Consumers.
-  setMaxRegsInc<Tr::kConsumerRegs>();
-  const int g = warpGroup - 1;
-  const int tid = threadIdx.x % 128;
-  const int warp = tid / 32, lane = tid % 32;
-  const int r = lane / 4, c = lane % 4;
-  constexpr int kSRegs = kBlockN / 2; // S accumulator floats per thread
-  constexpr int kORegs = D / 2;       // O accumulator floats per thread
-  constexpr int kNTiles = kBlockN / 8;
-  constexpr int kOTiles = D / 8;
-  int base = 0; // tiles of the earlier pairs: the rings' running index
-  for (int n = 0, w = pairOf(0); w < total; w = pairOf(++n)) {
-    ATTN_SM90_ITEM_LOCALS
+/// \brief Consumer, kQToHalf (FP8 caches widened to f16 under a bf16 q):
+/// this warp's 16 rows of the bf16 Q tile to f16 in place, times 2^-e,
+/// where e puts their largest magnitude in [2^14, 2^15) (every bf16 digit
+/// survives down to 2^-28 of it); S is then 2^-e times q.k, so the caller's
+/// score scales take 2^e. Every 128-byte row is whole in its column block,
+/// so the swizzle does not matter. Returns e.
+template <class Config>
+__device__ __forceinline__ int sm90QToHalf(uint32_t qTile, int warp, int lane) {
+  using Tr = PrefillSm90Traits<Config>;
+  auto chunkAddr = [&](int i) { // 16 rows x 8 chunks per column block
+    const int block = i / 128, j = i % 128;
+    return qTile + block * 64 * 128 + (warp * 16 + j / 8) * 128 + (j % 8) * 16;
+  };
+  constexpr int kChunks = 128 * Tr::kQColBlocks / 32; // per lane
+  float mx = 0.f;
+#pragma unroll
+  for (int m = 0; m < kChunks; ++m) {
+    uint32_t x[4];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                 : "r"(chunkAddr(lane + 32 * m)));
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f =
+          __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&x[j]));
+      mx = fmaxf(mx, fmaxf(fabsf(f.x), fabsf(f.y)));
+    }
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2)
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  // Past float's exponent range (or inf/NaN, which stay so) no scaling.
+  const int e = mx > 0.f && mx <= 3.4e38f ? max(ilogbf(mx) - 14, -100) : 0;
+  const float down = exp2i(-e);
+#pragma unroll
+  for (int m = 0; m < kChunks; ++m) {
+    const uint32_t addr = chunkAddr(lane + 32 * m);
+    uint32_t x[4];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                 : "r"(addr));
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f =
+          __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&x[j]));
+      x[j] = pack2<__half>(f.x * down, f.y * down);
+    }
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+                 "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3])
+                 : "memory");
+  }
+  return e;
+}
 
-    const int warpRow0 = g * 64 + warp * 16; // first row of this warp
-    int rowPos[2];
-    rowPos[0] = firstPos + warpRow0 + r;
+/// \brief Consumer, FP8 compute over a 16-bit q: the warpgroup's Q tile to
+/// e4m3 in place (the first half of it), each row times 448 / its largest
+/// magnitude. Lanes 2i and 2i + 1 take row i of the warp's 16, one 64-dim
+/// column block of every 128 each: read (twice: the maximum, then the
+/// values), then, once the warpgroup (named barrier `bar`) has read all of
+/// Q, write. Returns this lane's MMA rows' dequantization factors (rows r
+/// and r + 8 were quantized by lanes 2r and 2r + 16).
+template <class Config>
+__device__ __forceinline__ float2 sm90QuantizeQ(uint32_t qTile, int warp,
+                                                int lane, int bar) {
+  using Tr = PrefillSm90Traits<Config>;
+  using QT = typename Tr::QT;
+  const int row = warp * 16 + lane / 2, half = lane % 2;
+  auto srcChunk = [&](int b8, int ch) { // 16-bit chunk ch of half `half`
+    return qTile + (2 * b8 + half) * 8192 + row * 128 + ((ch ^ (row % 8)) * 16);
+  };
+  auto load8 = [&](uint32_t addr, float(&f)[8]) {
+    uint32_t x[4];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                 : "r"(addr));
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float2 v;
+      if constexpr (IsSame<QT, __half>::value)
+        v = __half22float2(*reinterpret_cast<__half2 *>(&x[j]));
+      else
+        v = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&x[j]));
+      f[2 * j] = v.x;
+      f[2 * j + 1] = v.y;
+    }
+  };
+  float mx = 0.f;
+#pragma unroll
+  for (int b8 = 0; b8 < Tr::kColBlocks; ++b8)
+#pragma unroll
+    for (int ch = 0; ch < 8; ++ch) {
+      float f[8];
+      load8(srcChunk(b8, ch), f);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        mx = fmaxf(mx, fabsf(f[j]));
+    }
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  // A zero row, or one with inf/NaN (which stay so), is not scaled.
+  const bool scaled = mx > 0.f && mx <= 3.4e38f;
+  const float up = scaled ? 448.f / mx : 1.f, down = scaled ? mx / 448.f : 1.f;
+  uint32_t q8[Tr::kColBlocks][4][4];
+#pragma unroll
+  for (int b8 = 0; b8 < Tr::kColBlocks; ++b8)
+#pragma unroll
+    for (int c8 = 0; c8 < 4; ++c8) {
+      float f[16];
+      load8(srcChunk(b8, 2 * c8), *reinterpret_cast<float(*)[8]>(f));
+      load8(srcChunk(b8, 2 * c8 + 1), *reinterpret_cast<float(*)[8]>(f + 8));
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        q8[b8][c8][j] = packE4M3x4(f[4 * j] * up, f[4 * j + 1] * up,
+                                   f[4 * j + 2] * up, f[4 * j + 3] * up);
+    }
+  namedBarSync(bar, 128);
+#pragma unroll
+  for (int b8 = 0; b8 < Tr::kColBlocks; ++b8)
+#pragma unroll
+    for (int c8 = 0; c8 < 4; ++c8)
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                       qTile + b8 * 8192 + row * 128 +
+                       (((4 * half + c8) ^ (row % 8)) * 16)),
+                   "r"(q8[b8][c8][0]), "r"(q8[b8][c8][1]), "r"(q8[b8][c8][2]),
+                   "r"(q8[b8][c8][3])
+                   : "memory");
+  const int r = lane / 4;
+  return make_float2(__shfl_sync(0xffffffffu, down, 2 * r),
+                     __shfl_sync(0xffffffffu, down, 2 * r + 16));
+}
+
+/// \brief Consumer warpgroup g (64 query rows) of one pair: its MMA steps
+/// (S = Q K^T, O += P V), the softmax between them, the paged V tail and
+/// the epilogue, over the shared rings the producer fills. `base` is the
+/// rings' running index at the pair's first tile.
+template <class Config> struct Sm90Consumer {
+  using Tr = PrefillSm90Traits<Config>;
+  using QT = typename Tr::QT;
+  static constexpr int kBlockN = Config::kBlockN, kStages = Config::kStages;
+  static constexpr int D = Tr::kHeadDim;
+  static constexpr int kSRegs = kBlockN / 2; // S accumulator floats / thread
+  static constexpr int kORegs = D / 2;       // O accumulator floats / thread
+  static constexpr int kNTiles = kBlockN / 8;
+  static constexpr int kOTiles = D / 8;
+  static constexpr int kPartRegs = Tr::kPVPartN / 2;
+  /// FP8 compute: P is 2^8 times its value (e4m3 keeps its 3 bits down to
+  /// 2^-6 of that, not of 1), and so are l and O until the end.
+  static constexpr float kPScale = Tr::kFP8Compute ? 256.f : 1.f;
+  static constexpr float kPLog2 = Tr::kFP8Compute ? 8.f : 0.f;
+  static constexpr bool kOneLevel = Tr::kFP8Compute && Sm90Ablation::kOneLevel;
+  /// Two consumers at head dims 128 and 256 ping-pong: named barriers order
+  /// their wgmma issue so that one's softmax runs under the other's wgmma
+  /// (1-5% faster at 128 on the H200, within noise at 256; at 64 it
+  /// measured -2..+5%: docs/performance.md, "Hopper prefill").
+  static constexpr bool kPingPong = D >= 128 && Tr::kConsumers == 2;
+
+  const PrefillParams &p;
+  const Sm90Smem<Config> &sm;
+  const Sm90Item &it;
+  const int g, tid, warp, lane, r, c, base;
+  const int warpRow0; // first row of this warp
+  int rowPos[2];      // rows r and r + 8 of this warp (h)
+  const typename Variant<Config>::Row headValues;
+  float qkScales[2], expScales[2], vDequant;
+  float o[kORegs];
+  PrefillSoftmaxRow rows[2];
+  float sAcc[kSRegs];
+  // P's A fragments: 16-bit, 16 keys each; FP8 compute, 32 keys each.
+  uint32_t pa[kBlockN / (Tr::kFP8Compute ? 32 : 16)][4];
+  float pv[Tr::kFP8Compute ? kPartRegs : 1]; // FP8 compute: a part of P V
+  float corrs[2] = {1.f, 1.f};
+  const uint32_t qTile;
+
+  __device__ __forceinline__ Sm90Consumer(const PrefillParams &params,
+                                          const Sm90Smem<Config> &smem,
+                                          const Sm90Item &item, int group,
+                                          int tileBase)
+      : p(params), sm(smem), it(item), g(group), tid(threadIdx.x % 128),
+        warp(tid / 32), lane(tid % 32), r(lane / 4), c(lane % 4),
+        base(tileBase), warpRow0(group * 64 + warp * 16),
+        headValues(Variant<Config>::row(params, item.work.request, item.qHead)),
+        qTile(smem.q + group * Tr::kQWGBytes) {
+    rowPos[0] = it.firstPos + warpRow0 + r;
     rowPos[1] = rowPos[0] + 8;
-    // The q head's per-head table values, loaded before the key loop.
-    const typename Variant<Config>::Row headValues =
-        Variant<Config>::row(p, work.request, qHead);
-    float qkScale, vDequant;
-    prefillScales<typename Tr::KVT, Config::kPerHeadKVScale>(p, kvHead, qkScale,
-                                                             vDequant);
-    // Per row (h: rows r and r + 8): FP8 compute quantizes each Q row with
-    // its own scale, which its scores take back.
-    float qkScales[2] = {qkScale, qkScale};
-    float expScales[2];
-    auto setExpScales = [&] {
-      for (int h = 0; h < 2; ++h)
-        expScales[h] = Variant<Config>::foldedScale(qkScales[h], p);
-    };
+    float qkScale;
+    prefillScales<typename Tr::KVT, Config::kPerHeadKVScale>(p, it.kvHead,
+                                                             qkScale, vDequant);
+    qkScales[0] = qkScales[1] = qkScale;
     setExpScales();
-    // FP8 compute: P is 2^8 times its value (e4m3 keeps its 3 bits down to
-    // 2^-6 of that, not of 1), and so are l and O until the end.
-    constexpr float kPScale = Tr::kFP8Compute ? 256.f : 1.f;
-    constexpr float kPLog2 = Tr::kFP8Compute ? 8.f : 0.f;
-
-    float o[kORegs];
 #pragma unroll
     for (int i = 0; i < kORegs; ++i)
       o[i] = 0.f;
-    float mRun[2] = {negInf(), negInf()}, lRun[2] = {0.f, 0.f};
-    float sAcc[kSRegs];
-    // P's A fragments: 16-bit, 16 keys each; FP8 compute, 32 keys each.
-    uint32_t pa[kBlockN / (Tr::kFP8Compute ? 32 : 16)][4];
-    float pv[Tr::kFP8Compute ? Tr::kPVPartN / 2
-                             : 1]; // FP8 compute: one part of P V
-    float corrs[2] = {1.f, 1.f};
+  }
 
-    const uint32_t qTile = qSmem + g * Tr::kQWGBytes;
+  __device__ __forceinline__ void setExpScales() {
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      expScales[h] = Variant<Config>::foldedScale(qkScales[h], p);
+  }
+  __device__ __forceinline__ int stage(int t) const {
+    return (base + t) % kStages;
+  }
+  __device__ __forceinline__ void waitFull(uint32_t bar, int t) const {
+    mbarWait(bar, ((base + t) / kStages) & 1);
+  }
 
-    // Ping-pong (two consumers): consumer g issues its wgmma only after the
-    // other has issued its own (named barrier 1 + g, 256 threads: its 128
-    // syncing and the other's 128 arriving); consumer 1 lets consumer 0 go
-    // first.
-    constexpr bool kPingPong = D >= 128 && Tr::kConsumers == 2;
-    auto issueBegin = [&] {
-      if constexpr (kPingPong)
-        namedBarSync(1 + g, 256);
-    };
-    auto issueEnd = [&](bool last) {
-      // Consumer 1's init arrival is balanced by skipping its last one.
-      if constexpr (kPingPong)
-        if (!(last && g == 1))
-          namedBarArrive(2 - g, 256);
-    };
+  /// Ping-pong: consumer g issues its wgmma only after the other has issued
+  /// its own (named barrier 1 + g, 256 threads: its 128 syncing and the
+  /// other's 128 arriving); consumer 1 lets consumer 0 go first, and its
+  /// init arrival is balanced by skipping its last one.
+  __device__ __forceinline__ void issueBegin() const {
     if constexpr (kPingPong)
-      if (g == 1 && numTiles > 0)
+      namedBarSync(1 + g, 256);
+  }
+  __device__ __forceinline__ void issueEnd(bool last) const {
+    if constexpr (kPingPong)
+      if (!(last && g == 1))
+        namedBarArrive(2 - g, 256);
+  }
+  __device__ __forceinline__ void startPingPong() const {
+    if constexpr (kPingPong)
+      if (g == 1 && it.numTiles > 0)
         namedBarArrive(1, 256);
+  }
 
-    // S = Q K^T of tile t: head-dim steps of 16 (32 bytes) inside each
-    // 128-byte swizzled column block; one commit group.
-    auto issueQK = [&](int t) {
-      const uint32_t kTile = kSmem + ((base + t) % kStages) * Tr::kKTileBytes;
-      fenceRegs(sAcc);
-      wgmmaFence();
-      if constexpr (!(kAblate & kAblateQK)) {
-#pragma unroll
-        for (int k = 0; k < Tr::kColBlocks * 4; ++k) {
-          const uint32_t colOffset = (k / 4) * 128, inRow = (k % 4) * 32;
-          const uint64_t a = smemDesc(qTile + colOffset * 64 + inRow, 16);
-          const uint64_t b =
-              smemDesc(kTile + (k / 4) * Tr::kKVColBlockBytes + inRow, 16,
-                       Tr::kKVRowGroupBytes);
-          if constexpr (Tr::kFP8Compute)
-            WgmmaFP8<typename Tr::KVT, kBlockN>::ss(sAcc, a, b, k > 0);
-          else
-            Wgmma<typename Tr::MT, kBlockN>::ss(sAcc, a, b, k > 0);
-        }
-      }
-      wgmmaCommit();
-    };
-    // O += P V of tile t: key steps of 16 rows (two 8-row groups of every
-    // column block); one commit group.
-    // FP8 compute: part `part` of the head dims into pv (or, with
-    // kAblateOneLevel, straight into O); key steps of 32 over V^T.
-    constexpr bool kOneLevel = Tr::kFP8Compute && (kAblate & kAblateOneLevel);
-    constexpr int kPartRegs = Tr::kPVPartN / 2;
-    auto issuePV = [&](int t, int part = 0) {
-      const uint32_t vTile = vSmem + ((base + t) % kStages) * Tr::kVTileBytes;
-      if constexpr (Tr::kFP8Compute) {
-        float(&acc)[kPartRegs] = *reinterpret_cast<float(*)[kPartRegs]>(
-            kOneLevel ? o + part * kPartRegs : pv);
-        fenceRegs(acc);
-        wgmmaFence();
-        if constexpr (!(kAblate & kAblatePV)) {
-#pragma unroll
-          for (int kk = 0; kk < kBlockN / 32; ++kk)
-            WgmmaFP8<typename Tr::KVT, Tr::kPVPartN>::rs(
-                acc, pa[kk],
-                smemDescPlain(vTile + kk * 256 +
-                                  part * (Tr::kPVPartN / 8) * Tr::kVtGroupBytes,
-                              128, Tr::kVtGroupBytes),
-                kOneLevel || kk > 0);
-        }
-      } else {
-        fenceRegs(o);
-        wgmmaFence();
-        if constexpr (!(kAblate & kAblatePV)) {
-#pragma unroll
-          for (int kk = 0; kk < kBlockN / 16; ++kk)
-            Wgmma<typename Tr::MT, D>::rs(
-                o, pa[kk],
-                smemDesc(vTile + kk * 2 * Tr::kKVRowGroupBytes,
-                         Tr::kKVColBlockBytes, Tr::kKVRowGroupBytes),
-                1);
-        }
-      }
-      wgmmaCommit();
-    };
-    // Once the P V wgmma of tile t (part 0) has completed: FP8 compute adds
-    // it to O, then runs and adds the other parts one by one.
-    auto finishPV = [&](int t) {
-      if constexpr (Tr::kFP8Compute) {
-#pragma unroll
-        for (int part = 0; part < D / Tr::kPVPartN; ++part) {
-          if (part > 0) {
-            issuePV(t, part);
-            wgmmaWait<0>();
-          }
-          fenceRegs(pv);
-          fenceRegs(o);
-          if constexpr (!kOneLevel)
-#pragma unroll
-            for (int i = 0; i < kPartRegs; ++i)
-              o[part * kPartRegs + i] += pv[i];
-        }
-      }
-      fenceRegs(o);
-    };
-
-    // Score modifiers, masks, online softmax (as prefill.cuh) of tile t, in
-    // place: sAcc becomes P (unnormalized, fp32); corrs gets the factors
-    // that rescale O.
-    auto softmax = [&](int t) {
-      if constexpr (kAblate & kAblateSoftmax)
-        return;
-      const int tileStart = kvBegin + t * kBlockN;
-      const int warpFirstPos = firstPos + warpRow0;
-      const int warpLastPos = warpFirstPos + 15;
-      const bool needMask =
-          Variant<Config>::maskModMayHide(work.request, warpFirstPos,
-                                          warpLastPos, tileStart,
-                                          tileStart + kBlockN - 1, qHead) ||
-          tileStart + kBlockN > work.kvLen ||
-          (Config::kCausal && tileStart + kBlockN - 1 > warpFirstPos) ||
-          (Config::kSlidingWindow && tileStart < warpLastPos - p.windowLeft);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        // key - rowPos in float: one conversion per tile and row (ALiBi).
-        const float distBase = float(tileStart + 2 * c - rowPos[h]);
-        auto scoresOf = [&](auto maskTag) {
-          float tmax = negInf();
-#pragma unroll
-          for (int n = 0; n < kNTiles; ++n)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              int key = tileStart + n * 8 + 2 * c + e;
-              float x = prefillScore<Config, decltype(maskTag)::value>(
-                  sAcc[4 * n + 2 * h + e], key, rowPos[h],
-                  distBase + float(n * 8 + e), work.kvLen, qkScales[h],
-                  headValues, p);
-              sAcc[4 * n + 2 * h + e] = x;
-              tmax = fmaxf(tmax, x);
-            }
-          return tmax;
-        };
-        float tmax = needMask ? scoresOf(BoolConstant<true>())
-                              : scoresOf(BoolConstant<false>());
-        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
-        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
-        float mNew = fmaxf(mRun[h], tmax);
-        float base = mNew == negInf() ? 0.f : mNew * expScales[h];
-        float corr = fastExp2(fmaf(mRun[h], expScales[h], -base));
-        mRun[h] = mNew;
-        float sum = 0.f;
-#pragma unroll
-        for (int n = 0; n < kNTiles; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float &x = sAcc[4 * n + 2 * h + e];
-            x = fastExp2(fmaf(x, expScales[h], kPLog2 - base));
-            sum += x;
-          }
-        lRun[h] = lRun[h] * corr + sum;
-        corrs[h] = corr;
-      }
-    };
-    auto softmaxStage = [&](int t) {
-      softmax(t);
-      if constexpr (kAblate & kAblateDoubleSoftmax) {
-        fenceRegs(sAcc);
-        softmax(t);
-      }
-    };
-    auto rescaleO = [&] {
-      if constexpr (kAblate & kAblateSoftmax)
-        return;
-#pragma unroll
-      for (int j = 0; j < kOTiles; ++j) {
-        o[4 * j] *= corrs[0];
-        o[4 * j + 1] *= corrs[0];
-        o[4 * j + 2] *= corrs[1];
-        o[4 * j + 3] *= corrs[1];
-      }
-    };
-    // The C fragment of S, rounded to 16 bits, is the A fragment of P. In
-    // e4m3 (FP8 compute) it is too, in V^T's key order (fp8VtSlot): register
-    // 2q + h of 32 keys holds row h's columns of n-tiles 4 kk + 2q and + 1.
-    auto packP = [&] {
-      if constexpr (Tr::kFP8Compute) {
-#pragma unroll
-        for (int kk = 0; kk < kBlockN / 32; ++kk)
-#pragma unroll
-          for (int q = 0; q < 2; ++q)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int n = 4 * kk + 2 * q;
-              pa[kk][2 * q + h] =
-                  packE4M3x4(sAcc[4 * n + 2 * h], sAcc[4 * n + 2 * h + 1],
-                             sAcc[4 * n + 4 + 2 * h], sAcc[4 * n + 5 + 2 * h]);
-            }
-      } else {
-#pragma unroll
-        for (int n = 0; n < kNTiles; ++n)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            pa[n / 2][(n % 2) * 2 + h] = pack2<typename Tr::MT>(
-                sAcc[4 * n + 2 * h], sAcc[4 * n + 2 * h + 1]);
-      }
-    };
-    auto waitFull = [&](uint32_t bar, int t) {
-      mbarWait(bar, ((base + t) / kStages) & 1);
-    };
-    auto stage = [&](int t) { return (base + t) % kStages; };
-    // Paged: zeroes the V rows of tile t past the request's end (only the
-    // last tile has any): whole 128-byte rows, so the swizzle does not
-    // matter, or (FP8 compute) those keys' bytes of every V^T row. Each
-    // consumer zeroes all of them (the other writes the same zeros), then
-    // makes them visible to its wgmma (async proxy) and waits for its
-    // warpgroup (named barrier 3 + g).
-    auto zeroVTail = [&](int t) {
-      if constexpr (Config::kPaged) {
-        const int first = work.kvLen - (kvBegin + t * kBlockN);
-        if (first >= kBlockN)
-          return;
-        const int rows = kBlockN - max(first, 0);
-        const uint32_t vTile = vSmem + ((base + t) % kStages) * Tr::kVTileBytes;
-        if constexpr (Tr::kFP8Compute) {
-          for (int i = tid; i < rows * D; i += 128) {
-            const int slot = fp8VtSlot(kBlockN - rows + i % rows), d = i / rows;
-            asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(
-                             vTile + (d / 8) * Tr::kVtGroupBytes +
-                             (slot / 16) * 128 + (d % 8) * 16 + slot % 16),
-                         "r"(0)
-                         : "memory");
-          }
-        } else {
-          for (int i = tid; i < rows * 8 * Tr::kVColBlocks; i += 128) {
-            const int chunk = i % 8, row = kBlockN - rows + (i / 8) % rows,
-                      block = i / 8 / rows;
-            asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(
-                             vTile + Tr::kvOffset(row, block, chunk)),
-                         "r"(0)
-                         : "memory");
-          }
-        }
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        namedBarSync(3 + g, 128);
-      }
-    };
-
-    mbarWait(qBar, n & 1);
+  /// The Q tile of this pair as the MMAs read it: converted to f16 (FP8
+  /// caches widened to f16 under a bf16 q) or quantized to e4m3 (FP8
+  /// compute), the score scales taking the conversion's factors; an e4m3 q
+  /// the caller quantized brings its scale per q head.
+  __device__ __forceinline__ void prepareQ() {
     if constexpr (Tr::kQToHalf) {
-      // bf16 Q -> f16 in place, this warp's 16 rows times 2^-e, where e puts
-      // their largest magnitude in [2^14, 2^15) (every bf16 digit survives
-      // down to 2^-28 of it); S is then 2^-e times q.k, which the score
-      // scales take back. Every 128-byte row is whole in its column block,
-      // so the swizzle does not matter.
-      auto chunkAddr = [&](int i) { // 16 rows x 8 chunks per column block
-        const int block = i / 128, j = i % 128;
-        return qTile + block * 64 * 128 + (warp * 16 + j / 8) * 128 +
-               (j % 8) * 16;
-      };
-      constexpr int kChunks = 128 * Tr::kQColBlocks / 32; // per lane
-      float mx = 0.f;
-#pragma unroll
-      for (int m = 0; m < kChunks; ++m) {
-        uint32_t x[4];
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
-                     : "r"(chunkAddr(lane + 32 * m)));
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float2 f =
-              __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&x[j]));
-          mx = fmaxf(mx, fmaxf(fabsf(f.x), fabsf(f.y)));
-        }
-      }
-#pragma unroll
-      for (int off = 16; off > 0; off /= 2)
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      // Past float's exponent range (or inf/NaN, which stay so) no scaling.
-      const int e = mx > 0.f && mx <= 3.4e38f ? max(ilogbf(mx) - 14, -100) : 0;
-      const float down = exp2i(-e);
-#pragma unroll
-      for (int m = 0; m < kChunks; ++m) {
-        const uint32_t addr = chunkAddr(lane + 32 * m);
-        uint32_t x[4];
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
-                     : "r"(addr));
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float2 f =
-              __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&x[j]));
-          x[j] = pack2<__half>(f.x * down, f.y * down);
-        }
-        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
-                     "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3])
-                     : "memory");
-      }
-      qkScales[0] = qkScales[1] = qkScale * exp2i(e);
+      const int e = sm90QToHalf<Config>(qTile, warp, lane);
+      qkScales[0] = qkScales[1] = qkScales[0] * exp2i(e);
       setExpScales();
       // Visible to this warpgroup's wgmma (async proxy).
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       namedBarSync(3 + g, 128);
     }
     if constexpr (Tr::kFP8Query) {
-      // q came quantized: its scale is the q head's.
-      qkScales[0] = qkScales[1] = qkScale * p.qScale[qHead];
+      qkScales[0] = qkScales[1] = qkScales[0] * p.qScale[it.qHead];
       setExpScales();
     } else if constexpr (Tr::kFP8Compute) {
-      // The 16-bit Q tile -> e4m3 in place (the first half of it), each row
-      // times 448 / its largest magnitude; its scores take the inverse back.
-      // Lanes 2i and 2i + 1 take row i of the warp's 16, one 64-dim column
-      // block of every 128 each: read (twice: the maximum, then the
-      // values), then, once the warpgroup has read all of Q, write.
-      const int row = warp * 16 + lane / 2, half = lane % 2;
-      auto srcChunk = [&](int b8, int ch) { // 16-bit chunk ch of half `half`
-        return qTile + (2 * b8 + half) * 8192 + row * 128 +
-               ((ch ^ (row % 8)) * 16);
-      };
-      auto load8 = [&](uint32_t addr, float(&f)[8]) {
-        uint32_t x[4];
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
-                     : "r"(addr));
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          float2 v;
-          if constexpr (IsSame<QT, __half>::value)
-            v = __half22float2(*reinterpret_cast<__half2 *>(&x[j]));
-          else
-            v = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&x[j]));
-          f[2 * j] = v.x;
-          f[2 * j + 1] = v.y;
-        }
-      };
-      float mx = 0.f;
-#pragma unroll
-      for (int b8 = 0; b8 < Tr::kColBlocks; ++b8)
-#pragma unroll
-        for (int ch = 0; ch < 8; ++ch) {
-          float f[8];
-          load8(srcChunk(b8, ch), f);
-#pragma unroll
-          for (int j = 0; j < 8; ++j)
-            mx = fmaxf(mx, fabsf(f[j]));
-        }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      // A zero row, or one with inf/NaN (which stay so), is not scaled.
-      const bool scaled = mx > 0.f && mx <= 3.4e38f;
-      const float up = scaled ? 448.f / mx : 1.f,
-                  down = scaled ? mx / 448.f : 1.f;
-      uint32_t q8[Tr::kColBlocks][4][4];
-#pragma unroll
-      for (int b8 = 0; b8 < Tr::kColBlocks; ++b8)
-#pragma unroll
-        for (int c8 = 0; c8 < 4; ++c8) {
-          float f[16];
-          load8(srcChunk(b8, 2 * c8), *reinterpret_cast<float(*)[8]>(f));
-          load8(srcChunk(b8, 2 * c8 + 1),
-                *reinterpret_cast<float(*)[8]>(f + 8));
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            q8[b8][c8][j] = packE4M3x4(f[4 * j] * up, f[4 * j + 1] * up,
-                                       f[4 * j + 2] * up, f[4 * j + 3] * up);
-        }
-      namedBarSync(3 + g, 128);
-#pragma unroll
-      for (int b8 = 0; b8 < Tr::kColBlocks; ++b8)
-#pragma unroll
-        for (int c8 = 0; c8 < 4; ++c8)
-          asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                           qTile + b8 * 8192 + row * 128 +
-                           (((4 * half + c8) ^ (row % 8)) * 16)),
-                       "r"(q8[b8][c8][0]), "r"(q8[b8][c8][1]),
-                       "r"(q8[b8][c8][2]), "r"(q8[b8][c8][3])
-                       : "memory");
-      // Rows r and r + 8 of the MMA layout were quantized by lanes 2r, 2r + 16.
-      qkScales[0] = qkScale * __shfl_sync(0xffffffffu, down, 2 * r);
-      qkScales[1] = qkScale * __shfl_sync(0xffffffffu, down, 2 * r + 16);
+      const float2 down = sm90QuantizeQ<Config>(qTile, warp, lane, 3 + g);
+      qkScales[0] *= down.x;
+      qkScales[1] *= down.y;
       setExpScales();
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       namedBarSync(3 + g, 128);
     }
-    if (numTiles > 0) {
-      // Prologue: S and P of tile 0.
-      waitFull(kFullBar(stage(0)), 0);
-      issueBegin();
-      issueQK(0);
-      issueEnd(false);
-      wgmmaWait<0>();
-      fenceRegs(sAcc);
-      mbarArrive(kEmptyBar(stage(0)));
-      softmaxStage(0);
-      packP();
-      // Steady state: S of tile t runs while P V of tile t - 1 is issued;
-      // the softmax of tile t waits for S only, then O is rescaled once P V
-      // of tile t - 1 has completed.
-      for (int t = 1; t < numTiles; ++t) {
-        waitFull(kFullBar(stage(t)), t);
-        issueBegin();
-        issueQK(t);
-        waitFull(vFullBar(stage(t - 1)), t - 1);
-        issuePV(t - 1);
-        issueEnd(false);
-        wgmmaWait<1>();
-        fenceRegs(sAcc);
-        mbarArrive(kEmptyBar(stage(t)));
-        softmaxStage(t);
-        wgmmaWait<0>();
-        finishPV(t - 1);
-        fenceRegs(pa);
-        mbarArrive(vEmptyBar(stage(t - 1)));
-        rescaleO();
-        packP();
-      }
-      // Epilogue: P V of the last tile.
-      waitFull(vFullBar(stage(numTiles - 1)), numTiles - 1);
-      zeroVTail(numTiles - 1);
-      issueBegin();
-      issuePV(numTiles - 1);
-      issueEnd(true);
-      wgmmaWait<0>();
-      finishPV(numTiles - 1);
-      fenceRegs(pa);
-      mbarArrive(vEmptyBar(stage(numTiles - 1)));
-    }
-    // Q of this pair is no longer read: the producer may load the next.
-    mbarArrive(qEmptyBar);
+  }
 
-    // Normalize and store rows r and r + 8 of this warp.
+  /// S = Q K^T of tile t: head-dim steps of 16 (32 bytes) inside each
+  /// 128-byte swizzled column block; one commit group.
+  __device__ __forceinline__ void issueQK(int t) {
+    const uint32_t kTile = sm.kTile(stage(t));
+    fenceRegs(sAcc);
+    wgmmaFence();
+    if constexpr (!Sm90Ablation::kNoQK) {
+#pragma unroll
+      for (int k = 0; k < Tr::kColBlocks * 4; ++k) {
+        const uint32_t colOffset = (k / 4) * 128, inRow = (k % 4) * 32;
+        const uint64_t a = smemDesc(qTile + colOffset * 64 + inRow, 16);
+        const uint64_t b =
+            smemDesc(kTile + (k / 4) * Tr::kKVColBlockBytes + inRow, 16,
+                     Tr::kKVRowGroupBytes);
+        if constexpr (Tr::kFP8Compute)
+          WgmmaFP8<typename Tr::KVT, kBlockN>::ss(sAcc, a, b, k > 0);
+        else
+          Wgmma<typename Tr::MT, kBlockN>::ss(sAcc, a, b, k > 0);
+      }
+    }
+    wgmmaCommit();
+  }
+
+  /// O += P V of tile t: key steps of 16 rows (two 8-row groups of every
+  /// column block); one commit group. FP8 compute: part `part` of the head
+  /// dims into pv (or, one level, straight into O); key steps of 32 over
+  /// V^T.
+  __device__ __forceinline__ void issuePV(int t, int part = 0) {
+    const uint32_t vTile = sm.vTile(stage(t));
+    if constexpr (Tr::kFP8Compute) {
+      float(&acc)[kPartRegs] = *reinterpret_cast<float(*)[kPartRegs]>(
+          kOneLevel ? o + part * kPartRegs : pv);
+      fenceRegs(acc);
+      wgmmaFence();
+      if constexpr (!Sm90Ablation::kNoPV) {
+#pragma unroll
+        for (int kk = 0; kk < kBlockN / 32; ++kk)
+          WgmmaFP8<typename Tr::KVT, Tr::kPVPartN>::rs(
+              acc, pa[kk],
+              smemDescPlain(vTile + kk * 256 +
+                                part * (Tr::kPVPartN / 8) * Tr::kVtGroupBytes,
+                            128, Tr::kVtGroupBytes),
+              kOneLevel || kk > 0);
+      }
+    } else {
+      fenceRegs(o);
+      wgmmaFence();
+      if constexpr (!Sm90Ablation::kNoPV) {
+#pragma unroll
+        for (int kk = 0; kk < kBlockN / 16; ++kk)
+          Wgmma<typename Tr::MT, D>::rs(
+              o, pa[kk],
+              smemDesc(vTile + kk * 2 * Tr::kKVRowGroupBytes,
+                       Tr::kKVColBlockBytes, Tr::kKVRowGroupBytes),
+              1);
+      }
+    }
+    wgmmaCommit();
+  }
+
+  /// Once the P V wgmma of tile t (part 0) has completed: FP8 compute adds
+  /// it to O, then runs and adds the other parts one by one (two-level
+  /// accumulation).
+  __device__ __forceinline__ void finishPV(int t) {
+    if constexpr (Tr::kFP8Compute) {
+#pragma unroll
+      for (int part = 0; part < D / Tr::kPVPartN; ++part) {
+        if (part > 0) {
+          issuePV(t, part);
+          wgmmaWait<0>();
+        }
+        fenceRegs(pv);
+        fenceRegs(o);
+        if constexpr (!kOneLevel)
+#pragma unroll
+          for (int i = 0; i < kPartRegs; ++i)
+            o[part * kPartRegs + i] += pv[i];
+      }
+    }
+    fenceRegs(o);
+  }
+
+  /// Score modifiers, masks and the online softmax of tile t, in place: sAcc
+  /// becomes P (unnormalized, fp32); corrs gets the factors that rescale O.
+  __device__ __forceinline__ void softmax(int t) {
+    if constexpr (Sm90Ablation::kNoSoftmax)
+      return;
+    const PrefillWorkItem &work = it.work;
+    const int tileStart = it.kvBegin + t * kBlockN;
+    const int warpFirstPos = it.firstPos + warpRow0;
+    const int warpLastPos = warpFirstPos + 15;
+    const bool needMask =
+        Variant<Config>::maskModMayHide(work.request, warpFirstPos, warpLastPos,
+                                        tileStart, tileStart + kBlockN - 1,
+                                        it.qHead) ||
+        tileStart + kBlockN > work.kvLen ||
+        (Config::kCausal && tileStart + kBlockN - 1 > warpFirstPos) ||
+        (Config::kSlidingWindow && tileStart < warpLastPos - p.windowLeft);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float l = lRun[h];
+      // key - rowPos in float: one conversion per tile and row (ALiBi).
+      const float distBase = float(tileStart + 2 * c - rowPos[h]);
+      auto scoresOf = [&](auto maskTag) {
+        float tmax = negInf();
+#pragma unroll
+        for (int n = 0; n < kNTiles; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = tileStart + n * 8 + 2 * c + e;
+            float &x = sAcc[4 * n + 2 * h + e];
+            x = prefillScore<Config, decltype(maskTag)::value>(
+                x, key, rowPos[h], distBase + float(n * 8 + e), work.kvLen,
+                qkScales[h], headValues, p);
+            tmax = fmaxf(tmax, x);
+          }
+        return tmax;
+      };
+      float tmax = needMask ? scoresOf(BoolConstant<true>())
+                            : scoresOf(BoolConstant<false>());
+      tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+      tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+      corrs[h] = rows[h].update<2 * kNTiles>(
+          tmax, expScales[h], kPLog2,
+          [&](int i) -> float & { return sAcc[4 * (i / 2) + 2 * h + i % 2]; });
+    }
+  }
+  __device__ __forceinline__ void softmaxStage(int t) {
+    softmax(t);
+    if constexpr (Sm90Ablation::kDoubleSoftmax) {
+      fenceRegs(sAcc);
+      softmax(t);
+    }
+  }
+  __device__ __forceinline__ void rescaleO() {
+    if constexpr (Sm90Ablation::kNoSoftmax)
+      return;
+#pragma unroll
+    for (int j = 0; j < kOTiles; ++j) {
+      o[4 * j] *= corrs[0];
+      o[4 * j + 1] *= corrs[0];
+      o[4 * j + 2] *= corrs[1];
+      o[4 * j + 3] *= corrs[1];
+    }
+  }
+
+  /// The C fragment of S, rounded to 16 bits, is the A fragment of P. In
+  /// e4m3 (FP8 compute) it is too, in V^T's key order (fp8VtSlot): register
+  /// 2q + h of 32 keys holds row h's columns of n-tiles 4 kk + 2q and + 1.
+  __device__ __forceinline__ void packP() {
+    if constexpr (Tr::kFP8Compute) {
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 32; ++kk)
+#pragma unroll
+        for (int q = 0; q < 2; ++q)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int n = 4 * kk + 2 * q;
+            pa[kk][2 * q + h] =
+                packE4M3x4(sAcc[4 * n + 2 * h], sAcc[4 * n + 2 * h + 1],
+                           sAcc[4 * n + 4 + 2 * h], sAcc[4 * n + 5 + 2 * h]);
+          }
+    } else {
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          pa[n / 2][(n % 2) * 2 + h] = pack2<typename Tr::MT>(
+              sAcc[4 * n + 2 * h], sAcc[4 * n + 2 * h + 1]);
+    }
+  }
+
+  /// Paged: zeroes the V rows of tile t past the request's end (only the
+  /// last tile has any): whole 128-byte rows, so the swizzle does not
+  /// matter, or (FP8 compute) those keys' bytes of every V^T row. Each
+  /// consumer zeroes all of them (the other writes the same zeros), then
+  /// makes them visible to its wgmma (async proxy) and waits for its
+  /// warpgroup (named barrier 3 + g). Rows of the last page past the end
+  /// hold whatever the cache holds (NaN, say), which P = 0 does not cancel.
+  __device__ __forceinline__ void zeroVTail(int t) const {
+    if constexpr (Config::kPaged) {
+      const int first = it.work.kvLen - (it.kvBegin + t * kBlockN);
+      if (first >= kBlockN)
+        return;
+      const int rows = kBlockN - max(first, 0);
+      const uint32_t vTile = sm.vTile(stage(t));
+      if constexpr (Tr::kFP8Compute) {
+        for (int i = tid; i < rows * D; i += 128) {
+          const int slot = fp8VtSlot(kBlockN - rows + i % rows), d = i / rows;
+          asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(
+                           vTile + (d / 8) * Tr::kVtGroupBytes +
+                           (slot / 16) * 128 + (d % 8) * 16 + slot % 16),
+                       "r"(0)
+                       : "memory");
+        }
+      } else {
+        for (int i = tid; i < rows * 8 * Tr::kVColBlocks; i += 128) {
+          const int chunk = i % 8, row = kBlockN - rows + (i / 8) % rows,
+                    block = i / 8 / rows;
+          asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(
+                           vTile + Tr::kvOffset(row, block, chunk)),
+                       "r"(0)
+                       : "memory");
+        }
+      }
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      namedBarSync(3 + g, 128);
+    }
+  }
+
+  /// The key loop (FA3's intra-warpgroup overlap): S of tile t runs while
+  /// P V of tile t - 1 is issued; the softmax of tile t waits for S only,
+  /// then O is rescaled once P V of tile t - 1 has completed. K and V
+  /// stages are released as soon as their wgmma has read them.
+  __device__ __forceinline__ void run() {
+    const int numTiles = it.numTiles;
+    if (numTiles == 0)
+      return;
+    waitFull(sm.kFull(stage(0)), 0);
+    issueBegin();
+    issueQK(0);
+    issueEnd(false);
+    wgmmaWait<0>();
+    fenceRegs(sAcc);
+    mbarArrive(sm.kEmpty(stage(0)));
+    softmaxStage(0);
+    packP();
+    for (int t = 1; t < numTiles; ++t) {
+      waitFull(sm.kFull(stage(t)), t);
+      issueBegin();
+      issueQK(t);
+      waitFull(sm.vFull(stage(t - 1)), t - 1);
+      issuePV(t - 1);
+      issueEnd(false);
+      wgmmaWait<1>();
+      fenceRegs(sAcc);
+      mbarArrive(sm.kEmpty(stage(t)));
+      softmaxStage(t);
+      wgmmaWait<0>();
+      finishPV(t - 1);
+      fenceRegs(pa);
+      mbarArrive(sm.vEmpty(stage(t - 1)));
+      rescaleO();
+      packP();
+    }
+    // P V of the last tile.
+    waitFull(sm.vFull(stage(numTiles - 1)), numTiles - 1);
+    zeroVTail(numTiles - 1);
+    issueBegin();
+    issuePV(numTiles - 1);
+    issueEnd(true);
+    wgmmaWait<0>();
+    finishPV(numTiles - 1);
+    fenceRegs(pa);
+    mbarArrive(sm.vEmpty(stage(numTiles - 1)));
+  }
+
+  /// Normalizes and stores rows r and r + 8 of this warp (and their LSE).
+  __device__ __forceinline__ void store() {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float l = rows[h].l;
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       l *= 1.f / kPScale; // O keeps P's scale: inv takes it back
-      int row = warpRow0 + r + 8 * h;
-      if (row >= tileRows)
+      const int row = warpRow0 + r + 8 * h;
+      if (row >= it.tileRows)
         continue;
-      float mRow = mRun[h] * expScales[h]; // log2 units
-      float numer =
+      float mRow = rows[h].m * expScales[h]; // log2 units
+      const float numer =
           Variant<Config>::template finishRow<true>(headValues, mRow, l);
-      float inv =
+      const float inv =
           l > 0.f ? numer / l * (vDequant / kPScale) : 0.f; // no visible key: 0
-      int64_t token = work.outStart + work.tileBegin + row;
+      const int64_t token = it.work.outStart + it.work.tileBegin + row;
       QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
-                int64_t(qHead) * D;
+                int64_t(it.qHead) * D;
 #pragma unroll
       for (int j = 0; j < kOTiles; ++j)
         *reinterpret_cast<uint32_t *>(dst + j * 8 + 2 * c) =
             pack2<QT>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
       if constexpr (Config::kWriteLse)
         if (c == 0)
-          p.lse[token * Config::kNumQHeads + qHead] =
+          p.lse[token * Config::kNumQHeads + it.qHead] =
               l > 0.f ? (mRow + log2f(l)) * kLn2 : negInf();
     }
-    base += numTiles;
   }
-#undef ATTN_SM90_ITEM_LOCALS
+};
+
+//===----------------------------------------------------------------------===//
+// The kernel
+//===----------------------------------------------------------------------===//
+
+/// \brief The kernel body for one grid shape: one (work item, q head) pair
+/// per CTA, or persistent CTAs looping over pairs (`kPersistent`).
+/// Warpgroup 0 produces (sm90Load, sm90Widen, sm90CheckPages), the others
+/// consume (Sm90Consumer), each pair in turn.
+template <class Config, bool kPersistent>
+__device__ __forceinline__ void prefillSm90Body(const PrefillSm90Params &sp) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Tr = PrefillSm90Traits<Config>;
+  const Sm90Work<Config, kPersistent> work(sp.base);
+  if (work.empty())
+    return;
+  extern __shared__ __align__(1024) char smemRaw[];
+  const Sm90Smem<Config> sm((smemAddr(smemRaw) + 1023) & ~1023u);
+  if (threadIdx.x == 0)
+    sm.init();
+  __syncthreads();
+
+  const int warpGroup = threadIdx.x / 128;
+  if (warpGroup == 0) {
+    // Every producer thread gives registers back; one issues the copies
+    // (spreading a paged tile's boxes over a warp's lanes measured up to
+    // 25% slower at head dim 64 and no faster elsewhere).
+    setMaxRegsDec<Tr::kProducerRegs>();
+    if constexpr (Tr::kFP8) {
+      if (threadIdx.x >= 32) {
+        sm90Widen<Config>(sm, threadIdx.x - 32);
+        return;
+      }
+    }
+    if constexpr (Config::kPaged && !Tr::kFP8) {
+      if (threadIdx.x / 32 == 1) {
+        sm90CheckPages(work);
+        return;
+      }
+    }
+    if (threadIdx.x == 0)
+      sm90Load(sp, work, sm);
+    return;
+  }
+
+  setMaxRegsInc<Tr::kConsumerRegs>();
+  int base = 0; // tiles of the earlier pairs: the rings' running index
+  for (int n = 0, w = work.pair(0); w < work.total; w = work.pair(++n)) {
+    const Sm90Item it = work.item(w);
+    Sm90Consumer<Config> consumer(sp.base, sm, it, warpGroup - 1, base);
+    consumer.startPingPong();
+    mbarWait(sm.qFull(), n & 1);
+    consumer.prepareQ();
+    consumer.run();
+    // Q of this pair is no longer read: the producer may load the next.
+    mbarArrive(sm.qEmpty());
+    consumer.store();
+    base += it.numTiles;
+  }
 #endif
 }
 

@@ -334,6 +334,37 @@ template <class Config> struct Variant {
   }
 };
 
+/// \brief The online softmax of one query row, the one home both prefill
+/// templates share: `m` the running max of the row's scores in their own
+/// units (raw or folded: `scale`, Variant::foldedScale, turns them into
+/// log2 units), `l` this thread's share of the running sum of weights.
+struct PrefillSoftmaxRow {
+  float m = negInf(), l = 0.f;
+
+  /// Takes a tile: kCount of this thread's scores (`at(i)`, a float&) are
+  /// replaced by their weights 2^(x * scale + pLog2 - base), where `tmax`
+  /// is the tile's max over the row's lanes; returns the factor earlier
+  /// weights (and O) take. A row that has seen no visible key keeps a
+  /// finite base, so exp2 gives 0, not NaN.
+  template <int kCount, class At>
+  __device__ __forceinline__ float update(float tmax, float scale, float pLog2,
+                                          At &&at) {
+    const float mNew = fmaxf(m, tmax);
+    const float base = mNew == negInf() ? 0.f : mNew * scale;
+    const float corr = fastExp2(fmaf(m, scale, -base));
+    m = mNew;
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) {
+      float &x = at(i);
+      x = fastExp2(fmaf(x, scale, pLog2 - base));
+      sum += x;
+    }
+    l = l * corr + sum;
+    return corr;
+  }
+};
+
 /// \brief Prefill score of the query at position `rowPos` and key `key`
 /// (`dist` = float(key - rowPos); Variant::score with the last factor
 /// folded); with kMask, -inf where Variant::visible says the key is hidden.
