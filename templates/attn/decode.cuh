@@ -484,7 +484,8 @@ simtRowLoop(const DecodeParams &p, const DecodeWorkItem &work, int head,
       for (int off = kLanes / 2; off > 0; off /= 2)
         dot += __shfl_xor_sync(0xffffffffu, dot, off);
       float x = Variant<Config>::template score<false>(
-          dot, pos[u], qpos, float(pos[u] - qpos), scoreScale, row, p);
+          dot, pos[u], qpos, KeyDistance{float(pos[u] - qpos), 0.f}, scoreScale,
+          row, p);
       sc[u] = Variant<Config>::visible(pos[u], work.kvEnd, qpos, row, p)
                   ? x
                   : negInf();
@@ -869,9 +870,9 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
           int nt = e / 2;
           int pos = t0 + nt * 8 + 2 * c + (e & 1);
           float x = s[m][nt][2 * h + (e & 1)];
-          x = Variant<Config>::template score<false>(x, pos, qpos[m][h],
-                                                     float(pos - qpos[m][h]),
-                                                     scoreScale, rows[m][h], p);
+          x = Variant<Config>::template score<false>(
+              x, pos, qpos[m][h], KeyDistance{float(pos - qpos[m][h]), 0.f},
+              scoreScale, rows[m][h], p);
           v[e] = Variant<Config>::visible(pos, work.kvEnd, qpos[m][h],
                                           rows[m][h], p)
                      ? x

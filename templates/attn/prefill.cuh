@@ -404,7 +404,7 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
     for (int mh = 0; mh < 2 * kMTiles; ++mh) {
       const int m = mh / 2, h = mh % 2;
       float v[kNTiles][2];
-      // key - rowPos in float: one conversion per tile and row (ALiBi).
+      // key - rowPos: one conversion per tile and row (KeyDistance).
       const float distBase = float(tileStart + 2 * c - rowPos[m][h]);
       auto scoresOf = [&](auto maskTag) {
         float tmax = negInf();
@@ -415,8 +415,8 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
             int key = tileStart + n * 8 + 2 * c + e;
             float x = prefillScore<Config, decltype(maskTag)::value>(
                 s[m][n][2 * h + e], key, rowPos[m][h],
-                distBase + float(n * 8 + e), work.kvLen, qkScale, headValues,
-                p);
+                KeyDistance{distBase, float(n * 8 + e)}, work.kvLen, qkScale,
+                headValues, p);
             v[n][e] = x;
             tmax = fmaxf(tmax, x);
           }

@@ -1244,7 +1244,7 @@ template <class Config> struct Sm90Consumer {
         (Config::kSlidingWindow && tileStart < warpLastPos - p.windowLeft);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      // key - rowPos in float: one conversion per tile and row (ALiBi).
+      // key - rowPos: one conversion per tile and row (KeyDistance).
       const float distBase = float(tileStart + 2 * c - rowPos[h]);
       auto scoresOf = [&](auto maskTag) {
         float tmax = negInf();
@@ -1255,8 +1255,8 @@ template <class Config> struct Sm90Consumer {
             const int key = tileStart + n * 8 + 2 * c + e;
             float &x = sAcc[4 * n + 2 * h + e];
             x = prefillScore<Config, decltype(maskTag)::value>(
-                x, key, rowPos[h], distBase + float(n * 8 + e), work.kvLen,
-                qkScales[h], headValues, p);
+                x, key, rowPos[h], KeyDistance{distBase, float(n * 8 + e)},
+                work.kvLen, qkScales[h], headValues, p);
             tmax = fmaxf(tmax, x);
           }
         return tmax;

@@ -18,16 +18,16 @@
 
 namespace attn {
 
-/// \brief ALiBi bias of a key `dist` = key - rowPos positions from the
-/// query (both counted from the first key, queries aligned to the end of
-/// the keys): -slope * |dist|, FlashAttention's definition. Causal
-/// attention sees only keys <= rowPos, where it is slope * (key - rowPos);
-/// bidirectional and cross attention penalize later keys alike. `dist`
-/// comes in float so that the kernels convert once per tile, not per score
-/// (a conversion costs a special-function slot, as exp2 does).
-__device__ __forceinline__ float alibiBias(float slope, float dist) {
-  return -slope * fabsf(dist);
-}
+/// \brief A key's distance from its query row, key - rowPos (both counted
+/// from the first key, queries aligned to the end of the keys), in float as
+/// `base + offset`: the prefill kernels keep `base` per tile and row and
+/// `offset` is a constant per score, so a distance costs no conversion (a
+/// conversion takes a special-function slot, as exp2 does) and ALiBi's bias
+/// of a tile's keys one FFMA each. Exact below 2^24.
+struct KeyDistance {
+  float base, offset;
+  __device__ __forceinline__ float value() const { return base + offset; }
+};
 
 /// \brief Bounds of an i32 value of a mask_mod over a tile: lo <= v <= hi
 /// for every (query, key) pair of the tile (the interval form the compiler
@@ -163,7 +163,8 @@ template <class Config> struct Variant {
   struct Row {
     float slope = 0.f;
     float sink = 0.f;
-    float invCap = 0.f; ///< 1 / softcap, so that no score divides
+    float invCap = 0.f;    ///< 1 / softcap, so that no score divides
+    float slopeLog2 = 0.f; ///< ALiBi's slope * log2(e)
     int request = 0;
     int qHead = 0;
     /// The score_mod's per-head values (an ALiBi slope read from an aux
@@ -179,8 +180,10 @@ template <class Config> struct Variant {
     if constexpr (Config::kScoreMod)
       r.scoreHead = Config::scoreModHead(request, qHead,
                                          qHead / Config::kGroupSize, p.aux);
-    if constexpr (Config::kAlibi)
+    if constexpr (Config::kAlibi) {
       r.slope = p.alibiSlopes[qHead];
+      r.slopeLog2 = r.slope * kLog2e;
+    }
     if constexpr (Config::kSinks)
       r.sink = p.sinks[qHead];
     if constexpr (Config::kSoftcap)
@@ -189,15 +192,18 @@ template <class Config> struct Variant {
   }
 
   /// \brief Score x = q.k of the query at position `rowPos` and key `key`
-  /// (`dist` = float(key - rowPos), exact below 2^24), scaled by `qkScale`,
-  /// soft-capped and ALiBi-biased, in log2 units. With
-  /// kFoldScale, kFoldedScores come back without their last factor (the
-  /// caller folds foldedScale into exp2's argument). Soft-cap c tanh(s / c)
-  /// takes the SFU's tanh, its argument one multiply by a per-row constant.
-  template <bool kFoldScale, class Params>
+  /// (`dist` apart), scaled by `qkScale`, soft-capped and ALiBi-biased, in
+  /// log2 units. With kFoldScale, kFoldedScores come back without their
+  /// last factor (the caller folds foldedScale into exp2's argument).
+  /// Soft-cap c tanh(s / c) takes the SFU's tanh, its argument one multiply
+  /// by a per-row constant. ALiBi without score_mod works in log2 units from
+  /// the start, so its bias -slope |dist| joins in one FFMA; kKeysBeforeRow
+  /// (every key at or before the row: a causal tile left of the diagonal)
+  /// drops the |.|, so a tile's biases are the row's part plus a constant.
+  template <bool kFoldScale, bool kKeysBeforeRow = false, class Params>
   __device__ static __forceinline__ float
-  score(float x, int key, int rowPos, float dist, float qkScale, const Row &row,
-        const Params &p) {
+  score(float x, int key, int rowPos, KeyDistance dist, float qkScale,
+        const Row &row, const Params &p) {
     if constexpr (kPlainScores) {
       if constexpr (kFoldScale)
         return x;
@@ -209,12 +215,23 @@ template <class Config> struct Variant {
         return t;
       else
         return t * (p.softcap * kLog2e);
+    } else if constexpr (!Config::kScoreMod) { // ALiBi (and soft-cap)
+      float bias;
+      if constexpr (kKeysBeforeRow)
+        bias = fmaf(row.slopeLog2, dist.offset, row.slopeLog2 * dist.base);
+      else
+        bias = -row.slopeLog2 * fabsf(dist.value());
+      if constexpr (Config::kSoftcap)
+        return fmaf(fastTanh(x * (qkScale * row.invCap)), p.softcap * kLog2e,
+                    bias);
+      else
+        return fmaf(x, qkScale * kLog2e, bias);
     } else {
       x *= qkScale;
       if constexpr (Config::kSoftcap)
         x = p.softcap * fastTanh(x * row.invCap);
-      if constexpr (Config::kAlibi)
-        x += alibiBias(row.slope, dist);
+      if constexpr (Config::kAlibi) // -slope |key - row|
+        x -= row.slope * fabsf(dist.value());
       if constexpr (Config::kScoreMod)
         x = Config::scoreMod(x, row.request, rowPos, key, row.qHead,
                              row.qHead / Config::kGroupSize, p.aux,
@@ -366,14 +383,16 @@ struct PrefillSoftmaxRow {
 };
 
 /// \brief Prefill score of the query at position `rowPos` and key `key`
-/// (`dist` = float(key - rowPos); Variant::score with the last factor
-/// folded); with kMask, -inf where Variant::visible says the key is hidden.
+/// (`dist` apart; Variant::score with the last factor folded); with kMask,
+/// -inf where Variant::visible says the key is hidden.
 template <class Config, bool kMask>
 __device__ __forceinline__ float
-prefillScore(float x, int key, int rowPos, float dist, int kvLen, float qkScale,
-             const typename Variant<Config>::Row &row, const PrefillParams &p) {
-  x = Variant<Config>::template score<true>(x, key, rowPos, dist, qkScale, row,
-                                            p);
+prefillScore(float x, int key, int rowPos, KeyDistance dist, int kvLen,
+             float qkScale, const typename Variant<Config>::Row &row,
+             const PrefillParams &p) {
+  // A causal tile that needs no mask lies left of every row's diagonal.
+  x = Variant<Config>::template score < true,
+  Config::kCausal && !kMask > (x, key, rowPos, dist, qkScale, row, p);
   if constexpr (kMask)
     x = Variant<Config>::visible(key, kvLen, rowPos, row, p) ? x : negInf();
   return x;
