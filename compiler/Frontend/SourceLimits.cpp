@@ -17,14 +17,26 @@ static bool isSSANameChar(char c) {
   return llvm::isAlnum(c) || c == '$' || c == '.' || c == '_' || c == '-';
 }
 
+/// The first offset from `at` that MLIR's lexer does not skip: whitespace,
+/// NUL characters and `//` comments.
+static size_t skipTrivia(llvm::StringRef text, size_t at) {
+  while (at < text.size()) {
+    if (llvm::isSpace(text[at]) || text[at] == '\0') {
+      ++at;
+    } else if (text.substr(at).starts_with("//")) {
+      while (at < text.size() && text[at] != '\n')
+        ++at;
+    } else {
+      break;
+    }
+  }
+  return at;
+}
+
 /// Whether the `%name` ending at `end` is defined there as an op's result:
 /// `%a = `, `%a:2 = `, or one of `%a, %b = `.
 static bool isResultDefinition(llvm::StringRef text, size_t end) {
   size_t at = end;
-  auto skipSpace = [&] {
-    while (at < text.size() && llvm::isSpace(text[at]))
-      ++at;
-  };
   while (true) {
     if (at < text.size() && text[at] == ':') { // `%a:2`
       size_t digits = at + 1;
@@ -34,15 +46,14 @@ static bool isResultDefinition(llvm::StringRef text, size_t end) {
         return false;
       at = digits;
     }
-    skipSpace();
+    at = skipTrivia(text, at);
     if (at >= text.size())
       return false;
     if (text[at] == '=')
       return at + 1 >= text.size() || text[at + 1] != '=';
     if (text[at] != ',')
       return false;
-    ++at;
-    skipSpace();
+    at = skipTrivia(text, at + 1);
     if (at >= text.size() || text[at] != '%')
       return false;
     ++at;
@@ -110,9 +121,7 @@ llvm::Error checkIRText(llvm::StringRef text, llvm::StringRef name,
       llvm::StringRef ssaName = text.slice(i + 1, end);
       // A definition: an op's result, or an argument (`%a: type` right
       // inside the parentheses of a signature or a block label).
-      size_t next = end;
-      while (next < text.size() && llvm::isSpace(text[next]))
-        ++next;
+      const size_t next = skipTrivia(text, end);
       const bool argument = !open.empty() && open.back() == '(' &&
                             next < text.size() && text[next] == ':' &&
                             (next + 1 >= text.size() || text[next + 1] != ':');
@@ -131,21 +140,27 @@ llvm::Error checkIRText(llvm::StringRef text, llvm::StringRef name,
             column));
       // `%name#N` names result N of an op; MLIR 19 sizes a table by N before
       // it checks N, so a large N allocates gigabytes, and N = 2^32-1 wraps
-      // to 0 and writes out of bounds (an upstream bug).
-      if (end + 1 < text.size() && text[end] == '#' &&
-          llvm::isDigit(text[end + 1])) {
-        size_t digits = end + 1;
+      // to 0 and writes out of bounds (an upstream bug). Its lexer lets
+      // whitespace, NULs and comments stand between the name and `#N`.
+      const size_t hash = skipTrivia(text, end);
+      if (hash + 1 < text.size() && text[hash] == '#' &&
+          llvm::isDigit(text[hash + 1])) {
+        size_t digits = hash + 1;
         uint64_t number = 0;
         for (; digits < text.size() && llvm::isDigit(text[digits]); ++digits)
           number = std::min<uint64_t>(number * 10 + (text[digits] - '0'),
                                       kMaxResultNumber + 1);
-        if (number > kMaxResultNumber)
+        if (number > kMaxResultNumber) {
+          unsigned atLine = line, atColumn = column;
+          for (size_t k = i; k <= hash; ++k)
+            text[k] == '\n' ? (++atLine, atColumn = 1) : ++atColumn;
           return llvm::createStringError(llvm::formatv(
               "{0}:{1}:{2}: refers to result {3} of an op; attn parses "
               "result numbers up to {4}",
-              name, line, column + (end - i) + 1,
-              text.substr(end + 1, std::min<size_t>(digits - end - 1, 24)),
+              name, atLine, atColumn,
+              text.substr(hash + 1, std::min<size_t>(digits - hash - 1, 24)),
               kMaxResultNumber));
+        }
       }
     }
     switch (c) {

@@ -1533,8 +1533,12 @@ TEST(FrontendModifiersTest, LargeResultNumberIsAnErrorBeforeParsing) {
                 "  %u = arith.addi " + use + ", %q_pos : i32\n");
     return text;
   };
-  for (const char *use :
-       {"%q_pos#4294967295", "%q_pos#64", "%k#1000000000000"}) {
+  // MLIR's lexer lets whitespace, NULs and comments stand before `#N`.
+  for (const std::string use :
+       {std::string("%q_pos#4294967295"), std::string("%q_pos#64"),
+        std::string("%k#1000000000000"), std::string("%q_pos #4294967295"),
+        std::string("%q_pos\0\0#4294967295", 19),
+        std::string("%q_pos // c\n#4294967295")}) {
     std::string error = scoreModError(withUse(use));
     EXPECT_NE(error.find("attn parses result numbers up to 63"),
               std::string::npos)
