@@ -3,6 +3,7 @@
 //   attn-bench decode [--json] [--quick]   decode GB/s vs. measured read BW
 //   (either with --sinks: every variant has attention sinks)
 //   attn-bench prefill [--json] [--quick]  ragged and paged prefill TFLOP/s
+//   attn-bench prefill --tp-chunks         chunked prefill, TP head counts
 //   attn-bench jit [--json]                compile, cache and launch overheads
 //   attn-bench mla [--json] [--quick]      MLA decode GB/s and TFLOP/s
 //
@@ -489,6 +490,10 @@ int runDecode(bool json, bool quick) {
 struct PrefillConfig {
   int batch, seq, numKVHeads, headDim;
   bool causal;
+  int numQHeads = 32;
+  /// Paged: cached keys before each request's `seq` new rows (a chunk of a
+  /// chunked prefill); the queries see them and their own.
+  int context = 0;
 };
 
 struct PrefillResult {
@@ -522,13 +527,16 @@ double relativeL2(const std::vector<uint16_t> &a,
 
 constexpr int kPrefillQHeads = 32;
 
-/// FLOPs of one prefill call: two GEMMs per (request, head), 2 * s * s * d
-/// each with d q/k's dims for Q K^T (head dim + --rope-dim) and v's for P V;
-/// causal skips half of each.
+/// FLOPs of one prefill call: two GEMMs per (request, head), 2 * d per
+/// (query, visible key) with d q/k's dims for Q K^T (head dim + --rope-dim)
+/// and v's for P V. A row sees the context and, causal, its chunk up to
+/// itself (counted as half the chunk), else the whole chunk.
 double prefillFlops(const PrefillConfig &cfg) {
-  double flops = 2.0 * cfg.batch * kPrefillQHeads * double(cfg.seq) * cfg.seq *
-                 (2 * cfg.headDim + benchRopeDim);
-  return cfg.causal ? flops / 2 : flops;
+  const double seq = cfg.seq;
+  const double pairs =
+      seq * cfg.context + (cfg.causal ? seq * seq / 2 : seq * seq);
+  return 2.0 * cfg.batch * cfg.numQHeads * pairs *
+         (2 * cfg.headDim + benchRopeDim);
 }
 
 /// A prefill schedule pinned with --prefill-schedule.
@@ -562,7 +570,7 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
       v.schedule->mma == PrefillMma::Wgmma)
     v.schedule.reset();
   v.qType = ScalarType::BF16;
-  v.numQHeads = kPrefillQHeads;
+  v.numQHeads = cfg.numQHeads;
   v.numKVHeads = cfg.numKVHeads;
   v.headDim = cfg.headDim;
   v.ropeDim = benchRopeDim;
@@ -581,7 +589,8 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   const ScalarType kvType =
       paged ? paged->kvType : in.raggedFP8.value_or(v.qType);
   const int pageSize = paged ? paged->pageSize : 1;
-  const int pagesPerRequest = (cfg.seq + pageSize - 1) / pageSize;
+  const int keys = cfg.seq + (paged ? cfg.context : 0); // per request
+  const int pagesPerRequest = (keys + pageSize - 1) / pageSize;
   const int64_t numPages = int64_t(cfg.batch) * pagesPerRequest;
   // Out and v have the head dim, q and k rope_dim more.
   const size_t qkDim = size_t(v.headDim + v.ropeDim);
@@ -610,7 +619,7 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
     fillRandom(copy.v, kvType, arch, stream);
     data.push_back(std::move(copy));
   }
-  std::vector<int32_t> cu(cfg.batch + 1), seqLens(cfg.batch, cfg.seq);
+  std::vector<int32_t> cu(cfg.batch + 1), seqLens(cfg.batch, keys);
   for (int b = 0; b <= cfg.batch; ++b)
     cu[b] = b * cfg.seq;
   // Page tables over all pages in a fixed random order.
@@ -707,6 +716,46 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
     BENCH_CHECK(data[0].out.copyToHost(result.out.data(), outBytes));
   }
   return result;
+}
+
+/// attn-bench prefill --tp-chunks: chunked prefill as tensor-parallel
+/// serving runs it (TP8 of a 64/8 model: 8 q heads over 1 KV head), a chunk
+/// of new tokens over a long paged bf16 cache (page 16), causal, d128.
+int runPrefillChunks(bool json) {
+  BENCH_CHECK(initCuda());
+  Arch arch = unwrap(currentDeviceArch());
+  Stream stream = unwrap(Stream::create());
+  const PagedKVFormat paged{ScalarType::BF16, benchPageSize, benchLayout,
+                            false};
+  if (json)
+    llvm::outs() << "{\"arch\": \"" << toString(arch)
+                 << "\", \"prefill_chunks\": [\n";
+  else
+    llvm::outs() << llvm::formatv(
+        "{0}: chunked prefill, 8/1 heads, d128, causal, paged bf16 page {1}\n"
+        "{2,-6} {3,-8} {4,10} {5,9}  kernel\n",
+        toString(arch), benchPageSize, "chunk", "context", "time_ms",
+        "TFLOP/s");
+  bool first = true;
+  for (int chunk : {256, 1024})
+    for (int context : {8192, 32768, 131072}) {
+      PrefillConfig cfg{1, chunk, 1, 128, true, 8, context};
+      PrefillResult r = benchPrefill(cfg, arch, stream.get(), {paged});
+      if (json) {
+        llvm::outs() << llvm::formatv(
+            "{0}  {{\"chunk\": {1}, \"context\": {2}, \"q_heads\": 8, "
+            "\"kv_heads\": 1, \"head_dim\": 128, \"time_ms\": {3:F4}, "
+            "\"tflops\": {4:F2}, \"kernel\": \"{5}\"}",
+            first ? "" : ",\n", chunk, context, r.ms, r.tflops, r.kernel);
+        first = false;
+      } else {
+        llvm::outs() << llvm::formatv("{0,-6} {1,-8} {2,10:F4} {3,9:F1}  {4}\n",
+                                      chunk, context, r.ms, r.tflops, r.kernel);
+      }
+    }
+  if (json)
+    llvm::outs() << "\n]}\n";
+  return 0;
 }
 
 int runPrefill(bool json, bool quick) {
@@ -1544,6 +1593,9 @@ int main(int argc, char **argv) {
            "         [--prefill-schedule W,M,N,S[,sync|wgmma[,pack_gqa]]]\n"
            "         [--ragged-only] [--no-e4m3] [--head-dim N]\n"
            "         [--rope-dim N]   q/k of head dim + N (MLA's prefill)\n"
+           "       attn-bench prefill --tp-chunks [--json]   chunks of 256 "
+           "and\n"
+           "         1024 tokens over 8k-128k cached keys, 8/1 heads (TP)\n"
            "       attn-bench decode|prefill ... [--define NAME[=VALUE]]...\n"
            "         template experiments\n"
            "       attn-bench jit [--json]\n"
@@ -1655,6 +1707,8 @@ int main(int argc, char **argv) {
     llvm::errs() << "attn-bench: --rope-dim takes a number of dims\n";
     return 1;
   }
+  if (args[0] == "prefill" && has("--tp-chunks"))
+    return runPrefillChunks(has("--json"));
   if (args[0] == "prefill")
     return runPrefill(has("--json"), has("--quick"));
   if (args[0] == "jit")
