@@ -354,6 +354,101 @@ TEST_F(CApiGpu, RaggedPrefill) {
   attn_prefill_destroy(prefill);
 }
 
+TEST_F(CApiGpu, MlaDecodeOneTensorAndTwo) {
+  // DeepSeek's MLA at TP8: 16 heads, a 512 latent and a 64 RoPE key per
+  // token, pages of 16; the cache as one [pages, 16, 576] tensor (vLLM's)
+  // and as ckv + kpe views of it with their strides (FlashInfer's form).
+  constexpr int kHeads = 16, kRank = 512, kRope = 64, kRow = kRank + kRope;
+  constexpr int kMlaPage = 16, kPages = 30;
+  attn_mla_decode_variant v;
+  attn_mla_decode_variant_init(&v);
+  v.num_q_heads = kHeads;
+  v.page_size = kMlaPage;
+  v.write_lse = 1;
+  attn_mla_decode *mla = nullptr;
+  ASSERT_ATTN(attn_mla_decode_create(context, &v, 4, &mla));
+  const std::vector<int32_t> lens = {1, 50, 300};
+  const int batch = int(lens.size()), tableWidth = 20;
+  // Request b's pages: a shuffled walk over the cache, distinct within a
+  // request.
+  std::vector<int32_t> tables(size_t(batch) * tableWidth);
+  for (size_t i = 0; i < tables.size(); ++i)
+    tables[i] = int32_t((i * 7 + 3) % kPages);
+  auto cache = randomBf16(size_t(kPages) * kMlaPage * kRow, 6);
+  auto qNope = randomBf16(size_t(batch) * kHeads * kRank, 7);
+  auto qRope = randomBf16(size_t(batch) * kHeads * kRope, 8);
+  Device<uint16_t> dCache(cache), dNope(qNope), dRope(qRope),
+      dOut(qNope.size());
+  Device<float> dLse(size_t(batch) * kHeads);
+  Device<int32_t> dTables(tables);
+  ASSERT_ATTN(attn_mla_decode_plan(mla, lens.data(), batch, 0, nullptr));
+  for (bool twoTensors : {false, true}) {
+    attn_mla_decode_args args;
+    ATTN_INIT(&args);
+    args.q_nope = dNope.get();
+    args.q_rope = dRope.get();
+    args.out = dOut.get();
+    args.lse = dLse.get();
+    args.ckv = dCache.get();
+    args.num_pages = kPages;
+    args.page_tables = dTables.get();
+    args.page_table_stride = tableWidth;
+    if (twoTensors) {
+      args.ckv_page_stride = args.kpe_page_stride = int64_t(kMlaPage) * kRow;
+      args.ckv_token_stride = args.kpe_token_stride = kRow;
+      args.kpe = dCache.get() + kRank;
+    }
+    ASSERT_ATTN(attn_mla_decode_run(mla, &args, nullptr));
+    auto out = dOut.read();
+    auto lse = dLse.read();
+    double worst = 0, worstLse = 0;
+    const double scale = 1.0 / std::sqrt(double(kRow));
+    for (int b = 0; b < batch; ++b)
+      for (int h = 0; h < kHeads; ++h) {
+        const size_t qRow = size_t(b) * kHeads + h;
+        std::vector<double> s(lens[b]), o(kRank, 0.0);
+        double m = -INFINITY, sum = 0;
+        for (int t = 0; t < lens[b]; ++t) {
+          const uint16_t *row =
+              cache.data() +
+              (size_t(tables[size_t(b) * tableWidth + t / kMlaPage]) *
+                   kMlaPage +
+               t % kMlaPage) *
+                  kRow;
+          double dot = 0;
+          for (int d = 0; d < kRank; ++d)
+            dot += fromBf16(qNope[qRow * kRank + d]) * fromBf16(row[d]);
+          for (int d = 0; d < kRope; ++d)
+            dot += fromBf16(qRope[qRow * kRope + d]) * fromBf16(row[kRank + d]);
+          s[t] = dot * scale;
+          m = std::max(m, s[t]);
+        }
+        for (int t = 0; t < lens[b]; ++t) {
+          const uint16_t *row =
+              cache.data() +
+              (size_t(tables[size_t(b) * tableWidth + t / kMlaPage]) *
+                   kMlaPage +
+               t % kMlaPage) *
+                  kRow;
+          const double p = std::exp(s[t] - m);
+          sum += p;
+          for (int d = 0; d < kRank; ++d)
+            o[d] += p * fromBf16(row[d]);
+        }
+        for (int d = 0; d < kRank; ++d) {
+          const double e =
+              std::fabs(fromBf16(out[qRow * kRank + d]) - o[d] / sum);
+          worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+        }
+        const double e = std::fabs(lse[qRow] - (m + std::log(sum)));
+        worstLse = std::isnan(e) ? INFINITY : std::max(worstLse, e);
+      }
+    EXPECT_LT(worst, kTolerance) << (twoTensors ? "ckv + kpe" : "one tensor");
+    EXPECT_LT(worstLse, 2e-3) << (twoTensors ? "ckv + kpe" : "one tensor");
+  }
+  attn_mla_decode_destroy(mla);
+}
+
 TEST_F(CApiGpu, PagedPrefillAndMixedBatch) {
   Cache cache(24);
   // Two prefills (a chunk over a cached prefix, a fresh prompt), then two
