@@ -241,6 +241,18 @@ private:
                                        infix, name(op->getOperand(1)))
                       .str();
                 })
+            .Case([&](arith::DivFOp) -> std::string {
+              // fastmath<arcp> (or fast) allows a / b as a * (1 / b): one
+              // multiply where b is a constant (region_ops.h).
+              arith::FastMathFlags flags =
+                  cast<arith::ArithFastMathInterface>(op)
+                      .getFastMathFlagsAttr()
+                      .getValue();
+              return call(
+                  arith::bitEnumContainsAll(flags, arith::FastMathFlags::arcp)
+                      ? "divfArcp"
+                      : "divf");
+            })
             .Case([&](arith::SelectOp) {
               return llvm::formatv("({0} ? {1} : {2})", name(op->getOperand(0)),
                                    name(op->getOperand(1)),

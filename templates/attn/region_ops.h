@@ -354,6 +354,14 @@ ATTN_REGION_FN float sqrt(float a) { return __fsqrt_rn(a); }
 ATTN_REGION_FN double sqrt(double a) { return __dsqrt_rn(a); }
 ATTN_REGION_FN float rsqrt(float a) { return rsqrtf(a); }
 ATTN_REGION_FN double rsqrt(double a) { return ::rsqrt(a); }
+// arith.divf with fastmath<arcp> (or fast): a times the reciprocal of b,
+// which is exact division's 1 / b and folds away for a constant b.
+ATTN_REGION_FN float divfArcp(float a, float b) {
+  return __fmul_rn(a, 1.0f / b);
+}
+ATTN_REGION_FN double divfArcp(double a, double b) {
+  return __dmul_rn(a, 1.0 / b);
+}
 #else
 // Host builds of this header (the tests) compile with -ffp-contract=off.
 ATTN_REGION_FN float addf(float a, float b) { return a + b; }
@@ -368,6 +376,8 @@ ATTN_REGION_FN float sqrt(float a) { return ::sqrtf(a); }
 ATTN_REGION_FN double sqrt(double a) { return ::sqrt(a); }
 ATTN_REGION_FN float rsqrt(float a) { return 1.0f / ::sqrtf(a); }
 ATTN_REGION_FN double rsqrt(double a) { return 1.0 / ::sqrt(a); }
+ATTN_REGION_FN float divfArcp(float a, float b) { return a * (1.0f / b); }
+ATTN_REGION_FN double divfArcp(double a, double b) { return a * (1.0 / b); }
 #endif
 
 template <class F> ATTN_REGION_FN F negf(F a) { return -a; }

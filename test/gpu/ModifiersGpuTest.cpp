@@ -52,6 +52,10 @@ std::vector<std::pair<std::string, MakeModifiers>> modifierKinds() {
        [](std::mt19937 &, const std::vector<int> &) {
          return check::softcapRegion(1.5);
        }},
+      {"softcap_region_arcp",
+       [](std::mt19937 &, const std::vector<int> &) {
+         return check::softcapRegion(1.5, true);
+       }},
       {"chunked_local",
        [](std::mt19937 &, const std::vector<int> &) {
          return check::chunkedLocal(256);

@@ -50,15 +50,17 @@ struct TestModifiers {
   bool replacesCausal = false;
 };
 
-/// Soft-cap written as a score_mod: cap * tanh(score / cap).
-inline TestModifiers softcapRegion(double cap) {
+/// Soft-cap written as a score_mod: cap * tanh(score / cap); with
+/// `reciprocal`, the division allows it (fastmath<arcp>: score * (1 / cap)).
+inline TestModifiers softcapRegion(double cap, bool reciprocal = false) {
   TestModifiers m;
-  m.name = "softcap_region";
+  m.name = reciprocal ? "softcap_region_arcp" : "softcap_region";
   m.scoreMod = R"({
 ^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
   %cap = arith.constant )" +
                std::to_string(cap) + R"( : f32
-  %x = arith.divf %score, %cap : f32
+  %x = arith.divf %score, %cap)" +
+               (reciprocal ? " fastmath<arcp>" : "") + R"( : f32
   %t = math.tanh %x : f32
   %y = arith.mulf %t, %cap : f32
   attn.yield %y : f32

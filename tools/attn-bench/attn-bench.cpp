@@ -904,6 +904,17 @@ constexpr const char *kSoftcapRegion = R"({
   attn.yield %y : f32
 })";
 
+/// The same with the division allowed as a multiply by 1 / 30
+/// (fastmath<arcp>).
+constexpr const char *kSoftcapRegionArcp = R"({
+^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32):
+  %cap = arith.constant 30.0 : f32
+  %x = arith.divf %score, %cap fastmath<arcp> : f32
+  %t = math.tanh %x : f32
+  %y = arith.mulf %t, %cap : f32
+  attn.yield %y : f32
+})";
+
 /// ALiBi as a score_mod over aux table 0, the per-head slopes.
 constexpr const char *kAlibiRegion = R"({
 ^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32, %slopes: tensor<32xf32>):
@@ -952,6 +963,8 @@ int runModifiers(bool json) {
       {"softcap", [](AttentionKnobs &k) { k.softcap = 30.f; }},
       {"softcap_region",
        [](AttentionKnobs &k) { k.scoreMod = kSoftcapRegion; }},
+      {"softcap_region_arcp",
+       [](AttentionKnobs &k) { k.scoreMod = kSoftcapRegionArcp; }},
       {"alibi", [](AttentionKnobs &k) { k.alibi = true; }},
       {"alibi_region", [](AttentionKnobs &k) { k.scoreMod = kAlibiRegion; }},
       {"chunked_local_region",
