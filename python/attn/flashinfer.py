@@ -748,6 +748,24 @@ class _Wrapper:
     def end_forward(self):
         """Accepted for compatibility (nothing to release)."""
 
+    def _plan_device(self, stream, *arrays):
+        """A plan's device (the wrapper's, else the first array's) and
+        stream; plan() is refused during graph capture."""
+        device = self._resolve_device(*arrays)
+        s = _runtime.stream_handle(stream, device)
+        if _runtime.capturing():
+            raise RuntimeError("attn: plan() during CUDA graph capture; plan before capturing "
+                               "(a captured run() stays valid for later plans)")
+        return device, s
+
+    def _start_page_tables(self, device):
+        """The wrapper's page tables (made on the first plan), about to be
+        rewritten (_start_tables)."""
+        if self._tables is None:
+            self._tables = _PageTables(device, self._fixed_batch, self._fixed_stride,
+                                       self._what + ".plan()")
+        self._start_tables([self._tables])
+
     def _resolve_device(self, *arrays):
         if self._device >= 0:
             return self._device
@@ -970,15 +988,8 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         variant = DecodeVariant(knobs=knobs, q_type=q_type, kv_type=kv_type, num_q_heads=hq,
                                 num_kv_heads=hkv, head_dim=d, page_size=page_size,
                                 layout=self._kv_layout, query_len=q_len)
-        device = self._resolve_device(indptr, indices, last_page_len, block_tables)
-        s = _runtime.stream_handle(stream, device)
-        if _runtime.capturing():
-            raise RuntimeError("attn: plan() during CUDA graph capture; plan before capturing "
-                               "(a captured run() stays valid for later plans)")
-        if self._tables is None:
-            self._tables = _PageTables(device, self._fixed_batch, self._fixed_stride,
-                                       self._what + ".plan()")
-        self._start_tables([self._tables])
+        device, s = self._plan_device(stream, indptr, indices, last_page_len, block_tables)
+        self._start_page_tables(device)
         if block_tables is not None:
             lens, pt_ptr, stride = self._direct_tables(block_tables, seq_lens, indptr,
                                                        last_page_len, page_size, s)
@@ -1281,10 +1292,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
                                  head_dim=dv, rope_dim=d - dv, paged=False,
                                  kv_type=kv_type if kv_type != q_type else None,
                                  layout=self._kv_layout)
-        device = self._resolve_device(qo_indptr, kv_indptr)
-        s = _runtime.stream_handle(stream, device)
-        if _runtime.capturing():
-            raise RuntimeError("attn: plan() during CUDA graph capture; plan before capturing")
+        device, s = self._plan_device(stream, qo_indptr, kv_indptr)
         self._gen += 1
         self._plan = _Plan(gen=self._gen, batch=len(cu_q) - 1, cu_q=cu_q, seq_lens=cu_kv,
                            variant=variant, for_graph=self._use_cuda_graph,
@@ -1418,14 +1426,8 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
                        score_mod, mask_mod)
         cu_q = self._cu_q(qo_indptr)
-        device = self._resolve_device(qo_indptr, paged_kv_indptr, paged_kv_indices)
-        s = _runtime.stream_handle(stream, device)
-        if _runtime.capturing():
-            raise RuntimeError("attn: plan() during CUDA graph capture; plan before capturing")
-        if self._tables is None:
-            self._tables = _PageTables(device, self._fixed_batch, self._fixed_stride,
-                                       self._what + ".plan()")
-        self._start_tables([self._tables])
+        device, s = self._plan_device(stream, qo_indptr, paged_kv_indptr, paged_kv_indices)
+        self._start_page_tables(device)
         if block_tables is not None:
             lens, pt_ptr, stride = _direct_tables(self, block_tables, _direct_lens(
                 seq_lens, paged_kv_indptr, paged_kv_last_page_len, page_size,
@@ -1574,10 +1576,7 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
         hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim)
         page_size = _int(page_size, "page_size")
         q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type)
-        device = self._resolve_device(*qo_indptr_arr)
-        s = _runtime.stream_handle(stream, device)
-        if _runtime.capturing():
-            raise RuntimeError("attn: plan() during CUDA graph capture; plan before capturing")
+        device, s = self._plan_device(stream, *qo_indptr_arr)
         last_q = _runtime.host_ints(qo_indptr_arr[-1], "qo_indptr_arr[%d]" % (n - 1))
         batch = len(last_q) - 1
         if batch < 1:
@@ -1814,15 +1813,8 @@ class BatchMLAPagedAttentionWrapper(_Wrapper):
                                    kv_lora_rank=rank, rope_dim=rope, page_size=page_size,
                                    query_len=q_len, causal=causal and q_len > 1,
                                    scale=float(sm_scale))
-        device = self._resolve_device(kv_indices, kv_len_arr, qo_indptr, kv_indptr)
-        s = _runtime.stream_handle(stream, device)
-        if _runtime.capturing():
-            raise RuntimeError("attn: plan() during CUDA graph capture; plan before capturing "
-                               "(a captured run() stays valid for later plans)")
-        if self._tables is None:
-            self._tables = _PageTables(device, self._fixed_batch, self._fixed_stride,
-                                       self._what + ".plan()")
-        self._start_tables([self._tables])
+        device, s = self._plan_device(stream, kv_indices, kv_len_arr, qo_indptr, kv_indptr)
+        self._start_page_tables(device)
         seq_lens = self._tables.fill_csr(kp, kv_indices, last, page_size, s,
                                          names=("kv_indptr", "kv_indices", "kv_len_arr"))
         self._gen += 1

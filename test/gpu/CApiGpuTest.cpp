@@ -403,18 +403,18 @@ TEST_F(CApiGpu, MlaDecodeOneTensorAndTwo) {
     auto lse = dLse.read();
     double worst = 0, worstLse = 0;
     const double scale = 1.0 / std::sqrt(double(kRow));
+    // Request b's token t in the cache, through its page table.
+    auto cacheRow = [&](int b, int t) {
+      const int32_t page = tables[size_t(b) * tableWidth + t / kMlaPage];
+      return cache.data() + (size_t(page) * kMlaPage + t % kMlaPage) * kRow;
+    };
     for (int b = 0; b < batch; ++b)
       for (int h = 0; h < kHeads; ++h) {
         const size_t qRow = size_t(b) * kHeads + h;
         std::vector<double> s(lens[b]), o(kRank, 0.0);
         double m = -INFINITY, sum = 0;
         for (int t = 0; t < lens[b]; ++t) {
-          const uint16_t *row =
-              cache.data() +
-              (size_t(tables[size_t(b) * tableWidth + t / kMlaPage]) *
-                   kMlaPage +
-               t % kMlaPage) *
-                  kRow;
+          const uint16_t *row = cacheRow(b, t);
           double dot = 0;
           for (int d = 0; d < kRank; ++d)
             dot += fromBf16(qNope[qRow * kRank + d]) * fromBf16(row[d]);
@@ -424,12 +424,7 @@ TEST_F(CApiGpu, MlaDecodeOneTensorAndTwo) {
           m = std::max(m, s[t]);
         }
         for (int t = 0; t < lens[b]; ++t) {
-          const uint16_t *row =
-              cache.data() +
-              (size_t(tables[size_t(b) * tableWidth + t / kMlaPage]) *
-                   kMlaPage +
-               t % kMlaPage) *
-                  kRow;
+          const uint16_t *row = cacheRow(b, t);
           const double p = std::exp(s[t] - m);
           sum += p;
           for (int d = 0; d < kRank; ++d)
