@@ -4,6 +4,7 @@
 #include "codegen/EmitCuda.h"
 #include "runtime/kernels/CacheChecks.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -22,13 +23,38 @@ llvm::Error argError(const llvm::Twine &message) {
 
 size_t alignUp(size_t x) { return (x + 255) / 256 * 256; }
 
-/// Keys a tile's rows can see, for ordering tiles heaviest first.
+/// The keys [begin, end) a tile's rows can see: the causal diagonal's and
+/// (with `windowLeft`) the window's bounds, begin rounded down to a key
+/// tile as the kernels round it.
+std::pair<int, int> visibleKeys(const PrefillWorkItem &w,
+                                const KernelSpec &spec,
+                                std::optional<int> windowLeft) {
+  const int firstPos = w.kvLen - w.qLen + w.tileBegin;
+  int end = w.kvLen, begin = 0;
+  if (spec.causal) {
+    int lastPos =
+        firstPos + std::min(w.qLen - w.tileBegin, spec.prefillTileTokens()) - 1;
+    end = std::clamp(lastPos + 1, 0, w.kvLen);
+  }
+  if (windowLeft) {
+    const int blockN = spec.prefillSchedule.blockN;
+    begin = std::max(0, firstPos - *windowLeft) / blockN * blockN;
+  }
+  return {std::min(begin, end), end};
+}
+
+/// Keys an item reads, for ordering items heaviest first.
 int64_t tileWork(const PrefillWorkItem &w, const KernelSpec &spec) {
-  if (!spec.causal)
-    return w.kvLen;
-  int lastPos = w.kvLen - w.qLen +
-                std::min(w.qLen, w.tileBegin + spec.prefillTileTokens()) - 1;
-  return std::clamp(lastPos + 1, 0, w.kvLen);
+  auto [begin, end] = visibleKeys(w, spec, std::nullopt);
+  return std::max(0, std::min(end, w.keyEnd) - std::max(begin, w.keyBegin));
+}
+
+void sortHeaviestFirst(std::vector<PrefillWorkItem> &items,
+                       const KernelSpec &spec) {
+  std::stable_sort(items.begin(), items.end(),
+                   [&](const PrefillWorkItem &a, const PrefillWorkItem &b) {
+                     return tileWork(a, spec) > tileWork(b, spec);
+                   });
 }
 
 /// Checks that `offsets` are batch + 1 non-decreasing offsets from 0.
@@ -60,11 +86,10 @@ std::vector<PrefillWorkItem> tilesOf(llvm::ArrayRef<PrefillPiece> pieces,
   for (const PrefillPiece &piece : pieces)
     for (int begin = 0; begin < piece.qLen; begin += tileTokens)
       items.push_back({piece.qStart, piece.qLen, piece.kvStart, piece.kvLen,
-                       begin, piece.request, piece.outStart});
-  std::stable_sort(items.begin(), items.end(),
-                   [&](const PrefillWorkItem &a, const PrefillWorkItem &b) {
-                     return tileWork(a, spec) > tileWork(b, spec);
-                   });
+                       begin, piece.request, piece.outStart,
+                       /*keyBegin=*/0, /*keyEnd=*/piece.kvLen, /*split=*/-1,
+                       /*firstSplit=*/0, /*numSplits=*/1});
+  sortHeaviestFirst(items, spec);
   return items;
 }
 
@@ -83,6 +108,72 @@ std::vector<PrefillWorkItem> tilesOf(llvm::ArrayRef<int32_t> cuQ,
 }
 
 } // namespace
+
+std::vector<PrefillWorkItem>
+splitPrefillKeys(std::vector<PrefillWorkItem> items, const KernelSpec &spec,
+                 std::optional<int> windowLeft, int residentCTAs, int slots) {
+  const int64_t heads = spec.numQHeads;
+  if (slots < 2 || int64_t(items.size()) * heads >= residentCTAs)
+    return items;
+  const int blockN = spec.prefillSchedule.blockN;
+  constexpr int kMinSplitKeys = 512; // below, the merge costs what it saves
+  std::vector<int> keyTiles;         // per item: key tiles its rows can see
+  int64_t total = 0;
+  for (const PrefillWorkItem &w : items) {
+    auto [begin, end] = visibleKeys(w, spec, windowLeft);
+    keyTiles.push_back((end - begin + blockN - 1) / blockN);
+    total += keyTiles.back();
+  }
+  // Each tile's share of `budget` items, by its keys (rounded down, so the
+  // pairs do not spill into a second wave), none under minTiles key tiles.
+  const int64_t minTiles = std::max(2, (kMinSplitKeys + blockN - 1) / blockN);
+  auto splitsOf = [&](int64_t tiles, int64_t budget) {
+    if (total == 0)
+      return int64_t(1);
+    return std::max<int64_t>(
+        1, std::min(budget * tiles / total, tiles / minTiles));
+  };
+  auto splitItems = [&](int64_t budget) {
+    int64_t n = 0;
+    for (int t : keyTiles)
+      if (splitsOf(t, budget) > 1)
+        n += splitsOf(t, budget);
+    return n;
+  };
+  int64_t budget = residentCTAs / heads;
+  while (budget > 1 && splitItems(budget) > slots)
+    budget = budget * 3 / 4;
+  if (splitItems(budget) == 0)
+    return items;
+
+  std::vector<PrefillWorkItem> out;
+  int32_t nextSlot = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const PrefillWorkItem &w = items[i];
+    const int t = keyTiles[i];
+    const int n = int(splitsOf(t, budget));
+    if (n <= 1) {
+      out.push_back(w);
+      continue;
+    }
+    const int begin = visibleKeys(w, spec, windowLeft).first;
+    for (int j = 0; j < n; ++j) {
+      PrefillWorkItem piece = w;
+      // Split 0 starts at key 0 (it adds a sink, if any; the window
+      // narrows it in the kernel); the last ends at the piece's end.
+      piece.keyBegin = j == 0 ? 0 : begin + int(int64_t(j) * t / n) * blockN;
+      piece.keyEnd =
+          j + 1 == n ? w.kvLen : begin + int(int64_t(j + 1) * t / n) * blockN;
+      piece.split = nextSlot + j;
+      piece.firstSplit = nextSlot;
+      piece.numSplits = n;
+      out.push_back(piece);
+    }
+    nextSlot += n;
+  }
+  sortHeaviestFirst(out, spec);
+  return out;
+}
 
 llvm::Expected<std::vector<PrefillWorkItem>>
 partitionPrefill(llvm::ArrayRef<int32_t> cuQ, llvm::ArrayRef<int32_t> cuKV,
@@ -130,11 +221,18 @@ PrefillKernel::create(const KernelSpec &spec, const PrefillVariant &variant,
   if (llvm::Error error = kernel.bind(spec, std::move(library)))
     return std::move(error);
   kernel.prefillVariant = variant;
+  if (spec.prefillSchedule.mma == PrefillMma::Wgmma) {
+    auto where = kernel.residency();
+    if (!where)
+      return where.takeError();
+    kernel.residentCTAs = where->numSMs * where->ctasPerSM;
+  }
   return std::move(kernel);
 }
 
 llvm::Expected<PrefillWorkspace>
-PrefillKernel::createWorkspace(int maxBatch, int64_t maxQTokens) const {
+PrefillKernel::createWorkspace(int maxBatch, int64_t maxQTokens,
+                               bool splitKV) const {
   if (maxBatch < 1 || maxQTokens < 1)
     return llvm::createStringError(llvm::formatv(
         "prefill workspace: maxBatch ({0}) and maxQTokens ({1}) must be >= 1",
@@ -145,7 +243,27 @@ PrefillKernel::createWorkspace(int maxBatch, int64_t maxQTokens) const {
   if (tiles > INT32_MAX)
     return llvm::createStringError("prefill workspace: too many query tiles");
   ws.tileCapacity = int(tiles);
-  size_t bytes = alignUp(sizeof(int32_t)) + tiles * sizeof(PrefillWorkItem);
+  const KernelSpec &s = kernelSpec;
+  if (splitKV && residentCTAs > 0) {
+    // Splits fill the device about once: residentCTAs / heads items, twice
+    // that as a margin for uneven tiles (splitPrefillKeys stays within).
+    ws.splitCapacity = std::max(2, 2 * residentCTAs / s.numQHeads);
+    const size_t slotRows =
+        size_t(ws.splitCapacity) * s.prefillTileTokens() * s.numQHeads;
+    ws.partialLseOffset = alignUp(slotRows * s.headDim * sizeof(float));
+    ws.countersOffset = ws.partialLseOffset + alignUp(slotRows * sizeof(float));
+    const size_t counterBytes = size_t(ws.splitCapacity) * s.numQHeads *
+                                s.prefillTileTokens() / 64 * sizeof(int32_t);
+    auto splits = DeviceBuffer::allocate(ws.countersOffset + counterBytes);
+    if (!splits)
+      return splits.takeError();
+    // The merge counters start at zero; the kernel leaves them at zero.
+    ATTN_CU_CHECK(
+        cuMemsetD8(splits->get() + ws.countersOffset, 0, counterBytes));
+    ws.splits = std::move(*splits);
+  }
+  size_t bytes = alignUp(sizeof(int32_t)) +
+                 size_t(ws.maxTiles()) * sizeof(PrefillWorkItem);
   auto buffer = StagedBuffer::allocate(bytes, bytes);
   if (!buffer)
     return buffer.takeError();
@@ -168,11 +286,16 @@ PrefillKernel::upload(llvm::Expected<std::vector<PrefillWorkItem>> partition,
   PageIdError *pageIdError = ws.pageIdError.ptr<PageIdError>();
   if (llvm::Error error = takePageIdError(pageIdError, "paged prefill"))
     return std::move(error);
-  const std::vector<PrefillWorkItem> &items = *partition;
-  if (int64_t(items.size()) > ws.maxTiles())
+  std::vector<PrefillWorkItem> items = std::move(*partition);
+  if (int64_t(items.size()) > ws.tileCapacity)
     return llvm::createStringError(llvm::formatv(
         "prefill plan: {0} query tiles exceed the workspace's {1}",
-        items.size(), ws.maxTiles()));
+        items.size(), ws.tileCapacity));
+  // At most maxSplits() split items replace whole tiles: within maxTiles().
+  if (ws.maxSplits() > 0)
+    items = splitPrefillKeys(std::move(items), kernelSpec,
+                             prefillVariant.windowLeft, residentCTAs,
+                             ws.maxSplits());
   auto host = ws.buffer.beginWrite();
   if (!host)
     return host.takeError();
@@ -190,7 +313,16 @@ PrefillKernel::upload(llvm::Expected<std::vector<PrefillWorkItem>> partition,
   plan.workItems = reinterpret_cast<const PrefillWorkItem *>(
       ws.buffer.device().ptr<char>() + alignUp(sizeof(int32_t)));
   plan.pageIdError = pageIdError;
+  if (ws.maxSplits() > 0) {
+    plan.partialOut = ws.splits.ptr<float>();
+    plan.partialLse =
+        reinterpret_cast<float *>(ws.splits.get() + ws.partialLseOffset);
+    plan.mergeCounters =
+        reinterpret_cast<int32_t *>(ws.splits.get() + ws.countersOffset);
+  }
   plan.gridX = forGraph ? ws.maxTiles() : count;
+  plan.splitItems = int(llvm::count_if(
+      items, [](const PrefillWorkItem &w) { return w.split >= 0; }));
   return plan;
 }
 
@@ -377,6 +509,9 @@ PrefillParams PrefillKernel::baseParams(const PrefillPlan &plan) const {
   PrefillParams p{};
   p.workItems = plan.workItems;
   p.numWorkItems = plan.numWorkItems;
+  p.partialOut = plan.partialOut;
+  p.partialLse = plan.partialLse;
+  p.mergeCounters = plan.mergeCounters;
   // Scores are q.k over head_dim + rope_dim dims.
   p.smScale = prefillVariant.scale
                   ? *prefillVariant.scale

@@ -146,6 +146,15 @@ struct PrefillWorkItem {
   /// read the same query rows and write apart (cascade attention's key
   /// chunks of a shared prefix).
   int32_t outStart;
+  /// Split-KV (sm_90a only): the item reads keys [keyBegin, keyEnd) of
+  /// the piece, which are (0, kvLen) for a whole tile; boundaries are
+  /// multiples of the key tile. A split item (split >= 0) writes its
+  /// normalized f32 O and LSE to slot `split` of partialOut / partialLse;
+  /// whichever of the tile's numSplits items finishes last merges slots
+  /// [firstSplit, firstSplit + numSplits) into out / lse.
+  int32_t keyBegin, keyEnd;
+  int32_t split; ///< -1: a whole tile, written straight to out
+  int32_t firstSplit, numSplits;
 };
 
 /// Ragged and paged prefill (templates/attn/prefill.cuh). Ragged kernels
@@ -163,17 +172,24 @@ struct PrefillParams {
 #include "attn/variant_knobs.h"
   const PrefillWorkItem *workItems; ///< from the plan
   const int32_t *numWorkItems;      ///< device count; grid.x may be larger
-  const int32_t *pageTables;        ///< paged: [batch, pageTableStride]
-  PageIdError *pageIdError;         ///< paged: never null
-  const float *kScale;              ///< paged FP8: [1] or [num_kv_heads]
-  const float *vScale;              ///< paged FP8: [1] or [num_kv_heads]
-  int64_t qStrideToken;             ///< elements between tokens of q
-  int64_t kStrideToken;             ///< ragged: ... of k
-  int64_t vStrideToken;             ///< ragged: ... of v
-  int64_t outStrideToken;           ///< ... of out
-  int64_t pageStride;               ///< paged: elements between pages of k / v
-  int32_t pageTableStride;          ///< paged
-  uint32_t lastPage;                ///< paged: as in DecodeParams
+  /// Split-KV: [slots, blockM, num_q_heads, head_dim] f32 and [slots,
+  /// blockM, num_q_heads] (log2 units); mergeCounters [slots, num_q_heads,
+  /// consumer warpgroups], zero between launches (the merger resets its
+  /// counter). Null when the plan splits nothing.
+  float *partialOut;
+  float *partialLse;
+  int32_t *mergeCounters;
+  const int32_t *pageTables; ///< paged: [batch, pageTableStride]
+  PageIdError *pageIdError;  ///< paged: never null
+  const float *kScale;       ///< paged FP8: [1] or [num_kv_heads]
+  const float *vScale;       ///< paged FP8: [1] or [num_kv_heads]
+  int64_t qStrideToken;      ///< elements between tokens of q
+  int64_t kStrideToken;      ///< ragged: ... of k
+  int64_t vStrideToken;      ///< ragged: ... of v
+  int64_t outStrideToken;    ///< ... of out
+  int64_t pageStride;        ///< paged: elements between pages of k / v
+  int32_t pageTableStride;   ///< paged
+  uint32_t lastPage;         ///< paged: as in DecodeParams
   float smScale;
   float softcap;
   int32_t windowLeft; ///< keys at positions >= pos - windowLeft are visible

@@ -357,6 +357,17 @@ __device__ __forceinline__ void namedBarSync(int id, int threads) {
 __device__ __forceinline__ void namedBarArrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+/// Named barrier `id` over `threads` threads that also ORs `pred` over
+/// them (bar.red: no shared memory for a broadcast).
+__device__ __forceinline__ bool namedBarOr(int id, int threads, bool pred) {
+  uint32_t any;
+  asm volatile("{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n"
+               " bar.red.or.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}\n"
+               : "=r"(any)
+               : "r"(uint32_t(pred)), "r"(id), "r"(threads)
+               : "memory");
+  return any != 0;
+}
 /// Keeps the 16-bit P fragment of an in-flight wgmma live (and unmoved)
 /// until the wgmma that reads it has completed.
 template <int N>
@@ -557,11 +568,14 @@ template <class Config, bool kPersistent> struct Sm90Work {
     it.tileRows = min(kBlockM, it.work.qLen - it.work.tileBegin);
     it.firstPos = shift + it.work.tileBegin;
     const int lastPos = it.firstPos + it.tileRows - 1;
-    int kvEnd = it.work.kvLen, kvBegin = 0;
+    // A split reads its own keys (multiples of kBlockN: tiles stay where
+    // the whole tile's would be, and so do their masks).
+    int kvEnd = min(it.work.kvLen, it.work.keyEnd), kvBegin = it.work.keyBegin;
     if constexpr (Config::kCausal)
       kvEnd = max(0, min(kvEnd, lastPos + 1));
     if constexpr (Config::kSlidingWindow)
-      kvBegin = max(0, it.firstPos - p.windowLeft) / kBlockN * kBlockN;
+      kvBegin =
+          max(kvBegin, max(0, it.firstPos - p.windowLeft) / kBlockN * kBlockN);
     Variant<Config>::template narrowKeys<kBlockN>(kvBegin, kvEnd,
                                                   it.work.request, it.firstPos,
                                                   lastPos, it.qHead, it.qHead);
@@ -1031,7 +1045,8 @@ __device__ __forceinline__ float2 sm90QuantizeQ(uint32_t qTile, int warp,
 template <class Config> struct Sm90Consumer {
   using Tr = PrefillSm90Traits<Config>;
   using QT = typename Tr::QT;
-  static constexpr int kBlockN = Config::kBlockN, kStages = Config::kStages;
+  static constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN;
+  static constexpr int kStages = Config::kStages;
   static constexpr int D = Tr::kHeadDim;
   static constexpr int kSRegs = kBlockN / 2; // S accumulator floats / thread
   static constexpr int kORegs = D / 2;       // O accumulator floats / thread
@@ -1400,8 +1415,11 @@ template <class Config> struct Sm90Consumer {
     mbarArrive(sm.vEmpty(stage(numTiles - 1)));
   }
 
-  /// Normalizes and stores rows r and r + 8 of this warp (and their LSE).
+  /// Normalizes and stores rows r and r + 8 of this warp (and their LSE):
+  /// to out, or a split's to its partial slot, then merges the tile's
+  /// splits if this is the last of them.
   __device__ __forceinline__ void store() {
+    const bool isSplit = it.work.split >= 0;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float l = rows[h].l;
@@ -1412,10 +1430,26 @@ template <class Config> struct Sm90Consumer {
       if (row >= it.tileRows)
         continue;
       float mRow = rows[h].m * expScales[h]; // log2 units
+      // A sink counts once per row: in the split that holds key 0.
       const float numer =
-          Variant<Config>::template finishRow<true>(headValues, mRow, l);
+          it.work.keyBegin == 0
+              ? Variant<Config>::template finishRow<true>(headValues, mRow, l)
+              : 1.f;
       const float inv =
           l > 0.f ? numer / l * (vDequant / kPScale) : 0.f; // no visible key: 0
+      if (isSplit) {
+        const int64_t slotRow =
+            (int64_t(it.work.split) * kBlockM + row) * Config::kNumQHeads +
+            it.qHead;
+        float *dst = p.partialOut + slotRow * D;
+#pragma unroll
+        for (int j = 0; j < kOTiles; ++j)
+          *reinterpret_cast<float2 *>(dst + j * 8 + 2 * c) =
+              make_float2(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+        if (c == 0)
+          p.partialLse[slotRow] = l > 0.f ? mRow + log2f(l) : negInf();
+        continue;
+      }
       const int64_t token = it.work.outStart + it.work.tileBegin + row;
       QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
                 int64_t(it.qHead) * D;
@@ -1427,6 +1461,71 @@ template <class Config> struct Sm90Consumer {
         if (c == 0)
           p.lse[token * Config::kNumQHeads + it.qHead] =
               l > 0.f ? (mRow + log2f(l)) * kLn2 : negInf();
+    }
+    if (isSplit)
+      mergeSplits();
+  }
+
+  /// The end of a split: counts this warpgroup's 64 rows as done and, in
+  /// the warpgroup that completes them for every split of the tile, merges
+  /// the slots by their LSE (in slot order, whoever finishes last) into out
+  /// and lse. Each warpgroup's rows are its own in every split, so only
+  /// the warpgroup syncs (named barrier 3 + g); the counter is reset for
+  /// the next launch.
+  __device__ __forceinline__ void mergeSplits() const {
+    __threadfence(); // this thread's partial writes, before the count
+    namedBarSync(3 + g, 128);
+    bool last = false;
+    if (tid == 0) {
+      int32_t *counter =
+          p.mergeCounters +
+          (int64_t(it.work.firstSplit) * Config::kNumQHeads + it.qHead) *
+              Tr::kConsumers +
+          g;
+      last = atomicAdd(counter, 1) == it.work.numSplits - 1;
+      if (last)
+        *counter = 0;
+    }
+    if (!namedBarOr(3 + g, 128, last))
+      return;
+    __threadfence();
+    constexpr int kQuads = D / 4; // float4 pieces of a row
+    const int rows = min(64, it.tileRows - g * 64);
+    for (int i = tid; i < rows * kQuads; i += 128) {
+      const int row = g * 64 + i / kQuads, d = (i % kQuads) * 4;
+      auto slotRow = [&](int k) {
+        return (int64_t(it.work.firstSplit + k) * kBlockM + row) *
+                   Config::kNumQHeads +
+               it.qHead;
+      };
+      // Other CTAs wrote the slots: read through L2 (__ldcg).
+      float mMax = negInf();
+      for (int k = 0; k < it.work.numSplits; ++k)
+        mMax = fmaxf(mMax, __ldcg(p.partialLse + slotRow(k)));
+      const float base = mMax == negInf() ? 0.f : mMax;
+      float sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+      for (int k = 0; k < it.work.numSplits; ++k) {
+        const float w = exp2f(__ldcg(p.partialLse + slotRow(k)) - base);
+        const float4 part = __ldcg(reinterpret_cast<const float4 *>(
+            p.partialOut + slotRow(k) * D + d));
+        sum += w;
+        acc[0] += w * part.x;
+        acc[1] += w * part.y;
+        acc[2] += w * part.z;
+        acc[3] += w * part.w;
+      }
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      const int64_t token = it.work.outStart + it.work.tileBegin + row;
+      QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
+                int64_t(it.qHead) * D + d;
+      *reinterpret_cast<uint32_t *>(dst) =
+          pack2<QT>(acc[0] * inv, acc[1] * inv);
+      *reinterpret_cast<uint32_t *>(dst + 2) =
+          pack2<QT>(acc[2] * inv, acc[3] * inv);
+      if constexpr (Config::kWriteLse)
+        if (d == 0)
+          p.lse[token * Config::kNumQHeads + it.qHead] =
+              sum > 0.f ? (base + log2f(sum)) * kLn2 : negInf();
     }
   }
 };

@@ -406,19 +406,28 @@ double lseTolerance(const PrefillVariant &v) {
   return v.fp8Compute ? 0.15 : 2e-3;
 }
 
-/// `kernel` (of tc.variant) on tc's random problem against fp64.
-void expectMatchesReference(const PrefillCase &tc,
-                            const runtime::PrefillKernel &kernel) {
+/// `kernel` (of tc.variant) on tc's random problem against fp64; `splitKV`
+/// lets the plan split keys (sm_90a). Returns the plan's split items.
+int expectMatchesReference(const PrefillCase &tc,
+                           const runtime::PrefillKernel &kernel,
+                           bool splitKV = true) {
   check::PrefillCheckOptions options;
+  options.splitKV = splitKV;
   options.qLens = tc.qLens;
   options.kvLens = tc.kvLens;
   options.extraTokenStride = tc.extraTokenStride;
   options.kvScale = tc.kvScale;
   options.interleavedKV = tc.interleavedKV;
   options.seed = uint32_t(std::hash<std::string>()(tc.name));
-  ATTN_ASSIGN_OR_FAIL(result, check::checkPrefill(kernel, tc.variant, options));
+  auto resultOr = check::checkPrefill(kernel, tc.variant, options);
+  if (!resultOr) {
+    ADD_FAILURE() << llvm::toString(resultOr.takeError());
+    return 0;
+  }
+  const check::PrefillCheckResult &result = *resultOr;
   EXPECT_LT(result.outError, tolerance(tc.variant))
-      << tc.name << ": relative L2 error (" << result.gridX << " CTAs)";
+      << tc.name << ": relative L2 error (" << result.gridX << " CTAs, "
+      << result.splitItems << " split items)";
   if (tc.variant.writeLse) {
     EXPECT_LT(result.lseError, lseTolerance(tc.variant))
         << tc.name << ": worst LSE error";
@@ -426,6 +435,7 @@ void expectMatchesReference(const PrefillCase &tc,
   if (tc.variant.fp8Compute)
     std::printf("[ fp8mma   ] %s: relative L2 error %.3g, LSE error %.3g\n",
                 tc.name.c_str(), result.outError, result.lseError);
+  return result.splitItems;
 }
 
 class PrefillGpuTest : public ::testing::TestWithParam<PrefillCase> {};
@@ -513,7 +523,9 @@ TEST_P(PrefillWgmmaGpuTest, MatchesReference) {
   const PrefillCase &tc = GetParam();
   ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(tc.variant));
   ASSERT_EQ(kernel->spec().prefillSchedule.mma, PrefillMma::Wgmma);
-  expectMatchesReference(tc, *kernel);
+  // Where the plan splits keys, the whole-tile path is checked too.
+  if (expectMatchesReference(tc, *kernel) > 0)
+    EXPECT_EQ(expectMatchesReference(tc, *kernel, /*splitKV=*/false), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sm90, PrefillWgmmaGpuTest,
@@ -701,6 +713,67 @@ TEST_P(PrefillPackGqaGpuTest, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Sync, PrefillPackGqaGpuTest,
                          ::testing::ValuesIn(packedCases()),
                          [](const auto &info) { return info.param.name; });
+
+/// Split-KV (sm_90a): few query tiles times heads over long keys, as a
+/// tensor-parallel chunked prefill runs (8/1 heads), so the plan splits
+/// each tile's keys across CTAs and merges them by LSE; causal and not,
+/// ragged and paged, sinks (counted once) under a window, FP8 compute.
+std::vector<PrefillCase> splitCases() {
+  using S = ScalarType;
+  std::vector<PrefillCase> out;
+  auto v = paged(base(S::BF16, 8, 1, 128), S::BF16, 16);
+  v.writeLse = true;
+  out.push_back({"tp_chunk_paged_causal_lse", v, {256}, {20000}});
+  auto c = cross(base(S::F16, 8, 2, 64));
+  c.writeLse = true;
+  out.push_back({"cross_d64_lse", c, {100, 1, 64}, {6000, 9000, 100}});
+  auto w = base(S::BF16, 8, 1, 128);
+  w.sinks = true;
+  w.windowLeft = 3000;
+  w.writeLse = true;
+  out.push_back({"sinks_window_lse", w, {200, 64}, {9000, 5000}});
+  auto f = paged(base(S::BF16, 8, 2, 128), S::F8E4M3, 16);
+  f.fp8Compute = true;
+  f.writeLse = true;
+  out.push_back({"paged_e4m3_fp8mma_lse", f, {128, 3}, {8000, 4000}});
+  auto d = base(S::BF16, 4, 1, 256);
+  d.softcap = 30.f;
+  out.push_back({"d256_softcap", d, {64}, {7000}});
+  return out;
+}
+
+class PrefillSplitGpuTest : public ::testing::TestWithParam<PrefillCase> {};
+
+TEST_P(PrefillSplitGpuTest, MatchesReference) {
+  ATTN_REQUIRE_SM90A();
+  PrefillCase tc = GetParam();
+  tc.variant.schedule = wgmmaSchedule(2, tc.variant.headDim == 256 ? 64 : 128);
+  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(tc.variant));
+  EXPECT_GT(expectMatchesReference(tc, *kernel), 0) << "the plan split nothing";
+}
+
+INSTANTIATE_TEST_SUITE_P(Sm90, PrefillSplitGpuTest,
+                         ::testing::ValuesIn(splitCases()),
+                         [](const auto &info) { return info.param.name; });
+
+// Split items in replays of a graph: the merge counters must be back at
+// zero after every launch.
+TEST(PrefillSplitGpuTest, GraphReplaysMatchReference) {
+  ATTN_REQUIRE_SM90A();
+  PrefillVariant v =
+      paged(base(ScalarType::BF16, 8, 1, 128), ScalarType::BF16, 16);
+  v.writeLse = true;
+  v.schedule = wgmmaSchedule(2, 128);
+  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(v));
+  check::PrefillCheckOptions options;
+  options.qLens = {256, 5};
+  options.kvLens = {12000, 3000};
+  options.graphReplays = 3;
+  ATTN_ASSIGN_OR_FAIL(result, check::checkPrefill(*kernel, v, options));
+  EXPECT_GT(result.splitItems, 0);
+  EXPECT_LT(result.outError, 1e-2);
+  EXPECT_LT(result.lseError, 2e-3);
+}
 
 /// Three replays of one graph of `v` (with LSE), planned for graphs, against
 /// the fp64 reference.

@@ -169,8 +169,8 @@ void fillPaged(Args &args, const PrefillVariant &v, DeviceProblem &d) {
 
 /// Plans and runs on `stream` (directly or by graph replays, re-poisoning
 /// `poison` before each), setting the CTAs of the plan's grid.
-using Launcher =
-    llvm::function_ref<llvm::Error(DeviceProblem &, CUstream, int &gridX)>;
+using Launcher = llvm::function_ref<llvm::Error(DeviceProblem &, CUstream,
+                                                PrefillCheckResult &plan)>;
 
 /// Draws the problem `tc` describes, runs it through `launch` and compares
 /// with the fp64 reference.
@@ -313,7 +313,7 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
   if (!streamOr)
     return streamOr.takeError();
   PrefillCheckResult result;
-  if (llvm::Error err = launch(d, streamOr->get(), result.gridX))
+  if (llvm::Error err = launch(d, streamOr->get(), result))
     return std::move(err);
 
   auto outBytesOr = download(d.out);
@@ -358,10 +358,13 @@ llvm::Expected<PrefillCheckResult>
 checkPrefill(const runtime::PrefillKernel &kernel, const PrefillVariant &v,
              const PrefillCheckOptions &tc) {
   return checkWith(
-      v, tc, [&](DeviceProblem &d, CUstream stream, int &gridX) -> llvm::Error {
+      v, tc,
+      [&](DeviceProblem &d, CUstream stream,
+          PrefillCheckResult &result) -> llvm::Error {
         std::optional<runtime::PrefillWorkspace> ownWorkspace;
         if (!tc.workspace) {
-          auto wsOr = kernel.createWorkspace(int(tc.qLens.size()), d.qTokens);
+          auto wsOr = kernel.createWorkspace(int(tc.qLens.size()), d.qTokens,
+                                             tc.splitKV);
           if (!wsOr)
             return wsOr.takeError();
           ownWorkspace.emplace(std::move(*wsOr));
@@ -375,7 +378,8 @@ checkPrefill(const runtime::PrefillKernel &kernel, const PrefillVariant &v,
                           : kernel.plan(d.cuQ, d.cuKV, ws, stream, forGraph);
         if (!planOr)
           return planOr.takeError();
-        gridX = planOr->gridX;
+        result.gridX = planOr->gridX;
+        result.splitItems = planOr->splitItems;
         if (v.paged) {
           runtime::PagedPrefillArgs args;
           fillPaged(args, v, d);
@@ -410,7 +414,9 @@ checkMixedBatch(const runtime::MixedBatchAttention &mixed,
                 const PrefillVariant &v, const PrefillCheckOptions &tc,
                 int numPrefills) {
   return checkWith(
-      v, tc, [&](DeviceProblem &d, CUstream stream, int &gridX) -> llvm::Error {
+      v, tc,
+      [&](DeviceProblem &d, CUstream stream,
+          PrefillCheckResult &result) -> llvm::Error {
         auto wsOr = mixed.createWorkspace(int(tc.qLens.size()), d.qTokens);
         if (!wsOr)
           return wsOr.takeError();
@@ -418,8 +424,8 @@ checkMixedBatch(const runtime::MixedBatchAttention &mixed,
                                  stream, tc.graphReplays > 0);
         if (!planOr)
           return planOr.takeError();
-        gridX = (planOr->prefill ? planOr->prefill->gridX : 0) +
-                (planOr->decode ? planOr->decode->gridX : 0);
+        result.gridX = (planOr->prefill ? planOr->prefill->gridX : 0) +
+                       (planOr->decode ? planOr->decode->gridX : 0);
         runtime::MixedBatchArgs args;
         fillPaged(args, v, d);
         args.numQTokens = d.qTokens;

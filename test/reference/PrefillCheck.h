@@ -46,6 +46,8 @@ struct PrefillCheckOptions {
   /// Plan into this workspace (it must fit the batch) instead of a fresh
   /// one sized for it, to check that plans replace each other.
   runtime::PrefillWorkspace *workspace = nullptr;
+  /// The fresh workspace lets plans split keys (sm_90a kernels).
+  bool splitKV = true;
 };
 
 struct PrefillCheckResult {
@@ -54,7 +56,8 @@ struct PrefillCheckResult {
   /// Worst absolute LSE error (0 without LSE). A row that sees no key must
   /// be -inf, as in the reference; anything else there counts as inf.
   double lseError = 0;
-  int gridX = 0; ///< CTAs the plan launched (diagnostics)
+  int gridX = 0;      ///< CTAs the plan launched (diagnostics)
+  int splitItems = 0; ///< the plan's split items (PrefillPlan::splitItems)
 };
 
 /// The cumulative offsets {0, l0, l0 + l1, ...} of `lens`.

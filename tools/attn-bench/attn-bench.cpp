@@ -552,6 +552,7 @@ struct PrefillInputs {
   /// The result holds the output (the inputs are the same in every call:
   /// fillRandom is deterministic).
   bool keepOutput = false;
+  bool splitKV = true; ///< the workspace lets plans split keys
 };
 
 /// Times one prefill variant on `cfg` over `in`.
@@ -640,7 +641,8 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   DeviceBuffer qScale = unwrap(DeviceBuffer::allocate(qScales.size() * 4));
   BENCH_CHECK(qScale.copyFromHost(qScales.data(), qScales.size() * 4));
 
-  PrefillWorkspace ws = unwrap(kernel->createWorkspace(cfg.batch, tokens));
+  PrefillWorkspace ws =
+      unwrap(kernel->createWorkspace(cfg.batch, tokens, in.splitKV));
   PrefillPlan plan = unwrap(paged ? kernel->planPaged(cu, seqLens, ws, stream)
                                   : kernel->plan(cu, cu, ws, stream));
   std::vector<std::function<llvm::Error()>> calls;
@@ -733,24 +735,32 @@ int runPrefillChunks(bool json) {
   else
     llvm::outs() << llvm::formatv(
         "{0}: chunked prefill, 8/1 heads, d128, causal, paged bf16 page {1}\n"
-        "{2,-6} {3,-8} {4,10} {5,9}  kernel\n",
-        toString(arch), benchPageSize, "chunk", "context", "time_ms",
-        "TFLOP/s");
+        "whole: one CTA per (query tile, head); split: keys split across "
+        "CTAs\n"
+        "{2,-6} {3,-8} {4,10} {5,9} {6,10} {7,9}  kernel\n",
+        toString(arch), benchPageSize, "chunk", "context", "split_ms",
+        "TFLOP/s", "whole_ms", "TFLOP/s");
   bool first = true;
   for (int chunk : {256, 1024})
     for (int context : {8192, 32768, 131072}) {
       PrefillConfig cfg{1, chunk, 1, 128, true, 8, context};
-      PrefillResult r = benchPrefill(cfg, arch, stream.get(), {paged});
+      PrefillInputs in{paged};
+      PrefillResult r = benchPrefill(cfg, arch, stream.get(), in);
+      in.splitKV = false;
+      PrefillResult whole = benchPrefill(cfg, arch, stream.get(), in);
       if (json) {
         llvm::outs() << llvm::formatv(
             "{0}  {{\"chunk\": {1}, \"context\": {2}, \"q_heads\": 8, "
             "\"kv_heads\": 1, \"head_dim\": 128, \"time_ms\": {3:F4}, "
-            "\"tflops\": {4:F2}, \"kernel\": \"{5}\"}",
-            first ? "" : ",\n", chunk, context, r.ms, r.tflops, r.kernel);
+            "\"tflops\": {4:F2}, \"whole_time_ms\": {5:F4}, "
+            "\"whole_tflops\": {6:F2}, \"kernel\": \"{7}\"}",
+            first ? "" : ",\n", chunk, context, r.ms, r.tflops, whole.ms,
+            whole.tflops, r.kernel);
         first = false;
       } else {
-        llvm::outs() << llvm::formatv("{0,-6} {1,-8} {2,10:F4} {3,9:F1}  {4}\n",
-                                      chunk, context, r.ms, r.tflops, r.kernel);
+        llvm::outs() << llvm::formatv(
+            "{0,-6} {1,-8} {2,10:F4} {3,9:F1} {4,10:F4} {5,9:F1}  {6}\n", chunk,
+            context, r.ms, r.tflops, whole.ms, whole.tflops, r.kernel);
       }
     }
   if (json)

@@ -44,6 +44,18 @@ partitionPagedPrefill(llvm::ArrayRef<int32_t> cuSeqlensQ,
                       llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec,
                       bool selfAttention);
 
+/// Split-KV for the sm_90a (wgmma) kernels: when the tiles times the q
+/// heads would leave some of the device's `residentCTAs` idle (a long
+/// request's few tiles, a tensor-parallel chunk's few heads), cuts the keys
+/// of the longer tiles into splits of whole key tiles so that the pieces
+/// about fill them once (at least 512 keys a split, at most `slots` split
+/// items; a tile's splits are merged by their LSE in the kernel). Returns
+/// the list heaviest first; unchanged when nothing gains. A pure function
+/// of the list, the spec, the window and the two counts.
+std::vector<PrefillWorkItem>
+splitPrefillKeys(std::vector<PrefillWorkItem> items, const KernelSpec &spec,
+                 std::optional<int> windowLeft, int residentCTAs, int slots);
+
 /// A piece of prefill work: query rows [qStart, qStart + qLen) see keys
 /// [kvStart, kvStart + kvLen): rows of k / v (ragged), or keys of
 /// page-table row `request` (paged; kvStart a multiple of the page size),
@@ -61,17 +73,24 @@ struct PrefillPiece {
 /// `maxQTokens` query rows in `maxBatch` requests.
 class PrefillWorkspace {
 public:
-  int maxTiles() const { return tileCapacity; }
-  size_t deviceBytes() const { return buffer.device().size(); }
+  /// Work items: query tiles, plus split items (splitPrefillKeys).
+  int maxTiles() const { return tileCapacity + splitCapacity; }
+  /// Split items a plan may hold; 0 when the kernel does not split.
+  int maxSplits() const { return splitCapacity; }
+  size_t deviceBytes() const { return buffer.device().size() + splits.size(); }
 
 private:
   friend class PrefillKernel;
   PrefillWorkspace() = default;
   StagedBuffer buffer; ///< tile count, then tiles; all staged
+  /// Split-KV: partial O, partial LSE, merge counters (PrefillParams).
+  DeviceBuffer splits;
+  size_t partialLseOffset = 0, countersOffset = 0;
   /// Paged: the kernels' report of a page id outside the cache
   /// (PageIdError).
   PinnedBuffer pageIdError;
   int tileCapacity = 0;
+  int splitCapacity = 0;
 };
 
 /// A planned batch.
@@ -81,8 +100,13 @@ struct PrefillPlan {
   int64_t numKVTokens = 0; ///< ragged: cu_seqlens_kv[batch]
   int maxKVLen = 0;        ///< paged: the longest request's cached tokens
   int gridX = 0;           ///< tiles (or capacity, for graph replay)
+  int splitItems = 0;      ///< items that read part of a tile's keys
   const PrefillWorkItem *workItems = nullptr;
   const int32_t *numWorkItems = nullptr;
+  /// Split-KV slots and counters (PrefillParams); null without splits.
+  float *partialOut = nullptr;
+  float *partialLse = nullptr;
+  int32_t *mergeCounters = nullptr;
   /// Paged: the workspace's report of a page id outside the cache (as
   /// DecodePlan's).
   PageIdError *pageIdError = nullptr;
@@ -149,9 +173,12 @@ public:
   const PrefillVariant &variant() const { return prefillVariant; }
 
   /// A workspace for batches of at most `maxQTokens` query rows in at most
-  /// `maxBatch` requests.
-  llvm::Expected<PrefillWorkspace> createWorkspace(int maxBatch,
-                                                   int64_t maxQTokens) const;
+  /// `maxBatch` requests. With `splitKV` (sm_90a kernels), plans split the
+  /// keys of batches too small to fill the device (splitPrefillKeys); the
+  /// workspace then holds the split slots (about numSMs x blockM x
+  /// head_dim floats).
+  llvm::Expected<PrefillWorkspace>
+  createWorkspace(int maxBatch, int64_t maxQTokens, bool splitKV = true) const;
 
   /// Plans a batch from host cu_seqlens (batch + 1 offsets each) and copies
   /// the tile list into `workspace` on `stream`. With `forGraph`, the grid is
@@ -210,6 +237,7 @@ private:
   llvm::Error launchSm90(const PrefillPlan &plan, PrefillSm90Params &params,
                          CUstream stream) const;
   PrefillVariant prefillVariant;
+  int residentCTAs = 0; ///< of the whole device, for split-KV
 };
 
 } // namespace attn::runtime
