@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <string_view>
 
 namespace attn {
 
@@ -166,23 +167,30 @@ std::string checkSyncPrefillFit(const KernelSpec &spec) {
 } // namespace
 
 /// What packing a KV head's q heads into one tile needs (templates/attn/
-/// prefill.cuh): the mma.sync template, a tile that holds a whole group,
-/// and no per-head value that would differ between a tile's rows.
+/// prefill.cuh, prefill_sm90.cuh): a tile that holds a whole group (wgmma:
+/// each consumer's 64 rows whole groups, which one TMA box loads), and no
+/// per-head value that would differ between a tile's rows.
 std::string checkPackGqa(const KernelSpec &spec) {
   const PrefillSchedule &s = spec.prefillSchedule;
   if (!s.packGqa)
     return "";
-  if (s.mma != PrefillMma::Sync)
-    return "prefill_schedule pack_gqa needs mma = sync";
+  if (s.mma == PrefillMma::Wgmma && 64 % spec.groupSize() != 0)
+    return fmt::format("prefill_schedule pack_gqa with mma = wgmma needs "
+                       "q heads per KV head ({}) that divide 64",
+                       spec.groupSize());
   if (s.blockM < spec.groupSize())
     return fmt::format("prefill_schedule pack_gqa needs block_m ({}) of at "
                        "least the q heads per KV head ({})",
                        s.blockM, spec.groupSize());
   // Every knob with a per-head table, and the regions (which take the q
-  // head), reads values per row the template hoists per CTA.
+  // head), reads values per row the template hoists per CTA; the wgmma
+  // template reads an e4m3 q's scales per row.
+  auto readPerRow = [&](std::string_view operand) {
+    return s.mma == PrefillMma::Wgmma && operand == "q_scale";
+  };
   std::string perHead = spec.hasModifiers() ? "modifier regions" : "";
 #define ATTN_HEAD_TABLE(flag, pointer, operand, accessor)                      \
-  if (spec.flag)                                                               \
+  if (spec.flag && !readPerRow(operand))                                       \
     perHead = operand;
 #include "templates/attn/variant_knobs.h"
   if (!perHead.empty())

@@ -158,6 +158,18 @@ void chooseSchedule(::attn::KernelSpec &spec) {
       schedule.warps = 16;
       schedule.blockM = 192;
     }
+    // One or two KV heads (a tensor-parallel shard: 8/1, 4/1, 16/2): the q
+    // heads of a KV head share the tile where the variant allows
+    // (checkPackGqa), so each K/V tile is read once per group rather than
+    // once per q head; on an H200 chunks over long caches at 8/1 ran
+    // 1.1-1.8x faster so (docs/performance.md, "Tensor-parallel chunked
+    // prefill"). At 32/8 it measured -7..+6% on prompts: not packed.
+    if (spec.groupSize() > 1 && spec.numKVHeads <= 2) {
+      ::attn::KernelSpec packed = spec;
+      packed.prefillSchedule = schedule;
+      packed.prefillSchedule.packGqa = true;
+      schedule.packGqa = ::attn::checkPackGqa(packed).empty();
+    }
     return schedule;
   }
   // Four warps, each with two 16-row MMA tiles up to head dim 128: every K/V

@@ -112,7 +112,7 @@ std::vector<PrefillWorkItem> tilesOf(llvm::ArrayRef<int32_t> cuQ,
 std::vector<PrefillWorkItem>
 splitPrefillKeys(std::vector<PrefillWorkItem> items, const KernelSpec &spec,
                  std::optional<int> windowLeft, int residentCTAs, int slots) {
-  const int64_t heads = spec.numQHeads;
+  const int64_t heads = spec.prefillGridHeads();
   if (slots < 2 || int64_t(items.size()) * heads >= residentCTAs)
     return items;
   const int blockN = spec.prefillSchedule.blockN;
@@ -247,13 +247,14 @@ PrefillKernel::createWorkspace(int maxBatch, int64_t maxQTokens,
   if (splitKV && residentCTAs > 0) {
     // Splits fill the device about once: residentCTAs / heads items, twice
     // that as a margin for uneven tiles (splitPrefillKeys stays within).
-    ws.splitCapacity = std::max(2, 2 * residentCTAs / s.numQHeads);
+    const int heads = s.prefillGridHeads();
+    ws.splitCapacity = std::max(2, 2 * residentCTAs / heads);
     const size_t slotRows =
-        size_t(ws.splitCapacity) * s.prefillTileTokens() * s.numQHeads;
+        size_t(ws.splitCapacity) * s.prefillSchedule.blockM * heads;
     ws.partialLseOffset = alignUp(slotRows * s.headDim * sizeof(float));
     ws.countersOffset = ws.partialLseOffset + alignUp(slotRows * sizeof(float));
-    const size_t counterBytes = size_t(ws.splitCapacity) * s.numQHeads *
-                                s.prefillTileTokens() / 64 * sizeof(int32_t);
+    const size_t counterBytes = size_t(ws.splitCapacity) * heads *
+                                s.prefillSchedule.blockM / 64 * sizeof(int32_t);
     auto splits = DeviceBuffer::allocate(ws.countersOffset + counterBytes);
     if (!splits)
       return splits.takeError();
@@ -546,13 +547,15 @@ static_assert(sizeof(TmaDescriptor) == sizeof(CUtensorMap) &&
 
 /// The tensor map of one ragged [tokens, heads, headDim] tensor of `type`
 /// (token stride `strideToken` elements) as the sm_90a template reads it:
-/// boxes of one 128-byte row piece (64 16-bit dims, or 128 FP8 ones) x 1
-/// head x `boxRows` tokens, 128-byte swizzled, or (`raw`, FP8 rows to be
-/// widened or transposed in shared memory) unswizzled 64-byte pieces; rows
-/// past the tensor read as zeros.
+/// boxes of one 128-byte row piece (64 16-bit dims, or 128 FP8 ones) x
+/// `boxHeads` heads x `boxRows` tokens (rows token-major: a packed q's
+/// group), 128-byte swizzled, or (`raw`, FP8 rows to be widened or
+/// transposed in shared memory) unswizzled 64-byte pieces; rows past the
+/// tensor read as zeros.
 llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base, ScalarType type,
                           int64_t tokens, int heads, int headDim,
-                          int64_t strideToken, int boxRows, bool raw = false) {
+                          int64_t strideToken, int boxRows, bool raw = false,
+                          int boxHeads = 1) {
   if (reinterpret_cast<uintptr_t>(base) % 16)
     return argError("q, k and v must be 16-byte aligned for the sm_90a "
                     "(TMA) prefill");
@@ -562,8 +565,8 @@ llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base, ScalarType type,
                         cuuint64_t(std::max<int64_t>(tokens, 1))};
   cuuint64_t strides[2] = {cuuint64_t(headDim) * bytes,
                            cuuint64_t(strideToken) * bytes};
-  cuuint32_t box[3] = {cuuint32_t((raw ? 64 : 128) / bytes), 1,
-                       cuuint32_t(boxRows)};
+  cuuint32_t box[3] = {cuuint32_t((raw ? 64 : 128) / bytes),
+                       cuuint32_t(boxHeads), cuuint32_t(boxRows)};
   cuuint32_t elementStrides[3] = {1, 1, 1};
   ATTN_CU_CHECK(cuTensorMapEncodeTiled(
       reinterpret_cast<CUtensorMap *>(&map),
@@ -633,6 +636,19 @@ llvm::Error encodePagesMap(TmaDescriptor &map, const void *base,
 
 } // namespace
 
+llvm::Error PrefillKernel::encodeQMap(TmaDescriptor &map, const void *q,
+                                      int64_t numQTokens, int qkDim,
+                                      int64_t qStrideToken) const {
+  // One consumer warpgroup's 64 rows per box: 64 tokens of one q head, or
+  // (packed) 64 / group tokens of a KV head's q heads. An e4m3 q (fp8Query)
+  // lands as the FP8 MMA reads it.
+  const KernelSpec &s = kernelSpec;
+  const int heads = s.prefillSchedule.packGqa ? s.groupSize() : 1;
+  return encodeRowsMap(map, q, s.fp8Query ? ScalarType::F8E4M3 : s.qType,
+                       numQTokens, s.numQHeads, qkDim, qStrideToken, 64 / heads,
+                       /*raw=*/false, heads);
+}
+
 /// The sm_90a grid: persistent (one row of at most as many CTAs as fit on
 /// the device at once, each looping over (work item, q head) pairs with the
 /// grid's stride; templates/attn/prefill_sm90.cuh) or one CTA per pair.
@@ -650,7 +666,7 @@ llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
   const KernelSpec &s = kernelSpec;
   void *args[] = {&params};
   CUfunction fn = reinterpret_cast<CUfunction>(entry);
-  unsigned gridX = unsigned(plan.gridX), gridY = unsigned(s.numQHeads);
+  unsigned gridX = unsigned(plan.gridX), gridY = unsigned(s.prefillGridHeads());
   if (sm90Persistent(plan, s.prefillSchedule)) {
     // Host-side queries only (no stream work): graph capture is unaffected,
     // and the kernel reads the item count on the device.
@@ -661,7 +677,7 @@ llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
         &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device));
     ATTN_CU_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(
         &perSm, fn, threadsPerBlock(s), smemBytes));
-    int64_t pairs = int64_t(plan.gridX) * s.numQHeads;
+    int64_t pairs = int64_t(plan.gridX) * s.prefillGridHeads();
     int64_t resident = int64_t(std::max(1, sms)) * std::max(1, perSm);
     gridX = unsigned(std::min(pairs, resident));
     gridY = 1;
@@ -683,12 +699,11 @@ llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
   // Three host-side encodings per call (no driver round trip to the GPU):
   // the maps hold the buffers' addresses, which change from call to call.
   // FP8 k/v land raw (to be widened, and V transposed for FP8 compute)
-  // but FP8 compute's K, which lands as the MMA reads it; so does an e4m3 q.
+  // but FP8 compute's K, which lands as the MMA reads it.
   const bool fp8 = s.isFP8KV();
   const int qkDim = s.headDim + s.ropeDim;
-  if (llvm::Error err = encodeRowsMap(
-          params.qMap, a.q, s.fp8Query ? ScalarType::F8E4M3 : s.qType,
-          a.numQTokens, s.numQHeads, qkDim, p.qStrideToken, 64))
+  if (llvm::Error err =
+          encodeQMap(params.qMap, a.q, a.numQTokens, qkDim, p.qStrideToken))
     return err;
   if (llvm::Error err = encodeRowsMap(
           params.kMap, a.k, s.kvType, a.numKVTokens, s.numKVHeads, qkDim,
@@ -713,10 +728,8 @@ llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
   // Boxes of the largest piece of a page that tiles both pages and K/V
   // tiles (PrefillSm90Traits::kBoxRows).
   const int boxRows = std::gcd(s.pageSize, s.prefillSchedule.blockN);
-  // An e4m3 q (fp8Query) lands as the FP8 MMA reads it.
-  if (llvm::Error err = encodeRowsMap(
-          params.qMap, a.q, s.fp8Query ? ScalarType::F8E4M3 : s.qType,
-          a.numQTokens, s.numQHeads, s.headDim, p.qStrideToken, 64))
+  if (llvm::Error err =
+          encodeQMap(params.qMap, a.q, a.numQTokens, s.headDim, p.qStrideToken))
     return err;
   if (llvm::Error err =
           encodePagesMap(params.kMap, a.cache.k, s, a.cache.numPages,

@@ -521,13 +521,24 @@ struct Sm90Ablation {
 // The kernel's parts: work, shared memory, producer, consumer
 //===----------------------------------------------------------------------===//
 
-/// \brief One (work item, q head) pair of a CTA and the key tiles it reads.
+/// \brief One (work item, head) pair of a CTA and the key tiles it reads.
+/// The head is a q head, or with Config::kPackGqa a KV head whose q heads
+/// share the tile: row i is token i / group, q head qHead + i % group (the
+/// K/V tiles then serve the whole group).
 struct Sm90Item {
   PrefillWorkItem work;
-  int qHead, kvHead, tileRows, firstPos, kvBegin, numTiles;
+  int head;          ///< of the grid: q head, or KV head when packed
+  int qHead, kvHead; ///< packed: qHead the group's first
+  int tileRows, firstPos, kvBegin, numTiles;
 };
 
-/// \brief The pairs a CTA takes. A grid of (work items, q heads) gives each
+/// \brief Rows of a tile per query token: the q heads of a KV head when
+/// packed, else 1.
+template <class Config> constexpr int sm90RowsPerToken() {
+  return Config::kPackGqa ? Config::kGroupSize : 1;
+}
+
+/// \brief The pairs a CTA takes. A grid of (work items, heads) gives each
 /// CTA one pair; a grid of one row (persistent, runtime/kernels/Prefill.cpp)
 /// makes each CTA loop over the pairs w = item * heads + head, heaviest
 /// items first: in round n CTA b takes pair n * grid + b (a snake order,
@@ -538,7 +549,9 @@ struct Sm90Item {
 /// constant indices, which measured 5-9% faster than the looping code on one
 /// pair (docs/performance.md, "Persistent grid").
 template <class Config, bool kPersistent> struct Sm90Work {
-  static constexpr int kHeads = Config::kNumQHeads;
+  static constexpr int kHeads =
+      Config::kPackGqa ? Config::kNumKVHeads : Config::kNumQHeads;
+  static constexpr int kRowsPerToken = sm90RowsPerToken<Config>();
   const PrefillParams &p;
   int numItems, total;
 
@@ -554,20 +567,22 @@ template <class Config, bool kPersistent> struct Sm90Work {
   __device__ __forceinline__ bool empty() const {
     return pair(0) >= total || (!kPersistent && int(blockIdx.x) >= numItems);
   }
-  __device__ __forceinline__ int qHeadOf(int w) const {
+  __device__ __forceinline__ int headOf(int w) const {
     return kPersistent ? w % kHeads : int(blockIdx.y);
   }
   __device__ __forceinline__ Sm90Item item(int w) const {
     constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN;
     Sm90Item it;
     it.work = p.workItems[kPersistent ? w / kHeads : int(blockIdx.x)];
-    it.qHead = qHeadOf(w);
-    it.kvHead = it.qHead / Config::kGroupSize;
-    // Positions: query row i of the request sits at kvLen - qLen + i.
+    it.head = headOf(w);
+    it.kvHead = Config::kPackGqa ? it.head : it.head / Config::kGroupSize;
+    it.qHead = Config::kPackGqa ? it.head * Config::kGroupSize : it.head;
+    // Positions: query token i of the request sits at kvLen - qLen + i.
     const int shift = it.work.kvLen - it.work.qLen;
-    it.tileRows = min(kBlockM, it.work.qLen - it.work.tileBegin);
+    it.tileRows =
+        min(kBlockM, (it.work.qLen - it.work.tileBegin) * kRowsPerToken);
     it.firstPos = shift + it.work.tileBegin;
-    const int lastPos = it.firstPos + it.tileRows - 1;
+    const int lastPos = it.firstPos + (it.tileRows - 1) / kRowsPerToken;
     // A split reads its own keys (multiples of kBlockN: tiles stay where
     // the whole tile's would be, and so do their masks).
     int kvEnd = min(it.work.kvLen, it.work.keyEnd), kvBegin = it.work.keyBegin;
@@ -576,9 +591,9 @@ template <class Config, bool kPersistent> struct Sm90Work {
     if constexpr (Config::kSlidingWindow)
       kvBegin =
           max(kvBegin, max(0, it.firstPos - p.windowLeft) / kBlockN * kBlockN);
-    Variant<Config>::template narrowKeys<kBlockN>(kvBegin, kvEnd,
-                                                  it.work.request, it.firstPos,
-                                                  lastPos, it.qHead, it.qHead);
+    Variant<Config>::template narrowKeys<kBlockN>(
+        kvBegin, kvEnd, it.work.request, it.firstPos, lastPos, it.qHead,
+        it.qHead + kRowsPerToken - 1);
     it.kvBegin = kvBegin;
     it.numTiles =
         kvEnd > kvBegin ? (kvEnd - kvBegin + kBlockN - 1) / kBlockN : 0;
@@ -723,7 +738,7 @@ sm90CheckPages(const Sm90Work<Config, kPersistent> &work) {
   const PrefillParams &p = work.p;
   constexpr int kBlockN = Config::kBlockN, kPage = Config::kPageSize;
   for (int n = 0, w = work.pair(0); w < work.total; w = work.pair(++n)) {
-    if (work.qHeadOf(w) != 0)
+    if (work.headOf(w) != 0)
       continue;
     const Sm90Item it = work.item(w);
     const int32_t *row = p.pageTables +
@@ -768,7 +783,8 @@ sm90Load(const PrefillSm90Params &sp, const Sm90Work<Config, kPersistent> &work,
 #pragma unroll
         for (int c = 0; c < Tr::kQBoxes; ++c)
           tmaLoad3d(sm.q + g * Tr::kQWGBytes + c * 64 * 128, &sp.qMap,
-                    sm.qFull(), c * Tr::kQBoxDims, it.qHead, qToken + g * 64);
+                    sm.qFull(), c * Tr::kQBoxDims, it.qHead,
+                    qToken + g * (64 / sm90RowsPerToken<Config>()));
     };
     if (it.numTiles == 0)
       loadQ();
@@ -1068,8 +1084,10 @@ template <class Config> struct Sm90Consumer {
   const Sm90Smem<Config> &sm;
   const Sm90Item &it;
   const int g, tid, warp, lane, r, c, base;
+  static constexpr int kRowsPerToken = sm90RowsPerToken<Config>();
   const int warpRow0; // first row of this warp
-  int rowPos[2];      // rows r and r + 8 of this warp (h)
+  int rowPos[2];      // positions of rows r and r + 8 of this warp (h)
+  int rowHead[2];     // their q heads
   const typename Variant<Config>::Row headValues;
   float qkScales[2], expScales[2], vDequant;
   float o[kORegs];
@@ -1090,8 +1108,12 @@ template <class Config> struct Sm90Consumer {
         base(tileBase), warpRow0(group * 64 + warp * 16),
         headValues(Variant<Config>::row(params, item.work.request, item.qHead)),
         qTile(smem.q + group * Tr::kQWGBytes) {
-    rowPos[0] = it.firstPos + warpRow0 + r;
-    rowPos[1] = rowPos[0] + 8;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = warpRow0 + r + 8 * h;
+      rowPos[h] = it.firstPos + row / kRowsPerToken;
+      rowHead[h] = it.qHead + row % kRowsPerToken;
+    }
     float qkScale;
     prefillScales<typename Tr::KVT, Config::kPerHeadKVScale>(p, it.kvHead,
                                                              qkScale, vDequant);
@@ -1147,7 +1169,8 @@ template <class Config> struct Sm90Consumer {
       namedBarSync(3 + g, 128);
     }
     if constexpr (Tr::kFP8Query) {
-      qkScales[0] = qkScales[1] = qkScales[0] * p.qScale[it.qHead];
+      qkScales[1] = qkScales[0] * p.qScale[rowHead[1]];
+      qkScales[0] *= p.qScale[rowHead[0]];
       setExpScales();
     } else if constexpr (Tr::kFP8Compute) {
       const float2 down = sm90QuantizeQ<Config>(qTile, warp, lane, 3 + g);
@@ -1248,8 +1271,8 @@ template <class Config> struct Sm90Consumer {
       return;
     const PrefillWorkItem &work = it.work;
     const int tileStart = it.kvBegin + t * kBlockN;
-    const int warpFirstPos = it.firstPos + warpRow0;
-    const int warpLastPos = warpFirstPos + 15;
+    const int warpFirstPos = it.firstPos + warpRow0 / kRowsPerToken;
+    const int warpLastPos = it.firstPos + (warpRow0 + 15) / kRowsPerToken;
     const bool needMask =
         Variant<Config>::maskModMayHide(work.request, warpFirstPos, warpLastPos,
                                         tileStart, tileStart + kBlockN - 1,
@@ -1415,6 +1438,13 @@ template <class Config> struct Sm90Consumer {
     mbarArrive(sm.vEmpty(stage(numTiles - 1)));
   }
 
+  /// Split-KV: the index of tile row `row` of the CTA's head in slot
+  /// `slot` (PrefillParams::partialOut, in D floats; partialLse).
+  static constexpr int kGridHeads = Sm90Work<Config, false>::kHeads;
+  __device__ __forceinline__ int64_t slotRowOf(int slot, int row) const {
+    return (int64_t(slot) * kBlockM + row) * kGridHeads + it.head;
+  }
+
   /// Normalizes and stores rows r and r + 8 of this warp (and their LSE):
   /// to out, or a split's to its partial slot, then merges the tile's
   /// splits if this is the last of them.
@@ -1438,9 +1468,7 @@ template <class Config> struct Sm90Consumer {
       const float inv =
           l > 0.f ? numer / l * (vDequant / kPScale) : 0.f; // no visible key: 0
       if (isSplit) {
-        const int64_t slotRow =
-            (int64_t(it.work.split) * kBlockM + row) * Config::kNumQHeads +
-            it.qHead;
+        const int64_t slotRow = slotRowOf(it.work.split, row);
         float *dst = p.partialOut + slotRow * D;
 #pragma unroll
         for (int j = 0; j < kOTiles; ++j)
@@ -1450,16 +1478,17 @@ template <class Config> struct Sm90Consumer {
           p.partialLse[slotRow] = l > 0.f ? mRow + log2f(l) : negInf();
         continue;
       }
-      const int64_t token = it.work.outStart + it.work.tileBegin + row;
+      const int64_t token =
+          it.work.outStart + it.work.tileBegin + row / kRowsPerToken;
       QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
-                int64_t(it.qHead) * D;
+                int64_t(rowHead[h]) * D;
 #pragma unroll
       for (int j = 0; j < kOTiles; ++j)
         *reinterpret_cast<uint32_t *>(dst + j * 8 + 2 * c) =
             pack2<QT>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
       if constexpr (Config::kWriteLse)
         if (c == 0)
-          p.lse[token * Config::kNumQHeads + it.qHead] =
+          p.lse[token * Config::kNumQHeads + rowHead[h]] =
               l > 0.f ? (mRow + log2f(l)) * kLn2 : negInf();
     }
     if (isSplit)
@@ -1477,11 +1506,10 @@ template <class Config> struct Sm90Consumer {
     namedBarSync(3 + g, 128);
     bool last = false;
     if (tid == 0) {
-      int32_t *counter =
-          p.mergeCounters +
-          (int64_t(it.work.firstSplit) * Config::kNumQHeads + it.qHead) *
-              Tr::kConsumers +
-          g;
+      int32_t *counter = p.mergeCounters +
+                         (int64_t(it.work.firstSplit) * kGridHeads + it.head) *
+                             Tr::kConsumers +
+                         g;
       last = atomicAdd(counter, 1) == it.work.numSplits - 1;
       if (last)
         *counter = 0;
@@ -1494,9 +1522,7 @@ template <class Config> struct Sm90Consumer {
     for (int i = tid; i < rows * kQuads; i += 128) {
       const int row = g * 64 + i / kQuads, d = (i % kQuads) * 4;
       auto slotRow = [&](int k) {
-        return (int64_t(it.work.firstSplit + k) * kBlockM + row) *
-                   Config::kNumQHeads +
-               it.qHead;
+        return slotRowOf(it.work.firstSplit + k, row);
       };
       // Other CTAs wrote the slots: read through L2 (__ldcg).
       float mMax = negInf();
@@ -1515,16 +1541,18 @@ template <class Config> struct Sm90Consumer {
         acc[3] += w * part.w;
       }
       const float inv = sum > 0.f ? 1.f / sum : 0.f;
-      const int64_t token = it.work.outStart + it.work.tileBegin + row;
+      const int64_t token =
+          it.work.outStart + it.work.tileBegin + row / kRowsPerToken;
+      const int qHead = it.qHead + row % kRowsPerToken;
       QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
-                int64_t(it.qHead) * D + d;
+                int64_t(qHead) * D + d;
       *reinterpret_cast<uint32_t *>(dst) =
           pack2<QT>(acc[0] * inv, acc[1] * inv);
       *reinterpret_cast<uint32_t *>(dst + 2) =
           pack2<QT>(acc[2] * inv, acc[3] * inv);
       if constexpr (Config::kWriteLse)
         if (d == 0)
-          p.lse[token * Config::kNumQHeads + it.qHead] =
+          p.lse[token * Config::kNumQHeads + qHead] =
               sum > 0.f ? (base + log2f(sum)) * kLn2 : negInf();
     }
   }

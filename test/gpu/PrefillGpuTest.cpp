@@ -461,6 +461,15 @@ PrefillSchedule wgmmaSchedule(int consumers, int blockN) {
   return s;
 }
 
+/// Whether the wgmma template may pack `v`'s q heads per KV head
+/// (checkPackGqa): groups that divide 64, no per-head values but an e4m3
+/// q's scales, no regions.
+bool wgmmaPackable(const PrefillVariant &v) {
+  const int group = v.numQHeads / v.numKVHeads;
+  return group > 1 && 64 % group == 0 && !v.alibi && !v.sinks &&
+         v.scoreMod.empty() && v.maskMod.empty();
+}
+
 /// Every case the sm_90a template supports (16-bit q, head dim 64, 128 or
 /// 256; ragged, or paged over a cache of q's type or FP8 with pages of a
 /// multiple of 8 tokens), pinned to it, so that it stays tested whichever
@@ -496,6 +505,13 @@ std::vector<PrefillCase> wgmmaCases() {
     if (v.headDim == 64) {
       pinned.variant.schedule = wgmmaSchedule(3, 128);
       pinned.name = c.name + "_wgmma_m192";
+      out.push_back(pinned);
+    }
+    // A KV head's q heads packed into the tile where the variant allows.
+    if (wgmmaPackable(v)) {
+      pinned.variant.schedule = wgmmaSchedule(2, v.headDim == 256 ? 64 : 128);
+      pinned.variant.schedule->packGqa = true;
+      pinned.name = c.name + "_wgmma_packed";
       out.push_back(pinned);
     }
   }
@@ -582,6 +598,14 @@ std::vector<PrefillCase> fp8QueryCases() {
     c.variant.fp8Query = true;
     c.name += "_q8";
     out.push_back(c);
+    // Packed q heads read the scales per row.
+    if (wgmmaPackable(c.variant)) {
+      c.variant.schedule =
+          wgmmaSchedule(2, c.variant.headDim == 256 ? 64 : 128);
+      c.variant.schedule->packGqa = true;
+      c.name += "_packed";
+      out.push_back(c);
+    }
   }
   return out;
 }
@@ -742,18 +766,33 @@ std::vector<PrefillCase> splitCases() {
   return out;
 }
 
+/// The split cases again with packed q heads, where the variant allows.
+std::vector<PrefillCase> packedSplitCases() {
+  std::vector<PrefillCase> out;
+  for (PrefillCase c : splitCases())
+    if (wgmmaPackable(c.variant)) {
+      c.name += "_packed";
+      out.push_back(c);
+    }
+  return out;
+}
+
 class PrefillSplitGpuTest : public ::testing::TestWithParam<PrefillCase> {};
 
 TEST_P(PrefillSplitGpuTest, MatchesReference) {
   ATTN_REQUIRE_SM90A();
   PrefillCase tc = GetParam();
   tc.variant.schedule = wgmmaSchedule(2, tc.variant.headDim == 256 ? 64 : 128);
+  tc.variant.schedule->packGqa = llvm::StringRef(tc.name).ends_with("_packed");
   ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(tc.variant));
   EXPECT_GT(expectMatchesReference(tc, *kernel), 0) << "the plan split nothing";
 }
 
 INSTANTIATE_TEST_SUITE_P(Sm90, PrefillSplitGpuTest,
                          ::testing::ValuesIn(splitCases()),
+                         [](const auto &info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Sm90Packed, PrefillSplitGpuTest,
+                         ::testing::ValuesIn(packedSplitCases()),
                          [](const auto &info) { return info.param.name; });
 
 // Split items in replays of a graph: the merge counters must be back at
@@ -763,16 +802,19 @@ TEST(PrefillSplitGpuTest, GraphReplaysMatchReference) {
   PrefillVariant v =
       paged(base(ScalarType::BF16, 8, 1, 128), ScalarType::BF16, 16);
   v.writeLse = true;
-  v.schedule = wgmmaSchedule(2, 128);
-  ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(v));
-  check::PrefillCheckOptions options;
-  options.qLens = {256, 5};
-  options.kvLens = {12000, 3000};
-  options.graphReplays = 3;
-  ATTN_ASSIGN_OR_FAIL(result, check::checkPrefill(*kernel, v, options));
-  EXPECT_GT(result.splitItems, 0);
-  EXPECT_LT(result.outError, 1e-2);
-  EXPECT_LT(result.lseError, 2e-3);
+  for (bool pack : {false, true}) {
+    v.schedule = wgmmaSchedule(2, 128);
+    v.schedule->packGqa = pack;
+    ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(v));
+    check::PrefillCheckOptions options;
+    options.qLens = {256, 5};
+    options.kvLens = {12000, 3000};
+    options.graphReplays = 3;
+    ATTN_ASSIGN_OR_FAIL(result, check::checkPrefill(*kernel, v, options));
+    EXPECT_GT(result.splitItems, 0) << "packed: " << pack;
+    EXPECT_LT(result.outError, 1e-2) << "packed: " << pack;
+    EXPECT_LT(result.lseError, 2e-3) << "packed: " << pack;
+  }
 }
 
 /// Three replays of one graph of `v` (with LSE), planned for graphs, against

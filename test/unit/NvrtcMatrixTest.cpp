@@ -479,6 +479,32 @@ std::vector<MatrixCase> wgmmaCases() {
   fp8.headDim = 128;
   fp8.paged = PagedKVFormat{S::F8E4M3, 16, KVLayout::NHD, true};
   add("wgmma_fp8mma_e4m3_all_features_q8", fp8, 2, 128);
+  // A KV head's q heads packed into the tile (pack_gqa): ragged 8/1 with a
+  // window, soft-cap and LSE; paged FP8 compute over an e4m3 q (per-head
+  // scales per row) at 32/8; head dim 256 at 16/8 with 64-key tiles.
+  auto packed = [&](std::string name, PrefillVariant p, int consumers,
+                    int blockN) {
+    add(std::move(name), p, consumers, blockN);
+    cases.back().prefill->schedule->packGqa = true;
+  };
+  PrefillVariant tp;
+  tp.numQHeads = 8;
+  tp.numKVHeads = 1;
+  tp.windowLeft = 4096;
+  tp.softcap = 30.f;
+  tp.writeLse = true;
+  packed("wgmma_packed_mqa8_window_softcap", tp, 2, 128);
+  PrefillVariant pf = fp8;
+  pf.sinks = false;
+  pf.alibi = false;
+  pf.numQHeads = 32;
+  packed("wgmma_packed_fp8mma_e4m3_q8_gqa4", pf, 2, 128);
+  PrefillVariant wide;
+  wide.numQHeads = 16;
+  wide.numKVHeads = 8;
+  wide.headDim = 256;
+  wide.paged = PagedKVFormat{S::BF16, 16, KVLayout::NHD, false};
+  packed("wgmma_packed_paged_d256_gqa2", wide, 2, 64);
   return cases;
 }
 

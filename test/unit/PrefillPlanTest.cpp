@@ -49,9 +49,8 @@ void expectSplitsCoverTiles(const std::vector<PrefillWorkItem> &items,
   }
   EXPECT_LE(splitItems, slots);
   for (auto &[key, group] : groups) {
-    std::sort(group.begin(), group.end(), [](auto &a, auto &b) {
-      return a.keyBegin < b.keyBegin;
-    });
+    std::sort(group.begin(), group.end(),
+              [](auto &a, auto &b) { return a.keyBegin < b.keyBegin; });
     const PrefillWorkItem &first = group.front();
     EXPECT_EQ(first.keyBegin, 0);
     EXPECT_EQ(group.back().keyEnd, first.kvLen);
@@ -75,8 +74,8 @@ void expectSplitsCoverTiles(const std::vector<PrefillWorkItem> &items,
 TEST(PrefillPlan, TensorParallelChunkIsSplitToFillTheGpu) {
   // A 256-token chunk over 32k keys with 8 q heads: 16 pairs on 132 SMs.
   KernelSpec spec = wgmmaSpec(8);
-  auto items = splitPrefillKeys(tiles({256}, {32768}, spec), spec,
-                                std::nullopt, 132, 64);
+  auto items = splitPrefillKeys(tiles({256}, {32768}, spec), spec, std::nullopt,
+                                132, 64);
   EXPECT_GE(int(items.size()) * spec.numQHeads, 132 * 8 / 10);
   EXPECT_LE(int(items.size()) * spec.numQHeads, 2 * 132);
   expectSplitsCoverTiles(items, spec, 64);
@@ -102,8 +101,9 @@ TEST(PrefillPlan, ShortKeysAreNotSplit) {
 
 TEST(PrefillPlan, SplitsStayWithinTheSlots) {
   KernelSpec spec = wgmmaSpec(1, /*causal=*/false);
-  auto items = splitPrefillKeys(tiles({100, 100, 100}, {60000, 9000, 300}, spec),
-                                spec, std::nullopt, 132, 10);
+  auto items =
+      splitPrefillKeys(tiles({100, 100, 100}, {60000, 9000, 300}, spec), spec,
+                       std::nullopt, 132, 10);
   expectSplitsCoverTiles(items, spec, 10);
   int splits = 0;
   for (const PrefillWorkItem &w : items)
@@ -115,8 +115,8 @@ TEST(PrefillPlan, CausalSplitsEndAtTheDiagonal) {
   // Tiles of a long causal prompt see different key counts; only the keys
   // up to a tile's last row are split, and the heaviest items come first.
   KernelSpec spec = wgmmaSpec(2);
-  auto items = splitPrefillKeys(tiles({1024}, {1024}, spec), spec,
-                                std::nullopt, 132, 64);
+  auto items = splitPrefillKeys(tiles({1024}, {1024}, spec), spec, std::nullopt,
+                                132, 64);
   expectSplitsCoverTiles(items, spec, 64);
   for (const PrefillWorkItem &w : items) {
     const int lastRow = std::min(w.tileBegin + 128, w.qLen) - 1;

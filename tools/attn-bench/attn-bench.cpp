@@ -553,6 +553,8 @@ struct PrefillInputs {
   /// fillRandom is deterministic).
   bool keepOutput = false;
   bool splitKV = true; ///< the workspace lets plans split keys
+  /// A schedule for this run (else --prefill-schedule's, else the default).
+  std::optional<PrefillSchedule> schedule;
 };
 
 /// Times one prefill variant on `cfg` over `in`.
@@ -565,7 +567,7 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
   v.fp8Query = fp8Query;
   if (in.raggedFP8)
     v.fp8KV = FP8RowsFormat{*in.raggedFP8, false};
-  v.schedule = pinnedPrefillSchedule;
+  v.schedule = in.schedule ? in.schedule : pinnedPrefillSchedule;
   // A pinned wgmma schedule is for 16-bit caches; FP8 ones keep the default.
   if (paged && paged->kvType != ScalarType::BF16 && v.schedule &&
       v.schedule->mma == PrefillMma::Wgmma)
@@ -722,7 +724,9 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
 
 /// attn-bench prefill --tp-chunks: chunked prefill as tensor-parallel
 /// serving runs it (TP8 of a 64/8 model: 8 q heads over 1 KV head), a chunk
-/// of new tokens over a long paged bf16 cache (page 16), causal, d128.
+/// of new tokens over a long paged bf16 cache (page 16), causal, d128, and
+/// a whole 16k prompt. Beside the default (split keys, q heads packed per
+/// KV head), the same kernel unpacked, and unpacked without splits.
 int runPrefillChunks(bool json) {
   BENCH_CHECK(initCuda());
   Arch arch = unwrap(currentDeviceArch());
@@ -735,34 +739,51 @@ int runPrefillChunks(bool json) {
   else
     llvm::outs() << llvm::formatv(
         "{0}: chunked prefill, 8/1 heads, d128, causal, paged bf16 page {1}\n"
-        "whole: one CTA per (query tile, head); split: keys split across "
-        "CTAs\n"
-        "{2,-6} {3,-8} {4,10} {5,9} {6,10} {7,9}  kernel\n",
-        toString(arch), benchPageSize, "chunk", "context", "split_ms",
-        "TFLOP/s", "whole_ms", "TFLOP/s");
+        "default: keys split across CTAs, the 8 q heads of the KV head in "
+        "one tile;\nunpacked: one q head per tile; whole: unpacked, one CTA "
+        "per (query tile, head)\n"
+        "{2,-6} {3,-8} {4,10} {5,9} {6,12} {7,9} {8,10} {9,9}  kernel\n",
+        toString(arch), benchPageSize, "chunk", "context", "time_ms", "TFLOP/s",
+        "unpacked_ms", "TFLOP/s", "whole_ms", "TFLOP/s");
+  PrefillSchedule unpacked;
+  unpacked.mma = PrefillMma::Wgmma;
+  unpacked.warps = 12;
+  unpacked.blockM = 128;
+  unpacked.blockN = 128;
+  unpacked.stages = 2;
   bool first = true;
-  for (int chunk : {256, 1024})
-    for (int context : {8192, 32768, 131072}) {
-      PrefillConfig cfg{1, chunk, 1, 128, true, 8, context};
-      PrefillInputs in{paged};
-      PrefillResult r = benchPrefill(cfg, arch, stream.get(), in);
-      in.splitKV = false;
-      PrefillResult whole = benchPrefill(cfg, arch, stream.get(), in);
-      if (json) {
-        llvm::outs() << llvm::formatv(
-            "{0}  {{\"chunk\": {1}, \"context\": {2}, \"q_heads\": 8, "
-            "\"kv_heads\": 1, \"head_dim\": 128, \"time_ms\": {3:F4}, "
-            "\"tflops\": {4:F2}, \"whole_time_ms\": {5:F4}, "
-            "\"whole_tflops\": {6:F2}, \"kernel\": \"{7}\"}",
-            first ? "" : ",\n", chunk, context, r.ms, r.tflops, whole.ms,
-            whole.tflops, r.kernel);
-        first = false;
-      } else {
-        llvm::outs() << llvm::formatv(
-            "{0,-6} {1,-8} {2,10:F4} {3,9:F1} {4,10:F4} {5,9:F1}  {6}\n", chunk,
-            context, r.ms, r.tflops, whole.ms, whole.tflops, r.kernel);
-      }
+  for (auto [chunk, context] : {std::pair{256, 8192},
+                                {256, 32768},
+                                {256, 131072},
+                                {1024, 8192},
+                                {1024, 32768},
+                                {1024, 131072},
+                                {16384, 0}}) {
+    PrefillConfig cfg{1, chunk, 1, 128, true, 8, context};
+    PrefillInputs in{paged};
+    PrefillResult r = benchPrefill(cfg, arch, stream.get(), in);
+    in.schedule = unpacked;
+    PrefillResult split = benchPrefill(cfg, arch, stream.get(), in);
+    in.splitKV = false;
+    PrefillResult whole = benchPrefill(cfg, arch, stream.get(), in);
+    if (json) {
+      llvm::outs() << llvm::formatv(
+          "{0}  {{\"chunk\": {1}, \"context\": {2}, \"q_heads\": 8, "
+          "\"kv_heads\": 1, \"head_dim\": 128, \"time_ms\": {3:F4}, "
+          "\"tflops\": {4:F2}, \"unpacked_time_ms\": {5:F4}, "
+          "\"unpacked_tflops\": {6:F2}, \"whole_time_ms\": {7:F4}, "
+          "\"whole_tflops\": {8:F2}, \"kernel\": \"{9}\"}",
+          first ? "" : ",\n", chunk, context, r.ms, r.tflops, split.ms,
+          split.tflops, whole.ms, whole.tflops, r.kernel);
+      first = false;
+    } else {
+      llvm::outs() << llvm::formatv(
+          "{0,-6} {1,-8} {2,10:F4} {3,9:F1} {4,12:F4} {5,9:F1} {6,10:F4} "
+          "{7,9:F1}  {8}\n",
+          chunk, context, r.ms, r.tflops, split.ms, split.tflops, whole.ms,
+          whole.tflops, r.kernel);
     }
+  }
   if (json)
     llvm::outs() << "\n]}\n";
   return 0;

@@ -1208,8 +1208,13 @@ TEST(ScheduleTest, PackedGqaRefusesWhatItCannotPack) {
   wgmma.arch = Arch::SM90a;
   wgmma.prefillSchedule = packed(prefillSchedule(12, 128, 128, 2));
   wgmma.prefillSchedule.mma = ::attn::PrefillMma::Wgmma;
-  EXPECT_EQ(checkKernelSpec(wgmma),
-            "prefill_schedule pack_gqa needs mma = sync");
+  EXPECT_EQ(checkKernelSpec(wgmma), "");
+  KernelSpec odd = wgmma;
+  odd.numQHeads = 28;
+  odd.numKVHeads = 4;
+  EXPECT_EQ(checkKernelSpec(odd),
+            "prefill_schedule pack_gqa with mma = wgmma needs q heads per KV "
+            "head (7) that divide 64");
 }
 
 TEST(ScheduleTest, PagedPrefillTakesWgmmaOnSm90aForPagesOf16) {
@@ -1236,6 +1241,29 @@ TEST(ScheduleTest, PagedPrefillTakesWgmmaOnSm90aForPagesOf16) {
             ::attn::PrefillMma::Sync);
   EXPECT_EQ(choosePrefillSchedule(paged(128, 8, ScalarType::F8E4M3)).mma,
             ::attn::PrefillMma::Sync);
+}
+
+TEST(ScheduleTest, WgmmaPacksTheQHeadsOfOneOrTwoKVHeads) {
+  auto prefill = [](int qHeads, int kvHeads) {
+    KernelSpec spec = decodeSpec(Arch::SM90a, qHeads, kvHeads, 128);
+    spec.kind = SpecKind::PagedPrefill;
+    spec.pageSize = 16;
+    return spec;
+  };
+  // Tensor-parallel shards: one or two KV heads.
+  for (auto [q, kv] : {std::pair{8, 1}, {4, 1}, {16, 2}, {64, 1}}) {
+    ::attn::PrefillSchedule s = choosePrefillSchedule(prefill(q, kv));
+    EXPECT_EQ(s.mma, ::attn::PrefillMma::Wgmma) << q << "/" << kv;
+    EXPECT_TRUE(s.packGqa) << q << "/" << kv;
+  }
+  // More KV heads, one q head per KV head, a group that does not divide
+  // 64, per-head values: not packed.
+  for (auto [q, kv] : {std::pair{32, 8}, {2, 2}, {6, 1}})
+    EXPECT_FALSE(choosePrefillSchedule(prefill(q, kv)).packGqa)
+        << q << "/" << kv;
+  KernelSpec alibi = prefill(8, 1);
+  alibi.alibi = true;
+  EXPECT_FALSE(choosePrefillSchedule(alibi).packGqa);
 }
 
 TEST(ScheduleTest, RaggedPrefillTakesWgmmaOnSm90a) {

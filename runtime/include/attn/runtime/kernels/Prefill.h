@@ -236,6 +236,9 @@ private:
                          const PagedPrefillArgs &args, CUstream stream) const;
   llvm::Error launchSm90(const PrefillPlan &plan, PrefillSm90Params &params,
                          CUstream stream) const;
+  /// q's tensor map, as the sm_90a template reads it.
+  llvm::Error encodeQMap(TmaDescriptor &map, const void *q, int64_t numQTokens,
+                         int qkDim, int64_t qStrideToken) const;
   PrefillVariant prefillVariant;
   int residentCTAs = 0; ///< of the whole device, for split-KV
 };
