@@ -1063,9 +1063,12 @@ TEST_F(PrefillArgsGpuTest, PlanRejectsMismatchedBatch) {
 // refused rather than overrun the device tile list.
 TEST_F(PrefillArgsGpuTest, PlanRejectsBatchOverWorkspace) {
   expectPlanRejected({0, 2000}, {0, 2000}, {"workspace"});
-  std::vector<int32_t> many(31);
-  for (int i = 0; i <= 30; ++i)
-    many[i] = i; // 30 one-token requests: 30 tiles
+  // One-token requests, a tile each: one more than the 1024 tokens' tiles
+  // and one partial tile per request of the 4 the workspace holds.
+  const int requests = 1024 / kernel->spec().prefillTileTokens() + 4 + 1;
+  std::vector<int32_t> many(requests + 1);
+  for (int i = 0; i <= requests; ++i)
+    many[i] = i;
   expectPlanRejected(many, many, {"workspace"});
 }
 
