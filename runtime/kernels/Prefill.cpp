@@ -245,10 +245,10 @@ PrefillKernel::createWorkspace(int maxBatch, int64_t maxQTokens,
   ws.tileCapacity = int(tiles);
   const KernelSpec &s = kernelSpec;
   if (splitKV && residentCTAs > 0) {
-    // Splits fill the device about once: residentCTAs / heads items, twice
-    // that as a margin for uneven tiles (splitPrefillKeys stays within).
+    // Splits fill the device about once: at most residentCTAs / heads
+    // split items (splitPrefillKeys' budget, which it rounds down).
     const int heads = s.prefillGridHeads();
-    ws.splitCapacity = std::max(2, 2 * residentCTAs / heads);
+    ws.splitCapacity = std::max(2, residentCTAs / heads);
     const size_t slotRows =
         size_t(ws.splitCapacity) * s.prefillSchedule.blockM * heads;
     ws.partialLseOffset = alignUp(slotRows * s.headDim * sizeof(float));
