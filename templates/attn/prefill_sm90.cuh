@@ -1072,6 +1072,64 @@ __device__ __forceinline__ float2 sm90QuantizeQ(uint32_t qTile, int warp,
                      __shfl_sync(0xffffffffu, down, 2 * r + 16));
 }
 
+/// \brief What merging a tile's split slots needs (Sm90Consumer::mergeSplits).
+struct Sm90MergeSlots {
+  const float *partialOut, *partialLse;
+  void *out;
+  float *lse;
+  int64_t outStrideToken;
+  int firstSplit, numSplits;
+  int head, qHead;        ///< grid head; q head of row 0
+  int row0, rows, token0; ///< the warpgroup's rows; the tile's first token
+};
+
+/// \brief Merges slots [firstSplit, firstSplit + numSplits) of the rows by
+/// their LSE, in slot order, into out and lse; 128 threads (`tid`). Out of
+/// line: the key loop and the store that every tile runs do not carry it.
+template <class Config>
+__device__ __noinline__ void sm90MergeSlots(const Sm90MergeSlots m, int tid) {
+  using QT = typename PrefillSm90Traits<Config>::QT;
+  constexpr int D = PrefillSm90Traits<Config>::kHeadDim;
+  constexpr int kRowsPerToken = sm90RowsPerToken<Config>();
+  constexpr int kGridHeads = Sm90Work<Config, false>::kHeads;
+  constexpr int kQuads = D / 4; // float4 pieces of a row
+  for (int i = tid; i < m.rows * kQuads; i += 128) {
+    const int row = m.row0 + i / kQuads, d = (i % kQuads) * 4;
+    auto slotRow = [&](int k) {
+      return (int64_t(m.firstSplit + k) * Config::kBlockM + row) * kGridHeads +
+             m.head;
+    };
+    // Other CTAs wrote the slots: read through L2 (__ldcg).
+    float mMax = negInf();
+    for (int k = 0; k < m.numSplits; ++k)
+      mMax = fmaxf(mMax, __ldcg(m.partialLse + slotRow(k)));
+    const float base = mMax == negInf() ? 0.f : mMax;
+    float sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int k = 0; k < m.numSplits; ++k) {
+      const float w = exp2f(__ldcg(m.partialLse + slotRow(k)) - base);
+      const float4 part = __ldcg(
+          reinterpret_cast<const float4 *>(m.partialOut + slotRow(k) * D + d));
+      sum += w;
+      acc[0] += w * part.x;
+      acc[1] += w * part.y;
+      acc[2] += w * part.z;
+      acc[3] += w * part.w;
+    }
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    const int64_t token = m.token0 + row / kRowsPerToken;
+    const int qHead = m.qHead + row % kRowsPerToken;
+    QT *dst = static_cast<QT *>(m.out) + token * m.outStrideToken +
+              int64_t(qHead) * D + d;
+    *reinterpret_cast<uint32_t *>(dst) = pack2<QT>(acc[0] * inv, acc[1] * inv);
+    *reinterpret_cast<uint32_t *>(dst + 2) =
+        pack2<QT>(acc[2] * inv, acc[3] * inv);
+    if constexpr (Config::kWriteLse)
+      if (d == 0)
+        m.lse[token * Config::kNumQHeads + qHead] =
+            sum > 0.f ? (base + log2f(sum)) * kLn2 : negInf();
+  }
+}
+
 /// \brief Consumer warpgroup g (64 query rows) of one pair: its MMA steps
 /// (S = Q K^T, O += P V), the softmax between them, the paged V tail and
 /// the epilogue, over the shared rings the producer fills. `base` is the
@@ -1541,42 +1599,20 @@ template <class Config> struct Sm90Consumer {
     if (!namedBarOr(3 + g, 128, last))
       return;
     __threadfence();
-    constexpr int kQuads = D / 4; // float4 pieces of a row
-    const int rows = min(64, it.tileRows - g * 64);
-    for (int i = tid; i < rows * kQuads; i += 128) {
-      const int row = g * 64 + i / kQuads, d = (i % kQuads) * 4;
-      auto slotRow = [&](int k) { return slotRowOf(firstSplit + k, row); };
-      // Other CTAs wrote the slots: read through L2 (__ldcg).
-      float mMax = negInf();
-      for (int k = 0; k < numSplits; ++k)
-        mMax = fmaxf(mMax, __ldcg(p.partialLse + slotRow(k)));
-      const float base = mMax == negInf() ? 0.f : mMax;
-      float sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
-      for (int k = 0; k < numSplits; ++k) {
-        const float w = exp2f(__ldcg(p.partialLse + slotRow(k)) - base);
-        const float4 part = __ldcg(reinterpret_cast<const float4 *>(
-            p.partialOut + slotRow(k) * D + d));
-        sum += w;
-        acc[0] += w * part.x;
-        acc[1] += w * part.y;
-        acc[2] += w * part.z;
-        acc[3] += w * part.w;
-      }
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;
-      const int64_t token =
-          it.work.outStart + it.work.tileBegin + row / kRowsPerToken;
-      const int qHead = it.qHead + row % kRowsPerToken;
-      QT *dst = static_cast<QT *>(p.out) + token * p.outStrideToken +
-                int64_t(qHead) * D + d;
-      *reinterpret_cast<uint32_t *>(dst) =
-          pack2<QT>(acc[0] * inv, acc[1] * inv);
-      *reinterpret_cast<uint32_t *>(dst + 2) =
-          pack2<QT>(acc[2] * inv, acc[3] * inv);
-      if constexpr (Config::kWriteLse)
-        if (d == 0)
-          p.lse[token * Config::kNumQHeads + qHead] =
-              sum > 0.f ? (base + log2f(sum)) * kLn2 : negInf();
-    }
+    Sm90MergeSlots m;
+    m.partialOut = p.partialOut;
+    m.partialLse = p.partialLse;
+    m.out = p.out;
+    m.lse = p.lse;
+    m.outStrideToken = p.outStrideToken;
+    m.firstSplit = firstSplit;
+    m.numSplits = numSplits;
+    m.head = it.head;
+    m.qHead = it.qHead;
+    m.row0 = g * 64;
+    m.rows = min(64, it.tileRows - g * 64);
+    m.token0 = it.work.outStart + it.work.tileBegin;
+    sm90MergeSlots<Config>(m, tid);
   }
 };
 
