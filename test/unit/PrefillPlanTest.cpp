@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
 
 using namespace attn;
 using namespace attn::runtime;
@@ -135,6 +136,39 @@ TEST(PrefillPlan, WindowedSplitsStartAtTheWindow) {
   for (const PrefillWorkItem &w : items)
     if (w.split > w.firstSplit)
       EXPECT_GE(w.keyBegin, 40000 - 128 - 8192 - 128);
+}
+
+TEST(PrefillPlan, RandomBatchesKeepTheInvariants) {
+  // Random batches, specs, windows, devices and slot counts: every tile's
+  // keys covered once by consecutive splits, slots within the capacity.
+  std::mt19937 rng(7);
+  auto uniform = [&](int lo, int hi) {
+    return std::uniform_int_distribution<int>(lo, hi)(rng);
+  };
+  int splitItems = 0;
+  for (int round = 0; round < 500; ++round) {
+    KernelSpec spec = wgmmaSpec(1 << uniform(0, 5), uniform(0, 1) == 1);
+    spec.prefillSchedule.blockN = uniform(0, 1) ? 64 : 128;
+    std::vector<int32_t> qLens, kvLens;
+    for (int b = uniform(1, 6); b > 0; --b) {
+      qLens.push_back(uniform(1, 700));
+      kvLens.push_back(qLens.back() + uniform(0, 1) * uniform(0, 40000));
+    }
+    std::optional<int> window;
+    if (uniform(0, 3) == 0)
+      window = uniform(0, 5000);
+    const int slots = uniform(0, 300);
+    auto items = splitPrefillKeys(tiles(qLens, kvLens, spec), spec, window,
+                                  uniform(1, 264), slots);
+    expectSplitsCoverTiles(items, spec, slots);
+    for (const PrefillWorkItem &w : items)
+      splitItems += w.split >= 0;
+    if (HasFailure()) {
+      ADD_FAILURE() << "round " << round;
+      return;
+    }
+  }
+  EXPECT_GT(splitItems, 500) << "the rounds hardly split";
 }
 
 } // namespace
