@@ -5,7 +5,8 @@ backend (in vLLM: ``register_backend(AttentionBackendEnum.CUSTOM,
 "attn.vllm_backend.AttnBackend")`` from
 ``vllm.v1.attention.backends.registry``, or a platform plugin returning
 that class path). The names follow vLLM's v1 interface
-(``vllm/v1/attention/backend.py``) as documented:
+(``vllm/v1/attention/backend.py``), checked against vLLM's own classes of
+the release ``CHECKED_VLLM_VERSION`` names (python/tests/test_vllm.py):
 
 - ``AttnBackend``: ``get_name()`` ("ATTN"), ``get_impl_cls()``,
   ``get_metadata_cls()``, ``get_builder_cls()``,
@@ -146,6 +147,12 @@ from ._kernels import (AppendKVVariant, CacheOps, Knobs, MergeStates, MergeState
                        MetadataBuilder, MixedBatch, MlaDecode, MlaDecodeVariant, Prefill,
                        PrefillVariant, shared)
 from .flashinfer import append_rows
+
+#: The vLLM release python/tests/test_vllm.py checks these classes against
+#: (scripts/check-vllm.sh). Releases after 0.28 allocate the KV cache in
+#: their own layouts (K and V side by side per token and head) instead of
+#: asking the backend for its shape, which attn's kernels do not read yet.
+CHECKED_VLLM_VERSION = "0.28.0"
 
 try:  # vLLM always has torch; the CPU tests may not.
     import torch as _torch
@@ -369,6 +376,20 @@ class AttnMetadataBuilder:
     cudagraph_support = _cudagraph_support
     reorder_batch_threshold = None
     supports_update_block_table = False
+    requires_block_table_width = False
+    supports_draft_decode_metadata_update = False
+
+    def update_block_table(self, metadata, blk_table, slot_mapping):
+        """Not supported (``supports_update_block_table`` is False): vLLM
+        builds the metadata of each KV-cache group instead."""
+        raise NotImplementedError("attn: update_block_table (supports_update_block_table "
+                                  "is False)")
+
+    def update_draft_decode_metadata(self, metadata):
+        """Not supported (``supports_draft_decode_metadata_update`` is
+        False): vLLM builds each draft step's metadata."""
+        raise NotImplementedError("attn: update_draft_decode_metadata "
+                                  "(supports_draft_decode_metadata_update is False)")
 
     def __init__(self, kv_cache_spec=None, layer_names=None, vllm_config=None, device=None, *,
                  block_size=None, max_num_seqs=None, max_num_batched_tokens=None,
@@ -563,7 +584,47 @@ class AttnMetadataBuilder:
 # --- the implementation ------------------------------------------------------------
 
 
-class AttnImpl:
+class _ImplCommon:
+    """What vLLM's ``AttentionImplBase`` declares that both impls share:
+    no sparse attention, no decode or prefill context parallelism, LSEs in
+    natural-log units (attn's)."""
+
+    is_sparse = False
+    lse_base_on_e = True
+    supports_dcp = False
+    supports_pcp = False
+    supports_dense_mha_prefill = True
+    supports_mtp_with_cp_non_trivial_interleave_size = False
+    supports_quant_query_input = False
+    can_return_lse_for_decode = False
+    need_to_return_lse_for_decode = False
+    dcp_world_size = 1
+    dcp_rank = 0
+    pcp_world_size = 1
+    pcp_rank = 0
+    total_cp_world_size = 1
+    total_cp_rank = 0
+
+    @property
+    def kv_quant_mode(self):
+        """vLLM's ``KVQuantMode`` of the cache dtype when vLLM is loaded,
+        else the dtype's name."""
+        fn = getattr(sys.modules.get("vllm.v1.kv_cache_interface"), "get_kv_quant_mode", None)
+        return fn(self.kv_cache_dtype) if fn else self.kv_cache_dtype
+
+    def do_rope_and_kv_cache_update(self, *args, **kwargs):
+        """Not supported (``fused_rope_kvcache_supported`` is False)."""
+        raise NotImplementedError("attn: do_rope_and_kv_cache_update "
+                                  "(fused_rope_kvcache_supported is False)")
+
+    def do_qk_norm_rope_kvcache_update(self, *args, **kwargs):
+        """Not supported (``fused_qk_norm_rope_kvcache_supported`` is
+        False)."""
+        raise NotImplementedError("attn: do_qk_norm_rope_kvcache_update "
+                                  "(fused_qk_norm_rope_kvcache_supported is False)")
+
+
+class AttnImpl(_ImplCommon):
     """One attention layer's implementation (vLLM's ``AttentionImpl``).
 
     ``sliding_window`` is vLLM's (keys counted with the query's own:
@@ -572,17 +633,6 @@ class AttnImpl:
     ``[num_heads]`` tensor (gpt-oss). ``attn_type``: "decoder" (paged
     cache), "encoder_only"/"encoder" (bidirectional over the step's own
     rows, no cache)."""
-
-    can_return_lse_for_decode = False
-    need_to_return_lse_for_decode = False
-    supports_quant_query_input = False
-    supports_pcp = False
-    dcp_world_size = 1
-    dcp_rank = 0
-    pcp_world_size = 1
-    pcp_rank = 0
-    total_cp_world_size = 1
-    total_cp_rank = 0
 
     def __init__(self, num_heads, head_size, scale, num_kv_heads=None, alibi_slopes=None,
                  sliding_window=None, kv_cache_dtype="auto", logits_soft_cap=None,
@@ -847,7 +897,99 @@ class AttnImpl:
 # --- the backend ----------------------------------------------------------------
 
 
-class AttnBackend:
+class _BackendCommon:
+    """What vLLM's ``AttentionBackend`` declares that both backends share."""
+
+    supports_kv_cache_update_bypass = False
+
+    @classmethod
+    def customize_spec(cls, spec):
+        """``spec`` unchanged: attn reads the cache vLLM's spec describes."""
+        return spec
+
+    @classmethod
+    def indexes_kv_by_block_stride(cls):
+        """False: page strides come from the cache's shape, not a runtime
+        block stride."""
+        return False
+
+    @classmethod
+    def supports_device_cpu_query_lens_mismatch(cls):
+        """False: plans come from the host's query lengths."""
+        return False
+
+    @classmethod
+    def supports_pcp(cls):
+        """False: no prefill context parallelism."""
+        return False
+
+    @classmethod
+    def supports_dcp(cls):
+        """False: no decode context parallelism."""
+        return False
+
+    @classmethod
+    def supports_rswa(cls):
+        """False."""
+        return False
+
+    @classmethod
+    def validate_configuration(cls, head_size, dtype, kv_cache_dtype, block_size, use_mla=False,
+                               has_sink=False, use_sparse=False, use_mm_prefix=False,
+                               use_per_head_quant_scales=False, device_capability=None,
+                               attn_type=AttentionType.DECODER, has_sliding_window=False,
+                               use_non_causal=False, use_batch_invariant=False,
+                               use_kv_connector=False, use_pcp=False,
+                               use_adaptive_verification=False, use_dcp=False, use_rswa=False,
+                               **flags):
+        """vLLM's check: the reasons this configuration cannot run (empty
+        when it can), from the ``supports_*`` queries, in vLLM's words and
+        order. A flag this release does not know is refused when set."""
+        reasons = []
+        if not cls.supports_head_size(head_size):
+            reasons.append("head_size not supported")
+        if not cls.supports_dtype(dtype):
+            reasons.append("dtype not supported")
+        if not cls.supports_kv_cache_dtype(kv_cache_dtype):
+            reasons.append("kv_cache_dtype not supported")
+        if not cls.supports_block_size(block_size):
+            reasons.append("block_size not supported")
+        if use_mm_prefix and not cls.supports_mm_prefix():
+            reasons.append("partial multimodal token full attention not supported")
+        if bool(use_mla) != cls.is_mla():
+            reasons.append("MLA not supported" if use_mla else "non-MLA not supported")
+        if has_sink and not cls.supports_sink():
+            reasons.append("attention sinks not supported")
+        if bool(use_sparse) != cls.is_sparse():
+            reasons.append("sparse not supported" if use_sparse else "non-sparse not supported")
+        if use_per_head_quant_scales and not cls.supports_per_head_quant_scales():
+            reasons.append("per-head quant scales not supported")
+        if device_capability is not None and not cls.supports_compute_capability(
+                device_capability):
+            reasons.append("compute capability not supported")
+        if not cls.supports_attn_type(attn_type):
+            reasons.append("attention type %s not supported" % attn_type)
+        if has_sliding_window and (
+                not cls.supports_sliding_window()
+                or str(getattr(attn_type, "value", attn_type)) != AttentionType.DECODER):
+            reasons.append("sliding window not supported")
+        for flag, supported, what in [
+                (use_rswa, cls.supports_rswa, "R-SWA"),
+                (use_non_causal, cls.supports_non_causal, "non-causal attention"),
+                (use_batch_invariant, cls.supports_batch_invariance, "batch invariance"),
+                (use_kv_connector, cls.supports_kv_connector, "KV connector"),
+                (use_pcp, cls.supports_pcp, "PCP"), (use_dcp, cls.supports_dcp, "DCP")]:
+            if flag and not supported():
+                reasons.append("%s not supported" % what)
+        if use_adaptive_verification and not cls.supports_device_cpu_query_lens_mismatch():
+            reasons.append("device-cpu query lens mismatch not supported, this is needed "
+                           "for adaptive verification")
+        reasons += ["%s not supported" % name for name, value in sorted(flags.items())
+                    if value]
+        return reasons
+
+
+class AttnBackend(_BackendCommon):
     """vLLM's ``AttentionBackend`` for attn's kernels (static and class
     methods only, as vLLM calls them)."""
 
@@ -997,6 +1139,11 @@ class AttnBackend:
         return False
 
     @classmethod
+    def supports_sliding_window(cls):
+        """True: windows on decoder layers (not on encoder-only ones)."""
+        return True
+
+    @classmethod
     def supports_batch_invariance(cls):
         """False."""
         return False
@@ -1030,41 +1177,6 @@ class AttnBackend:
         """None: vLLM's default (NHD) layout."""
         return None
 
-    @classmethod
-    def validate_configuration(cls, head_size, dtype, kv_cache_dtype, block_size, use_mla=False,
-                               has_sink=False, use_sparse=False, use_mm_prefix=False,
-                               use_per_head_quant_scales=False, device_capability=None,
-                               attn_type=AttentionType.DECODER, use_non_causal=False,
-                               use_batch_invariant=False, use_kv_connector=False, **kwargs):
-        """vLLM's check: the reasons this configuration cannot run (empty
-        when it can)."""
-        reasons = []
-        if not cls.supports_head_size(head_size):
-            reasons.append("head_size not supported")
-        if not cls.supports_dtype(dtype):
-            reasons.append("dtype not supported")
-        if not cls.supports_kv_cache_dtype(kv_cache_dtype):
-            reasons.append("kv_cache_dtype not supported")
-        if not cls.supports_block_size(block_size):
-            reasons.append("block_size not supported")
-        if use_mla:
-            reasons.append("MLA not supported")
-        if use_sparse:
-            reasons.append("sparse not supported")
-        if use_mm_prefix:
-            reasons.append("partial multimodal token full attention not supported")
-        if use_per_head_quant_scales:
-            reasons.append("per-head quant scales not supported")
-        if device_capability is not None and not cls.supports_compute_capability(
-                device_capability):
-            reasons.append("compute capability not supported")
-        if not cls.supports_attn_type(attn_type):
-            reasons.append("attention type %s not supported" % attn_type)
-        if use_non_causal:
-            reasons.append("non-causal attention not supported")
-        if use_batch_invariant:
-            reasons.append("batch invariance not supported")
-        return reasons
 
     @staticmethod
     def swap_blocks(src_kv_cache, dst_kv_cache, src_to_dst, stream=None):
@@ -1705,7 +1817,7 @@ class _MlaStep:
 # --- MLA implementation ---------------------------------------------------------------
 
 
-class AttnMLAImpl:
+class AttnMLAImpl(_ImplCommon):
     """One MLA layer's implementation (vLLM's ``MLACommonImpl``; its
     docstring has the math).
 
@@ -1716,15 +1828,6 @@ class AttnMLAImpl:
     v_head_dim), kv_lora_rank]``. ``scale`` is the softmax scale of both
     forms (DeepSeek: 1/sqrt(qk_head_dim) times its YaRN factor).
     """
-
-    can_return_lse_for_decode = False
-    need_to_return_lse_for_decode = False
-    supports_pcp = False
-    dcp_rank = 0
-    pcp_world_size = 1
-    pcp_rank = 0
-    total_cp_world_size = 1
-    total_cp_rank = 0
 
     def __init__(self, num_heads, head_size, scale, num_kv_heads=1, alibi_slopes=None,
                  sliding_window=None, kv_cache_dtype="auto", logits_soft_cap=None,
@@ -2270,11 +2373,13 @@ class AttnMLAImpl:
 # --- the MLA backend ---------------------------------------------------------------------
 
 
-class AttnMLABackend:
+class AttnMLABackend(_BackendCommon):
     """vLLM's MLA ``AttentionBackend`` for attn's kernels (vLLM's
     ``MLACommonBackend``; static and class methods only)."""
 
     accept_output_buffer = True
+    # vLLM's MLA layer writes the cache through do_kv_cache_update.
+    forward_includes_kv_cache_update = False
     supported_dtypes = _SUPPORTED_DTYPES
     supported_kv_cache_dtypes = list(MLA_KV_CACHE_DTYPES)
 
@@ -2413,6 +2518,11 @@ class AttnMLABackend:
         return False
 
     @classmethod
+    def supports_sliding_window(cls):
+        """False: MLA runs without windows."""
+        return False
+
+    @classmethod
     def supports_batch_invariance(cls):
         """False."""
         return False
@@ -2442,43 +2552,3 @@ class AttnMLABackend:
         """None."""
         return None
 
-    @classmethod
-    def validate_configuration(cls, head_size, dtype, kv_cache_dtype, block_size, use_mla=True,
-                               has_sink=False, use_sparse=False, use_mm_prefix=False,
-                               use_per_head_quant_scales=False, device_capability=None,
-                               attn_type=AttentionType.DECODER, use_non_causal=False,
-                               use_batch_invariant=False, use_kv_connector=False, use_dcp=False,
-                               **kwargs):
-        """vLLM's check: the reasons this configuration cannot run (empty
-        when it can)."""
-        reasons = []
-        if not cls.supports_head_size(head_size):
-            reasons.append("head_size not supported")
-        if not cls.supports_dtype(dtype):
-            reasons.append("dtype not supported")
-        if not cls.supports_kv_cache_dtype(kv_cache_dtype):
-            reasons.append("kv_cache_dtype not supported")
-        if not cls.supports_block_size(block_size):
-            reasons.append("block_size not supported")
-        if not use_mla:
-            reasons.append("non-MLA not supported")
-        if has_sink:
-            reasons.append("sink setting not supported")
-        if use_sparse:
-            reasons.append("sparse not supported")
-        if use_mm_prefix:
-            reasons.append("partial multimodal token full attention not supported")
-        if use_per_head_quant_scales:
-            reasons.append("per-head quant scales not supported")
-        if device_capability is not None and not cls.supports_compute_capability(
-                device_capability):
-            reasons.append("compute capability not supported")
-        if not cls.supports_attn_type(attn_type):
-            reasons.append("attention type %s not supported" % attn_type)
-        if use_non_causal:
-            reasons.append("non-causal attention not supported")
-        if use_batch_invariant:
-            reasons.append("batch invariance not supported")
-        if use_dcp:
-            reasons.append("DCP not supported")
-        return reasons

@@ -513,6 +513,18 @@ def test_vllm_backend_static_interface():
     assert B.supports_attn_type("decoder") and not B.supports_attn_type("encoder_decoder")
     assert B.validate_configuration(128, "bfloat16", "fp8", 16) == []
     assert "head_size not supported" in B.validate_configuration(100, "bfloat16", "auto", 16)
+    # Windows on decoder layers only; what the backend does not run is
+    # refused in vLLM's words, and so is a flag this release does not know.
+    assert B.validate_configuration(128, "bfloat16", "auto", 16, has_sliding_window=True) == []
+    assert B.validate_configuration(128, "bfloat16", "auto", 16, has_sliding_window=True,
+                                    attn_type="encoder_only") == ["sliding window not supported"]
+    assert B.validate_configuration(128, "bfloat16", "auto", 16, use_pcp=True, use_dcp=True,
+                                    use_adaptive_verification=True, use_future_thing=True) == [
+        "PCP not supported", "DCP not supported",
+        "device-cpu query lens mismatch not supported, this is needed for adaptive "
+        "verification", "use_future_thing not supported"]
+    assert not B.supports_device_cpu_query_lens_mismatch() and B.supports_sliding_window()
+    assert B.customize_spec("spec") == "spec"
     support = vb.AttnMetadataBuilder.get_cudagraph_support(None, None)
     assert support.name == "UNIFORM_SINGLE_TOKEN_DECODE" and support.value == 1
 
@@ -1201,7 +1213,7 @@ def test_vllm_mla_backend_static_interface():
                                    has_sink=True, use_sparse=True, use_dcp=True,
                                    attn_type="encoder_only")
     assert bad == ["head_size not supported", "kv_cache_dtype not supported",
-                   "block_size not supported", "sink setting not supported",
+                   "block_size not supported", "attention sinks not supported",
                    "sparse not supported", "attention type encoder_only not supported",
                    "DCP not supported"]
     support = vb.AttnMLAMetadataBuilder.get_cudagraph_support(None, None)
