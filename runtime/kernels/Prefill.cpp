@@ -545,17 +545,45 @@ static_assert(sizeof(TmaDescriptor) == sizeof(CUtensorMap) &&
                   alignof(TmaDescriptor) >= 64,
               "TmaDescriptor (templates/attn/params.h) must be a CUtensorMap");
 
+/// How rows land in shared memory for the sm_90a template
+/// (templates/attn/prefill_sm90.cuh): as the MMAs read them (128-byte rows,
+/// 128-byte swizzled), or FP8 rows raw, in 64-byte pieces, to be widened
+/// (unswizzled) or, FP8 compute's V, transposed (64-byte swizzled:
+/// PrefillSm90Traits::rawVtOffset).
+enum class Landing { Mma, RawToWiden, RawToTranspose };
+
+CUtensorMapSwizzle swizzleOf(Landing landing) {
+  switch (landing) {
+  case Landing::Mma:
+    return CU_TENSOR_MAP_SWIZZLE_128B;
+  case Landing::RawToWiden:
+    return CU_TENSOR_MAP_SWIZZLE_NONE;
+  case Landing::RawToTranspose:
+    return CU_TENSOR_MAP_SWIZZLE_64B;
+  }
+  return CU_TENSOR_MAP_SWIZZLE_128B;
+}
+
+/// How an FP8 k or v of spec `s` lands (16-bit ones as the MMAs read them).
+Landing landingOf(const KernelSpec &s, bool isV) {
+  if (!s.isFP8KV())
+    return Landing::Mma;
+  if (!s.fp8Compute)
+    return Landing::RawToWiden;
+  return isV ? Landing::RawToTranspose : Landing::Mma;
+}
+
 /// The tensor map of one ragged [tokens, heads, headDim] tensor of `type`
 /// (token stride `strideToken` elements) as the sm_90a template reads it:
 /// boxes of one 128-byte row piece (64 16-bit dims, or 128 FP8 ones) x
 /// `boxHeads` heads x `boxRows` tokens (rows token-major: a packed q's
-/// group), 128-byte swizzled, or (`raw`, FP8 rows to be widened or
-/// transposed in shared memory) unswizzled 64-byte pieces; rows past the
+/// group), or 64-byte pieces of raw FP8 rows (`landing`); rows past the
 /// tensor read as zeros.
 llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base, ScalarType type,
                           int64_t tokens, int heads, int headDim,
-                          int64_t strideToken, int boxRows, bool raw = false,
-                          int boxHeads = 1) {
+                          int64_t strideToken, int boxRows,
+                          Landing landing = Landing::Mma, int boxHeads = 1) {
+  const bool raw = landing != Landing::Mma;
   if (reinterpret_cast<uintptr_t>(base) % 16)
     return argError("q, k and v must be 16-byte aligned for the sm_90a "
                     "(TMA) prefill");
@@ -574,8 +602,7 @@ llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base, ScalarType type,
       : type == ScalarType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
       3, const_cast<void *>(base), dims, strides, box, elementStrides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE,
-      raw ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzleOf(landing),
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return llvm::Error::success();
 }
@@ -588,21 +615,19 @@ llvm::Error encodeRowsMap(TmaDescriptor &map, const void *base, ScalarType type,
 /// covers every column block (one box per page piece, not one per piece
 /// and column block). NHD folds the head into the column-block index
 /// (heads x column blocks, 128 bytes apart), HND into the group index
-/// (heads x groups per page). Page -1 reads as zeros. FP8 caches land raw
-/// (`swizzledFP8` false: unswizzled 64-byte rows in the same order, to be
-/// widened or transposed in shared memory) or, for FP8 compute's K, as
-/// the FP8 MMA reads them (128 dims per 128-byte swizzled row).
+/// (heads x groups per page). Page -1 reads as zeros. FP8 caches land as
+/// `landing` says: raw (64-byte rows in the same order, to be widened or
+/// transposed in shared memory) or, FP8 compute's K, as the FP8 MMA reads
+/// them (128 dims per 128-byte swizzled row).
 llvm::Error encodePagesMap(TmaDescriptor &map, const void *base,
                            const KernelSpec &s, int64_t numPages,
-                           int64_t pageStride, int boxRows,
-                           bool swizzledFP8 = false) {
+                           int64_t pageStride, int boxRows, Landing landing) {
   if (reinterpret_cast<uintptr_t>(base) % 16)
     return argError("cache.k and cache.v must be 16-byte aligned for the "
                     "sm_90a (TMA) prefill");
   const bool fp8 = s.isFP8KV();
-  const bool swizzled = !fp8 || swizzledFP8;
   const cuuint64_t blockDims =
-      fp8 && swizzledFP8 ? 128 : 64; // per column block
+      fp8 && landing == Landing::Mma ? 128 : 64; // per column block
   const cuuint64_t bytes = fp8 ? 1 : 2;
   if ((pageStride * int64_t(bytes)) % 16)
     return argError(llvm::formatv(
@@ -628,8 +653,7 @@ llvm::Error encodePagesMap(TmaDescriptor &map, const void *base,
       : s.qType == ScalarType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                     : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
       5, const_cast<void *>(base), dims, strides, box, elementStrides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE,
-      swizzled ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzleOf(landing),
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return llvm::Error::success();
 }
@@ -646,7 +670,7 @@ llvm::Error PrefillKernel::encodeQMap(TmaDescriptor &map, const void *q,
   const int heads = s.prefillSchedule.packGqa ? s.groupSize() : 1;
   return encodeRowsMap(map, q, s.fp8Query ? ScalarType::F8E4M3 : s.qType,
                        numQTokens, s.numQHeads, qkDim, qStrideToken, 64 / heads,
-                       /*raw=*/false, heads);
+                       Landing::Mma, heads);
 }
 
 /// The sm_90a grid: persistent (one row of at most as many CTAs as fit on
@@ -700,18 +724,18 @@ llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
   // the maps hold the buffers' addresses, which change from call to call.
   // FP8 k/v land raw (to be widened, and V transposed for FP8 compute)
   // but FP8 compute's K, which lands as the MMA reads it.
-  const bool fp8 = s.isFP8KV();
   const int qkDim = s.headDim + s.ropeDim;
   if (llvm::Error err =
           encodeQMap(params.qMap, a.q, a.numQTokens, qkDim, p.qStrideToken))
     return err;
   if (llvm::Error err = encodeRowsMap(
           params.kMap, a.k, s.kvType, a.numKVTokens, s.numKVHeads, qkDim,
-          p.kStrideToken, s.prefillSchedule.blockN, fp8 && !s.fp8Compute))
+          p.kStrideToken, s.prefillSchedule.blockN, landingOf(s, false)))
     return err;
   if (llvm::Error err = encodeRowsMap(params.vMap, a.v, s.kvType, a.numKVTokens,
                                       s.numKVHeads, s.headDim, p.vStrideToken,
-                                      s.prefillSchedule.blockN, fp8))
+                                      s.prefillSchedule.blockN,
+                                      landingOf(s, true)))
     return err;
   return launchSm90(plan, params, stream);
 }
@@ -733,10 +757,11 @@ llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
     return err;
   if (llvm::Error err =
           encodePagesMap(params.kMap, a.cache.k, s, a.cache.numPages,
-                         p.pageStride, boxRows, s.fp8Compute))
+                         p.pageStride, boxRows, landingOf(s, false)))
     return err;
-  if (llvm::Error err = encodePagesMap(params.vMap, a.cache.v, s,
-                                       a.cache.numPages, p.pageStride, boxRows))
+  if (llvm::Error err =
+          encodePagesMap(params.vMap, a.cache.v, s, a.cache.numPages,
+                         p.pageStride, boxRows, landingOf(s, true)))
     return err;
   return launchSm90(plan, params, stream);
 }

@@ -243,6 +243,14 @@ template <class Config> struct PrefillSm90Traits {
                                 (dim / 64) * 512 + (row % 8) * 64 + dim % 64
                           : (dim / 64) * kBlockN * 64 + row * 64 + dim % 64;
   }
+  /// FP8 compute's raw V tiles: the same rows, 64-byte swizzled (TMA's
+  /// SWIZZLE_64B: 16-byte chunk c of row r at c ^ (r / 2 % 4)), so that the
+  /// transposers' ldmatrix rows (8 keys, 16 dims) cover the 32 banks. Byte
+  /// offset of the 16-byte chunk holding dim `dim` (a multiple of 16).
+  static __device__ __forceinline__ uint32_t rawVtOffset(int row, int dim) {
+    return rawOffset(row, dim & ~63) +
+           ((((dim % 64) / 16) ^ ((row / 2) % 4)) * 16);
+  }
 };
 
 //===----------------------------------------------------------------------===//
@@ -422,57 +430,46 @@ __device__ __forceinline__ int fp8VtSlot(int key) {
   return key - r16 + 4 * quad + (r16 % 2) + (r16 >= 8 ? 2 : 0);
 }
 
-/// \brief Transposes one raw FP8 V tile (unswizzled 64-byte rows,
-/// PrefillSm90Traits::rawOffset) into V^T at `dst`
+/// \brief Transposes one raw FP8 V tile (64-byte rows, 64-byte swizzled:
+/// PrefillSm90Traits::rawVtOffset) into V^T at `dst`
 /// (PrefillSm90Traits::kVtGroupBytes; keys at fp8VtSlot), as transposer
-/// `thread` of kWideners. A warp step covers 32 dims x 16 keys: lane
-/// (group g, quad c) reads 4-dim words of keys 2c, 2c + 1, 8 + 2c, 9 + 2c,
-/// turns them into 4-key words of 4 dims (byte permutes) and stores each
-/// at its dim's row. Lane groups start their 4 dims rotated (g / 2) so
-/// that each store covers 32 banks; odd quads read the odd key first.
+/// `thread` of kWideners. A warp step covers 16 keys x 32 dims: one
+/// ldmatrix.trans gives lane (group g, quad c) dims 2g, 2g + 1 (of each 16)
+/// of keys 2c, 2c + 1 and 8 + 2c, 9 + 2c; two byte permutes make each dim's
+/// four keys one word, which is V^T's word c of that dim's row (slots
+/// 4c .. 4c + 3), and one stmatrix stores the 32 rows. A matrix's rows are
+/// even dims of one 8-dim group and odd dims of the next, so that its 8
+/// rows cover the 32 banks (the 64-byte swizzle does the same for the
+/// loads).
 template <class Config>
 __device__ __forceinline__ void
 transposeFP8VTileSm90(uint32_t dst, uint32_t raw, int thread) {
   using Tr = PrefillSm90Traits<Config>;
   constexpr int D = Tr::kHeadDim, kSteps = (D / 32) * (Tr::kBlockN / 16);
   const int warp = thread / 32, lane = thread % 32;
-  const int c = lane % 4, g = lane / 4, rot = g / 2;
-  const int dLane = 4 * (g % 2) + 8 * (g / 2);
-  const uint32_t rotSel = (0x32103210u >> (4 * rot)) & 0xFFFFu;
-  const int odd = c & 1;
-  // Selectors that pair bytes of keys (2c, 2c + 1) whichever was read first.
-  const uint32_t pairLo = odd ? 0x1504u : 0x5140u,
-                 pairHi = odd ? 0x3726u : 0x7362u;
+  // The row this lane addresses: matrix m's row i.
+  const int m = lane / 8, i = lane % 8, upper = i >= 4;
+  const int loadKey = 8 * (m & 1) + i, loadDim = 16 * (m >> 1);
+  const int storeDim = 16 * (m >> 1) + 2 * i + ((m & 1) ^ upper);
+  // This lane's words: matrix 0 takes dim 2g (g < 4) or 2g + 1.
+  const int g = lane / 4;
+  const uint32_t first = g < 4 ? 0x6420u : 0x7531u,
+                 second = g < 4 ? 0x7531u : 0x6420u;
   for (int step = warp; step < kSteps; step += Tr::kWideners / 32) {
-    const int d0 = (step % (D / 32)) * 32 + dLane, k16 = step / (D / 32);
-    auto rawAddr = [&](int key) { return raw + Tr::rawOffset(key, d0); };
-    const int k0 = 16 * k16 + 2 * c;
-    uint32_t w[4]; // keys k0 + odd, k0 + 1 - odd, k0 + 8 + odd, k0 + 9 - odd
-#pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      asm volatile("ld.shared.u32 %0, [%1];\n"
-                   : "=r"(w[m])
-                   : "r"(rawAddr(k0 + (m / 2) * 8 + ((m % 2) ^ odd))));
-      w[m] = prmt(w[m], 0, rotSel); // byte j: dim d0 + (j + rot) % 4
-    }
-    const uint32_t lo01 = prmt(w[0], w[1], pairLo),
-                   hi01 = prmt(w[0], w[1], pairHi);
-    const uint32_t lo89 = prmt(w[2], w[3], pairLo),
-                   hi89 = prmt(w[2], w[3], pairHi);
-    uint32_t out[4]; // dim d0 + (j + rot) % 4, keys k0, k0 + 1, k0 + 8, k0 + 9
-    out[0] = prmt(lo01, lo89, 0x5410);
-    out[1] = prmt(lo01, lo89, 0x7632);
-    out[2] = prmt(hi01, hi89, 0x5410);
-    out[3] = prmt(hi01, hi89, 0x7632);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int d = d0 + ((j + rot) & 3);
-      asm volatile(
-          "st.shared.u32 [%0], %1;\n" ::"r"(dst + (d / 8) * Tr::kVtGroupBytes +
-                                            k16 * 128 + (d % 8) * 16 + 4 * c),
-          "r"(out[j])
-          : "memory");
-    }
+    const int d0 = (step % (D / 32)) * 32, k16 = step / (D / 32);
+    uint32_t r[4];
+    asm volatile(
+        "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, "
+        "[%4];\n"
+        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+        : "r"(raw + Tr::rawVtOffset(16 * k16 + loadKey, d0 + loadDim)));
+    const int d = d0 + storeDim;
+    asm volatile(
+        "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::
+            "r"(dst + (d / 8) * Tr::kVtGroupBytes + k16 * 128 + (d % 8) * 16),
+        "r"(prmt(r[0], r[1], first)), "r"(prmt(r[0], r[1], second)),
+        "r"(prmt(r[2], r[3], first)), "r"(prmt(r[2], r[3], second))
+        : "memory");
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
