@@ -732,10 +732,9 @@ llvm::Error PrefillKernel::launchSm90(const PrefillPlan &plan,
           params.kMap, a.k, s.kvType, a.numKVTokens, s.numKVHeads, qkDim,
           p.kStrideToken, s.prefillSchedule.blockN, landingOf(s, false)))
     return err;
-  if (llvm::Error err = encodeRowsMap(params.vMap, a.v, s.kvType, a.numKVTokens,
-                                      s.numKVHeads, s.headDim, p.vStrideToken,
-                                      s.prefillSchedule.blockN,
-                                      landingOf(s, true)))
+  if (llvm::Error err = encodeRowsMap(
+          params.vMap, a.v, s.kvType, a.numKVTokens, s.numKVHeads, s.headDim,
+          p.vStrideToken, s.prefillSchedule.blockN, landingOf(s, true)))
     return err;
   return launchSm90(plan, params, stream);
 }
