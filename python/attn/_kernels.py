@@ -371,6 +371,14 @@ class KernelHandle(Handle):
         self._create(self._create_fn, ctypes.byref(self._c_variant), *limits,
                      progress=progress or variant.describe())
         self.planned = None
+        self._launch_fn = None
+
+    def launch_function(self):
+        """``_run_fn`` taking addresses only (``_lib.launch_function``),
+        for the wrappers' cached run path."""
+        if self._launch_fn is None:
+            self._launch_fn = _lib.launch_function(self._run_fn)
+        return self._launch_fn
 
     def _launch(self, args, stream, *extra):
         if _runtime.other_device(self.device):

@@ -27,11 +27,14 @@ Where the library comes from, first match wins:
    two ways.
 """
 
+import array
 import ctypes
+import functools
 import math
 import numbers
 import operator
 import os
+import struct
 import sys
 import threading
 import time
@@ -140,11 +143,15 @@ def check_int(value, name, minimum=None, maximum=None):
     return value
 
 
+_INT_ONLY = {int}
+
+
 def check_ints(values, name, minimum=-2 ** 31, maximum=INT32_MAX):
     """``check_int`` of every item of a list (``name[i]`` in messages);
     the list itself when every item is a plain int in range."""
-    if all(type(v) is int for v in values) and \
-            (not values or (min(values) >= minimum and max(values) <= maximum)):
+    # set(map(type)) and min/max run in C: plan() checks every page id.
+    if not values or (set(map(type, values)) == _INT_ONLY and min(values) >= minimum
+                      and max(values) <= maximum):
         return values
     return [check_int(v, "%s[%d]" % (name, i), minimum, maximum) for i, v in enumerate(values)]
 
@@ -880,6 +887,49 @@ def call(function, *args, what="", progress=None):
         raise_for(status, function, what)
 
 
+def launch_function(function):
+    """A ctypes function object of its own for the launch entry point
+    ``function`` (``attn_*_run``), every parameter a ``void*``: the
+    wrappers' cached run path passes addresses as ints (the kernel handle,
+    the args struct, device pointers, the stream), each one checked or
+    read from torch where it was made, so the call converts nothing.
+    Returns the status (``raise_for`` it)."""
+    _, argtypes = PROTOTYPES[function]
+    for t in argtypes:
+        if t is not c_void_p and not issubclass(t, ctypes._Pointer):
+            raise TypeError("%s: parameter of type %s is not an address" % (function, t.__name__))
+    fn = load()[function]  # a new function object: the shared one keeps its prototype
+    fn.restype = c_int
+    fn.argtypes = [c_void_p] * len(argtypes)
+    return fn
+
+
+_FIELD_CODES = {c_void_p: "Q", c_int64: "q", c_int32: "i", c_int: "i", c_uint32: "I"}
+
+
+def field_writer(c, fields):
+    """``write(*values)`` setting ``fields`` of the struct ``c`` (adjacent
+    in memory, in order; ``"cache.k"`` names a nested field) in one
+    ``struct.pack_into``: the cached run path's data pointers and strides.
+    A value outside its C type is a ``struct.error``, never a truncated
+    value; the writer keeps ``c`` alive."""
+    struct_type, offsets, codes = type(c), [], []
+    for path in fields:
+        t, offset = struct_type, 0
+        for part in path.split("."):
+            offset += getattr(t, part).offset
+            t = dict(t._fields_)[part]
+        offsets.append(offset)
+        codes.append(_FIELD_CODES[t])
+    packer = struct.Struct("<" + "".join(codes))
+    at = offsets[0]
+    for offset, code in zip(offsets, codes):
+        if offset != at:
+            raise ValueError("%s: fields %s are not adjacent" % (struct_type.__name__, fields))
+        at += struct.calcsize("<" + code)
+    return functools.partial(packer.pack_into, c, offsets[0])
+
+
 # --- the progress line ------------------------------------------------------
 
 PROGRESS_DELAY_S = 1.0
@@ -932,7 +982,10 @@ def int32_array(values, name="values"):
     """A ctypes int32 array of the given ints (host memory; every value
     checked: ``check_ints``)."""
     values = check_ints(list(values), name)
-    return (c_int32 * max(1, len(values)))(*values)
+    if not values:
+        return (c_int32 * 1)()
+    # Through array('i') (C ints, 32 bits here): a copy in C, not an argument per value.
+    return (c_int32 * len(values)).from_buffer(array.array("i", values))
 
 
 def int64_array(values, name="values"):

@@ -187,6 +187,20 @@ def stream_handle(stream, device=-1):
                     "object with .cuda_stream or __cuda_stream__), got %s" % type(stream).__name__)
 
 
+def device_queries():
+    """(current device index, current CUstream of a device) as torch's own
+    C functions, the cheapest way to ask, for the wrappers' cached run
+    path; None without torch or when this torch lacks them."""
+    torch = torch_or_none()
+    if torch is None:
+        return None
+    get_device = getattr(torch._C, "_cuda_getDevice", None)
+    get_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if get_device is None or get_stream is None:
+        return None
+    return get_device, get_stream
+
+
 @contextlib.contextmanager
 def torch_stream(handle, device):
     """Runs torch work inside on the CUstream ``handle`` (so that uploads

@@ -61,6 +61,7 @@ non-causal prefill attn penalizes ``|key - query|`` where FlashInfer adds
 ``slope * (key - query)``.
 """
 
+import ctypes
 import dataclasses
 import math
 import numbers
@@ -686,7 +687,7 @@ class _Plan:
     __slots__ = ("gen", "batch", "seq_lens", "cu_q", "variant", "for_graph", "num_q_tokens",
                  "stride", "page_tables_ptr", "seq_lens_ptr", "window_left", "keep", "levels",
                  "level_tables", "num_levels", "device", "run_handles", "run_args", "max_page",
-                 "max_page_at", "cache")
+                 "max_page_at", "cache", "fast")
 
     def __init__(self, **kw):
         for k in self.__slots__:
@@ -694,6 +695,122 @@ class _Plan:
         self.run_handles = {}  # (lse, sinks, per-head scales) -> planned handle
         if self.max_page is None:
             self.max_page = -1  # no paged tables (ragged prefill)
+
+
+# The args fields every run() writes first: q, its token stride, out, its
+# token stride, lse (adjacent in attn_decode_args and attn_prefill_args).
+_IO_FIELDS = ("q", "q_stride_token", "out", "out_stride_token", "lse")
+
+
+class _Fast:
+    """A run() that passed every check, kept with its plan for the calls
+    that repeat it: no stream, sinks, aux, LSE or scale tensors (a float
+    scale the same as its), and torch tensors with the same dtype, shape,
+    strides and CUDA device as its, on the same current device. Such a
+    call passes the same checks, so it only writes its data pointers into
+    that call's args struct and launches (``_run_fast``). Any other call
+    takes the checked path, which drops the record and may make a new
+    one."""
+
+    __slots__ = ("tensor", "device", "tdevice", "metas", "out_shape", "out_dtype",
+                 "out_strides", "out_stride", "dense_row", "k_scale", "v_scale", "write",
+                 "launch", "function", "handle_ptr", "args_ptr", "get_device", "get_stream",
+                 "empty")
+
+
+def _record_fast(plan, h, a, tensors, out_t, k_scale, v_scale, write):
+    """plan.fast for a run() that launched ``h`` with ``a`` after checking
+    ``tensors`` (the inputs, as ``_t.Tensor``) and ``out_t``; ``write(a)``
+    makes the pointer writer. Nothing when the call was not one the cached
+    path can repeat."""
+    torch = _runtime.torch_or_none()
+    queries = _runtime.device_queries()
+    if torch is None or queries is None or plan.device is None or plan.device < 0:
+        return
+    for s in (k_scale, v_scale):
+        if s is not None and type(s) is not float:
+            return
+    objs = [t.obj for t in tensors] + [out_t.obj]
+    if any(type(o) is not torch.Tensor for o in objs) or \
+            any(t.device != plan.device for t in tensors) or out_t.device != plan.device:
+        return
+    objs.pop()
+    f = _Fast()
+    f.tensor, f.device = torch.Tensor, plan.device
+    f.tdevice = torch.device("cuda", plan.device)
+    f.metas = [(o.dtype, o.shape, o.stride()) for o in objs]
+    out = out_t.obj
+    f.out_shape, f.out_dtype, f.out_strides = out.shape, out.dtype, out.stride()
+    f.out_stride = out_t.token_stride()
+    f.dense_row = out_t.row_elements()
+    f.k_scale, f.v_scale = k_scale, v_scale
+    f.write = write(a)
+    f.launch, f.function = h.launch_function(), h._run_fn
+    f.handle_ptr, f.args_ptr = h.ptr, ctypes.addressof(a)
+    f.get_device, f.get_stream = queries
+    f.empty = torch.empty
+    plan.fast = f
+
+
+def _run_fast(f, tensors, out):
+    """run() through the record ``f`` (``_Fast``): the output, or None when
+    this call is not the recorded one's repeat (the caller then takes the
+    checked path)."""
+    T, dev = f.tensor, f.device
+    ptrs = []
+    for t, (dtype, shape, strides) in zip(tensors, f.metas):
+        if type(t) is not T or t.dtype is not dtype or t.shape != shape or \
+                t.stride() != strides or not t.is_cuda or t.get_device() != dev:
+            return None
+        ptrs.append(t.data_ptr())
+    if out is None:
+        out = f.empty(f.out_shape, dtype=f.out_dtype, device=f.tdevice)
+        out_stride = f.dense_row
+    elif type(out) is T and out.dtype is f.out_dtype and out.shape == f.out_shape and \
+            out.stride() == f.out_strides and out.is_cuda and out.get_device() == dev:
+        out_stride = f.out_stride
+    else:
+        return None
+    if f.get_device() != dev:  # the launch needs the plan's device current
+        return None
+    f.write(ptrs, out.data_ptr(), out_stride)
+    status = f.launch(f.handle_ptr, f.args_ptr, f.get_stream(dev))
+    if status:
+        _lib.raise_for(status, f.function)
+    return out
+
+
+def _ragged_writer(q_t):
+    """The pointer writer of a ragged prefill run: q, out, k and v."""
+    q_stride = q_t.token_stride()
+
+    def make(a):
+        io = _lib.field_writer(a, _IO_FIELDS)
+        kv = _lib.field_writer(a, ("k", "v"))
+
+        def write(ptrs, out_ptr, out_stride):
+            io(ptrs[0], q_stride, out_ptr, out_stride, 0)
+            kv(ptrs[1], ptrs[2])
+        return write
+    return make
+
+
+def _cache_writer(q_t, cache):
+    """The pointer writer of a run over one paged-cache tensor (decode,
+    paged prefill): q, out and the cache's k and v (v at the validated
+    call's offset from k)."""
+    q_stride = q_t.token_stride()
+    v_offset = cache.v - cache.k
+
+    def make(a):
+        io = _lib.field_writer(a, _IO_FIELDS)
+        kv = _lib.field_writer(a, ("cache.k", "cache.v"))
+
+        def write(ptrs, out_ptr, out_stride):
+            io(ptrs[0], q_stride, out_ptr, out_stride, 0)
+            kv(ptrs[1], ptrs[1] + v_offset)
+        return write
+    return make
 
 
 class _Wrapper:
@@ -1046,7 +1163,19 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         logits; ``window_left`` must be None or the planned one;
         ``enable_pdl`` is ignored. Extensions: ``stream``, ``aux``.
         """
+        plan = self._plan
+        f = plan.fast if plan is not None else None
+        if f is not None and stream is None and lse is None and return_lse is False and \
+                sinks is None and aux is None and not args and q_scale is None and \
+                window_left is None and q_len_per_req is None and kv_cache_sf is None and \
+                skip_softmax_threshold_scale_factor is None and \
+                (k_scale is f.k_scale or (type(k_scale) is float and k_scale == f.k_scale)) and \
+                (v_scale is f.v_scale or (type(v_scale) is float and v_scale == f.v_scale)):
+            result = _run_fast(f, (q, paged_kv_cache), out)
+            if result is not None:
+                return result
         plan = self._need_plan()
+        plan.fast = None
         _unsupported_run_args(args, kv_cache_sf, skip_softmax_threshold_scale_factor, q_scale)
         if window_left is not None and _window(window_left) != plan.window_left:
             raise ValueError("window_left: %d differs from the planned %d (plan() sets it)"
@@ -1100,6 +1229,9 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         elif a.tables.aux[0].data:
             _clear_aux(a.tables)
         h.run(a, s)
+        if not (aux or sinks_ptr or want_lse or per_head) and len(cache_ts) == 1:
+            _record_fast(plan, h, a, (q_t, cache_ts[0]), out_t, k_scale, v_scale,
+                         _cache_writer(q_t, cache))
         result = _runtime.as_result(out_t)
         if lse_t is not None:
             _to_base2(lse_t.obj, s, device)
@@ -1194,8 +1326,12 @@ class _PrefillBase(_Wrapper):
                              % (cu_q[-1], self._max_tokens_fixed))
         return cu_q
 
-    def _run(self, q, out, lse, return_lse, sinks, aux, stream, fill_args, cache_tensors=()):
+    def _run(self, q, out, lse, return_lse, sinks, aux, stream, fill_args, k_scale, v_scale):
+        """run() on the checked path: ``fill_args(a, s)`` writes the k/v
+        or cache fields of ``a`` and returns (per-head scales, the tensors
+        it read, the pointer writer for ``_record_fast``)."""
         plan = self._need_plan()
+        plan.fast = None
         base = plan.variant
         device = plan.device
         s = _runtime.stream_handle(stream, device)
@@ -1205,7 +1341,7 @@ class _PrefillBase(_Wrapper):
         q_t = _t.tensor(q, "q", dtype=base.q_type, shape=q_shape, token_stride=True, stream=s,
                         what="qo_indptr[-1], num_qo_heads, head_dim_qk")
         a = _lib.init(_lib.attn_prefill_args)
-        per_head, tensors = fill_args(a, s)
+        per_head, tensors, writer = fill_args(a, s)
         sinks_ptr = self._sinks(sinks, hq)
         want_lse = _flag(return_lse, "return_lse") or lse is not None
         out_t, lse_t = _out_and_lse(out, lse, want_lse, (plan.num_q_tokens, hq, base.head_dim),
@@ -1219,6 +1355,9 @@ class _PrefillBase(_Wrapper):
         _fill_tables(a.tables, self._alibi_ptr(hq, s) if knobs.alibi else None, sinks_ptr or None,
                      aux, s)
         h.run(a, s)
+        if not (aux or sinks_ptr or want_lse or per_head) and writer is not None:
+            _record_fast(plan, h, a, (q_t,) + tuple(tensors), out_t, k_scale, v_scale,
+                         writer(q_t))
         result = _runtime.as_result(out_t)
         if lse_t is not None:
             _to_base2(lse_t.obj, s, device)
@@ -1322,6 +1461,16 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
         ``k_scale``/``v_scale``: FP8 k/v scales. ``sinks``, ``stream``,
         ``aux``: as the decode wrapper's.
         """
+        plan = self._plan
+        f = plan.fast if plan is not None else None
+        if f is not None and stream is None and lse is None and return_lse is False and \
+                sinks is None and aux is None and not args and q_scale is None and \
+                o_scale is None and kv_cache_sf is None and \
+                (k_scale is f.k_scale or (type(k_scale) is float and k_scale == f.k_scale)) and \
+                (v_scale is f.v_scale or (type(v_scale) is float and v_scale == f.v_scale)):
+            result = _run_fast(f, (q, k, v), out)
+            if result is not None:
+                return result
         _unsupported_run_args(args, kv_cache_sf, None, q_scale)
         if not _is_one(o_scale):
             raise NotImplementedError("o_scale: attn writes unscaled outputs")
@@ -1342,9 +1491,9 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
             ks, vs, n, per_head = _scales(self, k_scale, v_scale, base.num_kv_heads, kv_type, s,
                                           plan.device)
             a.k_scale, a.v_scale, a.num_kv_scales = ks, vs, n
-            return per_head, (kt, vt)
+            return per_head, (kt, vt), _ragged_writer
 
-        return self._run(q, out, lse, return_lse, sinks, aux, stream, fill)
+        return self._run(q, out, lse, return_lse, sinks, aux, stream, fill, k_scale, v_scale)
 
     def run_return_lse(self, q, k, v, *args, **kwargs):
         """``run(..., return_lse=True)``."""
@@ -1476,6 +1625,17 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         """Prefill of ``q`` [qo_indptr[-1], num_qo_heads, head_dim] over
         ``paged_kv_cache`` (the decode wrapper's forms). Keywords as the
         decode wrapper's run."""
+        plan = self._plan
+        f = plan.fast if plan is not None else None
+        if f is not None and stream is None and lse is None and return_lse is False and \
+                sinks is None and aux is None and not args and q_scale is None and \
+                window_left is None and kv_cache_sf is None and \
+                skip_softmax_threshold_scale_factor is None and \
+                (k_scale is f.k_scale or (type(k_scale) is float and k_scale == f.k_scale)) and \
+                (v_scale is f.v_scale or (type(v_scale) is float and v_scale == f.v_scale)):
+            result = _run_fast(f, (q, paged_kv_cache), out)
+            if result is not None:
+                return result
         _unsupported_run_args(args, kv_cache_sf, skip_softmax_threshold_scale_factor, q_scale)
         plan = self._need_plan()
         base = plan.variant
@@ -1492,9 +1652,12 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
             _set_scales(cache, ks, vs, n)
             a.cache = cache
             a.page_tables, a.page_table_stride = plan.page_tables_ptr, plan.stride
-            return per_head, ts
+            writer = None
+            if len(ts) == 1:
+                writer = lambda q_t: _cache_writer(q_t, cache)  # noqa: E731
+            return per_head, ts, writer
 
-        return self._run(q, out, lse, return_lse, sinks, aux, stream, fill)
+        return self._run(q, out, lse, return_lse, sinks, aux, stream, fill, k_scale, v_scale)
 
     def run_return_lse(self, q, paged_kv_cache, *args, **kwargs):
         """``run(..., return_lse=True)``."""
