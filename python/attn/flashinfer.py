@@ -61,10 +61,12 @@ non-causal prefill attn penalizes ``|key - query|`` where FlashInfer adds
 ``slope * (key - query)``.
 """
 
+import array
 import ctypes
 import dataclasses
 import math
 import numbers
+import operator
 from collections import OrderedDict
 
 from . import _runtime
@@ -458,19 +460,55 @@ def _check_fixed_tables(batch, stride):
                              % (stride, batch))
 
 
+# The pages start at a multiple of this many int32 entries (128 bytes) into
+# the tables' buffer, after the lengths.
+_TABLE_ALIGN = 32
+
+# plan() reads page ids back in the same copy as indptr and last_page_len
+# when indices holds at most this many (a larger buffer: the entries the
+# requests use, once indptr says which).
+_FUSED_READ_IDS = 1 << 14
+
+
+def _lens_room(batch):
+    return -(-max(1, batch) // _TABLE_ALIGN) * _TABLE_ALIGN
+
+
+class _PageAt:
+    """Where a table's largest page id is (``name[i]``), found when a
+    message needs it: plan() records the id, run() names its place only
+    when it is past the cache."""
+
+    __slots__ = ("name", "ids", "value", "offset")
+
+    def __init__(self, name, ids, value, offset):
+        self.name, self.ids, self.value, self.offset = name, ids, value, offset
+
+    def __str__(self):
+        if isinstance(self.ids, list):
+            i = self.ids.index(self.value)
+        else:
+            i = int((self.ids == self.value).nonzero()[0, 0])
+        return "%s[%d]" % (self.name, i + self.offset)
+
+
 class _PageTables:
     """Dense ``[batch, stride]`` int32 page tables and ``[batch]`` lengths
-    on the device, at fixed addresses (fixed sizes under use_cuda_graph).
-    After a fill, ``max_page`` is the largest page id the table holds (-1:
-    none) and ``max_page_at`` where the caller gave it: run() checks it
-    against the cache's pages before any launch."""
+    on the device, in one buffer (the lengths, then the pages from a
+    128-byte boundary: one upload per plan), at fixed addresses (fixed
+    sizes under use_cuda_graph). After a fill, ``max_page`` is the largest
+    page id the table holds (-1: none) and ``max_page_at`` where the caller
+    gave it: run() checks it against the cache's pages before any launch."""
 
     def __init__(self, device, fixed_batch=0, fixed_stride=0, what="plan()"):
         fixed = fixed_batch > 0
         self.device = device
-        self.pages = _runtime.DeviceInts("int32", device, fixed_batch * fixed_stride, fixed, what)
-        self.lens = _runtime.DeviceInts("int32", device, fixed_batch, fixed, what)
         self.fixed_stride = fixed_stride
+        self.lens_room = _lens_room(fixed_batch) if fixed else 0
+        self.buf = _runtime.DeviceInts("int32", device,
+                                       self.lens_room + fixed_batch * fixed_stride if fixed else 0,
+                                       fixed, what)
+        self.pages_at = self.lens_room  # entries from the start of buf
         self.stride = max(1, fixed_stride)
         self.max_page, self.max_page_at = -1, None
         # Pages of the cache a captured graph reads (use_cuda_graph, after a
@@ -478,68 +516,75 @@ class _PageTables:
         self.page_limit = None
 
     def fill_csr(self, indptr, indices, last_page_len, page_size, stream,
-                 names=("indptr", "indices", "last_page_len")):
+                 names=("indptr", "indices", "last_page_len"), check_batch=None):
         """FlashInfer's CSR page table -> dense rows; returns the host
         lengths (tokens per request). Checks the table as it passes through
         the host: indptr from 0 up, last_page_len 1..page_size, lengths
-        within int32, and every page id the requests use >= 0."""
-        ip, seq_lens, counts = _csr_lens(indptr, last_page_len, page_size, names[0], names[2])
+        within int32, and every page id the requests use >= 0 and within
+        int32; ``check_batch(batch)`` before the tables change. CUDA
+        tensors are read back in one copy (one synchronization, as
+        FlashInfer's plan has), the tables uploaded in one."""
+        ip, lp, ids, ids_at, ids_len = _read_csr(indptr, indices, last_page_len, names)
+        seq_lens, counts = _csr_lens_of(ip, lp, page_size, names[0], names[2])
         batch = len(seq_lens)
+        if check_batch is not None:
+            check_batch(batch)
         max_pages = max(counts) if counts else 0
         stride = self.fixed_stride or max(1, max_pages)
         if max_pages > stride:
             raise ValueError("%s: a request has %d pages, more than the %d per request this "
                              "wrapper holds (max_pages_per_request)"
                              % (names[1], max_pages, stride))
-        used = slice(ip[0], ip[-1])  # the entries the requests read
-        torch = _runtime.torch_or_none()
-        on_host = not (torch is not None and isinstance(indices, torch.Tensor))
-        if on_host:  # checked before anything needs torch
-            ids = _runtime.host_ints(indices, names[1])
-            if batch and len(ids) < ip[-1]:
-                raise ValueError("%s: has %d entries, but %s[-1] is %d"
-                                 % (names[1], len(ids), names[0], ip[-1]))
-            low, high = _host_page_range(ids[used], ip[0])
-            self._check_page_range(low, high, names[1])
-        torch = _runtime.require_torch("plan()")
-        dev = self.device
-        tdev = _runtime._torch_device(dev)
-        if on_host:
-            idx = torch.tensor(ids, dtype=torch.int32, device=tdev)
+        if batch and ids_len < ip[-1]:
+            raise ValueError("%s: has %d entries, but %s[-1] is %d"
+                             % (names[1], ids_len, names[0], ip[-1]))
+        start, end = (ip[0], ip[-1]) if batch else (0, 0)
+        if isinstance(ids, list):
+            used = ids[start - ids_at:end - ids_at]
+            low = high = None
+            if used:  # every entry was checked as an int32 (host_ints)
+                low, high = min(used), max(used)
         else:
-            if indices.dtype.is_floating_point or indices.dtype.is_complex or \
-                    indices.dtype == torch.bool:
-                raise TypeError("%s: expected an integer tensor, got dtype %s"
-                                % (names[1], indices.dtype))
-            if indices.dim() != 1:
-                raise ValueError("%s: expected a 1-D array, got shape %s"
-                                 % (names[1], tuple(indices.shape)))
-            if batch and indices.numel() < ip[-1]:
-                raise ValueError("%s: has %d entries, but %s[-1] is %d"
-                                 % (names[1], indices.numel(), names[0], ip[-1]))
-            # Before the int32 copy, which would wrap a larger id.
-            low, high = _page_range(indices[used], ip[0], torch)
-            self._check_page_range(low, high, names[1])
-            idx = indices.to(device=tdev, dtype=torch.int32)
-        self.pages.ensure(batch * stride, names[1])
-        self.lens.upload(seq_lens, stream, names[2])
+            if not ids_at <= start or end - ids_at > ids.numel():  # beyond the fused read
+                ids, ids_at = _host_tensor(indices[start:end]), start
+            used = ids[start - ids_at:end - ids_at]
+            low = high = None
+            if used.numel():
+                low, high = (int(x) for x in used.aminmax())
+        if low is not None:
+            if low < 0:
+                at = used.index(low) if isinstance(used, list) else \
+                    int((used == low).nonzero()[0, 0])
+                raise ValueError("%s[%d] = %d: a page id must be >= 0"
+                                 % (names[1], at + start, low))
+            where = _PageAt(names[1], used, high, start)
+            if high > _lib.INT32_MAX:
+                raise ValueError("%s = %d: a page id must fit int32" % (where, high))
+            self._check_limit(high, where)
+        torch = _runtime.require_torch("plan()")
+        lens_room = self.lens_room or _lens_room(batch)
+        total = lens_room + batch * stride
+        self.buf.ensure(total, names[1])
+        host = torch.zeros(total, dtype=torch.int32)
         if batch:
-            with _runtime.torch_stream(stream, dev):
-                starts = torch.tensor(ip[:-1], dtype=torch.int64).to(tdev)
-                cnt = torch.tensor(counts, dtype=torch.int64).to(tdev)
-                col = torch.arange(stride, dtype=torch.int64, device=tdev)
-                mask = col[None, :] < cnt[:, None]
-                gidx = torch.where(mask, starts[:, None] + col[None, :], torch.zeros_like(col))
-                if idx.numel():
-                    vals = torch.where(mask, idx[gidx], torch.zeros((), dtype=torch.int32,
-                                                                   device=tdev))
-                else:
-                    vals = torch.zeros((batch, stride), dtype=torch.int32, device=tdev)
-                self.pages.buf[:batch * stride].copy_(vals.reshape(-1))
-        self.stride = stride
-        self.max_page = -1 if high is None else high[0]
-        self.max_page_at = None if high is None else "%s[%d]" % (names[1], high[1])
+            host[:batch] = _int32_tensor(seq_lens, torch)
+            if isinstance(used, list):
+                used = _int32_tensor(used, torch)
+            if used.numel() == batch * stride:  # every request has stride pages
+                host[lens_room:].copy_(used)
+            elif used.numel():
+                mask = torch.arange(stride) < _int32_tensor(counts, torch)[:, None]
+                host[lens_room:].view(batch, stride).masked_scatter_(mask, used.to(torch.int32))
+        with _runtime.torch_stream(stream, self.device):
+            self.buf.buf[:total].copy_(host, non_blocking=True)
+        self.pages_at, self.stride = lens_room, stride
+        self.max_page = -1 if high is None else high
+        self.max_page_at = None if high is None else where
         return seq_lens
+
+    def upload_lens(self, lens, stream, name="seq_lens"):
+        """The lengths alone (plan(block_tables=...): the caller's table)."""
+        self.buf.upload(lens, stream, name)
 
     def check_direct(self, table, lens, page_size, names=("block_tables", "seq_lens")):
         """Checks a caller's dense ``[rows, width]`` page table (an attn
@@ -570,11 +615,6 @@ class _PageTables:
         self._check_limit(high[0], row(high[1]))
         self.max_page, self.max_page_at = high[0], row(high[1])
 
-    def _check_page_range(self, low, high, name):
-        _check_page_range(low, high, name)
-        if high is not None:
-            self._check_limit(high[0], "%s[%d]" % (name, high[1]))
-
     def _check_limit(self, page, where):
         if self.page_limit is not None and page >= self.page_limit:
             raise ValueError("%s = %d: past the end of the paged cache this CUDA-graph wrapper's "
@@ -582,11 +622,65 @@ class _PageTables:
 
     @property
     def pages_ptr(self):
-        return self.pages.ptr
+        return self.buf.ptr + 4 * self.pages_at if self.buf.buf is not None else 0
 
     @property
     def lens_ptr(self):
-        return self.lens.ptr
+        return self.buf.ptr
+
+
+def _int32_tensor(values, torch):
+    """A host int32 tensor of checked int32s (through array('i'): a copy in
+    C, where torch.tensor() converts item by item)."""
+    if not values:
+        return torch.zeros(0, dtype=torch.int32)
+    return torch.frombuffer(array.array("i", values), dtype=torch.int32)
+
+
+def _host_tensor(t):
+    """A torch tensor on the host (one copy back from a device)."""
+    return t.cpu() if t.is_cuda else t
+
+
+def _index_tensor(x, name, torch):
+    """ValueError or TypeError naming ``name`` unless ``x`` is a 1-D tensor
+    of integers."""
+    if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
+        raise TypeError("%s: expected an integer tensor, got dtype %s" % (name, x.dtype))
+    if x.dim() != 1:
+        raise ValueError("%s: expected a 1-D array, got shape %s" % (name, tuple(x.shape)))
+
+
+def _read_csr(indptr, indices, last_page_len, names):
+    """(indptr ints, last_page_len ints, page ids, the index of the first
+    id held, the number of ids) of a CSR page table on the host. The ids
+    are a list (host input, each checked) or a host tensor (a torch tensor:
+    its dtype checked here, its values where they are used). CUDA tensors
+    of one integer dtype on one device come back in one copy, the ids
+    with them up to _FUSED_READ_IDS entries."""
+    torch = _runtime.torch_or_none()
+    if torch is not None and isinstance(indptr, torch.Tensor) and \
+            isinstance(last_page_len, torch.Tensor) and isinstance(indices, torch.Tensor) and \
+            indptr.is_cuda and indptr.dtype in (torch.int32, torch.int64) and \
+            indptr.dim() == last_page_len.dim() == indices.dim() == 1 and \
+            indptr.dtype == last_page_len.dtype == indices.dtype and \
+            indptr.device == last_page_len.device == indices.device:
+        n_ip, n_lp = indptr.numel(), last_page_len.numel()
+        flat = torch.cat((indptr, last_page_len, indices[:_FUSED_READ_IDS])).cpu()
+        head = flat[:n_ip + n_lp].tolist()
+        ip = _lib.check_ints(head[:n_ip], names[0])
+        lp = _lib.check_ints(head[n_ip:], names[2])
+        return ip, lp, flat[n_ip + n_lp:], 0, indices.numel()
+    ip = _runtime.host_ints(indptr, names[0])
+    lp = _runtime.host_ints(last_page_len, names[2])
+    if torch is not None and isinstance(indices, torch.Tensor):
+        _index_tensor(indices, names[1], torch)
+        if not indices.is_cuda:
+            return ip, lp, indices, 0, indices.numel()
+        # Read once indptr says which entries the requests use (fill_csr).
+        return ip, lp, torch.zeros(0, dtype=indices.dtype), 0, indices.numel()
+    ids = _runtime.host_ints(indices, names[1])
+    return ip, lp, ids, 0, len(ids)
 
 
 def _csr_lens(indptr, last_page_len, page_size, indptr_name, last_name):
@@ -595,15 +689,28 @@ def _csr_lens(indptr, last_page_len, page_size, indptr_name, last_name):
     page_size where a request has pages, lengths within int32."""
     ip = _runtime.host_ints(indptr, indptr_name)
     lp = _runtime.host_ints(last_page_len, last_name)
+    seq_lens, counts = _csr_lens_of(ip, lp, page_size, indptr_name, last_name)
+    return ip, seq_lens, counts
+
+
+def _csr_lens_of(ip, lp, page_size, indptr_name, last_name):
+    """``_csr_lens`` of host ints: (tokens per request, pages per request)."""
     batch = len(lp)
     if len(ip) != batch + 1:
         raise ValueError("%s: expected %d entries (the batch size %d of %s, + 1), got %d"
                          % (indptr_name, batch + 1, batch, last_name, len(ip)))
     if ip[0] < 0:
         raise ValueError("%s[0] = %d: expected >= 0" % (indptr_name, ip[0]))
-    seq_lens, counts = [], []
+    counts = list(map(operator.sub, ip[1:], ip[:-1]))
+    # Every request with pages and a last page in range (a batch's usual
+    # form): in C-level passes; anything else is found request by request.
+    if not batch or (min(counts) > 0 and min(lp) >= 1 and max(lp) <= page_size):
+        seq_lens = [n * page_size + l - page_size for n, l in zip(counts, lp)]
+        if not seq_lens or max(seq_lens) <= _lib.INT32_MAX:
+            return seq_lens, counts
+    seq_lens = []
     for b in range(batch):
-        n = ip[b + 1] - ip[b]
+        n = counts[b]
         if n < 0:
             raise ValueError("%s: decreases at request %d (%d > %d)"
                              % (indptr_name, b, ip[b], ip[b + 1]))
@@ -618,8 +725,7 @@ def _csr_lens(indptr, last_page_len, page_size, indptr_name, last_name):
                 raise ValueError("%s: request %d holds %d tokens (%d pages of %d), more than "
                                  "int32 lengths count" % (indptr_name, b, tokens, n, page_size))
             seq_lens.append(tokens)
-        counts.append(n)
-    return ip, seq_lens, counts
+    return seq_lens, counts
 
 
 def _direct_lens(seq_lens, indptr, last_page_len, page_size, names):
@@ -639,34 +745,15 @@ def _direct_tables(wrapper, block_tables, lens, page_size, stream):
         raise ValueError("block_tables: %d rows for a batch of %d" % (bt.shape[0], len(lens)))
     stride = _int(bt.token_stride(), "block_tables: row stride", 0)
     wrapper._tables.check_direct(bt, lens, page_size)
-    wrapper._tables.lens.upload(lens, stream, "seq_lens")
+    wrapper._tables.upload_lens(lens, stream)
     wrapper._direct = bt  # keep it alive with the plan
     return lens, bt.ptr, stride
 
 
-def _check_page_range(low, high, name):
-    """ValueError for a page id below 0 or past int32 (page tables are
-    int32); ``low``/``high`` are ``_host_page_range``'s."""
-    if low is None:
-        return
-    if low[0] < 0:
-        raise ValueError("%s[%d] = %d: a page id must be >= 0" % (name, low[1], low[0]))
-    if high[0] > _lib.INT32_MAX:
-        raise ValueError("%s[%d] = %d: a page id must fit int32" % (name, high[1], high[0]))
-
-
-def _host_page_range(ids, offset):
-    """((min, index), (max, index)) of host page ids (indexes from
-    ``offset``), or (None, None) when there are none."""
-    if not ids:
-        return None, None
-    low, high = min(ids), max(ids)
-    return (low, ids.index(low) + offset), (high, ids.index(high) + offset)
-
-
 def _page_range(ids, offset, torch, mask=None):
-    """``_host_page_range`` of a tensor of page ids (only where ``mask``),
-    in one read back (plan() synchronizes anyway)."""
+    """((min, index), (max, index)) of a tensor of page ids (only where
+    ``mask``; indexes from ``offset``), or (None, None) when there are
+    none, in one read back (plan() synchronizes anyway)."""
     if ids.numel() == 0:
         return None, None
     flat = ids.reshape(-1).long()
@@ -830,6 +917,7 @@ class _Wrapper:
         self._scale_bufs = {}
         self._alibi = {}
         self._cache_pages = None  # pages of the cache the last run() read
+        self._variant_memo = None  # (plain arguments, variant) of the last plan()
 
     def _check_cache_pages(self, plan, num_pages):
         """run(): the plan's page ids against the cache given (before any
@@ -903,6 +991,22 @@ class _Wrapper:
                 buf = buf.to(_runtime._torch_device(self._device))
             self._alibi[num_heads] = buf
         return buf.data_ptr()
+
+    def _variant_for(self, args, make):
+        """``make()``: plan()'s checks of the arguments a variant comes from
+        (``args``), and the variant; or, when ``args`` are the last plan's
+        and each a plain value (an int, float, str, bool, None or torch
+        dtype, compared with its type), that plan's variant, which passed
+        the same checks."""
+        key = _plain_key(args)
+        memo = self._variant_memo
+        if key is not None and memo is not None and memo[0] == key:
+            return memo[1]
+        self._variant_memo = None
+        variant = make()
+        if key is not None:
+            self._variant_memo = (key, variant)
+        return variant
 
     def _need_plan(self):
         if self._plan is None:
@@ -981,9 +1085,35 @@ class _Wrapper:
         return t.ptr
 
 
+_PLAIN_TYPES = frozenset((int, float, str, bool, type(None)))
+
+
+def _plain_key(values):
+    """``values`` and their types as a key, or None unless every value is
+    plain (``_Wrapper._variant_for``)."""
+    torch = _runtime.torch_or_none()
+    dtype = torch.dtype if torch is not None else None
+    types = tuple(map(type, values))
+    for t in types:
+        if t not in _PLAIN_TYPES and t is not dtype:
+            return None
+    return types, values
+
+
+_FAMILIES = {}
+
+
 def _family(v):
-    return v.replace(knobs=dataclasses.replace(v.knobs, write_lse=False, sinks=False),
-                     per_head_kv_scale=False)
+    # Memoized: every plan() compares each cached handle's variant with the
+    # plan's, and dataclasses.replace costs microseconds.
+    f = _FAMILIES.get(v)
+    if f is None:
+        if len(_FAMILIES) > 1024:
+            _FAMILIES.clear()
+        f = _FAMILIES[v] = v.replace(knobs=dataclasses.replace(v.knobs, write_lse=False,
+                                                                sinks=False),
+                                     per_head_kv_scale=False)
+    return f
 
 
 def _same_family(a, b):
@@ -1096,27 +1226,34 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         ``fixed_split_size`` and ``disable_split_kv`` are accepted and
         ignored. Extensions: ``stream``, ``score_mod``/``mask_mod``.
         """
-        hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim)
-        page_size = _int(page_size, "page_size")
-        q_len = _int(q_len_per_req, "q_len_per_req")
-        q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type, o_data_type, data_type)
-        knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, True,
-                       score_mod, mask_mod, window_right)
-        variant = DecodeVariant(knobs=knobs, q_type=q_type, kv_type=kv_type, num_q_heads=hq,
-                                num_kv_heads=hkv, head_dim=d, page_size=page_size,
-                                layout=self._kv_layout, query_len=q_len)
+        def make():
+            hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim)
+            page = _int(page_size, "page_size")
+            q_len = _int(q_len_per_req, "q_len_per_req")
+            q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type, o_data_type, data_type)
+            knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, True,
+                           score_mod, mask_mod, window_right)
+            return DecodeVariant(knobs=knobs, q_type=q_type, kv_type=kv_type, num_q_heads=hq,
+                                 num_kv_heads=hkv, head_dim=d, page_size=page,
+                                 layout=self._kv_layout, query_len=q_len)
+
+        variant = self._variant_for(
+            (num_qo_heads, num_kv_heads, head_dim, page_size, q_len_per_req, q_data_type,
+             kv_data_type, o_data_type, data_type, pos_encoding_mode, window_left,
+             logits_soft_cap, sm_scale, window_right, score_mod, mask_mod), make)
+        hq, page_size, q_len, knobs = (variant.num_q_heads, variant.page_size,
+                                       variant.query_len, variant.knobs)
         device, s = self._plan_device(stream, indptr, indices, last_page_len, block_tables)
         self._start_page_tables(device)
         if block_tables is not None:
             lens, pt_ptr, stride = self._direct_tables(block_tables, seq_lens, indptr,
                                                        last_page_len, page_size, s)
         else:
-            lens = self._tables.fill_csr(indptr, indices, last_page_len, page_size, s)
+            lens = self._tables.fill_csr(indptr, indices, last_page_len, page_size, s,
+                                         check_batch=self._check_batch)
             pt_ptr, stride = self._tables.pages_ptr, self._tables.stride
         batch = len(lens)
-        if self._use_cuda_graph and batch != self._fixed_batch:
-            raise ValueError("last_page_len: the batch size is fixed at %d in CUDA graph mode, "
-                             "got %d" % (self._fixed_batch, batch))
+        self._check_batch(batch)
         self._gen += 1
         self._plan = _Plan(gen=self._gen, batch=batch, seq_lens=lens, variant=variant,
                            for_graph=self._use_cuda_graph, num_q_tokens=batch * q_len,
@@ -1129,6 +1266,11 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         self._replan_all(s)
 
     begin_forward = plan
+
+    def _check_batch(self, batch):
+        if self._use_cuda_graph and batch != self._fixed_batch:
+            raise ValueError("last_page_len: the batch size is fixed at %d in CUDA graph mode, "
+                             "got %d" % (self._fixed_batch, batch))
 
     def _direct_tables(self, block_tables, seq_lens, indptr, last_page_len, page_size, stream):
         return _direct_tables(self, block_tables, _direct_lens(
