@@ -464,9 +464,9 @@ def _check_fixed_tables(batch, stride):
 # the tables' buffer, after the lengths.
 _TABLE_ALIGN = 32
 
-# plan() reads page ids back in the same copy as indptr and last_page_len
-# when indices holds at most this many (a larger buffer: the entries the
-# requests use, once indptr says which).
+# plan() reads an index array back in one copy with the others when it holds
+# at most this many entries (larger page-id buffers: the entries the requests
+# use, once indptr says which).
 _FUSED_READ_IDS = 1 << 14
 
 
@@ -522,8 +522,9 @@ class _PageTables:
         the host: indptr from 0 up, last_page_len 1..page_size, lengths
         within int32, and every page id the requests use >= 0 and within
         int32; ``check_batch(batch)`` before the tables change. CUDA
-        tensors are read back in one copy (one synchronization, as
-        FlashInfer's plan has), the tables uploaded in one."""
+        tensors are read back in one copy (``_read_back``), the tables
+        uploaded in one."""
+        indptr, indices, last_page_len = _read_back(indptr, indices, last_page_len)
         ip, lp, ids, ids_at, ids_len = _read_csr(indptr, indices, last_page_len, names)
         seq_lens, counts = _csr_lens_of(ip, lp, page_size, names[0], names[2])
         batch = len(seq_lens)
@@ -651,28 +652,40 @@ def _index_tensor(x, name, torch):
         raise ValueError("%s: expected a 1-D array, got shape %s" % (name, tuple(x.shape)))
 
 
+def _read_back(*arrays):
+    """``arrays`` with their CUDA index tensors (1-D, of the first one's
+    integer dtype and device, at most _FUSED_READ_IDS entries) replaced by
+    host copies made in one read back (one cat, one synchronization, as
+    FlashInfer's plan has); anything else as it is, for the checks that
+    name it."""
+    torch = _runtime.torch_or_none()
+    if torch is None:
+        return arrays
+    picked, first = [], None
+    for i, x in enumerate(arrays):
+        if isinstance(x, torch.Tensor) and x.is_cuda and x.dim() == 1 and \
+                x.numel() <= _FUSED_READ_IDS and x.dtype in (torch.int32, torch.int64) and \
+                (first is None or (x.dtype == first.dtype and x.device == first.device)):
+            first = first if first is not None else x
+            picked.append(i)
+    if not picked:
+        return arrays
+    host = torch.cat([arrays[i] for i in picked]).cpu()
+    out = list(arrays)
+    for i, part in zip(picked, host.split([arrays[i].numel() for i in picked])):
+        out[i] = part
+    return out
+
+
 def _read_csr(indptr, indices, last_page_len, names):
     """(indptr ints, last_page_len ints, page ids, the index of the first
     id held, the number of ids) of a CSR page table on the host. The ids
     are a list (host input, each checked) or a host tensor (a torch tensor:
-    its dtype checked here, its values where they are used). CUDA tensors
-    of one integer dtype on one device come back in one copy, the ids
-    with them up to _FUSED_READ_IDS entries."""
-    torch = _runtime.torch_or_none()
-    if torch is not None and isinstance(indptr, torch.Tensor) and \
-            isinstance(last_page_len, torch.Tensor) and isinstance(indices, torch.Tensor) and \
-            indptr.is_cuda and indptr.dtype in (torch.int32, torch.int64) and \
-            indptr.dim() == last_page_len.dim() == indices.dim() == 1 and \
-            indptr.dtype == last_page_len.dtype == indices.dtype and \
-            indptr.device == last_page_len.device == indices.device:
-        n_ip, n_lp = indptr.numel(), last_page_len.numel()
-        flat = torch.cat((indptr, last_page_len, indices[:_FUSED_READ_IDS])).cpu()
-        head = flat[:n_ip + n_lp].tolist()
-        ip = _lib.check_ints(head[:n_ip], names[0])
-        lp = _lib.check_ints(head[n_ip:], names[2])
-        return ip, lp, flat[n_ip + n_lp:], 0, indices.numel()
+    its dtype checked here, its values where they are used; a CUDA one is
+    read where the requests use it)."""
     ip = _runtime.host_ints(indptr, names[0])
     lp = _runtime.host_ints(last_page_len, names[2])
+    torch = _runtime.torch_or_none()
     if torch is not None and isinstance(indices, torch.Tensor):
         _index_tensor(indices, names[1], torch)
         if not indices.is_cuda:
@@ -681,6 +694,15 @@ def _read_csr(indptr, indices, last_page_len, names):
         return ip, lp, torch.zeros(0, dtype=indices.dtype), 0, indices.numel()
     ids = _runtime.host_ints(indices, names[1])
     return ip, lp, ids, 0, len(ids)
+
+
+def _check_rising(indptr, name):
+    """ValueError unless ``indptr`` (host ints) never decreases."""
+    steps = list(map(operator.sub, indptr[1:], indptr[:-1]))
+    if steps and min(steps) < 0:
+        b = next(b for b, n in enumerate(steps) if n < 0)
+        raise ValueError("%s: decreases at request %d (%d > %d)"
+                         % (name, b, indptr[b], indptr[b + 1]))
 
 
 def _csr_lens(indptr, last_page_len, page_size, indptr_name, last_name):
@@ -1451,10 +1473,7 @@ class _PrefillBase(_Wrapper):
         cu_q = _runtime.host_ints(qo_indptr, "qo_indptr")
         if not cu_q:
             raise ValueError("qo_indptr: expected batch size + 1 entries, got none")
-        for b in range(len(cu_q) - 1):
-            if cu_q[b + 1] < cu_q[b]:
-                raise ValueError("qo_indptr: decreases at request %d (%d > %d)"
-                                 % (b, cu_q[b], cu_q[b + 1]))
+        _check_rising(cu_q, "qo_indptr")
         if cu_q[0] != 0:
             raise ValueError("qo_indptr[0]: expected 0, got %d" % cu_q[0])
         if self._use_cuda_graph and len(cu_q) - 1 != self._fixed_batch:
@@ -1550,29 +1569,34 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
         _check_no_mask(custom_mask, packed_custom_mask)
         _check_no_items(prefix_len_ptr, token_pos_in_items_ptr, max_item_len_ptr,
                         v_indptr, o_indptr)
-        hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim_qk)
-        # v narrower than q/k (MLA's prefill, 192/128): the variant's head_dim
-        # is v's, rope_dim the rest.
-        dv = d if head_dim_vo is None else _int(head_dim_vo, "head_dim_vo")
-        if dv > d:
-            raise NotImplementedError("head_dim_vo (%d) > head_dim_qk (%d): attn's v rows have at "
-                                      "most q/k's dims" % (dv, d))
-        q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type, o_data_type)
-        knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
-                       score_mod, mask_mod)
-        cu_q = self._cu_q(qo_indptr)
-        cu_kv = _runtime.host_ints(kv_indptr, "kv_indptr")
+        def make():
+            hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim_qk)
+            # v narrower than q/k (MLA's prefill, 192/128): the variant's
+            # head_dim is v's, rope_dim the rest.
+            dv = d if head_dim_vo is None else _int(head_dim_vo, "head_dim_vo")
+            if dv > d:
+                raise NotImplementedError("head_dim_vo (%d) > head_dim_qk (%d): attn's v rows "
+                                          "have at most q/k's dims" % (dv, d))
+            q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type, o_data_type)
+            knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
+                           score_mod, mask_mod)
+            return PrefillVariant(knobs=knobs, q_type=q_type, num_q_heads=hq, num_kv_heads=hkv,
+                                  head_dim=dv, rope_dim=d - dv, paged=False,
+                                  kv_type=kv_type if kv_type != q_type else None,
+                                  layout=self._kv_layout)
+
+        variant = self._variant_for(
+            (num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, q_data_type, kv_data_type,
+             o_data_type, pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
+             score_mod, mask_mod), make)
+        hq, knobs = variant.num_q_heads, variant.knobs
+        host_q, host_kv = _read_back(qo_indptr, kv_indptr)
+        cu_q = self._cu_q(host_q)
+        cu_kv = _runtime.host_ints(host_kv, "kv_indptr")
         if len(cu_kv) != len(cu_q):
             raise ValueError("kv_indptr: expected %d entries (as qo_indptr), got %d"
                              % (len(cu_q), len(cu_kv)))
-        for b in range(len(cu_kv) - 1):
-            if cu_kv[b + 1] < cu_kv[b]:
-                raise ValueError("kv_indptr: decreases at request %d (%d > %d)"
-                                 % (b, cu_kv[b], cu_kv[b + 1]))
-        variant = PrefillVariant(knobs=knobs, q_type=q_type, num_q_heads=hq, num_kv_heads=hkv,
-                                 head_dim=dv, rope_dim=d - dv, paged=False,
-                                 kv_type=kv_type if kv_type != q_type else None,
-                                 layout=self._kv_layout)
+        _check_rising(cu_kv, "kv_indptr")
         device, s = self._plan_device(stream, qo_indptr, kv_indptr)
         self._gen += 1
         self._plan = _Plan(gen=self._gen, batch=len(cu_q) - 1, cu_q=cu_q, seq_lens=cu_kv,
@@ -1711,34 +1735,46 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
                                       "head dim (q/k wider than v is for the ragged wrapper)"
                                       % (head_dim_vo, head_dim_qk))
         _check_no_items(prefix_len_ptr, token_pos_in_items_ptr, max_item_len_ptr)
-        hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim_qk)
-        page_size = _int(page_size, "page_size")
-        q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type, o_data_type)
-        knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
-                       score_mod, mask_mod)
-        cu_q = self._cu_q(qo_indptr)
+
+        def make():
+            hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim_qk)
+            page = _int(page_size, "page_size")
+            q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type, o_data_type)
+            knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
+                           score_mod, mask_mod)
+            return PrefillVariant(knobs=knobs, q_type=q_type, num_q_heads=hq, num_kv_heads=hkv,
+                                  head_dim=d, paged=True, kv_type=kv_type, page_size=page,
+                                  layout=self._kv_layout)
+
+        variant = self._variant_for(
+            (num_qo_heads, num_kv_heads, head_dim_qk, page_size, q_data_type, kv_data_type,
+             o_data_type, pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
+             score_mod, mask_mod), make)
+        hq, page_size, knobs = variant.num_q_heads, variant.page_size, variant.knobs
         device, s = self._plan_device(stream, qo_indptr, paged_kv_indptr, paged_kv_indices)
+        # One read back for the query rows and the CSR table.
+        host_q, kv_indptr, kv_indices, kv_last = _read_back(
+            qo_indptr, paged_kv_indptr, paged_kv_indices if block_tables is None else None,
+            paged_kv_last_page_len)
+        cu_q = self._cu_q(host_q)
         self._start_page_tables(device)
         if block_tables is not None:
             lens, pt_ptr, stride = _direct_tables(self, block_tables, _direct_lens(
-                seq_lens, paged_kv_indptr, paged_kv_last_page_len, page_size,
+                seq_lens, kv_indptr, kv_last, page_size,
                 ("paged_kv_indptr", "paged_kv_last_page_len")), page_size, s)
         else:
-            lens = self._tables.fill_csr(paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len,
-                                         page_size, s, ("paged_kv_indptr", "paged_kv_indices",
-                                                        "paged_kv_last_page_len"))
+            lens = self._tables.fill_csr(kv_indptr, kv_indices, kv_last, page_size, s,
+                                         ("paged_kv_indptr", "paged_kv_indices",
+                                          "paged_kv_last_page_len"))
             pt_ptr, stride = self._tables.pages_ptr, self._tables.stride
         if len(lens) != len(cu_q) - 1:
             raise ValueError("paged_kv_last_page_len: %d requests, qo_indptr has %d"
                              % (len(lens), len(cu_q) - 1))
-        for b in range(len(lens)):
-            if cu_q[b + 1] - cu_q[b] > lens[b]:
-                raise ValueError("request %d: %d query rows but %d cached tokens (append the new "
-                                 "tokens to the cache before planning)"
-                                 % (b, cu_q[b + 1] - cu_q[b], lens[b]))
-        variant = PrefillVariant(knobs=knobs, q_type=q_type, num_q_heads=hq, num_kv_heads=hkv,
-                                 head_dim=d, paged=True, kv_type=kv_type, page_size=page_size,
-                                 layout=self._kv_layout)
+        rows = list(map(operator.sub, cu_q[1:], cu_q[:-1]))
+        if any(map(operator.gt, rows, lens)):
+            b = next(b for b, (r, n) in enumerate(zip(rows, lens)) if r > n)
+            raise ValueError("request %d: %d query rows but %d cached tokens (append the new "
+                             "tokens to the cache before planning)" % (b, rows[b], lens[b]))
         self._gen += 1
         self._plan = _Plan(gen=self._gen, batch=len(lens), cu_q=cu_q, seq_lens=lens,
                            variant=variant, for_graph=self._use_cuda_graph,
@@ -2081,9 +2117,11 @@ class BatchMLAPagedAttentionWrapper(_Wrapper):
         if isinstance(sm_scale, bool) or not isinstance(sm_scale, numbers.Real) or \
                 not (math.isfinite(sm_scale) and sm_scale > 0):
             raise ValueError("sm_scale: expected a positive finite number, got %r" % (sm_scale,))
-        qo = _runtime.host_ints(qo_indptr, "qo_indptr")
-        lens = _runtime.host_ints(kv_len_arr, "kv_len_arr")
-        kp = _runtime.host_ints(kv_indptr, "kv_indptr")
+        arrays = (kv_indices, kv_len_arr, qo_indptr, kv_indptr)
+        host_ids, host_lens, host_qo, host_kp = _read_back(*arrays)
+        qo = _runtime.host_ints(host_qo, "qo_indptr")
+        lens = _runtime.host_ints(host_lens, "kv_len_arr")
+        kp = _runtime.host_ints(host_kp, "kv_indptr")
         batch = len(lens)
         for arr, name in ((qo, "qo_indptr"), (kp, "kv_indptr")):
             if len(arr) != batch + 1:
@@ -2118,9 +2156,9 @@ class BatchMLAPagedAttentionWrapper(_Wrapper):
                                    kv_lora_rank=rank, rope_dim=rope, page_size=page_size,
                                    query_len=q_len, causal=causal and q_len > 1,
                                    scale=float(sm_scale))
-        device, s = self._plan_device(stream, kv_indices, kv_len_arr, qo_indptr, kv_indptr)
+        device, s = self._plan_device(stream, *arrays)
         self._start_page_tables(device)
-        seq_lens = self._tables.fill_csr(kp, kv_indices, last, page_size, s,
+        seq_lens = self._tables.fill_csr(kp, host_ids, last, page_size, s,
                                          names=("kv_indptr", "kv_indices", "kv_len_arr"))
         self._gen += 1
         self._plan = _Plan(gen=self._gen, batch=batch, seq_lens=seq_lens, variant=variant,
