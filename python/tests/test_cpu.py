@@ -1019,6 +1019,280 @@ def test_page_ids_past_the_cache_are_refused_before_any_launch():
     assert not launched
 
 
+# --- the wrappers' cached run path (a stand-in torch: no torch needed) ---------------
+
+
+class _Dtype:
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return "torch." + self.name
+
+
+class FakeTorchTensor:
+    """What attn reads of a torch.Tensor, without memory behind it."""
+
+    next_ptr = [0x7F0000100000]
+
+    def __init__(self, shape, dtype, strides=None, device=0):
+        self.shape, self.dtype, self._device = tuple(shape), dtype, device
+        self._strides = tuple(strides) if strides is not None else _t._dense_strides(self.shape)
+        self.is_cuda = device >= 0
+        self._ptr = FakeTorchTensor.next_ptr[0]
+        FakeTorchTensor.next_ptr[0] += 1 << 20
+
+    def stride(self):
+        return self._strides
+
+    def data_ptr(self):
+        return self._ptr
+
+    def get_device(self):
+        return self._device
+
+    @property
+    def device(self):
+        return "cuda:%d" % self._device if self.is_cuda else "cpu"
+
+
+def _fake_torch(current):
+    """A module standing in for torch: its Tensor, dtypes, empty, device
+    and the CUDA device and stream queries (current device: current[0])."""
+    import types
+    m = types.ModuleType("torch")
+    m.Tensor = FakeTorchTensor
+    for name in ("float16", "bfloat16", "float32", "int32", "int64", "uint8"):
+        setattr(m, name, _Dtype(name))
+    m.dtype = _Dtype
+    m.device = lambda kind, index=None: (kind, index)
+    m.empty = lambda shape, dtype=None, device=None: FakeTorchTensor(shape, dtype)
+    m.cuda = types.SimpleNamespace(current_device=lambda: current[0],
+                                   is_current_stream_capturing=lambda: False,
+                                   is_available=lambda: True)
+    m._C = types.SimpleNamespace(_cuda_getDevice=lambda: current[0],
+                                 _cuda_getCurrentRawStream=lambda device: 0x5000 + device)
+    return m
+
+
+class FakeRunHandle:
+    """A planned kernel handle that records its launches: ``runs`` through
+    the checked path, ``launches`` through the cached one."""
+
+    def __init__(self, variant, run_fn, status=0):
+        self.variant, self._run_fn, self.ptr, self.status = variant, run_fn, 0x9000, status
+        self.runs, self.launches = [], []
+
+    def run(self, args, stream):
+        self.runs.append((ctypes.addressof(args), stream))
+
+    def launch_function(self):
+        def launch(handle, args, stream):
+            self.launches.append((handle, args, stream))
+            return self.status
+        return launch
+
+
+@pytest.fixture
+def fake_torch(monkeypatch):
+    current = [0]
+    torch = _fake_torch(current)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    torch.current = current
+    return torch
+
+
+def _decode_wrapper(torch, num_q_tokens=2, max_page=3):
+    w = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD")
+    v = DecodeVariant(q_type="bfloat16", kv_type="bfloat16", num_q_heads=32, num_kv_heads=8,
+                      head_dim=128, page_size=16)
+    w._plan = fi._Plan(gen=1, batch=num_q_tokens, seq_lens=[64] * num_q_tokens, variant=v,
+                       for_graph=False, num_q_tokens=num_q_tokens, stride=4,
+                       page_tables_ptr=0x1000, seq_lens_ptr=0x2000, window_left=-1, device=0,
+                       max_page=max_page, max_page_at="indices[3]")
+    h = FakeRunHandle(v, "attn_decode_run")
+    w._run_handle = lambda *args: h
+    return w, h
+
+
+def test_cached_run_launches_the_checked_call_with_new_pointers(fake_torch):
+    torch = fake_torch
+    bf = torch.bfloat16
+    w, h = _decode_wrapper(torch)
+    q, cache, out = (FakeTorchTensor((2, 32, 128), bf), FakeTorchTensor((4, 2, 16, 8, 128), bf),
+                     FakeTorchTensor((2, 32, 128), bf))
+    assert w.run(q, cache, out=out) is out
+    assert len(h.runs) == 1 and not h.launches and w._plan.fast is not None
+    q2, cache2, out2 = (FakeTorchTensor((2, 32, 128), bf),
+                        FakeTorchTensor((4, 2, 16, 8, 128), bf), FakeTorchTensor((2, 32, 128), bf))
+    assert w.run(q2, cache2, out=out2) is out2
+    assert len(h.runs) == 1 and len(h.launches) == 1
+    handle, at, stream = h.launches[0]
+    a = _lib.attn_decode_args.from_address(at)
+    assert (handle, stream) == (0x9000, 0x5000)
+    assert (a.q, a.out, a.q_stride_token, a.out_stride_token) == \
+        (q2.data_ptr(), out2.data_ptr(), 32 * 128, 32 * 128)
+    assert (a.cache.k, a.cache.v) == (cache2.data_ptr(), cache2.data_ptr() + 2 * 16 * 8 * 128)
+    assert (a.cache.num_pages, a.page_tables, a.seq_lens) == (4, 0x1000, 0x2000)
+    # An output allocated by run() (dense) takes the cached path too.
+    fresh = w.run(q2, cache2)
+    assert fresh.shape == (2, 32, 128) and fresh.dtype is bf and len(h.launches) == 2
+    assert a.out == fresh.data_ptr() and a.out_stride_token == 32 * 128
+
+
+def test_cached_run_still_refuses_what_the_checks_refuse(fake_torch):
+    torch = fake_torch
+    bf = torch.bfloat16
+    w, h = _decode_wrapper(torch)
+    q, cache, out = (FakeTorchTensor((2, 32, 128), bf), FakeTorchTensor((4, 2, 16, 8, 128), bf),
+                     FakeTorchTensor((2, 32, 128), bf))
+    w.run(q, cache, out=out)
+    bad = [
+        (dict(q=FakeTorchTensor((3, 32, 128), bf)), ValueError, r"q: expected shape \(2, 32, 128\)"),
+        (dict(q=FakeTorchTensor((2, 32, 128), torch.float16)), TypeError,
+         "q: expected dtype bfloat16, got float16"),
+        (dict(q=FakeTorchTensor((2, 32, 128), bf, strides=(4096, 1, 32))), ValueError,
+         "q: dimensions 1..2 must be dense"),
+        (dict(q=FakeTorchTensor((2, 32, 128), bf, device=-1)), ValueError,
+         "q: expected a CUDA tensor"),
+        (dict(cache=FakeTorchTensor((4, 2, 16, 4, 128), bf)), ValueError,
+         r"paged_kv_cache: expected shape \(\*, 2, 16, 8, 128\)"),
+        (dict(cache=FakeTorchTensor((3, 2, 16, 8, 128), bf)), ValueError,
+         r"indices\[3\] = 3: past the end of paged_kv_cache, which has 3 pages"),
+        (dict(out=FakeTorchTensor((2, 32, 128), torch.float32)), TypeError,
+         "out: expected dtype bfloat16"),
+        (dict(out=FakeTorchTensor((2, 32, 64), bf)), ValueError, "out: expected shape"),
+        (dict(out=FakeTorchTensor((2, 32, 128), bf, device=1)), ValueError,
+         "out: expected a tensor on cuda:0"),
+        (dict(cache=(FakeTorchTensor((4, 16, 8, 128), bf), FakeTorchTensor((4, 16, 8, 64), bf))),
+         ValueError, r"paged_kv_cache\[1\]: expected shape"),
+    ]
+    for change, error, message in bad:
+        args = dict(q=q, cache=cache, out=out)
+        args.update(change)
+        with pytest.raises(error, match=message):
+            w.run(args["q"], args["cache"], out=args["out"])
+        # The failed call launched nothing and the record still serves good calls.
+        launches = len(h.launches) + len(h.runs)
+        w.run(q, cache, out=out)
+        assert len(h.launches) + len(h.runs) == launches + 1
+    assert len(h.runs) == 1 + len(bad)  # each good call after a refusal re-checked
+    # Another current device: the checked path (which makes the plan's current).
+    runs = len(h.runs)
+    torch.current[0] = 1
+    w.run(q, cache, out=out)
+    assert len(h.runs) == runs + 1
+    torch.current[0] = 0
+
+
+def test_cached_run_drops_its_record_for_other_calls(fake_torch):
+    torch = fake_torch
+    bf = torch.bfloat16
+    w, h = _decode_wrapper(torch)
+    q, cache, out = (FakeTorchTensor((2, 32, 128), bf), FakeTorchTensor((4, 2, 16, 8, 128), bf),
+                     FakeTorchTensor((2, 32, 128), bf))
+    w.run(q, cache, out=out)
+    w.run(q, cache, out=out, aux=[FakeTorchTensor((4,), torch.float32)])
+    assert len(h.runs) == 2 and w._plan.fast is None
+    a = _lib.attn_decode_args.from_address(h.runs[-1][0])
+    assert a.tables.aux[0].data
+    w.run(q, cache, out=out)  # checked: clears the aux table, records again
+    w.run(q, cache, out=out)
+    assert len(h.runs) == 3 and len(h.launches) == 1 and not a.tables.aux[0].data
+    w.run(q, cache, out=out, stream=0x77)  # an explicit stream: checked (and recorded)
+    assert h.runs[-1][1] == 0x77 and len(h.runs) == 4
+    w.run(q, cache, out=out)
+    w.run(q, cache, out=out, return_lse=False, enable_pdl=True)
+    assert len(h.runs) == 4 and len(h.launches) == 3 and h.launches[-1][2] == 0x5000
+    # A float scale the record did not check is checked (16-bit caches take only 1.0).
+    with pytest.raises(NotImplementedError, match="k_scale: attn applies dequantization scales"):
+        w.run(q, cache, out=out, k_scale=2.0)
+    w.run(q, cache, out=out, k_scale=1.0)
+    w.run(q, cache, out=out, k_scale=1.0)
+    with pytest.raises(NotImplementedError, match="v_scale"):
+        w.run(q, cache, out=out, k_scale=1.0, v_scale=0.5)
+    assert len(h.runs) == 5 and len(h.launches) == 4
+
+
+def test_a_new_plan_drops_the_cached_run(fake_torch):
+    torch = fake_torch
+    bf = torch.bfloat16
+    w, h = _decode_wrapper(torch)
+    q, cache = FakeTorchTensor((2, 32, 128), bf), FakeTorchTensor((4, 2, 16, 8, 128), bf)
+    w.run(q, cache)
+    w.run(q, cache)
+    assert len(h.launches) == 1
+    # A plan() that fails leaves the wrapper unplanned: no cached run.
+    with pytest.raises(ValueError, match="indptr: decreases at request 1"):
+        w.plan([0, 2, 1], [0, 1, 2], [16, 5], 32, 8, 128, 16, q_data_type="bfloat16")
+    with pytest.raises(RuntimeError, match=r"run\(\) before plan\(\)"):
+        w.run(q, cache)
+    # A plan of three requests: the old q no longer fits, a new one does.
+    w, h = _decode_wrapper(torch, num_q_tokens=3)
+    with pytest.raises(ValueError, match=r"q: expected shape \(3, 32, 128\)"):
+        w.run(q, cache)
+    q3 = FakeTorchTensor((3, 32, 128), bf)
+    w.run(q3, cache)
+    w.run(q3, cache)
+    assert len(h.runs) == 1 and len(h.launches) == 1
+
+
+@needs_lib
+def test_cached_run_raises_a_failed_launch(fake_torch):
+    torch = fake_torch
+    bf = torch.bfloat16
+    w, h = _decode_wrapper(torch)
+    q, cache = FakeTorchTensor((2, 32, 128), bf), FakeTorchTensor((4, 2, 16, 8, 128), bf)
+    w.run(q, cache)
+    h.status = _lib.ATTN_ERROR_INVALID_ARGUMENT
+    with pytest.raises(ValueError):
+        w.run(q, cache)
+
+
+def test_cached_prefill_runs(fake_torch):
+    from attn._kernels import PrefillVariant
+    torch = fake_torch
+    bf = torch.bfloat16
+    v = PrefillVariant(q_type="bfloat16", num_q_heads=8, num_kv_heads=2, head_dim=64)
+    r = fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD")
+    r._plan = fi._Plan(gen=1, batch=1, cu_q=[0, 4], seq_lens=[0, 6], variant=v,
+                       for_graph=False, num_q_tokens=4, device=0)
+    h = FakeRunHandle(v, "attn_prefill_run")
+    r._run_handle = lambda *args: h
+    q, k, vv = (FakeTorchTensor((4, 8, 64), bf), FakeTorchTensor((6, 2, 64), bf),
+                FakeTorchTensor((6, 2, 64), bf))
+    r.run(q, k, vv)
+    k2, v2 = FakeTorchTensor((6, 2, 64), bf), FakeTorchTensor((6, 2, 64), bf)
+    out = r.run(q, k2, v2)
+    a = _lib.attn_prefill_args.from_address(h.launches[-1][1])
+    assert (a.q, a.k, a.v, a.out) == (q.data_ptr(), k2.data_ptr(), v2.data_ptr(), out.data_ptr())
+    with pytest.raises(ValueError, match=r"k: expected shape \(6, 2, 64\)"):
+        r.run(q, FakeTorchTensor((5, 2, 64), bf), vv)
+    with pytest.raises(TypeError, match="v: expected dtype bfloat16"):
+        r.run(q, k, FakeTorchTensor((6, 2, 64), torch.float16))
+    with pytest.raises(ValueError, match="v: token stride 64 is smaller than a row"):
+        r.run(q, k, FakeTorchTensor((6, 2, 64), bf, strides=(64, 64, 1)))
+    pv = PrefillVariant(q_type="bfloat16", num_q_heads=8, num_kv_heads=2, head_dim=64,
+                        paged=True, kv_type="bfloat16", page_size=16)
+    p = fi.BatchPrefillWithPagedKVCacheWrapper(None, "NHD")
+    p._plan = fi._Plan(gen=1, batch=1, cu_q=[0, 4], seq_lens=[20], variant=pv,
+                       for_graph=False, num_q_tokens=4, stride=2, page_tables_ptr=0x1000,
+                       seq_lens_ptr=0x2000, device=0, max_page=1, max_page_at="indices[1]")
+    ph = FakeRunHandle(pv, "attn_prefill_run")
+    p._run_handle = lambda *args: ph
+    cache = FakeTorchTensor((2, 2, 16, 2, 64), bf)
+    p.run(q, cache)
+    cache2 = FakeTorchTensor((2, 2, 16, 2, 64), bf)
+    p.run(q, cache2)
+    a = _lib.attn_prefill_args.from_address(ph.launches[-1][1])
+    assert (a.cache.k, a.cache.v, a.page_tables) == \
+        (cache2.data_ptr(), cache2.data_ptr() + 2 * 16 * 2 * 64, 0x1000)
+    with pytest.raises(ValueError, match=r"indices\[1\] = 1: past the end of paged_kv_cache"):
+        p.run(q, FakeTorchTensor((1, 2, 16, 2, 64), bf))
+    with pytest.raises(ValueError, match="paged_kv_cache: dimensions 2..4 must be dense"):
+        p.run(q, FakeTorchTensor((2, 2, 16, 2, 64), bf, strides=(4096, 2048, 64, 1024, 1)))
+
+
 def test_handles_destroy_once_and_refuse_use_after_close(monkeypatch):
     destroyed = []
 
