@@ -6,6 +6,8 @@ tiny problems so the GPU never holds the host back) of:
   - BatchDecodeWithPagedKVCacheWrapper.run (checks + the C ABI's run),
   - the same run under a captured CUDA graph (graph.replay()),
   - plan() of a 64-request batch,
+  - BatchPrefillWithPagedKVCacheWrapper.run (16 query rows) and its plan()
+    of 64 requests,
   - torch's cheapest kernel launch (x.add_(1) on a one-element tensor),
 and prints microseconds per call (median of 5 repetitions). The C++ run()
 and the driver's empty launch are in `attn-bench jit` (docs/performance.md).
@@ -87,6 +89,19 @@ def main():
     figures["decode_plan_64_us"] = per_call_us(
         lambda: w.plan(indptr64, indices64, last64, hq, hkv, d, page,
                        q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16), calls=200)
+
+    # Paged prefill: 16 query rows over the one page; plan() of 64 one-row requests.
+    pw = attn.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD")
+    qo = torch.tensor([0, page], dtype=torch.int32, device=dev)
+    pw.plan(qo, indptr, indices, last, hq, hkv, d, page, causal=True,
+            q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
+    q16 = torch.randn(page, hq, d, device=dev, dtype=torch.bfloat16)
+    out16 = torch.empty_like(q16)
+    figures["prefill_run_us"] = per_call_us(lambda: pw.run(q16, cache, out=out16))
+    qo64 = torch.arange(n + 1, dtype=torch.int32, device=dev)
+    figures["prefill_plan_64_us"] = per_call_us(
+        lambda: pw.plan(qo64, indptr64, indices64, last64, hq, hkv, d, page, causal=True,
+                        q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16), calls=200)
 
     x = torch.zeros(1, device=dev)
     figures["torch_add_us"] = per_call_us(lambda: x.add_(1))
