@@ -238,7 +238,8 @@ template <class Config> struct PrefillSm90Traits {
   /// at half the width: paged [8-row group][64-dim block][8 rows][64 bytes],
   /// ragged [64-dim block][blockN rows][64 bytes]. Byte offset of dim
   /// `dim` of row `row`; byte o widens to 16-bit offset 2 o of the tile.
-  static __device__ __forceinline__ uint32_t rawOffset(int row, int dim) {
+  static __device__ __forceinline__ constexpr uint32_t rawOffset(int row,
+                                                                 int dim) {
     return Config::kPaged ? (row / 8) * (kHeadDim / 64) * 512 +
                                 (dim / 64) * 512 + (row % 8) * 64 + dim % 64
                           : (dim / 64) * kBlockN * 64 + row * 64 + dim % 64;
@@ -247,7 +248,8 @@ template <class Config> struct PrefillSm90Traits {
   /// SWIZZLE_64B: 16-byte chunk c of row r at c ^ (r / 2 % 4)), so that the
   /// transposers' ldmatrix rows (8 keys, 16 dims) cover the 32 banks. Byte
   /// offset of the 16-byte chunk holding dim `dim` (a multiple of 16).
-  static __device__ __forceinline__ uint32_t rawVtOffset(int row, int dim) {
+  static __device__ __forceinline__ constexpr uint32_t rawVtOffset(int row,
+                                                                   int dim) {
     return rawOffset(row, dim & ~63) +
            ((((dim % 64) / 16) ^ ((row / 2) % 4)) * 16);
   }
@@ -451,22 +453,33 @@ transposeFP8VTileSm90(uint32_t dst, uint32_t raw, int thread) {
   const int m = lane / 8, i = lane % 8, upper = i >= 4;
   const int loadKey = 8 * (m & 1) + i, loadDim = 16 * (m >> 1);
   const int storeDim = 16 * (m >> 1) + 2 * i + ((m & 1) ^ upper);
+  // Step (k16, 32-dim block db) reads at loadAt + k16 * loadK16 + (db / 2)
+  // * load64 + (db odd ? chunk1 : chunk0) (rawVtOffset, split into what
+  // the lane fixes and what the step adds) and writes at storeAt + k16 *
+  // 128 + db * 4 * kVtGroupBytes.
+  const uint32_t loadAt = Tr::rawVtOffset(loadKey, 0) - Tr::rawVtOffset(0, 0);
+  const uint32_t chunk0 = Tr::rawVtOffset(loadKey, loadDim) - loadAt,
+                 chunk1 = Tr::rawVtOffset(loadKey, 32 + loadDim) - loadAt;
+  constexpr uint32_t loadK16 = Tr::rawVtOffset(16, 0),
+                     load64 = Tr::rawVtOffset(0, 64);
+  const uint32_t storeAt =
+      (storeDim / 8) * Tr::kVtGroupBytes + (storeDim % 8) * 16;
   // This lane's words: matrix 0 takes dim 2g (g < 4) or 2g + 1.
   const int g = lane / 4;
   const uint32_t first = g < 4 ? 0x6420u : 0x7531u,
                  second = g < 4 ? 0x7531u : 0x6420u;
-  for (int step = warp; step < kSteps; step += Tr::kWideners / 32) {
-    const int d0 = (step % (D / 32)) * 32, k16 = step / (D / 32);
+  for (uint32_t step = warp; step < kSteps; step += Tr::kWideners / 32) {
+    const uint32_t db = step % (D / 32), k16 = step / (D / 32);
     uint32_t r[4];
     asm volatile(
         "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, "
         "[%4];\n"
         : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-        : "r"(raw + Tr::rawVtOffset(16 * k16 + loadKey, d0 + loadDim)));
-    const int d = d0 + storeDim;
+        : "r"(raw + loadAt + k16 * loadK16 + (db / 2) * load64 +
+              (db % 2 ? chunk1 : chunk0)));
     asm volatile(
         "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::
-            "r"(dst + (d / 8) * Tr::kVtGroupBytes + k16 * 128 + (d % 8) * 16),
+            "r"(dst + storeAt + k16 * 128 + db * 4 * Tr::kVtGroupBytes),
         "r"(prmt(r[0], r[1], first)), "r"(prmt(r[0], r[1], second)),
         "r"(prmt(r[2], r[3], first)), "r"(prmt(r[2], r[3], second))
         : "memory");
