@@ -71,17 +71,19 @@
 //
 // FP8 compute (Config::kFP8Compute, `fp8_compute`; FP8 caches or ragged
 // FP8 k/v at head dims 128 and 256): both MMAs in FP8. K lands by TMA
-// swizzled for the MMA (128 dims per 128-byte row); V lands raw and the
-// three warps transpose it into V^T (transposeFP8VTileSm90), FP8 wgmma
+// swizzled for the MMA (128 dims per 128-byte row); V lands raw (64-byte
+// swizzled) and the three warps transpose it into V^T with ldmatrix /
+// stmatrix (transposeFP8VTileSm90), FP8 wgmma
 // reading B K-major only. Each consumer quantizes its Q rows to e4m3 in
 // place, one scale per row, taken back in that row's score scale (or,
 // Config::kFP8Query, takes an e4m3 q the caller quantized with its scale
 // per q head); P is 2^8 times its value in e4m3, in V^T's key order
 // (fp8VtSlot); O is accumulated in two levels (a fresh fp32 accumulator
 // per tile, in parts of kPVPartN head dims, added to O). On the H200
-// 0.63-0.81x the bf16 cache (0.76-0.97x ragged bf16 over ragged e4m3
-// rows); the V transposition is the limiting stage (docs/performance.md,
-// "FP8 compute").
+// 1.01-1.33x the bf16 cache at head dim 128, 0.97-1.13x at 256 (1.08-1.11x
+// ragged bf16 over ragged e4m3 rows); the V transposition and the softmax
+// share the limit (docs/performance.md, "V transposed by ldmatrix /
+// stmatrix").
 //
 // Supported: 16-bit q (and e4m3 q with FP8 compute), head dims 64, 128 and
 // 256 (256: 64-key tiles, O += P V as one N = 256 wgmma per 16 keys over
