@@ -981,6 +981,9 @@ def compiling(what, fn, delay=None):
 def int32_array(values, name="values"):
     """A ctypes int32 array of the given ints (host memory; every value
     checked: ``check_ints``)."""
+    if type(values) is array.array and values.typecode == "i":
+        # array('i') holds C ints (it refused anything else when filled).
+        return (c_int32 * len(values)).from_buffer(values) if values else (c_int32 * 1)()
     values = check_ints(list(values), name)
     if not values:
         return (c_int32 * 1)()

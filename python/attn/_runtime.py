@@ -201,19 +201,31 @@ def device_queries():
     return get_device, get_stream
 
 
-@contextlib.contextmanager
+_SAME_STREAM = contextlib.nullcontext()
+
+
 def torch_stream(handle, device):
     """Runs torch work inside on the CUstream ``handle`` (so that uploads
     and small ops the wrappers do are ordered with their launches)."""
     torch = torch_or_none()
     if torch is None:
-        yield
-        return
-    current = torch.cuda.current_stream(device if device is not None and device >= 0 else None)
-    if current.cuda_stream == handle:
-        yield
-        return
-    ext = torch.cuda.ExternalStream(handle, device=device if device >= 0 else None)
+        return _SAME_STREAM
+    dev = device if device is not None and device >= 0 else None
+    # The usual case, torch's current stream, asked the cheapest way
+    # (torch.cuda.current_stream() builds a Stream object).
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        current = raw(dev if dev is not None else torch.cuda.current_device())
+    else:
+        current = torch.cuda.current_stream(dev).cuda_stream
+    if current == handle:
+        return _SAME_STREAM
+    return _on_stream(torch, handle, dev)
+
+
+@contextlib.contextmanager
+def _on_stream(torch, handle, device):
+    ext = torch.cuda.ExternalStream(handle, device=device)
     with torch.cuda.stream(ext):
         yield
 
@@ -249,6 +261,26 @@ def empty(shape, dtype, device, what="this call"):
     return torch.empty(tuple(shape), dtype=torch_dtype(dtype), device=_torch_device(device))
 
 
+_pinned = [None]  # whether torch can pin host memory here (None: not asked yet)
+
+
+def host_buffer(n, dtype):
+    """An uninitialized host tensor of ``n`` entries to copy to a device
+    from: page-locked when torch can pin (a non_blocking copy from it does
+    not wait for the stream's earlier work, as a copy from pageable memory
+    does; torch's host allocator keeps it until the copy is done), else
+    ordinary memory."""
+    torch = require_torch("this call")
+    if _pinned[0] is not False:
+        try:
+            t = torch.empty(n, dtype=dtype, pin_memory=True)
+            _pinned[0] = True
+            return t
+        except RuntimeError:  # no CUDA runtime here (CPU-only torch)
+            _pinned[0] = False
+    return torch.empty(n, dtype=dtype)
+
+
 def _torch_device(device):
     if device is None or device < 0:
         return "cuda"
@@ -272,6 +304,8 @@ def host_ints(x, name, minimum=-2 ** 31, maximum=_lib.INT32_MAX):
             if x.dim() != 1:
                 raise ValueError("%s: expected a 1-D array, got shape %s" % (name, tuple(x.shape)))
             values = x.tolist()
+            if x.dtype == torch.int32 and minimum <= -2 ** 31 and maximum >= _lib.INT32_MAX:
+                return values  # ints in range by their dtype
         elif hasattr(x, "tolist") and not hasattr(x, "__cuda_array_interface__") \
                 and getattr(x, "__array_interface__", None) is not None:
             values = x.tolist()

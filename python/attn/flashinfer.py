@@ -566,18 +566,28 @@ class _PageTables:
         lens_room = self.lens_room or _lens_room(batch)
         total = lens_room + batch * stride
         self.buf.ensure(total, names[1])
-        host = torch.zeros(total, dtype=torch.int32)
-        if batch:
-            host[:batch] = _int32_tensor(seq_lens, torch)
-            if isinstance(used, list):
-                used = _int32_tensor(used, torch)
-            if used.numel() == batch * stride:  # every request has stride pages
-                host[lens_room:].copy_(used)
-            elif used.numel():
-                mask = torch.arange(stride) < _int32_tensor(counts, torch)[:, None]
-                host[lens_room:].view(batch, stride).masked_scatter_(mask, used.to(torch.int32))
+        host = _runtime.host_buffer(total, torch.int32)
+        # The lengths and the zeros after them from C ints.
+        lens = array.array("i", seq_lens)
+        lens.frombytes(bytes(4 * (lens_room - batch)))
+        lens = torch.frombuffer(lens, dtype=torch.int32)
+        if isinstance(used, list):
+            used = _int32_tensor(used, torch)
+        if used.numel() == batch * stride and used.dtype == torch.int32:
+            # Every request has stride pages: lengths and pages in one op.
+            torch.cat((lens, used), out=host)
+        else:
+            host.narrow(0, 0, lens_room).copy_(lens)
+            pages = host.narrow(0, lens_room, batch * stride)
+            if used.numel() == batch * stride:
+                pages.copy_(used)
+            else:
+                pages.zero_()
+                if used.numel():
+                    mask = torch.arange(stride) < _int32_tensor(counts, torch)[:, None]
+                    pages.view(batch, stride).masked_scatter_(mask, used.to(torch.int32))
         with _runtime.torch_stream(stream, self.device):
-            self.buf.buf[:total].copy_(host, non_blocking=True)
+            self.buf.buf.narrow(0, 0, total).copy_(host, non_blocking=True)
         self.pages_at, self.stride = lens_room, stride
         self.max_page = -1 if high is None else high
         self.max_page_at = None if high is None else where
@@ -670,10 +680,16 @@ def _read_back(*arrays):
             picked.append(i)
     if not picked:
         return arrays
-    host = torch.cat([arrays[i] for i in picked]).cpu()
     out = list(arrays)
-    for i, part in zip(picked, host.split([arrays[i].numel() for i in picked])):
-        out[i] = part
+    if len(picked) == 1:  # host indptr (FlashInfer's usual): no cat to launch
+        out[picked[0]] = arrays[picked[0]].cpu()
+        return out
+    host = torch.cat([arrays[i] for i in picked]).cpu()
+    at = 0
+    for i in picked:
+        n = arrays[i].numel()
+        out[i] = host.narrow(0, at, n)
+        at += n
     return out
 
 
@@ -796,7 +812,7 @@ class _Plan:
     __slots__ = ("gen", "batch", "seq_lens", "cu_q", "variant", "for_graph", "num_q_tokens",
                  "stride", "page_tables_ptr", "seq_lens_ptr", "window_left", "keep", "levels",
                  "level_tables", "num_levels", "device", "run_handles", "run_args", "max_page",
-                 "max_page_at", "cache", "fast")
+                 "max_page_at", "cache", "fast", "c_seq_lens", "c_cu_q")
 
     def __init__(self, **kw):
         for k in self.__slots__:
@@ -1277,7 +1293,9 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         batch = len(lens)
         self._check_batch(batch)
         self._gen += 1
+        # c_seq_lens: the checked lengths as C ints, once for every handle planned.
         self._plan = _Plan(gen=self._gen, batch=batch, seq_lens=lens, variant=variant,
+                           c_seq_lens=array.array("i", lens),
                            for_graph=self._use_cuda_graph, num_q_tokens=batch * q_len,
                            stride=stride, page_tables_ptr=pt_ptr,
                            seq_lens_ptr=self._tables.lens_ptr, window_left=knobs.window_left,
@@ -1304,7 +1322,7 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         return Decode(plan.device, variant, cap)
 
     def _plan_handle(self, handle, plan, stream):
-        handle.plan(plan.seq_lens, plan.for_graph, stream)
+        handle.plan(plan.c_seq_lens, plan.for_graph, stream)
 
     def forward(self, q, paged_kv_cache, pos_encoding_mode="NONE", q_scale=None, k_scale=None,
                 v_scale=None, window_left=-1, logits_soft_cap=None, sm_scale=None,
@@ -1777,6 +1795,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
                              "tokens to the cache before planning)" % (b, rows[b], lens[b]))
         self._gen += 1
         self._plan = _Plan(gen=self._gen, batch=len(lens), cu_q=cu_q, seq_lens=lens,
+                           c_cu_q=array.array("i", cu_q), c_seq_lens=array.array("i", lens),
                            variant=variant, for_graph=self._use_cuda_graph,
                            num_q_tokens=cu_q[-1], stride=stride, page_tables_ptr=pt_ptr,
                            seq_lens_ptr=self._tables.lens_ptr, device=device,
@@ -1788,7 +1807,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
     begin_forward = plan
 
     def _plan_handle(self, handle, plan, stream):
-        handle.plan_paged(plan.cu_q, plan.seq_lens, plan.for_graph, stream)
+        handle.plan_paged(plan.c_cu_q, plan.c_seq_lens, plan.for_graph, stream)
 
     def forward(self, q, paged_kv_cache, causal=True, pos_encoding_mode="NONE",
                 use_fp16_qk_reduction=False, k_scale=None, v_scale=None, window_left=-1,
