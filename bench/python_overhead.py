@@ -5,9 +5,11 @@ Times N back-to-back calls on the host (no synchronization inside the loop,
 tiny problems so the GPU never holds the host back) of:
   - BatchDecodeWithPagedKVCacheWrapper.run (checks + the C ABI's run),
   - the same run under a captured CUDA graph (graph.replay()),
-  - plan() of a 64-request batch,
+  - plan() of a 64-request batch, its index arrays on the device (one read
+    back) and, as FlashInfer's and vLLM's callers pass them, indptr and
+    last_page_len on the host with the page ids on the device,
   - BatchPrefillWithPagedKVCacheWrapper.run (16 query rows) and its plan()
-    of 64 requests,
+    of 64 requests (the same two ways),
   - torch's cheapest kernel launch (x.add_(1) on a one-element tensor),
 and prints microseconds per call (median of 5 repetitions). The C++ run()
 and the driver's empty launch are in `attn-bench jit` (docs/performance.md).
@@ -89,6 +91,10 @@ def main():
     figures["decode_plan_64_us"] = per_call_us(
         lambda: w.plan(indptr64, indices64, last64, hq, hkv, d, page,
                        q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16), calls=200)
+    indptr64_h, last64_h = indptr64.cpu(), last64.cpu()
+    figures["decode_plan_64_host_indptr_us"] = per_call_us(
+        lambda: w.plan(indptr64_h, indices64, last64_h, hq, hkv, d, page,
+                       q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16), calls=200)
 
     # Paged prefill: 16 query rows over the one page; plan() of 64 one-row requests.
     pw = attn.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD")
@@ -101,6 +107,10 @@ def main():
     qo64 = torch.arange(n + 1, dtype=torch.int32, device=dev)
     figures["prefill_plan_64_us"] = per_call_us(
         lambda: pw.plan(qo64, indptr64, indices64, last64, hq, hkv, d, page, causal=True,
+                        q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16), calls=200)
+    qo64_h = qo64.cpu()
+    figures["prefill_plan_64_host_indptr_us"] = per_call_us(
+        lambda: pw.plan(qo64_h, indptr64_h, indices64, last64_h, hq, hkv, d, page, causal=True,
                         q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16), calls=200)
 
     x = torch.zeros(1, device=dev)

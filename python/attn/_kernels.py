@@ -46,6 +46,24 @@ def layout_code(layout, what="kv_layout"):
         raise ValueError("%s: expected 'NHD' or 'HND', got %r" % (what, layout)) from None
 
 
+def _memo_hash(cls):
+    """A frozen dataclass whose hash is computed once per object: every
+    plan() looks its variants up in dicts, and hashing the fields (the
+    knobs' too) costs microseconds each time."""
+    fields_hash = cls.__hash__
+
+    def __hash__(self):
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = fields_hash(self)
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    cls.__hash__ = __hash__
+    return cls
+
+
+@_memo_hash
 @dataclass(frozen=True)
 class Knobs:
     """attn_knobs (docs/semantics.md says what each does)."""
@@ -111,6 +129,7 @@ def _describe(kind, fields, knobs):
     return "%s kernel (%s%s)" % (kind, text, (", " + extra) if extra else "")
 
 
+@_memo_hash
 @dataclass(frozen=True)
 class DecodeVariant:
     knobs: Knobs = Knobs()
@@ -149,6 +168,7 @@ class DecodeVariant:
             "query_len %d" % self.query_len if self.query_len != 1 else ""], self.knobs)
 
 
+@_memo_hash
 @dataclass(frozen=True)
 class PrefillVariant:
     knobs: Knobs = Knobs()
@@ -206,6 +226,7 @@ class PrefillVariant:
                          self.knobs)
 
 
+@_memo_hash
 @dataclass(frozen=True)
 class AppendKVVariant:
     in_type: str = "bfloat16"
@@ -234,6 +255,7 @@ class AppendKVVariant:
             "page %d" % self.page_size, self.layout], None)
 
 
+@_memo_hash
 @dataclass(frozen=True)
 class MergeStatesVariant:
     dtype: str = "float32"
@@ -253,6 +275,7 @@ class MergeStatesVariant:
                          None)
 
 
+@_memo_hash
 @dataclass(frozen=True)
 class MlaDecodeVariant:
     """Absorbed MLA decode (``attn.mla_decode``; docs/semantics.md)."""

@@ -261,26 +261,6 @@ def empty(shape, dtype, device, what="this call"):
     return torch.empty(tuple(shape), dtype=torch_dtype(dtype), device=_torch_device(device))
 
 
-_pinned = [None]  # whether torch can pin host memory here (None: not asked yet)
-
-
-def host_buffer(n, dtype):
-    """An uninitialized host tensor of ``n`` entries to copy to a device
-    from: page-locked when torch can pin (a non_blocking copy from it does
-    not wait for the stream's earlier work, as a copy from pageable memory
-    does; torch's host allocator keeps it until the copy is done), else
-    ordinary memory."""
-    torch = require_torch("this call")
-    if _pinned[0] is not False:
-        try:
-            t = torch.empty(n, dtype=dtype, pin_memory=True)
-            _pinned[0] = True
-            return t
-        except RuntimeError:  # no CUDA runtime here (CPU-only torch)
-            _pinned[0] = False
-    return torch.empty(n, dtype=dtype)
-
-
 def _torch_device(device):
     if device is None or device < 0:
         return "cuda"

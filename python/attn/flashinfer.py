@@ -566,7 +566,8 @@ class _PageTables:
         lens_room = self.lens_room or _lens_room(batch)
         total = lens_room + batch * stride
         self.buf.ensure(total, names[1])
-        host = _runtime.host_buffer(total, torch.int32)
+        # Pageable: a pinned buffer costs more to get than the copy saves here.
+        host = torch.empty(total, dtype=torch.int32)
         # The lengths and the zeros after them from C ints.
         lens = array.array("i", seq_lens)
         lens.frombytes(bytes(4 * (lens_room - batch)))
@@ -809,17 +810,19 @@ def _page_range(ids, offset, torch, mask=None):
 
 
 class _Plan:
-    __slots__ = ("gen", "batch", "seq_lens", "cu_q", "variant", "for_graph", "num_q_tokens",
-                 "stride", "page_tables_ptr", "seq_lens_ptr", "window_left", "keep", "levels",
-                 "level_tables", "num_levels", "device", "run_handles", "run_args", "max_page",
-                 "max_page_at", "cache", "fast", "c_seq_lens", "c_cu_q")
+    # Class-level defaults and one dict update: a plan() makes one of these,
+    # and a setattr per field cost more than the rest of _Plan's work.
+    gen = batch = seq_lens = cu_q = variant = for_graph = num_q_tokens = stride = None
+    page_tables_ptr = seq_lens_ptr = window_left = keep = levels = level_tables = None
+    num_levels = device = run_args = max_page_at = cache = fast = None
+    c_seq_lens = c_cu_q = None
+    max_page = -1  # no paged tables (ragged prefill)
 
     def __init__(self, **kw):
-        for k in self.__slots__:
-            setattr(self, k, kw.get(k))
-        self.run_handles = {}  # (lse, sinks, per-head scales) -> planned handle
+        self.__dict__.update(kw)
         if self.max_page is None:
-            self.max_page = -1  # no paged tables (ragged prefill)
+            self.max_page = -1
+        self.run_handles = {}  # (lse, sinks, per-head scales) -> planned handle
 
 
 # The args fields every run() writes first: q, its token stride, out, its
@@ -1157,7 +1160,8 @@ def _family(v):
 def _same_family(a, b):
     """Variants that differ only in what run() chooses (LSE, sinks,
     per-head scales)."""
-    return _family(a) == _family(b)
+    fa, fb = _family(a), _family(b)
+    return fa is fb or fa == fb
 
 
 def _capacity(n, minimum=16):
