@@ -1619,3 +1619,123 @@ def test_vllm_mla_builder_without_a_gpu():
     with pytest.raises(ValueError, match="chunked_prefill_workspace_size: expected an int "
                                          "from 1"):
         vb.AttnMLAMetadataBuilder(spec, ["l"], cfg, 0, chunked_prefill_workspace_size=0)
+
+
+# --- plan()'s page tables with CPU torch (host and stand-in device arrays) ----
+
+
+@pytest.fixture
+def cpu_tables(monkeypatch):
+    """CPU torch, with attn's device buffers on the host: the tables
+    plan() builds can be read back and compared."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(_runtime, "_torch_device", lambda device: "cpu")
+    monkeypatch.setattr(_runtime, "torch_stream", lambda handle, device: _runtime._SAME_STREAM)
+    return torch
+
+
+def _on_device(torch):
+    """A torch.Tensor subclass that says it is a CUDA tensor and counts
+    its copies to the host (``reads``)."""
+    class OnDevice(torch.Tensor):
+        reads = [0]
+        is_cuda = property(lambda self: True)
+
+        def cpu(self):
+            OnDevice.reads[0] += 1
+            return self.as_subclass(torch.Tensor).clone()
+
+    return OnDevice
+
+
+def _table_rows(tables, batch):
+    buf = tables.buf.buf
+    lens = buf[:batch].tolist()
+    pages = buf[tables.pages_at:tables.pages_at + batch * tables.stride].view(batch, tables.stride)
+    return lens, buf[batch:tables.pages_at].tolist(), pages
+
+
+@pytest.mark.parametrize("counts", [[16] * 8, [3, 1, 7, 2], [2, 0, 5], []])
+@pytest.mark.parametrize("form", ["lists", "host", "host_int64", "device", "host_indptr"])
+def test_csr_tables_from_host_and_device_arrays(cpu_tables, counts, form):
+    torch = cpu_tables
+    page = 16
+    ip = [3]  # indices may start past 0
+    for c in counts:
+        ip.append(ip[-1] + c)
+    ids = [(7 * i + 1) % 50 for i in range(ip[-1] + 2)]
+    last = [(5 * b) % page + 1 for b in range(len(counts))]
+    on_device = _on_device(torch)
+    i32 = lambda x, dt=torch.int32: torch.tensor(x, dtype=dt)  # noqa: E731
+    dev = lambda x: i32(x).as_subclass(on_device)  # noqa: E731
+    args = {"lists": (ip, ids, last),
+            "host": (i32(ip), i32(ids), i32(last)),
+            "host_int64": (i32(ip, torch.int64), i32(ids, torch.int64), i32(last, torch.int64)),
+            "device": (dev(ip), dev(ids), dev(last)),
+            "host_indptr": (i32(ip), dev(ids), i32(last))}[form]
+    tables = fi._PageTables(0)
+    lens = tables.fill_csr(*args, page, 0)
+    want = [(c - 1) * page + lp if c else 0 for c, lp in zip(counts, last)]
+    assert lens == want
+    got_lens, pad, pages = _table_rows(tables, len(counts))
+    assert got_lens == want and not any(pad)
+    for b, c in enumerate(counts):
+        assert pages[b, :c].tolist() == ids[ip[b]:ip[b + 1]]
+        assert not pages[b, c:].any()  # unused entries are zeros
+    # One read back, whichever arrays are on the device.
+    assert on_device.reads[0] == (1 if form in ("device", "host_indptr") else 0)
+    used = ids[ip[0]:ip[-1]]
+    assert tables.max_page == (max(used) if used else -1)
+
+
+@pytest.mark.parametrize("form", ["host", "device", "host_indptr"])
+def test_csr_table_errors_name_the_argument_from_tensors(cpu_tables, form):
+    torch = cpu_tables
+    on_device = _on_device(torch)
+    i32 = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
+    dev = (lambda x: i32(x).as_subclass(on_device)) if form == "device" else i32
+    ids_of = (lambda x: i32(x).as_subclass(on_device)) if form != "host" else i32
+    w = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD")
+    with pytest.raises(ValueError, match=r"indices\[1\] = -3: a page id must be >= 0"):
+        w.plan(dev([0, 2, 3]), ids_of([0, -3, 2]), dev([16, 5]), 32, 8, 128, 16)
+    with pytest.raises(ValueError, match=r"indptr: decreases at request 1 \(2 > 1\)"):
+        w.plan(dev([0, 2, 1]), ids_of([0, 1, 2]), dev([16, 5]), 32, 8, 128, 16)
+    with pytest.raises(ValueError, match=r"last_page_len\[1\] = 17: expected 1 to page_size"):
+        w.plan(dev([0, 2, 3]), ids_of([0, 1, 2]), dev([16, 17]), 32, 8, 128, 16)
+    with pytest.raises(ValueError, match=r"indices: has 2 entries, but indptr\[-1\] is 3"):
+        w.plan(dev([0, 2, 3]), ids_of([0, 1]), dev([16, 5]), 32, 8, 128, 16)
+    with pytest.raises(TypeError, match=r"indices: expected an integer tensor"):
+        w.plan(dev([0, 2, 3]), torch.zeros(3), dev([16, 5]), 32, 8, 128, 16)
+    assert w._plan is None
+
+
+def test_host_ints_of_tensors(cpu_tables):
+    torch = cpu_tables
+    assert _runtime.host_ints(torch.tensor([0, -5, 2 ** 31 - 1], dtype=torch.int32), "x") == \
+        [0, -5, 2 ** 31 - 1]
+    with pytest.raises(ValueError, match=r"x\[1\]: expected an int from 0"):
+        _runtime.host_ints(torch.tensor([0, -5], dtype=torch.int32), "x", 0)
+    with pytest.raises(ValueError, match=r"x\[1\]: expected an int from -2147483648"):
+        _runtime.host_ints(torch.tensor([0, 2 ** 31], dtype=torch.int64), "x")
+    with pytest.raises(TypeError, match=r"x\[0\]: expected an int"):
+        _runtime.host_ints(torch.tensor([True, False]), "x")
+    with pytest.raises(TypeError, match=r"x\[0\]: expected an int"):
+        _runtime.host_ints(torch.tensor([1.0]), "x")
+
+
+def test_int32_array_of_c_ints():
+    import array
+    a = _lib.int32_array(array.array("i", [3, -1, 2 ** 31 - 1]), "x")
+    assert list(a) == [3, -1, 2 ** 31 - 1]
+    assert len(_lib.int32_array(array.array("i"), "x")) == 1  # a valid pointer for none
+    with pytest.raises(ValueError, match=r"x\[0\]"):
+        _lib.int32_array([2 ** 31], "x")
+
+
+def test_variant_hash_is_kept_and_equal_to_a_fresh_one():
+    v = DecodeVariant(num_q_heads=16)
+    w = v.replace(num_q_heads=16)
+    assert hash(v) == hash(w) and v == w and v is not w
+    assert hash(v) == hash(v)  # computed once, then kept
+    assert v.replace(num_q_heads=32) != v and {v: 1}[w] == 1
+    assert "_hash" not in repr(v) and copy.copy(v) == v and pickle.loads(pickle.dumps(v)) == v
