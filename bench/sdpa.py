@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Compares attn's ragged prefill with PyTorch's SDPA backends.
+"""Compares attn's prefill and decode with PyTorch's SDPA backends.
 
 (attn's paged prefill figures from the same JSON are printed beside it.)
 
     python3 bench/sdpa.py ATTN_BENCH_JSON [--quick] [--out SDPA_JSON]
 
-ATTN_BENCH_JSON is the output of `attn-bench prefill --json`. For each of its
+ATTN_BENCH_JSON is the output of `attn-bench prefill --json` or
+`attn-bench decode --json` (decode: see below). For each prefill config of its
 configs this times torch.nn.functional.scaled_dot_product_attention pinned to
 one backend at a time (FLASH_ATTENTION, CUDNN_ATTENTION, EFFICIENT_ATTENTION,
 through torch.nn.attention.sdpa_kernel) on the same shapes: bf16, batch x seq
@@ -26,6 +27,14 @@ copies of q/k/v when one copy is smaller than 4x a 60 MB L2 (as attn-bench
 does). FLOPs = 4 * batch * heads * seq^2 * dim, halved for causal. The
 ceiling is the bf16 GEMM rate of torch.matmul on 8192^3 measured in the same
 run.
+
+Decode: for each bf16 config (SDPA takes no FP8 K/V), batch requests of
+`query_len` query tokens (one for plain decode) against `context` keys, no
+mask, head dim 128, K/V contiguous [batch, heads, context, dim] (the layout
+SDPA reads best; attn reads a paged cache), cuDNN first. Bytes per call are
+attn-bench's (K and V once, plus q and out), so the percentage of the read
+roof (measured by attn-bench on the same device) compares like with like; a
+'*' result read group-times those bytes (K/V heads repeated).
 """
 
 import argparse
@@ -73,38 +82,19 @@ def flops(cfg):
     return f / 2 if cfg["causal"] else f
 
 
-def bench_backend(torch, cfg, backend, repeats):
-    """TFLOP/s of one backend on cfg and how K/V heads were passed; None and
-    the reason when the backend cannot run the config."""
+def run_pinned(torch, backend, kinds, make_call, repeats):
+    """(ms, kind, reason): the median time of the first of `kinds` whose
+    call (make_call(kind), taking the rotation index) `backend` accepts, or
+    (None, None, why the last refused)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    import torch.nn.functional as F
 
-    b, s, hq = cfg["batch"], cfg["seq"], cfg["q_heads"]
-    hkv, d = cfg["kv_heads"], cfg["head_dim"]
-    copy_bytes = 2 * b * s * d * (2 * hq + 2 * hkv)  # q, out, k, v
-    copies = max(1, min(3, math.ceil(4 * L2_BYTES / copy_bytes)))
-    gen = torch.Generator(device="cuda").manual_seed(1)
-
-    def tensor(heads):  # [batch, seq, heads, dim] viewed as [b, h, s, d]
-        t = torch.randn(b, s, heads, d, device="cuda", dtype=torch.bfloat16,
-                        generator=gen)
-        return t.transpose(1, 2)
-
-    data = [(tensor(hq), tensor(hkv), tensor(hkv)) for _ in range(copies)]
-    kinds = ["gqa", "repeat"] if hkv != hq else ["mha"]
     reason = ""
     with sdpa_kernel([getattr(SDPBackend, backend)]):
         for kind in kinds:
-            if kind == "repeat":
-                group = hq // hkv
-                data = [(q, k.repeat_interleave(group, dim=1),
-                         v.repeat_interleave(group, dim=1)) for q, k, v in data]
-
-            def call(i):
-                q, k, v = data[i % copies]
-                return F.scaled_dot_product_attention(
-                    q, k, v, is_causal=cfg["causal"], enable_gqa=(kind == "gqa"))
-
+            call = make_call(kind)
+            if call is None:
+                reason = f"K/V heads repeated ({kind}) would not fit"
+                continue
             # A refused config raises "No available kernel" after warnings
             # that say why; keep the first of those as the reason.
             with warnings.catch_warnings(record=True) as caught:
@@ -118,11 +108,76 @@ def bench_backend(torch, cfg, backend, repeats):
                     reason = str(err).strip().splitlines()[0]
                     if caught:
                         reason = str(caught[0].message).strip().splitlines()[0]
-            if not ok:
-                continue
-            ms = time_median_ms(torch, call, repeats)
-            return flops(cfg) / (ms * 1e-3) / 1e12, kind, ""
+            if ok:
+                return time_median_ms(torch, call, repeats), kind, ""
     return None, None, reason
+
+
+def sdpa_calls(torch, data, group, copies, **kwargs):
+    """make_call for run_pinned over (q, k, v) copies laid out [b, h, s, d]:
+    K/V heads as they are (gqa / mha) or repeated to the q heads."""
+    import torch.nn.functional as F
+
+    def make_call(kind):
+        use = data
+        if kind == "repeat":
+            use = [(q, k.repeat_interleave(group, dim=1),
+                    v.repeat_interleave(group, dim=1)) for q, k, v in data]
+
+        def call(i):
+            q, k, v = use[i % copies]
+            return F.scaled_dot_product_attention(
+                q, k, v, enable_gqa=(kind == "gqa"), **kwargs)
+        return call
+    return make_call
+
+
+def bench_backend(torch, cfg, backend, repeats):
+    """TFLOP/s of one backend on cfg and how K/V heads were passed; None and
+    the reason when the backend cannot run the config."""
+    b, s, hq = cfg["batch"], cfg["seq"], cfg["q_heads"]
+    hkv, d = cfg["kv_heads"], cfg["head_dim"]
+    copy_bytes = 2 * b * s * d * (2 * hq + 2 * hkv)  # q, out, k, v
+    copies = max(1, min(3, math.ceil(4 * L2_BYTES / copy_bytes)))
+    gen = torch.Generator(device="cuda").manual_seed(1)
+
+    def tensor(heads):  # [batch, seq, heads, dim] viewed as [b, h, s, d]
+        t = torch.randn(b, s, heads, d, device="cuda", dtype=torch.bfloat16,
+                        generator=gen)
+        return t.transpose(1, 2)
+
+    data = [(tensor(hq), tensor(hkv), tensor(hkv)) for _ in range(copies)]
+    kinds = ["gqa", "repeat"] if hkv != hq else ["mha"]
+    ms, kind, reason = run_pinned(
+        torch, backend, kinds,
+        sdpa_calls(torch, data, hq // hkv, copies, is_causal=cfg["causal"]),
+        repeats)
+    return (None if ms is None else flops(cfg) / (ms * 1e-3) / 1e12), kind, reason
+
+
+def bench_decode_backend(torch, cfg, backend, repeats):
+    """(us, how K/V heads were passed, reason) of one backend on decode
+    config cfg (bf16, head dim 128); us None when it cannot run it."""
+    b, ctx, ql = cfg["batch"], cfg["context"], cfg.get("query_len", 1)
+    hq, hkv, d = cfg["q_heads"], cfg["kv_heads"], 128
+    kv_bytes = 2 * b * hkv * ctx * d * 2
+    copies = max(1, min(3, math.ceil(4 * L2_BYTES / kv_bytes)))
+    gen = torch.Generator(device="cuda").manual_seed(1)
+
+    def tensor(heads, tokens):
+        return torch.randn(b, heads, tokens, d, device="cuda",
+                           dtype=torch.bfloat16, generator=gen)
+
+    data = [(tensor(hq, ql), tensor(hkv, ctx), tensor(hkv, ctx))
+            for _ in range(copies)]
+    calls = sdpa_calls(torch, data, hq // hkv, copies)
+    fits = kv_bytes * copies * hq // hkv <= (24 << 30)
+    kinds = ["gqa", "repeat"] if hkv != hq else ["mha"]
+    ms, kind, reason = run_pinned(
+        torch, backend, kinds,
+        lambda kind: calls(kind) if kind != "repeat" or fits else None,
+        repeats)
+    return (None if ms is None else 1e3 * ms), kind, reason
 
 
 def fmt(x, spec="{:.1f}"):
@@ -131,7 +186,8 @@ def fmt(x, spec="{:.1f}"):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("attn_json", help="output of attn-bench prefill --json")
+    parser.add_argument("attn_json",
+                        help="output of attn-bench prefill --json or decode --json")
     parser.add_argument("--quick", action="store_true",
                         help="fewer repeats (and the GEMM timed fewer times)")
     parser.add_argument("--out", help="also write the results as JSON here")
@@ -140,9 +196,11 @@ def main():
     try:
         with open(args.attn_json) as f:
             attn = json.load(f)
+        if "decode" in attn:
+            return main_decode(attn, args)
         configs = attn["prefill"]
     except (OSError, ValueError, KeyError) as err:
-        sys.exit(f"sdpa.py: cannot read attn-bench prefill JSON "
+        sys.exit(f"sdpa.py: cannot read attn-bench prefill or decode JSON "
                  f"'{args.attn_json}': {err}")
     if not configs:
         sys.exit(f"sdpa.py: '{args.attn_json}' holds no prefill configs")
@@ -203,6 +261,57 @@ def main():
             json.dump({"device": torch.cuda.get_device_name(),
                        "torch": torch.__version__,
                        "gemm_tflops": gemm, "rows": rows}, f, indent=1)
+
+
+def main_decode(attn, args):
+    roof = attn["read_bandwidth_gbps"]
+    configs = [c for c in attn["decode"] if c["kv"] == "bf16"]
+    if not configs:
+        sys.exit(f"sdpa.py: '{args.attn_json}' holds no bf16 decode configs")
+    import torch
+    if not torch.cuda.is_available():
+        sys.exit("sdpa.py: no CUDA device visible to torch")
+    repeats = 7 if args.quick else 21
+    order = ["CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION"]
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"cuDNN {torch.backends.cudnn.version()}; read roof {roof:.1f} GB/s "
+          "(attn-bench, same device)")
+    print("% of the read roof at attn-bench's bytes per call; * = K/V heads "
+          "repeated (no enable_gqa: group-times the bytes)")
+    head = (f"{'heads':<6} {'batch':>5} {'context':>7} {'ql':>2} "
+            f"{'attn_us':>8} {'attn%':>6}")
+    for backend in order:
+        head += f" {SHORT[backend] + '_us':>9} {SHORT[backend] + '%':>7}"
+    print(head)
+    rows, failures = [], {}
+    for cfg in configs:
+        row = {"config": cfg, "backends": {}}
+        line = (f"{str(cfg['q_heads']) + '/' + str(cfg['kv_heads']):<6} "
+                f"{cfg['batch']:>5} {cfg['context']:>7} "
+                f"{cfg.get('query_len', 1):>2} {cfg['time_us']:>8.1f} "
+                f"{100 * cfg['fraction_of_read']:>5.1f}%")
+        for backend in order:
+            us, kind, reason = bench_decode_backend(torch, cfg, backend, repeats)
+            frac = (None if us is None
+                    else cfg["bytes"] / (us * 1e-6) / 1e9 / roof)
+            row["backends"][backend] = {"time_us": us, "fraction_of_read": frac,
+                                        "kv_heads_as": kind}
+            if us is None:
+                failures.setdefault(backend, reason)
+            mark = "*" if kind == "repeat" else ""
+            line += (f" {fmt(us):>9} "
+                     f"{fmt(None if frac is None else 100 * frac) + mark:>7}")
+        rows.append(row)
+        print(line, flush=True)
+        torch.cuda.empty_cache()
+    for backend, reason in failures.items():
+        print(f"{SHORT[backend]}: some configs did not run; first reason: "
+              f"{reason[:200]}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(),
+                       "torch": torch.__version__,
+                       "read_bandwidth_gbps": roof, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
