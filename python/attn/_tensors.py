@@ -538,11 +538,17 @@ def _fmt_dtypes(expected):
     return " or ".join(expected)
 
 
+class DtypeError(TypeError, ValueError):
+    """An array of the wrong dtype: a TypeError, and a ValueError as
+    FlashInfer's wrappers raise for a dtype other than the planned one."""
+
+
 def check_dtype(t, expected):
-    """Raises TypeError unless ``t``'s dtype is (one of) ``expected``."""
+    """Raises DtypeError unless ``t``'s dtype is (one of) ``expected``."""
     options = (expected,) if isinstance(expected, str) else tuple(expected)
     if not any(dtype_matches(t.dtype, e) for e in options):
-        raise TypeError("%s: expected dtype %s, got %s" % (t.name, _fmt_dtypes(expected), t.dtype))
+        raise DtypeError("%s: expected dtype %s, got %s"
+                         % (t.name, _fmt_dtypes(expected), t.dtype))
 
 
 def _fmt_shape(shape):

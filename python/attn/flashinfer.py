@@ -98,6 +98,7 @@ __all__ = [
     "get_seq_lens",
     "get_batch_indices_positions",
     "get_alibi_slopes",
+    "fast_decode_plan",
 ]
 
 
@@ -165,21 +166,32 @@ def _array_device(x):
 
 
 def _resolve_dtypes(q_data_type, kv_data_type, o_data_type=None, data_type=None):
-    if data_type is not None:
-        q = _t.dtype_name(data_type, "data_type")
-        kv = _t.dtype_name(kv_data_type, "kv_data_type") if kv_data_type is not None else q
+    # FlashInfer's deprecated data_type only fills whichever of q_data_type and
+    # kv_data_type is missing (None): plan(data_type=e4m3) with the default
+    # q_data_type is an f16 query over an e4m3 cache.
+    q_name = kv_name = "data_type"
+    if q_data_type is not None or data_type is None:
+        q_name = "q_data_type"
+        if q_data_type is None:
+            q_data_type = "float16"
     else:
-        q = _t.dtype_name(q_data_type if q_data_type is not None else "float16", "q_data_type")
-        kv = _t.dtype_name(kv_data_type, "kv_data_type") if kv_data_type is not None else q
+        q_data_type = data_type
+    if kv_data_type is not None or data_type is None:
+        kv_name = "kv_data_type"
+    else:
+        kv_data_type = data_type
+    q = _t.dtype_name(q_data_type, q_name)
+    kv = _t.dtype_name(kv_data_type, kv_name) if kv_data_type is not None else q
     if q in _t.FP8_DTYPES:
         raise NotImplementedError(
-            "q_data_type %s: attn's FlashInfer-style wrappers take float16 or bfloat16 "
-            "queries (FP8 caches are fine: kv_data_type)" % q)
+            "%s %s: FP8 queries need FP8-query kernels that attn's decode and paged "
+            "prefill do not have; these wrappers take float16 or bfloat16 queries (FP8 "
+            "caches are fine: kv_data_type)" % (q_name, q))
     if q not in ("float16", "bfloat16"):
-        raise TypeError("q_data_type: expected float16 or bfloat16, got %s" % q)
+        raise TypeError("%s: expected float16 or bfloat16, got %s" % (q_name, q))
     if kv not in (q,) + _t.FP8_DTYPES:
-        raise TypeError("kv_data_type: expected %s (q's dtype), float8_e4m3fn or float8_e5m2, "
-                        "got %s" % (q, kv))
+        raise TypeError("%s: expected %s (q's dtype), float8_e4m3fn or float8_e5m2, got %s"
+                        % (kv_name, q, kv))
     if o_data_type is not None:
         o = _t.dtype_name(o_data_type, "o_data_type")
         if o != q:
@@ -211,24 +223,72 @@ def get_alibi_slopes(n_heads):
     return slopes
 
 
-def _knobs(pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, sm_scale=None,
-           causal=True, score_mod=None, mask_mod=None, window_right=0):
+def _pos_mode(pos_encoding_mode):
+    """FlashInfer's pos_encoding_mode, upper-cased (ValueError/TypeError
+    unless one of its three)."""
     if not isinstance(pos_encoding_mode, str):
         raise TypeError("pos_encoding_mode: expected 'NONE', 'ALIBI' or 'ROPE_LLAMA', got %r"
                         % (pos_encoding_mode,))
     mode = pos_encoding_mode.upper()
-    if mode == "NONE":
-        alibi = False
-    elif mode == "ALIBI":
-        alibi = True
-    elif mode.startswith("ROPE"):
-        raise NotImplementedError(
-            "pos_encoding_mode=%r: attn does not apply RoPE inside attention; rotate q and k "
-            "before (your model's rotary embedding) and plan with pos_encoding_mode='NONE'"
-            % pos_encoding_mode)
-    else:
+    if mode not in ("NONE", "ALIBI", "ROPE_LLAMA"):
         raise ValueError("pos_encoding_mode: expected 'NONE', 'ALIBI' or 'ROPE_LLAMA', got %r"
                          % (pos_encoding_mode,))
+    return mode
+
+
+# FlashInfer's ALiBi for attention that is not causal: bias slope[h] * (key -
+# query), positive for keys after the query, where attn's alibi knob takes
+# FlashAttention's -slope * |key - query|. Positions here are bottom-right
+# aligned; FlashInfer counts a query from its request's first row, which
+# adds slope * (kv_len - q_len) to every score of a row: the softmax drops it,
+# the wrappers add it to the LSE (_alibi_lse).
+_ALIBI_REGION = """{
+^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32,
+     %slopes: tensor<?xf32>):
+  %slope = attn.aux_load %slopes[%q_head] : tensor<?xf32>
+  %d = arith.subi %k_pos, %q_pos : i32
+  %df = arith.sitofp %d : i32 to f32
+  %bias = arith.mulf %slope, %df fastmath<contract> : f32
+  %r = arith.addf %score, %bias fastmath<contract> : f32
+  attn.yield %r : f32
+}"""
+
+
+def _alibi_region(knobs):
+    """Whether ``knobs`` carry FlashInfer's non-causal ALiBi region (its
+    aux table is the slopes, supplied by the wrapper)."""
+    return knobs.score_mod is _ALIBI_REGION or knobs.score_mod == _ALIBI_REGION
+
+
+def _with_alibi(knobs):
+    """``knobs`` with FlashInfer's ALiBi: the alibi knob for causal attention
+    (where -slope * |key - query| is slope * (key - query)), else
+    _ALIBI_REGION."""
+    if knobs.causal:
+        return dataclasses.replace(knobs, alibi=True,
+                                   score_mod=None if _alibi_region(knobs) else knobs.score_mod)
+    if _alibi_region(knobs):
+        return dataclasses.replace(knobs, alibi=False)
+    if knobs.score_mod or knobs.mask_mod:
+        raise NotImplementedError(
+            "pos_encoding_mode='ALIBI' with causal=False: attn runs FlashInfer's ALiBi as a "
+            "score_mod region there, which cannot be combined with score_mod/mask_mod")
+    return dataclasses.replace(knobs, alibi=False, score_mod=_ALIBI_REGION)
+
+
+def _has_alibi(knobs):
+    return knobs.alibi or _alibi_region(knobs)
+
+
+def _knobs(pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, sm_scale=None,
+           causal=True, score_mod=None, mask_mod=None, window_right=0):
+    mode = _pos_mode(pos_encoding_mode)
+    alibi = mode == "ALIBI"
+    if mode == "ROPE_LLAMA":
+        raise NotImplementedError(
+            "pos_encoding_mode=%r: attn does not apply RoPE inside attention (it would need "
+            "RoPE in attn's kernels); rotate q and k before (your model's rotary embedding) and "
+            "plan with pos_encoding_mode='NONE'" % pos_encoding_mode)
     if window_right is not None and _lib.check_int(window_right, "window_right") != 0:
         raise NotImplementedError("window_right=%r: attn's windows look left only "
                                   "(window_left)" % (window_right,))
@@ -240,9 +300,10 @@ def _knobs(pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, sm_sc
     softcap = 0.0 if logits_soft_cap is None else \
         _lib.check_float(logits_soft_cap, "logits_soft_cap", minimum=0.0)
     scale = 0.0 if sm_scale is None else _lib.check_float(sm_scale, "sm_scale", above=0.0)
-    return Knobs(causal=causal, window_left=window, softcap=softcap, scale=scale,
-                 alibi=alibi, score_mod=_lib.check_str(score_mod, "score_mod") or None,
-                 mask_mod=_lib.check_str(mask_mod, "mask_mod") or None)
+    knobs = Knobs(causal=causal, window_left=window, softcap=softcap, scale=scale,
+                  score_mod=_lib.check_str(score_mod, "score_mod") or None,
+                  mask_mod=_lib.check_str(mask_mod, "mask_mod") or None)
+    return _with_alibi(knobs) if alibi else knobs
 
 
 def _window(window_left):
@@ -389,8 +450,9 @@ def paged_kv(cache, layout, num_kv_heads, head_dim, page_size, kv_type, name="pa
             raise ValueError("%s: k_cache %s and v_cache %s differ in shape"
                              % (name, k.shape, v.shape))
         if k.shape[0] > 1 and k.strides[0] != v.strides[0]:
-            raise ValueError("%s: k_cache and v_cache must have the same page stride (%d and %d "
-                             "elements)" % (name, k.strides[0], v.strides[0]))
+            raise ValueError("%s: k_cache and v_cache must have identical strides (page strides "
+                             "%d and %d elements: attn reads both through one)"
+                             % (name, k.strides[0], v.strides[0]))
         c.k, c.v = k.ptr, v.ptr
         c.page_stride = k.token_stride()
         c.num_pages = k.shape[0]
@@ -816,6 +878,7 @@ class _Plan:
     page_tables_ptr = seq_lens_ptr = window_left = keep = levels = level_tables = None
     num_levels = device = run_args = max_page_at = cache = fast = None
     c_seq_lens = c_cu_q = None
+    planned = None  # the plan()'s variant once forward() has replaced some knobs
     max_page = -1  # no paged tables (ragged prefill)
 
     def __init__(self, **kw):
@@ -959,6 +1022,7 @@ class _Wrapper:
         self._alibi = {}
         self._cache_pages = None  # pages of the cache the last run() read
         self._variant_memo = None  # (plain arguments, variant) of the last plan()
+        self._alibi_rows = None  # per query row, kv_len - q_len of its request (_alibi_lse)
 
     def _check_cache_pages(self, plan, num_pages):
         """run(): the plan's page ids against the cache given (before any
@@ -1032,6 +1096,68 @@ class _Wrapper:
                 buf = buf.to(_runtime._torch_device(self._device))
             self._alibi[num_heads] = buf
         return buf.data_ptr()
+
+    def _alibi_slopes(self, num_heads, stream):
+        """FlashInfer's slopes as a device float32 tensor (made once)."""
+        self._alibi_ptr(num_heads, stream)
+        return self._alibi[num_heads]
+
+    def _plan_alibi_rows(self, offsets, stream, capacity=0):
+        """Uploads, per query row, ``kv_len - q_len`` of its request: the
+        constant FlashInfer's ALiBi adds to that row's scores (it counts a
+        query from its request's first row, attn from the end of the keys),
+        which the LSE carries (``_lse_to_base2``). A fixed buffer under
+        use_cuda_graph (a captured run() replays it after later plans)."""
+        rows = self._alibi_rows
+        if rows is None:
+            rows = self._alibi_rows = _runtime.DeviceInts(
+                "int32", self._device, 0, self._use_cuda_graph, self._what + ".plan()")
+        rows.ensure(max(len(offsets), capacity), "ALiBi query rows")
+        rows.upload(offsets, stream, "ALiBi query rows")
+
+    def _lse_to_base2(self, lse, stream, device, knobs, num_heads):
+        """attn's natural-log LSE as FlashInfer's: base 2, and with ALiBi
+        FlashInfer's row constant ``slope * (kv_len - q_len)`` added."""
+        t = _as_torch(lse)
+        with _runtime.torch_stream(stream, device):
+            t.mul_(LOG2E)
+            if _has_alibi(knobs) and self._alibi_rows is not None and t.shape[0]:
+                off = self._alibi_rows.buf.narrow(0, 0, t.shape[0])
+                slopes = self._alibi[num_heads]
+                t.add_((off[:, None] * slopes[None, :]).mul_(LOG2E))
+
+    def _forward_knobs(self, pos_encoding_mode, window_left, logits_soft_cap, sm_scale,
+                       causal=None):
+        """FlashInfer's deprecated forward()/forward_return_lse() set
+        window_left, logits_soft_cap, sm_scale (and causal on the prefill
+        wrappers) on the wrapper for this run and later ones, until the next
+        plan(). As in FlashInfer, whose plan() compiles them into its kernel,
+        pos_encoding_mode stays the planned one (forward's is only checked),
+        and a window or soft-cap that plan() did not enable stays off."""
+        plan = self._need_plan()
+        _pos_mode(pos_encoding_mode)
+        planned = plan.planned or plan.variant
+        k = planned.knobs
+        window = _window(window_left) if k.window_left >= 0 else -1
+        softcap = 0.0
+        if k.softcap and logits_soft_cap is not None:
+            softcap = _lib.check_float(logits_soft_cap, "logits_soft_cap", minimum=0.0)
+        scale = 0.0 if sm_scale is None else _lib.check_float(sm_scale, "sm_scale", above=0.0)
+        causal = k.causal if causal is None else _flag(causal, "causal")
+        if window >= 0 and not causal:
+            raise ValueError("window_left: attn applies a sliding window to causal attention "
+                             "only (causal=False here)")
+        knobs = dataclasses.replace(k, causal=causal, window_left=window, softcap=softcap,
+                                    scale=scale)
+        if _has_alibi(k):
+            knobs = _with_alibi(knobs)
+        if knobs != plan.variant.knobs:
+            plan.planned = planned
+            plan.variant = planned.replace(knobs=knobs)
+            plan.run_handles = {}
+            plan.run_args = None
+            plan.fast = None
+            plan.window_left = window
 
     def _variant_for(self, args, make):
         """``make()``: plan()'s checks of the arguments a variant comes from
@@ -1240,6 +1366,8 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         self._buffers = (paged_kv_indptr_buffer, paged_kv_indices_buffer,
                          paged_kv_last_page_len_buffer)
         self._tables = None
+        self._backend = backend
+        self._planned_variant = None  # the last successful plan's (fast_decode_plan's dtypes)
 
     @property
     def use_tensor_cores(self):
@@ -1267,7 +1395,15 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         causal among them). ``rope_*``, ``non_blocking``,
         ``fixed_split_size`` and ``disable_split_kv`` are accepted and
         ignored. Extensions: ``stream``, ``score_mod``/``mask_mod``.
+
+        As FlashInfer's: ``q_len_per_req > 1`` needs ``use_tensor_cores=True``
+        and, under ``use_cuda_graph``, stays the first plan's; every request
+        must hold at least ``q_len_per_req`` tokens; ``fixed_split_size``
+        needs ``use_tensor_cores=True`` (each a ValueError).
         """
+        if q_len_per_req != 1 or fixed_split_size is not None:
+            self._check_tensor_core_args(q_len_per_req, fixed_split_size)
+
         def make():
             hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim)
             page = _int(page_size, "page_size")
@@ -1296,6 +1432,12 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
             pt_ptr, stride = self._tables.pages_ptr, self._tables.stride
         batch = len(lens)
         self._check_batch(batch)
+        if q_len > 1 and lens and min(lens) < q_len:
+            b = lens.index(min(lens))
+            raise ValueError("q_len_per_req=%d requires kv_len >= q_len_per_req for every request "
+                             "(the new tokens must already be in the cache), but request %d has "
+                             "kv_len=%d: its earlier rows would attend to an empty KV range"
+                             % (q_len, b, lens[b]))
         self._gen += 1
         # c_seq_lens: the checked lengths as C ints, once for every handle planned.
         self._plan = _Plan(gen=self._gen, batch=batch, seq_lens=lens, variant=variant,
@@ -1307,9 +1449,31 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
                            max_page_at=self._tables.max_page_at)
         if knobs.alibi:
             self._alibi_ptr(hq, s)
+            self._plan_alibi_rows([n - q_len for n in lens for _ in range(q_len)], s)
         self._replan_all(s)
+        self._planned_variant = variant
 
     begin_forward = plan
+
+    def _check_tensor_core_args(self, q_len_per_req, fixed_split_size):
+        """FlashInfer's checks of the arguments its tensor-core decode serves."""
+        q_len = _int(q_len_per_req, "q_len_per_req")
+        if fixed_split_size is not None and not self._use_tensor_cores:
+            raise ValueError("fixed_split_size: only supported by tensor core decode "
+                             "(use_tensor_cores=True), as FlashInfer's")
+        if q_len == 1:
+            return
+        if not self._use_tensor_cores:
+            raise ValueError("q_len_per_req > 1 requires tensor-core decode "
+                             "(use_tensor_cores=True), as FlashInfer's")
+        if self._backend == "fa3":
+            raise NotImplementedError("q_len_per_req > 1: FlashInfer serves it on the fa2 "
+                                      "tensor-core backend only (backend='fa2' or 'auto')")
+        planned = self._planned_variant
+        if self._use_cuda_graph and planned is not None and planned.query_len != q_len:
+            raise ValueError("q_len_per_req is part of the frozen cudagraph shape: this wrapper "
+                             "was planned with %d, got %d; use a separate wrapper per "
+                             "q_len_per_req" % (planned.query_len, q_len))
 
     def _check_batch(self, batch):
         if self._use_cuda_graph and batch != self._fixed_batch:
@@ -1331,8 +1495,22 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
     def forward(self, q, paged_kv_cache, pos_encoding_mode="NONE", q_scale=None, k_scale=None,
                 v_scale=None, window_left=-1, logits_soft_cap=None, sm_scale=None,
                 rope_scale=None, rope_theta=None):
-        """Deprecated in FlashInfer: ``run()``."""
+        """Deprecated in FlashInfer (``run()``): as FlashInfer's, its
+        ``window_left``, ``logits_soft_cap`` and ``sm_scale`` replace the
+        planned ones for this and later runs until the next plan() (a window
+        or soft-cap plan() did not enable stays off; ``pos_encoding_mode``
+        stays the planned one)."""
+        self._forward_knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale)
         return self.run(q, paged_kv_cache, q_scale=q_scale, k_scale=k_scale, v_scale=v_scale)
+
+    def forward_return_lse(self, q, paged_kv_cache, pos_encoding_mode="NONE", q_scale=None,
+                           k_scale=None, v_scale=None, window_left=-1, logits_soft_cap=None,
+                           sm_scale=None, rope_scale=None, rope_theta=None):
+        """Deprecated in FlashInfer (``run_return_lse()``): ``forward()``
+        returning ``(out, lse)``."""
+        self._forward_knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale)
+        return self.run(q, paged_kv_cache, q_scale=q_scale, k_scale=k_scale, v_scale=v_scale,
+                        return_lse=True)
 
     def run(self, q, paged_kv_cache, *args, q_scale=None, k_scale=None, v_scale=None, out=None,
             lse=None, return_lse=False, enable_pdl=None, window_left=None, sinks=None,
@@ -1420,7 +1598,7 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
                          _cache_writer(q_t, cache))
         result = _runtime.as_result(out_t)
         if lse_t is not None:
-            _to_base2(lse_t.obj, s, device)
+            self._lse_to_base2(lse_t.obj, s, device, h.variant.knobs, hq)
             if return_lse:
                 return result, lse_t.obj
         return result
@@ -1443,6 +1621,47 @@ class CUDAGraphBatchDecodeWithPagedKVCacheWrapper(BatchDecodeWithPagedKVCacheWra
                          paged_kv_indices_buffer=indices_buffer,
                          paged_kv_last_page_len_buffer=last_page_len_buffer,
                          max_pages_per_request=max_pages_per_request)
+
+
+def fast_decode_plan(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim,
+                     page_size, pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None,
+                     q_data_type=None, kv_data_type=None, data_type=None, sm_scale=None,
+                     rope_scale=None, rope_theta=None, non_blocking=True, fixed_split_size=None,
+                     disable_split_kv=False, q_len_per_req=1, global_override_indptr_cpu=None,
+                     *, stream=None):
+    """FlashInfer's faster re-plan of a decode wrapper (``wrapper.plan =
+    functools.partial(fast_decode_plan, wrapper)``): here the decode
+    wrapper's ``plan()`` with the same arguments, whose host-side tables
+    already avoid device copies. ``global_override_indptr_cpu`` is a host
+    copy of ``indptr`` (used in its place: no read back). As in FlashInfer,
+    ``data_type`` fills whichever of ``q_data_type``/``kv_data_type`` is
+    None, and with neither given the dtypes of the wrapper's last plan()
+    stay (FlashInfer keeps its planned kernel); ``q_len_per_req > 1`` needs
+    ``use_tensor_cores=True`` and a prior plan()."""
+    if not isinstance(self, BatchDecodeWithPagedKVCacheWrapper):
+        raise TypeError("self: expected a BatchDecodeWithPagedKVCacheWrapper, got %s"
+                        % type(self).__name__)
+    q_len = _int(q_len_per_req, "q_len_per_req")
+    if q_len > 1:
+        self._check_tensor_core_args(q_len, None)
+        if self._planned_variant is None:
+            raise ValueError("fast_decode_plan with q_len_per_req > 1 requires a prior plan() "
+                             "call that resolves the backend")
+    last = self._planned_variant
+    if q_data_type is None and data_type is None and last is not None:
+        q_data_type = last.q_type
+        if kv_data_type is None:
+            kv_data_type = last.kv_type
+    if global_override_indptr_cpu is not None:
+        indptr = global_override_indptr_cpu
+    # The class's plan(): callers replace the instance's plan with this function.
+    return BatchDecodeWithPagedKVCacheWrapper.plan(
+        self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
+        pos_encoding_mode=pos_encoding_mode, window_left=window_left,
+        logits_soft_cap=logits_soft_cap, q_data_type=q_data_type, kv_data_type=kv_data_type,
+        data_type=data_type, sm_scale=sm_scale, rope_scale=rope_scale, rope_theta=rope_theta,
+        non_blocking=non_blocking, fixed_split_size=fixed_split_size,
+        disable_split_kv=disable_split_kv, q_len_per_req=q_len, stream=stream)
 
 
 # --- prefill -------------------------------------------------------------------
@@ -1491,6 +1710,13 @@ class _PrefillBase(_Wrapper):
 
     _max_tokens_fixed = None
 
+    def _alibi_capacity(self):
+        """Query rows the ALiBi row buffer holds under use_cuda_graph (the
+        kernels' fixed row capacity)."""
+        if not self._use_cuda_graph:
+            return 0
+        return max(self._max_tokens_fixed or 0, self._max_num_tokens or 0)
+
     def _cu_q(self, qo_indptr):
         cu_q = _runtime.host_ints(qo_indptr, "qo_indptr")
         if not cu_q:
@@ -1535,6 +1761,11 @@ class _PrefillBase(_Wrapper):
         a.q, a.q_stride_token = q_t.ptr, q_t.token_stride()
         a.out, a.out_stride_token = out_t.ptr, out_t.token_stride()
         a.lse = lse_t.ptr if lse_t is not None else None
+        if _alibi_region(knobs):
+            if aux:
+                raise NotImplementedError("aux: with pos_encoding_mode='ALIBI' and causal=False "
+                                          "the wrapper's ALiBi region takes the aux tables")
+            aux = [self._alibi_slopes(hq, s)]
         _fill_tables(a.tables, self._alibi_ptr(hq, s) if knobs.alibi else None, sinks_ptr or None,
                      aux, s)
         h.run(a, s)
@@ -1543,7 +1774,7 @@ class _PrefillBase(_Wrapper):
                          writer(q_t))
         result = _runtime.as_result(out_t)
         if lse_t is not None:
-            _to_base2(lse_t.obj, s, device)
+            self._lse_to_base2(lse_t.obj, s, device, knobs, hq)
             if return_lse:
                 return result, lse_t.obj
         return result
@@ -1625,8 +1856,11 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
                            variant=variant, for_graph=self._use_cuda_graph,
                            num_q_tokens=cu_q[-1], device=device)
         self._num_kv_tokens = cu_kv[-1] - cu_kv[0]
-        if knobs.alibi:
+        if _has_alibi(knobs):
             self._alibi_ptr(hq, s)
+            self._plan_alibi_rows(_alibi_offsets(cu_q, [cu_kv[b + 1] - cu_kv[b]
+                                                        for b in range(len(cu_q) - 1)]),
+                                  s, self._alibi_capacity())
         self._replan_all(s)
 
     begin_forward = plan
@@ -1634,11 +1868,24 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
     def _plan_handle(self, handle, plan, stream):
         handle.plan(plan.cu_q, plan.seq_lens, plan.for_graph, stream)
 
-    def forward(self, q, k, v, causal=True, pos_encoding_mode="NONE", use_fp16_qk_reduction=False,
+    def forward(self, q, k, v, causal=False, pos_encoding_mode="NONE", use_fp16_qk_reduction=False,
                 window_left=-1, logits_soft_cap=None, sm_scale=None, rope_scale=None,
                 rope_theta=None):
-        """Deprecated in FlashInfer: ``run()``."""
+        """Deprecated in FlashInfer (``run()``): as FlashInfer's, its
+        ``causal`` (default False), ``window_left``, ``logits_soft_cap`` and
+        ``sm_scale`` replace the planned ones for this and later runs until
+        the next plan() (a window or soft-cap plan() did not enable stays
+        off; ``pos_encoding_mode`` stays the planned one)."""
+        self._forward_knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal)
         return self.run(q, k, v)
+
+    def forward_return_lse(self, q, k, v, causal=False, pos_encoding_mode="NONE",
+                           use_fp16_qk_reduction=False, window_left=-1, logits_soft_cap=None,
+                           sm_scale=None, rope_scale=None, rope_theta=None):
+        """Deprecated in FlashInfer (``run_return_lse()``): ``forward()``
+        returning ``(out, lse)``."""
+        self._forward_knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal)
+        return self.run(q, k, v, return_lse=True)
 
     def run(self, q, k, v, *args, q_scale=None, k_scale=None, v_scale=None, o_scale=None,
             out=None, lse=None, return_lse=False, enable_pdl=None, kv_cache_sf=None,
@@ -1687,6 +1934,15 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
         """``run(..., return_lse=True)``."""
         kwargs["return_lse"] = True
         return self.run(q, k, v, *args, **kwargs)
+
+
+def _alibi_offsets(cu_q, kv_lens):
+    """kv_len - q_len of each query row's request (_Wrapper._plan_alibi_rows)."""
+    rows = []
+    for b, n in enumerate(kv_lens):
+        q_len = cu_q[b + 1] - cu_q[b]
+        rows += [n - q_len] * q_len
+    return rows
 
 
 def _check_no_mask(custom_mask, packed_custom_mask):
@@ -1804,8 +2060,9 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
                            num_q_tokens=cu_q[-1], stride=stride, page_tables_ptr=pt_ptr,
                            seq_lens_ptr=self._tables.lens_ptr, device=device,
                            max_page=self._tables.max_page, max_page_at=self._tables.max_page_at)
-        if knobs.alibi:
+        if _has_alibi(knobs):
             self._alibi_ptr(hq, s)
+            self._plan_alibi_rows(_alibi_offsets(cu_q, lens), s, self._alibi_capacity())
         self._replan_all(s)
 
     begin_forward = plan
@@ -1813,11 +2070,22 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
     def _plan_handle(self, handle, plan, stream):
         handle.plan_paged(plan.c_cu_q, plan.c_seq_lens, plan.for_graph, stream)
 
-    def forward(self, q, paged_kv_cache, causal=True, pos_encoding_mode="NONE",
+    def forward(self, q, paged_kv_cache, causal=False, pos_encoding_mode="NONE",
                 use_fp16_qk_reduction=False, k_scale=None, v_scale=None, window_left=-1,
                 logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None):
-        """Deprecated in FlashInfer: ``run()``."""
+        """Deprecated in FlashInfer (``run()``): its knobs replace the
+        planned ones as the ragged wrapper's ``forward()`` says."""
+        self._forward_knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal)
         return self.run(q, paged_kv_cache, k_scale=k_scale, v_scale=v_scale)
+
+    def forward_return_lse(self, q, paged_kv_cache, causal=False, pos_encoding_mode="NONE",
+                           use_fp16_qk_reduction=False, k_scale=None, v_scale=None,
+                           window_left=-1, logits_soft_cap=None, sm_scale=None,
+                           rope_scale=None, rope_theta=None):
+        """Deprecated in FlashInfer (``run_return_lse()``): ``forward()``
+        returning ``(out, lse)``."""
+        self._forward_knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal)
+        return self.run(q, paged_kv_cache, k_scale=k_scale, v_scale=v_scale, return_lse=True)
 
     def run(self, q, paged_kv_cache, *args, q_scale=None, k_scale=None, v_scale=None, out=None,
             lse=None, return_lse=False, enable_pdl=None, window_left=None, sinks=None,
@@ -1940,6 +2208,10 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
         hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim)
         page_size = _int(page_size, "page_size")
         q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type)
+        if _pos_mode(pos_encoding_mode) == "ALIBI":
+            raise NotImplementedError("pos_encoding_mode='ALIBI': attn's cascade kernels have no "
+                                      "ALiBi (plan each level with the paged wrappers and merge "
+                                      "with merge_state)")
         device, s = self._plan_device(stream, *qo_indptr_arr)
         last_q = _runtime.host_ints(qo_indptr_arr[-1], "qo_indptr_arr[%d]" % (n - 1))
         batch = len(last_q) - 1

@@ -449,7 +449,7 @@ def test_paged_cache_errors_name_the_cache():
     assert c.layout == _lib.LAYOUT_HND
     k = FakeCAI("<f2", (10, 16, 8, 128), strides=(2 * 16 * 8 * 128, 2 * 8 * 128, 256, 2))
     v = FakeCAI("<f2", (10, 16, 8, 128), strides=(4 * 16 * 8 * 128, 2 * 8 * 128, 256, 2))
-    with pytest.raises(ValueError, match="same page stride"):
+    with pytest.raises(ValueError, match="identical strides"):
         fi.paged_kv((k, v), "NHD", 8, 128, 16, "float16")
 
 
@@ -1739,3 +1739,200 @@ def test_variant_hash_is_kept_and_equal_to_a_fresh_one():
     assert hash(v) == hash(v)  # computed once, then kept
     assert v.replace(num_q_heads=32) != v and {v: 1}[w] == 1
     assert "_hash" not in repr(v) and copy.copy(v) == v and pickle.loads(pickle.dumps(v)) == v
+
+
+# --- FlashInfer compatibility without new kernels -------------------------------------
+
+
+class _ReachedTorch(Exception):
+    pass
+
+
+def _planned(w, *args, **kw):
+    """The variant ``w.plan(*args, **kw)`` makes: plan() runs up to the
+    tables (which need torch), with no GPU."""
+    def reached(what):
+        raise _ReachedTorch(what)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_runtime, "require_torch", reached)
+        with pytest.raises(_ReachedTorch):
+            w.plan(*args, **kw)
+    return w._variant_memo[1]
+
+
+DECODE_ARGS = ([0, 2, 3], [0, 1, 2], [16, 5], 32, 8, 128, 16)
+
+
+def test_decode_data_type_fills_only_the_missing_dtypes():
+    """FlashInfer's deprecated data_type fills whichever of q_data_type and
+    kv_data_type is None; the default q_data_type is float16."""
+    w = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD")
+    v = _planned(w, *DECODE_ARGS, data_type="float8_e4m3fn")
+    assert (v.q_type, v.kv_type) == ("float16", "float8_e4m3fn")
+    v = _planned(w, *DECODE_ARGS, data_type="float8_e5m2", q_data_type="bfloat16")
+    assert (v.q_type, v.kv_type) == ("bfloat16", "float8_e5m2")
+    v = _planned(w, *DECODE_ARGS, data_type="bfloat16", q_data_type=None)
+    assert (v.q_type, v.kv_type) == ("bfloat16", "bfloat16")
+    v = _planned(w, *DECODE_ARGS, data_type="float8_e4m3fn", q_data_type="bfloat16",
+                 kv_data_type="bfloat16")
+    assert (v.q_type, v.kv_type) == ("bfloat16", "bfloat16")
+    # The legacy positional order (pos_encoding_mode ... data_type) reaches the same place.
+    v = _planned(w, *DECODE_ARGS, "NONE", -1, None, "float16", None, None, "float8_e4m3fn")
+    assert (v.q_type, v.kv_type) == ("float16", "float8_e4m3fn")
+    with pytest.raises(NotImplementedError, match="data_type float8_e4m3fn: FP8 queries"):
+        w.plan(*DECODE_ARGS, q_data_type=None, data_type="float8_e4m3fn")
+    with pytest.raises(TypeError, match="data_type: expected float16"):
+        w.plan(*DECODE_ARGS, q_data_type=None, data_type="float32")
+    with pytest.raises(TypeError, match="data_type: unknown dtype"):
+        w.plan(*DECODE_ARGS, data_type="float7")
+
+
+def test_decode_tensor_core_arguments_are_checked_as_flashinfers():
+    w = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD")
+    with pytest.raises(ValueError, match="use_tensor_cores"):
+        w.plan(*DECODE_ARGS, q_len_per_req=2)
+    with pytest.raises(ValueError, match="fixed_split_size"):
+        w.plan(*DECODE_ARGS, fixed_split_size=4)
+    with pytest.raises(ValueError, match="q_len_per_req"):
+        w.plan(*DECODE_ARGS, q_len_per_req=0)
+    tc = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD", use_tensor_cores=True)
+    assert _planned(tc, *DECODE_ARGS, q_len_per_req=2, fixed_split_size=4).query_len == 2
+    fa3 = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD", use_tensor_cores=True,
+                                                backend="fa3")
+    with pytest.raises(NotImplementedError, match="fa2"):
+        fa3.plan(*DECODE_ARGS, q_len_per_req=2)
+    g = fi.BatchDecodeWithPagedKVCacheWrapper(
+        None, "NHD", use_cuda_graph=True, use_tensor_cores=True,
+        paged_kv_indptr_buffer=[0, 0, 0], paged_kv_indices_buffer=[0] * 4,
+        paged_kv_last_page_len_buffer=[0, 0])
+    g._planned_variant = DecodeVariant(query_len=2)  # as a successful plan leaves it
+    with pytest.raises(ValueError, match="frozen"):
+        g.plan(*DECODE_ARGS, q_len_per_req=3)
+
+
+def test_decode_plan_refuses_requests_shorter_than_their_queries(cpu_tables, monkeypatch):
+    monkeypatch.setattr(fi._Wrapper, "_replan_all", lambda self, stream: None)
+    monkeypatch.setattr(fi._Wrapper, "_plan_device", lambda self, stream, *a: (0, 0))
+    w = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD", use_tensor_cores=True)
+    w.plan([0, 1, 2], [0, 1], [16, 3], 32, 8, 128, 16, q_len_per_req=3)
+    assert w._planned_variant.query_len == 3
+    with pytest.raises(ValueError, match="empty KV range"):
+        w.plan([0, 1, 2], [0, 1], [16, 2], 32, 8, 128, 16, q_len_per_req=3)
+    assert w._plan is None
+
+
+def test_fast_decode_plan_is_plan(monkeypatch):
+    import functools
+    calls = []
+    monkeypatch.setattr(fi.BatchDecodeWithPagedKVCacheWrapper, "plan",
+                        lambda self, *a, **kw: calls.append((a, kw)))
+    w = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD")
+    w.plan = functools.partial(fi.fast_decode_plan, w)  # FlashInfer's usage: no recursion
+    w.plan([0, 1], [0], [1], 32, 8, 128, 16, data_type="float8_e4m3fn",
+           q_data_type="bfloat16", global_override_indptr_cpu=[0, 1], non_blocking=True)
+    a, kw = calls[-1]
+    assert a[0] == [0, 1] and kw["q_data_type"] == "bfloat16"
+    assert kw["data_type"] == "float8_e4m3fn" and kw["kv_data_type"] is None
+    # Without dtypes the last plan's stay, as FlashInfer's planned kernel does.
+    w._planned_variant = DecodeVariant(q_type="bfloat16", kv_type="float8_e5m2")
+    w.plan([0, 1], [0], [1], 32, 8, 128, 16)
+    assert (calls[-1][1]["q_data_type"], calls[-1][1]["kv_data_type"]) == \
+        ("bfloat16", "float8_e5m2")
+    with pytest.raises(ValueError, match="use_tensor_cores"):
+        w.plan([0, 1], [0], [1], 32, 8, 128, 16, q_len_per_req=2)
+    tc = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD", use_tensor_cores=True)
+    with pytest.raises(ValueError, match="prior plan"):
+        fi.fast_decode_plan(tc, [0, 1], [0], [1], 32, 8, 128, 16, q_len_per_req=2)
+    with pytest.raises(TypeError, match="self: expected a BatchDecodeWithPagedKVCacheWrapper"):
+        fi.fast_decode_plan(object(), [0, 1], [0], [1], 32, 8, 128, 16)
+
+
+def test_dtype_errors_are_type_and_value_errors():
+    with pytest.raises(ValueError, match="q: expected dtype float16"):
+        _t.tensor(FakeCAI("<f4", (2, 4)), "q", dtype="float16")
+    with pytest.raises(TypeError, match="q: expected dtype float16"):
+        _t.tensor(FakeCAI("<f4", (2, 4)), "q", dtype="float16")
+
+
+def _fake_plan(variant):
+    return fi._Plan(gen=1, batch=1, seq_lens=[8], variant=variant, num_q_tokens=4,
+                    window_left=variant.knobs.window_left, device=0)
+
+
+def test_forward_replaces_the_planned_knobs_as_flashinfers():
+    from attn._kernels import Knobs, PrefillVariant
+    w = fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD")
+    planned = PrefillVariant(knobs=Knobs(causal=True, window_left=7, softcap=5.0, alibi=False))
+    w._plan = _fake_plan(planned)
+    ran = []
+    w.run = lambda *a, **kw: ran.append((a, kw)) or "out"
+    assert w.forward("q", "k", "v") == "out"  # FlashInfer's default: causal=False, no window
+    k = w._plan.variant.knobs
+    assert (k.causal, k.window_left, k.softcap, k.scale) == (False, -1, 0.0, 0.0)
+    assert w._plan.planned is planned
+    w.forward_return_lse("q", "k", "v", causal=True, window_left=3, logits_soft_cap=2.0,
+                         sm_scale=0.5)
+    k = w._plan.variant.knobs
+    assert (k.causal, k.window_left, k.softcap, k.scale) == (True, 3, 2.0, 0.5)
+    assert ran[-1][1] == {"return_lse": True}
+    # A knob plan() did not enable stays off; the planned pos_encoding_mode stays.
+    w._plan = _fake_plan(PrefillVariant(knobs=Knobs(causal=True)))
+    w.forward("q", "k", "v", causal=True, window_left=3, logits_soft_cap=2.0,
+              pos_encoding_mode="ALIBI")
+    k = w._plan.variant.knobs
+    assert (k.window_left, k.softcap, k.alibi, k.score_mod) == (-1, 0.0, False, None)
+    with pytest.raises(ValueError, match="pos_encoding_mode"):
+        w.forward("q", "k", "v", pos_encoding_mode="XPOS")
+    with pytest.raises(ValueError, match="window_left: attn applies a sliding window"):
+        w._plan = _fake_plan(planned)
+        w.forward("q", "k", "v", causal=False, window_left=3)
+    d = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD")
+    d._plan = _fake_plan(DecodeVariant(knobs=Knobs(window_left=9)))
+    d.run = lambda *a, **kw: ran.append((a, kw))
+    d.forward_return_lse("q", "cache", k_scale=0.5)
+    assert d._plan.window_left == -1 and d._plan.variant.knobs.window_left == -1
+    assert ran[-1][1]["return_lse"] is True and ran[-1][1]["k_scale"] == 0.5
+    p = fi.BatchPrefillWithPagedKVCacheWrapper(None, "NHD")
+    p._plan = _fake_plan(PrefillVariant(knobs=Knobs(causal=True), paged=True))
+    p.run = lambda *a, **kw: ran.append((a, kw))
+    p.forward_return_lse("q", "cache", k_scale=0.1, v_scale=0.1)
+    assert not p._plan.variant.knobs.causal
+    assert ran[-1][1] == {"k_scale": 0.1, "v_scale": 0.1, "return_lse": True}
+
+
+def test_alibi_is_flashinfers_for_attention_that_is_not_causal():
+    causal = fi._knobs("ALIBI", causal=True)
+    assert causal.alibi and causal.score_mod is None
+    bidir = fi._knobs("ALIBI", causal=False)
+    assert not bidir.alibi and bidir.score_mod == fi._ALIBI_REGION
+    assert fi._has_alibi(bidir) and not fi._has_alibi(fi._knobs("NONE", causal=False))
+    with pytest.raises(NotImplementedError, match="score_mod/mask_mod"):
+        fi._knobs("ALIBI", causal=False, mask_mod=SOFTCAP_REGION)
+    # forward() switching causal moves ALiBi between the knob and the region.
+    from attn._kernels import PrefillVariant
+    w = fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD")
+    w._plan = _fake_plan(PrefillVariant(knobs=causal))
+    w.run = lambda *a, **kw: None
+    w.forward("q", "k", "v")
+    assert w._plan.variant.knobs.score_mod == fi._ALIBI_REGION
+    assert not w._plan.variant.knobs.alibi
+    w.forward("q", "k", "v", causal=True)
+    assert w._plan.variant.knobs == causal
+    # Per query row, kv_len - q_len of its request (FlashInfer's LSE constant).
+    assert fi._alibi_offsets([0, 2, 2, 5], [4, 3, 3]) == [2, 2, 0, 0, 0]
+    v = _planned(fi.BatchPrefillWithPagedKVCacheWrapper(None, "NHD"), [0, 4], [0, 1], [0], [4],
+                 8, 8, 64, 16, pos_encoding_mode="ALIBI")
+    assert v.knobs.score_mod == fi._ALIBI_REGION
+    with pytest.raises(NotImplementedError, match="cascade kernels have no ALiBi"):
+        fi.MultiLevelCascadeAttentionWrapper(2, None).plan(
+            [[0, 1], [0, 1]], [[0, 1], [0, 1]], [[0], [1]], [[16], [1]], 8, 8, 64, 16,
+            pos_encoding_mode="ALIBI")
+
+
+@needs_lib
+@pytest.mark.parametrize("paged", [False, True])
+def test_alibi_region_compiles(paged):
+    c = attn.compile_prefill("sm_90a", num_q_heads=8, num_kv_heads=2, head_dim=64,
+                             causal=False, score_mod=fi._ALIBI_REGION, paged=paged,
+                             page_size=16)
+    assert c.cubin_size > 0 and "score_mod=" in c.key

@@ -47,9 +47,11 @@ def randn(shape, dtype, seed, scale=1.0):
 
 
 def reference(q, k, v, causal=True, window_left=-1, softcap=0.0, scale=None, alibi=None,
-              sinks=None):
+              sinks=None, fi_alibi=None, mask=None):
     """docs/semantics.md in fp64: q [Lq, Hq, D], k/v [Lk, Hkv, D] ->
-    out [Lq, Hq, D], natural-log LSE [Lq, Hq]."""
+    out [Lq, Hq, D], natural-log LSE [Lq, Hq]. ``fi_alibi``: FlashInfer's
+    ALiBi instead, slope * (key - i) with i the query's row in its request
+    (0 for a decode); ``mask``: a [Lq, Lk] bool mask also applied."""
     q, k, v = q.double(), k.double(), v.double()
     lq, hq, d = q.shape
     lk, hkv = k.shape[0], k.shape[1]
@@ -65,7 +67,14 @@ def reference(q, k, v, causal=True, window_left=-1, softcap=0.0, scale=None, ali
     if alibi is not None:
         a = torch.as_tensor(alibi, dtype=torch.float64, device=q.device)
         s = s - a[:, None, None] * (kpos[None, None, :] - qpos[None, :, None]).abs()
+    if fi_alibi is not None:
+        a = torch.as_tensor(fi_alibi, dtype=torch.float64, device=q.device)
+        rows = torch.arange(lq, device=q.device, dtype=torch.float64)
+        s = s + a[:, None, None] * (kpos[None, None, :] - rows[None, :, None])
+    custom = mask
     mask = torch.ones(lq, lk, dtype=torch.bool, device=q.device)
+    if custom is not None:
+        mask &= custom.to(q.device)
     if causal:
         mask &= kpos[None, :] <= qpos[:, None]
     if window_left is not None and window_left >= 0:
@@ -245,11 +254,15 @@ def test_decode_knobs(knob):
     elif knob == "window":
         plan_kw["window_left"], ref_kw["window_left"] = 37, 37
     elif knob == "alibi":
+        # FlashInfer's: the same output as slope * (key - query), and an LSE
+        # that counts the query as row 0 (slope * kv_len more per row).
         plan_kw["pos_encoding_mode"] = "ALIBI"
-        ref_kw["alibi"] = fi.get_alibi_slopes(hq)
+        ref_kw["fi_alibi"] = fi.get_alibi_slopes(hq)
     else:
         plan_kw["q_len_per_req"] = q_len
-    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    # q_len_per_req > 1 needs FlashInfer's tensor-core decode.
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD",
+                                                use_tensor_cores=knob == "query_len")
     w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, q_data_type=BF16, **plan_kw)
     out, lse = w.run(q, pc.cache, return_lse=True, **run_kw)
     for b in range(2):
@@ -288,7 +301,128 @@ def test_decode_score_mod_with_an_aux_table():
         assert_close(out[b:b + 1], ref, BF16, "score_mod request %d" % b)
 
 
+def test_decode_data_type_is_the_cache_type():
+    """FlashInfer's deprecated plan(data_type=...) with the default
+    q_data_type: an f16 query over an e4m3 cache."""
+    hq, hkv, d, page = 8, 2, 128, 16
+    pc = Paged([37, 130], page, hkv, d, torch.float8_e4m3fn, seed=27, kv_scale=(1.0, 1.0))
+    q = randn((2, hq, d), F16, 28)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, data_type=torch.float8_e4m3fn)
+    out = w.run(q, pc.cache)
+    assert out.dtype == F16
+    for b in range(2):
+        k, v = pc.kv(b)
+        assert_close(out[b:b + 1], reference(q[b:b + 1], k, v)[0], F16,
+                     "data_type e4m3, request %d" % b)
+
+
+def test_fast_decode_plan_replans():
+    import functools
+    hq, hkv, d, page = 8, 2, 64, 16
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    pc = Paged([20, 70], page, hkv, d, F16, seed=29)
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, data_type=F16, q_data_type=F16)
+    w.plan = functools.partial(fi.fast_decode_plan, w)
+    pc = Paged([90, 5, 33], page, hkv, d, F16, seed=30)
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, data_type=F16, q_data_type=F16,
+           global_override_indptr_cpu=pc.indptr.cpu())
+    q = randn((3, hq, d), F16, 31)
+    out, lse = w.run(q, pc.cache, return_lse=True)
+    for b in range(3):
+        k, v = pc.kv(b)
+        ref, ref_lse = reference(q[b:b + 1], k, v)
+        assert_close(out[b:b + 1], ref, F16, "fast_decode_plan request %d" % b)
+        assert_lse(lse[b:b + 1], ref_lse, "fast_decode_plan request %d" % b)
+
+
+def test_decode_forward_sets_the_runtime_knobs():
+    """FlashInfer's deprecated forward(): its sm_scale (and a planned
+    window's new width) replace the planned ones, for later runs too."""
+    hq, hkv, d, page = 8, 2, 128, 16
+    pc = Paged([60, 200], page, hkv, d, BF16, seed=32)
+    q = randn((2, hq, d), BF16, 33)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, q_data_type=BF16, window_left=40)
+    out, lse = w.forward_return_lse(q, pc.cache, window_left=13, sm_scale=0.05)
+    again = w.run(q, pc.cache)
+    for b in range(2):
+        k, v = pc.kv(b)
+        ref, ref_lse = reference(q[b:b + 1], k, v, window_left=13, scale=0.05)
+        assert_close(out[b:b + 1], ref, BF16, "forward request %d" % b)
+        assert_lse(lse[b:b + 1], ref_lse, "forward request %d" % b)
+        assert_close(again[b:b + 1], ref, BF16, "run after forward, request %d" % b)
+
+
 # --- prefill -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+def test_ragged_prefill_alibi_is_flashinfers(causal):
+    """FlashInfer's ALiBi: slope * (key - i), i the query's row in its
+    request (keys after the query weigh more when not causal)."""
+    hq, hkv, d = 8, 2, 64
+    q_lens, kv_lens = [5, 33, 64], [9, 80, 64]
+    qo = torch.tensor([0] + list(_cumsum(q_lens)), dtype=torch.int32, device=DEV)
+    kvp = torch.tensor([0] + list(_cumsum(kv_lens)), dtype=torch.int32, device=DEV)
+    q = randn((sum(q_lens), hq, d), BF16, 34)
+    k = randn((sum(kv_lens), hkv, d), BF16, 35)
+    v = randn((sum(kv_lens), hkv, d), BF16, 36)
+    slopes = fi.get_alibi_slopes(hq)
+    w = attn.BatchPrefillWithRaggedKVCacheWrapper(workspace(), "NHD")
+    w.plan(qo, kvp, hq, hkv, d, causal=causal, pos_encoding_mode="ALIBI", q_data_type=BF16)
+    out, lse = w.run(q, k, v, return_lse=True)
+    for b in range(3):
+        qs = slice(qo[b].item(), qo[b + 1].item())
+        ks = slice(kvp[b].item(), kvp[b + 1].item())
+        ref, ref_lse = reference(q[qs], k[ks], v[ks], causal=causal, fi_alibi=slopes)
+        assert_close(out[qs], ref, BF16, "ALiBi ragged request %d" % b)
+        assert_lse(lse[qs], ref_lse, "ALiBi ragged request %d" % b)
+
+
+def test_paged_prefill_alibi_not_causal_and_forward():
+    hq, hkv, d, page = 8, 2, 128, 16
+    q_lens, seq_lens = [7, 16, 1], [27, 61, 9]
+    pc = Paged(seq_lens, page, hkv, d, BF16, seed=37)
+    qo = torch.tensor([0] + list(_cumsum(q_lens)), dtype=torch.int32, device=DEV)
+    q = randn((sum(q_lens), hq, d), BF16, 38)
+    slopes = fi.get_alibi_slopes(hq)
+    w = attn.BatchPrefillWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(qo, pc.indptr, pc.indices, pc.last, hq, hkv, d, page, causal=True,
+           pos_encoding_mode="ALIBI", q_data_type=BF16, kv_data_type=BF16)
+    causal_out, causal_lse = w.run(q, pc.cache, return_lse=True)
+    # FlashInfer's forward_return_lse() defaults to causal=False.
+    out, lse = w.forward_return_lse(q, pc.cache)
+    for b in range(3):
+        rows = slice(qo[b].item(), qo[b + 1].item())
+        k, v = pc.kv(b)
+        for c, o, l in ((True, causal_out, causal_lse), (False, out, lse)):
+            ref, ref_lse = reference(q[rows], k, v, causal=c, fi_alibi=slopes)
+            what = "ALiBi paged (causal=%s) request %d" % (c, b)
+            assert_close(o[rows], ref, BF16, what)
+            assert_lse(l[rows], ref_lse, what)
+
+
+def test_ragged_forward_replaces_causal_and_scale():
+    hq, hkv, d = 8, 8, 64
+    q_lens, kv_lens = [12, 30], [20, 30]
+    qo = torch.tensor([0] + list(_cumsum(q_lens)), dtype=torch.int32, device=DEV)
+    kvp = torch.tensor([0] + list(_cumsum(kv_lens)), dtype=torch.int32, device=DEV)
+    q = randn((sum(q_lens), hq, d), F16, 39)
+    k = randn((sum(kv_lens), hkv, d), F16, 40)
+    v = randn((sum(kv_lens), hkv, d), F16, 41)
+    w = attn.BatchPrefillWithRaggedKVCacheWrapper(workspace(), "NHD")
+    w.plan(qo, kvp, hq, hkv, d, causal=True, q_data_type=F16)
+    plain = w.forward(q, k, v)  # FlashInfer's default causal=False
+    out, lse = w.forward_return_lse(q, k, v, causal=True, sm_scale=0.2)
+    for b in range(2):
+        qs = slice(qo[b].item(), qo[b + 1].item())
+        ks = slice(kvp[b].item(), kvp[b + 1].item())
+        assert_close(plain[qs], reference(q[qs], k[ks], v[ks], causal=False)[0], F16,
+                     "forward (not causal) request %d" % b)
+        ref, ref_lse = reference(q[qs], k[ks], v[ks], causal=True, scale=0.2)
+        assert_close(out[qs], ref, F16, "forward_return_lse request %d" % b)
+        assert_lse(lse[qs], ref_lse, "forward_return_lse request %d" % b)
 
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
