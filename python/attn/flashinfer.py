@@ -2739,18 +2739,27 @@ def merge_state(v_a, s_a, v_b, s_b, *, stream=None):
 
 def merge_state_in_place(v, s, v_other, s_other, mask=None, *, stream=None):
     """Merges ``(v_other, s_other)`` into ``(v, s)`` in place
-    (FlashInfer's ``merge_state_in_place``; base-2 LSEs). ``mask`` is not
-    supported."""
-    if mask is not None:
-        raise NotImplementedError("mask: attn's merge_states merges every row (a row of LSE "
-                                  "-inf weighs nothing)")
+    (FlashInfer's ``merge_state_in_place``; base-2 LSEs). ``mask``
+    [seq_len] bool (FlashInfer's, for CUDA graphs): rows where it is False
+    are left unchanged; with a mask the rows are merged into a temporary
+    and copied where it is True (torch ops on the same stream, no
+    synchronization)."""
     vt, st_ = _state(v, s, "v", "s")
     vo, so = _state(v_other, s_other, "v_other", "s_other", shape=vt.shape)
     _t.check_dtype(vo, vt.dtype)
     device = _t.same_device([vt, st_, vo, so])
-    _runtime.require_torch("merge_state_in_place")
+    torch = _runtime.require_torch("merge_state_in_place")
     stream_h = _runtime.stream_handle(stream, device)
     n, heads, dim = vt.shape
+    if mask is not None:
+        m = _merge_mask(mask, n, device, torch)
+        v_m, s_m = merge_state(v, s, v_other, s_other, stream=stream_h)
+        v_t, s_t = _as_torch(v), _as_torch(s)
+        with _runtime.torch_stream(stream_h, device):
+            keep = m[:, None]
+            s_t.copy_(torch.where(keep, s_m, s_t))
+            v_t.copy_(torch.where(keep[..., None], v_m, v_t))
+        return
     s_t = _as_torch(s)
     with _runtime.torch_stream(stream_h, device):
         other = _as_torch(s_other).mul(LN2)
@@ -2759,6 +2768,27 @@ def merge_state_in_place(v, s, v_other, s_other, mask=None, *, stream=None):
            heads, dim, device, stream_h)
     with _runtime.torch_stream(stream_h, device):
         s_t.mul_(LOG2E)
+
+
+def _merge_mask(mask, n, device, torch):
+    """merge_state_in_place's mask as a torch bool tensor of [n] rows on
+    ``device`` (errors name it)."""
+    if not isinstance(mask, torch.Tensor):
+        if not (hasattr(mask, "__cuda_array_interface__") or hasattr(mask, "__dlpack__")):
+            raise TypeError("mask: expected a bool tensor, got %s" % type(mask).__name__)
+        try:
+            mask = _as_torch(mask)
+        except Exception as e:
+            raise TypeError("mask: not readable as a tensor: %s" % e) from None
+    if mask.dtype != torch.bool:
+        raise _t.DtypeError("mask: expected dtype bool, got %s" % mask.dtype)
+    if tuple(mask.shape) != (n,):
+        raise ValueError("mask: expected shape (%d,) [seq_len], got %s"
+                         % (n, tuple(mask.shape)))
+    if mask.device.type != "cuda" or (device >= 0 and mask.device.index != device):
+        raise ValueError("mask: expected a CUDA tensor on v's device%s, got %s"
+                         % (" (cuda:%d)" % device if device >= 0 else "", mask.device))
+    return mask
 
 
 def merge_states(v, s, *, stream=None):

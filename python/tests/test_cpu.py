@@ -466,7 +466,7 @@ def test_merge_state_argument_errors():
         fi.merge_states(va, sa)
     with pytest.raises(ValueError, match=r"s: expected shape \(4, 3, 8\)"):
         fi.merge_states(FakeCAI("<f2", (4, 3, 8, 64)), FakeCAI("<f4", (4, 8)))
-    with pytest.raises(NotImplementedError, match="mask"):
+    with pytest.raises((TypeError, ImportError), match="mask|PyTorch"):
         fi.merge_state_in_place(va, sa, vb_, sb, mask=[1])
 
 
@@ -1936,3 +1936,17 @@ def test_alibi_region_compiles(paged):
                              causal=False, score_mod=fi._ALIBI_REGION, paged=paged,
                              page_size=16)
     assert c.cubin_size > 0 and "score_mod=" in c.key
+
+
+def test_merge_state_in_place_mask_errors_name_it():
+    torch = pytest.importorskip("torch")
+    va, vb_ = FakeCAI("<f2", (4, 8, 64)), FakeCAI("<f2", (4, 8, 64))
+    sa, sb = FakeCAI("<f4", (4, 8)), FakeCAI("<f4", (4, 8))
+    with pytest.raises(TypeError, match="mask: expected a bool tensor, got list"):
+        fi.merge_state_in_place(va, sa, vb_, sb, mask=[True] * 4)
+    with pytest.raises(ValueError, match="mask: expected dtype bool, got torch.int32"):
+        fi.merge_state_in_place(va, sa, vb_, sb, mask=torch.ones(4, dtype=torch.int32))
+    with pytest.raises(ValueError, match=r"mask: expected shape \(4,\) \[seq_len\], got \(5,\)"):
+        fi.merge_state_in_place(va, sa, vb_, sb, mask=torch.ones(5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="mask: expected a CUDA tensor on v's device"):
+        fi.merge_state_in_place(va, sa, vb_, sb, mask=torch.ones(4, dtype=torch.bool))

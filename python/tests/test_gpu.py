@@ -557,6 +557,32 @@ def test_merge_state_and_in_place():
 
 
 @pytest.mark.parametrize("num_states", [3, 20])
+def test_merge_state_in_place_with_mask():
+    """FlashInfer's mask: rows where it is False keep their state."""
+    n, h, d = 37, 8, 128
+    v = randn((n, h, d), F16, 61)
+    s = randn((n, h), torch.float32, 62, scale=3.0)
+    vo = randn((n, h, d), F16, 63)
+    so = randn((n, h), torch.float32, 64, scale=3.0)
+    so[5] = float("-inf")  # an empty partial weighs nothing
+    mask = torch.rand(n, generator=gen(65), device=DEV) < 0.5
+    mask[5] = True
+    v0, s0 = v.clone(), s.clone()
+    fi.merge_state_in_place(v, s, vo, so, mask=mask)
+    ln2 = math.log(2.0)
+    a, b = s0.double() * ln2, so.double() * ln2
+    m = torch.maximum(a, b)
+    wa, wb = torch.exp(a - m), torch.exp(b - m)
+    ref_v = (v0.double() * wa[..., None] + vo.double() * wb[..., None]) / (wa + wb)[..., None]
+    ref_s = (m + torch.log(wa + wb)) / ln2
+    keep = mask[:, None]
+    ref_v = torch.where(keep[..., None], ref_v, v0.double())
+    ref_s = torch.where(keep, ref_s, s0.double())
+    assert torch.equal(v[~mask], v0[~mask]) and torch.equal(s[~mask], s0[~mask])
+    assert_close(v, ref_v, F16, "merge_state_in_place(mask) output")
+    assert (s.double() - ref_s).abs().max().item() <= 1e-3
+
+
 def test_merge_states(num_states):
     n, h, d = 9, 4, 128
     v = randn((n, num_states, h, d), BF16, 70 + num_states)
