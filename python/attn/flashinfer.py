@@ -91,6 +91,7 @@ __all__ = [
     "BatchPrefillWithPagedKVCacheWrapper",
     "MultiLevelCascadeAttentionWrapper",
     "BatchMLAPagedAttentionWrapper",
+    "BatchAttentionWithAttentionSinkWrapper",
     "append_paged_kv_cache",
     "merge_state",
     "merge_state_in_place",
@@ -122,10 +123,28 @@ def _check_backend(backend, cls):
 
 
 def _no_jit(jit_args, jit_kwargs=None):
-    if jit_args is not None or jit_kwargs:
+    """True for FlashInfer's attention-sink variant (``jit_args`` naming the
+    ``AttentionSink`` variant with the ``sink`` table and ``sm_scale``
+    scalar, as FlashInfer's BatchAttentionWithAttentionSinkWrapper builds
+    them), which maps onto attn's sinks; any other custom module raises."""
+    if jit_args is None and not jit_kwargs:
+        return False
+    try:
+        sink = (jit_args is not None and len(jit_args) >= 12 and
+                list(jit_args[7]) == ["sink"] and list(jit_args[9]) == ["sm_scale"] and
+                jit_args[11] == "AttentionSink")
+    except TypeError:
+        sink = False
+    if not sink:
         raise NotImplementedError(
-            "jit_args: FlashInfer's custom JIT modules do not apply to attn; attn's "
-            "programmable variants are plan(score_mod=..., mask_mod=...) (docs/semantics.md)")
+            "jit_args: FlashInfer's custom JIT modules do not apply to attn (its AttentionSink "
+            "variant does: attn's sinks); attn's programmable variants are "
+            "plan(score_mod=..., mask_mod=...) (docs/semantics.md)")
+    kw = dict(jit_kwargs or {})
+    if kw.get("use_logits_soft_cap") or kw.get("pos_encoding_mode", 0) not in (0, "NONE"):
+        raise NotImplementedError("jit_kwargs: FlashInfer's AttentionSink variant in attn takes "
+                                  "no soft-cap and no pos_encoding_mode")
+    return True
 
 
 def _int(value, name, minimum=1, maximum=_lib.INT32_MAX):
@@ -1023,6 +1042,7 @@ class _Wrapper:
         self._cache_pages = None  # pages of the cache the last run() read
         self._variant_memo = None  # (plain arguments, variant) of the last plan()
         self._alibi_rows = None  # per query row, kv_len - q_len of its request (_alibi_lse)
+        self._sink_jit = False  # FlashInfer's AttentionSink jit_args (_sink_args)
 
     def _check_cache_pages(self, plan, num_pages):
         """run(): the plan's page ids against the cache given (before any
@@ -1151,13 +1171,30 @@ class _Wrapper:
                                     scale=scale)
         if _has_alibi(k):
             knobs = _with_alibi(knobs)
-        if knobs != plan.variant.knobs:
-            plan.planned = planned
-            plan.variant = planned.replace(knobs=knobs)
-            plan.run_handles = {}
-            plan.run_args = None
-            plan.fast = None
-            plan.window_left = window
+        _replace_knobs(plan, planned, knobs)
+
+    def _sink_args(self, args, sinks):
+        """run()'s positional arguments of FlashInfer's AttentionSink
+        variant: ``(sink, sm_scale)``, the sink logits as attn's ``sinks``
+        and sm_scale (the variant's, in FlashInfer's place of the planned
+        one) as the scale for this run and later ones until the next
+        plan()."""
+        if not self._sink_jit:
+            return args, sinks
+        if len(args) > 2 or (not args and sinks is None) or (args and sinks is not None):
+            raise ValueError("sink: FlashInfer's AttentionSink variant takes run(..., sink, "
+                             "sm_scale) (sink: [num_qo_heads] float32), got %d extra arguments"
+                             "%s" % (len(args), " and sinks=" if sinks is not None else ""))
+        if not args:
+            return (), sinks
+        if len(args) == 2:
+            plan = self._need_plan()
+            scale = _lib.check_float(args[1], "sm_scale", above=0.0)
+            planned = plan.planned or plan.variant
+            knobs = plan.variant.knobs
+            if knobs.scale != scale:
+                _replace_knobs(plan, planned, dataclasses.replace(knobs, scale=scale))
+        return (), args[0]
 
     def _variant_for(self, args, make):
         """``make()``: plan()'s checks of the arguments a variant comes from
@@ -1252,6 +1289,18 @@ class _Wrapper:
         return t.ptr
 
 
+def _replace_knobs(plan, planned, knobs):
+    """``plan`` runs ``knobs`` in place of ``planned``'s (forward(), the
+    sink variant's sm_scale) until the next plan()."""
+    if knobs != plan.variant.knobs:
+        plan.planned = planned
+        plan.variant = planned.replace(knobs=knobs)
+        plan.run_handles = {}
+        plan.run_args = None
+        plan.fast = None
+        plan.window_left = knobs.window_left
+
+
 _PLAIN_TYPES = frozenset((int, float, str, bool, type(None)))
 
 
@@ -1337,7 +1386,7 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
                  paged_kv_indices_buffer=None, paged_kv_last_page_len_buffer=None,
                  backend="auto", jit_args=None, *, max_pages_per_request=None):
         _check_backend(backend, self._what)
-        _no_jit(jit_args)
+        sink_jit = _no_jit(jit_args)
         super().__init__(float_workspace_buffer, kv_layout, use_cuda_graph)
         self._use_tensor_cores = _flag(use_tensor_cores, "use_tensor_cores")
         self._fixed_batch = 0
@@ -1368,6 +1417,7 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         self._tables = None
         self._backend = backend
         self._planned_variant = None  # the last successful plan's (fast_decode_plan's dtypes)
+        self._sink_jit = sink_jit
 
     @property
     def use_tensor_cores(self):
@@ -1540,6 +1590,7 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
                 return result
         plan = self._need_plan()
         plan.fast = None
+        args, sinks = self._sink_args(args, sinks)
         _unsupported_run_args(args, kv_cache_sf, skip_softmax_threshold_scale_factor, q_scale)
         if window_left is not None and _window(window_left) != plan.window_left:
             raise ValueError("window_left: %d differs from the planned %d (plan() sets it)"
@@ -1673,11 +1724,12 @@ class _PrefillBase(_Wrapper):
                  backend, jit_args, jit_kwargs, custom_mask_buf, mask_indptr_buf,
                  max_num_tokens):
         _check_backend(backend, self._what)
-        _no_jit(jit_args, jit_kwargs)
+        sink_jit = _no_jit(jit_args, jit_kwargs)
         if custom_mask_buf is not None or mask_indptr_buf is not None:
             raise NotImplementedError("custom_mask_buf: attn has no dense custom masks; use "
                                       "plan(mask_mod=...) (docs/semantics.md)")
         super().__init__(float_workspace_buffer, kv_layout, use_cuda_graph)
+        self._sink_jit = sink_jit
         self._fixed_batch = 0
         # Query rows are int32 in the kernels.
         self._max_num_tokens = None if max_num_tokens is None else \
@@ -1906,6 +1958,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
             result = _run_fast(f, (q, k, v), out)
             if result is not None:
                 return result
+        args, sinks = self._sink_args(args, sinks)
         _unsupported_run_args(args, kv_cache_sf, None, q_scale)
         if not _is_one(o_scale):
             raise NotImplementedError("o_scale: attn writes unscaled outputs")
@@ -2105,6 +2158,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
             result = _run_fast(f, (q, paged_kv_cache), out)
             if result is not None:
                 return result
+        args, sinks = self._sink_args(args, sinks)
         _unsupported_run_args(args, kv_cache_sf, skip_softmax_threshold_scale_factor, q_scale)
         plan = self._need_plan()
         base = plan.variant
@@ -2132,6 +2186,36 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         """``run(..., return_lse=True)``."""
         kwargs["return_lse"] = True
         return self.run(q, paged_kv_cache, *args, **kwargs)
+
+
+class BatchAttentionWithAttentionSinkWrapper(BatchPrefillWithPagedKVCacheWrapper):
+    """FlashInfer's attention-sink wrapper: the paged prefill wrapper
+    whose ``run(q, paged_kv_cache, sink, sm_scale)`` takes the per-head
+    sink logits ([num_qo_heads] float32, in units of the scaled scores:
+    each row's softmax denominator gains ``exp(sink[h])``) and the softmax
+    scale, as attn's ``sinks`` (docs/semantics.md). The constructor takes
+    FlashInfer's arguments; ``q_data_type``, ``kv_data_type``,
+    ``head_dim_qk``/``head_dim_vo`` and ``window_left`` only named the
+    kernel FlashInfer compiles (plan() sets them here), ``backend`` is
+    'auto', 'fa2' or 'fa3' (all attn), ``pos_encoding_mode`` 'NONE'."""
+
+    _what = "BatchAttentionWithAttentionSinkWrapper"
+
+    def __init__(self, float_workspace_buffer=None, kv_layout="NHD", use_cuda_graph=False,
+                 qo_indptr_buf=None, paged_kv_indptr_buf=None, paged_kv_indices_buf=None,
+                 paged_kv_last_page_len_buf=None, custom_mask_buf=None, mask_indptr_buf=None,
+                 backend="auto", pos_encoding_mode="NONE", use_fp16_qk_reduction=False,
+                 q_data_type=None, kv_data_type=None, head_dim_qk=128, head_dim_vo=128,
+                 window_left=-1, *, max_pages_per_request=None, max_num_tokens=None):
+        if _pos_mode(pos_encoding_mode) != "NONE":
+            raise NotImplementedError("pos_encoding_mode=%r: FlashInfer's AttentionSink variant "
+                                      "has no position encoding" % (pos_encoding_mode,))
+        super().__init__(float_workspace_buffer, kv_layout, use_cuda_graph, qo_indptr_buf,
+                         paged_kv_indptr_buf, paged_kv_indices_buf, paged_kv_last_page_len_buf,
+                         custom_mask_buf, mask_indptr_buf, backend,
+                         max_pages_per_request=max_pages_per_request,
+                         max_num_tokens=max_num_tokens)
+        self._sink_jit = True
 
 
 # --- cascade -------------------------------------------------------------------

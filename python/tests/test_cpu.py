@@ -1950,3 +1950,46 @@ def test_merge_state_in_place_mask_errors_name_it():
         fi.merge_state_in_place(va, sa, vb_, sb, mask=torch.ones(5, dtype=torch.bool))
     with pytest.raises(ValueError, match="mask: expected a CUDA tensor on v's device"):
         fi.merge_state_in_place(va, sa, vb_, sb, mask=torch.ones(4, dtype=torch.bool))
+
+
+def _sink_jit_args(dtype="bfloat16"):
+    """FlashInfer's AttentionSink jit_args (its tests' and
+    BatchAttentionWithAttentionSinkWrapper's form)."""
+    return ("batch_prefill_attention_sink_bf16_swa_False_fa2", dtype, dtype, dtype, "int32",
+            128, 128, ["sink"], ["float"], ["sm_scale"], ["double"], "AttentionSink",
+            "struct AttentionSink : AttentionVariantBase { /* FlashInfer's CUDA */ };")
+
+
+def test_attention_sink_jit_args_map_onto_sinks():
+    from attn._kernels import Knobs, PrefillVariant
+    w = fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD", backend="fa2",
+                                                jit_args=_sink_jit_args(),
+                                                jit_kwargs={"use_sliding_window": False})
+    assert w._sink_jit
+    with pytest.raises(NotImplementedError, match="jit_args"):
+        fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD", jit_args=_sink_jit_args()[:7] +
+                                                (["bias"], ["float"], [], [], "Custom", ""))
+    with pytest.raises(NotImplementedError, match="soft-cap"):
+        fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD", jit_args=_sink_jit_args(),
+                                                jit_kwargs={"use_logits_soft_cap": True})
+    d = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD", jit_args=_sink_jit_args())
+    assert d._sink_jit
+    w._plan = _fake_plan(PrefillVariant(knobs=Knobs(causal=True)))
+    assert w._sink_args(("sink", 0.125), None) == ((), "sink")
+    assert w._plan.variant.knobs.scale == 0.125 and w._plan.planned.knobs.scale == 0.0
+    assert w._sink_args(("sink2",), None) == ((), "sink2")
+    assert w._sink_args((), "sink3") == ((), "sink3")
+    with pytest.raises(ValueError, match="sink: FlashInfer's AttentionSink variant takes"):
+        w._sink_args((), None)
+    with pytest.raises(ValueError, match="sm_scale"):
+        w._sink_args(("sink", -1.0), None)
+    plain = fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD")
+    assert plain._sink_args(("x",), None) == (("x",), None)  # refused later, as before
+    s = fi.BatchAttentionWithAttentionSinkWrapper(None, kv_layout="NHD", backend="fa3",
+                                                  q_data_type="bfloat16", head_dim_qk=64,
+                                                  window_left=16)
+    assert s._sink_jit and isinstance(s, fi.BatchPrefillWithPagedKVCacheWrapper)
+    with pytest.raises(NotImplementedError, match="pos_encoding_mode"):
+        fi.BatchAttentionWithAttentionSinkWrapper(None, pos_encoding_mode="ALIBI")
+    with pytest.raises(NotImplementedError, match="backend"):
+        fi.BatchAttentionWithAttentionSinkWrapper(None, backend="trtllm-gen")

@@ -403,6 +403,44 @@ def test_paged_prefill_alibi_not_causal_and_forward():
             assert_lse(l[rows], ref_lse, what)
 
 
+SINK_JIT_ARGS = ("batch_prefill_attention_sink_bf16_swa_False_fa2", BF16, BF16, BF16,
+                 torch.int32, 128, 128, ["sink"], ["float"], ["sm_scale"], ["double"],
+                 "AttentionSink", "/* FlashInfer's variant source: attn uses its sinks */")
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+def test_attention_sink_wrappers_as_flashinfers_tests_use_them(causal):
+    """FlashInfer's AttentionSink jit_args on the ragged wrapper and its
+    BatchAttentionWithAttentionSinkWrapper: run(q, kv, sink, sm_scale)."""
+    hq, hkv, d, batch, seq = 8, 2, 128, 3, 16
+    sm_scale = 1.0 / math.sqrt(d)
+    qo = torch.arange(0, batch * seq + 1, seq, dtype=torch.int32)
+    q = randn((batch * seq, hq, d), BF16, 71)
+    k = randn((batch * seq, hkv, d), BF16, 72)
+    v = randn((batch * seq, hkv, d), BF16, 73)
+    sink = torch.rand(hq, generator=gen(74), device=DEV) * 5
+    w = attn.BatchPrefillWithRaggedKVCacheWrapper(workspace(), "NHD", backend="fa2",
+                                                  jit_args=SINK_JIT_ARGS,
+                                                  jit_kwargs={"use_sliding_window": False})
+    w.plan(qo, qo, hq, hkv, d, causal=causal, q_data_type=BF16, kv_data_type=BF16)
+    out = w.run(q, k, v, sink, sm_scale)
+    paged = attn.BatchAttentionWithAttentionSinkWrapper(
+        workspace(), kv_layout="NHD", backend="fa2", q_data_type=BF16, kv_data_type=BF16,
+        head_dim_qk=d, head_dim_vo=d)
+    paged.plan(qo, qo, torch.arange(batch * seq, dtype=torch.int32),
+               torch.ones(batch, dtype=torch.int32), hq, hkv, d, 1, causal=causal,
+               q_data_type=BF16, kv_data_type=BF16, non_blocking=True)
+    out_paged = paged.run(q, (k[:, None], v[:, None]), sink, sm_scale * 2)
+    for b in range(batch):
+        rows = slice(b * seq, (b + 1) * seq)
+        ref = reference(q[rows], k[rows], v[rows], causal=causal, scale=sm_scale,
+                        sinks=sink)[0]
+        assert_close(out[rows], ref, BF16, "sink ragged request %d" % b)
+        ref2 = reference(q[rows], k[rows], v[rows], causal=causal, scale=sm_scale * 2,
+                         sinks=sink)[0]
+        assert_close(out_paged[rows], ref2, BF16, "sink paged request %d" % b)
+
+
 def test_ragged_forward_replaces_causal_and_scale():
     hq, hkv, d = 8, 8, 64
     q_lens, kv_lens = [12, 30], [20, 30]
