@@ -51,14 +51,19 @@ tensors (``[1]`` or ``[num_kv_heads]`` float32, per-head FP8 scales);
 capacity); ``k_scale``/``v_scale`` on ``append_paged_kv_cache`` (FP8 caches
 quantize by them).
 
+FlashInfer's semantics where attn has the means: ``data_type`` fills the
+missing q/kv dtype; ``forward()``/``forward_return_lse()`` set their knobs
+as FlashInfer's; ``fast_decode_plan``; ALiBi is FlashInfer's ``slope *
+(key - i)`` (the alibi knob when causal, a score_mod region otherwise; the
+LSE carries FlashInfer's row constant); ``merge_state_in_place(mask=)``;
+the AttentionSink ``jit_args`` and ``BatchAttentionWithAttentionSinkWrapper``
+as attn's sinks. docs/python.md lists each.
+
 What attn does not do raises ``NotImplementedError`` naming it: RoPE inside
 attention (``pos_encoding_mode='ROPE_LLAMA'``), custom masks
 (``custom_mask``; use ``mask_mod``), ``head_dim_vo != head_dim_qk``,
 ``window_right``, an output dtype other than q's, FP8 queries, NVFP4 caches
-(``kv_cache_sf``), jit_args, other backends. ALiBi follows
-docs/semantics.md: for causal attention it equals FlashInfer's; for
-non-causal prefill attn penalizes ``|key - query|`` where FlashInfer adds
-``slope * (key - query)``.
+(``kv_cache_sf``), other jit_args, other backends.
 """
 
 import array
