@@ -14,8 +14,10 @@ What is here:
   ``BatchDecodeWithPagedKVCacheWrapper``,
   ``BatchPrefillWithRaggedKVCacheWrapper``,
   ``BatchPrefillWithPagedKVCacheWrapper``,
-  ``MultiLevelCascadeAttentionWrapper``, ``append_paged_kv_cache``,
-  ``merge_state``, ``merge_state_in_place``, ``merge_states``.
+  ``MultiLevelCascadeAttentionWrapper``,
+  ``BatchAttentionWithAttentionSinkWrapper``, ``fast_decode_plan``,
+  ``append_paged_kv_cache``, ``merge_state``, ``merge_state_in_place``,
+  ``merge_states``.
   ``import attn.flashinfer as flashinfer`` switches a FlashInfer user.
 - vLLM's attention-backend interface (``attn.vllm_backend.AttnBackend``),
   without importing vLLM.
@@ -37,6 +39,7 @@ from . import _lib, _runtime  # noqa: E402
 from ._kernels import (Compiled, DecodeVariant, Knobs, PrefillVariant,  # noqa: E402
                        compile_variant as _compile_variant)
 from .flashinfer import (  # noqa: E402
+    BatchAttentionWithAttentionSinkWrapper,
     BatchDecodeWithPagedKVCacheWrapper,
     BatchMLAPagedAttentionWrapper,
     BatchPrefillWithPagedKVCacheWrapper,
@@ -44,6 +47,7 @@ from .flashinfer import (  # noqa: E402
     CUDAGraphBatchDecodeWithPagedKVCacheWrapper,
     MultiLevelCascadeAttentionWrapper,
     append_paged_kv_cache,
+    fast_decode_plan,
     get_batch_indices_positions,
     get_seq_lens,
     merge_state,
@@ -70,6 +74,8 @@ __all__ = [
     "BatchPrefillWithPagedKVCacheWrapper",
     "MultiLevelCascadeAttentionWrapper",
     "BatchMLAPagedAttentionWrapper",
+    "BatchAttentionWithAttentionSinkWrapper",
+    "fast_decode_plan",
     "append_paged_kv_cache",
     "merge_state",
     "merge_state_in_place",
