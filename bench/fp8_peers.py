@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""FP8 ceilings and peers for attn's FP8 compute (docs/performance.md,
+"""FP8 ceilings and peers for attn's FP8 compute (docs/perf-log/history.md,
 "FP8 compute"), measured in the run that times attn.
 
     python3 bench/fp8_peers.py

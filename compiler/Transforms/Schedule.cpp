@@ -40,7 +40,7 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
   schedule.rowTiles = std::min(neededTiles, headDim <= 128 ? 2 : 1);
 
   // Eight warps with double-buffered rings. Measured on an H200
-  // (docs/performance.md), every pinned alternative was slower or equal:
+  // (docs/perf-log/history.md), every pinned alternative was slower or equal:
   // 4 warps x 2-4 stages at 2-4 CTAs per SM, 8 warps x 3 stages. Per-warp
   // latency, not bytes in flight, bounds the loop, so more warps per chunk
   // beat deeper rings, most of all for small batches. Where 8 warps do not
@@ -119,7 +119,7 @@ void chooseSchedule(::attn::KernelSpec &spec) {
   // two 32-key tiles: two such CTAs share an SM (93 KiB each at 512 + 64
   // in bf16), which hides more latency than one CTA with a deeper ring
   // (H200, bf16, 16 heads: 35-66% of the read roof against 30-44% with
-  // three or four stages; docs/performance.md, "MLA decode").
+  // three or four stages; docs/perf-log/history.md, "MLA decode").
   ::attn::DecodeSchedule schedule;
   schedule.warps = ::attn::kMlaWarps;
   schedule.rowTiles = 1;
@@ -136,7 +136,7 @@ void chooseSchedule(::attn::KernelSpec &spec) {
     // warpgroups of 64 rows (block_m 128), 128-key tiles in two stages:
     // 160 KiB of shared memory at head dim 128, one CTA per SM. On an H200
     // 1.3-1.9x the mma.sync schedule at head dims 64 and 128, causal and
-    // not (docs/performance.md, "Hopper prefill").
+    // not (docs/perf-log/history.md, "Hopper prefill").
     schedule.mma = ::attn::PrefillMma::Wgmma;
     schedule.warps = 12;
     schedule.blockM = 128;
@@ -144,14 +144,14 @@ void chooseSchedule(::attn::KernelSpec &spec) {
     schedule.stages = 2;
     // Head dim 256: O takes 128 of a consumer's 240 registers, so 64-key
     // tiles (S 32 registers); 192 KiB of shared memory. On an H200
-    // 0.97-1.08x cuDNN at seq >= 4k, 2.1-2.8x mma.sync (docs/performance.md,
-    // "Head dim 256 on the wgmma path").
+    // 0.97-1.08x cuDNN at seq >= 4k, 2.1-2.8x mma.sync
+    // (docs/perf-log/history.md, "Head dim 256 on the wgmma path").
     if (spec.headDim == 256)
       schedule.blockN = 64;
     // Head dim 64 without a causal mask: three consumer warpgroups (192
     // rows, 160 registers each) keep more wgmma in flight per SM; on an
     // H200 +6-9% at seq >= 4k, the same at 16 x 1k. Causal keeps two: 192-row
-    // tiles lost 10% on 16 x 1k prompts (docs/performance.md, "Three
+    // tiles lost 10% on 16 x 1k prompts (docs/perf-log/history.md, "Three
     // consumer warpgroups at head dim 64"). FP8 caches keep two: beside
     // the producer's wideners three consumers would spill.
     if (spec.headDim == 64 && !spec.causal && !spec.isFP8KV()) {
@@ -162,7 +162,7 @@ void chooseSchedule(::attn::KernelSpec &spec) {
     // heads of a KV head share the tile where the variant allows
     // (checkPackGqa), so each K/V tile is read once per group rather than
     // once per q head; on an H200 chunks over long caches at 8/1 ran
-    // 1.1-1.8x faster so (docs/performance.md, "Tensor-parallel chunked
+    // 1.1-1.8x faster so (docs/perf-log/history.md, "Tensor-parallel chunked
     // prefill"). At 32/8 it measured -7..+6% on prompts: not packed.
     if (spec.groupSize() > 1 && spec.numKVHeads <= 2) {
       ::attn::KernelSpec packed = spec;
@@ -174,7 +174,7 @@ void chooseSchedule(::attn::KernelSpec &spec) {
   }
   // Four warps, each with two 16-row MMA tiles up to head dim 128: every K/V
   // fragment read from shared memory then feeds two MMAs, which measured
-  // 10-30% faster on an H200 than one tile per warp (docs/performance.md).
+  // 10-30% faster on an H200 than one tile per warp (docs/perf-log/history.md).
   // Above 128 the two 16 x headDim fp32 accumulators no longer fit the
   // registers, and on sm_89 the 128-row Q tile does not fit next to the
   // K/V ring at head dim 128: one tile per warp there.

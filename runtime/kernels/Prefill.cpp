@@ -677,7 +677,7 @@ llvm::Error PrefillKernel::encodeQMap(TmaDescriptor &map, const void *q,
 /// the device at once, each looping over (work item, q head) pairs with the
 /// grid's stride; templates/attn/prefill_sm90.cuh) or one CTA per pair.
 /// Persistent for short requests: on average at most the schedule's
-/// persistent_max_q_len query tokens (docs/performance.md, "Persistent
+/// persistent_max_q_len query tokens (docs/perf-log/history.md, "Persistent
 /// grid").
 static bool sm90Persistent(const PrefillPlan &plan,
                            const PrefillSchedule &schedule) {

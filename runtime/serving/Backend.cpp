@@ -210,7 +210,7 @@ bool cascadePays(const BackendConfig &c, int batch, int sharedTokens) {
   // wgmma prefill of 16-bit caches on sm_90a) or KV head (mma.sync packs a
   // KV head's q heads: FP8 caches); plain decode once per KV head and
   // request. Measured (`attn-bench cascade`, 32/8 heads, d128;
-  // docs/performance.md): both pay from a 4x read saving (16 requests at
+  // docs/perf-log/history.md): both pay from a 4x read saving (16 requests at
   // 32/8), 16-bit caches from 2k shared tokens, FP8 caches (which plain
   // decode reads twice as fast) from 4k.
   const int64_t saving = int64_t(batch) * c.numKVHeads / c.numQHeads;

@@ -231,7 +231,7 @@ __device__ __forceinline__ void cpAsync(void *smem, const void *gmem,
 /// the L2 fetches the whole 128-byte line at the first 16-byte request
 /// (.L2::128B). On an H200 +1.3-1.6 points of read bandwidth for decode;
 /// a 256-byte prefetch lost 6-12 points on FP8 NHD caches, whose rows of
-/// one head are 128 bytes (docs/performance.md, "Decode against the read
+/// one head are 128 bytes (docs/perf-log/history.md, "Decode against the read
 /// roof").
 __device__ __forceinline__ void cpAsyncStream16(void *smem, const void *gmem,
                                                 bool valid) {

@@ -66,7 +66,7 @@
 // place once per work item (kQToHalf). K's dequantization scale joins the
 // softmax scale, V's the output normalization, as in prefill.cuh. On the
 // H200 this runs at 0.76-0.90x the bf16 cache's speed at head dims 64 and
-// 128, 0.59-0.73x at 256 (docs/performance.md, "FP8 caches on the wgmma
+// 128, 0.59-0.73x at 256 (docs/perf-log/history.md, "FP8 caches on the wgmma
 // path"); the widening is the limiting stage.
 //
 // FP8 compute (Config::kFP8Compute, `fp8_compute`; FP8 caches or ragged
@@ -82,7 +82,7 @@
 // per tile, in parts of kPVPartN head dims, added to O). On the H200
 // 1.01-1.33x the bf16 cache at head dim 128, 0.97-1.13x at 256 (1.08-1.11x
 // ragged bf16 over ragged e4m3 rows); the V transposition and the softmax
-// share the limit (docs/performance.md, "V transposed by ldmatrix /
+// share the limit (docs/perf-log/history.md, "V transposed by ldmatrix /
 // stmatrix").
 //
 // Supported: 16-bit q (and e4m3 q with FP8 compute), head dims 64, 128 and
@@ -507,10 +507,10 @@ __device__ __forceinline__ uint32_t packE4M3x4(float a, float b, float c,
 //===----------------------------------------------------------------------===//
 
 // ATTN_SM90_ABLATE is a bit set that removes or doubles a part of the
-// kernel, to find by timing which part limits a config (docs/
-// performance.md, "Hopper prefill"). The results are wrong with any bit
-// set. Only `attn-bench ... --define ATTN_SM90_ABLATE=N` sets it, through an
-// NVRTC -D option (part of the cache key); normal builds never define it.
+// kernel, to find by timing which part limits a config
+// (docs/perf-log/history.md, "Hopper prefill"). The results are wrong with any
+// bit set. Only `attn-bench ... --define ATTN_SM90_ABLATE=N` sets it, through
+// an NVRTC -D option (part of the cache key); normal builds never define it.
 // Each part below reads the one switch that concerns it.
 #ifndef ATTN_SM90_ABLATE
 #define ATTN_SM90_ABLATE 0
@@ -524,7 +524,7 @@ struct Sm90Ablation {
   static constexpr bool kLoadsOnce = kBits & 16; ///< K/V once per stage
   static constexpr bool kNoWiden = kBits & 32;   ///< FP8: raw tiles copied
   /// FP8 compute: O accumulated inside the FP8 MMA across tiles (one
-  /// level); right but less accurate as keys grow (docs/performance.md,
+  /// level); right but less accurate as keys grow (docs/perf-log/history.md,
   /// "FP8 compute").
   static constexpr bool kOneLevel = kBits & 64;
 };
@@ -564,7 +564,7 @@ template <class Config> __host__ __device__ constexpr int sm90RowsPerToken() {
 /// earlier ones); Q is reloaded per pair once the consumers release it. The
 /// one-pair body is its own instantiation: there the loops run once with
 /// constant indices, which measured 5-9% faster than the looping code on one
-/// pair (docs/performance.md, "Persistent grid").
+/// pair (docs/perf-log/history.md, "Persistent grid").
 template <class Config, bool kPersistent> struct Sm90Work {
   static constexpr int kHeads =
       Config::kPackGqa ? Config::kNumKVHeads : Config::kNumQHeads;
@@ -1165,7 +1165,7 @@ template <class Config> struct Sm90Consumer {
   /// Two consumers at head dims 128 and 256 ping-pong: named barriers order
   /// their wgmma issue so that one's softmax runs under the other's wgmma
   /// (1-5% faster at 128 on the H200, within noise at 256; at 64 it
-  /// measured -2..+5%: docs/performance.md, "Hopper prefill").
+  /// measured -2..+5%: docs/perf-log/history.md, "Hopper prefill").
   static constexpr bool kPingPong = D >= 128 && Tr::kConsumers == 2;
 
   const PrefillParams &p;

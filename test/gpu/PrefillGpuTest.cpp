@@ -635,7 +635,7 @@ INSTANTIATE_TEST_SUITE_P(Sm90Query, PrefillFP8ComputeGpuTest,
 /// against the fp64 reference. Printed beside the same check of the bf16
 /// cache (16-bit MMAs) and of FP8 compute with O accumulated inside the
 /// MMA across tiles (one level, ATTN_SM90_ABLATE's kAblateOneLevel): the
-/// figures of docs/performance.md, "FP8 compute".
+/// figures of docs/perf-log/history.md, "FP8 compute".
 TEST(PrefillFP8ComputeGpuTest, ErrorDoesNotGrowWithLength) {
   ATTN_REQUIRE_SM90A();
   runtime::KernelCache::Options cacheOptions;

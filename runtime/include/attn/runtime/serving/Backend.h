@@ -136,7 +136,7 @@ int sharedLeadingPages(const AttentionMetadata &md, int pageSize);
 
 /// Whether a cascade over `sharedTokens` shared by `batch` requests beats
 /// plain decode for `config`: the thresholds measured on the H200
-/// (docs/performance.md, "merge_states and cascade attention").
+/// (docs/perf-log/history.md, "merge_states and cascade attention").
 bool cascadePays(const BackendConfig &config, int batch, int sharedTokens);
 
 class Backend {
