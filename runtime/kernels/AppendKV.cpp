@@ -36,6 +36,12 @@ llvm::Error AppendKVKernel::checkArgs(const AppendKVArgs &a) const {
                               toString(s.qType), s.numKVHeads, s.headDim));
   if (auto problem = cacheMismatch(a.cache, s))
     return fail(*problem);
+  const int alignment = cacheAlignment(s);
+  if (auto problem = misalignedBuffer({{"k", a.k, 16},
+                                       {"v", a.v, 16},
+                                       {"cache.k", a.cache.k, alignment},
+                                       {"cache.v", a.cache.v, alignment}}))
+    return fail(*problem);
   int64_t dense = int64_t(s.numKVHeads) * s.headDim;
   for (int64_t stride : {a.kStrideToken, a.vStrideToken})
     if (stride && (stride < dense || stride % 8))

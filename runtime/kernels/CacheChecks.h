@@ -17,9 +17,12 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <tuple>
 
 namespace attn::runtime {
 
@@ -38,6 +41,28 @@ inline std::optional<std::string> cacheMismatch(const PagedKVView &c,
       s.pageSize, toString(s.layout)));
 }
 
+/// Bytes the kernels move a cache row's pieces in: 16, or 8 for FP8 rows of
+/// a head dim that is not a multiple of 16 (templates/attn/decode.cuh,
+/// kCopyBytes; append_kv.cuh stores FP8 rows 8 bytes at a time).
+inline int cacheAlignment(const KernelSpec &s) {
+  return s.headDim * sizeOf(s.kvType) % 16 == 0 ? 16 : 8;
+}
+
+/// The first of `buffers` (name, address, the alignment the kernels read or
+/// write it with) whose address is not aligned: vector loads and stores of
+/// a misaligned address fault, which would end the CUDA context.
+inline std::optional<std::string> misalignedBuffer(
+    std::initializer_list<std::tuple<const char *, const void *, int>>
+        buffers) {
+  for (auto [name, address, alignment] : buffers)
+    if (address && reinterpret_cast<uintptr_t>(address) % alignment)
+      return std::string(llvm::formatv(
+          "{0} must be {1}-byte aligned (the kernels move it in {1}-byte "
+          "pieces), got address {2}",
+          name, alignment, address));
+  return std::nullopt;
+}
+
 /// The cache view and page-table row length of a launch that reads pages.
 inline std::optional<std::string> pagedArgsProblem(const PagedKVView &c,
                                                    const KernelSpec &s,
@@ -51,6 +76,10 @@ inline std::optional<std::string> pagedArgsProblem(const PagedKVView &c,
                                      c.pageStride, densePage));
   if (c.numPages < 1)
     return std::string("cache.numPages must be >= 1");
+  const int alignment = cacheAlignment(s);
+  if (auto problem = misalignedBuffer(
+          {{"cache.k", c.k, alignment}, {"cache.v", c.v, alignment}}))
+    return problem;
   if (pageTableStride < 1)
     return std::string("pageTableStride must be >= 1");
   return std::nullopt;

@@ -186,6 +186,9 @@ llvm::Error DecodeKernel::checkArgs(const DecodePlan &plan,
                       qStride, outStride, denseStride));
   if (auto problem = pagedArgsProblem(a.cache, s, a.pageTableStride))
     return argError(*problem);
+  if (auto problem = misalignedBuffer(
+          {{"q", a.q, 16}, {"out", a.out, 16}, {"lse", a.lse, 4}}))
+    return argError(*problem);
   if (auto problem = scaleMismatch(s, a.kScale, a.vScale, a.numKVScales))
     return argError(*problem);
   if (auto problem = headTablesProblem(s, a))

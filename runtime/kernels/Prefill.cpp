@@ -397,9 +397,12 @@ namespace {
 
 /// The checks every prefill launch shares: q / out strides, per-head
 /// tables, LSE.
-llvm::Error checkCommonArgs(const KernelSpec &s, int64_t qStride,
-                            int64_t outStride, const HeadTables &tables,
-                            const float *lse) {
+llvm::Error checkCommonArgs(const KernelSpec &s, const void *q, int64_t qStride,
+                            const void *out, int64_t outStride,
+                            const HeadTables &tables, const float *lse) {
+  if (auto problem =
+          misalignedBuffer({{"q", q, 16}, {"out", out, 16}, {"lse", lse, 4}}))
+    return argError(*problem);
   // q rows have rope_dim more dims than out's (MLA's prefill).
   const int64_t outRow = int64_t(s.numQHeads) * s.headDim;
   const int64_t qRow = outRow + int64_t(s.numQHeads) * s.ropeDim;
@@ -462,7 +465,10 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
     return argError(llvm::formatv("e4m3 q token stride {0} must be a "
                                   "multiple of 16",
                                   a.qStrideToken));
-  return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a, a.lse);
+  if (auto problem = misalignedBuffer({{"k", a.k, 16}, {"v", a.v, 16}}))
+    return argError(*problem);
+  return checkCommonArgs(s, a.q, a.qStrideToken, a.out, a.outStrideToken, a,
+                         a.lse);
 }
 
 llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
@@ -502,7 +508,8 @@ llvm::Error PrefillKernel::checkArgs(const PrefillPlan &plan,
     return argError(llvm::formatv("e4m3 q token stride {0} must be a "
                                   "multiple of 16",
                                   a.qStrideToken));
-  return checkCommonArgs(s, a.qStrideToken, a.outStrideToken, a, a.lse);
+  return checkCommonArgs(s, a.q, a.qStrideToken, a.out, a.outStrideToken, a,
+                         a.lse);
 }
 
 PrefillParams PrefillKernel::baseParams(const PrefillPlan &plan) const {

@@ -339,6 +339,16 @@ TEST_F(DecodeArgsGpuTest, RejectsNullBuffers) {
   expectRejected("must not be null");
 }
 
+TEST_F(DecodeArgsGpuTest, RejectsMisalignedBuffers) {
+  // q is read and out written in 16-byte pieces, the cache copied so.
+  const void *q = args.q;
+  args.q = static_cast<const char *>(q) + 8;
+  expectRejected("q must be 16-byte aligned");
+  args.q = q;
+  args.cache.k = static_cast<const char *>(args.cache.k) + 4;
+  expectRejected("cache.k must be");
+}
+
 TEST_F(DecodeArgsGpuTest, RejectsTokenCountNotMatchingPlan) {
   args.numTokens = 3;
   expectRejected("q has 3 tokens; the plan has 2 requests");

@@ -1013,6 +1013,19 @@ TEST_F(PrefillArgsGpuTest, RejectsNullBuffers) {
   }
 }
 
+TEST_F(PrefillArgsGpuTest, RejectsMisalignedBuffers) {
+  // The kernels move rows in 16-byte pieces: a misaligned address would
+  // fault on the GPU.
+  auto shifted = [](const void *p, int bytes) {
+    return static_cast<const char *>(p) + bytes;
+  };
+  args.k = shifted(args.k, 8);
+  expectRejected({"k must be 16-byte aligned"});
+  args = validArgs(buffer.ptr<void>());
+  args.out = const_cast<char *>(shifted(args.out, 2));
+  expectRejected({"out must be 16-byte aligned"});
+}
+
 TEST_F(PrefillArgsGpuTest, RejectsTokenCountsNotMatchingPlan) {
   args.numQTokens = 41;
   expectRejected({"41"});
@@ -1150,6 +1163,11 @@ TEST_F(PagedPrefillArgsGpuTest, RejectsCacheOfAnotherFormat) {
 TEST_F(PagedPrefillArgsGpuTest, RejectsShortBlockTable) {
   args.pageTableStride = 6;
   expectRejected({"100 tokens", "7 pages", "6"});
+}
+
+TEST_F(PagedPrefillArgsGpuTest, RejectsMisalignedCache) {
+  args.cache.v = static_cast<const char *>(args.cache.v) + 4;
+  expectRejected({"cache.v must be 16-byte aligned"});
 }
 
 TEST_F(PagedPrefillArgsGpuTest, RejectsNullCache) {
