@@ -10,6 +10,10 @@ attn-bench's JSON is.
 
     attn-bench decode --json > decode.json
     python3 bench/decode_roof.py decode.json -o decode-roof.svg
+
+With `--peer SDPA_JSON` (`bench/sdpa.py decode.json --out SDPA_JSON`), the
+bf16 panel also draws cuDNN's share of the roof on the same calls, as
+hollow markers on dashed lines.
 """
 import argparse
 import json
@@ -35,8 +39,9 @@ def load(paths):
     return rows
 
 
-def panel(rows, kv, x0, lo, hi):
-    """The SVG elements of one dtype's panel, left edge at x0."""
+def panel(rows, kv, x0, lo, hi, peer=()):
+    """The SVG elements of one dtype's panel, left edge at x0; `peer`: rows
+    of (q_heads, kv_heads, bytes, fraction) drawn hollow."""
     out = []
     w, h = WIDTH - 2 * MARGIN, HEIGHT - 2 * MARGIN
 
@@ -74,6 +79,32 @@ def panel(rows, kv, x0, lo, hi):
                        f'fill="{color}"/>')
         out.append(f'<text x="{x0 + MARGIN + 8}" y="{MARGIN + h - 10 - 14 * i}" '
                    f'font-size="11" fill="{color}">{hq}/{hkv}</text>')
+        theirs = sorted((b, f) for q, k, b, f in peer if (q, k) == (hq, hkv))
+        if theirs:
+            points = " ".join(f"{px(b):.1f},{py(f):.1f}" for b, f in theirs)
+            out.append(f'<polyline points="{points}" fill="none" stroke="{color}" '
+                       'stroke-opacity="0.5" stroke-dasharray="3 3"/>')
+            for b, f in theirs:
+                out.append(f'<circle cx="{px(b):.1f}" cy="{py(f):.1f}" r="3" '
+                           f'fill="white" stroke="{color}"/>')
+    if peer:
+        out.append(f'<text x="{x0 + MARGIN + w - 6}" y="{MARGIN + h - 10}" '
+                   'text-anchor="end" font-size="11">filled: attn, hollow: '
+                   'cuDNN</text>')
+    return out
+
+
+def load_peer(path):
+    """(q_heads, kv_heads, bytes, fraction) of cuDNN's rows in a
+    `bench/sdpa.py` decode JSON."""
+    with open(path) as f:
+        rows = json.load(f)["rows"]
+    out = []
+    for row in rows:
+        c, r = row["config"], row["backends"].get("CUDNN_ATTENTION", {})
+        if r.get("fraction_of_read") is not None:
+            out.append((c["q_heads"], c["kv_heads"], c["bytes"],
+                        r["fraction_of_read"]))
     return out
 
 
@@ -81,7 +112,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("json", nargs="+", help="attn-bench decode --json outputs ('-': stdin)")
     parser.add_argument("-o", "--output", default="decode-roof.svg")
+    parser.add_argument("--peer", help="bench/sdpa.py decode JSON: cuDNN's "
+                        "rows in the bf16 panel")
     args = parser.parse_args()
+    peer = load_peer(args.peer) if args.peer else []
     rows = load(args.json)
     if not rows:
         sys.exit("decode_roof.py: no decode rows")
@@ -91,7 +125,8 @@ def main():
     hi = math.ceil(math.log10(max(r["bytes"] for r in rows)))
     body = []
     for i, kv in enumerate(kvs):
-        body += panel([r for r in rows if r["kv"] == kv], kv, i * WIDTH, lo, hi)
+        body += panel([r for r in rows if r["kv"] == kv], kv, i * WIDTH, lo, hi,
+                      peer if kv == "bf16" else ())
     svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH * len(kvs)}" '
            f'height="{HEIGHT}" font-family="sans-serif">\n'
            f'<rect width="100%" height="100%" fill="white"/>\n'
