@@ -66,27 +66,29 @@ def panel(rows, kv, x0, lo, hi, peer=()):
         y = py(TARGETS[kv])
         out.append(f'<line x1="{x0 + MARGIN}" y1="{y}" x2="{x0 + MARGIN + w}" '
                    f'y2="{y}" stroke="#444" stroke-dasharray="4 3"/>')
+    def draw(series, color, hollow=False):
+        """A series of (bytes, fraction): a line and its markers (hollow on a
+        dashed line for the peer)."""
+        if not series:
+            return
+        points = " ".join(f"{px(b):.1f},{py(f):.1f}" for b, f in series)
+        dash = ' stroke-dasharray="3 3"' if hollow else ""
+        out.append(f'<polyline points="{points}" fill="none" stroke="{color}" '
+                   f'stroke-opacity="0.5"{dash}/>')
+        marker = (f'r="3" fill="white" stroke="{color}"' if hollow
+                  else f'r="2.5" fill="{color}"')
+        for b, f in series:
+            out.append(f'<circle cx="{px(b):.1f}" cy="{py(f):.1f}" {marker}/>')
+
     ratios = sorted({(r["q_heads"], r["kv_heads"]) for r in rows})
     for i, (hq, hkv) in enumerate(ratios):
         color = COLORS[i % len(COLORS)]
-        series = sorted((r["bytes"], r["fraction_of_read"]) for r in rows
-                        if (r["q_heads"], r["kv_heads"]) == (hq, hkv))
-        points = " ".join(f"{px(b):.1f},{py(f):.1f}" for b, f in series)
-        out.append(f'<polyline points="{points}" fill="none" stroke="{color}" '
-                   'stroke-opacity="0.5"/>')
-        for b, f in series:
-            out.append(f'<circle cx="{px(b):.1f}" cy="{py(f):.1f}" r="2.5" '
-                       f'fill="{color}"/>')
+        draw(sorted((r["bytes"], r["fraction_of_read"]) for r in rows
+                    if (r["q_heads"], r["kv_heads"]) == (hq, hkv)), color)
         out.append(f'<text x="{x0 + MARGIN + 8}" y="{MARGIN + h - 10 - 14 * i}" '
                    f'font-size="11" fill="{color}">{hq}/{hkv}</text>')
-        theirs = sorted((b, f) for q, k, b, f in peer if (q, k) == (hq, hkv))
-        if theirs:
-            points = " ".join(f"{px(b):.1f},{py(f):.1f}" for b, f in theirs)
-            out.append(f'<polyline points="{points}" fill="none" stroke="{color}" '
-                       'stroke-opacity="0.5" stroke-dasharray="3 3"/>')
-            for b, f in theirs:
-                out.append(f'<circle cx="{px(b):.1f}" cy="{py(f):.1f}" r="3" '
-                           f'fill="white" stroke="{color}"/>')
+        draw(sorted((b, f) for q, k, b, f in peer if (q, k) == (hq, hkv)),
+             color, hollow=True)
     if peer:
         out.append(f'<text x="{x0 + MARGIN + w - 6}" y="{MARGIN + h - 10}" '
                    'text-anchor="end" font-size="11">filled: attn, hollow: '

@@ -34,28 +34,13 @@ events around single calls, median of repeats.
 import argparse
 import json
 import math
-import statistics
 import sys
 import time
 
+from sdpa import time_median_ms  # bench/, beside this script
+
 HQ, HKV, D = 32, 8, 128
 CHUNK = 8192
-
-
-def time_median_ms(torch, fn, repeats, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    start = torch.cuda.Event(enable_timing=True)
-    stop = torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(repeats):
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
 
 
 def parse_shape(shape):
@@ -131,7 +116,7 @@ def bench_row(torch, flex, create_block_mask, row, repeats):
     except Exception as err:  # a refused shape or modifier: report why
         return None, None, str(err).strip().splitlines()[0][:200]
     compile_s = time.perf_counter() - start
-    return time_median_ms(torch, call, repeats), compile_s, ""
+    return time_median_ms(torch, lambda i: call(), repeats), compile_s, ""
 
 
 def main():

@@ -180,6 +180,22 @@ def bench_decode_backend(torch, cfg, backend, repeats):
     return (None if ms is None else 1e3 * ms), kind, reason
 
 
+def report_failures(failures):
+    """One line per backend that refused some config, with its first reason."""
+    for backend, reason in failures.items():
+        print(f"{SHORT[backend]}: some configs did not run; first reason: "
+              f"{reason[:200]}")
+
+
+def write_out(path, torch, rows, **ceilings):
+    """The rows and the run's ceilings as JSON at `path` (if given)."""
+    if path:
+        with open(path, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(),
+                       "torch": torch.__version__, **ceilings, "rows": rows},
+                      f, indent=1)
+
+
 def fmt(x, spec="{:.1f}"):
     return "-" if x is None else spec.format(x)
 
@@ -252,15 +268,9 @@ def main():
             ratio = None if r["tflops"] is None else row["attn_tflops"] / r["tflops"]
             line += f" {fmt(r['tflops']) + mark:>7} {fmt(ratio, '{:.2f}'):>7}"
         print(line)
-    for backend, reason in failures.items():
-        print(f"{SHORT[backend]}: some configs did not run; first reason: "
-              f"{reason[:200]}")
+    report_failures(failures)
 
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(),
-                       "torch": torch.__version__,
-                       "gemm_tflops": gemm, "rows": rows}, f, indent=1)
+    write_out(args.out, torch, rows, gemm_tflops=gemm)
 
 
 def main_decode(attn, args):
@@ -304,14 +314,8 @@ def main_decode(attn, args):
         rows.append(row)
         print(line, flush=True)
         torch.cuda.empty_cache()
-    for backend, reason in failures.items():
-        print(f"{SHORT[backend]}: some configs did not run; first reason: "
-              f"{reason[:200]}")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(),
-                       "torch": torch.__version__,
-                       "read_bandwidth_gbps": roof, "rows": rows}, f, indent=1)
+    report_failures(failures)
+    write_out(args.out, torch, rows, read_bandwidth_gbps=roof)
 
 
 if __name__ == "__main__":
