@@ -967,6 +967,13 @@ def _record_fast(plan, h, a, tensors, out_t, k_scale, v_scale, write):
     plan.fast = f
 
 
+def _same_scales(f, k_scale, v_scale):
+    """Whether a run()'s k/v scales are the recorded call's (``_Fast``):
+    the same object, or a float of the same value."""
+    return (k_scale is f.k_scale or (type(k_scale) is float and k_scale == f.k_scale)) and \
+        (v_scale is f.v_scale or (type(v_scale) is float and v_scale == f.v_scale))
+
+
 def _run_fast(f, tensors, out):
     """run() through the record ``f`` (``_Fast``): the output, or None when
     this call is not the recorded one's repeat (the caller then takes the
@@ -1588,8 +1595,7 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
                 sinks is None and aux is None and not args and q_scale is None and \
                 window_left is None and q_len_per_req is None and kv_cache_sf is None and \
                 skip_softmax_threshold_scale_factor is None and \
-                (k_scale is f.k_scale or (type(k_scale) is float and k_scale == f.k_scale)) and \
-                (v_scale is f.v_scale or (type(v_scale) is float and v_scale == f.v_scale)):
+                _same_scales(f, k_scale, v_scale):
             result = _run_fast(f, (q, paged_kv_cache), out)
             if result is not None:
                 return result
@@ -1958,8 +1964,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
         if f is not None and stream is None and lse is None and return_lse is False and \
                 sinks is None and aux is None and not args and q_scale is None and \
                 o_scale is None and kv_cache_sf is None and \
-                (k_scale is f.k_scale or (type(k_scale) is float and k_scale == f.k_scale)) and \
-                (v_scale is f.v_scale or (type(v_scale) is float and v_scale == f.v_scale)):
+                _same_scales(f, k_scale, v_scale):
             result = _run_fast(f, (q, k, v), out)
             if result is not None:
                 return result
@@ -2158,8 +2163,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
                 sinks is None and aux is None and not args and q_scale is None and \
                 window_left is None and kv_cache_sf is None and \
                 skip_softmax_threshold_scale_factor is None and \
-                (k_scale is f.k_scale or (type(k_scale) is float and k_scale == f.k_scale)) and \
-                (v_scale is f.v_scale or (type(v_scale) is float and v_scale == f.v_scale)):
+                _same_scales(f, k_scale, v_scale):
             result = _run_fast(f, (q, paged_kv_cache), out)
             if result is not None:
                 return result
