@@ -57,11 +57,14 @@ as FlashInfer's; ``fast_decode_plan``; ALiBi is FlashInfer's ``slope *
 (key - i)`` (the alibi knob when causal, a score_mod region otherwise; the
 LSE carries FlashInfer's row constant); ``merge_state_in_place(mask=)``;
 the AttentionSink ``jit_args`` and ``BatchAttentionWithAttentionSinkWrapper``
-as attn's sinks. docs/python.md lists each.
+as attn's sinks; the prefill wrappers' ``custom_mask`` /
+``packed_custom_mask`` (aux tables of the packed bits read by a mask_mod
+region: no tile is skipped) and ``window_left`` with ``causal=False`` (a
+mask_mod region); ``packbits`` / ``segment_packbits``. docs/python.md lists
+each.
 
 What attn does not do raises ``NotImplementedError`` naming it: RoPE inside
-attention (``pos_encoding_mode='ROPE_LLAMA'``), custom masks
-(``custom_mask``; use ``mask_mod``), ``head_dim_vo != head_dim_qk``,
+attention (``pos_encoding_mode='ROPE_LLAMA'``), ``head_dim_vo != head_dim_qk``,
 ``window_right``, an output dtype other than q's, FP8 queries, NVFP4 caches
 (``kv_cache_sf``), other jit_args, other backends.
 """
@@ -105,6 +108,8 @@ __all__ = [
     "get_batch_indices_positions",
     "get_alibi_slopes",
     "fast_decode_plan",
+    "packbits",
+    "segment_packbits",
 ]
 
 
@@ -260,15 +265,71 @@ def _pos_mode(pos_encoding_mode):
     return mode
 
 
+# FlashInfer features attn runs as regions (docs/semantics.md, "Programmable
+# variants"), generated here so the wrappers can tell their own regions from
+# a caller's: ALiBi when not causal (a score_mod), a window when not causal
+# and a custom mask (one mask_mod). Both regions take the same aux tables:
+# the slopes when ALiBi is a region, then the mask's bits and per-request
+# table when there is a custom mask (_FiRegions.aux_kinds).
+
+
+@dataclasses.dataclass(frozen=True)
+class _FiRegions:
+    alibi: bool = False   # FlashInfer's ALiBi, slope * (key - query): a score_mod
+    window: int = -1      # window_left when not causal: a mask_mod
+    custom: bool = False  # custom_mask / packed_custom_mask: a mask_mod
+
+
+_REGION_HEAD = ("%request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32")
+
+# The custom mask as tables: bits, FlashInfer's packed uint8 segments read
+# as little-endian int32 words (bit n of the bytes is bit n & 31 of word
+# n >> 5); meta, per request (segment's byte offset, kv_len - qo_len,
+# kv_len). FlashInfer's row is qo_idx = q_pos - (kv_len - qo_len) (attn's
+# query positions are bottom-right aligned), its bit
+# 8 * offset + qo_idx * kv_len + kv_idx, computed in i64.
+_CUSTOM_MASK_BODY = """
+  %mc0 = arith.constant 0 : i32
+  %mc1 = arith.constant 1 : i32
+  %mc2 = arith.constant 2 : i32
+  %off = attn.aux_load %meta[%request, %mc0] : tensor<?x3xi32>
+  %delta = attn.aux_load %meta[%request, %mc1] : tensor<?x3xi32>
+  %kvlen = attn.aux_load %meta[%request, %mc2] : tensor<?x3xi32>
+  %row = arith.subi %q_pos, %delta : i32
+  %off64 = arith.extsi %off : i32 to i64
+  %row64 = arith.extsi %row : i32 to i64
+  %kv64 = arith.extsi %kvlen : i32 to i64
+  %k64 = arith.extsi %k_pos : i32 to i64
+  %m3 = arith.constant 3 : i64
+  %m5 = arith.constant 5 : i64
+  %m31 = arith.constant 31 : i64
+  %start = arith.shli %off64, %m3 : i64
+  %rowbits = arith.muli %row64, %kv64 : i64
+  %rowstart = arith.addi %start, %rowbits : i64
+  %bit = arith.addi %rowstart, %k64 : i64
+  %word64 = arith.shrsi %bit, %m5 : i64
+  %word = arith.trunci %word64 : i64 to i32
+  %shift64 = arith.andi %bit, %m31 : i64
+  %shift = arith.trunci %shift64 : i64 to i32
+  %w = attn.aux_load %bits[%word] : tensor<?xi32>
+  %wb = arith.shrui %w, %shift : i32
+  %b = arith.andi %wb, %mc1 : i32
+  %custom = arith.cmpi ne, %b, %mc0 : i32"""
+
+# FlashInfer's window without causal: kv_idx + qo_len + W >= kv_len + qo_idx,
+# i.e. k_pos >= q_pos - W; keys right of the query stay visible.
+_WINDOW_BODY = """
+  %win = arith.constant WINDOW : i32
+  %lo = arith.subi %q_pos, %win : i32
+  %window = arith.cmpi sge, %k_pos, %lo : i32"""
+
 # FlashInfer's ALiBi for attention that is not causal: bias slope[h] * (key -
 # query), positive for keys after the query, where attn's alibi knob takes
 # FlashAttention's -slope * |key - query|. Positions here are bottom-right
 # aligned; FlashInfer counts a query from its request's first row, which
 # adds slope * (kv_len - q_len) to every score of a row: the softmax drops it,
 # the wrappers add it to the LSE (_alibi_lse).
-_ALIBI_REGION = """{
-^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32,
-     %slopes: tensor<?xf32>):
+_ALIBI_BODY = """
   %slope = attn.aux_load %slopes[%q_head] : tensor<?xf32>
   %d = arith.subi %k_pos, %q_pos : i32
   %df = arith.sitofp %d : i32 to f32
@@ -277,27 +338,89 @@ _ALIBI_REGION = """{
   attn.yield %r : f32
 }"""
 
+_REGIONS = {}  # _FiRegions -> (score_mod, mask_mod)
+_REGION_SPECS = {}  # (score_mod, mask_mod) -> _FiRegions
+
+
+def _fi_regions(spec):
+    """(score_mod, mask_mod) text of ``spec`` (None where it has none)."""
+    texts = _REGIONS.get(spec)
+    if texts is not None:
+        return texts
+    args = []
+    if spec.alibi:
+        args.append("%slopes: tensor<?xf32>")
+    if spec.custom:
+        args += ["%bits: tensor<?xi32>", "%meta: tensor<?x3xi32>"]
+    tail = "".join(",\n     " + a for a in args)
+    score = mask = None
+    if spec.alibi:
+        score = ("{\n^bb0(%score: f32, " + _REGION_HEAD + tail + "):" + _ALIBI_BODY)
+    if spec.window >= 0 or spec.custom:
+        body, parts = "", []
+        if spec.custom:
+            body += _CUSTOM_MASK_BODY
+            parts.append("%custom")
+        if spec.window >= 0:
+            body += _WINDOW_BODY.replace("WINDOW", str(spec.window))
+            parts.append("%window")
+        if len(parts) == 2:
+            body += "\n  %visible = arith.andi %custom, %window : i1"
+            parts = ["%visible"]
+        mask = ("{\n^bb0(" + _REGION_HEAD + tail + "):" + body + "\n  attn.yield " + parts[0] +
+                " : i1\n}")
+    _REGIONS[spec] = (score, mask)
+    _REGION_SPECS[(score, mask)] = spec
+    return score, mask
+
+
+def _fi_spec(knobs):
+    """The _FiRegions whose regions ``knobs`` carry, or None (no region, or
+    a caller's)."""
+    if not knobs.score_mod and not knobs.mask_mod:
+        return None
+    return _REGION_SPECS.get((knobs.score_mod, knobs.mask_mod))
+
+
+_ALIBI_REGION = _fi_regions(_FiRegions(alibi=True))[0]
+
 
 def _alibi_region(knobs):
     """Whether ``knobs`` carry FlashInfer's non-causal ALiBi region (its
     aux table is the slopes, supplied by the wrapper)."""
-    return knobs.score_mod is _ALIBI_REGION or knobs.score_mod == _ALIBI_REGION
+    spec = _fi_spec(knobs)
+    return spec is not None and spec.alibi
 
 
-def _with_alibi(knobs):
-    """``knobs`` with FlashInfer's ALiBi: the alibi knob for causal attention
-    (where -slope * |key - query| is slope * (key - query)), else
-    _ALIBI_REGION."""
-    if knobs.causal:
-        return dataclasses.replace(knobs, alibi=True,
-                                   score_mod=None if _alibi_region(knobs) else knobs.score_mod)
-    if _alibi_region(knobs):
-        return dataclasses.replace(knobs, alibi=False)
-    if knobs.score_mod or knobs.mask_mod:
+def _fi_window(knobs):
+    """FlashInfer's window_left of ``knobs`` (attn's window, or the region's)."""
+    if knobs.window_left >= 0:
+        return knobs.window_left
+    spec = _fi_spec(knobs)
+    return spec.window if spec is not None else -1
+
+
+def _compose(knobs, causal, window, alibi, custom):
+    """``knobs`` (soft-cap, scale, a caller's regions) with FlashInfer's
+    causal, window_left, ALiBi and custom mask: attn's knobs where they
+    mean the same (causal, a causal window, causal ALiBi), regions for the
+    rest. As in FlashInfer, a custom mask replaces causal."""
+    if custom:
+        causal = False
+    spec = _FiRegions(alibi=alibi and not causal, window=window if not causal else -1,
+                      custom=custom)
+    user = (None, None) if _fi_spec(knobs) is not None else (knobs.score_mod, knobs.mask_mod)
+    base = dict(causal=causal, window_left=window if causal else -1, alibi=alibi and causal)
+    if spec == _FiRegions():
+        return dataclasses.replace(knobs, score_mod=user[0], mask_mod=user[1], **base)
+    if user[0] or user[1]:
+        what = ("pos_encoding_mode='ALIBI' with causal=False" if spec.alibi else
+                "custom_mask" if spec.custom else "window_left with causal=False")
         raise NotImplementedError(
-            "pos_encoding_mode='ALIBI' with causal=False: attn runs FlashInfer's ALiBi as a "
-            "score_mod region there, which cannot be combined with score_mod/mask_mod")
-    return dataclasses.replace(knobs, alibi=False, score_mod=_ALIBI_REGION)
+            "%s: attn runs it as a region (score_mod/mask_mod) of the wrapper's, which cannot "
+            "be combined with score_mod/mask_mod" % what)
+    score, mask = _fi_regions(spec)
+    return dataclasses.replace(knobs, score_mod=score, mask_mod=mask, **base)
 
 
 def _has_alibi(knobs):
@@ -305,9 +428,12 @@ def _has_alibi(knobs):
 
 
 def _knobs(pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, sm_scale=None,
-           causal=True, score_mod=None, mask_mod=None, window_right=0):
+           causal=True, score_mod=None, mask_mod=None, window_right=0, custom=False,
+           regions=True):
+    """Knobs of FlashInfer's plan() arguments; ``custom``: a custom mask;
+    ``regions``: whether the kernel takes regions for what attn's knobs do
+    not hold (a window or ALiBi without causal, custom masks)."""
     mode = _pos_mode(pos_encoding_mode)
-    alibi = mode == "ALIBI"
     if mode == "ROPE_LLAMA":
         raise NotImplementedError(
             "pos_encoding_mode=%r: attn does not apply RoPE inside attention (it would need "
@@ -318,16 +444,16 @@ def _knobs(pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, sm_sc
                                   "(window_left)" % (window_right,))
     causal = _flag(causal, "causal")
     window = _window(window_left)
-    if window >= 0 and not causal:
-        raise ValueError("window_left: attn applies a sliding window to causal attention only "
-                         "(causal=False here)")
+    if window >= 0 and not causal and not custom and not regions:
+        raise ValueError("window_left: this wrapper applies a sliding window to causal "
+                         "attention only (causal=False here)")
     softcap = 0.0 if logits_soft_cap is None else \
         _lib.check_float(logits_soft_cap, "logits_soft_cap", minimum=0.0)
     scale = 0.0 if sm_scale is None else _lib.check_float(sm_scale, "sm_scale", above=0.0)
-    knobs = Knobs(causal=causal, window_left=window, softcap=softcap, scale=scale,
+    knobs = Knobs(causal=causal, window_left=-1, softcap=softcap, scale=scale,
                   score_mod=_lib.check_str(score_mod, "score_mod") or None,
                   mask_mod=_lib.check_str(mask_mod, "mask_mod") or None)
-    return _with_alibi(knobs) if alibi else knobs
+    return _compose(knobs, causal, window, mode == "ALIBI", custom)
 
 
 def _window(window_left):
@@ -393,10 +519,48 @@ class _Scale:
         return self.buf.data_ptr()
 
 
-def _scales(wrapper, k_scale, v_scale, num_kv_heads, kv_type, stream, device):
+def _folded_scales(kv_type, q_scale, k_scale, v_scale):
+    """FlashInfer's decode and paged-prefill run(): ``q_scale`` and, on a
+    16-bit cache, ``k_scale`` multiply sm_scale; on a 16-bit cache
+    ``v_scale`` multiplies the output (FP8 caches take k/v scales in the
+    kernel: _scales). Returns (score factor, output factor or None)."""
+    factor, out_factor = 1.0, None
+    if q_scale is not None:
+        if not _is_number(q_scale):
+            raise NotImplementedError("q_scale: a float here (FlashInfer folds it into sm_scale); "
+                                      "a tensor of scales would need FP8-query kernels")
+        factor *= _scale(q_scale, "q_scale")
+    if kv_type in _t.FP8_DTYPES:
+        return factor, None
+    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if s is not None and not _is_number(s):
+            _t.tensor(s, name, dtype="float32")  # TypeError unless an array of scales
+            raise NotImplementedError("%s: a tensor of scales applies to FP8 caches; on a %s "
+                                      "cache FlashInfer takes a float" % (name, kv_type))
+    if k_scale is not None:
+        factor *= _scale(k_scale, "k_scale")
+    # FlashInfer skips only a float 1.0; any other 1 multiplies by 1.
+    if v_scale is not None and not (isinstance(v_scale, float) and v_scale == 1.0):
+        out_factor = _scale(v_scale, "v_scale")
+        if out_factor == 1:
+            out_factor = None
+    return factor, out_factor
+
+
+def _scale_output(out_t, factor, stream, device):
+    """``out *= v_scale`` on the stream (FlashInfer's 16-bit v_scale)."""
+    if factor is not None:
+        with _runtime.torch_stream(stream, device):
+            _as_torch(out_t.obj).mul_(factor)
+
+
+def _scales(wrapper, k_scale, v_scale, num_kv_heads, kv_type, stream, device, folded=False):
     """(k pointer, v pointer, count, per_head) for attn_paged_kv / prefill
-    args. 16-bit caches take no scales (1.0 or None only)."""
+    args. 16-bit caches take no scales (1.0 or None only; ``folded``: any,
+    _folded_scales applies them)."""
     fp8 = kv_type in _t.FP8_DTYPES
+    if not fp8 and folded:
+        return None, None, 0, False
     if not fp8:
         for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
             if s is None or (_is_number(s) and _scale(s, name) == 1.0):
@@ -900,7 +1064,7 @@ class _Plan:
     # and a setattr per field cost more than the rest of _Plan's work.
     gen = batch = seq_lens = cu_q = variant = for_graph = num_q_tokens = stride = None
     page_tables_ptr = seq_lens_ptr = window_left = keep = levels = level_tables = None
-    num_levels = device = run_args = max_page_at = cache = fast = None
+    num_levels = device = run_args = max_page_at = cache = fast = mask_aux = None
     c_seq_lens = c_cu_q = None
     planned = None  # the plan()'s variant once forward() has replaced some knobs
     max_page = -1  # no paged tables (ragged prefill)
@@ -1170,19 +1334,17 @@ class _Wrapper:
         _pos_mode(pos_encoding_mode)
         planned = plan.planned or plan.variant
         k = planned.knobs
-        window = _window(window_left) if k.window_left >= 0 else -1
+        window = _window(window_left) if _fi_window(k) >= 0 else -1
         softcap = 0.0
         if k.softcap and logits_soft_cap is not None:
             softcap = _lib.check_float(logits_soft_cap, "logits_soft_cap", minimum=0.0)
         scale = 0.0 if sm_scale is None else _lib.check_float(sm_scale, "sm_scale", above=0.0)
         causal = k.causal if causal is None else _flag(causal, "causal")
-        if window >= 0 and not causal:
-            raise ValueError("window_left: attn applies a sliding window to causal attention "
-                             "only (causal=False here)")
-        knobs = dataclasses.replace(k, causal=causal, window_left=window, softcap=softcap,
-                                    scale=scale)
-        if _has_alibi(k):
-            knobs = _with_alibi(knobs)
+        spec = _fi_spec(k)
+        # A planned custom mask stays (FlashInfer's kernel keeps it; causal
+        # is ignored with it).
+        knobs = _compose(dataclasses.replace(k, softcap=softcap, scale=scale), causal, window,
+                         _has_alibi(k), spec is not None and spec.custom)
         _replace_knobs(plan, planned, knobs)
 
     def _sink_args(self, args, sinks):
@@ -1262,17 +1424,22 @@ class _Wrapper:
     def _fits(self, h, plan):
         return plan.batch <= h.max_batch
 
-    def _run_handle(self, plan, want_lse, sinks, per_head, stream):
+    def _run_handle(self, plan, want_lse, sinks, per_head, stream, scale_factor=1.0):
         """The planned handle run() launches: the plan's variant with the
-        LSE, sinks and per-head scales this call asks for (looked up once
-        per plan)."""
-        key = (want_lse, sinks, per_head)
+        LSE, sinks and per-head scales this call asks for, its softmax scale
+        times ``scale_factor`` (FlashInfer's q_scale / k_scale folded into
+        sm_scale) (looked up once per plan)."""
+        key = (want_lse, sinks, per_head, scale_factor)
         h = plan.run_handles.get(key)
         if h is None:
             base = plan.variant
             knobs = base.knobs
             if want_lse or sinks:
                 knobs = dataclasses.replace(knobs, write_lse=want_lse, sinks=sinks)
+            if scale_factor != 1.0:
+                d = getattr(base, "head_dim_qk", base.head_dim)
+                knobs = dataclasses.replace(
+                    knobs, scale=(knobs.scale or 1.0 / math.sqrt(d)) * scale_factor)
             h = self._handle(base.replace(knobs=knobs, per_head_kv_scale=per_head), stream)
             plan.run_handles[key] = h
         return h
@@ -1339,14 +1506,14 @@ def _family(v):
         if len(_FAMILIES) > 1024:
             _FAMILIES.clear()
         f = _FAMILIES[v] = v.replace(knobs=dataclasses.replace(v.knobs, write_lse=False,
-                                                                sinks=False),
+                                                                sinks=False, scale=0.0),
                                      per_head_kv_scale=False)
     return f
 
 
 def _same_family(a, b):
     """Variants that differ only in what run() chooses (LSE, sinks,
-    per-head scales)."""
+    per-head scales, a softmax scale)."""
     fa, fb = _family(a), _family(b)
     return fa is fb or fa == fb
 
@@ -1582,7 +1749,9 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         head_dim] over ``paged_kv_cache`` (the planned batch).
 
         ``k_scale``/``v_scale``: FP8 dequantization scales (float, or a
-        float32 tensor of 1 or num_kv_heads); ``out`` [like q] and ``lse``
+        float32 tensor of 1 or num_kv_heads); on a 16-bit cache floats, as
+        FlashInfer's: ``q_scale`` and ``k_scale`` multiply sm_scale,
+        ``v_scale`` the output; ``out`` [like q] and ``lse``
         [rows, num_qo_heads] float32 are written when given, else
         allocated; ``return_lse`` returns ``(out, lse)`` with base-2 LSEs
         (FlashInfer's); ``sinks`` [num_qo_heads] float32 attention-sink
@@ -1602,7 +1771,7 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         plan = self._need_plan()
         plan.fast = None
         args, sinks = self._sink_args(args, sinks)
-        _unsupported_run_args(args, kv_cache_sf, skip_softmax_threshold_scale_factor, q_scale)
+        _unsupported_run_args(args, kv_cache_sf, skip_softmax_threshold_scale_factor, None)
         if window_left is not None and _window(window_left) != plan.window_left:
             raise ValueError("window_left: %d differs from the planned %d (plan() sets it)"
                              % (window_left, plan.window_left))
@@ -1624,15 +1793,16 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         cache, cache_ts = paged_kv(paged_kv_cache, self._kv_layout, base.num_kv_heads, d,
                                    base.page_size, base.kv_type, into=cache)
         self._check_cache_pages(plan, cache.num_pages)
+        factor, out_factor = _folded_scales(base.kv_type, q_scale, k_scale, v_scale)
         ks, vs, nscales, per_head = _scales(self, k_scale, v_scale, base.num_kv_heads,
-                                            base.kv_type, s, device)
+                                            base.kv_type, s, device, folded=True)
         _set_scales(cache, ks, vs, nscales)
         sinks_ptr = self._sinks(sinks, hq)
         want_lse = _flag(return_lse, "return_lse") or lse is not None
         out_t, lse_t = _out_and_lse(out, lse, want_lse, q_shape, base.q_type, hq, device,
                                     self._what)
         _t.same_device([q_t, out_t, lse_t] + list(cache_ts))
-        h = self._run_handle(plan, want_lse, bool(sinks_ptr), per_head, s)
+        h = self._run_handle(plan, want_lse, bool(sinks_ptr), per_head, s, factor)
         # One args struct per plan and variant: the plan's fields are set
         # once, each call sets its arrays (the C call reads it only while it
         # runs; wrappers, like handles, are not for concurrent threads).
@@ -1655,7 +1825,9 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         elif a.tables.aux[0].data:
             _clear_aux(a.tables)
         h.run(a, s)
-        if not (aux or sinks_ptr or want_lse or per_head) and len(cache_ts) == 1:
+        _scale_output(out_t, out_factor, s, device)
+        if not (aux or sinks_ptr or want_lse or per_head) and len(cache_ts) == 1 and \
+                factor == 1.0 and out_factor is None:
             _record_fast(plan, h, a, (q_t, cache_ts[0]), out_t, k_scale, v_scale,
                          _cache_writer(q_t, cache))
         result = _runtime.as_result(out_t)
@@ -1736,10 +1908,10 @@ class _PrefillBase(_Wrapper):
                  max_num_tokens):
         _check_backend(backend, self._what)
         sink_jit = _no_jit(jit_args, jit_kwargs)
-        if custom_mask_buf is not None or mask_indptr_buf is not None:
-            raise NotImplementedError("custom_mask_buf: attn has no dense custom masks; use "
-                                      "plan(mask_mod=...) (docs/semantics.md)")
         super().__init__(float_workspace_buffer, kv_layout, use_cuda_graph)
+        # Graph mode's custom masks: their sizes fix the mask tables.
+        self._custom_mask_buf, self._mask_indptr_buf = custom_mask_buf, mask_indptr_buf
+        self._mask_bufs = None
         self._sink_jit = sink_jit
         self._fixed_batch = 0
         # Query rows are int32 in the kernels.
@@ -1758,6 +1930,26 @@ class _PrefillBase(_Wrapper):
 
     def _fits(self, h, plan):
         return plan.batch <= h.max_batch and plan.num_q_tokens <= h.max_q_tokens
+
+    def _plan_mask(self, custom_mask, packed_custom_mask, cu_q, kv_lens, device, stream):
+        """plan()'s custom mask as aux tables (_mask_tables), or None."""
+        if custom_mask is None and packed_custom_mask is None:
+            return None
+        torch = _runtime.require_torch("custom_mask")
+        if self._use_cuda_graph and self._mask_bufs is None:
+            for name, buf in (("custom_mask_buf", self._custom_mask_buf),
+                              ("mask_indptr_buf", self._mask_indptr_buf)):
+                if not isinstance(buf, torch.Tensor):
+                    raise ValueError("%s must be initialized with a torch.Tensor in cuda graph "
+                                     "mode if we use custom mask in attention computation" % name)
+            dev = _runtime._torch_device(device)
+            self._mask_bufs = (
+                torch.zeros(max(1, -(-self._custom_mask_buf.numel() // 4)), dtype=torch.int32,
+                            device=dev),
+                torch.zeros((self._fixed_batch, 3), dtype=torch.int32, device=dev))
+        q_lens = list(map(operator.sub, cu_q[1:], cu_q[:-1]))
+        return _mask_tables(self, custom_mask, packed_custom_mask, q_lens, kv_lens, device,
+                            stream)
 
     def _make_handle(self, variant, plan):
         if self._use_cuda_graph:
@@ -1798,10 +1990,13 @@ class _PrefillBase(_Wrapper):
                              % (cu_q[-1], self._max_tokens_fixed))
         return cu_q
 
-    def _run(self, q, out, lse, return_lse, sinks, aux, stream, fill_args, k_scale, v_scale):
+    def _run(self, q, out, lse, return_lse, sinks, aux, stream, fill_args, k_scale, v_scale,
+             folded=(1.0, None)):
         """run() on the checked path: ``fill_args(a, s)`` writes the k/v
         or cache fields of ``a`` and returns (per-head scales, the tensors
-        it read, the pointer writer for ``_record_fast``)."""
+        it read, the pointer writer for ``_record_fast``); ``folded``:
+        _folded_scales' factors."""
+        factor, out_factor = folded
         plan = self._need_plan()
         plan.fast = None
         base = plan.variant
@@ -1819,20 +2014,25 @@ class _PrefillBase(_Wrapper):
         out_t, lse_t = _out_and_lse(out, lse, want_lse, (plan.num_q_tokens, hq, base.head_dim),
                                     base.q_type, hq, device, self._what)
         _t.same_device([q_t, out_t, lse_t] + list(tensors))
-        h = self._run_handle(plan, want_lse, bool(sinks_ptr), per_head, s)
+        h = self._run_handle(plan, want_lse, bool(sinks_ptr), per_head, s, factor)
         knobs = h.variant.knobs
         a.q, a.q_stride_token = q_t.ptr, q_t.token_stride()
         a.out, a.out_stride_token = out_t.ptr, out_t.token_stride()
         a.lse = lse_t.ptr if lse_t is not None else None
-        if _alibi_region(knobs):
+        spec = _fi_spec(knobs)
+        if spec is not None:
             if aux:
-                raise NotImplementedError("aux: with pos_encoding_mode='ALIBI' and causal=False "
-                                          "the wrapper's ALiBi region takes the aux tables")
-            aux = [self._alibi_slopes(hq, s)]
+                raise NotImplementedError(
+                    "aux: the wrapper's own regions (FlashInfer's ALiBi or window_left with "
+                    "causal=False, custom_mask) take the aux tables")
+            aux = ([self._alibi_slopes(hq, s)] if spec.alibi else []) + \
+                (list(plan.mask_aux) if spec.custom else [])
         _fill_tables(a.tables, self._alibi_ptr(hq, s) if knobs.alibi else None, sinks_ptr or None,
                      aux, s)
         h.run(a, s)
-        if not (aux or sinks_ptr or want_lse or per_head) and writer is not None:
+        _scale_output(out_t, out_factor, s, device)
+        if not (aux or sinks_ptr or want_lse or per_head) and writer is not None and \
+                factor == 1.0 and out_factor is None:
             _record_fast(plan, h, a, (q_t,) + tuple(tensors), out_t, k_scale, v_scale,
                          writer(q_t))
         result = _runtime.as_result(out_t)
@@ -1853,7 +2053,9 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
     is accepted (ragged rows are ``[tokens, heads, dim]`` either way), with
     ``use_cuda_graph`` the batch size is ``len(qo_indptr_buf) - 1`` and the
     query-row capacity the first plan's (or ``max_num_tokens``, an
-    extension). Custom masks and ``jit_args`` are not supported.
+    extension). ``custom_mask``/``packed_custom_mask`` in plan() are
+    FlashInfer's (with ``custom_mask_buf``/``mask_indptr_buf`` under
+    use_cuda_graph); ``jit_args``: FlashInfer's AttentionSink variant only.
     """
 
     _what = "BatchPrefillWithRaggedKVCacheWrapper"
@@ -1882,9 +2084,10 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
         ``q_data_type`` float16/bfloat16, ``kv_data_type`` q's or FP8
         (k/v rows in e4m3/e5m2 with run's k_scale/v_scale).
         """
-        _check_no_mask(custom_mask, packed_custom_mask)
+        custom = _check_mask_args(custom_mask, packed_custom_mask)
         _check_no_items(prefix_len_ptr, token_pos_in_items_ptr, max_item_len_ptr,
                         v_indptr, o_indptr)
+
         def make():
             hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim_qk)
             # v narrower than q/k (MLA's prefill, 192/128): the variant's
@@ -1895,7 +2098,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
                                           "have at most q/k's dims" % (dv, d))
             q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type, o_data_type)
             knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
-                           score_mod, mask_mod)
+                           score_mod, mask_mod, custom=custom)
             return PrefillVariant(knobs=knobs, q_type=q_type, num_q_heads=hq, num_kv_heads=hkv,
                                   head_dim=dv, rope_dim=d - dv, paged=False,
                                   kv_type=kv_type if kv_type != q_type else None,
@@ -1904,7 +2107,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
         variant = self._variant_for(
             (num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, q_data_type, kv_data_type,
              o_data_type, pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
-             score_mod, mask_mod), make)
+             score_mod, mask_mod, custom), make)
         hq, knobs = variant.num_q_heads, variant.knobs
         host_q, host_kv = _read_back(qo_indptr, kv_indptr)
         cu_q = self._cu_q(host_q)
@@ -1914,10 +2117,12 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
                              % (len(cu_q), len(cu_kv)))
         _check_rising(cu_kv, "kv_indptr")
         device, s = self._plan_device(stream, qo_indptr, kv_indptr)
+        mask_aux = self._plan_mask(custom_mask, packed_custom_mask, cu_q,
+                                   list(map(operator.sub, cu_kv[1:], cu_kv[:-1])), device, s)
         self._gen += 1
         self._plan = _Plan(gen=self._gen, batch=len(cu_q) - 1, cu_q=cu_q, seq_lens=cu_kv,
                            variant=variant, for_graph=self._use_cuda_graph,
-                           num_q_tokens=cu_q[-1], device=device)
+                           num_q_tokens=cu_q[-1], device=device, mask_aux=mask_aux)
         self._num_kv_tokens = cu_kv[-1] - cu_kv[0]
         if _has_alibi(knobs):
             self._alibi_ptr(hq, s)
@@ -2008,10 +2213,141 @@ def _alibi_offsets(cu_q, kv_lens):
     return rows
 
 
-def _check_no_mask(custom_mask, packed_custom_mask):
-    if custom_mask is not None or packed_custom_mask is not None:
-        raise NotImplementedError("custom_mask: attn has no dense custom masks; use "
-                                  "plan(mask_mod=...) (docs/semantics.md)")
+def _bitorder(bitorder):
+    if bitorder not in ("big", "little"):
+        raise ValueError("bitorder: expected 'big' or 'little', got %r" % (bitorder,))
+    return bitorder
+
+
+def _pack_bytes(bits, bitorder, torch):
+    """A bool tensor whose length is a multiple of 8 as uint8 (numpy's
+    packbits: 'little' puts element 8j + i at bit i of byte j)."""
+    weights = [1 << i for i in range(8)]
+    if bitorder == "big":
+        weights.reverse()
+    w = torch.tensor(weights, dtype=torch.int32, device=bits.device)
+    return (bits.view(-1, 8).to(torch.int32) * w).sum(1).to(torch.uint8)
+
+
+def _bool_1d(x, name, torch):
+    if not isinstance(x, torch.Tensor):
+        raise TypeError("%s: expected a torch.Tensor, got %s" % (name, type(x).__name__))
+    return x.contiguous().view(-1).to(torch.bool)
+
+
+def packbits(x, bitorder="big"):
+    """FlashInfer's ``packbits`` (numpy's): the 1-D binary tensor ``x``
+    packed into a uint8 tensor of ``(len(x) + 7) // 8`` bytes, on x's
+    device (torch ops: no kernel of attn's)."""
+    torch = _runtime.require_torch("packbits")
+    bitorder = _bitorder(bitorder)
+    bits = _bool_1d(x, "x", torch)
+    pad = -bits.numel() % 8
+    if pad:
+        bits = torch.cat([bits, bits.new_zeros(pad)])
+    return _pack_bytes(bits, bitorder, torch)
+
+
+def segment_packbits(x, indptr, bitorder="big"):
+    """FlashInfer's ``segment_packbits``: each segment ``x[indptr[i]:
+    indptr[i + 1]]`` packed on its own (padded to whole bytes); returns
+    ``(packed, new_indptr)``, new_indptr the segments' byte offsets (int32,
+    on indptr's device)."""
+    torch = _runtime.require_torch("segment_packbits")
+    bitorder = _bitorder(bitorder)
+    bits = _bool_1d(x, "x", torch)
+    ip = _runtime.host_ints(indptr, "indptr")
+    if not ip:
+        raise ValueError("indptr: expected batch size + 1 entries, got none")
+    _check_rising(ip, "indptr")
+    if ip[-1] > bits.numel():
+        raise ValueError("indptr[-1] = %d: x has %d elements" % (ip[-1], bits.numel()))
+    packed, offsets = _segment_pack(bits, ip, bitorder, torch)
+    dev = indptr.device if isinstance(indptr, torch.Tensor) else "cpu"
+    return packed, torch.tensor(offsets, dtype=torch.int32, device=dev)
+
+
+def _segment_pack(bits, ip, bitorder, torch):
+    """(uint8 tensor, byte offsets) of the segments ``bits[ip[b]:ip[b+1]]``
+    each packed to whole bytes (FlashInfer's segment_packbits layout)."""
+    lens = list(map(operator.sub, ip[1:], ip[:-1]))
+    offsets = [0]
+    for n in lens:
+        offsets.append(offsets[-1] + (n + 7) // 8)
+    out = torch.zeros(8 * offsets[-1], dtype=torch.bool, device=bits.device)
+    n_lens = torch.tensor(lens, dtype=torch.int64, device=bits.device)
+    if ip[-1] > ip[0]:
+        seg = torch.repeat_interleave(torch.arange(len(lens), device=bits.device), n_lens)
+        shift = torch.tensor([8 * o - s for o, s in zip(offsets, ip)], dtype=torch.int64,
+                             device=bits.device)
+        dest = torch.arange(ip[0], ip[-1], device=bits.device) + shift[seg]
+        out[dest] = bits[ip[0]:ip[-1]]
+    return _pack_bytes(out, bitorder, torch), offsets
+
+
+def _check_mask_args(custom_mask, packed_custom_mask):
+    """Whether plan() has a custom mask (FlashInfer's: packed_custom_mask
+    wins over custom_mask)."""
+    return custom_mask is not None or packed_custom_mask is not None
+
+
+def _mask_tables(wrapper, custom_mask, packed_custom_mask, q_lens, kv_lens, device, stream):
+    """The custom mask's aux tables (_CUSTOM_MASK_BODY): the packed bits as
+    int32 words and, per request, (byte offset, kv_len - qo_len, kv_len).
+    Each request's qo_len x kv_len mask (row-major) is packed on its own,
+    little-endian, padded to whole bytes: FlashInfer's segment_packbits of
+    ``custom_mask``, whose byte offsets its kernels read through
+    mask_indptr. A ``packed_custom_mask`` is taken in that layout (FlashInfer
+    computes its offsets from the unpacked sizes; the same for one
+    request)."""
+    torch = _runtime.require_torch("custom_mask")
+    sizes = [a * b for a, b in zip(q_lens, kv_lens)]
+    ip = [0]
+    for n in sizes:
+        ip.append(ip[-1] + n)
+    offsets = [0]
+    for n in sizes:
+        offsets.append(offsets[-1] + (n + 7) // 8)
+    with _runtime.torch_stream(stream, device):
+        if packed_custom_mask is not None:
+            if not isinstance(packed_custom_mask, torch.Tensor):
+                raise TypeError("packed_custom_mask: expected a torch.Tensor, got %s"
+                                % type(packed_custom_mask).__name__)
+            if packed_custom_mask.dtype != torch.uint8:
+                raise ValueError("packed_custom_mask: expected dtype torch.uint8, got %s"
+                                 % packed_custom_mask.dtype)
+            packed = packed_custom_mask.contiguous().view(-1)
+            if packed.numel() < offsets[-1]:
+                raise ValueError(
+                    "packed_custom_mask: expected %d bytes (each request's qo_len * kv_len bits "
+                    "packed to whole bytes, as segment_packbits), got %d"
+                    % (offsets[-1], packed.numel()))
+            packed = packed[:offsets[-1]]
+        else:
+            bits = _bool_1d(custom_mask, "custom_mask", torch)
+            if bits.numel() != ip[-1]:
+                raise ValueError("custom_mask: expected sum(qo_len * kv_len) = %d elements, got %d"
+                                 % (ip[-1], bits.numel()))
+            packed = _segment_pack(bits, ip, "little", torch)[0]
+        if offsets[-1] > _lib.INT32_MAX:
+            raise ValueError("custom_mask: %d bytes packed, more than attn's tables hold (2^31 - 1)"
+                             % offsets[-1])
+        pad = -packed.numel() % 4 or (4 if not packed.numel() else 0)
+        if pad:
+            packed = torch.cat([packed, packed.new_zeros(pad)])
+        words = packed.to(_runtime._torch_device(device)).view(torch.int32)
+        meta = torch.tensor([[o, k - q, k] for o, q, k in zip(offsets, q_lens, kv_lens)],
+                            dtype=torch.int32).to(_runtime._torch_device(device))
+        fixed = wrapper._mask_bufs
+        if fixed is not None:
+            # Graph mode: the tables stay where a captured run() reads them.
+            if words.numel() > fixed[0].numel():
+                raise ValueError("custom_mask: %d bytes packed, more than custom_mask_buf's %d "
+                                 "(CUDA graph mode)" % (offsets[-1], 4 * fixed[0].numel()))
+            fixed[0][:words.numel()].copy_(words)
+            fixed[1].copy_(meta)
+            return list(fixed)
+    return [words, meta]
 
 
 def _check_no_items(*ptrs):
@@ -2070,7 +2406,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         ``paged_kv_indices``, ``paged_kv_last_page_len``) counting every
         cached token, new ones included. Knobs as the ragged wrapper's;
         ``kv_data_type`` q's or FP8 (the cache's)."""
-        _check_no_mask(custom_mask, packed_custom_mask)
+        custom = _check_mask_args(custom_mask, packed_custom_mask)
         if head_dim_vo is not None and head_dim_vo != head_dim_qk:
             raise NotImplementedError("head_dim_vo (%s) != head_dim_qk (%s): a paged cache has one "
                                       "head dim (q/k wider than v is for the ragged wrapper)"
@@ -2082,7 +2418,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
             page = _int(page_size, "page_size")
             q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type, o_data_type)
             knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
-                           score_mod, mask_mod)
+                           score_mod, mask_mod, custom=custom)
             return PrefillVariant(knobs=knobs, q_type=q_type, num_q_heads=hq, num_kv_heads=hkv,
                                   head_dim=d, paged=True, kv_type=kv_type, page_size=page,
                                   layout=self._kv_layout)
@@ -2090,7 +2426,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         variant = self._variant_for(
             (num_qo_heads, num_kv_heads, head_dim_qk, page_size, q_data_type, kv_data_type,
              o_data_type, pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
-             score_mod, mask_mod), make)
+             score_mod, mask_mod, custom), make)
         hq, page_size, knobs = variant.num_q_heads, variant.page_size, variant.knobs
         device, s = self._plan_device(stream, qo_indptr, paged_kv_indptr, paged_kv_indices)
         # One read back for the query rows and the CSR table.
@@ -2116,13 +2452,15 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
             b = next(b for b, (r, n) in enumerate(zip(rows, lens)) if r > n)
             raise ValueError("request %d: %d query rows but %d cached tokens (append the new "
                              "tokens to the cache before planning)" % (b, rows[b], lens[b]))
+        mask_aux = self._plan_mask(custom_mask, packed_custom_mask, cu_q, lens, device, s)
         self._gen += 1
         self._plan = _Plan(gen=self._gen, batch=len(lens), cu_q=cu_q, seq_lens=lens,
                            c_cu_q=array.array("i", cu_q), c_seq_lens=array.array("i", lens),
                            variant=variant, for_graph=self._use_cuda_graph,
                            num_q_tokens=cu_q[-1], stride=stride, page_tables_ptr=pt_ptr,
                            seq_lens_ptr=self._tables.lens_ptr, device=device,
-                           max_page=self._tables.max_page, max_page_at=self._tables.max_page_at)
+                           max_page=self._tables.max_page, max_page_at=self._tables.max_page_at,
+                           mask_aux=mask_aux)
         if _has_alibi(knobs):
             self._alibi_ptr(hq, s)
             self._plan_alibi_rows(_alibi_offsets(cu_q, lens), s, self._alibi_capacity())
@@ -2168,19 +2506,20 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
             if result is not None:
                 return result
         args, sinks = self._sink_args(args, sinks)
-        _unsupported_run_args(args, kv_cache_sf, skip_softmax_threshold_scale_factor, q_scale)
+        _unsupported_run_args(args, kv_cache_sf, skip_softmax_threshold_scale_factor, None)
         plan = self._need_plan()
         base = plan.variant
-        if window_left is not None and _window(window_left) != base.knobs.window_left:
+        folded = _folded_scales(base.kv_type, q_scale, k_scale, v_scale)
+        if window_left is not None and _window(window_left) != _fi_window(base.knobs):
             raise ValueError("window_left: %d differs from the planned %d"
-                             % (window_left, base.knobs.window_left))
+                             % (window_left, _fi_window(base.knobs)))
 
         def fill(a, s):
             cache, ts = paged_kv(paged_kv_cache, self._kv_layout, base.num_kv_heads,
                                  base.head_dim, base.page_size, base.kv_type)
             self._check_cache_pages(plan, cache.num_pages)
             ks, vs, n, per_head = _scales(self, k_scale, v_scale, base.num_kv_heads,
-                                          base.kv_type, s, plan.device)
+                                          base.kv_type, s, plan.device, folded=True)
             _set_scales(cache, ks, vs, n)
             a.cache = cache
             a.page_tables, a.page_table_stride = plan.page_tables_ptr, plan.stride
@@ -2189,7 +2528,8 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
                 writer = lambda q_t: _cache_writer(q_t, cache)  # noqa: E731
             return per_head, ts, writer
 
-        return self._run(q, out, lse, return_lse, sinks, aux, stream, fill, k_scale, v_scale)
+        return self._run(q, out, lse, return_lse, sinks, aux, stream, fill, k_scale, v_scale,
+                         folded)
 
     def run_return_lse(self, q, paged_kv_cache, *args, **kwargs):
         """``run(..., return_lse=True)``."""
@@ -2360,7 +2700,7 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
             levels.append((starts, lens))
         causal = _flag(causal, "causal")
         knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale,
-                       causal if q_len > 1 else True)
+                       causal if q_len > 1 else True, regions=False)
         variant = DecodeVariant(knobs=knobs, q_type=q_type, kv_type=kv_type, num_q_heads=hq,
                                 num_kv_heads=hkv, head_dim=d, page_size=page_size,
                                 layout=self._kv_layout, query_len=q_len)
@@ -2932,3 +3272,40 @@ def merge_states(v, s, *, stream=None):
         s_out.mul_(LOG2E)
     del keep  # the partials stay alive until here (the stream orders their reuse)
     return v_out, s_out
+
+
+# --- FlashInfer's submodule paths -------------------------------------------------
+# flashinfer.decode.X, flashinfer.prefill.X, ... (FlashInfer's tests and
+# engines reach names there): small modules holding this module's objects,
+# registered so that ``import attn.flashinfer.decode`` works too.
+
+def _submodules():
+    import sys
+    import types
+    names = {
+        "decode": ("BatchDecodeWithPagedKVCacheWrapper",
+                   "CUDAGraphBatchDecodeWithPagedKVCacheWrapper", "fast_decode_plan"),
+        "prefill": ("BatchPrefillWithRaggedKVCacheWrapper",
+                    "BatchPrefillWithPagedKVCacheWrapper"),
+        "cascade": ("MultiLevelCascadeAttentionWrapper", "merge_state", "merge_state_in_place",
+                    "merge_states"),
+        "page": ("append_paged_kv_cache", "get_seq_lens", "get_batch_indices_positions"),
+        "mla": ("BatchMLAPagedAttentionWrapper",),
+        "attention": ("BatchAttentionWithAttentionSinkWrapper",),
+        "quantization": ("packbits", "segment_packbits"),
+        "utils": ("get_alibi_slopes",),
+    }
+    this = sys.modules[__name__]
+    for sub, members in names.items():
+        full = __name__ + "." + sub
+        m = types.ModuleType(full, "FlashInfer's flashinfer.%s names, as %s has them."
+                             % (sub, __name__))
+        for n in members:
+            setattr(m, n, getattr(this, n))
+        m.__all__ = list(members)
+        sys.modules[full] = m
+        setattr(this, sub, m)
+
+
+_submodules()
+del _submodules

@@ -11,6 +11,7 @@ and the compile progress line.
 import copy
 import ctypes
 import gc
+import math
 import os
 import pickle
 import re
@@ -18,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 import time
 
 import pytest
@@ -27,7 +29,7 @@ import attn.flashinfer as fi
 import attn.vllm_backend as vb
 from attn import _lib, _runtime
 from attn import _tensors as _t
-from attn._kernels import DecodeVariant, Handle
+from attn._kernels import DecodeVariant, Handle, Knobs
 
 import hostile
 
@@ -410,23 +412,17 @@ def test_wrapper_constructor_errors():
         fi.BatchDecodeWithPagedKVCacheWrapper(None, "NDH")
     with pytest.raises(ValueError, match="paged_kv_indptr_buffer"):
         fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD", use_cuda_graph=True)
-    with pytest.raises(NotImplementedError, match="custom_mask_buf"):
-        fi.BatchPrefillWithPagedKVCacheWrapper(None, "NHD", custom_mask_buf=[1])
     with pytest.raises(ValueError, match="num_levels"):
         fi.MultiLevelCascadeAttentionWrapper(17, None)
 
 
 def test_prefill_plan_argument_errors():
     w = fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD")
-    with pytest.raises(NotImplementedError, match="custom_mask"):
-        w.plan([0, 4], [0, 4], 8, 8, 64, custom_mask=[1])
     with pytest.raises(NotImplementedError, match=r"head_dim_vo \(128\) > head_dim_qk \(64\)"):
         w.plan([0, 4], [0, 4], 8, 8, 64, head_dim_vo=128)
     with pytest.raises(NotImplementedError, match=r"head_dim_vo \(64\) != head_dim_qk \(128\)"):
         fi.BatchPrefillWithPagedKVCacheWrapper(None, "NHD").plan(
             [0, 4], [0, 1], [0], [4], 8, 8, 128, 16, head_dim_vo=64)
-    with pytest.raises(ValueError, match="window_left: attn applies a sliding window to causal"):
-        w.plan([0, 4], [0, 4], 8, 8, 64, causal=False, window_left=16)
     with pytest.raises(ValueError, match="kv_indptr: expected 2 entries"):
         w.plan([0, 4], [0, 4, 8], 8, 8, 64)
     with pytest.raises(ValueError, match=r"qo_indptr\[0\]: expected 0"):
@@ -1204,13 +1200,14 @@ def test_cached_run_drops_its_record_for_other_calls(fake_torch):
     w.run(q, cache, out=out)
     w.run(q, cache, out=out, return_lse=False, enable_pdl=True)
     assert len(h.runs) == 4 and len(h.launches) == 3 and h.launches[-1][2] == 0x5000
-    # A float scale the record did not check is checked (16-bit caches take only 1.0).
-    with pytest.raises(NotImplementedError, match="k_scale: attn applies dequantization scales"):
-        w.run(q, cache, out=out, k_scale=2.0)
+    # A float scale the record did not check is checked (16-bit caches: floats only,
+    # folded as FlashInfer's).
+    with pytest.raises(ValueError, match="k_scale"):
+        w.run(q, cache, out=out, k_scale=-2.0)
     w.run(q, cache, out=out, k_scale=1.0)
     w.run(q, cache, out=out, k_scale=1.0)
-    with pytest.raises(NotImplementedError, match="v_scale"):
-        w.run(q, cache, out=out, k_scale=1.0, v_scale=0.5)
+    with pytest.raises(NotImplementedError, match="v_scale: a tensor of scales"):
+        w.run(q, cache, out=out, k_scale=1.0, v_scale=FakeCAI("<f4", (1,)))
     assert len(h.runs) == 5 and len(h.launches) == 4
 
 
@@ -1883,9 +1880,12 @@ def test_forward_replaces_the_planned_knobs_as_flashinfers():
     assert (k.window_left, k.softcap, k.alibi, k.score_mod) == (-1, 0.0, False, None)
     with pytest.raises(ValueError, match="pos_encoding_mode"):
         w.forward("q", "k", "v", pos_encoding_mode="XPOS")
-    with pytest.raises(ValueError, match="window_left: attn applies a sliding window"):
-        w._plan = _fake_plan(planned)
-        w.forward("q", "k", "v", causal=False, window_left=3)
+    # FlashInfer's window without causal: a mask_mod region of the wrapper's.
+    w._plan = _fake_plan(planned)
+    w.forward("q", "k", "v", causal=False, window_left=3)
+    k = w._plan.variant.knobs
+    assert (k.causal, k.window_left, fi._fi_window(k)) == (False, -1, 3)
+    assert fi._fi_spec(k) == fi._FiRegions(window=3) and k.score_mod is None
     d = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD")
     d._plan = _fake_plan(DecodeVariant(knobs=Knobs(window_left=9)))
     d.run = lambda *a, **kw: ran.append((a, kw))
@@ -1993,3 +1993,184 @@ def test_attention_sink_jit_args_map_onto_sinks():
         fi.BatchAttentionWithAttentionSinkWrapper(None, pos_encoding_mode="ALIBI")
     with pytest.raises(NotImplementedError, match="backend"):
         fi.BatchAttentionWithAttentionSinkWrapper(None, backend="trtllm-gen")
+
+
+# --- FlashInfer's custom masks and non-causal windows -----------------------------
+
+
+def _cpu_tables(monkeypatch, *args):
+    """fi._mask_tables on the CPU (torch ops only)."""
+    import contextlib
+    monkeypatch.setattr(_runtime, "torch_stream", lambda s, d: contextlib.nullcontext())
+    monkeypatch.setattr(_runtime, "_torch_device", lambda d: "cpu")
+    return fi._mask_tables(types.SimpleNamespace(_mask_bufs=None), *args)
+
+
+def _region_bit(words, meta, request, q_pos, k_pos):
+    """What _CUSTOM_MASK_BODY computes, in Python."""
+    off, delta, kv_len = meta[request]
+    bit = 8 * off + (q_pos - delta) * kv_len + k_pos
+    return (words[bit >> 5] & 0xFFFFFFFF) >> (bit & 31) & 1
+
+
+def test_packbits_and_segment_packbits_are_flashinfers():
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([1, 0, 1, 1, 0, 0, 1, 1], dtype=torch.bool)
+    assert fi.packbits(x).tolist() == [0b10110011]
+    assert fi.packbits(x, bitorder="little").tolist() == [0b11001101]
+    x = torch.tensor([1, 0, 1, 1, 0, 0, 1, 1, 1, 0, 1], dtype=torch.bool)
+    packed, indptr = fi.segment_packbits(x, torch.tensor([0, 4, 7, 11]), bitorder="big")
+    assert packed.tolist() == [0b10110000, 0b100000, 0b11010000]
+    assert indptr.tolist() == [0, 1, 2, 3] and indptr.dtype == torch.int32
+    with pytest.raises(ValueError, match="bitorder: expected 'big' or 'little'"):
+        fi.packbits(x, bitorder="middle")
+    with pytest.raises(TypeError, match="x: expected a torch.Tensor, got list"):
+        fi.packbits([1, 0])
+
+
+def test_custom_mask_tables_hold_flashinfers_bits(monkeypatch):
+    torch = pytest.importorskip("torch")
+    q_lens, kv_lens = [3, 5, 1, 4], [7, 9, 4, 4]
+    g = torch.Generator().manual_seed(5)
+    masks = [torch.rand(a, b, generator=g) < 0.5 for a, b in zip(q_lens, kv_lens)]
+    flat = torch.cat([m.reshape(-1) for m in masks])
+    words, meta = _cpu_tables(monkeypatch, flat, None, q_lens, kv_lens, -1, 0)
+    assert words.dtype == torch.int32 and meta.shape == (4, 3)
+    sizes = [a * b for a, b in zip(q_lens, kv_lens)]
+    packed, offsets = fi.segment_packbits(flat, torch.tensor([0] + list(_cumsum_ints(sizes))),
+                                          bitorder="little")
+    assert meta[:, 0].tolist() == offsets[:-1].tolist()  # FlashInfer's mask_indptr
+    w, m = words.tolist(), meta.tolist()
+    for b, mask in enumerate(masks):
+        for i in range(q_lens[b]):
+            q_pos = i + kv_lens[b] - q_lens[b]  # attn's bottom-right position
+            for j in range(kv_lens[b]):
+                assert _region_bit(w, m, b, q_pos, j) == int(mask[i, j]), (b, i, j)
+    # packed_custom_mask (segment_packbits' layout) makes the same tables.
+    words2, meta2 = _cpu_tables(monkeypatch, None, packed, q_lens, kv_lens, -1, 0)
+    assert torch.equal(words, words2) and torch.equal(meta, meta2)
+
+
+def _cumsum_ints(xs):
+    s = 0
+    for x in xs:
+        s += x
+        yield s
+
+
+def test_custom_mask_errors_name_the_argument(monkeypatch):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError, match=r"custom_mask: expected sum\(qo_len \* kv_len\) = 12 "
+                                         "elements, got 11"):
+        _cpu_tables(monkeypatch, torch.ones(11, dtype=torch.bool), None, [3], [4], -1, 0)
+    with pytest.raises(TypeError, match="custom_mask: expected a torch.Tensor, got list"):
+        _cpu_tables(monkeypatch, [True] * 12, None, [3], [4], -1, 0)
+    with pytest.raises(ValueError, match="packed_custom_mask: expected 3 bytes"):
+        _cpu_tables(monkeypatch, None, torch.zeros(2, dtype=torch.uint8), [3, 1], [4, 4], -1, 0)
+    with pytest.raises(ValueError, match="packed_custom_mask: expected dtype torch.uint8"):
+        _cpu_tables(monkeypatch, None, torch.zeros(2, dtype=torch.int32), [3], [4], -1, 0)
+    # Graph mode needs FlashInfer's buffers.
+    w = fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD", use_cuda_graph=True,
+                                                qo_indptr_buf=[0, 1, 2])
+    with pytest.raises(ValueError, match="custom_mask_buf must be initialized with a "
+                                         "torch.Tensor in cuda graph mode"):
+        w._plan_mask(torch.ones(2, dtype=torch.bool), None, [0, 1, 2], [1, 1], 0, 0)
+
+
+def test_custom_mask_and_non_causal_window_knobs():
+    spec = fi._fi_spec
+    # A custom mask replaces causal (FlashInfer's MaskMode.CUSTOM); the window stays.
+    k = fi._knobs(causal=True, custom=True)
+    assert not k.causal and k.score_mod is None and spec(k) == fi._FiRegions(custom=True)
+    k = fi._knobs(causal=True, window_left=4, custom=True)
+    assert (k.causal, k.window_left, spec(k)) == (False, -1, fi._FiRegions(window=4, custom=True))
+    k = fi._knobs("ALIBI", causal=True, custom=True)
+    assert not k.alibi and spec(k) == fi._FiRegions(alibi=True, custom=True)
+    assert k.score_mod and k.mask_mod and fi._has_alibi(k)
+    # Without causal a window is a mask_mod region; with causal attn's knob.
+    k = fi._knobs(causal=False, window_left=7)
+    assert (k.window_left, spec(k), fi._fi_window(k)) == (-1, fi._FiRegions(window=7), 7)
+    assert fi._knobs(causal=True, window_left=7).window_left == 7
+    assert fi._knobs(causal=False, window_left=-1).mask_mod is None
+    with pytest.raises(NotImplementedError, match="custom_mask: attn runs it as a region"):
+        fi._knobs(custom=True, mask_mod=SOFTCAP_REGION)
+    with pytest.raises(NotImplementedError, match="window_left with causal=False"):
+        fi._knobs(causal=False, window_left=3, score_mod=SOFTCAP_REGION)
+    with pytest.raises(ValueError, match="window_left: this wrapper applies a sliding window"):
+        fi._knobs(causal=False, window_left=3, regions=False)
+    # A caller's regions are not taken for the wrapper's.
+    assert spec(fi._knobs(causal=False, score_mod=SOFTCAP_REGION)) is None
+    v = _planned(fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD"), [0, 4], [0, 4], 8, 8, 64,
+                 causal=True, custom_mask=object())
+    assert spec(v.knobs) == fi._FiRegions(custom=True)
+    v = _planned(fi.BatchPrefillWithPagedKVCacheWrapper(None, "NHD"), [0, 4], [0, 1], [0], [4],
+                 8, 8, 64, 16, causal=False, window_left=2, packed_custom_mask=object())
+    assert spec(v.knobs) == fi._FiRegions(window=2, custom=True)
+
+
+@needs_lib
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("spec", [dict(window=5), dict(custom=True),
+                                  dict(alibi=True, window=0, custom=True)],
+                         ids=["window", "custom", "alibi-window-custom"])
+def test_flashinfer_regions_compile(arch, spec):
+    score, mask = fi._fi_regions(fi._FiRegions(**spec))
+    for paged in (False, True):
+        c = attn.compile_prefill(arch, num_q_heads=8, num_kv_heads=2, head_dim=64,
+                                 causal=False, score_mod=score, mask_mod=mask, paged=paged,
+                                 page_size=16)
+        assert c.cubin_size > 0 and "mask_mod=" in c.key
+
+
+# --- FlashInfer's scales on 16-bit caches -------------------------------------------------
+
+
+def test_scales_on_16bit_caches_fold_as_flashinfers():
+    f = fi._folded_scales
+    assert f("bfloat16", None, None, None) == (1.0, None)
+    assert f("bfloat16", None, 0.5, 2.0) == (0.5, 2.0)
+    assert f("float16", 0.25, 0.5, 1.0) == (0.125, None)
+    assert f("float16", None, 1, 1) == (1.0, None)  # a multiply by 1 changes nothing
+    # FP8 caches take k/v scales in the kernel; q_scale folds either way.
+    assert f("float8_e4m3fn", 0.5, 0.25, 4.0) == (0.5, None)
+    with pytest.raises(ValueError, match="k_scale"):
+        f("bfloat16", None, -1.0, None)
+    with pytest.raises(NotImplementedError, match="k_scale: a tensor of scales applies to FP8"):
+        f("bfloat16", None, FakeCAI("<f4", (1,)), None)
+    with pytest.raises(NotImplementedError, match="q_scale: a float here"):
+        f("bfloat16", FakeCAI("<f4", (1,)), None, None)
+    # The scaled variant is of the planned one's family (replanned with it).
+    from attn._kernels import DecodeVariant
+    v = DecodeVariant(knobs=Knobs(scale=0.0))
+    assert fi._same_family(v, v.replace(knobs=Knobs(scale=0.3, write_lse=True)))
+
+
+def test_scaled_run_handle_multiplies_the_planned_scale():
+    from attn._kernels import DecodeVariant, PrefillVariant
+    w = fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD")
+    made = []
+    w._handle = lambda variant, stream: made.append(variant) or variant
+    plan = _fake_plan(DecodeVariant(knobs=Knobs(), head_dim=64))
+    assert w._run_handle(plan, False, False, False, 0, 0.5).knobs.scale == \
+        pytest.approx(0.5 / 8)
+    plan = _fake_plan(PrefillVariant(knobs=Knobs(scale=0.2), head_dim=128, rope_dim=64))
+    assert w._run_handle(plan, True, False, False, 0, 2.0).knobs.scale == pytest.approx(0.4)
+    plan = _fake_plan(PrefillVariant(knobs=Knobs(), head_dim=128, rope_dim=64))
+    assert w._run_handle(plan, False, False, False, 0, 2.0).knobs.scale == \
+        pytest.approx(2.0 / math.sqrt(192))
+
+
+def test_flashinfer_submodule_paths():
+    import importlib
+    assert fi.decode.BatchDecodeWithPagedKVCacheWrapper is fi.BatchDecodeWithPagedKVCacheWrapper
+    assert fi.decode.fast_decode_plan is fi.fast_decode_plan
+    assert fi.prefill.BatchPrefillWithRaggedKVCacheWrapper is \
+        fi.BatchPrefillWithRaggedKVCacheWrapper
+    assert fi.cascade.merge_state_in_place is fi.merge_state_in_place
+    assert fi.page.append_paged_kv_cache is fi.append_paged_kv_cache
+    assert fi.mla.BatchMLAPagedAttentionWrapper is fi.BatchMLAPagedAttentionWrapper
+    assert fi.quantization.segment_packbits is fi.segment_packbits
+    assert fi.utils.get_alibi_slopes is fi.get_alibi_slopes
+    assert importlib.import_module("attn.flashinfer.prefill") is fi.prefill
+    from attn.flashinfer.attention import BatchAttentionWithAttentionSinkWrapper
+    assert BatchAttentionWithAttentionSinkWrapper is fi.BatchAttentionWithAttentionSinkWrapper

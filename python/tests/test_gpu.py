@@ -1733,3 +1733,227 @@ def test_vllm_mla_decode_graph_replayed_after_rebuild():
               k_scale=1.0, kv_c=kv_c, k_pe=k_pe, q=q, kv_b_proj=kv_b_proj,
               scale=1.0 / math.sqrt(d["nope"] + d["rope"]))
     _mla_check(out, cache, st, "MLA graph replay")
+
+
+# --- FlashInfer's custom masks and non-causal windows (regions of the wrappers') ------
+
+
+def _random_masks(q_lens, kv_lens, seed):
+    """Per request a [qo_len, kv_len] bool mask (about 60% visible), each row
+    seeing at least its diagonal key (bottom-right)."""
+    g = torch.Generator().manual_seed(seed)
+    masks = []
+    for ql, kl in zip(q_lens, kv_lens):
+        m = torch.rand(ql, kl, generator=g) < 0.6
+        m[torch.arange(ql), torch.arange(ql) + kl - ql] = True
+        masks.append(m.to(DEV))
+    return masks
+
+
+@pytest.mark.parametrize("paged", [False, True], ids=["ragged", "paged"])
+def test_prefill_custom_mask_is_flashinfers(paged):
+    """plan(custom_mask=...): each request's qo_len x kv_len mask, flattened
+    and concatenated; causal=True is ignored with it (FlashInfer's
+    MaskMode.CUSTOM). packed_custom_mask (segment_packbits, little) gives
+    the same output."""
+    hq, hkv, d, page = 8, 2, 128, 16
+    q_lens, kv_lens = [5, 33, 17], [9, 80, 17]
+    masks = _random_masks(q_lens, kv_lens, 81)
+    flat = torch.cat([m.reshape(-1) for m in masks])
+    qo = torch.tensor([0] + list(_cumsum(q_lens)), dtype=torch.int32, device=DEV)
+    q = randn((sum(q_lens), hq, d), BF16, 82)
+    if paged:
+        pc = Paged(kv_lens, page, hkv, d, BF16, seed=83)
+        w = attn.BatchPrefillWithPagedKVCacheWrapper(workspace(), "NHD")
+        plan_args = (qo, pc.indptr, pc.indices, pc.last, hq, hkv, d, page)
+        run_args = (q, pc.cache)
+        kv = [pc.kv(b) for b in range(3)]
+    else:
+        kvp = torch.tensor([0] + list(_cumsum(kv_lens)), dtype=torch.int32, device=DEV)
+        k = randn((sum(kv_lens), hkv, d), BF16, 84)
+        v = randn((sum(kv_lens), hkv, d), BF16, 85)
+        w = attn.BatchPrefillWithRaggedKVCacheWrapper(workspace(), "NHD")
+        plan_args = (qo, kvp, hq, hkv, d)
+        run_args = (q, k, v)
+        kv = [(k[kvp[b]:kvp[b + 1]], v[kvp[b]:kvp[b + 1]]) for b in range(3)]
+    w.plan(*plan_args, custom_mask=flat, causal=True, q_data_type=BF16, kv_data_type=BF16)
+    out, lse = w.run(*run_args, return_lse=True)
+    for b in range(3):
+        rows = slice(qo[b].item(), qo[b + 1].item())
+        ref, ref_lse = reference(q[rows], kv[b][0], kv[b][1], causal=False, mask=masks[b])
+        assert_close(out[rows], ref, BF16, "custom mask request %d" % b)
+        assert_lse(lse[rows], ref_lse, "custom mask request %d" % b)
+    sizes = torch.tensor([0] + list(_cumsum([a * c for a, c in zip(q_lens, kv_lens)])),
+                         dtype=torch.int32, device=DEV)
+    packed, mask_indptr = fi.segment_packbits(flat, sizes, bitorder="little")
+    assert mask_indptr.tolist() == [0] + list(_cumsum([(a * c + 7) // 8 for a, c in
+                                                       zip(q_lens, kv_lens)]))
+    w.plan(*plan_args, packed_custom_mask=packed, q_data_type=BF16, kv_data_type=BF16)
+    assert torch.equal(w.run(*run_args), out)
+
+
+def test_ragged_custom_mask_with_alibi_and_window():
+    """A custom mask with FlashInfer's ALiBi (slope * (key - row)) and a
+    left window: one score_mod and one mask_mod region."""
+    hq, hkv, d, window = 8, 8, 64, 6
+    q_lens, kv_lens = [12, 30], [20, 30]
+    masks = _random_masks(q_lens, kv_lens, 91)
+    qo = torch.tensor([0] + list(_cumsum(q_lens)), dtype=torch.int32, device=DEV)
+    kvp = torch.tensor([0] + list(_cumsum(kv_lens)), dtype=torch.int32, device=DEV)
+    q = randn((sum(q_lens), hq, d), F16, 92)
+    k = randn((sum(kv_lens), hkv, d), F16, 93)
+    v = randn((sum(kv_lens), hkv, d), F16, 94)
+    slopes = fi.get_alibi_slopes(hq)
+    w = attn.BatchPrefillWithRaggedKVCacheWrapper(workspace(), "NHD")
+    w.plan(qo, kvp, hq, hkv, d, custom_mask=torch.cat([m.reshape(-1) for m in masks]),
+           pos_encoding_mode="ALIBI", window_left=window, q_data_type=F16)
+    out, lse = w.run(q, k, v, return_lse=True)
+    for b in range(2):
+        qs = slice(qo[b].item(), qo[b + 1].item())
+        ks = slice(kvp[b].item(), kvp[b + 1].item())
+        ref, ref_lse = reference(q[qs], k[ks], v[ks], causal=False, window_left=window,
+                                 fi_alibi=slopes, mask=masks[b])
+        assert_close(out[qs], ref, F16, "custom mask + ALiBi + window request %d" % b)
+        assert_lse(lse[qs], ref_lse, "custom mask + ALiBi + window request %d" % b)
+
+
+def test_paged_prefill_custom_mask_graph_replayed_after_replan():
+    """use_cuda_graph with custom_mask_buf / mask_indptr_buf: a captured run
+    replays the mask of a later plan."""
+    hq, hkv, d, page, batch = 8, 2, 64, 16, 2
+    i32 = dict(dtype=torch.int32, device=DEV)
+    w = attn.BatchPrefillWithPagedKVCacheWrapper(
+        workspace(), "NHD", use_cuda_graph=True, qo_indptr_buf=torch.empty(batch + 1, **i32),
+        paged_kv_indptr_buf=torch.empty(batch + 1, **i32),
+        paged_kv_indices_buf=torch.empty(32, **i32),
+        paged_kv_last_page_len_buf=torch.empty(batch, **i32),
+        custom_mask_buf=torch.empty(4096, dtype=torch.uint8, device=DEV),
+        mask_indptr_buf=torch.empty(batch + 1, **i32), max_pages_per_request=8)
+    cases = [([8, 12], [40, 30], 161), ([15, 5], [20, 60], 163)]
+    pcs, qos, masks = [], [], []
+    for q_lens, seq_lens, seed in cases:
+        pcs.append(Paged(seq_lens, page, hkv, d, BF16, seed=seed, extra=2))
+        qos.append(torch.tensor([0] + list(_cumsum(q_lens)), **i32))
+        masks.append(_random_masks(q_lens, seq_lens, seed))
+    cache = torch.zeros((max(p.cache.shape[0] for p in pcs),) + pcs[0].cache.shape[1:],
+                        dtype=BF16, device=DEV)
+
+    def plan(i):
+        cache[:pcs[i].cache.shape[0]].copy_(pcs[i].cache)
+        w.plan(qos[i], pcs[i].indptr, pcs[i].indices, pcs[i].last, hq, hkv, d, page,
+               custom_mask=torch.cat([m.reshape(-1) for m in masks[i]]), q_data_type=BF16,
+               kv_data_type=BF16)
+
+    plan(0)
+    q = randn((20, hq, d), BF16, 165)
+    out = torch.empty_like(q)
+    graph = _capture(lambda: w.run(q, cache, out=out))
+    plan(1)
+    q.copy_(randn((20, hq, d), BF16, 166))
+    graph.replay()
+    torch.cuda.synchronize()
+    for b in range(batch):
+        rows = slice(qos[1][b].item(), qos[1][b + 1].item())
+        k, v = pcs[1].kv(b)
+        ref = reference(q[rows], k, v, causal=False, mask=masks[1][b])[0]
+        assert_close(out[rows], ref, BF16, "replayed custom mask, request %d" % b)
+
+
+@pytest.mark.parametrize("paged", [False, True], ids=["ragged", "paged"])
+def test_prefill_window_left_not_causal_with_sinks(paged):
+    """FlashInfer's window_left with causal=False (its attention-sink tests'
+    case): keys from q_pos - window_left on, every key after the query."""
+    hq, hkv, d, page, window = 8, 2, 128, 16, 10
+    q_lens, kv_lens = [7, 40, 16], [27, 61, 16]
+    qo = torch.tensor([0] + list(_cumsum(q_lens)), dtype=torch.int32, device=DEV)
+    q = randn((sum(q_lens), hq, d), BF16, 101)
+    sink = torch.rand(hq, generator=gen(102), device=DEV) * 3
+    if paged:
+        pc = Paged(kv_lens, page, hkv, d, BF16, seed=103)
+        w = attn.BatchPrefillWithPagedKVCacheWrapper(workspace(), "NHD")
+        w.plan(qo, pc.indptr, pc.indices, pc.last, hq, hkv, d, page, causal=False,
+               window_left=window, q_data_type=BF16, kv_data_type=BF16)
+        out, lse = w.run(q, pc.cache, sinks=sink, return_lse=True, window_left=window)
+        kv = [pc.kv(b) for b in range(3)]
+    else:
+        kvp = torch.tensor([0] + list(_cumsum(kv_lens)), dtype=torch.int32, device=DEV)
+        k = randn((sum(kv_lens), hkv, d), BF16, 104)
+        v = randn((sum(kv_lens), hkv, d), BF16, 105)
+        w = attn.BatchPrefillWithRaggedKVCacheWrapper(workspace(), "NHD")
+        w.plan(qo, kvp, hq, hkv, d, causal=False, window_left=window, q_data_type=BF16)
+        out, lse = w.run(q, k, v, sinks=sink, return_lse=True)
+        kv = [(k[kvp[b]:kvp[b + 1]], v[kvp[b]:kvp[b + 1]]) for b in range(3)]
+    for b in range(3):
+        rows = slice(qo[b].item(), qo[b + 1].item())
+        ref, ref_lse = reference(q[rows], kv[b][0], kv[b][1], causal=False,
+                                 window_left=window, sinks=sink)
+        assert_close(out[rows], ref, BF16, "non-causal window request %d" % b)
+        assert_lse(lse[rows], ref_lse, "non-causal window request %d" % b)
+
+
+def test_ragged_forward_switches_a_window_between_causal_and_not():
+    """forward(causal=False) on a plan with a window keeps the window (as a
+    region), forward(causal=True) makes it attn's knob again."""
+    hq, hkv, d, window = 8, 8, 64, 5
+    q_lens, kv_lens = [12, 30], [20, 30]
+    qo = torch.tensor([0] + list(_cumsum(q_lens)), dtype=torch.int32, device=DEV)
+    kvp = torch.tensor([0] + list(_cumsum(kv_lens)), dtype=torch.int32, device=DEV)
+    q = randn((sum(q_lens), hq, d), F16, 111)
+    k = randn((sum(kv_lens), hkv, d), F16, 112)
+    v = randn((sum(kv_lens), hkv, d), F16, 113)
+    w = attn.BatchPrefillWithRaggedKVCacheWrapper(workspace(), "NHD")
+    w.plan(qo, kvp, hq, hkv, d, causal=True, window_left=window, q_data_type=F16)
+    bidir = w.forward(q, k, v, causal=False, window_left=window)
+    causal = w.forward(q, k, v, causal=True, window_left=window)
+    for b in range(2):
+        qs = slice(qo[b].item(), qo[b + 1].item())
+        ks = slice(kvp[b].item(), kvp[b + 1].item())
+        for c, o in ((False, bidir), (True, causal)):
+            ref = reference(q[qs], k[ks], v[ks], causal=c, window_left=window)[0]
+            assert_close(o[qs], ref, F16, "forward window causal=%s request %d" % (c, b))
+
+
+# --- FlashInfer's q_scale / k_scale / v_scale on 16-bit caches --------------------------
+
+
+def test_decode_scales_on_a_16bit_cache_are_flashinfers():
+    """FlashInfer's decode run(): q_scale and k_scale multiply sm_scale, v_scale
+    the output (the LSE is that of the scaled scores); a repeated call gives
+    the same result (the scaled variant is cached)."""
+    hq, hkv, d, page = 8, 2, 128, 16
+    lens = [33, 260]
+    pc = Paged(lens, page, hkv, d, BF16, seed=121)
+    q = randn((2, hq, d), BF16, 122)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, q_data_type=BF16, sm_scale=0.1)
+    out, lse = w.run(q, pc.cache, q_scale=0.8, k_scale=0.5, v_scale=2.0, return_lse=True)
+    again = w.run(q, pc.cache, q_scale=0.8, k_scale=0.5, v_scale=2.0)
+    plain = w.run(q, pc.cache)
+    for b in range(2):
+        k, v = pc.kv(b)
+        ref, ref_lse = reference(q[b:b + 1], k, v, scale=0.1 * 0.8 * 0.5)
+        assert_close(out[b:b + 1], ref * 2.0, BF16, "scaled decode request %d" % b)
+        assert_lse(lse[b:b + 1], ref_lse, "scaled decode request %d" % b)
+        assert_close(plain[b:b + 1], reference(q[b:b + 1], k, v, scale=0.1)[0], BF16,
+                     "unscaled decode after a scaled one, request %d" % b)
+    assert torch.equal(again, out)
+
+
+def test_paged_prefill_scales_on_a_16bit_cache_are_flashinfers():
+    hq, hkv, d, page = 8, 2, 128, 16
+    q_lens, seq_lens = [7, 16, 1], [27, 61, 9]
+    pc = Paged(seq_lens, page, hkv, d, F16, seed=131)
+    qo = torch.tensor([0] + list(_cumsum(q_lens)), dtype=torch.int32, device=DEV)
+    q = randn((sum(q_lens), hq, d), F16, 132)
+    w = attn.BatchPrefillWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(qo, pc.indptr, pc.indices, pc.last, hq, hkv, d, page, causal=True,
+           q_data_type=F16, kv_data_type=F16)
+    out = torch.empty_like(q)
+    res, lse = w.run(q, pc.cache, k_scale=1.5, v_scale=0.25, out=out, return_lse=True)
+    assert res is out
+    for b in range(3):
+        rows = slice(qo[b].item(), qo[b + 1].item())
+        k, v = pc.kv(b)
+        ref, ref_lse = reference(q[rows], k, v, scale=1.5 / math.sqrt(d))
+        assert_close(out[rows], ref * 0.25, F16, "scaled paged prefill request %d" % b)
+        assert_lse(lse[rows], ref_lse, "scaled paged prefill request %d" % b)
