@@ -1,4 +1,5 @@
 //===- DecodePlanTest.cpp - split-KV partition of decode batches ----------===//
+#include "attn/runtime/kernels/Cascade.h"
 #include "attn/runtime/kernels/Decode.h"
 
 #include <gtest/gtest.h>
@@ -162,6 +163,16 @@ TEST(DecodePlan, BatchInvariantWindowSplitsFromTheFirstVisibleKey) {
   // Keys from (30000 - 1 - 4095) rounded down to 16, in 2048-key chunks.
   EXPECT_EQ(std::get<0>(itemsOf(*alone, 0).front()),
             (30000 - 1 - 4095) / 16 * 16);
+}
+
+TEST(DecodePlan, CascadeRefusesBatchInvariance) {
+  // Its shared levels are cut by the size of their group.
+  DecodeVariant v;
+  EXPECT_FALSE(cascadeProblem(v));
+  v.batchInvariant = true;
+  auto problem = cascadeProblem(v);
+  ASSERT_TRUE(problem);
+  EXPECT_NE(problem->find("batch_invariant"), std::string::npos) << *problem;
 }
 
 } // namespace
