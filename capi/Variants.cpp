@@ -51,6 +51,7 @@ llvm::Error toKnobs(const attn_knobs &k, AttentionKnobs &out, const char *v) {
   out.sinks = k.sinks != 0;
   out.fp8Query = k.fp8_query != 0;
   out.writeLse = k.write_lse != 0;
+  out.batchInvariant = k.batch_invariant != 0;
   out.scoreMod = k.score_mod ? k.score_mod : "";
   out.maskMod = k.mask_mod ? k.mask_mod : "";
   return llvm::Error::success();
@@ -66,6 +67,7 @@ void fromKnobs(const AttentionKnobs &k, attn_knobs &out) {
   out.sinks = k.sinks;
   out.fp8_query = k.fp8Query;
   out.write_lse = k.writeLse;
+  out.batch_invariant = k.batchInvariant;
   // Default regions are empty: NULL.
   out.score_mod = nullptr;
   out.mask_mod = nullptr;

@@ -41,6 +41,9 @@ struct AttentionKnobs {
 #define ATTN_HEAD_TABLE(flag, ...) bool flag = false;
 #include "templates/attn/variant_knobs.h"
   bool writeLse = false; ///< also write log-sum-exp per row (natural log)
+  /// A request's output and LSE do not depend on the rest of its batch
+  /// (docs/semantics.md, "Batch invariance").
+  bool batchInvariant = false;
   /// Programmable modifiers (docs/semantics.md): the IR text of a score_mod
   /// or mask_mod region, `{ ^bb0(%score: f32, %request: i32, ...): ...
   /// attn.yield %s : f32 }`; empty for none. Region arguments after the
@@ -69,6 +72,7 @@ template <class F, class... K> void forEachKnob(F &&f, K &...k) {
 #define ATTN_HEAD_TABLE(flag, ...) f(knobName(#flag).data(), k.flag...);
 #include "templates/attn/variant_knobs.h"
   f("write_lse", k.writeLse...);
+  f("batch_invariant", k.batchInvariant...);
   f("score_mod", k.scoreMod...);
   f("mask_mod", k.maskMod...);
 }

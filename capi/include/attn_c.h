@@ -170,6 +170,9 @@ typedef struct attn_knobs {
   int sinks;       /* args carry sinks */
   int fp8_query;   /* prefill fp8_compute only: q in e4m3, args q_scale */
   int write_lse;   /* args carry lse (natural log) */
+  /* a request's output and LSE do not depend on the rest of its batch
+   * (docs/semantics.md, "Batch invariance") */
+  int batch_invariant;
   /* score_mod / mask_mod regions as attn IR text (NULL or "": none). */
   const char *score_mod;
   const char *mask_mod;

@@ -421,13 +421,14 @@ mlir::attn::buildDecodeModule(MLIRContext &context,
         Value kScale = fp8 ? args[4] : Value();
         Value vScale = fp8 ? args[5] : Value();
         HeadTableArgs tables = headTableArgs(variant, args.drop_back(numAux));
-        auto decode = b.create<DecodeOp>(
-            loc, outType, lse, args[0], args[1], args[2], args[3], kScale,
-            vScale,
+        auto decode = b.create<DecodeOp>(loc, outType, lse, args[0], args[1],
+                                         args[2], args[3], kScale, vScale,
 #define ATTN_HEAD_TABLE(flag, ...) tables.flag,
 #include "templates/attn/variant_knobs.h"
-            args.take_back(numAux), uint64_t(int64_t(variant.queryLen)),
-            *pinned, mask, variant.kind, scale, softcap);
+                                         args.take_back(numAux),
+                                         uint64_t(int64_t(variant.queryLen)),
+                                         *pinned, mask, variant.kind, scale,
+                                         softcap, variant.batchInvariant);
         modifiers->moveInto(decode);
         return decode->getResults();
       });
@@ -544,7 +545,7 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
 #define ATTN_HEAD_TABLE(flag, ...) tables.flag,
 #include "templates/attn/variant_knobs.h"
               args.take_back(numAux), *pinned, variant.fp8Compute, mask,
-              variant.kind, scale, softcap);
+              variant.kind, scale, softcap, variant.batchInvariant);
           modifiers->moveInto(prefill);
           return prefill->getResults();
         });
@@ -561,7 +562,7 @@ mlir::attn::buildPrefillModule(MLIRContext &context,
 #define ATTN_HEAD_TABLE(flag, ...) tables.flag,
 #include "templates/attn/variant_knobs.h"
             args.take_back(numAux), *pinned, variant.fp8Compute, mask,
-            variant.kind, scale, softcap);
+            variant.kind, scale, softcap, variant.batchInvariant);
         modifiers->moveInto(prefill);
         return prefill->getResults();
       });

@@ -67,6 +67,7 @@ LogicalResult setAttentionFields(::attn::KernelSpec &spec,
 #include "templates/attn/variant_knobs.h"
   spec.softcap = static_cast<bool>(op.getSoftcapAttr());
   spec.writeLse = static_cast<bool>(op.getLse());
+  spec.batchInvariant = op.getBatchInvariant();
   FailureOr<ModifierSource> modifiers = emitModifiers(op);
   if (failed(modifiers))
     return failure();

@@ -32,6 +32,8 @@ def Attn_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
       "::mlir::FloatAttr", "getScaleAttr">,
     InterfaceMethod<"The soft-cap, or null for none.",
       "::mlir::FloatAttr", "getSoftcapAttr">,
+    InterfaceMethod<"Whether the result may not depend on the batch.",
+      "bool", "getBatchInvariant">,
     InterfaceMethod<[{
         The per-query-head table operand named `operand` in
         templates/attn/variant_knobs.h (e.g. "alibi_slopes"), or null.

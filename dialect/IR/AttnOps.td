@@ -38,12 +38,15 @@ def Attn_AuxTensor : TensorRankOf<[F32, I32], [1, 2, 3]>;
 defvar Attn_ModifierRegions = (region MaxSizedRegion<1>:$score_mod,
                                       MaxSizedRegion<1>:$mask_mod);
 
+/// `batch_invariant`: a request's result does not depend on the rest of its
+/// batch (docs/semantics.md, "Batch invariance").
 defvar Attn_ScoreModAttrs = (ins
   OptionalAttr<Attn_MaskAttr>:$mask,
   DefaultValuedAttr<Attn_AttentionKindAttr,
                     "::attn::AttentionKind::Decoder">:$kind,
   OptionalAttr<F32Attr>:$scale,
-  OptionalAttr<F32Attr>:$softcap);
+  OptionalAttr<F32Attr>:$softcap,
+  UnitAttr:$batch_invariant);
 
 /// What every attention op takes after its own operands, in this order:
 /// FP8 k/v scales, the per-query-head tables of templates/attn/

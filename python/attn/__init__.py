@@ -149,7 +149,7 @@ def _flag(value, name):
 
 
 def _knobs(kind, causal, window_left, softcap, scale, alibi, sinks, write_lse, score_mod,
-           mask_mod, fp8_query=False):
+           mask_mod, fp8_query=False, batch_invariant=False):
     # Every value checked here (types, ranges, NULs) so that a variant holds
     # exactly what was asked for: its key and kernel never differ from it.
     return Knobs(kind=kind, causal=_flag(causal, "causal"),
@@ -161,6 +161,7 @@ def _knobs(kind, causal, window_left, softcap, scale, alibi, sinks, write_lse, s
                  alibi=_flag(alibi, "alibi"), sinks=_flag(sinks, "sinks"),
                  fp8_query=_flag(fp8_query, "fp8_query"),
                  write_lse=_flag(write_lse, "write_lse"),
+                 batch_invariant=_flag(batch_invariant, "batch_invariant"),
                  score_mod=_lib.check_str(score_mod, "score_mod") or None,
                  mask_mod=_lib.check_str(mask_mod, "mask_mod") or None)
 
@@ -172,11 +173,11 @@ def _dtype(x, name):
 
 def _decode_variant(num_q_heads, num_kv_heads, head_dim, page_size, q_dtype, kv_dtype, layout,
                     query_len, causal, window_left, softcap, scale, alibi, sinks, write_lse,
-                    score_mod, mask_mod, per_head_kv_scale, kind):
+                    score_mod, mask_mod, per_head_kv_scale, kind, batch_invariant=False):
     q = _dtype(q_dtype, "q_dtype")
     return DecodeVariant(
         knobs=_knobs(kind, causal, window_left, softcap, scale, alibi, sinks, write_lse,
-                     score_mod, mask_mod),
+                     score_mod, mask_mod, batch_invariant=batch_invariant),
         q_type=q, kv_type=_dtype(kv_dtype, "kv_dtype") if kv_dtype is not None else q,
         num_q_heads=_int(num_q_heads, "num_q_heads"),
         num_kv_heads=_int(num_kv_heads, "num_kv_heads"), head_dim=_int(head_dim, "head_dim"),
@@ -194,11 +195,11 @@ def _layout(layout):
 def _prefill_variant(num_q_heads, num_kv_heads, head_dim, q_dtype, paged, kv_dtype, page_size,
                      layout, causal, window_left, softcap, scale, alibi, sinks, write_lse,
                      score_mod, mask_mod, per_head_kv_scale, fp8_compute, fp8_query, kind,
-                     rope_dim=0):
+                     rope_dim=0, batch_invariant=False):
     q = _dtype(q_dtype, "q_dtype")
     return PrefillVariant(
         knobs=_knobs(kind, causal, window_left, softcap, scale, alibi, sinks, write_lse,
-                     score_mod, mask_mod, fp8_query),
+                     score_mod, mask_mod, fp8_query, batch_invariant),
         q_type=q, num_q_heads=_int(num_q_heads, "num_q_heads"),
         num_kv_heads=_int(num_kv_heads, "num_kv_heads"), head_dim=_int(head_dim, "head_dim"),
         paged=_flag(paged, "paged"),
@@ -213,18 +214,19 @@ def compile_decode(arch="sm_90a", *, num_q_heads=32, num_kv_heads=8, head_dim=12
                    q_dtype="bfloat16", kv_dtype=None, layout="NHD", query_len=1, causal=True,
                    window_left=None, softcap=None, scale=None, alibi=False, sinks=False,
                    write_lse=False, score_mod=None, mask_mod=None, per_head_kv_scale=False,
-                   kind="decoder"):
+                   kind="decoder", batch_invariant=False):
     """Compiles a paged-decode variant for ``arch`` ("sm_80", "sm_89",
     "sm_90a") with the compiler and NVRTC; needs no GPU. Returns a
     ``Compiled`` (``kernel_name``, ``source``, ``cubin_size``, ``arch``,
     ``key``). The knobs are attn's (docs/semantics.md): ``window_left``
     (None: no window), ``softcap``, ``scale`` (None: 1/sqrt(head_dim)),
     ``alibi``, ``sinks``, ``write_lse``, ``score_mod``/``mask_mod`` (attn IR
-    region text). Bad variants raise ValueError / NotImplementedError
+    region text), ``batch_invariant``. Bad variants raise ValueError / NotImplementedError
     naming the problem; NVRTC failures raise AttnError."""
     v = _decode_variant(num_q_heads, num_kv_heads, head_dim, page_size, q_dtype, kv_dtype,
                         layout, query_len, causal, window_left, softcap, scale, alibi, sinks,
-                        write_lse, score_mod, mask_mod, per_head_kv_scale, kind)
+                        write_lse, score_mod, mask_mod, per_head_kv_scale, kind,
+                        batch_invariant)
     return _compile_variant(v, arch)
 
 
@@ -233,7 +235,7 @@ def compile_prefill(arch="sm_90a", *, num_q_heads=32, num_kv_heads=8, head_dim=1
                     causal=True, window_left=None, softcap=None, scale=None, alibi=False,
                     sinks=False, write_lse=False, score_mod=None, mask_mod=None,
                     per_head_kv_scale=False, fp8_compute=False, fp8_query=False,
-                    kind="decoder", rope_dim=0):
+                    kind="decoder", rope_dim=0, batch_invariant=False):
     """Compiles a prefill variant (ragged, or ``paged`` over a cache of
     ``kv_dtype``/``page_size``/``layout``) for ``arch``; needs no GPU.
     ``kv_dtype`` for ragged prefill: None (q's) or an FP8 dtype (FP8 k/v
@@ -244,7 +246,7 @@ def compile_prefill(arch="sm_90a", *, num_q_heads=32, num_kv_heads=8, head_dim=1
     v = _prefill_variant(num_q_heads, num_kv_heads, head_dim, q_dtype, paged, kv_dtype,
                          page_size, layout, causal, window_left, softcap, scale, alibi, sinks,
                          write_lse, score_mod, mask_mod, per_head_kv_scale, fp8_compute,
-                         fp8_query, kind, rope_dim)
+                         fp8_query, kind, rope_dim, batch_invariant)
     return _compile_variant(v, arch)
 
 
@@ -263,7 +265,7 @@ def kernel_key(kind="decode", **variant):
                         q_dtype="bfloat16", kv_dtype=None, layout="NHD", query_len=1,
                         causal=True, window_left=None, softcap=None, scale=None, alibi=False,
                         sinks=False, write_lse=False, score_mod=None, mask_mod=None,
-                        per_head_kv_scale=False, kind="decoder")
+                        per_head_kv_scale=False, kind="decoder", batch_invariant=False)
         defaults.update(variant)
         return _key(_decode_variant(**defaults))
     if kind == "mla_decode":
@@ -274,7 +276,8 @@ def kernel_key(kind="decode", **variant):
                         paged=False, kv_dtype=None, page_size=16, layout="NHD", causal=True,
                         window_left=None, softcap=None, scale=None, alibi=False, sinks=False,
                         write_lse=False, score_mod=None, mask_mod=None, per_head_kv_scale=False,
-                        fp8_compute=False, fp8_query=False, kind="decoder", rope_dim=0)
+                        fp8_compute=False, fp8_query=False, kind="decoder", rope_dim=0,
+                        batch_invariant=False)
         defaults.update(variant)
         return _key(_prefill_variant(**defaults))
     raise ValueError("kind: expected 'decode', 'prefill' or 'mla_decode', got %r" % (kind,))

@@ -76,6 +76,7 @@ class Knobs:
     sinks: bool = False
     fp8_query: bool = False
     write_lse: bool = False
+    batch_invariant: bool = False
     score_mod: Optional[str] = None
     mask_mod: Optional[str] = None
 
@@ -98,6 +99,7 @@ class Knobs:
         c.sinks = self.sinks
         c.fp8_query = self.fp8_query
         c.write_lse = self.write_lse
+        c.batch_invariant = self.batch_invariant
         # Region text: a str without NULs ("" is none); ctypes keeps the bytes
         # alive in the struct's _objects.
         c.score_mod = self.score_mod
@@ -113,7 +115,7 @@ class Knobs:
             parts.append("window")
         if self.softcap:
             parts.append("soft-cap")
-        for flag in ("alibi", "sinks", "fp8_query", "write_lse"):
+        for flag in ("alibi", "sinks", "fp8_query", "write_lse", "batch_invariant"):
             if getattr(self, flag):
                 parts.append(flag.replace("write_lse", "lse").replace("alibi", "ALiBi"))
         if self.score_mod:

@@ -316,7 +316,7 @@ class attn_jit_options(CStruct):
 
 
 class attn_knobs(CStruct):
-    _flags_ = ("causal", "alibi", "sinks", "fp8_query", "write_lse")
+    _flags_ = ("causal", "alibi", "sinks", "fp8_query", "write_lse", "batch_invariant")
     _fields_ = [
         ("kind", c_int),
         ("causal", c_int),
@@ -327,6 +327,7 @@ class attn_knobs(CStruct):
         ("sinks", c_int),
         ("fp8_query", c_int),
         ("write_lse", c_int),
+        ("batch_invariant", c_int),
         ("score_mod", c_char_p),
         ("mask_mod", c_char_p),
     ]

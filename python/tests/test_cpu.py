@@ -579,6 +579,10 @@ def test_compile_decode_without_gpu(arch):
     assert "tanh" in knobs.source
     for word in ("kv=e4m3", "softcap=1", "sinks=1", "write_lse=1", "score_mod="):
         assert word in knobs.key, (word, knobs.key)
+    invariant = attn.compile_decode(arch, q_dtype="float16", num_q_heads=8, num_kv_heads=2,
+                                    head_dim=64, page_size=16, batch_invariant=True)
+    assert "batch_invariant=1" in invariant.key and "batch_invariant=0" in plain.key
+    assert invariant.kernel_name != plain.kernel_name
 
 
 @needs_lib

@@ -27,6 +27,9 @@ std::optional<std::string> cascadeProblem(const DecodeVariant &v) {
 #include "templates/attn/variant_knobs.h"
   if (!v.scoreMod.empty() || !v.maskMod.empty())
     return "score_mod and mask_mod see positions, which differ per level";
+  if (v.batchInvariant)
+    return "batch_invariant is not supported (a shared level is cut by the "
+           "size of its group)";
   if (v.kind != AttentionKind::Decoder)
     return "a cascade is decoder self attention";
   return std::nullopt;

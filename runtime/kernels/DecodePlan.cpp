@@ -26,6 +26,24 @@ int chunkGranule(const KernelSpec &spec) { return 16 * spec.schedule.warps; }
 
 int roundUp(int64_t x, int m) { return int((x + m - 1) / m * m); }
 
+/// Request b's keys [begin, end) as work items of `chunk` keys: one item, or
+/// a split whose partials take the next slots.
+void addRequest(DecodePartition &partition, int32_t b, int begin, int end,
+                int chunk) {
+  int pieces = std::max(1, (end - begin + chunk - 1) / chunk);
+  if (pieces == 1) {
+    partition.workItems.push_back({b, begin, end, -1, -1, 1, end});
+    return;
+  }
+  int first = partition.numPartials;
+  for (int i = 0; i < pieces; ++i)
+    partition.workItems.push_back({b, begin + i * chunk,
+                                   std::min(end, begin + (i + 1) * chunk),
+                                   first + i, first, pieces, end});
+  partition.numPartials += pieces;
+  ++partition.numSplitRequests;
+}
+
 } // namespace
 
 /// Splitting stops once the grid holds this many waves of resident CTAs:
@@ -36,8 +54,28 @@ constexpr int kMaxSplitWaves = 8;
 /// token-equivalents; it keeps the planner from splitting into slivers.
 constexpr int64_t kFixedCostTokens = 128;
 
+/// Batch-invariant plans (KernelSpec::batchInvariant) cut a request's
+/// visible keys every kInvariantChunkTokens from its first visible key, or,
+/// past kInvariantMaxPieces such chunks, into that many chunks of a
+/// multiple of it: boundaries set by the request's own keys, never by the
+/// batch or the device, so its partials and their merge are the same in
+/// any batch. A multiple of every chunk granule (16 tokens x up to 16
+/// warps).
+constexpr int kInvariantChunkTokens = 2048;
+constexpr int kInvariantMaxPieces = 16;
+
+static int invariantChunk(int visible) {
+  int pieces = (visible + kInvariantChunkTokens - 1) / kInvariantChunkTokens;
+  if (pieces <= kInvariantMaxPieces)
+    return kInvariantChunkTokens;
+  int chunk = (visible + kInvariantMaxPieces - 1) / kInvariantMaxPieces;
+  return roundUp(chunk, kInvariantChunkTokens);
+}
+
 int maxDecodeWorkItems(const KernelSpec &spec, int maxBatch, int numSMs,
                        int ctasPerSM) {
+  if (spec.batchInvariant)
+    return maxBatch * kInvariantMaxPieces;
   // Unsplit: one item per request; split: at most kMaxSplitWaves of CTAs.
   int columns = spec.numKVHeads * rowBlocks(spec);
   int slots = numSMs * ctasPerSM;
@@ -67,6 +105,17 @@ llvm::Expected<DecodePartition> partitionDecode(llvm::ArrayRef<int32_t> seqLens,
     maxVisible = std::max(maxVisible, seqLens[b] - firstKey(seqLens[b]));
   }
 
+  DecodePartition partition;
+  if (spec.batchInvariant) {
+    for (size_t b = 0; b < seqLens.size(); ++b) {
+      int begin = firstKey(seqLens[b]), end = seqLens[b];
+      int chunk = invariantChunk(end - begin);
+      partition.chunkTokens = std::max(partition.chunkTokens, chunk);
+      addRequest(partition, int32_t(b), begin, end, chunk);
+    }
+    return partition;
+  }
+
   // Pick the chunk: for each split count p of the longest request, estimate
   // the grid's time as waves x (chunk + fixed cost) and keep the best.
   const int64_t columns = int64_t(spec.numKVHeads) * rowBlocks(spec);
@@ -93,23 +142,10 @@ llvm::Expected<DecodePartition> partitionDecode(llvm::ArrayRef<int32_t> seqLens,
     }
   }
 
-  DecodePartition partition;
   partition.chunkTokens = bestChunk;
-  for (size_t b = 0; b < seqLens.size(); ++b) {
-    int begin = firstKey(seqLens[b]), end = seqLens[b];
-    int pieces = std::max(1, (end - begin + bestChunk - 1) / bestChunk);
-    if (pieces == 1) {
-      partition.workItems.push_back({int32_t(b), begin, end, -1, -1, 1, end});
-      continue;
-    }
-    int first = partition.numPartials;
-    for (int i = 0; i < pieces; ++i)
-      partition.workItems.push_back({int32_t(b), begin + i * bestChunk,
-                                     std::min(end, begin + (i + 1) * bestChunk),
-                                     first + i, first, pieces, end});
-    partition.numPartials += pieces;
-    ++partition.numSplitRequests;
-  }
+  for (size_t b = 0; b < seqLens.size(); ++b)
+    addRequest(partition, int32_t(b), firstKey(seqLens[b]), seqLens[b],
+               bestChunk);
   return partition;
 }
 

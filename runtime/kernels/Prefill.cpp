@@ -113,7 +113,9 @@ std::vector<PrefillWorkItem>
 splitPrefillKeys(std::vector<PrefillWorkItem> items, const KernelSpec &spec,
                  std::optional<int> windowLeft, int residentCTAs, int slots) {
   const int64_t heads = spec.prefillGridHeads();
-  if (slots < 2 || int64_t(items.size()) * heads >= residentCTAs)
+  // Batch-invariant: whether a tile splits would depend on the batch.
+  if (spec.batchInvariant || slots < 2 ||
+      int64_t(items.size()) * heads >= residentCTAs)
     return items;
   const int blockN = spec.prefillSchedule.blockN;
   constexpr int kMinSplitKeys = 512; // below, the merge costs what it saves

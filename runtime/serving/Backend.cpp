@@ -76,6 +76,7 @@ Backend::create(const BackendConfig &c, const KernelSource &kernels,
   base.scale = c.scale;
   base.scoreMod = c.scoreMod;
   base.maskMod = c.maskMod;
+  base.batchInvariant = c.batchInvariant;
 #define ATTN_HEAD_TABLE(flag, ...) base.flag = c.flag;
 #include "templates/attn/variant_knobs.h"
   // The kernel without a cache: encoders always; decoders and cross
@@ -115,7 +116,7 @@ Backend::create(const BackendConfig &c, const KernelSource &kernels,
   // Cascade decode over shared pages: its kernels now, so that no step
   // compiles.
   DecodeVariant decodeVariant = decodeVariantFor(paged);
-  if (c.cascade && c.kind == AttentionKind::Decoder &&
+  if (c.cascade && !c.batchInvariant && c.kind == AttentionKind::Decoder &&
       !cascadeProblem(decodeVariant)) {
     if (!kernels.mergeStates)
       return backendError("the kernel source has no merge_states kernels for "

@@ -54,6 +54,10 @@ ATTN_FLAG(fp8Compute, "fp8_compute", kFP8Compute)
 ATTN_FLAG(fp8Query, "fp8_query", kFP8Query)
 /// The log-sum-exp of each row is written too.
 ATTN_FLAG(writeLse, "write_lse", kWriteLse)
+/// Batch-invariant: a request's output and LSE do not depend on the other
+/// requests of its batch (docs/semantics.md, "Batch invariance"): the
+/// planners split its keys at positions fixed by its own length only.
+ATTN_FLAG(batchInvariant, "batch_invariant", kBatchInvariant)
 
 ATTN_HEAD_TABLE(alibi, alibiSlopes, "alibi_slopes", getAlibiSlopes)
 ATTN_HEAD_TABLE(sinks, sinks, "sinks", getSinks)

@@ -20,6 +20,7 @@
 // CHECK-NEXT: static constexpr bool kFP8Compute = false;
 // CHECK-NEXT: static constexpr bool kFP8Query = false;
 // CHECK-NEXT: static constexpr bool kWriteLse = true;
+// CHECK-NEXT: static constexpr bool kBatchInvariant = false;
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;
 // CHECK-NEXT: struct ScoreModHead {};
@@ -65,6 +66,7 @@ func.func @fp8_e4m3_every_modifier(%q: tensor<?x32x128xbf16>,
 // CHECK-NEXT: static constexpr bool kFP8Compute = false;
 // CHECK-NEXT: static constexpr bool kFP8Query = false;
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
+// CHECK-NEXT: static constexpr bool kBatchInvariant = false;
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;
 // CHECK-NEXT: struct ScoreModHead {};

@@ -32,6 +32,7 @@
 // CHECK-NEXT: static constexpr bool kFP8Compute = false;
 // CHECK-NEXT: static constexpr bool kFP8Query = false;
 // CHECK-NEXT: static constexpr bool kWriteLse = false;
+// CHECK-NEXT: static constexpr bool kBatchInvariant = false;
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;
 // CHECK-NEXT: struct ScoreModHead {};

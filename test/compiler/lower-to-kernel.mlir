@@ -40,15 +40,16 @@ func.func @decode_every_flag(%q: tensor<?x64x96xf16>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>, %ks: tensor<8xf32>, %vs: tensor<8xf32>,
     %slopes: tensor<64xf32>) -> (tensor<?x64x96xf16>, tensor<?x64xf32>) {
   // FP8 cache with per-head scales (8 = num_kv_heads), ALiBi, soft-cap, a
-  // sliding window, 2 query tokens and an LSE output: every flag is on.
-  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_decode_qf16_kve4m3_h64x8_d96_p32hnd_ql2_causal_sliding_window_alibi_softcap_per_head_kv_scale_write_lse_w4s5r1
-  // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_80", q_type = f16, kv_type = f8E4M3FN, num_q_heads = 64, num_kv_heads = 8, head_dim = 96, page_size = 32, layout = hnd, query_len = 2, causal = true, sliding_window = true, alibi = true, softcap = true, per_head_kv_scale = true, write_lse = true, schedule = #attn.decode_schedule<warps = 4, stages = 5, row_tiles = 1, min_chunk_tokens = 128, ctas_per_sm = 2>>
+  // sliding window, 2 query tokens, an LSE output and batch invariance:
+  // every flag is on.
+  // CHECK: %[[OUT:.+]]:2 = attn.kernel_launch @attn_decode_qf16_kve4m3_h64x8_d96_p32hnd_ql2_causal_sliding_window_alibi_softcap_per_head_kv_scale_write_lse_batch_invariant_w4s5r1
+  // CHECK-SAME: spec #attn.kernel_spec<kind = decode, arch = "sm_80", q_type = f16, kv_type = f8E4M3FN, num_q_heads = 64, num_kv_heads = 8, head_dim = 96, page_size = 32, layout = hnd, query_len = 2, causal = true, sliding_window = true, alibi = true, softcap = true, per_head_kv_scale = true, write_lse = true, batch_invariant = true, schedule = #attn.decode_schedule<warps = 4, stages = 5, row_tiles = 1, min_chunk_tokens = 128, ctas_per_sm = 2>>
   // CHECK-SAME: (%[[Q]], %[[C]], %[[BT]], %[[LENS]], %[[KS]], %[[VS]], %[[SLOPES]])
   // CHECK-SAME: -> (tensor<?x64x96xf16>, tensor<?x64xf32>)
   // CHECK: return %[[OUT]]#0, %[[OUT]]#1
   %o, %lse = attn.decode %q, %c, %bt, %lens kv_scales(%ks, %vs : tensor<8xf32>, tensor<8xf32>)
       alibi(%slopes : tensor<64xf32>)
-      {mask = #attn.mask<causal, window_left = 1024>, query_len = 2, scale = 0.125 : f32, softcap = 30.0 : f32,
+      {batch_invariant, mask = #attn.mask<causal, window_left = 1024>, query_len = 2, scale = 0.125 : f32, softcap = 30.0 : f32,
        schedule = #attn.decode_schedule<warps = 4, stages = 5, row_tiles = 1, min_chunk_tokens = 128, ctas_per_sm = 2>}
       : tensor<?x64x96xf16>, !attn.paged_kv<8x96xf8E4M3FN, page_size = 32, layout = hnd>,
         tensor<?x?xi32>, tensor<?xi32> -> tensor<?x64x96xf16>, tensor<?x64xf32>

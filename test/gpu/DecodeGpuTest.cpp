@@ -248,6 +248,54 @@ TEST(DecodeGraphGpuTest, ReplaysMatchReference) {
   EXPECT_LT(result.lseError, 2e-3);
 }
 
+// Batch invariance: one request's output bytes alone and inside random
+// batches (other requests, lengths, positions, batch sizes, graph replays).
+// With the knob off the default plan splits by the batch, so some batch
+// must change the bits: the test can fail.
+TEST(DecodeBatchInvarianceGpuTest, ARequestGivesTheSameBitsInAnyBatch) {
+  ATTN_REQUIRE_GPU();
+  for (bool invariant : {true, false}) {
+    SCOPED_TRACE(invariant ? "batch_invariant" : "default");
+    DecodeVariant v = base(ScalarType::BF16, ScalarType::BF16, 32, 8, 128, 16);
+    v.batchInvariant = invariant;
+    ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().decode(v));
+    const size_t rowBytes = size_t(v.numQHeads) * v.headDim * 2;
+    auto bytesOf = [&](const std::vector<int> &lens, int at, uint32_t seed,
+                       int replays) {
+      check::DecodeCheckOptions o;
+      o.seqLens = lens;
+      o.pinnedRequest = at;
+      o.pinnedSeed = 99;
+      o.seed = seed;
+      o.graphReplays = replays;
+      auto r = check::checkDecode(*kernel, v, o);
+      EXPECT_TRUE(bool(r)) << llvm::toString(r.takeError());
+      if (!r)
+        return std::vector<uint8_t>();
+      EXPECT_LT(r->outError, 1e-2);
+      return std::vector<uint8_t>(r->outBytes.begin() + at * rowBytes,
+                                  r->outBytes.begin() + (at + 1) * rowBytes);
+    };
+    const int len = 9000;
+    const std::vector<uint8_t> alone = bytesOf({len}, 0, 1, 0);
+    std::mt19937 rng(5);
+    int differ = 0;
+    for (int trial = 0; trial < 12; ++trial) {
+      const int batch = 1 + int(rng() % 48), at = int(rng() % batch);
+      std::vector<int> lens;
+      for (int b = 0; b < batch; ++b)
+        lens.push_back(b == at ? len : 1 + int(rng() % 20000));
+      std::vector<uint8_t> got = bytesOf(lens, at, 10 + trial, trial % 3);
+      if (invariant)
+        EXPECT_EQ(got, alone) << "batch " << batch << ", at " << at;
+      differ += got != alone;
+    }
+    if (!invariant)
+      EXPECT_GT(differ, 0) << "the default plan gave the same bits in every "
+                              "batch: this test could not fail";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Matrix, DecodeGpuTest, ::testing::ValuesIn(cases()),
                          [](const auto &info) { return info.param.name; });
 

@@ -817,6 +817,64 @@ TEST(PrefillSplitGpuTest, GraphReplaysMatchReference) {
   }
 }
 
+// Batch invariance: a paged prefill chunk (64 new rows over 12000 cached
+// keys, which the default plan splits when the GPU is otherwise idle) gives
+// the same output bytes alone and inside random batches, direct or replayed;
+// with the knob off some batch changes them (the test can fail).
+TEST(PrefillBatchInvarianceGpuTest, AChunkGivesTheSameBitsInAnyBatch) {
+  ATTN_REQUIRE_SM90A();
+  for (bool invariant : {true, false}) {
+    SCOPED_TRACE(invariant ? "batch_invariant" : "default");
+    PrefillVariant v =
+        paged(base(ScalarType::BF16, 8, 1, 128), ScalarType::BF16, 16);
+    v.batchInvariant = invariant;
+    ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(v));
+    const size_t rowBytes = size_t(v.numQHeads) * v.headDim * 2;
+    auto bytesOf = [&](const std::vector<int> &qLens,
+                       const std::vector<int> &kvLens, int at, uint32_t seed,
+                       int replays) {
+      check::PrefillCheckOptions o;
+      o.qLens = qLens;
+      o.kvLens = kvLens;
+      o.pinnedRequest = at;
+      o.pinnedSeed = 77;
+      o.seed = seed;
+      o.graphReplays = replays;
+      auto r = check::checkPrefill(*kernel, v, o);
+      EXPECT_TRUE(bool(r)) << llvm::toString(r.takeError());
+      if (!r)
+        return std::vector<uint8_t>();
+      EXPECT_LT(r->outError, 1e-2);
+      size_t first = 0;
+      for (int b = 0; b < at; ++b)
+        first += size_t(qLens[b]) * rowBytes;
+      return std::vector<uint8_t>(r->outBytes.begin() + first,
+                                  r->outBytes.begin() + first +
+                                      size_t(qLens[at]) * rowBytes);
+    };
+    const std::vector<uint8_t> alone = bytesOf({64}, {12000}, 0, 1, 0);
+    std::mt19937 rng(9);
+    int differ = 0;
+    for (int trial = 0; trial < 8; ++trial) {
+      const int batch = 1 + int(rng() % 24), at = int(rng() % batch);
+      std::vector<int> qLens, kvLens;
+      for (int b = 0; b < batch; ++b) {
+        const int q = b == at ? 64 : 1 + int(rng() % 300);
+        qLens.push_back(q);
+        kvLens.push_back(b == at ? 12000 : q + int(rng() % 9000));
+      }
+      std::vector<uint8_t> got =
+          bytesOf(qLens, kvLens, at, 20 + trial, trial % 2 ? 2 : 0);
+      if (invariant)
+        EXPECT_EQ(got, alone) << "batch " << batch << ", at " << at;
+      differ += got != alone;
+    }
+    if (!invariant)
+      EXPECT_GT(differ, 0) << "the default plan gave the same bits in every "
+                              "batch: this test could not fail";
+  }
+}
+
 /// Three replays of one graph of `v` (with LSE), planned for graphs, against
 /// the fp64 reference.
 void expectGraphReplaysMatchReference(const PrefillVariant &v) {

@@ -221,7 +221,7 @@ checkDecode(const runtime::DecodeKernel &kernel, const DecodeVariant &v,
   shape.perHeadKVScale = v.perHeadKVScale;
   shape.kvScale = tc.kvScale;
   shape.interleavedKV = tc.interleavedKV;
-  const RandomPagedCache cache = randomPagedCache(rng, shape, tc.seqLens);
+  RandomPagedCache cache = randomPagedCache(rng, shape, tc.seqLens);
   const bool fp8 =
       v.kvType == ScalarType::F8E4M3 || v.kvType == ScalarType::F8E5M2;
 
@@ -244,6 +244,35 @@ checkDecode(const runtime::DecodeKernel &kernel, const DecodeVariant &v,
 
   Quantized q =
       randomValues(rng, v.qType, tokens * v.numQHeads * v.headDim, 1.0);
+  if (tc.pinnedRequest >= 0) {
+    if (fp8 || tc.interleavedKV || tc.pinnedRequest >= batch)
+      return llvm::createStringError(
+          "pinnedRequest: a request of the batch, over a 16-bit cache");
+    // Its q rows, then each of its pages, from their own seed.
+    std::mt19937 pinned(tc.pinnedSeed);
+    auto overwrite = [&](std::vector<uint8_t> &bytes, std::vector<double> &vals,
+                         ScalarType type, int64_t first, int64_t n) {
+      Quantized fresh = randomValues(pinned, type, size_t(n), 1.0);
+      const int bytesPer = sizeOf(type);
+      std::memcpy(&bytes[first * bytesPer], fresh.bytes.data(),
+                  fresh.bytes.size());
+      std::copy(fresh.values.begin(), fresh.values.end(), vals.begin() + first);
+    };
+    const int64_t row = int64_t(v.numQHeads) * v.headDim;
+    overwrite(q.bytes, q.values, v.qType,
+              int64_t(tc.pinnedRequest) * v.queryLen * row, v.queryLen * row);
+    const int pages =
+        (tc.seqLens[tc.pinnedRequest] + v.pageSize - 1) / v.pageSize;
+    for (int i = 0; i < pages; ++i) {
+      const int64_t page =
+          cache
+              .pageTables[size_t(tc.pinnedRequest) * cache.pageTableStride + i];
+      overwrite(cache.kBytes, cache.k, v.kvType, page * cache.pageStride,
+                cache.pageElems);
+      overwrite(cache.vBytes, cache.v, v.kvType, page * cache.pageStride,
+                cache.pageElems);
+    }
+  }
   prob.q = q.values;
   prob.k = cache.k;
   prob.v = cache.v;

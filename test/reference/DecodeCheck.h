@@ -171,6 +171,11 @@ struct DecodeCheckOptions {
   /// graph and replay it N times, re-poisoning the output before each
   /// replay; the last replay is checked.
   int graphReplays = 0;
+  /// >= 0: that request's q rows and its pages of K and V hold values drawn
+  /// from `pinnedSeed` alone, the same whatever the rest of the batch is
+  /// (16-bit caches: batch-invariance tests compare its output bytes).
+  int pinnedRequest = -1;
+  uint32_t pinnedSeed = 0;
 };
 
 struct DecodeCheckResult {

@@ -258,6 +258,43 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
     prob.k = k.values;
     prob.v = val.values;
   }
+  if (tc.pinnedRequest >= 0) {
+    const int b = tc.pinnedRequest;
+    if (v.fp8Query || v.fp8KV || (v.paged && v.paged->kvType != v.qType) ||
+        tc.interleavedKV || b >= int(tc.qLens.size()))
+      return llvm::createStringError(
+          "pinnedRequest: a request of the batch, over 16-bit q/k/v");
+    // Its q rows, then its keys and values, from their own seed.
+    std::mt19937 pinned(tc.pinnedSeed);
+    auto overwrite = [&](std::vector<uint8_t> &bytes, std::vector<double> &vals,
+                         int64_t first, int64_t n) {
+      Quantized fresh = randomValues(pinned, v.qType, size_t(n), 1.0);
+      std::memcpy(&bytes[first * bytesPer], fresh.bytes.data(),
+                  fresh.bytes.size());
+      std::copy(fresh.values.begin(), fresh.values.end(), vals.begin() + first);
+    };
+    overwrite(q.bytes, q.values, d.cuQ[b] * qRow,
+              (d.cuQ[b + 1] - d.cuQ[b]) * qRow);
+    prob.q = q.values;
+    if (v.paged) {
+      const int pages = (d.kvLens[b] + shape.pageSize - 1) / shape.pageSize;
+      for (int i = 0; i < pages; ++i) {
+        const int64_t page =
+            d.cache.pageTables[size_t(b) * d.cache.pageTableStride + i];
+        overwrite(d.cache.kBytes, d.cache.k, page * d.cache.pageStride,
+                  d.cache.pageElems);
+        overwrite(d.cache.vBytes, d.cache.v, page * d.cache.pageStride,
+                  d.cache.pageElems);
+      }
+      gatherPages(d.cache, shape, d.kvLens, prob.k, prob.v);
+    } else {
+      const int64_t rows = d.cuKV[b + 1] - d.cuKV[b];
+      overwrite(k.bytes, k.values, d.cuKV[b] * kRow, rows * kRow);
+      overwrite(val.bytes, val.values, d.cuKV[b] * vRow, rows * vRow);
+      prob.k = k.values;
+      prob.v = val.values;
+    }
+  }
   std::vector<double> refOut, refLse;
   ref::prefillReference(prob, refOut, refLse);
 

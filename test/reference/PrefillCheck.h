@@ -48,6 +48,11 @@ struct PrefillCheckOptions {
   runtime::PrefillWorkspace *workspace = nullptr;
   /// The fresh workspace lets plans split keys (sm_90a kernels).
   bool splitKV = true;
+  /// >= 0: that request's q rows and its keys and values (ragged rows, or
+  /// its pages) hold values drawn from `pinnedSeed` alone, the same whatever
+  /// the rest of the batch is (16-bit q/k/v: batch-invariance tests).
+  int pinnedRequest = -1;
+  uint32_t pinnedSeed = 0;
 };
 
 struct PrefillCheckResult {

@@ -15,8 +15,8 @@
 
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/lib/manifest.json
 // MANIFEST: "format": "attn-aot-4"
-// MANIFEST-DAG: "decode q=bf16 kv=e4m3 heads=32/8 dim=128 page=16 layout=nhd qlen=1 per_head_kv_scale=0 kind=decoder causal=1 window_left=1 softcap=0 alibi=0 sinks=0 fp8_query=0 write_lse=0"
-// MANIFEST-DAG: "prefill paged kv=e4m3 page=16 layout=nhd per_head_kv_scale=0 q=bf16 heads=32/8 dim=128 kind=decoder causal=1 window_left=0 softcap=0 alibi=0 sinks=0 fp8_query=0 write_lse=0"
+// MANIFEST-DAG: "decode q=bf16 kv=e4m3 heads=32/8 dim=128 page=16 layout=nhd qlen=1 per_head_kv_scale=0 kind=decoder causal=1 window_left=1 softcap=0 alibi=0 sinks=0 fp8_query=0 write_lse=0 batch_invariant=0"
+// MANIFEST-DAG: "prefill paged kv=e4m3 page=16 layout=nhd per_head_kv_scale=0 q=bf16 heads=32/8 dim=128 kind=decoder causal=1 window_left=0 softcap=0 alibi=0 sinks=0 fp8_query=0 write_lse=0 batch_invariant=0"
 // MANIFEST-DAG: "append_kv in=f16 kv=e4m3 kv_heads=8 dim=128 page=16 layout=nhd per_head_kv_scale=0"
 // MANIFEST-DAG: "cubin": "sm_90a/paged_prefill_qbf16_kve4m3_h32x8_d128_p16nhd_causal_m{{[0-9]+}}n{{[0-9]+}}w12s2_wgmma-{{[0-9a-f]+}}.cubin"
 // MANIFEST-DAG: "source": "sm_80/decode_qf16_kvf16_h32x8_d128_p16nhd_sliding_window_w{{.*}}.cu"

@@ -1,7 +1,11 @@
 //===- DecodePlanTest.cpp - split-KV partition of decode batches ----------===//
+#include "attn/runtime/kernels/Cascade.h"
 #include "attn/runtime/kernels/Decode.h"
 
 #include <gtest/gtest.h>
+
+#include <random>
+#include <tuple>
 
 using namespace attn;
 using namespace attn::runtime;
@@ -102,6 +106,73 @@ TEST(DecodePlan, RejectsEmptyAndShortSequences) {
   ASSERT_FALSE(bool(p));
   std::string message = llvm::toString(p.takeError());
   EXPECT_NE(message.find("seq_lens[1] = 3"), std::string::npos) << message;
+}
+
+/// Request `b`'s work items, with the partial slots counted from its first.
+std::vector<std::tuple<int, int, int, int>> itemsOf(const DecodePartition &p,
+                                                    int b) {
+  std::vector<std::tuple<int, int, int, int>> out;
+  for (const DecodeWorkItem &w : p.workItems)
+    if (w.request == b)
+      out.emplace_back(w.kvBegin, w.kvEnd,
+                       w.partialIdx < 0 ? -1 : w.partialIdx - w.firstPartial,
+                       w.numPartials);
+  return out;
+}
+
+TEST(DecodePlan, BatchInvariantSplitsDependOnTheRequestOnly) {
+  KernelSpec spec = gqa4();
+  spec.batchInvariant = true;
+  std::mt19937 rng(7);
+  for (int32_t len : {17, 2048, 2049, 9000, 32768, 40000, 131072}) {
+    SCOPED_TRACE(len);
+    auto alone = partitionDecode({len}, spec, std::nullopt, 132, 2);
+    ASSERT_TRUE(bool(alone)) << llvm::toString(alone.takeError());
+    const auto want = itemsOf(*alone, 0);
+    // Chunks of 2048 keys, or, past 16 of them, 16 chunks of a multiple.
+    const int chunk =
+        len <= 16 * 2048 ? 2048 : (((len + 15) / 16 + 2047) / 2048) * 2048;
+    EXPECT_EQ(int(want.size()), (len + chunk - 1) / chunk);
+    EXPECT_LE(int(want.size()), 16);
+    for (size_t i = 0; i + 1 < want.size(); ++i)
+      EXPECT_EQ(std::get<1>(want[i]) - std::get<0>(want[i]), chunk);
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<int32_t> lens;
+      int batch = 1 + int(rng() % 64), at = int(rng() % batch);
+      for (int b = 0; b < batch; ++b)
+        lens.push_back(b == at ? len : 1 + int32_t(rng() % 70000));
+      int sms = 1 + int(rng() % 200), perSm = 1 + int(rng() % 4);
+      auto p = partitionDecode(lens, spec, std::nullopt, sms, perSm);
+      ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+      EXPECT_EQ(itemsOf(*p, at), want) << "batch " << batch << " at " << at;
+      expectCovers(*p, lens, std::vector<int>(lens.size(), 0));
+      EXPECT_LE(int(p->workItems.size()),
+                maxDecodeWorkItems(spec, batch, sms, perSm));
+    }
+  }
+}
+
+TEST(DecodePlan, BatchInvariantWindowSplitsFromTheFirstVisibleKey) {
+  KernelSpec spec = gqa4();
+  spec.batchInvariant = true;
+  spec.slidingWindow = true;
+  auto alone = partitionDecode({30000}, spec, 4095, 132, 2);
+  auto batched = partitionDecode({100, 30000, 5}, spec, 4095, 8, 1);
+  ASSERT_TRUE(alone && batched);
+  EXPECT_EQ(itemsOf(*alone, 0), itemsOf(*batched, 1));
+  // Keys from (30000 - 1 - 4095) rounded down to 16, in 2048-key chunks.
+  EXPECT_EQ(std::get<0>(itemsOf(*alone, 0).front()),
+            (30000 - 1 - 4095) / 16 * 16);
+}
+
+TEST(DecodePlan, CascadeRefusesBatchInvariance) {
+  // Its shared levels are cut by the size of their group.
+  DecodeVariant v;
+  EXPECT_FALSE(cascadeProblem(v));
+  v.batchInvariant = true;
+  auto problem = cascadeProblem(v);
+  ASSERT_TRUE(problem);
+  EXPECT_NE(problem->find("batch_invariant"), std::string::npos) << *problem;
 }
 
 } // namespace

@@ -82,6 +82,18 @@ TEST(PrefillPlan, TensorParallelChunkIsSplitToFillTheGpu) {
   expectSplitsCoverTiles(items, spec, 64);
 }
 
+TEST(PrefillPlan, BatchInvariantTilesAreNeverSplit) {
+  // The chunk that splits above, batch-invariant: whether it splits would
+  // depend on what else fills the GPU.
+  KernelSpec spec = wgmmaSpec(8);
+  spec.batchInvariant = true;
+  auto whole = tiles({256}, {32768}, spec);
+  auto items = splitPrefillKeys(whole, spec, std::nullopt, 132, 64);
+  ASSERT_EQ(items.size(), whole.size());
+  for (const PrefillWorkItem &w : items)
+    EXPECT_EQ(w.split, -1);
+}
+
 TEST(PrefillPlan, FullGpuIsNotSplit) {
   KernelSpec spec = wgmmaSpec(32);
   auto whole = tiles({4096, 4096}, {4096, 4096}, spec);

@@ -201,6 +201,7 @@ template <class Variant> void readAttentionFields(ComboReader &r, Variant &v) {
 #define ATTN_HEAD_TABLE(flag, ...) r.boolean(knobName(#flag).data(), v.flag);
 #include "templates/attn/variant_knobs.h"
   r.boolean("write_lse", v.writeLse);
+  r.boolean("batch_invariant", v.batchInvariant);
   r.modifiers("modifiers", v);
 }
 

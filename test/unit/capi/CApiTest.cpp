@@ -63,6 +63,7 @@ void expectKnobDefaults(const attn_knobs &c, const attn::AttentionKnobs &d) {
   EXPECT_EQ(c.sinks != 0, d.sinks);
   EXPECT_EQ(c.fp8_query != 0, d.fp8Query);
   EXPECT_EQ(c.write_lse != 0, d.writeLse);
+  EXPECT_EQ(c.batch_invariant != 0, d.batchInvariant);
   EXPECT_EQ(c.score_mod == nullptr, d.scoreMod.empty());
   EXPECT_EQ(c.mask_mod == nullptr, d.maskMod.empty());
 }
@@ -257,6 +258,7 @@ TEST(CApiVariants, EveryDecodeKnobReachesTheKey) {
        {"alibi", [](V &v) { v.knobs.alibi = 1; }},
        {"sinks", [](V &v) { v.knobs.sinks = 1; }},
        {"write_lse", [](V &v) { v.knobs.write_lse = 1; }},
+       {"batch_invariant", [](V &v) { v.knobs.batch_invariant = 1; }},
        {"score_mod", [](V &v) { v.knobs.score_mod = kScoreMod; }},
        {"mask_mod", [](V &v) { v.knobs.mask_mod = kMaskMod; }},
        {"q_type",
@@ -305,6 +307,7 @@ TEST(CApiVariants, EveryPrefillKnobReachesTheKey) {
        {"alibi", [](V &v) { v.knobs.alibi = 1; }},
        {"sinks", [](V &v) { v.knobs.sinks = 1; }},
        {"write_lse", [](V &v) { v.knobs.write_lse = 1; }},
+       {"batch_invariant", [](V &v) { v.knobs.batch_invariant = 1; }},
        {"score_mod", [](V &v) { v.knobs.score_mod = kScoreMod; }},
        {"mask_mod", [](V &v) { v.knobs.mask_mod = kMaskMod; }},
        {"q_type",

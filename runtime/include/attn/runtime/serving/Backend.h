@@ -86,6 +86,10 @@ struct BackendConfig {
   /// at create for decoder configs a cascade can split (no window, ALiBi,
   /// sinks or modifier regions); false serves without them.
   bool cascade = true;
+  /// Every layer's result for a request independent of the rest of the
+  /// step (docs/semantics.md, "Batch invariance"): the kernels' batch_invariant
+  /// knob, and no cascade decode (which a step takes or not by its batch).
+  bool batchInvariant = false;
   /// Per-query-head tables (alibi, ...; templates/attn/variant_knobs.h):
   /// LayerArgs passes each layer's.
 #define ATTN_HEAD_TABLE(flag, ...) bool flag = false;
