@@ -163,8 +163,11 @@ void chooseSchedule(::attn::KernelSpec &spec) {
     // (checkPackGqa), so each K/V tile is read once per group rather than
     // once per q head; on an H200 chunks over long caches at 8/1 ran
     // 1.1-1.8x faster so (docs/perf-log/history.md, "Tensor-parallel chunked
-    // prefill"). At 32/8 it measured -7..+6% on prompts: not packed.
-    if (spec.groupSize() > 1 && spec.numKVHeads <= 2) {
+    // prefill"). At 32/8 it measured -7..+6% on prompts: not packed, except
+    // in batch-invariant mode, where this kernel also runs the decodes (one
+    // row per request), which unpacked read each K/V tile once per q head.
+    if (spec.groupSize() > 1 &&
+        (spec.numKVHeads <= 2 || spec.batchInvariant)) {
       ::attn::KernelSpec packed = spec;
       packed.prefillSchedule = schedule;
       packed.prefillSchedule.packGqa = true;

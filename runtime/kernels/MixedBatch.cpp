@@ -110,6 +110,11 @@ MixedBatchAttention::plan(llvm::ArrayRef<int32_t> cuSeqlensQ,
           "decodes of {3} row(s) each",
           b, rows, numPrefills, queryLen));
   }
+  // Batch-invariant: every request through the prefill kernel, so that a
+  // token's bits are the same as a decode, in a prefill chunk or in a mixed
+  // batch (the decode kernel's tiles and splits differ from prefill's).
+  if (prefill->variant().batchInvariant)
+    numPrefills = batch;
   MixedBatchPlan plan;
   plan.numPrefills = numPrefills;
   plan.numDecodes = batch - numPrefills;

@@ -280,11 +280,12 @@ TEST(DecodeBatchInvarianceGpuTest, ARequestGivesTheSameBitsInAnyBatch) {
     const std::vector<uint8_t> alone = bytesOf({len}, 0, 1, 0);
     std::mt19937 rng(5);
     int differ = 0;
-    for (int trial = 0; trial < 12; ++trial) {
+    // Other requests short enough that the fp64 reference stays cheap.
+    for (int trial = 0; trial < 10; ++trial) {
       const int batch = 1 + int(rng() % 48), at = int(rng() % batch);
       std::vector<int> lens;
       for (int b = 0; b < batch; ++b)
-        lens.push_back(b == at ? len : 1 + int(rng() % 20000));
+        lens.push_back(b == at ? len : 1 + int(rng() % 3000));
       std::vector<uint8_t> got = bytesOf(lens, at, 10 + trial, trial % 3);
       if (invariant)
         EXPECT_EQ(got, alone) << "batch " << batch << ", at " << at;

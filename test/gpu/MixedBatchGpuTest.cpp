@@ -12,6 +12,8 @@
 #include "test/gpu/GpuTestUtil.h"
 #include "test/reference/PrefillCheck.h"
 
+#include <random>
+
 using namespace attn;
 using namespace attn::test;
 
@@ -164,6 +166,85 @@ TEST(MixedBatchArgsGpuTest, PlanRejectsDecodeOfSeveralRows) {
   ASSERT_FALSE(bool(tooMany));
   EXPECT_NE(llvm::toString(tooMany.takeError()).find("numPrefills = 4"),
             std::string::npos);
+}
+
+// Batch invariance across paths: a request's last token (position 11999
+// of 12000 cached keys) gives the same output and LSE bits as a decode
+// alone, as the last row of a prefill chunk, and as a decode or a chunk
+// inside random mixed batches, direct or replayed from a graph. With the
+// knob off, the decode kernel's bits differ from the chunk's at least once
+// (the test can fail).
+TEST(MixedBatchInvarianceGpuTest, ATokenGivesTheSameBitsOnEveryPath) {
+  ATTN_REQUIRE_GPU();
+  for (bool invariant : {true, false}) {
+    SCOPED_TRACE(invariant ? "batch_invariant" : "default");
+    PrefillVariant v =
+        pagedVariant(ScalarType::BF16, ScalarType::BF16, 32, 8, 128);
+    v.writeLse = true;
+    v.batchInvariant = invariant;
+    ATTN_ASSIGN_OR_FAIL(mixed, mixedFor(v));
+    const size_t rowBytes = size_t(v.numQHeads) * v.headDim * 2;
+    const size_t lseRowBytes = size_t(v.numQHeads) * sizeof(float);
+    using Bits = std::pair<std::vector<uint8_t>, std::vector<uint8_t>>;
+    // The output and LSE bytes of request `at`'s last row.
+    auto lastToken = [&](const std::vector<int> &qLens,
+                         const std::vector<int> &kvLens, int numPrefills,
+                         int at, uint32_t seed, int replays) -> Bits {
+      check::PrefillCheckOptions o;
+      o.qLens = qLens;
+      o.kvLens = kvLens;
+      o.pinnedRequest = at;
+      o.pinnedSeed = 5;
+      o.seed = seed;
+      o.graphReplays = replays;
+      auto r = check::checkMixedBatch(mixed, v, o, numPrefills);
+      EXPECT_TRUE(bool(r)) << llvm::toString(r.takeError());
+      if (!r)
+        return {};
+      EXPECT_LT(r->outError, 1e-2);
+      EXPECT_LT(r->lseError, 2e-3);
+      size_t row = 0;
+      for (int b = 0; b <= at; ++b)
+        row += size_t(qLens[b]);
+      row -= 1;
+      auto slice = [](const std::vector<uint8_t> &bytes, size_t first,
+                      size_t n) {
+        return std::vector<uint8_t>(bytes.begin() + first,
+                                    bytes.begin() + first + n);
+      };
+      return {slice(r->outBytes, row * rowBytes, rowBytes),
+              slice(r->lseBytes, row * lseRowBytes, lseRowBytes)};
+    };
+    const Bits alone = lastToken({1}, {12000}, 0, 0, 1, 0);
+    int differ = 0;
+    const Bits chunk = lastToken({64}, {12000}, 1, 0, 2, 0);
+    if (invariant)
+      EXPECT_EQ(chunk, alone) << "the last row of a 64-row chunk";
+    differ += chunk != alone;
+    std::mt19937 rng(3);
+    for (int trial = 0; trial < 8; ++trial) {
+      // Other requests short enough that the fp64 reference stays cheap.
+      const int batch = 2 + int(rng() % 31);
+      const int numPrefills = int(rng() % batch);
+      const int at = int(rng() % batch);
+      std::vector<int> qLens, kvLens;
+      for (int b = 0; b < batch; ++b) {
+        const bool prefillRow = b < numPrefills;
+        const int q = prefillRow ? 1 + int(rng() % 64) : 1;
+        qLens.push_back(q);
+        kvLens.push_back(b == at ? 12000 : q + int(rng() % 2000));
+      }
+      const Bits got = lastToken(qLens, kvLens, numPrefills, at, 10 + trial,
+                                 trial % 2 ? 2 : 0);
+      if (invariant)
+        EXPECT_EQ(got, alone) << "batch " << batch << ", " << numPrefills
+                              << " prefills, at " << at;
+      differ += got != alone;
+    }
+    if (!invariant)
+      EXPECT_GT(differ, 0) << "the default plans gave the same bits on every "
+                              "path: this test could not fail";
+  }
 }
 
 } // namespace

@@ -25,6 +25,23 @@ Quantized randomValues(std::mt19937 &rng, ScalarType type, size_t n,
   return q;
 }
 
+Quantized pinnedValues(uint32_t seed, PinnedStream stream, int64_t index,
+                       ScalarType type, size_t n) {
+  std::seed_seq seq{seed, uint32_t(stream), uint32_t(index),
+                    uint32_t(uint64_t(index) >> 32)};
+  std::mt19937 rng(seq);
+  return randomValues(rng, type, n, 1.0);
+}
+
+void overwritePinned(std::vector<uint8_t> &bytes, std::vector<double> &values,
+                     ScalarType type, int64_t first, int64_t n, uint32_t seed,
+                     PinnedStream stream, int64_t index) {
+  Quantized fresh = pinnedValues(seed, stream, index, type, size_t(n));
+  std::memcpy(&bytes[first * sizeOf(type)], fresh.bytes.data(),
+              fresh.bytes.size());
+  std::copy(fresh.values.begin(), fresh.values.end(), values.begin() + first);
+}
+
 std::vector<double> decodeAll(ScalarType type,
                               const std::vector<uint8_t> &bytes) {
   int bytesPer = sizeOf(type);
@@ -248,29 +265,21 @@ checkDecode(const runtime::DecodeKernel &kernel, const DecodeVariant &v,
     if (fp8 || tc.interleavedKV || tc.pinnedRequest >= batch)
       return llvm::createStringError(
           "pinnedRequest: a request of the batch, over a 16-bit cache");
-    // Its q rows, then each of its pages, from their own seed.
-    std::mt19937 pinned(tc.pinnedSeed);
-    auto overwrite = [&](std::vector<uint8_t> &bytes, std::vector<double> &vals,
-                         ScalarType type, int64_t first, int64_t n) {
-      Quantized fresh = randomValues(pinned, type, size_t(n), 1.0);
-      const int bytesPer = sizeOf(type);
-      std::memcpy(&bytes[first * bytesPer], fresh.bytes.data(),
-                  fresh.bytes.size());
-      std::copy(fresh.values.begin(), fresh.values.end(), vals.begin() + first);
-    };
+    // Its q rows by their positions, its pages by their indices.
+    const int b = tc.pinnedRequest;
     const int64_t row = int64_t(v.numQHeads) * v.headDim;
-    overwrite(q.bytes, q.values, v.qType,
-              int64_t(tc.pinnedRequest) * v.queryLen * row, v.queryLen * row);
-    const int pages =
-        (tc.seqLens[tc.pinnedRequest] + v.pageSize - 1) / v.pageSize;
+    for (int i = 0; i < v.queryLen; ++i)
+      overwritePinned(q.bytes, q.values, v.qType,
+                      (int64_t(b) * v.queryLen + i) * row, row, tc.pinnedSeed,
+                      PinnedStream::QRow, tc.seqLens[b] - v.queryLen + i);
+    const int pages = (tc.seqLens[b] + v.pageSize - 1) / v.pageSize;
     for (int i = 0; i < pages; ++i) {
       const int64_t page =
-          cache
-              .pageTables[size_t(tc.pinnedRequest) * cache.pageTableStride + i];
-      overwrite(cache.kBytes, cache.k, v.kvType, page * cache.pageStride,
-                cache.pageElems);
-      overwrite(cache.vBytes, cache.v, v.kvType, page * cache.pageStride,
-                cache.pageElems);
+          cache.pageTables[size_t(b) * cache.pageTableStride + i];
+      overwritePinned(cache.kBytes, cache.k, v.kvType, page * cache.pageStride,
+                      cache.pageElems, tc.pinnedSeed, PinnedStream::KPage, i);
+      overwritePinned(cache.vBytes, cache.v, v.kvType, page * cache.pageStride,
+                      cache.pageElems, tc.pinnedSeed, PinnedStream::VPage, i);
     }
   }
   prob.q = q.values;

@@ -37,6 +37,22 @@ struct Quantized {
 Quantized randomValues(std::mt19937 &rng, ScalarType type, size_t n,
                        double sigma, double scale = 1.0);
 
+/// What a pinned request's values are keyed by (batch-invariance tests):
+/// a q row by its position in the sequence, a page or a key/value row by
+/// its index, so that the same token has the same values in any batch, as
+/// a decode or inside a prefill chunk.
+enum class PinnedStream : uint32_t { QRow, KPage, VPage, KRow, VRow };
+
+/// `n` N(0, 1) values in `type`, drawn from (seed, stream, index) alone.
+Quantized pinnedValues(uint32_t seed, PinnedStream stream, int64_t index,
+                       ScalarType type, size_t n);
+
+/// Overwrites elements [first, first + n) of (`bytes`, `values`), stored
+/// in `type`, with pinnedValues(seed, stream, index, type, n).
+void overwritePinned(std::vector<uint8_t> &bytes, std::vector<double> &values,
+                     ScalarType type, int64_t first, int64_t n, uint32_t seed,
+                     PinnedStream stream, int64_t index);
+
 /// Decodes every element of `type` in raw bytes.
 std::vector<double> decodeAll(ScalarType type,
                               const std::vector<uint8_t> &bytes);

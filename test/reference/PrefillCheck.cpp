@@ -264,33 +264,34 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
         tc.interleavedKV || b >= int(tc.qLens.size()))
       return llvm::createStringError(
           "pinnedRequest: a request of the batch, over 16-bit q/k/v");
-    // Its q rows, then its keys and values, from their own seed.
-    std::mt19937 pinned(tc.pinnedSeed);
-    auto overwrite = [&](std::vector<uint8_t> &bytes, std::vector<double> &vals,
-                         int64_t first, int64_t n) {
-      Quantized fresh = randomValues(pinned, v.qType, size_t(n), 1.0);
-      std::memcpy(&bytes[first * bytesPer], fresh.bytes.data(),
-                  fresh.bytes.size());
-      std::copy(fresh.values.begin(), fresh.values.end(), vals.begin() + first);
-    };
-    overwrite(q.bytes, q.values, d.cuQ[b] * qRow,
-              (d.cuQ[b + 1] - d.cuQ[b]) * qRow);
+    // Its q rows by their positions in the sequence (the last row is
+    // position kvLen - 1), its pages or key / value rows by their indices.
+    const int qRows = d.cuQ[b + 1] - d.cuQ[b];
+    for (int i = 0; i < qRows; ++i)
+      overwritePinned(q.bytes, q.values, v.qType, (d.cuQ[b] + i) * qRow, qRow,
+                      tc.pinnedSeed, PinnedStream::QRow,
+                      d.kvLens[b] - qRows + i);
     prob.q = q.values;
     if (v.paged) {
       const int pages = (d.kvLens[b] + shape.pageSize - 1) / shape.pageSize;
       for (int i = 0; i < pages; ++i) {
         const int64_t page =
             d.cache.pageTables[size_t(b) * d.cache.pageTableStride + i];
-        overwrite(d.cache.kBytes, d.cache.k, page * d.cache.pageStride,
-                  d.cache.pageElems);
-        overwrite(d.cache.vBytes, d.cache.v, page * d.cache.pageStride,
-                  d.cache.pageElems);
+        overwritePinned(d.cache.kBytes, d.cache.k, v.qType,
+                        page * d.cache.pageStride, d.cache.pageElems,
+                        tc.pinnedSeed, PinnedStream::KPage, i);
+        overwritePinned(d.cache.vBytes, d.cache.v, v.qType,
+                        page * d.cache.pageStride, d.cache.pageElems,
+                        tc.pinnedSeed, PinnedStream::VPage, i);
       }
       gatherPages(d.cache, shape, d.kvLens, prob.k, prob.v);
     } else {
-      const int64_t rows = d.cuKV[b + 1] - d.cuKV[b];
-      overwrite(k.bytes, k.values, d.cuKV[b] * kRow, rows * kRow);
-      overwrite(val.bytes, val.values, d.cuKV[b] * vRow, rows * vRow);
+      for (int j = 0; j < d.kvLens[b]; ++j) {
+        overwritePinned(k.bytes, k.values, v.qType, (d.cuKV[b] + j) * kRow,
+                        kRow, tc.pinnedSeed, PinnedStream::KRow, j);
+        overwritePinned(val.bytes, val.values, v.qType, (d.cuKV[b] + j) * vRow,
+                        vRow, tc.pinnedSeed, PinnedStream::VRow, j);
+      }
       prob.k = k.values;
       prob.v = val.values;
     }
@@ -364,6 +365,7 @@ llvm::Expected<PrefillCheckResult> checkWith(const PrefillVariant &v,
     auto lseBytesOr = download(d.lse);
     if (!lseBytesOr)
       return lseBytesOr.takeError();
+    result.lseBytes = *lseBytesOr;
     std::vector<float> lse(lseBytesOr->size() / sizeof(float));
     std::memcpy(lse.data(), lseBytesOr->data(), lse.size() * sizeof(float));
     const double inf = std::numeric_limits<double>::infinity();

@@ -58,6 +58,7 @@ struct PrefillCheckOptions {
 struct PrefillCheckResult {
   double outError = 0;           ///< relative L2 error of the output
   std::vector<uint8_t> outBytes; ///< the output as the kernel wrote it
+  std::vector<uint8_t> lseBytes; ///< the LSE as it wrote it (writeLse)
   /// Worst absolute LSE error (0 without LSE). A row that sees no key must
   /// be -inf, as in the reference; anything else there counts as inf.
   double lseError = 0;

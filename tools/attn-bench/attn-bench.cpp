@@ -250,6 +250,13 @@ std::optional<DecodeConfig> onlyConfig;
 /// --sinks: every decode and prefill variant has attention sinks (one
 /// logit per q head), to compare their cost with the same run without.
 bool benchSinks = false;
+/// --batch-invariant: every decode and prefill variant in batch-invariant
+/// mode, to measure what fixed splits cost against the default plans.
+bool benchBatchInvariant = false;
+/// attn-bench decode --via-prefill: each step through the paged-prefill
+/// kernel (one query row per request), the Backend's path for decodes in
+/// batch-invariant mode.
+bool benchViaPrefill = false;
 /// `attn-bench modifiers`: the knobs each measured variant adds (a built-in
 /// modifier or a score_mod / mask_mod region); none elsewhere.
 std::function<void(AttentionKnobs &)> editKnobs;
@@ -313,6 +320,7 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   v.pageSize = benchPageSize;
   v.layout = benchLayout;
   v.sinks = benchSinks;
+  v.batchInvariant = benchBatchInvariant;
   if (editKnobs)
     editKnobs(v);
   auto kernel = unwrap(benchJit().decode(v));
@@ -361,6 +369,29 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   DecodeWorkspace ws = unwrap(kernel->createWorkspace(cfg.batch));
   DecodePlan plan = unwrap(kernel->plan(lens, ws, stream));
   std::vector<DecodeArgs> args(copies);
+  // --via-prefill: the same step through the paged-prefill kernel, as the
+  // Backend runs decodes in batch-invariant mode.
+  std::shared_ptr<const PrefillKernel> prefillKernel;
+  std::optional<PrefillWorkspace> prefillWs;
+  std::optional<PrefillPlan> prefillPlan;
+  std::vector<PagedPrefillArgs> prefillArgs(copies);
+  if (benchViaPrefill) {
+    PrefillVariant p;
+    p.qType = v.qType;
+    p.numQHeads = v.numQHeads;
+    p.numKVHeads = v.numKVHeads;
+    p.headDim = v.headDim;
+    p.sinks = v.sinks;
+    p.batchInvariant = v.batchInvariant;
+    p.paged = PagedKVFormat{v.kvType, v.pageSize, v.layout, false};
+    prefillKernel = unwrap(benchJit().prefill(p));
+    const int64_t rows = int64_t(cfg.batch) * cfg.queryLen;
+    prefillWs.emplace(unwrap(prefillKernel->createWorkspace(cfg.batch, rows)));
+    std::vector<int32_t> cuQ(cfg.batch + 1);
+    for (int b = 0; b <= cfg.batch; ++b)
+      cuQ[b] = b * cfg.queryLen;
+    prefillPlan = unwrap(prefillKernel->planPaged(cuQ, lens, *prefillWs, stream));
+  }
   for (int c = 0; c < copies; ++c) {
     DecodeArgs &a = args[c];
     a.q = q.ptr<void>();
@@ -383,16 +414,35 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
       a.kScale = a.vScale = dScale.ptr<float>();
       a.numKVScales = 1;
     }
+    PagedPrefillArgs &p = prefillArgs[c];
+    p.q = a.q;
+    p.qType = a.qType;
+    p.numQTokens = a.numTokens;
+    p.numQHeads = a.numQHeads;
+    p.headDim = a.headDim;
+    p.out = a.out;
+    p.cache = a.cache;
+    p.pageTables = a.pageTables;
+    p.pageTableStride = a.pageTableStride;
+    p.kScale = a.kScale;
+    p.vScale = a.vScale;
+    p.numKVScales = a.numKVScales;
+    p.sinks = a.sinks;
   }
+  auto runCopy = [&](int c) -> llvm::Error {
+    if (prefillKernel)
+      return prefillKernel->run(*prefillPlan, prefillArgs[c], stream);
+    return kernel->run(plan, args[c], stream);
+  };
   // A graph of back-to-back calls, rotating over the copies.
   const int callsPerGraph = std::max(copies, 20);
-  BENCH_CHECK(kernel->run(plan, args[0], stream));
+  BENCH_CHECK(runCopy(0));
   BENCH_CHECK(sync());
   CUgraph graph;
   BENCH_CHECK(checkCu(
       cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "capture"));
   for (int i = 0; i < callsPerGraph; ++i)
-    BENCH_CHECK(kernel->run(plan, args[i % copies], stream));
+    BENCH_CHECK(runCopy(i % copies));
   BENCH_CHECK(checkCu(cuStreamEndCapture(stream, &graph), "end capture"));
   CUgraphExec exec;
   BENCH_CHECK(checkCu(cuGraphInstantiate(&exec, graph, 0), "instantiate"));
@@ -408,8 +458,14 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   double bytes =
       double(cfg.batch) * cfg.context * v.numKVHeads * v.headDim * kvBytes * 2 +
       2.0 * qBytes;
-  DecodeResult r{cfg, kernel->spec().uri(), ms * 1e3, bytes / (ms * 1e-3) / 1e9,
-                 0,   plan.chunkTokens,     bytes};
+  DecodeResult r{cfg,
+                 prefillKernel ? prefillKernel->spec().uri()
+                               : kernel->spec().uri(),
+                 ms * 1e3,
+                 bytes / (ms * 1e-3) / 1e9,
+                 0,
+                 prefillKernel ? 0 : plan.chunkTokens,
+                 bytes};
   r.fractionOfRead = bytes / (ms * 1e-3) / readBw;
   return r;
 }
@@ -584,6 +640,7 @@ PrefillResult benchPrefill(const PrefillConfig &cfg, Arch arch, CUstream stream,
     v.kind = AttentionKind::Encoder;
   v.paged = paged;
   v.sinks = benchSinks;
+  v.batchInvariant = benchBatchInvariant;
   if (editKnobs)
     editKnobs(v);
   auto kernel = unwrap(benchJit().prefill(v));
@@ -1633,6 +1690,12 @@ int main(int argc, char **argv) {
            "         decoding; default 1)\n"
            "       attn-bench decode|prefill ... --sinks   every variant with\n"
            "         attention sinks\n"
+           "       attn-bench decode|prefill ... --batch-invariant   every\n"
+           "         variant in batch-invariant mode\n"
+           "       attn-bench decode ... --via-prefill   each step through "
+           "the\n"
+           "         paged-prefill kernel (the Backend's decodes in that "
+           "mode)\n"
            "       attn-bench prefill [--json] [--quick]\n"
            "         [--prefill-schedule W,M,N,S[,sync|wgmma[,pack_gqa]]]\n"
            "         [--ragged-only] [--no-e4m3] [--head-dim N]\n"
@@ -1709,6 +1772,8 @@ int main(int argc, char **argv) {
   if (onlyConfig)
     onlyConfig->queryLen = benchQueryLen;
   benchSinks = has("--sinks");
+  benchBatchInvariant = has("--batch-invariant");
+  benchViaPrefill = has("--via-prefill");
   for (size_t i = 0; i + 1 < args.size(); ++i)
     if (args[i] == "--define")
       benchDefines.push_back(args[i + 1]);
