@@ -468,6 +468,7 @@ llvm::Expected<MlaDecodeVariant> toVariant(const attn_mla_decode_variant *v) {
   out.causal = v->causal != 0;
   out.scale = v->scale == 0 ? std::nullopt : std::optional<float>(v->scale);
   out.writeLse = v->write_lse != 0;
+  out.batchInvariant = v->batch_invariant != 0;
   if (llvm::Error error = checkVariant(out))
     return std::move(error);
   return out;
@@ -585,6 +586,7 @@ void attn_mla_decode_variant_init(attn_mla_decode_variant *v) {
   v->causal = m.causal;
   v->scale = m.scale.value_or(0.0f);
   v->write_lse = m.writeLse;
+  v->batch_invariant = m.batchInvariant;
 }
 
 } // extern "C"

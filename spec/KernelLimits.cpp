@@ -363,13 +363,17 @@ std::string checkMlaDecode(const KernelSpec &spec) {
     return "causal needs query_len > 1 (one query sees every cached key "
            "anyway)";
   std::string other;
+  auto taken = [](std::string_view flag) {
+    return flag == "causal" || flag == "write_lse" ||
+           flag == "batch_invariant";
+  };
 #define ATTN_FLAG(member, name, ...)                                           \
-  if (spec.member && std::string_view(name) != "causal" &&                     \
-      std::string_view(name) != "write_lse")                                   \
+  if (spec.member && !taken(name))                                             \
     other += other.empty() ? name : std::string(", ") + name;
 #include "templates/attn/variant_knobs.h"
   if (!other.empty() || spec.hasModifiers() || !spec.aux.empty())
-    return "an mla_decode kernel takes only the causal and write_lse flags" +
+    return "an mla_decode kernel takes only the causal, write_lse and "
+           "batch_invariant flags" +
            (other.empty() ? std::string() : " (got " + other + ")");
   const DecodeSchedule &s = spec.schedule;
   if (s.warps != kMlaWarps || s.rowTiles != 1)

@@ -175,6 +175,9 @@ struct MlaDecodeVariant {
   bool causal = false;
   std::optional<float> scale; ///< default 1/sqrt(kvLoraRank + ropeDim)
   bool writeLse = false;
+  /// A request's output and LSE do not depend on the rest of its batch
+  /// (docs/semantics.md, "Batch invariance").
+  bool batchInvariant = false;
   /// Pins the GPU schedule instead of letting the compiler choose.
   std::optional<DecodeSchedule> schedule;
 };

@@ -227,16 +227,17 @@ typedef struct attn_merge_states_variant {
  * by every query head; output kv_lora_rank values per head. */
 typedef struct attn_mla_decode_variant {
   uint32_t struct_size;
-  attn_dtype q_type;  /* f16 or bf16; also the output's (default bf16) */
-  attn_dtype kv_type; /* q_type or e4m3 (default bf16) */
-  int num_q_heads;    /* 1 to 128 (default 16) */
-  int kv_lora_rank;   /* multiple of 64, up to 512 (default 512) */
-  int rope_dim;       /* 0, 64 or 128 (default 64) */
-  int page_size;      /* default 64 */
-  int query_len;      /* query tokens per request (default 1) */
-  int causal;         /* among a request's query tokens (default 0) */
-  float scale;        /* softmax scale; 0: 1/sqrt(kv_lora_rank + rope_dim) */
-  int write_lse;      /* args carry lse (natural log) */
+  attn_dtype q_type;   /* f16 or bf16; also the output's (default bf16) */
+  attn_dtype kv_type;  /* q_type or e4m3 (default bf16) */
+  int num_q_heads;     /* 1 to 128 (default 16) */
+  int kv_lora_rank;    /* multiple of 64, up to 512 (default 512) */
+  int rope_dim;        /* 0, 64 or 128 (default 64) */
+  int page_size;       /* default 64 */
+  int query_len;       /* query tokens per request (default 1) */
+  int causal;          /* among a request's query tokens (default 0) */
+  float scale;         /* softmax scale; 0: 1/sqrt(kv_lora_rank + rope_dim) */
+  int write_lse;       /* args carry lse (natural log) */
+  int batch_invariant; /* as attn_knobs' */
 } attn_mla_decode_variant;
 
 /* struct_size and the C++ API's defaults. */

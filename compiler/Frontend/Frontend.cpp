@@ -658,18 +658,17 @@ mlir::attn::buildMlaDecodeModule(MLIRContext &context,
       pinnedSchedule<DecodeScheduleAttr>(loc, variant.schedule);
   if (failed(pinned))
     return nullptr;
-  return buildFunctionModule(
-      loc, "mla_decode", argTypes, resultTypes,
-      [&](OpBuilder &b, ValueRange args) -> ValueRange {
-        Value qRope = rope ? args[4] : Value();
-        Value kpe = rope ? args[5] : Value();
-        Value kvScale = fp8 ? args.back() : Value();
-        auto mla = b.create<MlaDecodeOp>(
-            loc, qNope, lse, args[0], args[1], args[2], args[3], qRope, kpe,
-            kvScale, uint64_t(int64_t(variant.queryLen)), mask,
-            optionalF32(builder, variant.scale), *pinned);
-        return mla->getResults();
-      });
+  auto body = [&](OpBuilder &b, ValueRange args) -> ValueRange {
+    Value qRope = rope ? args[4] : Value();
+    Value kpe = rope ? args[5] : Value();
+    Value kvScale = fp8 ? args.back() : Value();
+    auto mla = b.create<MlaDecodeOp>(
+        loc, qNope, lse, args[0], args[1], args[2], args[3], qRope, kpe,
+        kvScale, uint64_t(int64_t(variant.queryLen)), mask,
+        optionalF32(builder, variant.scale), *pinned, variant.batchInvariant);
+    return mla->getResults();
+  };
+  return buildFunctionModule(loc, "mla_decode", argTypes, resultTypes, body);
 }
 
 llvm::Expected<std::vector<::attn::KernelSpec>>

@@ -206,6 +206,7 @@ FailureOr<::attn::KernelSpec> getMlaDecodeKernelSpec(MlaDecodeOp op,
   MaskAttr mask = op.getMaskAttr();
   spec.causal = mask && mask.isCausal();
   spec.writeLse = static_cast<bool>(op.getLse());
+  spec.batchInvariant = op.getBatchInvariant();
   if (DecodeScheduleAttr schedule = op.getScheduleAttr())
     spec.schedule = schedule.getSchedule();
   return spec;

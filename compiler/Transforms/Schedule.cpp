@@ -166,8 +166,7 @@ void chooseSchedule(::attn::KernelSpec &spec) {
     // prefill"). At 32/8 it measured -7..+6% on prompts: not packed, except
     // in batch-invariant mode, where this kernel also runs the decodes (one
     // row per request), which unpacked read each K/V tile once per q head.
-    if (spec.groupSize() > 1 &&
-        (spec.numKVHeads <= 2 || spec.batchInvariant)) {
+    if (spec.groupSize() > 1 && (spec.numKVHeads <= 2 || spec.batchInvariant)) {
       ::attn::KernelSpec packed = spec;
       packed.prefillSchedule = schedule;
       packed.prefillSchedule.packGqa = true;

@@ -220,7 +220,9 @@ def Attn_MlaDecodeOp : Attn_Op<"mla_decode", [Pure, AttrSizedOperandSegments]> {
     tokens through its row of `page_tables`; both caches are paged alike
     and have one KV head. An e4m3 cache needs `kv_scale` (one f32, stored
     value = x / scale, for the latent and RoPE parts). The optional second
-    result is each row's log-sum-exp (natural log).
+    result is each row's log-sum-exp (natural log). `batch_invariant`: a
+    request's result does not depend on the rest of its batch
+    (docs/semantics.md, "Batch invariance").
 
     ```mlir
     %o = attn.mla_decode %q_nope, %ckv, %page_tables, %seq_lens
@@ -239,7 +241,8 @@ def Attn_MlaDecodeOp : Attn_Op<"mla_decode", [Pure, AttrSizedOperandSegments]> {
       DefaultValuedAttr<I64Attr, "1">:$query_len,
       OptionalAttr<Attn_MaskAttr>:$mask,
       OptionalAttr<F32Attr>:$scale,
-      OptionalAttr<Attn_DecodeScheduleAttr>:$schedule);
+      OptionalAttr<Attn_DecodeScheduleAttr>:$schedule,
+      UnitAttr:$batch_invariant);
   let results = (outs Attn_ActivationTensor:$out,
                       Optional<Attn_LseTensor>:$lse);
   let assemblyFormat = [{

@@ -291,6 +291,7 @@ class MlaDecodeVariant:
     causal: bool = False
     scale: float = 0.0  # 0: 1/sqrt(kv_lora_rank + rope_dim)
     write_lse: bool = False
+    batch_invariant: bool = False  # docs/semantics.md, "Batch invariance"
 
     def to_c(self):
         v = _lib.attn_mla_decode_variant()
@@ -301,6 +302,7 @@ class MlaDecodeVariant:
                                                      self.rope_dim)
         v.page_size, v.query_len = self.page_size, self.query_len
         v.causal, v.scale, v.write_lse = self.causal, self.scale, self.write_lse
+        v.batch_invariant = self.batch_invariant
         return v
 
     def describe(self):
@@ -311,7 +313,8 @@ class MlaDecodeVariant:
                                                                  self.rope_dim),
             "page %d" % self.page_size,
             "%d query tokens" % self.query_len if self.query_len > 1 else "",
-            "causal" if self.causal else "", "lse" if self.write_lse else ""], None)
+            "causal" if self.causal else "", "lse" if self.write_lse else "",
+            "batch invariant" if self.batch_invariant else ""], None)
 
 
 # --- handles ----------------------------------------------------------------

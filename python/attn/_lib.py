@@ -393,7 +393,7 @@ class attn_merge_states_variant(CStruct):
 
 
 class attn_mla_decode_variant(CStruct):
-    _flags_ = ("causal", "write_lse")
+    _flags_ = ("causal", "write_lse", "batch_invariant")
     _fields_ = [
         ("struct_size", c_uint32),
         ("q_type", c_int),
@@ -406,6 +406,7 @@ class attn_mla_decode_variant(CStruct):
         ("causal", c_int),
         ("scale", c_float),
         ("write_lse", c_int),
+        ("batch_invariant", c_int),
     ]
 
 

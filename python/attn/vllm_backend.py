@@ -135,6 +135,7 @@ Differences from vLLM's own MLA backends (and why):
 import dataclasses
 import enum
 import itertools
+import os
 import sys
 import threading
 import weakref
@@ -185,6 +186,16 @@ class AttentionCGSupport(enum.Enum):
     UNIFORM_BATCH = 2
     UNIFORM_SINGLE_TOKEN_DECODE = 1
     NEVER = 0
+
+
+def _batch_invariant():
+    """vLLM's batch-invariant mode (``VLLM_BATCH_INVARIANT=1``): attn's
+    kernels are then built with ``batch_invariant`` (docs/semantics.md,
+    "Batch invariance")."""
+    envs = sys.modules.get("vllm.envs")
+    if envs is not None and hasattr(envs, "VLLM_BATCH_INVARIANT"):
+        return bool(envs.VLLM_BATCH_INVARIANT)
+    return os.environ.get("VLLM_BATCH_INVARIANT", "0").strip().lower() in ("1", "true")
 
 
 def _vllm_cg_support(name):
@@ -718,13 +729,14 @@ class AttnImpl(_ImplCommon):
         if self.attn_type == AttentionType.DECODER:
             knobs = Knobs(kind="decoder", causal=True, window_left=self.window_left,
                           softcap=self.logits_soft_cap, scale=self.scale,
-                          alibi=self.alibi_slopes is not None, sinks=self.sinks is not None)
+                          alibi=self.alibi_slopes is not None, sinks=self.sinks is not None,
+                          batch_invariant=_batch_invariant())
             return PrefillVariant(knobs=knobs, q_type=q_type, num_q_heads=self.num_heads,
                                   num_kv_heads=self.num_kv_heads, head_dim=self.head_size,
                                   paged=True, kv_type=kv, page_size=page_size, layout=layout)
         knobs = Knobs(kind="encoder", causal=False, softcap=self.logits_soft_cap,
                       scale=self.scale, alibi=self.alibi_slopes is not None,
-                      sinks=self.sinks is not None)
+                      sinks=self.sinks is not None, batch_invariant=_batch_invariant())
         return PrefillVariant(knobs=knobs, q_type=q_type, num_q_heads=self.num_heads,
                               num_kv_heads=self.num_kv_heads, head_dim=self.head_size)
 
@@ -1145,8 +1157,11 @@ class AttnBackend(_BackendCommon):
 
     @classmethod
     def supports_batch_invariance(cls):
-        """False."""
-        return False
+        """True: under ``VLLM_BATCH_INVARIANT=1`` every kernel is built
+        batch-invariant, and each step's tokens, decodes included, run
+        through the paged-prefill kernel, so a token's bits do not depend on
+        its batch nor on whether it is decoded or prefilled."""
+        return True
 
     @classmethod
     def supports_kv_connector(cls):
@@ -2005,13 +2020,15 @@ class AttnMLAImpl(_ImplCommon):
         return MlaDecodeVariant(q_type=q_type, kv_type=None if kv == q_type else kv,
                                 num_q_heads=self.num_heads, kv_lora_rank=self.kv_lora_rank,
                                 rope_dim=self.qk_rope_head_dim, page_size=page_size,
-                                query_len=query_len, causal=query_len > 1, scale=self.scale)
+                                query_len=query_len, causal=query_len > 1, scale=self.scale,
+                                batch_invariant=_batch_invariant())
 
     def _prefill_variant(self, q_type, causal, lse):
         """Ragged prefill in MHA form: ``head_dim`` v_head_dim and
         ``rope_dim`` the rest of qk_head_dim (q/k rows of head_dim +
         rope_dim, v and out rows of head_dim)."""
-        knobs = Knobs(kind="decoder", causal=causal, scale=self.scale, write_lse=lse)
+        knobs = Knobs(kind="decoder", causal=causal, scale=self.scale, write_lse=lse,
+                      batch_invariant=_batch_invariant())
         kw = dict(knobs=knobs, q_type=q_type, num_q_heads=self.num_heads,
                   num_kv_heads=self.num_heads, head_dim=self._pf_head_dim)
         if self._pf_rope_dim:
@@ -2524,8 +2541,12 @@ class AttnMLABackend(_BackendCommon):
 
     @classmethod
     def supports_batch_invariance(cls):
-        """False."""
-        return False
+        """True: under ``VLLM_BATCH_INVARIANT=1`` MLA decode splits each
+        request's keys at fixed positions and the MHA-form prefill never
+        splits, so neither depends on the batch (a token decoded and the
+        same token prefilled are two different computations, as in vLLM's
+        own MLA backends)."""
+        return True
 
     @classmethod
     def supports_kv_connector(cls):

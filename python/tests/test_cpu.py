@@ -552,6 +552,30 @@ def test_vllm_impl_argument_errors():
     assert (fp8.kv_type, fp8.layout, fp8.page_size) == ("float8_e5m2", "HND", 32)
     enc = vb.AttnImpl(8, 64, 0.1, 8, attn_type="encoder_only")._variant("float16", 16, "NHD")
     assert not enc.paged and enc.knobs.kind == "encoder" and not enc.knobs.causal
+    assert not v.knobs.batch_invariant and not enc.knobs.batch_invariant
+
+
+def test_vllm_batch_invariant_mode(monkeypatch):
+    # VLLM_BATCH_INVARIANT=1 (read from vllm.envs when vLLM is loaded)
+    # builds every kernel batch-invariant; both backends declare it.
+    assert vb.AttnBackend.supports_batch_invariance()
+    assert vb.AttnMLABackend.supports_batch_invariance()
+    assert vb.AttnBackend.validate_configuration(128, "bfloat16", "auto", 16,
+                                                 use_batch_invariant=True) == []
+    monkeypatch.delitem(sys.modules, "vllm.envs", raising=False)
+    monkeypatch.setenv("VLLM_BATCH_INVARIANT", "1")
+    impl = vb.AttnImpl(8, 128, 0.1, 2)
+    assert impl._variant("bfloat16", 16, "NHD").knobs.batch_invariant
+    assert vb.AttnImpl(8, 64, 0.1, 8, attn_type="encoder_only")._variant(
+        "float16", 16, "NHD").knobs.batch_invariant
+    mla = _mla_impl()
+    assert mla._decode_variant("bfloat16", 64, 1).batch_invariant
+    small = _mla_impl(num_heads=32, head_size=320, kv_lora_rank=256, qk_nope_head_dim=64,
+                      qk_head_dim=None, v_head_dim=128)
+    assert small._prefill_variant("float16", False, True).knobs.batch_invariant
+    monkeypatch.setenv("VLLM_BATCH_INVARIANT", "0")
+    assert not impl._variant("bfloat16", 16, "NHD").knobs.batch_invariant
+    assert not mla._decode_variant("bfloat16", 64, 1).batch_invariant
 
 
 def test_mixed_batch_split_rule():

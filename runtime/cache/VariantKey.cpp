@@ -150,10 +150,11 @@ std::string variantKey(const MergeStatesVariant &v) { return kernelKey(v); }
 
 std::string kernelKey(const MlaDecodeVariant &v) {
   return fmt::format("mla_decode q={} kv={} heads={} rank={} rope={} page={} "
-                     "query_len={} causal={} write_lse={}{}",
+                     "query_len={} causal={} write_lse={} batch_invariant={}{}",
                      toString(v.qType), toString(v.kvType), v.numQHeads,
                      v.kvLoraRank, v.ropeDim, v.pageSize, v.queryLen,
-                     flag(v.causal), flag(v.writeLse), scheduleOf(v.schedule));
+                     flag(v.causal), flag(v.writeLse), flag(v.batchInvariant),
+                     scheduleOf(v.schedule));
 }
 
 std::string variantKey(const MlaDecodeVariant &v) {

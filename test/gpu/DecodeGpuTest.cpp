@@ -287,13 +287,15 @@ TEST(DecodeBatchInvarianceGpuTest, ARequestGivesTheSameBitsInAnyBatch) {
       for (int b = 0; b < batch; ++b)
         lens.push_back(b == at ? len : 1 + int(rng() % 3000));
       std::vector<uint8_t> got = bytesOf(lens, at, 10 + trial, trial % 3);
-      if (invariant)
+      if (invariant) {
         EXPECT_EQ(got, alone) << "batch " << batch << ", at " << at;
+      }
       differ += got != alone;
     }
-    if (!invariant)
+    if (!invariant) {
       EXPECT_GT(differ, 0) << "the default plan gave the same bits in every "
                               "batch: this test could not fail";
+    }
   }
 }
 

@@ -218,8 +218,9 @@ TEST(MixedBatchInvarianceGpuTest, ATokenGivesTheSameBitsOnEveryPath) {
     const Bits alone = lastToken({1}, {12000}, 0, 0, 1, 0);
     int differ = 0;
     const Bits chunk = lastToken({64}, {12000}, 1, 0, 2, 0);
-    if (invariant)
+    if (invariant) {
       EXPECT_EQ(chunk, alone) << "the last row of a 64-row chunk";
+    }
     differ += chunk != alone;
     std::mt19937 rng(3);
     for (int trial = 0; trial < 8; ++trial) {
@@ -236,14 +237,16 @@ TEST(MixedBatchInvarianceGpuTest, ATokenGivesTheSameBitsOnEveryPath) {
       }
       const Bits got = lastToken(qLens, kvLens, numPrefills, at, 10 + trial,
                                  trial % 2 ? 2 : 0);
-      if (invariant)
+      if (invariant) {
         EXPECT_EQ(got, alone) << "batch " << batch << ", " << numPrefills
                               << " prefills, at " << at;
+      }
       differ += got != alone;
     }
-    if (!invariant)
+    if (!invariant) {
       EXPECT_GT(differ, 0) << "the default plans gave the same bits on every "
                               "path: this test could not fail";
+    }
   }
 }
 

@@ -30,6 +30,10 @@ struct MlaCase {
   std::vector<int> seqLens;
   bool twoTensors = false;   ///< separate ckv and kpe caches (FlashInfer)
   int64_t padTokenElems = 0; ///< extra elements per cache row (strided)
+  /// >= 0: that request's q and cache rows are drawn from `pinnedSeed`
+  /// alone, the same in any batch (16-bit caches; batch invariance).
+  int pinnedRequest = -1;
+  uint32_t pinnedSeed = 0;
 };
 
 MlaDecodeVariant mla(ScalarType q, ScalarType kv, int heads, int rank, int rope,
@@ -157,9 +161,43 @@ llvm::Expected<MlaRun> makeRun(const MlaCase &tc, std::mt19937 &rng) {
       randomValues(rng, v.kvType, size_t(rows) * rank, 1.0, kvScale);
   Quantized ropeVals =
       randomValues(rng, v.kvType, size_t(rows) * rope, 1.0, kvScale);
+  int64_t row = 0;
+  const int64_t tokens = int64_t(batch) * v.queryLen;
+  Quantized qNope =
+      randomValues(rng, v.qType, size_t(tokens) * v.numQHeads * rank, 1.0);
+  Quantized qRope =
+      randomValues(rng, v.qType, size_t(tokens) * v.numQHeads * rope, 1.0);
+  if (tc.pinnedRequest >= 0) {
+    // Its cache rows by index, its q rows by position.
+    const int pinned = tc.pinnedRequest;
+    for (int b = 0; b < pinned; ++b)
+      row += tc.seqLens[b];
+    for (int j = 0; j < tc.seqLens[pinned]; ++j) {
+      check::overwritePinned(latent.bytes, latent.values, v.kvType,
+                             (row + j) * rank, rank, tc.pinnedSeed,
+                             check::PinnedStream::KRow, j);
+      if (rope)
+        check::overwritePinned(ropeVals.bytes, ropeVals.values, v.kvType,
+                               (row + j) * rope, rope, tc.pinnedSeed,
+                               check::PinnedStream::KRopeRow, j);
+    }
+    const int64_t qRow = int64_t(v.numQHeads) * rank;
+    const int64_t qRopeRow = int64_t(v.numQHeads) * rope;
+    for (int i = 0; i < v.queryLen; ++i) {
+      const int64_t token = int64_t(pinned) * v.queryLen + i;
+      const int64_t position = tc.seqLens[pinned] - v.queryLen + i;
+      check::overwritePinned(qNope.bytes, qNope.values, v.qType, token * qRow,
+                             qRow, tc.pinnedSeed, check::PinnedStream::QRow,
+                             position);
+      if (rope)
+        check::overwritePinned(qRope.bytes, qRope.values, v.qType,
+                               token * qRopeRow, qRopeRow, tc.pinnedSeed,
+                               check::PinnedStream::QRopeRow, position);
+    }
+    row = 0;
+  }
   r.prob.latent = latent.values;
   r.prob.rope = ropeVals.values;
-  int64_t row = 0;
   for (int b = 0; b < batch; ++b)
     for (int j = 0; j < tc.seqLens[b]; ++j, ++row) {
       const int64_t p = tables[size_t(b) * pageTableStride + j / page];
@@ -176,11 +214,6 @@ llvm::Expected<MlaRun> makeRun(const MlaCase &tc, std::mt19937 &rng) {
                     size_t(rope) * kvBytes);
     }
 
-  const int64_t tokens = int64_t(batch) * v.queryLen;
-  Quantized qNope =
-      randomValues(rng, v.qType, size_t(tokens) * v.numQHeads * rank, 1.0);
-  Quantized qRope =
-      randomValues(rng, v.qType, size_t(tokens) * v.numQHeads * rope, 1.0);
   r.prob.numQHeads = v.numQHeads;
   r.prob.rank = rank;
   r.prob.ropeDim = rope;
@@ -306,6 +339,82 @@ TEST_P(MlaDecodeGpuTest, ReplaysFromACudaGraph) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MlaDecodeGpuTest, ::testing::ValuesIn(cases()),
                          [](const auto &info) { return info.param.name; });
+
+// Batch invariance: one request's output and LSE bytes alone and inside
+// random batches (other requests, lengths, positions, graph replays). With
+// the knob off the default plan splits by the batch, so some batch must
+// change the bits: the test can fail.
+TEST(MlaDecodeGpu, ARequestGivesTheSameBitsInAnyBatch) {
+  ATTN_REQUIRE_GPU();
+  for (bool invariant : {true, false}) {
+    SCOPED_TRACE(invariant ? "batch_invariant" : "default");
+    MlaCase tc{
+        "pinned", mla(ScalarType::BF16, ScalarType::BF16, 16, 512, 64, 64), {}};
+    tc.variant.writeLse = true;
+    tc.variant.batchInvariant = invariant;
+    tc.pinnedSeed = 11;
+    ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().mlaDecode(tc.variant));
+    const size_t outRow = size_t(16) * 512 * 2, lseRow = 16 * 4;
+    using Bits = std::pair<std::vector<uint8_t>, std::vector<uint8_t>>;
+    auto bitsOf = [&](std::vector<int> lens, int at, uint32_t seed,
+                      bool graph) -> Bits {
+      tc.seqLens = std::move(lens);
+      tc.pinnedRequest = at;
+      std::mt19937 rng(seed);
+      auto run = makeRun(tc, rng);
+      EXPECT_TRUE(bool(run)) << llvm::toString(run.takeError());
+      auto workspace = kernel->createWorkspace(int(tc.seqLens.size()));
+      EXPECT_TRUE(bool(workspace)) << llvm::toString(workspace.takeError());
+      if (!run || !workspace)
+        return {};
+      // Graphs capture on a stream of their own.
+      CUstream stream = nullptr;
+      if (graph) {
+        EXPECT_EQ(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
+                  CUDA_SUCCESS);
+      }
+      auto plan = kernel->plan(run->lens, *workspace, stream, graph);
+      EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+      llvm::Error ran =
+          !plan   ? plan.takeError()
+          : graph ? check::replayInGraph(*kernel, *plan, run->args, stream,
+                                         {&run->out, &run->lse}, 2)
+                  : kernel->run(*plan, run->args, stream);
+      EXPECT_FALSE(bool(ran)) << llvm::toString(std::move(ran));
+      if (stream)
+        cuStreamDestroy(stream);
+      EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+      expectMatches(tc, *run);
+      auto out = download(run->out);
+      auto lse = download(run->lse);
+      EXPECT_TRUE(out && lse);
+      if (!out || !lse)
+        return {};
+      return {std::vector<uint8_t>(out->begin() + at * outRow,
+                                   out->begin() + (at + 1) * outRow),
+              std::vector<uint8_t>(lse->begin() + at * lseRow,
+                                   lse->begin() + (at + 1) * lseRow)};
+    };
+    const Bits alone = bitsOf({9000}, 0, 1, false);
+    std::mt19937 rng(4);
+    int differ = 0;
+    for (int trial = 0; trial < 8; ++trial) {
+      const int batch = 1 + int(rng() % 32), at = int(rng() % batch);
+      std::vector<int> lens;
+      for (int b = 0; b < batch; ++b)
+        lens.push_back(b == at ? 9000 : 1 + int(rng() % 3000));
+      const Bits got = bitsOf(lens, at, 20 + trial, trial % 2 == 1);
+      if (invariant) {
+        EXPECT_EQ(got, alone) << "batch " << batch << ", at " << at;
+      }
+      differ += got != alone;
+    }
+    if (!invariant) {
+      EXPECT_GT(differ, 0) << "the default plan gave the same bits in every "
+                              "batch: this test could not fail";
+    }
+  }
+}
 
 TEST(MlaDecodeGpu, BadArgumentsAreErrors) {
   ATTN_REQUIRE_GPU();

@@ -865,13 +865,15 @@ TEST(PrefillBatchInvarianceGpuTest, AChunkGivesTheSameBitsInAnyBatch) {
       }
       std::vector<uint8_t> got =
           bytesOf(qLens, kvLens, at, 20 + trial, trial % 2 ? 2 : 0);
-      if (invariant)
+      if (invariant) {
         EXPECT_EQ(got, alone) << "batch " << batch << ", at " << at;
+      }
       differ += got != alone;
     }
-    if (!invariant)
+    if (!invariant) {
       EXPECT_GT(differ, 0) << "the default plan gave the same bits in every "
                               "batch: this test could not fail";
+    }
   }
 }
 

@@ -41,7 +41,15 @@ Quantized randomValues(std::mt19937 &rng, ScalarType type, size_t n,
 /// a q row by its position in the sequence, a page or a key/value row by
 /// its index, so that the same token has the same values in any batch, as
 /// a decode or inside a prefill chunk.
-enum class PinnedStream : uint32_t { QRow, KPage, VPage, KRow, VRow };
+enum class PinnedStream : uint32_t {
+  QRow,
+  KPage,
+  VPage,
+  KRow,
+  VRow,
+  QRopeRow, ///< MLA: q_rope by position (q_nope is QRow, the latent KRow)
+  KRopeRow,
+};
 
 /// `n` N(0, 1) values in `type`, drawn from (seed, stream, index) alone.
 Quantized pinnedValues(uint32_t seed, PinnedStream stream, int64_t index,

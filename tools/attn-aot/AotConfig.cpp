@@ -270,6 +270,7 @@ void readVariant(ComboReader &r, MlaDecodeVariant &v) {
   r.integer("query_len", v.queryLen);
   r.boolean("causal", v.causal);
   r.boolean("write_lse", v.writeLse);
+  r.boolean("batch_invariant", v.batchInvariant);
 }
 
 /// The sections of a JSON config: one per op of spec/Ops.h.

@@ -390,7 +390,8 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
     std::vector<int32_t> cuQ(cfg.batch + 1);
     for (int b = 0; b <= cfg.batch; ++b)
       cuQ[b] = b * cfg.queryLen;
-    prefillPlan = unwrap(prefillKernel->planPaged(cuQ, lens, *prefillWs, stream));
+    prefillPlan =
+        unwrap(prefillKernel->planPaged(cuQ, lens, *prefillWs, stream));
   }
   for (int c = 0; c < copies; ++c) {
     DecodeArgs &a = args[c];
@@ -458,14 +459,14 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   double bytes =
       double(cfg.batch) * cfg.context * v.numKVHeads * v.headDim * kvBytes * 2 +
       2.0 * qBytes;
-  DecodeResult r{cfg,
-                 prefillKernel ? prefillKernel->spec().uri()
-                               : kernel->spec().uri(),
-                 ms * 1e3,
-                 bytes / (ms * 1e-3) / 1e9,
-                 0,
-                 prefillKernel ? 0 : plan.chunkTokens,
-                 bytes};
+  DecodeResult r{
+      cfg,
+      prefillKernel ? prefillKernel->spec().uri() : kernel->spec().uri(),
+      ms * 1e3,
+      bytes / (ms * 1e-3) / 1e9,
+      0,
+      prefillKernel ? 0 : plan.chunkTokens,
+      bytes};
   r.fractionOfRead = bytes / (ms * 1e-3) / readBw;
   return r;
 }

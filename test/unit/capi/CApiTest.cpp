@@ -417,7 +417,8 @@ TEST(CApiVariants, EveryMlaDecodeFieldReachesTheKey) {
           v.query_len = 2;
           v.causal = 1;
         }},
-       {"write_lse", [](V &v) { v.write_lse = 1; }}});
+       {"write_lse", [](V &v) { v.write_lse = 1; }},
+       {"batch_invariant", [](V &v) { v.batch_invariant = 1; }}});
   attn_mla_decode_variant v;
   attn_mla_decode_variant_init(&v);
   EXPECT_EQ(v.num_q_heads, 16);
