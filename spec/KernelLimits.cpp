@@ -364,8 +364,7 @@ std::string checkMlaDecode(const KernelSpec &spec) {
            "anyway)";
   std::string other;
   auto taken = [](std::string_view flag) {
-    return flag == "causal" || flag == "write_lse" ||
-           flag == "batch_invariant";
+    return flag == "causal" || flag == "write_lse" || flag == "batch_invariant";
   };
 #define ATTN_FLAG(member, name, ...)                                           \
   if (spec.member && !taken(name))                                             \
