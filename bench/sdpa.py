@@ -3,7 +3,7 @@
 
 (attn's paged prefill figures from the same JSON are printed beside it.)
 
-    python3 bench/sdpa.py ATTN_BENCH_JSON [--quick] [--out SDPA_JSON]
+    python3 bench/sdpa.py ATTN_BENCH_JSON [--quick] [--flex] [--out SDPA_JSON]
 
 ATTN_BENCH_JSON is the output of `attn-bench prefill --json` or
 `attn-bench decode --json` (decode: see below). For each prefill config of its
@@ -27,6 +27,11 @@ copies of q/k/v when one copy is smaller than 4x a 60 MB L2 (as attn-bench
 does). FLOPs = 4 * batch * heads * seq^2 * dim, halved for causal. The
 ceiling is the bf16 GEMM rate of torch.matmul on 8192^3 measured in the same
 run.
+
+--flex (prefill): also FlexAttention, torch.compile'd flex_attention on the
+same shapes ([batch, heads, seq, dim], enable_gqa; causal as a BlockMask, so
+hidden tiles are skipped), compiled once per shape (dynamic=False); its
+compile time is reported too.
 
 Decode: for each bf16 config (SDPA takes no FP8 K/V), batch requests of
 `query_len` query tokens (one for plain decode) against `context` keys, no
@@ -155,6 +160,41 @@ def bench_backend(torch, cfg, backend, repeats):
     return (None if ms is None else flops(cfg) / (ms * 1e-3) / 1e12), kind, reason
 
 
+def bench_flex(torch, cfg, repeats):
+    """(TFLOP/s, compile seconds, reason) of torch.compile'd flex_attention
+    on cfg; None and the reason when it cannot run it."""
+    import time
+    from torch.nn.attention.flex_attention import (create_block_mask,
+                                                   flex_attention)
+    b, s, hq = cfg["batch"], cfg["seq"], cfg["q_heads"]
+    hkv, d = cfg["kv_heads"], cfg["head_dim"]
+    gen = torch.Generator(device="cuda").manual_seed(1)
+
+    def tensor(heads):
+        return torch.randn(b, heads, s, d, device="cuda", dtype=torch.bfloat16,
+                           generator=gen)
+
+    q, k, v = tensor(hq), tensor(hkv), tensor(hkv)
+    start = time.perf_counter()
+    block_mask = None
+    if cfg["causal"]:
+        block_mask = create_block_mask(lambda b_, h_, qi, ki: qi >= ki, None,
+                                       None, s, s, device="cuda")
+    compiled = torch.compile(flex_attention, dynamic=False)
+
+    def call(i):
+        return compiled(q, k, v, block_mask=block_mask, enable_gqa=hkv != hq)
+
+    try:
+        call(0)
+        torch.cuda.synchronize()
+    except Exception as err:  # a refused shape: report why
+        return None, None, str(err).strip().splitlines()[0][:200]
+    compile_s = time.perf_counter() - start
+    ms = time_median_ms(torch, call, repeats)
+    return flops(cfg) / (ms * 1e-3) / 1e12, compile_s, ""
+
+
 def bench_decode_backend(torch, cfg, backend, repeats):
     """(us, how K/V heads were passed, reason) of one backend on decode
     config cfg (bf16, head dim 128); us None when it cannot run it."""
@@ -183,7 +223,7 @@ def bench_decode_backend(torch, cfg, backend, repeats):
 def report_failures(failures):
     """One line per backend that refused some config, with its first reason."""
     for backend, reason in failures.items():
-        print(f"{SHORT[backend]}: some configs did not run; first reason: "
+        print(f"{SHORT.get(backend, backend.lower())}: some configs did not run; first reason: "
               f"{reason[:200]}")
 
 
@@ -206,6 +246,8 @@ def main():
                         help="output of attn-bench prefill --json or decode --json")
     parser.add_argument("--quick", action="store_true",
                         help="fewer repeats (and the GEMM timed fewer times)")
+    parser.add_argument("--flex", action="store_true",
+                        help="prefill: also FlexAttention (torch.compile'd)")
     parser.add_argument("--out", help="also write the results as JSON here")
     args = parser.parse_args()
 
@@ -231,6 +273,11 @@ def main():
           f"{attn.get('arch')}, {attn.get('sms')} SMs")
     print(f"bf16 GEMM 8192^3 (torch.matmul): {gemm:.1f} TFLOP/s\n")
 
+    if args.flex:
+        import torch._dynamo
+        for name in ("recompile_limit", "cache_size_limit"):
+            if hasattr(torch._dynamo.config, name):
+                setattr(torch._dynamo.config, name, 1024)
     rows, failures = [], {}
     for cfg in configs:
         row = {"config": cfg, "attn_tflops": cfg["tflops"], "backends": {}}
@@ -239,6 +286,11 @@ def main():
             row["backends"][backend] = {"tflops": tflops, "kv_heads_as": kind}
             if tflops is None:
                 failures.setdefault(backend, reason)
+        if args.flex:
+            tflops, compile_s, reason = bench_flex(torch, cfg, repeats)
+            row["flex"] = {"tflops": tflops, "compile_s": compile_s}
+            if tflops is None:
+                failures.setdefault("FLEX", reason)
         rows.append(row)
         torch.cuda.empty_cache()
 
@@ -247,6 +299,8 @@ def main():
     for backend in BACKENDS:
         name = SHORT[backend]
         head += f" {name:>7} {'x' + name:>7}"
+    if args.flex:
+        head += f" {'flex':>7} {'xflex':>7} {'flex_s':>6}"
     print("TFLOP/s; xNAME = attn / NAME; * = K/V heads repeated (no enable_gqa);\n"
           "paged / pg_fp8 = attn's paged prefill over a page-16 bf16 / e4m3 cache, "
           "xragd = paged / ragged")
@@ -267,6 +321,11 @@ def main():
             mark = "*" if r["kv_heads_as"] == "repeat" else ""
             ratio = None if r["tflops"] is None else row["attn_tflops"] / r["tflops"]
             line += f" {fmt(r['tflops']) + mark:>7} {fmt(ratio, '{:.2f}'):>7}"
+        if args.flex:
+            r = row["flex"]
+            ratio = None if r["tflops"] is None else row["attn_tflops"] / r["tflops"]
+            line += (f" {fmt(r['tflops']):>7} {fmt(ratio, '{:.2f}'):>7} "
+                     f"{fmt(r['compile_s']):>6}")
         print(line)
     report_failures(failures)
 

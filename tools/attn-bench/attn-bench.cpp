@@ -281,6 +281,9 @@ bool noE4M3 = false;
 /// order (each request's pages consecutive) instead of shuffled: page
 /// locality alone.
 bool identityPages = false;
+/// attn-bench prefill --by-seq: sequence lengths 512 to 16k (16k tokens per
+/// batch), 32/8 heads.
+bool prefillBySeq = false;
 /// attn-bench prefill --head-dim N: only the shapes of head dim N.
 int onlyHeadDim = 0;
 /// attn-bench prefill --rope-dim N: q and k of head dim + N dims, v and out
@@ -861,10 +864,14 @@ int runPrefill(bool json, bool quick) {
                   &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
               "cuDeviceGetAttribute"));
 
-  // 16k query tokens per batch in every shape.
+  // 16k query tokens per batch in every shape; --by-seq: every power of two
+  // from 512 to 16k (a curve per peer), 32/8 heads.
   std::vector<std::pair<int, int>> shapes = {{16, 1024}, {4, 4096}, {1, 16384}};
+  if (prefillBySeq)
+    shapes = {{32, 512}, {16, 1024}, {8, 2048},
+              {4, 4096}, {2, 8192},  {1, 16384}};
   std::vector<int> kvHeads =
-      quick ? std::vector<int>{8} : std::vector<int>{32, 8};
+      quick || prefillBySeq ? std::vector<int>{8} : std::vector<int>{32, 8};
   std::vector<int> dims =
       quick ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256};
   if (onlyHeadDim)
@@ -1700,6 +1707,8 @@ int main(int argc, char **argv) {
            "       attn-bench prefill [--json] [--quick]\n"
            "         [--prefill-schedule W,M,N,S[,sync|wgmma[,pack_gqa]]]\n"
            "         [--ragged-only] [--no-e4m3] [--head-dim N]\n"
+           "         [--by-seq]   seq 512 to 16k, 32/8 heads (prefill's\n"
+           "         curve against the peers: bench/sdpa.py)\n"
            "         [--rope-dim N]   q/k of head dim + N (MLA's prefill)\n"
            "       attn-bench prefill --tp-chunks [--json]   chunks of 256 "
            "and\n"
@@ -1804,6 +1813,7 @@ int main(int argc, char **argv) {
     pinnedPrefillSchedule = s;
   }
   raggedOnly = has("--ragged-only");
+  prefillBySeq = has("--by-seq");
   noE4M3 = has("--no-e4m3");
   auto headDim = std::find(args.begin(), args.end(), "--head-dim");
   if (headDim != args.end() &&
