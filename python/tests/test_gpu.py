@@ -8,6 +8,8 @@ Skipped, with the reason shown, without torch or a CUDA GPU.
     ATTN_LIBRARY=build/lib/libattn_c.so python3 -m pytest -q python/tests/test_gpu.py
 """
 import math
+import os
+import sys
 import types
 
 import pytest
@@ -1087,6 +1089,90 @@ def test_vllm_forward_mixed_batch(kv_dtype):
     assert res is out
     torch.cuda.synchronize()
     _check_vllm_step(st, out, "vLLM " + kv_dtype)
+
+
+def _vllm_token_out(invariant, requests, at, seed):
+    """One vLLM step through AttnImpl.forward, its mode set by
+    VLLM_BATCH_INVARIANT: ``requests`` are (rows [n, 2 + h / hkv, hkv, d]
+    of K, V and the q heads for positions 0..n-1, query_len), the last
+    query_len rows new; the output of request ``at``'s last token."""
+    h, hkv, d, bs = 8, 2, 128, 16
+    prev = os.environ.get("VLLM_BATCH_INVARIANT")
+    os.environ["VLLM_BATCH_INVARIANT"] = "1" if invariant else "0"
+    try:
+        pages = sum(-(-rows.shape[0] // bs) for rows, _ in requests)
+        perm = torch.randperm(pages + 3, generator=torch.Generator().manual_seed(seed)).tolist()
+        cache = torch.zeros((2, pages + 3, bs, hkv, d), dtype=BF16, device=DEV)
+        flat = cache.view(2, -1, hkv, d)
+        tables, qs, ks, vs, qlens, ctx = [], [], [], [], [], []
+        for rows, q_len in requests:
+            n = rows.shape[0]
+            table = [perm.pop() for _ in range(-(-n // bs))]
+            tables.append(table)
+            slots = torch.tensor([table[p // bs] * bs + p % bs for p in range(n - q_len)],
+                                 device=DEV, dtype=torch.long)
+            flat[0, slots] = rows[:n - q_len, 0]
+            flat[1, slots] = rows[:n - q_len, 1]
+            ks.append(rows[n - q_len:, 0])
+            vs.append(rows[n - q_len:, 1])
+            qs.append(rows[n - q_len:, 2:].reshape(q_len, h, d))
+            qlens.append(q_len)
+            ctx.append(n - q_len)
+        builder = vb.AttnMetadataBuilder(block_size=bs, max_num_seqs=64,
+                                         max_num_batched_tokens=4096, max_model_len=8192,
+                                         dtype=BF16, device=DEV)
+        impl = vb.AttnImpl(h, d, 1.0 / math.sqrt(d), hkv)
+        md = builder.build_step(qlens, ctx, tables)
+        query = torch.cat(qs)
+        out = torch.empty_like(query)
+        layer = types.SimpleNamespace(_k_scale=torch.ones(1, device=DEV),
+                                      _v_scale=torch.ones(1, device=DEV))
+        impl.forward(layer, query, torch.cat(ks), torch.cat(vs), cache, md, output=out)
+        torch.cuda.synchronize()
+        return out[sum(qlens[:at + 1]) - 1].clone()
+    finally:
+        if prev is None:
+            os.environ.pop("VLLM_BATCH_INVARIANT", None)
+        else:
+            os.environ["VLLM_BATCH_INVARIANT"] = prev
+
+
+def test_vllm_batch_invariant_mode_gives_a_token_the_same_bits(monkeypatch):
+    # One request's token at position 3000 decoded alone, as the last row
+    # of a 64-token chunk, and as a decode or a chunk among other requests:
+    # the same bits with VLLM_BATCH_INVARIANT=1; without it the decode and
+    # the chunk differ (the test can fail).
+    monkeypatch.delitem(sys.modules, "vllm.envs", raising=False)
+    h, hkv, d = 8, 2, 128
+    width = 2 + h // hkv  # K, V and the q heads of each KV head
+    mine = randn((3001, width, hkv, d), BF16, 301)
+
+    def others(seed, count):
+        g = torch.Generator().manual_seed(seed)
+        reqs = []
+        for i in range(count):
+            q_len = 1 if i % 2 else 1 + int(torch.randint(0, 40, (1,), generator=g))
+            n = q_len + int(torch.randint(0, 2000, (1,), generator=g))
+            reqs.append((randn((n, width, hkv, d), BF16, seed * 100 + i), q_len))
+        return reqs
+
+    for invariant in (True, False):
+        alone = _vllm_token_out(invariant, [(mine, 1)], 0, 1)
+        as_chunk = _vllm_token_out(invariant, [(mine, 64)], 0, 2)
+        if not invariant:
+            assert not torch.equal(alone, as_chunk), "the default mode could not fail this test"
+            continue
+        assert torch.equal(alone, as_chunk)
+        for trial, q_len in enumerate((1, 64, 1, 17)):
+            # Prefills come first in a vLLM step, decodes last.
+            reqs = others(10 + trial, 3 + 5 * trial)
+            reqs.insert(trial % len(reqs), (mine, q_len))
+            reqs.sort(key=lambda r: r[1] == 1)
+            at = next(i for i, r in enumerate(reqs) if r[0] is mine)
+            got = _vllm_token_out(True, reqs, at, 20 + trial)
+            assert torch.equal(got, alone), "trial %d" % trial
+        ref = reference(mine[3000:, 2:].reshape(1, h, d), mine[:, 0], mine[:, 1])[0]
+        assert_close(alone.view(1, h, d), ref, BF16, "batch-invariant decode")
 
 
 def test_vllm_forward_with_window_softcap_and_sinks():
