@@ -419,7 +419,10 @@ class KernelHandle(Handle):
         self._launch(args, stream)
 
     def _plan(self, function, *args):
-        with _runtime.on_device(self.device):
+        if _runtime.other_device(self.device):
+            with _runtime.on_device(self.device):
+                _lib.call(function, self.ptr, *args)
+        else:  # the usual case, without a context manager
             _lib.call(function, self.ptr, *args)
 
 

@@ -761,26 +761,79 @@ class _PageTables:
         self.pages_at = self.lens_room  # entries from the start of buf
         self.stride = max(1, fixed_stride)
         self.max_page, self.max_page_at = -1, None
+        self.c_lens = None  # the last fill's lengths as C ints
+        self.stage = self.stage_t = self.cols = self.upload_views = None
+        self.read_end = 0  # entries of stage the last read_back filled
         # Pages of the cache a captured graph reads (use_cuda_graph, after a
         # run()): ids are checked against it before the tables change.
         self.page_limit = None
 
+    def _staging(self, n):
+        """The host int32 array plan() builds the tables in (and reads
+        device arrays into), kept with its torch view for the plans after,
+        grown to ``n`` entries; returns (array, tensor, grown). Reusing it is
+        safe: a copy from pageable memory has taken its data when copy_
+        returns, and a read into it has landed."""
+        arr = self.stage
+        if arr is not None and n <= len(arr):
+            return arr, self.stage_t, False
+        torch = _runtime.require_torch("plan()")
+        # array('i') refuses a resize while torch holds its buffer.
+        arr = array.array("i", bytes(4 * max(n, 2 * len(arr) if arr is not None else 0, 4096)))
+        self.stage, self.stage_t = arr, torch.frombuffer(arr, dtype=torch.int32)
+        self.read_end = 0
+        return arr, self.stage_t, True
+
+    def read_back(self, arrays, batch=0):
+        """``_read_back`` of ``arrays`` (the page ids last) into the staging
+        array: one copy, no new host tensor, laid out so that the page ids
+        start at a 128-byte boundary past room for ``batch`` lengths and
+        the arrays before them, where ``fill_csr`` finds a table of
+        requests with the same number of pages already in place."""
+        self.read_end = 0
+        torch = _runtime.torch_or_none()
+        if torch is None:
+            return arrays
+        picked = _fused_reads(arrays, torch)
+        if not picked or picked == [len(arrays) - 1]:
+            return arrays  # the page ids alone: read where the requests use them (_read_ids)
+        sizes = [arrays[i].numel() for i in picked]
+        if arrays[picked[0]].dtype != torch.int32:
+            return _read_back(*arrays)  # int64 ids: checked before any narrowing
+        head = sum(sizes[:-1])
+        at = _lens_room(max(head, batch))  # where the last one starts
+        _, stage, _ = self._staging(at + sizes[-1])
+        dst = stage.narrow(0, at - head, head + sizes[-1])
+        if len(picked) == 1:
+            dst.copy_(arrays[picked[0]])
+        else:
+            dst.copy_(torch.cat([arrays[i] for i in picked]))
+        out = list(arrays)
+        pos = at - head
+        for i, n in zip(picked, sizes):
+            out[i] = stage.narrow(0, pos, n)
+            pos += n
+        self.read_end = pos
+        return out
+
     def fill_csr(self, indptr, indices, last_page_len, page_size, stream,
-                 names=("indptr", "indices", "last_page_len"), check_batch=None):
+                 names=("indptr", "indices", "last_page_len"), check_batch=None, read=True):
         """FlashInfer's CSR page table -> dense rows; returns the host
-        lengths (tokens per request). Checks the table as it passes through
-        the host: indptr from 0 up, last_page_len 1..page_size, lengths
-        within int32, and every page id the requests use >= 0 and within
-        int32; ``check_batch(batch)`` before the tables change. CUDA
-        tensors are read back in one copy (``_read_back``), the tables
+        lengths (tokens per request) as a list and as C ints. Checks the
+        table as it passes through the host: indptr from 0 up,
+        last_page_len 1..page_size, lengths within int32, and every page id
+        the requests use >= 0 and within int32; ``check_batch(batch)``
+        before the tables change. CUDA tensors are read back in one copy
+        (``read_back``; ``read=False``: the caller did), the tables
         uploaded in one."""
-        indptr, indices, last_page_len = _read_back(indptr, indices, last_page_len)
+        if read:
+            indptr, last_page_len, indices = self.read_back(
+                (indptr, last_page_len, indices), _size(last_page_len, _runtime.torch_or_none()))
         ip, lp, ids, ids_at, ids_len = _read_csr(indptr, indices, last_page_len, names)
-        seq_lens, counts = _csr_lens_of(ip, lp, page_size, names[0], names[2])
+        seq_lens, counts, max_pages = _csr_lens_of(ip, lp, page_size, names[0], names[2])
         batch = len(seq_lens)
         if check_batch is not None:
             check_batch(batch)
-        max_pages = max(counts) if counts else 0
         stride = self.fixed_stride or max(1, max_pages)
         if max_pages > stride:
             raise ValueError("%s: a request has %d pages, more than the %d per request this "
@@ -790,18 +843,21 @@ class _PageTables:
             raise ValueError("%s: has %d entries, but %s[-1] is %d"
                              % (names[1], ids_len, names[0], ip[-1]))
         start, end = (ip[0], ip[-1]) if batch else (0, 0)
-        if isinstance(ids, list):
+        n = end - start
+        full = n == batch * stride  # every request has stride pages
+        lens_room = self.lens_room or _lens_room(batch)
+        low = high = None
+        if not n:
+            used = []
+        elif isinstance(ids, list):
             used = ids[start - ids_at:end - ids_at]
-            low = high = None
-            if used:  # every entry was checked as an int32 (host_ints)
-                low, high = min(used), max(used)
+            low, high = min(used), max(used)  # each checked as an int32 (host_ints)
         else:
-            if not ids_at <= start or end - ids_at > ids.numel():  # beyond the fused read
-                ids, ids_at = _host_tensor(indices[start:end]), start
-            used = ids[start - ids_at:end - ids_at]
-            low = high = None
-            if used.numel():
-                low, high = (int(x) for x in used.aminmax())
+            if ids is None or not ids_at <= start or end - ids_at > ids.numel():  # not read yet
+                ids, ids_at = self._read_ids(indices, start, n, lens_room, full), start
+            used = ids if ids_at == start and ids.numel() == n else \
+                ids[start - ids_at:end - ids_at]
+            low, high = (int(x) for x in used.aminmax())
         if low is not None:
             if low < 0:
                 at = used.index(low) if isinstance(used, list) else \
@@ -813,36 +869,78 @@ class _PageTables:
                 raise ValueError("%s = %d: a page id must fit int32" % (where, high))
             self._check_limit(high, where)
         torch = _runtime.require_torch("plan()")
-        lens_room = self.lens_room or _lens_room(batch)
+        c_lens = array.array("i", seq_lens)
+        # The table goes where the pages already are (a full table read
+        # into place), else after what was read into the staging array.
+        base = -(-self.read_end // _TABLE_ALIGN) * _TABLE_ALIGN
+        if full and n and not isinstance(used, list) and self.stage is not None and \
+                used.dtype == torch.int32:
+            at = (used.data_ptr() - self.stage_t.data_ptr()) // 4
+            # Fixed tables keep their lengths' room (a captured graph reads them).
+            if 0 <= at < len(self.stage) and at % _TABLE_ALIGN == 0 and \
+                    (at == lens_room if self.lens_room else at >= lens_room):
+                base, lens_room = 0, at
         total = lens_room + batch * stride
         self.buf.ensure(total, names[1])
-        # Pageable: a pinned buffer costs more to get than the copy saves here.
-        host = torch.empty(total, dtype=torch.int32)
-        # The lengths and the zeros after them from C ints.
-        lens = array.array("i", seq_lens)
-        lens.frombytes(bytes(4 * (lens_room - batch)))
-        lens = torch.frombuffer(lens, dtype=torch.int32)
-        if isinstance(used, list):
-            used = _int32_tensor(used, torch)
-        if used.numel() == batch * stride and used.dtype == torch.int32:
-            # Every request has stride pages: lengths and pages in one op.
-            torch.cat((lens, used), out=host)
+        arr, stage, grown = self._staging(base + total + (0 if full else n))
+        if grown:
+            base = 0
+        arr[base:base + batch] = c_lens
+        arr[base + batch:base + lens_room] = _zeros(lens_room - batch)
+        pages_at = base + lens_room
+        if full:
+            if isinstance(used, list):
+                if n:
+                    arr[pages_at:pages_at + n] = array.array("i", used)
+            elif used.data_ptr() != stage.data_ptr() + 4 * pages_at:  # not in place
+                stage.narrow(0, pages_at, n).copy_(used)
         else:
-            host.narrow(0, 0, lens_room).copy_(lens)
-            pages = host.narrow(0, lens_room, batch * stride)
-            if used.numel() == batch * stride:
-                pages.copy_(used)
-            else:
-                pages.zero_()
-                if used.numel():
-                    mask = torch.arange(stride) < _int32_tensor(counts, torch)[:, None]
-                    pages.view(batch, stride).masked_scatter_(mask, used.to(torch.int32))
+            pages = stage.narrow(0, pages_at, batch * stride)
+            pages.zero_()
+            if n:
+                if isinstance(used, list):
+                    arr[pages_at + batch * stride:pages_at + batch * stride + n] = \
+                        array.array("i", used)
+                    used = stage.narrow(0, pages_at + batch * stride, n)
+                mask = self._columns(stride, torch) < _int32_tensor(counts, torch)[:, None]
+                pages.view(batch, stride).masked_scatter_(mask, used.to(torch.int32))
+        # The upload's views are kept while the buffers and sizes stay.
+        views = self.upload_views
+        if views is None or views[0] is not self.buf.buf or views[1] is not stage or \
+                views[2] != base or views[3] != total:
+            views = self.upload_views = (self.buf.buf, stage, base, total,
+                                         self.buf.buf.narrow(0, 0, total),
+                                         stage.narrow(0, base, total))
         with _runtime.torch_stream(stream, self.device):
-            self.buf.buf.narrow(0, 0, total).copy_(host, non_blocking=True)
+            views[4].copy_(views[5], non_blocking=True)
         self.pages_at, self.stride = lens_room, stride
         self.max_page = -1 if high is None else high
         self.max_page_at = None if high is None else where
+        self.c_lens = c_lens
         return seq_lens
+
+    def _read_ids(self, indices, start, n, lens_room, full):
+        """The ``n`` page ids from ``start`` of a CUDA ``indices`` the fused
+        read left out, read back: int32 ones into the staging array (where
+        the table's pages go when ``full``)."""
+        torch = _runtime.torch_or_none()
+        part = indices if start == 0 and indices.numel() == n else indices.narrow(0, start, n)
+        if indices.dtype != torch.int32:
+            return _host_tensor(part)
+        at = lens_room if full else -(-max(self.read_end, lens_room) // _TABLE_ALIGN) * \
+            _TABLE_ALIGN
+        _, stage, _ = self._staging(at + n)
+        dst = stage.narrow(0, at, n)
+        dst.copy_(part)
+        self.read_end = at + n
+        return dst
+
+    def _columns(self, stride, torch):
+        """0 .. stride - 1 as a host tensor (kept)."""
+        cols = self.cols
+        if cols is None or cols.numel() < stride:
+            cols = self.cols = torch.arange(max(stride, 64))
+        return cols.narrow(0, 0, stride)
 
     def upload_lens(self, lens, stream, name="seq_lens"):
         """The lengths alone (plan(block_tables=...): the caller's table)."""
@@ -913,15 +1011,10 @@ def _index_tensor(x, name, torch):
         raise ValueError("%s: expected a 1-D array, got shape %s" % (name, tuple(x.shape)))
 
 
-def _read_back(*arrays):
-    """``arrays`` with their CUDA index tensors (1-D, of the first one's
-    integer dtype and device, at most _FUSED_READ_IDS entries) replaced by
-    host copies made in one read back (one cat, one synchronization, as
-    FlashInfer's plan has); anything else as it is, for the checks that
-    name it."""
-    torch = _runtime.torch_or_none()
-    if torch is None:
-        return arrays
+def _fused_reads(arrays, torch):
+    """The positions of ``arrays`` that one read back takes: CUDA index
+    tensors, 1-D, of the first one's integer dtype and device, at most
+    _FUSED_READ_IDS entries."""
     picked, first = [], None
     for i, x in enumerate(arrays):
         if isinstance(x, torch.Tensor) and x.is_cuda and x.dim() == 1 and \
@@ -929,6 +1022,18 @@ def _read_back(*arrays):
                 (first is None or (x.dtype == first.dtype and x.device == first.device)):
             first = first if first is not None else x
             picked.append(i)
+    return picked
+
+
+def _read_back(*arrays):
+    """``arrays`` with their CUDA index tensors (``_fused_reads``) replaced
+    by host copies made in one read back (one cat, one synchronization, as
+    FlashInfer's plan has); anything else as it is, for the checks that
+    name it."""
+    torch = _runtime.torch_or_none()
+    if torch is None:
+        return arrays
+    picked = _fused_reads(arrays, torch)
     if not picked:
         return arrays
     out = list(arrays)
@@ -942,6 +1047,30 @@ def _read_back(*arrays):
         out[i] = host.narrow(0, at, n)
         at += n
     return out
+
+
+def _is_cuda(x, torch):
+    return torch is not None and isinstance(x, torch.Tensor) and x.is_cuda
+
+
+def _size(x, torch):
+    """Entries of a 1-D index array (a hint: 0 when unknown)."""
+    if isinstance(x, (list, tuple)):
+        return len(x)
+    if torch is not None and isinstance(x, torch.Tensor):
+        return x.numel()
+    return 0
+
+
+_ZEROS = array.array("i")
+
+
+def _zeros(n):
+    """``n`` C int zeros (an array('i'), from a kept one)."""
+    global _ZEROS
+    if len(_ZEROS) < n:
+        _ZEROS = array.array("i", bytes(4 * max(n, 2 * len(_ZEROS), 256)))
+    return _ZEROS[:n]
 
 
 def _read_csr(indptr, indices, last_page_len, names):
@@ -958,7 +1087,7 @@ def _read_csr(indptr, indices, last_page_len, names):
         if not indices.is_cuda:
             return ip, lp, indices, 0, indices.numel()
         # Read once indptr says which entries the requests use (fill_csr).
-        return ip, lp, torch.zeros(0, dtype=indices.dtype), 0, indices.numel()
+        return ip, lp, None, 0, indices.numel()
     ids = _runtime.host_ints(indices, names[1])
     return ip, lp, ids, 0, len(ids)
 
@@ -978,25 +1107,29 @@ def _csr_lens(indptr, last_page_len, page_size, indptr_name, last_name):
     page_size where a request has pages, lengths within int32."""
     ip = _runtime.host_ints(indptr, indptr_name)
     lp = _runtime.host_ints(last_page_len, last_name)
-    seq_lens, counts = _csr_lens_of(ip, lp, page_size, indptr_name, last_name)
+    seq_lens, counts, _ = _csr_lens_of(ip, lp, page_size, indptr_name, last_name)
     return ip, seq_lens, counts
 
 
 def _csr_lens_of(ip, lp, page_size, indptr_name, last_name):
-    """``_csr_lens`` of host ints: (tokens per request, pages per request)."""
+    """``_csr_lens`` of host ints: (tokens per request, pages per request,
+    the most pages of a request)."""
     batch = len(lp)
     if len(ip) != batch + 1:
         raise ValueError("%s: expected %d entries (the batch size %d of %s, + 1), got %d"
                          % (indptr_name, batch + 1, batch, last_name, len(ip)))
     if ip[0] < 0:
         raise ValueError("%s[0] = %d: expected >= 0" % (indptr_name, ip[0]))
+    if not batch:
+        return [], [], 0
     counts = list(map(operator.sub, ip[1:], ip[:-1]))
-    # Every request with pages and a last page in range (a batch's usual
-    # form): in C-level passes; anything else is found request by request.
-    if not batch or (min(counts) > 0 and min(lp) >= 1 and max(lp) <= page_size):
-        seq_lens = [n * page_size + l - page_size for n, l in zip(counts, lp)]
-        if not seq_lens or max(seq_lens) <= _lib.INT32_MAX:
-            return seq_lens, counts
+    most = max(counts)
+    # Every request with pages and a last page in range, and no length past
+    # int32 (each is at most pages x page_size): a batch's usual form, in
+    # C-level passes; anything else is found request by request.
+    if min(counts) > 0 and min(lp) >= 1 and max(lp) <= page_size and \
+            most * page_size <= _lib.INT32_MAX:
+        return [n * page_size + l - page_size for n, l in zip(counts, lp)], counts, most
     seq_lens = []
     for b in range(batch):
         n = counts[b]
@@ -1014,7 +1147,7 @@ def _csr_lens_of(ip, lp, page_size, indptr_name, last_name):
                 raise ValueError("%s: request %d holds %d tokens (%d pages of %d), more than "
                                  "int32 lengths count" % (indptr_name, b, tokens, n, page_size))
             seq_lens.append(tokens)
-    return seq_lens, counts
+    return seq_lens, counts, most
 
 
 def _direct_lens(seq_lens, indptr, last_page_len, page_size, names):
@@ -1655,10 +1788,12 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         if block_tables is not None:
             lens, pt_ptr, stride = self._direct_tables(block_tables, seq_lens, indptr,
                                                        last_page_len, page_size, s)
+            c_lens = array.array("i", lens)
         else:
             lens = self._tables.fill_csr(indptr, indices, last_page_len, page_size, s,
                                          check_batch=self._check_batch)
-            pt_ptr, stride = self._tables.pages_ptr, self._tables.stride
+            pt_ptr, stride, c_lens = self._tables.pages_ptr, self._tables.stride, \
+                self._tables.c_lens
         batch = len(lens)
         self._check_batch(batch)
         if q_len > 1 and lens and min(lens) < q_len:
@@ -1670,7 +1805,7 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         self._gen += 1
         # c_seq_lens: the checked lengths as C ints, once for every handle planned.
         self._plan = _Plan(gen=self._gen, batch=batch, seq_lens=lens, variant=variant,
-                           c_seq_lens=array.array("i", lens),
+                           c_seq_lens=c_lens,
                            for_graph=self._use_cuda_graph, num_q_tokens=batch * q_len,
                            stride=stride, page_tables_ptr=pt_ptr,
                            seq_lens_ptr=self._tables.lens_ptr, window_left=knobs.window_left,
@@ -2429,12 +2564,19 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
              score_mod, mask_mod, custom), make)
         hq, page_size, knobs = variant.num_q_heads, variant.page_size, variant.knobs
         device, s = self._plan_device(stream, qo_indptr, paged_kv_indptr, paged_kv_indices)
-        # One read back for the query rows and the CSR table.
-        host_q, kv_indptr, kv_indices, kv_last = _read_back(
-            qo_indptr, paged_kv_indptr, paged_kv_indices if block_tables is None else None,
-            paged_kv_last_page_len)
-        cu_q = self._cu_q(host_q)
+        # The old plan goes first: its largest page id's place is in the
+        # staging array the read below reuses.
         self._start_page_tables(device)
+        # One read back for the query rows and the CSR table.
+        if block_tables is None:
+            torch = _runtime.torch_or_none()
+            host_q, kv_indptr, kv_last, kv_indices = self._tables.read_back(
+                (qo_indptr, paged_kv_indptr, paged_kv_last_page_len, paged_kv_indices),
+                _size(paged_kv_last_page_len, torch))
+        else:
+            host_q, kv_indptr, kv_last = _read_back(qo_indptr, paged_kv_indptr,
+                                                    paged_kv_last_page_len)
+        cu_q = self._cu_q(host_q)
         if block_tables is not None:
             lens, pt_ptr, stride = _direct_tables(self, block_tables, _direct_lens(
                 seq_lens, kv_indptr, kv_last, page_size,
@@ -2442,7 +2584,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         else:
             lens = self._tables.fill_csr(kv_indptr, kv_indices, kv_last, page_size, s,
                                          ("paged_kv_indptr", "paged_kv_indices",
-                                          "paged_kv_last_page_len"))
+                                          "paged_kv_last_page_len"), read=False)
             pt_ptr, stride = self._tables.pages_ptr, self._tables.stride
         if len(lens) != len(cu_q) - 1:
             raise ValueError("paged_kv_last_page_len: %d requests, qo_indptr has %d"
@@ -2455,7 +2597,9 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         mask_aux = self._plan_mask(custom_mask, packed_custom_mask, cu_q, lens, device, s)
         self._gen += 1
         self._plan = _Plan(gen=self._gen, batch=len(lens), cu_q=cu_q, seq_lens=lens,
-                           c_cu_q=array.array("i", cu_q), c_seq_lens=array.array("i", lens),
+                           c_cu_q=array.array("i", cu_q),
+                           c_seq_lens=array.array("i", lens) if block_tables is not None
+                           else self._tables.c_lens,
                            variant=variant, for_graph=self._use_cuda_graph,
                            num_q_tokens=cu_q[-1], stride=stride, page_tables_ptr=pt_ptr,
                            seq_lens_ptr=self._tables.lens_ptr, device=device,

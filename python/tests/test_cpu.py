@@ -1661,7 +1661,8 @@ def cpu_tables(monkeypatch):
 
 def _on_device(torch):
     """A torch.Tensor subclass that says it is a CUDA tensor and counts
-    its copies to the host (``reads``)."""
+    its copies to the host (``reads``: .cpu(), or copy_ into a host
+    tensor)."""
     class OnDevice(torch.Tensor):
         reads = [0]
         is_cuda = property(lambda self: True)
@@ -1669,6 +1670,12 @@ def _on_device(torch):
         def cpu(self):
             OnDevice.reads[0] += 1
             return self.as_subclass(torch.Tensor).clone()
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func is torch.Tensor.copy_ and not isinstance(args[0], cls):
+                cls.reads[0] += 1
+            return super().__torch_function__(func, types, args, kwargs or {})
 
     return OnDevice
 
@@ -1680,16 +1687,12 @@ def _table_rows(tables, batch):
     return lens, buf[batch:tables.pages_at].tolist(), pages
 
 
-@pytest.mark.parametrize("counts", [[16] * 8, [3, 1, 7, 2], [2, 0, 5], []])
-@pytest.mark.parametrize("form", ["lists", "host", "host_int64", "device", "host_indptr"])
-def test_csr_tables_from_host_and_device_arrays(cpu_tables, counts, form):
-    torch = cpu_tables
-    page = 16
-    ip = [3]  # indices may start past 0
+def _csr_args(torch, form, counts, first, page, salt=1):
+    ip = [first]
     for c in counts:
         ip.append(ip[-1] + c)
-    ids = [(7 * i + 1) % 50 for i in range(ip[-1] + 2)]
-    last = [(5 * b) % page + 1 for b in range(len(counts))]
+    ids = [(7 * i + salt) % 50 for i in range(ip[-1] + 2)]
+    last = [(5 * b + salt) % page + 1 for b in range(len(counts))]
     on_device = _on_device(torch)
     i32 = lambda x, dt=torch.int32: torch.tensor(x, dtype=dt)  # noqa: E731
     dev = lambda x: i32(x).as_subclass(on_device)  # noqa: E731
@@ -1698,7 +1701,22 @@ def test_csr_tables_from_host_and_device_arrays(cpu_tables, counts, form):
             "host_int64": (i32(ip, torch.int64), i32(ids, torch.int64), i32(last, torch.int64)),
             "device": (dev(ip), dev(ids), dev(last)),
             "host_indptr": (i32(ip), dev(ids), i32(last))}[form]
-    tables = fi._PageTables(0)
+    return ip, ids, last, args, on_device
+
+
+@pytest.mark.parametrize("fixed", [0, 8])
+@pytest.mark.parametrize("first", [3, 0])  # indices may start past 0
+@pytest.mark.parametrize("counts", [[16] * 8, [3, 1, 7, 2], [2, 0, 5], []])
+@pytest.mark.parametrize("form", ["lists", "host", "host_int64", "device", "host_indptr"])
+def test_csr_tables_from_host_and_device_arrays(cpu_tables, counts, form, first, fixed):
+    torch = cpu_tables
+    page = 16
+    tables = fi._PageTables(0, fixed, 16) if fixed else fi._PageTables(0)
+    # An earlier plan's table in the same (reused) buffers first.
+    for earlier in ([5] * 3, [16] * 8, [1, 9]):
+        _, _, _, args, _ = _csr_args(torch, form, earlier, 0, page, salt=4)
+        tables.fill_csr(*args, page, 0)
+    ip, ids, last, args, on_device = _csr_args(torch, form, counts, first, page)
     lens = tables.fill_csr(*args, page, 0)
     want = [(c - 1) * page + lp if c else 0 for c, lp in zip(counts, last)]
     assert lens == want
@@ -1707,10 +1725,15 @@ def test_csr_tables_from_host_and_device_arrays(cpu_tables, counts, form):
     for b, c in enumerate(counts):
         assert pages[b, :c].tolist() == ids[ip[b]:ip[b + 1]]
         assert not pages[b, c:].any()  # unused entries are zeros
-    # One read back, whichever arrays are on the device.
-    assert on_device.reads[0] == (1 if form in ("device", "host_indptr") else 0)
+    # One read back, whichever arrays are on the device (with host indptr,
+    # none when the requests use no page).
+    reads = {"device": 1, "host_indptr": 1 if sum(counts) else 0}.get(form, 0)
+    assert on_device.reads[0] == reads
     used = ids[ip[0]:ip[-1]]
     assert tables.max_page == (max(used) if used else -1)
+    if used:  # where the largest id is, found in what this plan read
+        i = int(re.fullmatch(r"indices\[(\d+)\]", str(tables.max_page_at)).group(1))
+        assert ids[i] == max(used) and ip[0] <= i < ip[-1]
 
 
 @pytest.mark.parametrize("form", ["host", "device", "host_indptr"])
