@@ -764,6 +764,7 @@ class _PageTables:
         self.c_lens = None  # the last fill's lengths as C ints
         self.stage = self.stage_t = self.cols = self.upload_views = None
         self.read_end = 0  # entries of stage the last read_back filled
+        self.range = self.range_out = None  # _range's output
         # Pages of the cache a captured graph reads (use_cuda_graph, after a
         # run()): ids are checked against it before the tables change.
         self.page_limit = None
@@ -857,7 +858,7 @@ class _PageTables:
                 ids, ids_at = self._read_ids(indices, start, n, lens_room, full), start
             used = ids if ids_at == start and ids.numel() == n else \
                 ids[start - ids_at:end - ids_at]
-            low, high = (int(x) for x in used.aminmax())
+            low, high = self._range(used)
         if low is not None:
             if low < 0:
                 at = used.index(low) if isinstance(used, list) else \
@@ -918,6 +919,19 @@ class _PageTables:
         self.max_page_at = None if high is None else where
         self.c_lens = c_lens
         return seq_lens
+
+    def _range(self, ids):
+        """(min, max) of a host tensor of ids: an int32 one's written into
+        two kept C ints (no item() per value)."""
+        torch = _runtime.torch_or_none()
+        if ids.dtype != torch.int32:
+            return tuple(int(x) for x in ids.aminmax())
+        if self.range_out is None:
+            self.range = array.array("i", (0, 0))
+            t = torch.frombuffer(self.range, dtype=torch.int32)
+            self.range_out = (t[0], t[1])
+        torch.aminmax(ids, out=self.range_out)
+        return self.range[0], self.range[1]
 
     def _read_ids(self, indices, start, n, lens_room, full):
         """The ``n`` page ids from ``start`` of a CUDA ``indices`` the fused
@@ -1093,12 +1107,14 @@ def _read_csr(indptr, indices, last_page_len, names):
 
 
 def _check_rising(indptr, name):
-    """ValueError unless ``indptr`` (host ints) never decreases."""
+    """ValueError unless ``indptr`` (host ints) never decreases; returns
+    its steps."""
     steps = list(map(operator.sub, indptr[1:], indptr[:-1]))
     if steps and min(steps) < 0:
         b = next(b for b, n in enumerate(steps) if n < 0)
         raise ValueError("%s: decreases at request %d (%d > %d)"
                          % (name, b, indptr[b], indptr[b + 1]))
+    return steps
 
 
 def _csr_lens(indptr, last_page_len, page_size, indptr_name, last_name):
@@ -2108,10 +2124,11 @@ class _PrefillBase(_Wrapper):
         return max(self._max_tokens_fixed or 0, self._max_num_tokens or 0)
 
     def _cu_q(self, qo_indptr):
+        """qo_indptr's host ints, checked, and the query rows per request."""
         cu_q = _runtime.host_ints(qo_indptr, "qo_indptr")
         if not cu_q:
             raise ValueError("qo_indptr: expected batch size + 1 entries, got none")
-        _check_rising(cu_q, "qo_indptr")
+        rows = _check_rising(cu_q, "qo_indptr")
         if cu_q[0] != 0:
             raise ValueError("qo_indptr[0]: expected 0, got %d" % cu_q[0])
         if self._use_cuda_graph and len(cu_q) - 1 != self._fixed_batch:
@@ -2123,7 +2140,7 @@ class _PrefillBase(_Wrapper):
             raise ValueError("qo_indptr: %d query rows, more than the %d this CUDA-graph wrapper "
                              "holds (its first plan's, or max_num_tokens)"
                              % (cu_q[-1], self._max_tokens_fixed))
-        return cu_q
+        return cu_q, rows
 
     def _run(self, q, out, lse, return_lse, sinks, aux, stream, fill_args, k_scale, v_scale,
              folded=(1.0, None)):
@@ -2245,7 +2262,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
              score_mod, mask_mod, custom), make)
         hq, knobs = variant.num_q_heads, variant.knobs
         host_q, host_kv = _read_back(qo_indptr, kv_indptr)
-        cu_q = self._cu_q(host_q)
+        cu_q = self._cu_q(host_q)[0]
         cu_kv = _runtime.host_ints(host_kv, "kv_indptr")
         if len(cu_kv) != len(cu_q):
             raise ValueError("kv_indptr: expected %d entries (as qo_indptr), got %d"
@@ -2576,7 +2593,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         else:
             host_q, kv_indptr, kv_last = _read_back(qo_indptr, paged_kv_indptr,
                                                     paged_kv_last_page_len)
-        cu_q = self._cu_q(host_q)
+        cu_q, rows = self._cu_q(host_q)
         if block_tables is not None:
             lens, pt_ptr, stride = _direct_tables(self, block_tables, _direct_lens(
                 seq_lens, kv_indptr, kv_last, page_size,
@@ -2589,7 +2606,6 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         if len(lens) != len(cu_q) - 1:
             raise ValueError("paged_kv_last_page_len: %d requests, qo_indptr has %d"
                              % (len(lens), len(cu_q) - 1))
-        rows = list(map(operator.sub, cu_q[1:], cu_q[:-1]))
         if any(map(operator.gt, rows, lens)):
             b = next(b for b, (r, n) in enumerate(zip(rows, lens)) if r > n)
             raise ValueError("request %d: %d query rows but %d cached tokens (append the new "
