@@ -820,7 +820,7 @@ class _PageTables:
     def fill_csr(self, indptr, indices, last_page_len, page_size, stream,
                  names=("indptr", "indices", "last_page_len"), check_batch=None, read=True):
         """FlashInfer's CSR page table -> dense rows; returns the host
-        lengths (tokens per request) as a list and as C ints. Checks the
+        lengths (tokens per request; as C ints in ``c_lens``). Checks the
         table as it passes through the host: indptr from 0 up,
         last_page_len 1..page_size, lengths within int32, and every page id
         the requests use >= 0 and within int32; ``check_batch(batch)``
