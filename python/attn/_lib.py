@@ -68,6 +68,7 @@ KIND_DECODER, KIND_ENCODER, KIND_CROSS = 0, 1, 2
 MAX_AUX_TABLES = 4
 MAX_MERGE_STATES = 16
 MAX_CASCADE_LEVELS = MAX_MERGE_STATES - 1
+MAX_DECODE_QUERY_LEN = 16  # query tokens per request of a decode kernel
 
 # attn dtype names (the package's canonical names, torch's spelling) <-> enum.
 DTYPE_CODES = {

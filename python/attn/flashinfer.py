@@ -2736,13 +2736,16 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
     prefixes, each read once per group of requests; the last level is each
     request's own suffix; partial states are merged by their LSEs.
 
-    attn's cascade is a decode: every request has the same number of query
-    rows (``qo_indptr_arr[-1]`` uniform), a shared level's groups are
-    consecutive requests and each shares whole pages
-    (``paged_kv_last_page_len`` of a shared level must be ``page_size``).
-    Windows, ALiBi, soft-cap... are as attn's cascade allows (no window,
-    ALiBi or sinks). ``use_cuda_graph`` fixes the batch size at the last
-    level's ``len(paged_kv_last_page_len_buf_arr[-1])``.
+    attn's cascade kernels run a decode: every request has the same number
+    of query rows (``qo_indptr_arr[-1]`` uniform, at most 16), a shared
+    level's groups are consecutive requests and each shares whole pages
+    (``paged_kv_last_page_len`` of a shared level must be ``page_size``),
+    at most 15 shared levels. Other cascades (shared-prefix prefill: any
+    query rows per request, partial pages) run as FlashInfer runs every
+    cascade: one paged prefill per level (causal on the last level only)
+    merged with ``merge_state_in_place``. ``use_cuda_graph`` fixes the
+    batch size at the last level's ``len(paged_kv_last_page_len_buf_arr[-1])``
+    and takes the cascade kernels' cases only. No ALiBi.
     """
 
     _what = "MultiLevelCascadeAttentionWrapper"
@@ -2751,11 +2754,14 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
                  use_cuda_graph=False, qo_indptr_buf_arr=None, paged_kv_indptr_buf_arr=None,
                  paged_kv_indices_buf_arr=None, paged_kv_last_page_len_buf_arr=None, *,
                  max_pages_per_request=None):
-        num_levels = _int(num_levels, "num_levels")
-        if num_levels - 1 > _lib.MAX_CASCADE_LEVELS:
-            raise ValueError("num_levels: attn's cascade has at most %d shared levels (+1 suffix), "
-                             "got %d levels" % (_lib.MAX_CASCADE_LEVELS, num_levels))
+        num_levels = _int(num_levels, "num_levels", minimum=1)
+        if use_cuda_graph and num_levels - 1 > _lib.MAX_CASCADE_LEVELS:
+            raise ValueError("num_levels: attn's cascade kernels (use_cuda_graph=True) take at "
+                             "most %d shared levels (+1 suffix), got %d levels"
+                             % (_lib.MAX_CASCADE_LEVELS, num_levels))
         super().__init__(float_workspace_buffer, kv_layout, use_cuda_graph)
+        self._per_level = None  # paged prefill wrappers of a per-level plan
+        self._per_level_planned = False
         self._num_levels = num_levels
         self._fixed_batch = 0
         self._fixed_strides = [0] * num_levels
@@ -2802,9 +2808,29 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
         page_size = _int(page_size, "page_size")
         q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type)
         if _pos_mode(pos_encoding_mode) == "ALIBI":
-            raise NotImplementedError("pos_encoding_mode='ALIBI': attn's cascade kernels have no "
-                                      "ALiBi (plan each level with the paged wrappers and merge "
-                                      "with merge_state)")
+            raise NotImplementedError("pos_encoding_mode='ALIBI': attn's cascades have no ALiBi "
+                                      "(a level's key positions are not the sequence's)")
+        why = self._not_for_kernels(qo_indptr_arr, paged_kv_indptr_arr, paged_kv_last_page_len,
+                                    page_size)
+        if why is not None:
+            if self._use_cuda_graph:
+                raise NotImplementedError("%s; with use_cuda_graph=True attn runs only what its "
+                                          "cascade kernels take" % why)
+            self._plan = None
+            if self._per_level is None:
+                self._per_level = [BatchPrefillWithPagedKVCacheWrapper(self._workspace,
+                                                                       self._kv_layout)
+                                   for _ in range(n)]
+            for l, w in enumerate(self._per_level):
+                w.plan(qo_indptr_arr[l], paged_kv_indptr_arr[l], paged_kv_indices_arr[l],
+                       paged_kv_last_page_len[l], hq, hkv, d, page_size,
+                       causal=_flag(causal, "causal") if l == n - 1 else False,
+                       sm_scale=sm_scale, window_left=window_left,
+                       logits_soft_cap=logits_soft_cap, q_data_type=q_type,
+                       kv_data_type=kv_type, stream=stream)
+            self._per_level_planned = True
+            return
+        self._per_level_planned = False
         device, s = self._plan_device(stream, *qo_indptr_arr)
         last_q = _runtime.host_ints(qo_indptr_arr[-1], "qo_indptr_arr[%d]" % (n - 1))
         batch = len(last_q) - 1
@@ -2874,6 +2900,29 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
 
     begin_forward = plan
 
+    def _not_for_kernels(self, qo_indptr_arr, kv_indptr_arr, last_page_len_arr, page_size):
+        """Why attn's cascade kernels cannot take these levels (None if
+        they can): their requests' query rows, groups or partial pages."""
+        n = self._num_levels
+        if n - 1 > _lib.MAX_CASCADE_LEVELS:
+            return "%d shared levels (the kernels take %d)" % (n - 1, _lib.MAX_CASCADE_LEVELS)
+        last_q = _runtime.host_ints(qo_indptr_arr[-1], "qo_indptr_arr[%d]" % (n - 1))
+        q_lens = {last_q[b + 1] - last_q[b] for b in range(len(last_q) - 1)}
+        if len(q_lens) != 1 or not 1 <= min(q_lens) <= _lib.MAX_DECODE_QUERY_LEN:
+            return ("qo_indptr_arr[%d]: requests of %s query rows (the kernels take the same "
+                    "number, 1 to %d, for every request)"
+                    % (n - 1, sorted(q_lens), _lib.MAX_DECODE_QUERY_LEN))
+        q_len = q_lens.pop()
+        for l in range(n - 1):
+            qo = _runtime.host_ints(qo_indptr_arr[l], "qo_indptr_arr[%d]" % l)
+            if any(row % q_len for row in qo):
+                return "qo_indptr_arr[%d]: a group splits a request" % l
+            last = _runtime.host_ints(last_page_len_arr[l], "paged_kv_last_page_len[%d]" % l)
+            kv = _runtime.host_ints(kv_indptr_arr[l], "paged_kv_indptr_arr[%d]" % l)
+            if any(kv[g + 1] > kv[g] and last[g] != page_size for g in range(len(last))):
+                return ("paged_kv_last_page_len[%d]: a shared level ends inside a page" % l)
+        return None
+
     def _fits(self, h, plan):
         return plan.batch <= h.max_batch and plan.num_levels <= h.max_levels
 
@@ -2886,9 +2935,20 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
 
     def run(self, q, paged_kv_cache, *, k_scale=None, v_scale=None, out=None, lse=None,
             return_lse=False, stream=None):
-        """Cascade decode of ``q`` [batch * rows, num_qo_heads, head_dim]
+        """Cascade attention of ``q`` [query rows, num_qo_heads, head_dim]
         over ``paged_kv_cache``; returns the output (and, with
         ``return_lse``, the base-2 LSE: extensions)."""
+        if self._per_level_planned:
+            # FlashInfer's order: the last level, then each shared level
+            # merged into it.
+            last = self._per_level[-1]
+            out, lse_out = last.run(q, paged_kv_cache, k_scale=k_scale, v_scale=v_scale,
+                                    out=out, lse=lse, return_lse=True, stream=stream)
+            for w in self._per_level[:-1]:
+                out_l, lse_l = w.run(q, paged_kv_cache, k_scale=k_scale, v_scale=v_scale,
+                                     return_lse=True, stream=stream)
+                merge_state_in_place(out, lse_out, out_l, lse_l, stream=stream)
+            return (out, lse_out) if _flag(return_lse, "return_lse") else out
         plan = self._need_plan()
         base = plan.variant
         device = plan.device
@@ -3024,7 +3084,8 @@ class BatchMLAPagedAttentionWrapper(_Wrapper):
             raise NotImplementedError(
                 "qo_indptr: requests have %s query tokens; attn's MLA decode takes the same "
                 "number for every request" % q_lens)
-        q_len = _int(q_lens[0], "query tokens per request (qo_indptr)", maximum=16)
+        q_len = _int(q_lens[0], "query tokens per request (qo_indptr)",
+                     maximum=_lib.MAX_DECODE_QUERY_LEN)
         last = []
         for b in range(batch):
             pages = kp[b + 1] - kp[b]

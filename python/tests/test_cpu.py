@@ -413,7 +413,8 @@ def test_wrapper_constructor_errors():
     with pytest.raises(ValueError, match="paged_kv_indptr_buffer"):
         fi.BatchDecodeWithPagedKVCacheWrapper(None, "NHD", use_cuda_graph=True)
     with pytest.raises(ValueError, match="num_levels"):
-        fi.MultiLevelCascadeAttentionWrapper(17, None)
+        fi.MultiLevelCascadeAttentionWrapper(17, None, use_cuda_graph=True)
+    fi.MultiLevelCascadeAttentionWrapper(17, None)  # runs level by level
 
 
 def test_prefill_plan_argument_errors():
@@ -1974,10 +1975,41 @@ def test_alibi_is_flashinfers_for_attention_that_is_not_causal():
     v = _planned(fi.BatchPrefillWithPagedKVCacheWrapper(None, "NHD"), [0, 4], [0, 1], [0], [4],
                  8, 8, 64, 16, pos_encoding_mode="ALIBI")
     assert v.knobs.score_mod == fi._ALIBI_REGION
-    with pytest.raises(NotImplementedError, match="cascade kernels have no ALiBi"):
+    with pytest.raises(NotImplementedError, match="cascades have no ALiBi"):
         fi.MultiLevelCascadeAttentionWrapper(2, None).plan(
             [[0, 1], [0, 1]], [[0, 1], [0, 1]], [[0], [1]], [[16], [1]], 8, 8, 64, 16,
             pos_encoding_mode="ALIBI")
+
+
+def test_cascade_runs_level_by_level_what_its_kernels_do_not_take():
+    w = fi.MultiLevelCascadeAttentionWrapper(2, None)
+    ok = ([[0, 2], [0, 1, 2]], [[0, 1], [0, 1, 2]], [[16], [1, 1]])
+    assert w._not_for_kernels(ok[0], ok[1], ok[2], 16) is None
+    # Query rows of several lengths, more than 16, a group splitting a
+    # request, a shared level ending inside a page.
+    assert "[1, 2] query rows" in w._not_for_kernels([[0, 3], [0, 1, 3]], ok[1], ok[2], 16)
+    assert "[17] query rows" in w._not_for_kernels([[0, 34], [0, 17, 34]], ok[1], ok[2], 16)
+    assert "splits a request" in w._not_for_kernels([[0, 3, 4], [0, 2, 4]],
+                                                   [[0, 1, 2], [0, 1, 2]],
+                                                   [[16, 16], [1, 1]], 16)
+    assert "inside a page" in w._not_for_kernels(ok[0], ok[1], [[9], [1, 1]], 16)
+    assert "16 shared levels" in fi.MultiLevelCascadeAttentionWrapper(17, None)._not_for_kernels(
+        [[0, 1]] * 17, [[0, 1]] * 17, [[16]] * 17, 16)
+    # Those plan one paged prefill per level, causal on the last one only
+    # (FlashInfer's cascade), except under use_cuda_graph.
+    seen = []
+
+    def plan(self, qo, kvp, kvi, last, *args, **kw):
+        seen.append((qo, kw["causal"]))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fi.BatchPrefillWithPagedKVCacheWrapper, "plan", plan)
+        w.plan([[0, 3], [0, 1, 3]], ok[1], [[0], [1, 2]], ok[2], 8, 8, 64, 16, causal=True)
+    assert seen == [([0, 3], False), ([0, 1, 3], True)] and w._per_level_planned
+    g = fi.MultiLevelCascadeAttentionWrapper(
+        2, None, use_cuda_graph=True, paged_kv_last_page_len_buf_arr=[[0], [0, 0]],
+        paged_kv_indices_buf_arr=[[0], [0, 0]])
+    with pytest.raises(NotImplementedError, match="use_cuda_graph=True"):
+        g.plan([[0, 3], [0, 1, 3]], ok[1], [[0], [1, 2]], ok[2], 8, 8, 64, 16)
 
 
 @needs_lib
