@@ -18,7 +18,8 @@ import sys
 
 SERIES = [  # (label, colour, value of a row)
     ("attn ragged", "#1f77b4", lambda r: r["attn_tflops"]),
-    ("attn paged", "#aec7e8", lambda r: r["config"].get("paged_p16_tflops")),
+    # attn-bench writes 0 for a column it skipped (--ragged-only).
+    ("attn paged", "#aec7e8", lambda r: r["config"].get("paged_p16_tflops") or None),
     ("cuDNN", "#2ca02c", lambda r: r["backends"]["CUDNN_ATTENTION"]["tflops"]),
     ("FlashAttention 2", "#ff7f0e",
      lambda r: r["backends"]["FLASH_ATTENTION"]["tflops"]),
@@ -27,7 +28,7 @@ SERIES = [  # (label, colour, value of a row)
 WIDTH, HEIGHT, MARGIN = 260, 260, 44
 
 
-def panel(rows, title, x0, top, ceiling):
+def panel(rows, series, title, x0, top, ceiling):
     """SVG elements of one panel (left edge x0)."""
     h = HEIGHT - 2 * MARGIN
     y = lambda v: MARGIN + h - h * v / top
@@ -49,7 +50,7 @@ def panel(rows, title, x0, top, ceiling):
         label = f"{seq // 1024}k" if seq >= 1024 else str(seq)
         out.append(f'<text x="{x(i)}" y="{MARGIN + h + 14}" text-anchor="middle" '
                    f'font-size="10">{label}</text>')
-    for _, colour, value in SERIES:
+    for _, colour, value in series:
         points = [(x(i), y(v)) for i, r in enumerate(rows)
                   if (v := value(r)) is not None]
         if len(points) > 1:
@@ -75,7 +76,8 @@ def main():
         sys.exit(f"prefill_peers_plot.py: cannot read '{args.json}': {err}")
     if not rows:
         sys.exit("prefill_peers_plot.py: no rows")
-    top = max([ceiling] + [v for r in rows for _, _, f in SERIES
+    series = [s for s in SERIES if any(s[2](r) is not None for r in rows)]
+    top = max([ceiling] + [v for r in rows for _, _, f in series
                            if (v := f(r)) is not None])
     top = (int(top) // 200 + 1) * 200
     panels = sorted({(r["config"]["head_dim"], r["config"]["causal"])
@@ -87,10 +89,10 @@ def main():
                       key=lambda r: r["config"]["seq"])
         heads = f'{mine[0]["config"]["q_heads"]}/{mine[0]["config"]["kv_heads"]}'
         title = f'head dim {d}, {"causal" if causal else "full"}, {heads}'
-        parts += panel(mine, title, x0, top, ceiling)
+        parts += panel(mine, series, title, x0, top, ceiling)
         x0 += WIDTH + MARGIN
     legend_y, lx = HEIGHT - 8, MARGIN
-    for label, colour, _ in SERIES + [("bf16 GEMM", "#000", None)]:
+    for label, colour, _ in series + [("bf16 GEMM", "#000", None)]:
         parts.append(f'<rect x="{lx}" y="{legend_y - 9}" width="10" height="10" '
                      f'fill="{colour}"/>')
         parts.append(f'<text x="{lx + 14}" y="{legend_y}" font-size="11">{label}</text>')
