@@ -128,6 +128,24 @@ def test_validate_configuration_on_hopper():
     assert _validate(vb.AttnMLABackend) != []  # not MLA
 
 
+def test_batch_invariant_mode_follows_vllms_flag(monkeypatch):
+    # vLLM's own flag (vllm.envs.VLLM_BATCH_INVARIANT) turns attn's knob
+    # on; both backends pass vLLM's batch-invariance check.
+    import vllm.envs as envs
+    if "use_batch_invariant" in inspect.signature(
+            AttentionBackend.validate_configuration).parameters:
+        assert _validate(vb.AttnBackend, use_batch_invariant=True) == []
+        assert _validate(vb.AttnMLABackend, use_mla=True, head_size=576,
+                         use_batch_invariant=True) == []
+    for value in ("1", "0"):
+        monkeypatch.setenv("VLLM_BATCH_INVARIANT", value)
+        if hasattr(envs, "cache_clear"):  # vLLM may cache its env reads
+            envs.cache_clear()
+        assert vb._batch_invariant() == bool(envs.VLLM_BATCH_INVARIANT) == (value == "1")
+        impl = vb.AttnImpl(8, 128, 0.1, 2)
+        assert impl._variant("bfloat16", 16, "NHD").knobs.batch_invariant == (value == "1")
+
+
 def _common_metadata(query_lens, seq_lens, block_size, pages_per_request):
     """vLLM's CommonAttentionMetadata of a step, on CPU tensors."""
     qsl = [0]
