@@ -1,6 +1,7 @@
 //===- DecodePlanTest.cpp - split-KV partition of decode batches ----------===//
 #include "attn/runtime/kernels/Cascade.h"
 #include "attn/runtime/kernels/Decode.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <gtest/gtest.h>
 
@@ -124,8 +125,11 @@ TEST(DecodePlan, BatchInvariantSplitsDependOnTheRequestOnly) {
   KernelSpec spec = gqa4();
   spec.batchInvariant = true;
   std::mt19937 rng(7);
+  // Speculative steps too: query_len new rows per request.
   for (int32_t len : {17, 2048, 2049, 9000, 32768, 40000, 131072}) {
-    SCOPED_TRACE(len);
+    spec.queryLen = len % 3 == 0 ? 4 : len % 3 == 1 ? 16 : 1;
+    SCOPED_TRACE(
+        llvm::formatv("len {0}, query_len {1}", len, spec.queryLen).str());
     auto alone = partitionDecode({len}, spec, std::nullopt, 132, 2);
     ASSERT_TRUE(bool(alone)) << llvm::toString(alone.takeError());
     const auto want = itemsOf(*alone, 0);
@@ -140,7 +144,7 @@ TEST(DecodePlan, BatchInvariantSplitsDependOnTheRequestOnly) {
       std::vector<int32_t> lens;
       int batch = 1 + int(rng() % 64), at = int(rng() % batch);
       for (int b = 0; b < batch; ++b)
-        lens.push_back(b == at ? len : 1 + int32_t(rng() % 70000));
+        lens.push_back(b == at ? len : 16 + int32_t(rng() % 70000));
       int sms = 1 + int(rng() % 200), perSm = 1 + int(rng() % 4);
       auto p = partitionDecode(lens, spec, std::nullopt, sms, perSm);
       ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
