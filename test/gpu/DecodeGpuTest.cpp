@@ -249,17 +249,41 @@ TEST(DecodeGraphGpuTest, ReplaysMatchReference) {
 }
 
 // Batch invariance: one request's output bytes alone and inside random
-// batches (other requests, lengths, positions, batch sizes, graph replays).
-// With the knob off the default plan splits by the batch, so some batch
-// must change the bits: the test can fail.
-TEST(DecodeBatchInvarianceGpuTest, ARequestGivesTheSameBitsInAnyBatch) {
+// batches (other requests, lengths, positions, batch sizes, graph replays),
+// over the variants a serving engine runs. With the knob off the default
+// plan splits by the batch, so some batch must change the bits: the test
+// can fail.
+struct InvarianceCase {
+  std::string name;
+  DecodeVariant variant;
+};
+
+std::vector<InvarianceCase> invarianceCases() {
+  using S = ScalarType;
+  std::vector<InvarianceCase> c;
+  c.push_back({"bf16_32_8", base(S::BF16, S::BF16, 32, 8, 128, 16)});
+  c.push_back({"e4m3_32_8", base(S::BF16, S::F8E4M3, 32, 8, 128, 16)});
+  DecodeVariant mtp = base(S::BF16, S::BF16, 64, 8, 128, 16);
+  mtp.queryLen = 4; // speculative decoding: 4 causal rows per request
+  c.push_back({"bf16_64_8_query_len_4", mtp});
+  DecodeVariant window = base(S::F16, S::F16, 32, 32, 128, 16);
+  window.windowLeft = 4095;
+  window.sinks = true;
+  c.push_back({"f16_32_32_window_sinks", window});
+  return c;
+}
+
+class DecodeBatchInvarianceGpuTest
+    : public ::testing::TestWithParam<InvarianceCase> {};
+
+TEST_P(DecodeBatchInvarianceGpuTest, ARequestGivesTheSameBitsInAnyBatch) {
   ATTN_REQUIRE_GPU();
   for (bool invariant : {true, false}) {
     SCOPED_TRACE(invariant ? "batch_invariant" : "default");
-    DecodeVariant v = base(ScalarType::BF16, ScalarType::BF16, 32, 8, 128, 16);
+    DecodeVariant v = GetParam().variant;
     v.batchInvariant = invariant;
     ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().decode(v));
-    const size_t rowBytes = size_t(v.numQHeads) * v.headDim * 2;
+    const size_t rowBytes = size_t(v.queryLen) * v.numQHeads * v.headDim * 2;
     auto bytesOf = [&](const std::vector<int> &lens, int at, uint32_t seed,
                        int replays) {
       check::DecodeCheckOptions o;
@@ -268,6 +292,7 @@ TEST(DecodeBatchInvarianceGpuTest, ARequestGivesTheSameBitsInAnyBatch) {
       o.pinnedSeed = 99;
       o.seed = seed;
       o.graphReplays = replays;
+      o.kvScale = 0.05;
       auto r = check::checkDecode(*kernel, v, o);
       EXPECT_TRUE(bool(r)) << llvm::toString(r.takeError());
       if (!r)
@@ -285,7 +310,7 @@ TEST(DecodeBatchInvarianceGpuTest, ARequestGivesTheSameBitsInAnyBatch) {
       const int batch = 1 + int(rng() % 48), at = int(rng() % batch);
       std::vector<int> lens;
       for (int b = 0; b < batch; ++b)
-        lens.push_back(b == at ? len : 1 + int(rng() % 3000));
+        lens.push_back(b == at ? len : v.queryLen + int(rng() % 3000));
       std::vector<uint8_t> got = bytesOf(lens, at, 10 + trial, trial % 3);
       if (invariant) {
         EXPECT_EQ(got, alone) << "batch " << batch << ", at " << at;
@@ -298,6 +323,10 @@ TEST(DecodeBatchInvarianceGpuTest, ARequestGivesTheSameBitsInAnyBatch) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Variants, DecodeBatchInvarianceGpuTest,
+                         ::testing::ValuesIn(invarianceCases()),
+                         [](const auto &info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(Matrix, DecodeGpuTest, ::testing::ValuesIn(cases()),
                          [](const auto &info) { return info.param.name; });

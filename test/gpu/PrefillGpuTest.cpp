@@ -540,8 +540,9 @@ TEST_P(PrefillWgmmaGpuTest, MatchesReference) {
   ATTN_ASSIGN_OR_FAIL(kernel, Jit::global().prefill(tc.variant));
   ASSERT_EQ(kernel->spec().prefillSchedule.mma, PrefillMma::Wgmma);
   // Where the plan splits keys, the whole-tile path is checked too.
-  if (expectMatchesReference(tc, *kernel) > 0)
+  if (expectMatchesReference(tc, *kernel) > 0) {
     EXPECT_EQ(expectMatchesReference(tc, *kernel, /*splitKV=*/false), 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Sm90, PrefillWgmmaGpuTest,

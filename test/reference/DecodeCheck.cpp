@@ -26,17 +26,17 @@ Quantized randomValues(std::mt19937 &rng, ScalarType type, size_t n,
 }
 
 Quantized pinnedValues(uint32_t seed, PinnedStream stream, int64_t index,
-                       ScalarType type, size_t n) {
+                       ScalarType type, size_t n, double scale) {
   std::seed_seq seq{seed, uint32_t(stream), uint32_t(index),
                     uint32_t(uint64_t(index) >> 32)};
   std::mt19937 rng(seq);
-  return randomValues(rng, type, n, 1.0);
+  return randomValues(rng, type, n, 1.0, scale);
 }
 
 void overwritePinned(std::vector<uint8_t> &bytes, std::vector<double> &values,
                      ScalarType type, int64_t first, int64_t n, uint32_t seed,
-                     PinnedStream stream, int64_t index) {
-  Quantized fresh = pinnedValues(seed, stream, index, type, size_t(n));
+                     PinnedStream stream, int64_t index, double scale) {
+  Quantized fresh = pinnedValues(seed, stream, index, type, size_t(n), scale);
   std::memcpy(&bytes[first * sizeOf(type)], fresh.bytes.data(),
               fresh.bytes.size());
   std::copy(fresh.values.begin(), fresh.values.end(), values.begin() + first);
@@ -262,9 +262,11 @@ checkDecode(const runtime::DecodeKernel &kernel, const DecodeVariant &v,
   Quantized q =
       randomValues(rng, v.qType, tokens * v.numQHeads * v.headDim, 1.0);
   if (tc.pinnedRequest >= 0) {
-    if (fp8 || tc.interleavedKV || tc.pinnedRequest >= batch)
+    if ((fp8 && v.perHeadKVScale) || tc.interleavedKV ||
+        tc.pinnedRequest >= batch)
       return llvm::createStringError(
-          "pinnedRequest: a request of the batch, over a 16-bit cache");
+          "pinnedRequest: a request of the batch, over a cache of one k and "
+          "one v scale");
     // Its q rows by their positions, its pages by their indices.
     const int b = tc.pinnedRequest;
     const int64_t row = int64_t(v.numQHeads) * v.headDim;
@@ -277,9 +279,11 @@ checkDecode(const runtime::DecodeKernel &kernel, const DecodeVariant &v,
       const int64_t page =
           cache.pageTables[size_t(b) * cache.pageTableStride + i];
       overwritePinned(cache.kBytes, cache.k, v.kvType, page * cache.pageStride,
-                      cache.pageElems, tc.pinnedSeed, PinnedStream::KPage, i);
+                      cache.pageElems, tc.pinnedSeed, PinnedStream::KPage, i,
+                      fp8 ? cache.kScales[0] : 1.0);
       overwritePinned(cache.vBytes, cache.v, v.kvType, page * cache.pageStride,
-                      cache.pageElems, tc.pinnedSeed, PinnedStream::VPage, i);
+                      cache.pageElems, tc.pinnedSeed, PinnedStream::VPage, i,
+                      fp8 ? cache.vScales[0] : 1.0);
     }
   }
   prob.q = q.values;

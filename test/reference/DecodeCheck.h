@@ -51,15 +51,16 @@ enum class PinnedStream : uint32_t {
   KRopeRow,
 };
 
-/// `n` N(0, 1) values in `type`, drawn from (seed, stream, index) alone.
+/// `n` N(0, 1) values in `type` (FP8: stored as value / scale), drawn from
+/// (seed, stream, index) alone.
 Quantized pinnedValues(uint32_t seed, PinnedStream stream, int64_t index,
-                       ScalarType type, size_t n);
+                       ScalarType type, size_t n, double scale = 1.0);
 
 /// Overwrites elements [first, first + n) of (`bytes`, `values`), stored
 /// in `type`, with pinnedValues(seed, stream, index, type, n).
 void overwritePinned(std::vector<uint8_t> &bytes, std::vector<double> &values,
                      ScalarType type, int64_t first, int64_t n, uint32_t seed,
-                     PinnedStream stream, int64_t index);
+                     PinnedStream stream, int64_t index, double scale = 1.0);
 
 /// Decodes every element of `type` in raw bytes.
 std::vector<double> decodeAll(ScalarType type,
