@@ -266,10 +266,6 @@ std::vector<InvarianceCase> invarianceCases() {
   DecodeVariant mtp = base(S::BF16, S::BF16, 64, 8, 128, 16);
   mtp.queryLen = 4; // speculative decoding: 4 causal rows per request
   c.push_back({"bf16_64_8_query_len_4", mtp});
-  DecodeVariant window = base(S::F16, S::F16, 32, 32, 128, 16);
-  window.windowLeft = 4095;
-  window.sinks = true;
-  c.push_back({"f16_32_32_window_sinks", window});
   return c;
 }
 
