@@ -16,6 +16,8 @@ import argparse
 import json
 import sys
 
+from prefill_plot import MARGIN, legend, write_svg  # bench/, beside this script
+
 SERIES = [  # (label, colour, value of a row)
     ("attn ragged", "#1f77b4", lambda r: r["attn_tflops"]),
     # attn-bench writes 0 for a column it skipped (--ragged-only).
@@ -25,7 +27,7 @@ SERIES = [  # (label, colour, value of a row)
      lambda r: r["backends"]["FLASH_ATTENTION"]["tflops"]),
     ("FlexAttention", "#9467bd", lambda r: (r.get("flex") or {}).get("tflops")),
 ]
-WIDTH, HEIGHT, MARGIN = 260, 260, 44
+WIDTH, HEIGHT = 260, 260
 
 
 def panel(rows, series, title, x0, top, ceiling):
@@ -91,21 +93,9 @@ def main():
         title = f'head dim {d}, {"causal" if causal else "full"}, {heads}'
         parts += panel(mine, series, title, x0, top, ceiling)
         x0 += WIDTH + MARGIN
-    legend_y, lx = HEIGHT - 8, MARGIN
-    for label, colour, _ in series + [("bf16 GEMM", "#000", None)]:
-        parts.append(f'<rect x="{lx}" y="{legend_y - 9}" width="10" height="10" '
-                     f'fill="{colour}"/>')
-        parts.append(f'<text x="{lx + 14}" y="{legend_y}" font-size="11">{label}</text>')
-        lx += 14 + 7 * len(label) + 16
-    total = max(x0, lx)
-    mid = MARGIN + (HEIGHT - 2 * MARGIN) / 2
-    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total}" '
-           f'height="{HEIGHT}" font-family="sans-serif">',
-           '<rect width="100%" height="100%" fill="white"/>',
-           f'<text x="12" y="{mid}" font-size="11" transform="rotate(-90 12 {mid})" '
-           'text-anchor="middle">TFLOP/s</text>'] + parts + ["</svg>"]
-    with open(args.out, "w") as f:
-        f.write("\n".join(svg) + "\n")
+    elements, lx = legend([(label, colour) for label, colour, _ in series] +
+                          [("bf16 GEMM", "#000")], HEIGHT - 8)
+    write_svg(args.out, parts + elements, max(x0, lx), HEIGHT)
     print(f"prefill_peers_plot.py: {len(rows)} rows -> {args.out}")
 
 

@@ -63,6 +63,29 @@ def panel(rows, head_dim, x0, top):
     return out, width
 
 
+def legend(entries, y):
+    """SVG elements of a one-line legend of (label, colour) from x = MARGIN
+    at baseline y, and the x where it ends."""
+    out, x = [], MARGIN
+    for label, colour in entries:
+        out.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{colour}"/>')
+        out.append(f'<text x="{x + 14}" y="{y}" font-size="11">{label}</text>')
+        x += 14 + 7 * len(label) + 16
+    return out, x
+
+
+def write_svg(path, parts, width, height, ylabel="TFLOP/s"):
+    """A white SVG of `parts` with a rotated y label on the left."""
+    mid = MARGIN + (height - 2 * MARGIN) / 2
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
+           f'height="{height}" font-family="sans-serif">',
+           '<rect width="100%" height="100%" fill="white"/>',
+           f'<text x="12" y="{mid}" font-size="11" transform="rotate(-90 12 {mid})" '
+           f'text-anchor="middle">{ylabel}</text>'] + parts + ["</svg>"]
+    with open(path, "w") as f:
+        f.write("\n".join(svg) + "\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("json", nargs="+", help="attn-bench prefill --json outputs")
@@ -76,22 +99,8 @@ def main():
         elements, width = panel(rows, d, x, top)
         parts += elements
         x += width + MARGIN
-    legend_y = HEIGHT - 12
-    lx = MARGIN
-    for _, label, colour in SERIES:
-        parts.append(f'<rect x="{lx}" y="{legend_y - 9}" width="10" height="10" '
-                     f'fill="{colour}"/>')
-        parts.append(f'<text x="{lx + 14}" y="{legend_y}" font-size="11">{label}</text>')
-        lx += 14 + 7 * len(label) + 16
-    total = max(x, lx)
-    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total}" '
-           f'height="{HEIGHT}" font-family="sans-serif">',
-           '<rect width="100%" height="100%" fill="white"/>',
-           f'<text x="12" y="{MARGIN + (HEIGHT - 2 * MARGIN) / 2}" font-size="11" '
-           f'transform="rotate(-90 12 {MARGIN + (HEIGHT - 2 * MARGIN) / 2})" '
-           'text-anchor="middle">TFLOP/s</text>'] + parts + ["</svg>"]
-    with open(args.out, "w") as f:
-        f.write("\n".join(svg) + "\n")
+    elements, lx = legend([(label, colour) for _, label, colour in SERIES], HEIGHT - 12)
+    write_svg(args.out, parts + elements, max(x, lx), HEIGHT)
     print(f"prefill_plot.py: {len(rows)} rows -> {args.out}")
 
 
