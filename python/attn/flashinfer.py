@@ -2810,6 +2810,10 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
         if _pos_mode(pos_encoding_mode) == "ALIBI":
             raise NotImplementedError("pos_encoding_mode='ALIBI': attn's cascades have no ALiBi "
                                       "(a level's key positions are not the sequence's)")
+        if window_left is not None and _int(window_left, "window_left", minimum=-1) >= 0:
+            raise NotImplementedError("window_left=%d: attn's cascades have no windows (a "
+                                      "level's key positions are not the sequence's)"
+                                      % window_left)
         why = self._not_for_kernels(qo_indptr_arr, paged_kv_indptr_arr, paged_kv_last_page_len,
                                     page_size)
         if why is not None:
@@ -2825,8 +2829,7 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
                 w.plan(qo_indptr_arr[l], paged_kv_indptr_arr[l], paged_kv_indices_arr[l],
                        paged_kv_last_page_len[l], hq, hkv, d, page_size,
                        causal=_flag(causal, "causal") if l == n - 1 else False,
-                       sm_scale=sm_scale, window_left=window_left,
-                       logits_soft_cap=logits_soft_cap, q_data_type=q_type,
+                       sm_scale=sm_scale, logits_soft_cap=logits_soft_cap, q_data_type=q_type,
                        kv_data_type=kv_type, stream=stream)
             self._per_level_planned = True
             return

@@ -2010,6 +2010,9 @@ def test_cascade_runs_level_by_level_what_its_kernels_do_not_take():
         paged_kv_indices_buf_arr=[[0], [0, 0]])
     with pytest.raises(NotImplementedError, match="use_cuda_graph=True"):
         g.plan([[0, 3], [0, 1, 3]], ok[1], [[0], [1, 2]], ok[2], 8, 8, 64, 16)
+    with pytest.raises(NotImplementedError, match="window_left=127: attn's cascades have no"):
+        w.plan([[0, 3], [0, 1, 3]], ok[1], [[0], [1, 2]], ok[2], 8, 8, 64, 16,
+               window_left=127)
 
 
 @needs_lib
