@@ -37,7 +37,7 @@ import math
 import sys
 import time
 
-from sdpa import time_median_ms  # bench/, beside this script
+from sdpa import raise_recompile_limit, time_median_ms  # bench/, beside this script
 
 HQ, HKV, D = 32, 8, 128
 CHUNK = 8192
@@ -145,10 +145,7 @@ def main():
         sys.exit("flex.py: no CUDA device visible to torch")
     from torch.nn.attention.flex_attention import (create_block_mask,
                                                    flex_attention)
-    import torch._dynamo
-    for name in ("recompile_limit", "cache_size_limit"):
-        if hasattr(torch._dynamo.config, name):
-            setattr(torch._dynamo.config, name, 1024)
+    raise_recompile_limit(torch)
     repeats = 7 if args.quick else 21
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; "
           "attn from attn-bench modifiers (same device)")

@@ -160,6 +160,15 @@ def bench_backend(torch, cfg, backend, repeats):
     return (None if ms is None else flops(cfg) / (ms * 1e-3) / 1e12), kind, reason
 
 
+def raise_recompile_limit(torch):
+    """Lets torch.compile keep one graph per shape and modifier here
+    (past its default limit it would fall back to eager)."""
+    import torch._dynamo
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, 1024)
+
+
 def bench_flex(torch, cfg, repeats):
     """(TFLOP/s, compile seconds, reason) of torch.compile'd flex_attention
     on cfg; None and the reason when it cannot run it."""
@@ -274,10 +283,7 @@ def main():
     print(f"bf16 GEMM 8192^3 (torch.matmul): {gemm:.1f} TFLOP/s\n")
 
     if args.flex:
-        import torch._dynamo
-        for name in ("recompile_limit", "cache_size_limit"):
-            if hasattr(torch._dynamo.config, name):
-                setattr(torch._dynamo.config, name, 1024)
+        raise_recompile_limit(torch)
     rows, failures = [], {}
     for cfg in configs:
         row = {"config": cfg, "attn_tflops": cfg["tflops"], "backends": {}}
