@@ -431,7 +431,7 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
     p.kScale = a.kScale;
     p.vScale = a.vScale;
     p.numKVScales = a.numKVScales;
-    p.sinks = a.sinks;
+    static_cast<HeadTables &>(p) = a; // sinks, ALiBi slopes, aux tables
   }
   auto runCopy = [&](int c) -> llvm::Error {
     if (prefillKernel)
