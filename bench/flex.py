@@ -16,6 +16,8 @@ modifier on the same shape, in the same process:
                          causal
   chunked_local_region   causal within 8192-token chunks (Llama 4's
                          attention_chunk; a BlockMask)
+  t5_bias_region         score + bias[h, bucket(q - k)], T5's causal buckets
+                         (exact below 16, logarithmic to 128), causal
   window_8192            decode's floor for chunked local in attn-bench; here
                          the last 8192 keys
 
@@ -50,7 +52,15 @@ def parse_shape(shape):
     return int(batch), int(tokens)
 
 
-def modifiers(torch, variant, q_offset, slopes):
+def t5_table(torch):
+    """attn-bench's T5 bias table: head h, bucket b holds (b - 16) / 64 -
+    h / 256."""
+    b = torch.arange(32, device="cuda", dtype=torch.float32)
+    h = torch.arange(HQ, device="cuda", dtype=torch.float32)
+    return (b[None, :] - 16) / 64 - h[:, None] / 256
+
+
+def modifiers(torch, variant, q_offset, slopes, t5):
     """(score_mod, mask_mod) of attn-bench's variant; positions of queries
     are q_idx + q_offset (decode: the last position)."""
     def causal(b, h, q_idx, kv_idx):
@@ -61,6 +71,13 @@ def modifiers(torch, variant, q_offset, slopes):
 
     def alibi(score, b, h, q_idx, kv_idx):
         return score - slopes[h] * (kv_idx - q_idx - q_offset).abs()
+
+    def t5_bias(score, b, h, q_idx, kv_idx):
+        n = (q_idx + q_offset - kv_idx).clamp(min=0)
+        far = 16 + (torch.log(n.float() / 16) / math.log(8) * 16).to(
+            torch.int32)
+        bucket = torch.where(n < 16, n, far.clamp(max=31))
+        return score + t5[h, bucket]
 
     def chunked(b, h, q_idx, kv_idx):
         q = q_idx + q_offset
@@ -78,6 +95,8 @@ def modifiers(torch, variant, q_offset, slopes):
         return alibi, causal
     if variant == "chunked_local_region":
         return None, chunked
+    if variant == "t5_bias_region":
+        return t5_bias, causal
     if variant == "window_8192":
         return None, window
     return None, None
@@ -91,7 +110,8 @@ def bench_row(torch, flex, create_block_mask, row, repeats):
     q_offset = tokens - 1 if decode else 0
     slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / HQ) for h in range(HQ)],
                           device="cuda", dtype=torch.float32)
-    score_mod, mask_mod = modifiers(torch, row["variant"], q_offset, slopes)
+    score_mod, mask_mod = modifiers(torch, row["variant"], q_offset, slopes,
+                                    t5_table(torch))
     if mask_mod is None:
         return None, None, f"no FlexAttention form of {row['variant']}"
     gen = torch.Generator(device="cuda").manual_seed(1)

@@ -468,6 +468,63 @@ private:
   unsigned next = 0;
 };
 
+/// Whether `value` is an arith.constant (a division by one compiles to a
+/// multiply or a shift).
+bool isConstant(Value value) {
+  return value.getDefiningOp<arith::ConstantOp>() != nullptr;
+}
+
+/// What an op adds to a region's inline cost: the code NVRTC generates for
+/// it where it is inlined at every score (a tile of 64 or more per thread,
+/// on each of the kernel's tile paths), measured as NVRTC time per op in an
+/// sm_90a prefill kernel. Branchy expansions (IEEE division and square root,
+/// integer division by a variable and its guards, the saturating float to
+/// integer casts, libm's functions, scf.if) cost 50 to 100 times an add.
+unsigned inlineCost(Operation *op) {
+  if (isa<arith::ConstantOp, YieldOp, scf::YieldOp>(op))
+    return 0;
+  constexpr unsigned kLight = 1, kMedium = 8, kHeavy = 32;
+  if (isa<arith::DivFOp, arith::RemFOp>(op)) {
+    auto fastmath =
+        cast<arith::ArithFastMathInterface>(op).getFastMathFlagsAttr();
+    bool arcp = fastmath && bitEnumContainsAny(fastmath.getValue(),
+                                               arith::FastMathFlags::arcp);
+    return isConstant(op->getOperand(1)) || arcp ? kMedium : kHeavy;
+  }
+  if (isa<arith::DivSIOp, arith::DivUIOp, arith::RemSIOp, arith::RemUIOp,
+          arith::CeilDivSIOp, arith::CeilDivUIOp, arith::FloorDivSIOp>(op))
+    return isConstant(op->getOperand(1)) ? kMedium : kHeavy;
+  if (isa<arith::FPToSIOp, arith::FPToUIOp, math::SqrtOp>(op))
+    return kHeavy;
+  if (isa<scf::IfOp, math::RsqrtOp, math::FmaOp>(op))
+    return kMedium;
+  if (isa<math::ExpOp, math::LogOp, math::TanhOp>(op))
+    return op->getResult(0).getType().isF32() ? kMedium : kHeavy;
+  if (op->getDialect() && op->getDialect()->getNamespace() == "math" &&
+      !isa<math::AbsFOp, math::AbsIOp, math::CopySignOp, math::CtPopOp,
+           math::CountLeadingZerosOp, math::CountTrailingZerosOp>(op))
+    return kHeavy; // libm: sin, pow, erf, ...
+  return kLight;
+}
+
+/// Whether a region is cheap enough to inline at every score: the sum of
+/// its ops' inline costs at most kMaxInlineRegionCost. A costlier region is
+/// one out-of-line function, so NVRTC compiles it once: an inlined region
+/// of 16 IEEE divisions took a minute and 3 GB of NVRTC to compile, out of
+/// line 3 s. Soft-cap, ALiBi, chunked local and document masks written as
+/// regions stay inline (docs/performance.md measures them).
+constexpr unsigned kMaxInlineRegionCost = 32;
+bool inlineRegion(Region &region) {
+  unsigned cost = 0;
+  region.walk([&](Operation *op) { cost += inlineCost(op); });
+  return cost <= kMaxInlineRegionCost;
+}
+
+/// The function qualifier of a region's CUDA function.
+const char *regionQualifier(Region &region) {
+  return inlineRegion(region) ? "__forceinline__" : "__noinline__";
+}
+
 /// "f32:8x32,i32:?": each aux table's element type and shape.
 std::string auxTableTypes(AttentionOpInterface op) {
   std::string text;
@@ -514,10 +571,10 @@ FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
         "const attn::AuxTable *aux) {{\n"
         "    using attn::auxLoad;\n    ScoreModHead head;\n{1}"
         "    return head;\n  }\n"
-        "  static __device__ __forceinline__ float\n"
+        "  static __device__ {4} float\n"
         "  scoreMod(float score, {2}, const ScoreModHead &head) {{\n"
         "    using attn::auxLoad;\n{3}  }\n",
-        fields, head, kPositions, body);
+        fields, head, kPositions, body, regionQualifier(op.getScoreMod()));
   }
   if (!op.getMaskMod().empty()) {
     std::string body;
@@ -526,10 +583,11 @@ FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
     if (failed(emitter.emit(op.getMaskMod(),
                             ArrayRef<const char *>(kScoreArgs).drop_front())))
       return failure();
-    source.maskMod = llvm::formatv("  static __device__ __forceinline__ bool\n"
-                                   "  maskMod({0}) {{\n"
-                                   "    using attn::auxLoad;\n{1}  }\n",
-                                   kPositions, body);
+    source.maskMod =
+        llvm::formatv("  static __device__ {2} bool\n"
+                      "  maskMod({0}) {{\n"
+                      "    using attn::auxLoad;\n{1}  }\n",
+                      kPositions, body, regionQualifier(op.getMaskMod()));
     std::string tiles;
     llvm::raw_string_ostream tilesOS(tiles);
     RangeEmitter(tilesOS).emit(op.getMaskMod());

@@ -1034,6 +1034,35 @@ constexpr const char *kChunkedLocalRegion = R"({
   attn.yield %same : i1
 })";
 
+/// T5's relative-position bias (examples/modifiers/t5-bias.mlir): a table of
+/// 32 heads x 32 buckets read at the bucket of q_pos - k_pos. Its IEEE
+/// divisions and float-to-int cast make it a costly region, compiled out of
+/// line (docs/semantics.md, "Programmable variants").
+constexpr const char *kT5BiasRegion = R"({
+^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32, %t: tensor<32x32xf32>):
+  %zero = arith.constant 0 : i32
+  %d = arith.subi %q_pos, %k_pos : i32
+  %n = arith.maxsi %d, %zero : i32
+  %c16 = arith.constant 16 : i32
+  %c31 = arith.constant 31 : i32
+  %exact = arith.cmpi slt, %n, %c16 : i32
+  %nf = arith.sitofp %n : i32 to f32
+  %f16 = arith.constant 16.0 : f32
+  %ratio = arith.divf %nf, %f16 : f32
+  %log = math.log %ratio : f32
+  %f8 = arith.constant 8.0 : f32
+  %log8 = math.log %f8 : f32
+  %quot = arith.divf %log, %log8 : f32
+  %scaled = arith.mulf %quot, %f16 : f32
+  %si = arith.fptosi %scaled : f32 to i32
+  %far = arith.addi %si, %c16 : i32
+  %farc = arith.minsi %far, %c31 : i32
+  %bucket = arith.select %exact, %n, %farc : i32
+  %b = attn.aux_load %t[%q_head, %bucket] : tensor<32x32xf32>
+  %r = arith.addf %score, %b : f32
+  attn.yield %r : f32
+})";
+
 /// Custom modifiers against their built-in equivalents, same run: soft-cap
 /// and ALiBi as score_mod regions against their knobs, and chunked local
 /// attention as a mask_mod against plain causal attention (the tiles it
@@ -1049,10 +1078,20 @@ int runModifiers(bool json) {
   DeviceBuffer dSlopes = unwrap(DeviceBuffer::allocate(slopes.size() * 4));
   BENCH_CHECK(dSlopes.copyFromHost(slopes.data(), slopes.size() * 4));
   benchSlopes = dSlopes.ptr<float>();
-  benchAux[0] = {dSlopes.ptr<void>(), {int32_t(slopes.size()), 1, 1}};
+  const AuxTable slopesTable{dSlopes.ptr<void>(),
+                             {int32_t(slopes.size()), 1, 1}};
+  // T5's bias table: head h, bucket b holds (b - 16) / 64 - h / 256.
+  std::vector<float> t5Bias;
+  for (int h = 0; h < kPrefillQHeads; ++h)
+    for (int b = 0; b < 32; ++b)
+      t5Bias.push_back(float(b - 16) / 64.f - float(h) / 256.f);
+  DeviceBuffer dT5Bias = unwrap(DeviceBuffer::allocate(t5Bias.size() * 4));
+  BENCH_CHECK(dT5Bias.copyFromHost(t5Bias.data(), t5Bias.size() * 4));
+  const AuxTable t5Table{dT5Bias.ptr<void>(), {kPrefillQHeads, 32, 1}};
   struct Knobs {
     const char *name;
     std::function<void(AttentionKnobs &)> edit;
+    const AuxTable *aux = nullptr; // aux table 0 where not the slopes
   };
   const std::vector<Knobs> knobs = {
       {"causal", [](AttentionKnobs &) {}},
@@ -1065,6 +1104,8 @@ int runModifiers(bool json) {
       {"alibi_region", [](AttentionKnobs &k) { k.scoreMod = kAlibiRegion; }},
       {"chunked_local_region",
        [](AttentionKnobs &k) { k.maskMod = kChunkedLocalRegion; }},
+      {"t5_bias_region", [](AttentionKnobs &k) { k.scoreMod = kT5BiasRegion; },
+       &t5Table},
   };
   if (json)
     llvm::outs() << "[\n";
@@ -1094,6 +1135,7 @@ int runModifiers(bool json) {
     double base = 0;
     for (const Knobs &k : knobs) {
       editKnobs = k.edit;
+      benchAux[0] = k.aux ? *k.aux : slopesTable;
       PrefillResult r = benchPrefill(cfg, arch, stream.get());
       if (base == 0)
         base = r.ms;
@@ -1109,6 +1151,7 @@ int runModifiers(bool json) {
         editKnobs = [](AttentionKnobs &) {};
       else
         editKnobs = k.edit;
+      benchAux[0] = k.aux ? *k.aux : slopesTable;
       DecodeResult r = benchDecode(cfg, readBw, arch, stream.get());
       double ms = r.us / 1e3;
       if (base == 0)
@@ -1118,10 +1161,12 @@ int runModifiers(bool json) {
     // The floor for chunked local: the same 8192 keys per request, read by
     // a plan that knows them (a built-in window the planner splits over).
     editKnobs = [](AttentionKnobs &k) { k.windowLeft = 8191; };
+    benchAux[0] = slopesTable;
     DecodeResult r = benchDecode(cfg, readBw, arch, stream.get());
     report("decode", shape, "window_8192", r.us / 1e3, base, r.kernel);
   }
   editKnobs = nullptr;
+  benchAux[0] = {}; // the tables are freed on return
   if (json)
     llvm::outs() << "\n]\n";
   return 0;

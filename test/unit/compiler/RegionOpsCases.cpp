@@ -558,6 +558,7 @@ std::optional<Harness> buildHarness(const std::vector<OpCase> &cases,
 #include <cstring>
 #define __device__
 #define __forceinline__ inline
+#define __noinline__
 #define ATTN_EVAL_FN static
 )"
                               : R"(#define ATTN_EVAL_FN static __device__
