@@ -1140,16 +1140,22 @@ def _decode_wrapper(torch, num_q_tokens=2, max_page=3):
     return w, h
 
 
+def _decode_tensors(torch, num_q_tokens=2):
+    """q, paged_kv_cache and out that fit _decode_wrapper's plan."""
+    bf = torch.bfloat16
+    return (FakeTorchTensor((num_q_tokens, 32, 128), bf),
+            FakeTorchTensor((4, 2, 16, 8, 128), bf),
+            FakeTorchTensor((num_q_tokens, 32, 128), bf))
+
+
 def test_cached_run_launches_the_checked_call_with_new_pointers(fake_torch):
     torch = fake_torch
     bf = torch.bfloat16
     w, h = _decode_wrapper(torch)
-    q, cache, out = (FakeTorchTensor((2, 32, 128), bf), FakeTorchTensor((4, 2, 16, 8, 128), bf),
-                     FakeTorchTensor((2, 32, 128), bf))
+    q, cache, out = _decode_tensors(torch)
     assert w.run(q, cache, out=out) is out
     assert len(h.runs) == 1 and not h.launches and w._plan.fast is not None
-    q2, cache2, out2 = (FakeTorchTensor((2, 32, 128), bf),
-                        FakeTorchTensor((4, 2, 16, 8, 128), bf), FakeTorchTensor((2, 32, 128), bf))
+    q2, cache2, out2 = _decode_tensors(torch)
     assert w.run(q2, cache2, out=out2) is out2
     assert len(h.runs) == 1 and len(h.launches) == 1
     handle, at, stream = h.launches[0]
@@ -1169,8 +1175,7 @@ def test_cached_run_still_refuses_what_the_checks_refuse(fake_torch):
     torch = fake_torch
     bf = torch.bfloat16
     w, h = _decode_wrapper(torch)
-    q, cache, out = (FakeTorchTensor((2, 32, 128), bf), FakeTorchTensor((4, 2, 16, 8, 128), bf),
-                     FakeTorchTensor((2, 32, 128), bf))
+    q, cache, out = _decode_tensors(torch)
     w.run(q, cache, out=out)
     bad = [
         (dict(q=FakeTorchTensor((3, 32, 128), bf)), ValueError, r"q: expected shape \(2, 32, 128\)"),
@@ -1212,10 +1217,8 @@ def test_cached_run_still_refuses_what_the_checks_refuse(fake_torch):
 
 def test_cached_run_drops_its_record_for_other_calls(fake_torch):
     torch = fake_torch
-    bf = torch.bfloat16
     w, h = _decode_wrapper(torch)
-    q, cache, out = (FakeTorchTensor((2, 32, 128), bf), FakeTorchTensor((4, 2, 16, 8, 128), bf),
-                     FakeTorchTensor((2, 32, 128), bf))
+    q, cache, out = _decode_tensors(torch)
     w.run(q, cache, out=out)
     w.run(q, cache, out=out, aux=[FakeTorchTensor((4,), torch.float32)])
     assert len(h.runs) == 2 and w._plan.fast is None
@@ -1244,7 +1247,7 @@ def test_a_new_plan_drops_the_cached_run(fake_torch):
     torch = fake_torch
     bf = torch.bfloat16
     w, h = _decode_wrapper(torch)
-    q, cache = FakeTorchTensor((2, 32, 128), bf), FakeTorchTensor((4, 2, 16, 8, 128), bf)
+    q, cache, _ = _decode_tensors(torch)
     w.run(q, cache)
     w.run(q, cache)
     assert len(h.launches) == 1
@@ -1266,9 +1269,8 @@ def test_a_new_plan_drops_the_cached_run(fake_torch):
 @needs_lib
 def test_cached_run_raises_a_failed_launch(fake_torch):
     torch = fake_torch
-    bf = torch.bfloat16
     w, h = _decode_wrapper(torch)
-    q, cache = FakeTorchTensor((2, 32, 128), bf), FakeTorchTensor((4, 2, 16, 8, 128), bf)
+    q, cache, _ = _decode_tensors(torch)
     w.run(q, cache)
     h.status = _lib.ATTN_ERROR_INVALID_ARGUMENT
     with pytest.raises(ValueError):
