@@ -60,6 +60,52 @@ std::string floatLiteral(const APFloat &value) {
   return text;
 }
 
+/// Whether `value` is an arith.constant (a division by one compiles to a
+/// multiply, a shift or one short path).
+bool isConstant(Value value) {
+  return value.getDefiningOp<arith::ConstantOp>() != nullptr;
+}
+
+/// What an op adds to a region's inline cost: the code NVRTC generates for
+/// it where it is inlined at every score (a tile of 64 or more per thread,
+/// on each of the kernel's tile paths), measured as NVRTC time per op in an
+/// sm_90a prefill kernel. Branchy expansions (IEEE division and square root,
+/// integer division by a variable and its guards, the saturating float to
+/// integer casts, libm's functions, scf.if) cost 50 to 100 times an add.
+unsigned inlineCost(Operation *op) {
+  if (isa<arith::ConstantOp, YieldOp, scf::YieldOp>(op))
+    return 0;
+  constexpr unsigned kLight = 1, kMedium = 8, kHeavy = 32;
+  if (isa<arith::DivFOp, arith::RemFOp>(op)) {
+    auto fastmath =
+        cast<arith::ArithFastMathInterface>(op).getFastMathFlagsAttr();
+    bool arcp = fastmath && bitEnumContainsAny(fastmath.getValue(),
+                                               arith::FastMathFlags::arcp);
+    return isConstant(op->getOperand(1)) || arcp ? kMedium : kHeavy;
+  }
+  if (isa<arith::DivSIOp, arith::DivUIOp, arith::RemSIOp, arith::RemUIOp,
+          arith::CeilDivSIOp, arith::CeilDivUIOp, arith::FloorDivSIOp>(op))
+    return isConstant(op->getOperand(1)) ? kMedium : kHeavy;
+  if (isa<arith::FPToSIOp, arith::FPToUIOp, math::SqrtOp>(op))
+    return kHeavy;
+  if (isa<scf::IfOp, math::RsqrtOp, math::FmaOp>(op))
+    return kMedium;
+  if (isa<math::ExpOp, math::LogOp, math::TanhOp>(op))
+    return op->getResult(0).getType().isF32() ? kMedium : kHeavy;
+  if (op->getDialect() && op->getDialect()->getNamespace() == "math" &&
+      !isa<math::AbsFOp, math::AbsIOp, math::CopySignOp, math::CtPopOp,
+           math::CountLeadingZerosOp, math::CountTrailingZerosOp>(op))
+    return kHeavy; // libm: sin, pow, erf, ...
+  return kLight;
+}
+
+/// Most inline cost of the ops a region runs per score for it to be inlined
+/// at every score; a costlier region is one out-of-line function, so NVRTC
+/// compiles it once: inlined, 16 IEEE divisions took NVRTC a minute and
+/// 3 GB, out of line 3 s. Soft-cap, ALiBi, chunked local and document masks
+/// written as regions stay inline (docs/performance.md measures them).
+constexpr unsigned kMaxInlineRegionCost = 32;
+
 class RegionEmitter {
 public:
   explicit RegionEmitter(llvm::raw_string_ostream &os) : os(os) {}
@@ -123,6 +169,18 @@ public:
       }
     }
     return emitBlock(block, /*depth=*/2, /*results=*/{});
+  }
+
+  /// The qualifier of the region's per-score function, after emit():
+  /// inlined when the ops it runs per score (not those moved to `head`)
+  /// cost at most kMaxInlineRegionCost.
+  const char *qualifier(Region &region) const {
+    unsigned cost = 0;
+    region.walk([&](Operation *op) {
+      if (!hoisted.contains(op))
+        cost += inlineCost(op);
+    });
+    return cost <= kMaxInlineRegionCost ? "__forceinline__" : "__noinline__";
   }
 
 private:
@@ -468,63 +526,6 @@ private:
   unsigned next = 0;
 };
 
-/// Whether `value` is an arith.constant (a division by one compiles to a
-/// multiply or a shift).
-bool isConstant(Value value) {
-  return value.getDefiningOp<arith::ConstantOp>() != nullptr;
-}
-
-/// What an op adds to a region's inline cost: the code NVRTC generates for
-/// it where it is inlined at every score (a tile of 64 or more per thread,
-/// on each of the kernel's tile paths), measured as NVRTC time per op in an
-/// sm_90a prefill kernel. Branchy expansions (IEEE division and square root,
-/// integer division by a variable and its guards, the saturating float to
-/// integer casts, libm's functions, scf.if) cost 50 to 100 times an add.
-unsigned inlineCost(Operation *op) {
-  if (isa<arith::ConstantOp, YieldOp, scf::YieldOp>(op))
-    return 0;
-  constexpr unsigned kLight = 1, kMedium = 8, kHeavy = 32;
-  if (isa<arith::DivFOp, arith::RemFOp>(op)) {
-    auto fastmath =
-        cast<arith::ArithFastMathInterface>(op).getFastMathFlagsAttr();
-    bool arcp = fastmath && bitEnumContainsAny(fastmath.getValue(),
-                                               arith::FastMathFlags::arcp);
-    return isConstant(op->getOperand(1)) || arcp ? kMedium : kHeavy;
-  }
-  if (isa<arith::DivSIOp, arith::DivUIOp, arith::RemSIOp, arith::RemUIOp,
-          arith::CeilDivSIOp, arith::CeilDivUIOp, arith::FloorDivSIOp>(op))
-    return isConstant(op->getOperand(1)) ? kMedium : kHeavy;
-  if (isa<arith::FPToSIOp, arith::FPToUIOp, math::SqrtOp>(op))
-    return kHeavy;
-  if (isa<scf::IfOp, math::RsqrtOp, math::FmaOp>(op))
-    return kMedium;
-  if (isa<math::ExpOp, math::LogOp, math::TanhOp>(op))
-    return op->getResult(0).getType().isF32() ? kMedium : kHeavy;
-  if (op->getDialect() && op->getDialect()->getNamespace() == "math" &&
-      !isa<math::AbsFOp, math::AbsIOp, math::CopySignOp, math::CtPopOp,
-           math::CountLeadingZerosOp, math::CountTrailingZerosOp>(op))
-    return kHeavy; // libm: sin, pow, erf, ...
-  return kLight;
-}
-
-/// Whether a region is cheap enough to inline at every score: the sum of
-/// its ops' inline costs at most kMaxInlineRegionCost. A costlier region is
-/// one out-of-line function, so NVRTC compiles it once: an inlined region
-/// of 16 IEEE divisions took a minute and 3 GB of NVRTC to compile, out of
-/// line 3 s. Soft-cap, ALiBi, chunked local and document masks written as
-/// regions stay inline (docs/performance.md measures them).
-constexpr unsigned kMaxInlineRegionCost = 32;
-bool inlineRegion(Region &region) {
-  unsigned cost = 0;
-  region.walk([&](Operation *op) { cost += inlineCost(op); });
-  return cost <= kMaxInlineRegionCost;
-}
-
-/// The function qualifier of a region's CUDA function.
-const char *regionQualifier(Region &region) {
-  return inlineRegion(region) ? "__forceinline__" : "__noinline__";
-}
-
 /// "f32:8x32,i32:?": each aux table's element type and shape.
 std::string auxTableTypes(AttentionOpInterface op) {
   std::string text;
@@ -574,7 +575,7 @@ FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
         "  static __device__ {4} float\n"
         "  scoreMod(float score, {2}, const ScoreModHead &head) {{\n"
         "    using attn::auxLoad;\n{3}  }\n",
-        fields, head, kPositions, body, regionQualifier(op.getScoreMod()));
+        fields, head, kPositions, body, emitter.qualifier(op.getScoreMod()));
   }
   if (!op.getMaskMod().empty()) {
     std::string body;
@@ -587,7 +588,7 @@ FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
         llvm::formatv("  static __device__ {2} bool\n"
                       "  maskMod({0}) {{\n"
                       "    using attn::auxLoad;\n{1}  }\n",
-                      kPositions, body, regionQualifier(op.getMaskMod()));
+                      kPositions, body, emitter.qualifier(op.getMaskMod()));
     std::string tiles;
     llvm::raw_string_ostream tilesOS(tiles);
     RangeEmitter(tilesOS).emit(op.getMaskMod());
