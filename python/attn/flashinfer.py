@@ -77,6 +77,7 @@ import numbers
 import operator
 from collections import OrderedDict
 
+from . import _compile
 from . import _runtime
 from . import _tensors as _t
 from ._kernels import (AppendKV, AppendKVVariant, Cascade, Decode, DecodeVariant, Knobs,
@@ -1369,6 +1370,8 @@ class _Wrapper:
         self._variant_memo = None  # (plain arguments, variant) of the last plan()
         self._alibi_rows = None  # per query row, kv_len - q_len of its request (_alibi_lse)
         self._sink_jit = False  # FlashInfer's AttentionSink jit_args (_sink_args)
+        self._op_id = None  # run() as a custom op under torch.compile (_compile)
+        _compile.register(self)
 
     def _check_cache_pages(self, plan, num_pages):
         """run(): the plan's page ids against the cache given (before any
@@ -1910,6 +1913,12 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         logits; ``window_left`` must be None or the planned one;
         ``enable_pdl`` is ignored. Extensions: ``stream``, ``aux``.
         """
+        if _compile.tracing(self) and not args and out is None and lse is None and \
+                q_scale is None and k_scale is None and v_scale is None and \
+                window_left is None and sinks is None and q_len_per_req is None and \
+                skip_softmax_threshold_scale_factor is None and kv_cache_sf is None and \
+                stream is None and aux is None:
+            return _compile.run(self, (q, paged_kv_cache), return_lse)
         plan = self._plan
         f = plan.fast if plan is not None else None
         if f is not None and stream is None and lse is None and return_lse is False and \
@@ -2317,6 +2326,11 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
         ``k_scale``/``v_scale``: FP8 k/v scales. ``sinks``, ``stream``,
         ``aux``: as the decode wrapper's.
         """
+        if _compile.tracing(self) and not args and out is None and lse is None and \
+                q_scale is None and k_scale is None and v_scale is None and \
+                o_scale is None and kv_cache_sf is None and sinks is None and \
+                stream is None and aux is None:
+            return _compile.run(self, (q, k, v), return_lse)
         plan = self._plan
         f = plan.fast if plan is not None else None
         if f is not None and stream is None and lse is None and return_lse is False and \
@@ -2656,6 +2670,12 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         """Prefill of ``q`` [qo_indptr[-1], num_qo_heads, head_dim] over
         ``paged_kv_cache`` (the decode wrapper's forms). Keywords as the
         decode wrapper's run."""
+        if _compile.tracing(self) and not args and out is None and lse is None and \
+                q_scale is None and k_scale is None and v_scale is None and \
+                window_left is None and sinks is None and kv_cache_sf is None and \
+                skip_softmax_threshold_scale_factor is None and use_fp16_softmax is None and \
+                uses_spcompress is None and stream is None and aux is None:
+            return _compile.run(self, (q, paged_kv_cache), return_lse)
         plan = self._plan
         f = plan.fast if plan is not None else None
         if f is not None and stream is None and lse is None and return_lse is False and \

@@ -2321,3 +2321,55 @@ def test_block_sparse_mask_is_per_row_block_rows_over_its_blocks():
     with pytest.raises(ValueError, match=r"mask: expected a tensor of shape \(nnz, R, C\) = "
                                          r"\(3, 3, 2\), got \(3, 2, 2\)"):
         fi._bsr_mask(mask[:, :2], ip, rows, R, C, torch)
+
+
+# --- torch.compile: run() traced as the attn::wrapper_run custom op -----------
+
+
+def test_compiled_run_is_one_custom_op_with_the_plans_shapes():
+    """A wrapper's run() under torch.compile(fullgraph=True) is traced as
+    attn::wrapper_run (no graph break), whose fake gives out [rows, heads,
+    head_dim_vo] and a float32 LSE from the plan, and whose eager form is the
+    wrapper's own run() (here a probe's); a (k, v) cache tuple is passed
+    through flattened."""
+    torch = pytest.importorskip("torch")
+    from attn import _compile
+
+    class Probe(fi._Wrapper):
+        def __init__(self):
+            super().__init__(None, "NHD", False)
+            self.calls = []
+
+        def _need_plan(self):
+            return types.SimpleNamespace(variant=types.SimpleNamespace(head_dim=3))
+
+        def run(self, q, cache, return_lse=False):
+            if _compile.tracing(self):
+                return _compile.run(self, (q, cache), return_lse)
+            self.calls.append(type(cache).__name__)
+            k, v = cache
+            out = (q[..., :3] + k.sum() - v.sum()).contiguous()
+            return (out, q.sum(-1).float()) if return_lse else out
+
+    w = Probe()
+    assert w._op_id is not None
+    q = torch.randn(5, 2, 4, dtype=torch.bfloat16)
+    k, v = torch.randn(7), torch.randn(7)
+
+    def step(q, k, v):
+        out, lse = w.run(q, (k, v), return_lse=True)
+        return out * 2, lse
+
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+    out, lse = compiled(q, k, v)
+    want_out, want_lse = step(q, k, v)
+    assert torch.equal(out, want_out) and torch.equal(lse, want_lse)
+    assert out.shape == (5, 2, 3) and out.dtype == torch.bfloat16 and lse.dtype == torch.float32
+    assert w.calls == ["tuple", "tuple"]  # the op's eager run rebuilt the tuple
+    gm = []
+    torch.compile(step, backend=lambda g, _: gm.append(g) or g, fullgraph=True)(q, k, v)
+    nodes = [n for n in gm[0].graph.nodes if "wrapper_run" in str(n.target)]
+    assert len(nodes) == 1
+    fake_out, fake_lse = nodes[0].meta["example_value"]
+    assert fake_out.shape == (5, 2, 3) and fake_out.dtype == torch.bfloat16
+    assert fake_lse.shape == (5, 2) and fake_lse.dtype == torch.float32
