@@ -380,12 +380,11 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   std::vector<PagedPrefillArgs> prefillArgs(copies);
   if (benchViaPrefill) {
     PrefillVariant p;
+    static_cast<AttentionKnobs &>(p) = v; // every knob, as MixedBatch does
     p.qType = v.qType;
     p.numQHeads = v.numQHeads;
     p.numKVHeads = v.numKVHeads;
     p.headDim = v.headDim;
-    p.sinks = v.sinks;
-    p.batchInvariant = v.batchInvariant;
     p.paged = PagedKVFormat{v.kvType, v.pageSize, v.layout, false};
     prefillKernel = unwrap(benchJit().prefill(p));
     const int64_t rows = int64_t(cfg.batch) * cfg.queryLen;
