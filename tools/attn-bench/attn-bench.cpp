@@ -380,12 +380,11 @@ DecodeResult benchDecode(const DecodeConfig &cfg, double readBw, Arch arch,
   std::vector<PagedPrefillArgs> prefillArgs(copies);
   if (benchViaPrefill) {
     PrefillVariant p;
+    static_cast<AttentionKnobs &>(p) = v; // every knob, as MixedBatch does
     p.qType = v.qType;
     p.numQHeads = v.numQHeads;
     p.numKVHeads = v.numKVHeads;
     p.headDim = v.headDim;
-    p.sinks = v.sinks;
-    p.batchInvariant = v.batchInvariant;
     p.paged = PagedKVFormat{v.kvType, v.pageSize, v.layout, false};
     prefillKernel = unwrap(benchJit().prefill(p));
     const int64_t rows = int64_t(cfg.batch) * cfg.queryLen;
@@ -1765,7 +1764,8 @@ int main(int argc, char **argv) {
            "       attn-bench jit [--json]\n"
            "       attn-bench modifiers [--json]   score_mod / mask_mod "
            "regions\n"
-           "         against the built-in knobs and plain causal attention\n"
+           "         against the built-in knobs and plain causal attention,\n"
+           "         and T5's bias (a region compiled out of line)\n"
            "       attn-bench merge [--json]   merge_states against a copy's\n"
            "         read + write bandwidth\n"
            "       attn-bench cascade [--json]   shared-prefix decode against\n"
