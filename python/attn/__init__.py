@@ -15,7 +15,8 @@ What is here:
   ``BatchPrefillWithRaggedKVCacheWrapper``,
   ``BatchPrefillWithPagedKVCacheWrapper``,
   ``MultiLevelCascadeAttentionWrapper``,
-  ``BatchAttentionWithAttentionSinkWrapper``, ``fast_decode_plan``,
+  ``BatchAttentionWithAttentionSinkWrapper``,
+  ``BlockSparseAttentionWrapper``, ``fast_decode_plan``,
   ``append_paged_kv_cache``, ``merge_state``, ``merge_state_in_place``,
   ``merge_states``.
   ``import attn.flashinfer as flashinfer`` switches a FlashInfer user.
@@ -44,6 +45,7 @@ from .flashinfer import (  # noqa: E402
     BatchMLAPagedAttentionWrapper,
     BatchPrefillWithPagedKVCacheWrapper,
     BatchPrefillWithRaggedKVCacheWrapper,
+    BlockSparseAttentionWrapper,
     CUDAGraphBatchDecodeWithPagedKVCacheWrapper,
     MultiLevelCascadeAttentionWrapper,
     append_paged_kv_cache,
@@ -75,6 +77,7 @@ __all__ = [
     "MultiLevelCascadeAttentionWrapper",
     "BatchMLAPagedAttentionWrapper",
     "BatchAttentionWithAttentionSinkWrapper",
+    "BlockSparseAttentionWrapper",
     "fast_decode_plan",
     "append_paged_kv_cache",
     "merge_state",

@@ -8,7 +8,7 @@ The wrappers keep FlashInfer's names, constructor and ``plan``/``run``
 signatures: ``BatchDecodeWithPagedKVCacheWrapper``,
 ``BatchPrefillWithRaggedKVCacheWrapper``,
 ``BatchPrefillWithPagedKVCacheWrapper``, ``MultiLevelCascadeAttentionWrapper``,
-``append_paged_kv_cache``, ``merge_state``, ``merge_state_in_place``,
+``BlockSparseAttentionWrapper``, ``append_paged_kv_cache``, ``merge_state``, ``merge_state_in_place``,
 ``merge_states``, ``get_seq_lens``, ``get_batch_indices_positions``.
 
 How it maps onto attn
@@ -77,6 +77,7 @@ import numbers
 import operator
 from collections import OrderedDict
 
+from . import _compile
 from . import _runtime
 from . import _tensors as _t
 from ._kernels import (AppendKV, AppendKVVariant, Cascade, Decode, DecodeVariant, Knobs,
@@ -100,6 +101,7 @@ __all__ = [
     "MultiLevelCascadeAttentionWrapper",
     "BatchMLAPagedAttentionWrapper",
     "BatchAttentionWithAttentionSinkWrapper",
+    "BlockSparseAttentionWrapper",
     "append_paged_kv_cache",
     "merge_state",
     "merge_state_in_place",
@@ -1368,6 +1370,8 @@ class _Wrapper:
         self._variant_memo = None  # (plain arguments, variant) of the last plan()
         self._alibi_rows = None  # per query row, kv_len - q_len of its request (_alibi_lse)
         self._sink_jit = False  # FlashInfer's AttentionSink jit_args (_sink_args)
+        self._op_id = None  # run() as a custom op under torch.compile (_compile)
+        _compile.register(self)
 
     def _check_cache_pages(self, plan, num_pages):
         """run(): the plan's page ids against the cache given (before any
@@ -1909,6 +1913,12 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         logits; ``window_left`` must be None or the planned one;
         ``enable_pdl`` is ignored. Extensions: ``stream``, ``aux``.
         """
+        if _compile.tracing(self) and not args and out is None and lse is None and \
+                q_scale is None and k_scale is None and v_scale is None and \
+                window_left is None and sinks is None and q_len_per_req is None and \
+                skip_softmax_threshold_scale_factor is None and kv_cache_sf is None and \
+                stream is None and aux is None:
+            return _compile.run(self, (q, paged_kv_cache), return_lse)
         plan = self._plan
         f = plan.fast if plan is not None else None
         if f is not None and stream is None and lse is None and return_lse is False and \
@@ -2316,6 +2326,11 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
         ``k_scale``/``v_scale``: FP8 k/v scales. ``sinks``, ``stream``,
         ``aux``: as the decode wrapper's.
         """
+        if _compile.tracing(self) and not args and out is None and lse is None and \
+                q_scale is None and k_scale is None and v_scale is None and \
+                o_scale is None and kv_cache_sf is None and sinks is None and \
+                stream is None and aux is None:
+            return _compile.run(self, (q, k, v), return_lse)
         plan = self._plan
         f = plan.fast if plan is not None else None
         if f is not None and stream is None and lse is None and return_lse is False and \
@@ -2655,6 +2670,12 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         """Prefill of ``q`` [qo_indptr[-1], num_qo_heads, head_dim] over
         ``paged_kv_cache`` (the decode wrapper's forms). Keywords as the
         decode wrapper's run."""
+        if _compile.tracing(self) and not args and out is None and lse is None and \
+                q_scale is None and k_scale is None and v_scale is None and \
+                window_left is None and sinks is None and kv_cache_sf is None and \
+                skip_softmax_threshold_scale_factor is None and use_fp16_softmax is None and \
+                uses_spcompress is None and stream is None and aux is None:
+            return _compile.run(self, (q, paged_kv_cache), return_lse)
         plan = self._plan
         f = plan.fast if plan is not None else None
         if f is not None and stream is None and lse is None and return_lse is False and \
@@ -2995,6 +3016,124 @@ class MultiLevelCascadeAttentionWrapper(_Wrapper):
 
 
 # --- MLA ---------------------------------------------------------------------
+
+
+def _bsr_rows(ip, M, R):
+    """Query rows of each row block of a BSR matrix with M rows in blocks of
+    R (the last block may be short), as FlashInfer's qo_indptr."""
+    blocks = len(ip) - 1
+    if blocks < 1:
+        raise ValueError("indptr: needs at least 2 entries (one row block), got %d" % len(ip))
+    if -(-M // R) != blocks:
+        raise ValueError("indptr: has %d row blocks, but M = %d rows in blocks of R = %d "
+                         "make %d" % (blocks, M, R, -(-M // R)))
+    return [min(R * i, M) for i in range(blocks)] + [M]
+
+
+def _bsr_mask(mask, ip, rows, R, C, torch):
+    """A BSR mask [nnz, R, C] (block j of row block i: its R x C elements)
+    as the paged prefill's custom_mask: per row block, its rows over the
+    concatenated keys of its blocks. A short last row block keeps its
+    first rows."""
+    nnz = ip[-1] - ip[0]
+    if not isinstance(mask, torch.Tensor) or tuple(mask.shape) != (nnz, R, C):
+        raise ValueError("mask: expected a tensor of shape (nnz, R, C) = (%d, %d, %d), got %s"
+                         % (nnz, R, C, tuple(getattr(mask, "shape", ())) or type(mask).__name__))
+    parts = [mask[ip[i] - ip[0]:ip[i + 1] - ip[0], :rows[i + 1] - rows[i]]
+             .transpose(0, 1).reshape(-1) for i in range(len(ip) - 1)]
+    return torch.cat(parts) if parts else mask.reshape(-1)
+
+
+class BlockSparseAttentionWrapper:
+    """FlashInfer's block-sparse attention: ``q`` [M, num_qo_heads,
+    head_dim] attends to ``k``/``v`` [N, num_kv_heads, head_dim] where a
+    BSR matrix of R x C blocks (``indptr`` [MB + 1] over row blocks,
+    ``indices`` [nnz] key blocks) says which keys each row block sees.
+
+    As FlashInfer's (non-VSA backends), a paged prefill: row block i is a
+    request of R query rows (the last one M - (MB - 1) R) whose cache pages
+    are its key blocks, K and V read in place as pages of C tokens, so
+    blocks not listed are never read. ``causal`` is that prefill's (rows
+    aligned to the end of the row block's concatenated keys), as are
+    ``pos_encoding_mode`` 'ALIBI' and ``logits_soft_cap``; ``mask`` [nnz, R,
+    C] or ``packed_mask`` (FlashInfer's layout) masks inside the blocks.
+    ``block_mask`` (FlashInfer's VSA backends) is refused.
+    """
+
+    _what = "BlockSparseAttentionWrapper"
+
+    def __init__(self, float_workspace_buffer=None, backend="auto"):
+        _check_backend(backend, self._what)
+        self._paged = BatchPrefillWithPagedKVCacheWrapper(float_workspace_buffer, "NHD")
+        self._blocks = None  # (N, C) of the plan
+
+    def plan(self, indptr, indices, M, N, R, C, num_qo_heads, num_kv_heads, head_dim,
+             mask=None, packed_mask=None, causal=False, pos_encoding_mode="NONE",
+             use_fp16_qk_reduction=False, logits_soft_cap=None, sm_scale=None,
+             rope_scale=None, rope_theta=None, q_data_type="float16", kv_data_type=None,
+             o_data_type=None, non_blocking=True, block_mask=None, *, stream=None):
+        """Plans the BSR matrix (host work and one upload, as the paged
+        prefill's plan())."""
+        self._blocks = None
+        if block_mask is not None:
+            raise ValueError("block_mask: only FlashInfer's VSA backends take it; give indptr "
+                             "and indices")
+        if indptr is None or indices is None:
+            raise ValueError("indptr and indices: both are required")
+        M, N = _int(M, "M"), _int(N, "N")
+        R, C = _int(R, "R"), _int(C, "C")
+        if N % C:
+            raise ValueError("N: %d keys do not divide into blocks of C = %d" % (N, C))
+        torch = _runtime.require_torch("BlockSparseAttentionWrapper.plan()")
+        ip = [int(x) for x in (indptr.tolist() if hasattr(indptr, "tolist") else indptr)]
+        _check_rising(ip, "indptr")
+        rows = _bsr_rows(ip, M, R)
+        custom = None
+        if mask is not None and packed_mask is None:
+            custom = _bsr_mask(mask, ip, rows, R, C, torch)
+        self._paged.plan(rows, ip, indices, [C] * (len(ip) - 1), num_qo_heads,
+                         num_kv_heads, head_dim, C, custom_mask=custom,
+                         packed_custom_mask=packed_mask, causal=causal,
+                         pos_encoding_mode=pos_encoding_mode,
+                         use_fp16_qk_reduction=use_fp16_qk_reduction, sm_scale=sm_scale,
+                         logits_soft_cap=logits_soft_cap, rope_scale=rope_scale,
+                         rope_theta=rope_theta, q_data_type=q_data_type,
+                         kv_data_type=kv_data_type, o_data_type=o_data_type,
+                         non_blocking=non_blocking, stream=stream)
+        self._blocks = (N, C)
+
+    begin_forward = plan
+
+    def run(self, q, k, v, scale_q=None, scale_k=None, scale_v=None, out=None, lse=None,
+            return_lse=False, enable_pdl=None, *, stream=None):
+        """Attention of ``q`` over the planned blocks of ``k`` and ``v``;
+        ``out``, ``lse``, ``return_lse`` (base-2 LSEs) as the paged
+        prefill's. ``scale_q``/``scale_k``/``scale_v`` (FlashInfer's FP8
+        path) are refused."""
+        if self._blocks is None:
+            raise RuntimeError("%s: run() before plan()" % self._what)
+        for name, scale in (("scale_q", scale_q), ("scale_k", scale_k), ("scale_v", scale_v)):
+            if scale is not None:
+                raise NotImplementedError("%s: FlashInfer's FP8 block-sparse path is not "
+                                          "supported" % name)
+        N, C = self._blocks
+        torch = _runtime.require_torch("BlockSparseAttentionWrapper.run()")
+        pages = []
+        for name, x in (("k", k), ("v", v)):
+            if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[0] != N:
+                raise ValueError("%s: expected a tensor of shape (N = %d, num_kv_heads, "
+                                 "head_dim), got %s" % (name, N, tuple(getattr(x, "shape", ()))
+                                                        or type(x).__name__))
+            pages.append(x.reshape(N // C, C, x.shape[1], x.shape[2]))
+        return self._paged.run(q, tuple(pages), out=out, lse=lse, return_lse=return_lse,
+                               enable_pdl=enable_pdl, stream=stream)
+
+    def reset_workspace_buffer(self, float_workspace_buffer, int_workspace_buffer=None):
+        """Accepted for compatibility: attn owns its workspaces."""
+        self._paged.reset_workspace_buffer(float_workspace_buffer, int_workspace_buffer)
+
+    def end_forward(self):
+        """Accepted for compatibility (nothing to release)."""
 
 
 def _mla_cache(cache, name, dtype, page_size, dims):
@@ -3516,6 +3655,7 @@ def _submodules():
         "page": ("append_paged_kv_cache", "get_seq_lens", "get_batch_indices_positions"),
         "mla": ("BatchMLAPagedAttentionWrapper",),
         "attention": ("BatchAttentionWithAttentionSinkWrapper",),
+        "sparse": ("BlockSparseAttentionWrapper",),
         "quantization": ("packbits", "segment_packbits"),
         "utils": ("get_alibi_slopes",),
     }

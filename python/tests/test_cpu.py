@@ -2262,3 +2262,114 @@ def test_flashinfer_submodule_paths():
     assert importlib.import_module("attn.flashinfer.prefill") is fi.prefill
     from attn.flashinfer.attention import BatchAttentionWithAttentionSinkWrapper
     assert BatchAttentionWithAttentionSinkWrapper is fi.BatchAttentionWithAttentionSinkWrapper
+
+
+# --- BlockSparseAttentionWrapper: what plan() and run() refuse, the BSR mask --
+
+
+def test_block_sparse_refuses_what_it_cannot_serve():
+    with pytest.raises(NotImplementedError, match="backend='vsa_sm100_blk128'"):
+        fi.BlockSparseAttentionWrapper(None, backend="vsa_sm100_blk128")
+    w = fi.BlockSparseAttentionWrapper(None)
+    args = ([0, 1], [0], 16, 32, 16, 16, 8, 2, 128)
+    with pytest.raises(ValueError, match="block_mask: only FlashInfer's VSA backends"):
+        w.plan(*args, block_mask=object())
+    with pytest.raises(ValueError, match="indptr and indices: both are required"):
+        w.plan(None, None, *args[2:])
+    with pytest.raises(ValueError, match="N: 40 keys do not divide into blocks of C = 16"):
+        w.plan([0, 1], [0], 16, 40, 16, 16, 8, 2, 128)
+    with pytest.raises(ValueError, match="R: "):
+        w.plan([0, 1], [0], 16, 32, 0, 16, 8, 2, 128)
+    with pytest.raises(RuntimeError, match=r"run\(\) before plan\(\)"):
+        w.run(None, None, None)
+    w._blocks = (32, 16)  # as a plan leaves it
+    with pytest.raises(NotImplementedError, match="scale_k: FlashInfer's FP8"):
+        w.run(None, None, None, scale_k=1.0)
+
+
+def test_block_sparse_rows_follow_m_and_r():
+    assert fi._bsr_rows([0, 2, 3, 5], 40, 16) == [0, 16, 32, 40]
+    assert fi._bsr_rows([0, 1, 2], 32, 16) == [0, 16, 32]
+    with pytest.raises(ValueError, match="indptr: has 3 row blocks, but M = 32 rows in "
+                                         "blocks of R = 16 make 2"):
+        fi._bsr_rows([0, 1, 2, 3], 32, 16)
+    with pytest.raises(ValueError, match="indptr: has 2 row blocks, but M = 33"):
+        fi._bsr_rows([0, 1, 2], 33, 16)
+    with pytest.raises(ValueError, match="indptr: needs at least 2 entries"):
+        fi._bsr_rows([0], 16, 16)
+
+
+def test_block_sparse_mask_is_per_row_block_rows_over_its_blocks():
+    """mask[b, r, c] (block b of the BSR, its row r, key c) lands at row r,
+    key (b - first block of the row) * C + c of its row block's mask, as
+    FlashInfer's convert_bsr_mask_layout; a short last row block keeps its
+    first rows."""
+    torch = pytest.importorskip("torch")
+    R, C = 3, 2
+    ip = [0, 2, 3]
+    rows = [0, 3, 5]  # M = 5: the last row block has 2 rows
+    g = torch.Generator().manual_seed(7)
+    mask = torch.rand(3, R, C, generator=g) < 0.5
+    flat = fi._bsr_mask(mask, ip, rows, R, C, torch).tolist()
+    want = []
+    for i in range(2):
+        for r in range(rows[i + 1] - rows[i]):
+            for b in range(ip[i], ip[i + 1]):
+                for c in range(C):
+                    want.append(bool(mask[b, r, c]))
+    assert flat == want
+    with pytest.raises(ValueError, match=r"mask: expected a tensor of shape \(nnz, R, C\) = "
+                                         r"\(3, 3, 2\), got \(3, 2, 2\)"):
+        fi._bsr_mask(mask[:, :2], ip, rows, R, C, torch)
+
+
+# --- torch.compile: run() traced as the attn::wrapper_run custom op -----------
+
+
+def test_compiled_run_is_one_custom_op_with_the_plans_shapes():
+    """A wrapper's run() under torch.compile(fullgraph=True) is traced as
+    attn::wrapper_run (no graph break), whose fake gives out [rows, heads,
+    head_dim_vo] and a float32 LSE from the plan, and whose eager form is the
+    wrapper's own run() (here a probe's); a (k, v) cache tuple is passed
+    through flattened."""
+    torch = pytest.importorskip("torch")
+    from attn import _compile
+
+    class Probe(fi._Wrapper):
+        def __init__(self):
+            super().__init__(None, "NHD", False)
+            self.calls = []
+
+        def _need_plan(self):
+            return types.SimpleNamespace(variant=types.SimpleNamespace(head_dim=3))
+
+        def run(self, q, cache, return_lse=False):
+            if _compile.tracing(self):
+                return _compile.run(self, (q, cache), return_lse)
+            self.calls.append(type(cache).__name__)
+            k, v = cache
+            out = (q[..., :3] + k.sum() - v.sum()).contiguous()
+            return (out, q.sum(-1).float()) if return_lse else out
+
+    w = Probe()
+    assert w._op_id is not None
+    q = torch.randn(5, 2, 4, dtype=torch.bfloat16)
+    k, v = torch.randn(7), torch.randn(7)
+
+    def step(q, k, v):
+        out, lse = w.run(q, (k, v), return_lse=True)
+        return out * 2, lse
+
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+    out, lse = compiled(q, k, v)
+    want_out, want_lse = step(q, k, v)
+    assert torch.equal(out, want_out) and torch.equal(lse, want_lse)
+    assert out.shape == (5, 2, 3) and out.dtype == torch.bfloat16 and lse.dtype == torch.float32
+    assert w.calls == ["tuple", "tuple"]  # the op's eager run rebuilt the tuple
+    gm = []
+    torch.compile(step, backend=lambda g, _: gm.append(g) or g, fullgraph=True)(q, k, v)
+    nodes = [n for n in gm[0].graph.nodes if "wrapper_run" in str(n.target)]
+    assert len(nodes) == 1
+    fake_out, fake_lse = nodes[0].meta["example_value"]
+    assert fake_out.shape == (5, 2, 3) and fake_out.dtype == torch.bfloat16
+    assert fake_lse.shape == (5, 2) and fake_lse.dtype == torch.float32

@@ -2083,3 +2083,140 @@ def test_paged_prefill_scales_on_a_16bit_cache_are_flashinfers():
         ref, ref_lse = reference(q[rows], k, v, scale=1.5 / math.sqrt(d))
         assert_close(out[rows], ref * 0.25, F16, "scaled paged prefill request %d" % b)
         assert_lse(lse[rows], ref_lse, "scaled paged prefill request %d" % b)
+
+
+# --- FlashInfer's block-sparse attention (BSR) --------------------------------
+
+
+def _bsr(mb, nb, seed, density=0.5):
+    """A random BSR pattern of mb row blocks over nb key blocks, the last
+    never listed (each row block at least one): indptr, indices (rising per
+    row) and the dense [mb, nb] block map."""
+    g = torch.Generator().manual_seed(seed)
+    dense = torch.rand(mb, nb, generator=g) < density
+    dense[:, -1] = False
+    dense[torch.arange(mb), torch.randint(nb - 1, (mb,), generator=g)] = True
+    indptr = [0]
+    indices = []
+    for i in range(mb):
+        cols = torch.nonzero(dense[i]).flatten().tolist()
+        indices += cols
+        indptr.append(len(indices))
+    return indptr, indices, dense
+
+
+@pytest.mark.parametrize("case", ["full_blocks", "mask", "causal", "short_last_block"])
+def test_block_sparse_is_flashinfers(case):
+    """BlockSparseAttentionWrapper: each row block of R query rows attends to
+    the keys of its listed C-key blocks, in index order, as FlashInfer's paged
+    prefill over those blocks as pages: ``mask`` [nnz, R, C] inside the
+    blocks, ``causal`` aligned to the end of the row block's listed keys.
+    Checked per row block against the fp64 reference over the gathered keys,
+    output and base-2 LSE."""
+    hq, hkv, d = 8, 2, 128
+    R, C = 16, 16
+    mb, nb = 5, 7
+    M = mb * R - (9 if case == "short_last_block" else 0)
+    N = nb * C
+    ip, ids, _ = _bsr(mb, nb, 301)
+    q = randn((M, hq, d), BF16, 302)
+    k = randn((N, hkv, d), BF16, 303)
+    v = randn((N, hkv, d), BF16, 304)
+    mask = None
+    if case == "mask":
+        g = torch.Generator().manual_seed(305)
+        mask = (torch.rand(len(ids), R, C, generator=g) < 0.7).to(DEV)
+    w = fi.BlockSparseAttentionWrapper(workspace())
+    w.plan(torch.tensor(ip, dtype=torch.int32, device=DEV),
+           torch.tensor(ids, dtype=torch.int32, device=DEV), M, N, R, C, hq, hkv, d,
+           mask=mask, causal=case == "causal", q_data_type=BF16, kv_data_type=BF16)
+    out, lse = w.run(q, k, v, return_lse=True)
+    for i in range(mb):
+        rows = slice(i * R, min((i + 1) * R, M))
+        keys = torch.cat([torch.arange(j * C, (j + 1) * C) for j in ids[ip[i]:ip[i + 1]]])
+        elem = None
+        if mask is not None:
+            # Row r sees key c of its b-th listed block where mask[ip[i] + b, r, c].
+            elem = torch.cat([mask[ip[i] + b] for b in range(ip[i + 1] - ip[i])], dim=1)
+        ref, ref_lse = reference(q[rows], k[keys.to(DEV)], v[keys.to(DEV)],
+                                 causal=case == "causal", mask=elem)
+        assert_close(out[rows], ref, BF16, "%s: row block %d" % (case, i))
+        assert_lse(lse[rows], ref_lse, "%s: row block %d" % (case, i))
+    # Keys of blocks not listed are never read: NaNs there change nothing.
+    k2, v2 = k.clone(), v.clone()
+    for j in set(range(nb)) - set(ids):
+        k2[j * C:(j + 1) * C] = float("nan")
+        v2[j * C:(j + 1) * C] = float("nan")
+    assert torch.equal(w.run(q, k2, v2), out)
+
+
+# --- torch.compile --------------------------------------------------------------
+
+
+def test_wrappers_run_under_torch_compile_without_graph_breaks():
+    """Decode, ragged and paged prefill run() inside torch.compile(fullgraph=
+    True): one attn::wrapper_run op each, the same bits as eager run(), and
+    the fp64 reference; a (k, v) cache tuple and return_lse included."""
+    hq, hkv, d, page = 8, 2, 128, 16
+    lens = [40, 300]
+    pc = Paged(lens, page, hkv, d, BF16, seed=401)
+    qd = randn((2, hq, d), BF16, 402)
+    dec = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    dec.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, q_data_type=BF16,
+             kv_data_type=BF16)
+    cu_q = torch.tensor([0, 5, 25], dtype=torch.int32, device=DEV)
+    cu_kv = torch.tensor([0, 40, 340], dtype=torch.int32, device=DEV)
+    qp = randn((25, hq, d), BF16, 403)
+    k = randn((340, hkv, d), BF16, 404)
+    v = randn((340, hkv, d), BF16, 405)
+    rag = attn.BatchPrefillWithRaggedKVCacheWrapper(workspace(), "NHD")
+    rag.plan(cu_q, cu_kv, hq, hkv, d, causal=True, q_data_type=BF16)
+    paged = attn.BatchPrefillWithPagedKVCacheWrapper(workspace(), "NHD")
+    paged.plan(cu_q, pc.indptr, pc.indices, pc.last, hq, hkv, d, page, causal=True,
+               q_data_type=BF16, kv_data_type=BF16)
+    kv_tuple = (pc.cache[:, 0].contiguous(), pc.cache[:, 1].contiguous())
+
+    def step(qd, qp, k, v):
+        a = dec.run(qd, pc.cache)
+        b, b_lse = rag.run(qp, k, v, return_lse=True)
+        c = paged.run(qp, kv_tuple)
+        return a, b, b_lse, c
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    got = torch.compile(step, backend=backend, fullgraph=True)(qd, qp, k, v)
+    ops = [n for n in graphs[0].graph.nodes if "wrapper_run" in str(n.target)]
+    assert len(graphs) == 1 and len(ops) == 3
+    want = step(qd, qp, k, v)
+    for g, w_, what in zip(got, want, ("decode", "ragged", "ragged lse", "paged")):
+        assert torch.equal(g, w_), what + ": compiled differs from eager"
+    for b in range(2):
+        kb, vb_ = pc.kv(b)
+        ref, _ = reference(qd[b:b + 1], kb, vb_)
+        assert_close(got[0][b:b + 1], ref, BF16, "compiled decode %d" % b)
+        rows = slice(cu_q[b].item(), cu_q[b + 1].item())
+        ref, ref_lse = reference(qp[rows], k[cu_kv[b]:cu_kv[b + 1]], v[cu_kv[b]:cu_kv[b + 1]])
+        assert_close(got[1][rows], ref, BF16, "compiled ragged %d" % b)
+        assert_lse(got[2][rows], ref_lse, "compiled ragged %d" % b)
+        ref, _ = reference(qp[rows], kb, vb_)
+        assert_close(got[3][rows], ref, BF16, "compiled paged %d" % b)
+
+
+def test_decode_under_torch_compile_reduce_overhead_replays():
+    """mode='reduce-overhead' (CUDA graphs): replays with new q values give
+    what eager run() gives."""
+    hq, hkv, d, page = 8, 2, 128, 16
+    pc = Paged([33, 129], page, hkv, d, BF16, seed=411)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, q_data_type=BF16,
+           kv_data_type=BF16)
+    f = torch.compile(lambda q: w.run(q, pc.cache) * 1.0, mode="reduce-overhead",
+                      fullgraph=True)
+    for seed in range(412, 416):
+        q = randn((2, hq, d), BF16, seed)
+        got = f(q).clone()
+        assert torch.equal(got, w.run(q, pc.cache) * 1.0), "replay %d" % seed
