@@ -39,7 +39,8 @@ static std::string emitModifierFunctions(const KernelSpec &spec) {
                                  boolStr(!spec.maskMod.empty()));
   // Variant<Config>::Row holds a ScoreModHead either way.
   if (spec.scoreMod.empty())
-    text += "  struct ScoreModHead {};\n";
+    text += "  struct ScoreModHead {};\n"
+            "  static constexpr bool kScoreModOutOfLine = false;\n";
   return text + spec.scoreMod + spec.maskMod + spec.maskModTiles;
 }
 

@@ -171,16 +171,16 @@ public:
     return emitBlock(block, /*depth=*/2, /*results=*/{});
   }
 
-  /// The qualifier of the region's per-score function, after emit():
-  /// inlined when the ops it runs per score (not those moved to `head`)
-  /// cost at most kMaxInlineRegionCost.
-  const char *qualifier(Region &region) const {
+  /// Whether the region's per-score function is inlined at every score:
+  /// after emit(), whether the ops it runs per score (not those moved to
+  /// `head`) cost at most kMaxInlineRegionCost.
+  bool inlinedPerScore(Region &region) const {
     unsigned cost = 0;
     region.walk([&](Operation *op) {
       if (!hoisted.contains(op))
         cost += inlineCost(op);
     });
-    return cost <= kMaxInlineRegionCost ? "__forceinline__" : "__noinline__";
+    return cost <= kMaxInlineRegionCost;
   }
 
 private:
@@ -565,6 +565,12 @@ FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
     RegionEmitter emitter(bodyOS);
     if (failed(emitter.emit(op.getScoreMod(), kScoreArgs, &headOS, &fieldsOS)))
       return failure();
+    // A costly score_mod runs over a row's scores of a tile in one
+    // out-of-line call (scoreModRow), its body inlined once in a loop: one
+    // call per row and tile rather than per score, so that the kernels'
+    // accumulators are saved around a call a few times per tile, not at
+    // every score.
+    const bool outOfLine = !emitter.inlinedPerScore(op.getScoreMod());
     source.scoreMod = llvm::formatv(
         "  struct ScoreModHead {{\n{0}  };\n"
         "  static __device__ __forceinline__ ScoreModHead\n"
@@ -572,10 +578,23 @@ FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
         "const attn::AuxTable *aux) {{\n"
         "    using attn::auxLoad;\n    ScoreModHead head;\n{1}"
         "    return head;\n  }\n"
-        "  static __device__ {4} float\n"
+        "  static constexpr bool kScoreModOutOfLine = {4};\n"
+        "  static __device__ __forceinline__ float\n"
         "  scoreMod(float score, {2}, const ScoreModHead &head) {{\n"
         "    using attn::auxLoad;\n{3}  }\n",
-        fields, head, kPositions, body, emitter.qualifier(op.getScoreMod()));
+        fields, head, kPositions, body, outOfLine ? "true" : "false");
+    if (outOfLine)
+      source.scoreMod +=
+          "  template <int N>\n"
+          "  static __device__ __noinline__ void\n"
+          "  scoreModRow(float (&score)[N], const int32_t (&k_pos)[N], "
+          "int32_t request, int32_t q_pos, int32_t q_head, int32_t kv_head, "
+          "const attn::AuxTable *aux, const ScoreModHead &head) {\n"
+          "#pragma unroll 1\n"
+          "    for (int i = 0; i < N; ++i)\n"
+          "      score[i] = scoreMod(score[i], request, q_pos, k_pos[i], "
+          "q_head, kv_head, aux, head);\n"
+          "  }\n";
   }
   if (!op.getMaskMod().empty()) {
     std::string body;
@@ -588,7 +607,10 @@ FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
         llvm::formatv("  static __device__ {2} bool\n"
                       "  maskMod({0}) {{\n"
                       "    using attn::auxLoad;\n{1}  }\n",
-                      kPositions, body, emitter.qualifier(op.getMaskMod()));
+                      kPositions, body,
+                      emitter.inlinedPerScore(op.getMaskMod())
+                          ? "__forceinline__"
+                          : "__noinline__");
     std::string tiles;
     llvm::raw_string_ostream tilesOS(tiles);
     RangeEmitter(tilesOS).emit(op.getMaskMod());

@@ -24,7 +24,9 @@ struct ModifierSource {
   /// `struct ScoreModHead`, `scoreModHead(request, q_head, kv_head, aux)`
   /// (the region's per-head values, computed once per row) and
   /// `float scoreMod(score, request, q_pos, k_pos, q_head, kv_head, aux,
-  /// head)`; empty without a score_mod.
+  /// head)`, `kScoreModOutOfLine` and, where that is true, `scoreModRow`
+  /// (scoreMod over N scores of a row in one out-of-line call); empty
+  /// without a score_mod.
   std::string scoreMod;
   /// `bool maskMod(request, q_pos, k_pos, q_head, kv_head, aux)`; empty
   /// without a mask_mod.

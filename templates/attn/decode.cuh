@@ -483,13 +483,17 @@ simtRowLoop(const DecodeParams &p, const DecodeWorkItem &work, int head,
 #pragma unroll
       for (int off = kLanes / 2; off > 0; off /= 2)
         dot += __shfl_xor_sync(0xffffffffu, dot, off);
-      float x = Variant<Config>::template score<false>(
+      sc[u] = Variant<Config>::template score<false>(
           dot, pos[u], qpos, KeyDistance{float(pos[u] - qpos), 0.f}, scoreScale,
           row, p);
-      sc[u] = Variant<Config>::visible(pos[u], work.kvEnd, qpos, row, p)
-                  ? x
-                  : negInf();
     }
+    Variant<Config>::template modifyScores<kUnroll>(
+        [&](int u) -> float & { return sc[u]; }, [&](int u) { return pos[u]; },
+        qpos, scoreScale, row, p);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (!Variant<Config>::visible(pos[u], work.kvEnd, qpos, row, p))
+        sc[u] = negInf();
     float mNew = m;
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
@@ -865,6 +869,10 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float v[4];
+        Variant<Config>::template modifyScores<4>(
+            [&](int e) -> float & { return s[m][e / 2][2 * h + (e & 1)]; },
+            [&](int e) { return t0 + (e / 2) * 8 + 2 * c + (e & 1); },
+            qpos[m][h], scoreScale, rows[m][h], p);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           int nt = e / 2;

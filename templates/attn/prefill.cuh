@@ -406,6 +406,10 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
       float v[kNTiles][2];
       // key - rowPos: one conversion per tile and row (KeyDistance).
       const float distBase = float(tileStart + 2 * c - rowPos[m][h]);
+      Variant<Config>::template modifyScores<2 * kNTiles>(
+          [&](int i) -> float & { return s[m][i / 2][2 * h + i % 2]; },
+          [&](int i) { return tileStart + (i / 2) * 8 + 2 * c + i % 2; },
+          rowPos[m][h], qkScale, headValues, p);
       auto scoresOf = [&](auto maskTag) {
         float tmax = negInf();
 #pragma unroll

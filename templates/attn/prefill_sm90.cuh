@@ -1376,6 +1376,10 @@ template <class Config> struct Sm90Consumer {
     for (int h = 0; h < 2; ++h) {
       // key - rowPos: one conversion per tile and row (KeyDistance).
       const float distBase = float(tileStart + 2 * c - rowPos[h]);
+      Variant<Config>::template modifyScores<2 * kNTiles>(
+          [&](int i) -> float & { return sAcc[4 * (i / 2) + 2 * h + i % 2]; },
+          [&](int i) { return tileStart + (i / 2) * 8 + 2 * c + i % 2; },
+          rowPos[h], qkScales[h], headValues, p);
       auto scoresOf = [&](auto maskTag) {
         float tmax = negInf();
 #pragma unroll

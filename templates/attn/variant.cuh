@@ -226,18 +226,57 @@ template <class Config> struct Variant {
                     bias);
       else
         return fmaf(x, qkScale * kLog2e, bias);
+    } else if constexpr (Config::kScoreModOutOfLine) {
+      return x; // modifyScores scored it
     } else {
-      x *= qkScale;
-      if constexpr (Config::kSoftcap)
-        x = p.softcap * fastTanh(x * row.invCap);
-      if constexpr (Config::kAlibi) // -slope |key - row|
-        x -= row.slope * fabsf(dist.value());
+      x = beforeScoreMod(x, dist.value(), qkScale, row, p);
       if constexpr (Config::kScoreMod)
         x = Config::scoreMod(x, row.request, rowPos, key, row.qHead,
                              row.qHead / Config::kGroupSize, p.aux,
                              row.scoreHead);
       return x * kLog2e;
     }
+  }
+
+  /// \brief With an out-of-line score_mod (Config::kScoreModOutOfLine),
+  /// scores the `N` scores `scoreAt(i)` of one row (keys `keyAt(i)`) in
+  /// place, as score() does the others, before the caller's score() (which
+  /// then leaves them as they are) and mask: one call of the region per row
+  /// and tile. Does nothing for other kernels.
+  template <int N, class ScoreAt, class KeyAt, class Params>
+  __device__ static __forceinline__ void
+  modifyScores(ScoreAt scoreAt, KeyAt keyAt, int rowPos, float qkScale,
+               const Row &row, const Params &p) {
+    if constexpr (Config::kScoreModOutOfLine) {
+      float x[N];
+      int32_t key[N];
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        key[i] = keyAt(i);
+        x[i] = beforeScoreMod(scoreAt(i), float(key[i] - rowPos), qkScale,
+                              row, p);
+      }
+      Config::scoreModRow(x, key, row.request, rowPos, row.qHead,
+                          row.qHead / Config::kGroupSize, p.aux,
+                          row.scoreHead);
+#pragma unroll
+      for (int i = 0; i < N; ++i)
+        scoreAt(i) = x[i] * kLog2e;
+    }
+  }
+
+  /// The score a score_mod takes: x scaled, soft-capped and ALiBi-biased
+  /// (`dist` = key - rowPos), in natural units.
+  template <class Params>
+  __device__ static __forceinline__ float
+  beforeScoreMod(float x, float dist, float qkScale, const Row &row,
+                 const Params &p) {
+    x *= qkScale;
+    if constexpr (Config::kSoftcap)
+      x = p.softcap * fastTanh(x * row.invCap);
+    if constexpr (Config::kAlibi) // -slope |key - row|
+      x -= row.slope * fabsf(dist);
+    return x;
   }
 
   /// \brief Whether the query at `rowPos` sees key `key` of `kvLen`: in

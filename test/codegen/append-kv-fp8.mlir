@@ -23,6 +23,7 @@
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;
 // CHECK-NEXT: struct ScoreModHead {};
+// CHECK-NEXT: static constexpr bool kScoreModOutOfLine = false;
 // No schedule.
 // CHECK-NEXT: };
 // CHECK: extern "C" __global__ void __launch_bounds__(128)

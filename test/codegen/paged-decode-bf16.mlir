@@ -35,6 +35,7 @@
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;
 // CHECK-NEXT: struct ScoreModHead {};
+// CHECK-NEXT: static constexpr bool kScoreModOutOfLine = false;
 // Eight warps where they fit the SM's shared memory, four on sm_89.
 // SM90-NEXT: static constexpr int kWarps = 8;
 // SM80-NEXT: static constexpr int kWarps = 8;

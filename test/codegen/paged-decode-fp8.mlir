@@ -24,6 +24,7 @@
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;
 // CHECK-NEXT: struct ScoreModHead {};
+// CHECK-NEXT: static constexpr bool kScoreModOutOfLine = false;
 // One-byte KV fits 6 stages in 110 KiB; 4 heads x 4 tokens = 16 rows, one tile.
 // CHECK-NEXT: static constexpr int kWarps = 8;
 // CHECK-NEXT: static constexpr int kStages = 2;
@@ -70,6 +71,7 @@ func.func @fp8_e4m3_every_modifier(%q: tensor<?x32x128xbf16>,
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;
 // CHECK-NEXT: struct ScoreModHead {};
+// CHECK-NEXT: static constexpr bool kScoreModOutOfLine = false;
 // CHECK-NOT: // -----
 func.func @fp8_e5m2_mqa(%q: tensor<?x16x64xf16>,
     %cache: !attn.paged_kv<1x64xf8E5M2, page_size = 32, layout = hnd>,

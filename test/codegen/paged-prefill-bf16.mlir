@@ -36,6 +36,7 @@
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;
 // CHECK-NEXT: struct ScoreModHead {};
+// CHECK-NEXT: static constexpr bool kScoreModOutOfLine = false;
 // CHECK-NEXT: static constexpr int kRopeDim = 0;
 // The ragged prefill's schedule: sm_90a's wgmma warpgroups; sm_89's 99 KiB
 // take 64-row query tiles.

@@ -28,6 +28,7 @@
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;
 // CHECK-NEXT: struct ScoreModHead {};
+// CHECK-NEXT: static constexpr bool kScoreModOutOfLine = false;
 // CHECK-NEXT: static constexpr int kRopeDim = 0;
 // CHECK-NEXT: static constexpr int kWarps = 12;
 // CHECK-NEXT: static constexpr int kBlockM = 128;

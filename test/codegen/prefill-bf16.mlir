@@ -36,6 +36,7 @@
 // CHECK-NEXT: static constexpr bool kScoreMod = false;
 // CHECK-NEXT: static constexpr bool kMaskMod = false;
 // CHECK-NEXT: struct ScoreModHead {};
+// CHECK-NEXT: static constexpr bool kScoreModOutOfLine = false;
 // CHECK-NEXT: static constexpr int kRopeDim = 0;
 // Four warps of 16 query rows; 64 keys per K/V tile at head dim 128.
 // CHECK-NEXT: static constexpr int kWarps = 4;

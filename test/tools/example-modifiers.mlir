@@ -1,8 +1,9 @@
 // Every region of examples/modifiers lowers to a kernel whose Config holds
 // it as a device function, one call of templates/attn/region_ops.h per op;
 // a mask_mod also gets its interval form. Cheap regions are inlined at every
-// score; costly ones (t5-bias: IEEE divisions and a float-to-int cast) are
-// one out-of-line function, so NVRTC compiles them once.
+// score; costly ones (t5-bias: IEEE divisions and a float-to-int cast) run
+// over a row's scores of a tile in one out-of-line call, so NVRTC compiles
+// them once.
 // RUN: attn-opt %S/../../examples/modifiers/softcap.mlir --attn-pipeline="arch=sm_90a" | attn-translate --attn-to-cuda | FileCheck %s --check-prefix=SOFTCAP
 // RUN: attn-opt %S/../../examples/modifiers/alibi.mlir --attn-pipeline="arch=sm_80" | attn-translate --attn-to-cuda | FileCheck %s --check-prefix=ALIBI
 // RUN: attn-opt %S/../../examples/modifiers/chunked-local.mlir --attn-pipeline="arch=sm_90a" | attn-translate --attn-to-cuda | FileCheck %s --check-prefix=CHUNKED
@@ -55,10 +56,13 @@
 
 // log(8) depends on no position: computed once per row.
 // T5: head.v5 = attn::region::log(v4);
-// T5: static __device__ __noinline__ float
+// T5: kScoreModOutOfLine = true;
+// T5: static __device__ __forceinline__ float
 // T5-NEXT: scoreMod(
 // T5: const float v11 = attn::region::log(v10);
 // T5: const float v12 = attn::region::divf(v11, head.v5);
 // T5: const int32_t v14 = attn::region::fptosi<int32_t>(v13);
 // T5: const int32_t v17 = (v8 ? v7 : v16);
 // T5-NEXT: const float v18 = auxLoad<float>(aux[0], q_head, v17);
+// T5: static __device__ __noinline__ void
+// T5-NEXT: scoreModRow(
