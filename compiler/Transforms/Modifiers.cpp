@@ -603,14 +603,13 @@ FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
     if (failed(emitter.emit(op.getMaskMod(),
                             ArrayRef<const char *>(kScoreArgs).drop_front())))
       return failure();
-    source.maskMod =
-        llvm::formatv("  static __device__ {2} bool\n"
-                      "  maskMod({0}) {{\n"
-                      "    using attn::auxLoad;\n{1}  }\n",
-                      kPositions, body,
-                      emitter.inlinedPerScore(op.getMaskMod())
-                          ? "__forceinline__"
-                          : "__noinline__");
+    source.maskMod = llvm::formatv("  static __device__ {2} bool\n"
+                                   "  maskMod({0}) {{\n"
+                                   "    using attn::auxLoad;\n{1}  }\n",
+                                   kPositions, body,
+                                   emitter.inlinedPerScore(op.getMaskMod())
+                                       ? "__forceinline__"
+                                       : "__noinline__");
     std::string tiles;
     llvm::raw_string_ostream tilesOS(tiles);
     RangeEmitter(tilesOS).emit(op.getMaskMod());
