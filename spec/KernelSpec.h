@@ -205,6 +205,14 @@ struct KernelSpec {
     return kind == KernelKind::CopyPages || kind == KernelKind::AdvanceStep;
   }
   bool hasModifiers() const { return !scoreMod.empty() || !maskMod.empty(); }
+  /// Whether the score_mod is too costly to inline at every score and runs
+  /// over a row's scores in one out-of-line call (its Config says so).
+  bool scoreModOutOfLine() const {
+    return scoreMod.find(kScoreModOutOfLineMember) != std::string::npos;
+  }
+  /// The member of scoreMod's text that marks it out of line.
+  static constexpr std::string_view kScoreModOutOfLineMember =
+      "static constexpr bool kScoreModOutOfLine = true;";
   /// The aux tables `aux` lists (one per comma-separated type).
   int numAuxTables() const {
     return aux.empty() ? 0 : 1 + int(std::count(aux.begin(), aux.end(), ','));

@@ -569,7 +569,8 @@ FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
     // out-of-line call (scoreModRow), its body inlined once in a loop: one
     // call per row and tile rather than per score, so that the kernels'
     // accumulators are saved around a call a few times per tile, not at
-    // every score.
+    // every score. The wgmma prefill cannot keep its pipeline across a
+    // call, so such a prefill takes mma.sync (Schedule.cpp).
     const bool outOfLine = !emitter.inlinedPerScore(op.getScoreMod());
     source.scoreMod = llvm::formatv(
         "  struct ScoreModHead {{\n{0}  };\n"
@@ -578,11 +579,13 @@ FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
         "const attn::AuxTable *aux) {{\n"
         "    using attn::auxLoad;\n    ScoreModHead head;\n{1}"
         "    return head;\n  }\n"
-        "  static constexpr bool kScoreModOutOfLine = {4};\n"
+        "  {4}\n"
         "  static __device__ __forceinline__ float\n"
         "  scoreMod(float score, {2}, const ScoreModHead &head) {{\n"
         "    using attn::auxLoad;\n{3}  }\n",
-        fields, head, kPositions, body, outOfLine ? "true" : "false");
+        fields, head, kPositions, body,
+        outOfLine ? ::attn::KernelSpec::kScoreModOutOfLineMember
+                  : "static constexpr bool kScoreModOutOfLine = false;");
     if (outOfLine)
       source.scoreMod +=
           "  template <int N>\n"
