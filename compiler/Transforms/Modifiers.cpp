@@ -66,6 +66,18 @@ bool isConstant(Value value) {
   return value.getDefiningOp<arith::ConstantOp>() != nullptr;
 }
 
+/// 1 / c where `value` is a float constant c whose inverse is exact (a
+/// power of two): x / c is then x * (1 / c) exactly, one multiply rather
+/// than a division and its slow path.
+std::optional<APFloat> exactInverse(Value value) {
+  auto constant = value.getDefiningOp<arith::ConstantOp>();
+  auto attr = constant ? dyn_cast<FloatAttr>(constant.getValue()) : nullptr;
+  APFloat inverse(0.0);
+  if (!attr || !attr.getValue().getExactInverse(&inverse))
+    return std::nullopt;
+  return inverse;
+}
+
 /// What an op adds to a region's inline cost: the code NVRTC generates for
 /// it where it is inlined at every score (a tile of 64 or more per thread,
 /// on each of the kernel's tile paths), measured as NVRTC time per op in an
@@ -76,6 +88,8 @@ unsigned inlineCost(Operation *op) {
   if (isa<arith::ConstantOp, YieldOp, scf::YieldOp>(op))
     return 0;
   constexpr unsigned kLight = 1, kMedium = 8, kHeavy = 32;
+  if (isa<arith::DivFOp>(op) && exactInverse(op->getOperand(1)))
+    return kLight;
   if (isa<arith::DivFOp, arith::RemFOp>(op)) {
     auto fastmath =
         cast<arith::ArithFastMathInterface>(op).getFastMathFlagsAttr();
@@ -300,6 +314,12 @@ private:
                       .str();
                 })
             .Case([&](arith::DivFOp) -> std::string {
+              if (std::optional<APFloat> inverse =
+                      exactInverse(op->getOperand(1)))
+                return llvm::formatv("attn::region::mulf({0}, {1})",
+                                     name(op->getOperand(0)),
+                                     floatLiteral(*inverse))
+                    .str();
               // fastmath<arcp> (or fast) allows a / b as a * (1 / b): one
               // multiply where b is a constant (region_ops.h).
               arith::FastMathFlags flags =
@@ -586,18 +606,35 @@ FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
         fields, head, kPositions, body,
         outOfLine ? ::attn::KernelSpec::kScoreModOutOfLineMember
                   : "static constexpr bool kScoreModOutOfLine = false;");
-    if (outOfLine)
-      source.scoreMod +=
-          "  template <int N>\n"
+    if (outOfLine) {
+      // The aux tables' descriptors are copied once per call, not loaded
+      // per score (the score stores might alias them); four scores per
+      // iteration overlap their loads.
+      const unsigned numAux =
+          op.getScoreMod().getNumArguments() - std::size(kScoreArgs);
+      std::string copy;
+      for (unsigned i = 0; i < numAux; ++i)
+        copy += llvm::formatv("{0}aux[{1}]", i ? ", " : "", i).str();
+      source.scoreMod = llvm::formatv(
+          "{0}  template <int N>\n"
           "  static __device__ __noinline__ void\n"
           "  scoreModRow(float (&score)[N], const int32_t (&k_pos)[N], "
           "int32_t request, int32_t q_pos, int32_t q_head, int32_t kv_head, "
-          "const attn::AuxTable *aux, const ScoreModHead &head) {\n"
-          "#pragma unroll 1\n"
+          "const attn::AuxTable *aux, const ScoreModHead &head) {{\n"
+          "{1}"
+          "#pragma unroll 4\n"
           "    for (int i = 0; i < N; ++i)\n"
           "      score[i] = scoreMod(score[i], request, q_pos, k_pos[i], "
-          "q_head, kv_head, aux, head);\n"
-          "  }\n";
+          "q_head, kv_head, {2}, head);\n"
+          "  }\n",
+          source.scoreMod,
+          numAux ? llvm::formatv("    const attn::AuxTable tables[{0}] = "
+                                 "{{{1}};\n",
+                                 numAux, copy)
+                       .str()
+                 : std::string(),
+          numAux ? "tables" : "aux");
+    }
   }
   if (!op.getMaskMod().empty()) {
     std::string body;

@@ -59,6 +59,7 @@
 // T5: kScoreModOutOfLine = true;
 // T5: static __device__ __forceinline__ float
 // T5-NEXT: scoreMod(
+// T5: const float v10 = attn::region::mulf(v9, 0x1p-4f);
 // T5: const float v11 = attn::region::log(v10);
 // T5: const float v12 = attn::region::divf(v11, head.v5);
 // T5: const int32_t v14 = attn::region::fptosi<int32_t>(v13);
@@ -66,3 +67,5 @@
 // T5-NEXT: const float v18 = auxLoad<float>(aux[0], q_head, v17);
 // T5: static __device__ __noinline__ void
 // T5-NEXT: scoreModRow(
+// T5-NEXT: const attn::AuxTable tables[1] = {aux[0]};
+// T5: score[i] = scoreMod(score[i], request, q_pos, k_pos[i], q_head, kv_head, tables, head);
