@@ -205,14 +205,17 @@ struct KernelSpec {
     return kind == KernelKind::CopyPages || kind == KernelKind::AdvanceStep;
   }
   bool hasModifiers() const { return !scoreMod.empty() || !maskMod.empty(); }
-  /// Whether the score_mod is too costly to inline at every score and runs
-  /// over a row's scores in one out-of-line call (its Config says so).
-  bool scoreModOutOfLine() const {
-    return scoreMod.find(kScoreModOutOfLineMember) != std::string::npos;
+  /// Whether a region is too costly to inline in the wgmma prefill (its
+  /// Config says so; compiler/Transforms/Modifiers.cpp).
+  bool costlyRegions() const {
+    return scoreMod.find(kCostlyScoreMod) != std::string::npos ||
+           maskMod.find(kCostlyMaskMod) != std::string::npos;
   }
-  /// The member of scoreMod's text that marks it out of line.
-  static constexpr std::string_view kScoreModOutOfLineMember =
-      "static constexpr bool kScoreModOutOfLine = true;";
+  /// The Config members that mark a region costly.
+  static constexpr std::string_view kCostlyScoreMod =
+      "static constexpr bool kScoreModCostly = true;";
+  static constexpr std::string_view kCostlyMaskMod =
+      "static constexpr bool kMaskModCostly = true;";
   /// The aux tables `aux` lists (one per comma-separated type).
   int numAuxTables() const {
     return aux.empty() ? 0 : 1 + int(std::count(aux.begin(), aux.end(), ','));

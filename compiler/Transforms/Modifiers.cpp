@@ -114,11 +114,19 @@ unsigned inlineCost(Operation *op) {
 }
 
 /// Most inline cost of the ops a region runs per score for it to be inlined
-/// at every score; a costlier region is one out-of-line function, so NVRTC
-/// compiles it once: inlined, 16 IEEE divisions took NVRTC a minute and
-/// 3 GB, out of line 3 s. Soft-cap, ALiBi, chunked local and document masks
-/// written as regions stay inline (docs/performance.md measures them).
-constexpr unsigned kMaxInlineRegionCost = 32;
+/// at every score of the wgmma prefill, whose tile paths NVRTC compiles
+/// slowest (16 IEEE divisions inlined: a minute and 3 GB): a costlier
+/// region marks itself costly (KernelSpec::costlyRegions) and its prefill
+/// takes mma.sync on sm_90a (Schedule.cpp). Soft-cap, ALiBi, chunked local
+/// and document masks written as regions stay below (docs/performance.md
+/// measures them).
+constexpr unsigned kMaxWgmmaInlineCost = 32;
+
+/// Most inline cost of the ops a region runs per score for it to be inlined
+/// at every score of the mma.sync prefill and decode (16 IEEE divisions
+/// inlined: 6 s of NVRTC); a costlier score_mod runs over a row's scores in
+/// one out-of-line call, a costlier mask_mod is an out-of-line function.
+constexpr unsigned kMaxInlineCost = 256;
 
 class RegionEmitter {
 public:
@@ -185,16 +193,15 @@ public:
     return emitBlock(block, /*depth=*/2, /*results=*/{});
   }
 
-  /// Whether the region's per-score function is inlined at every score:
-  /// after emit(), whether the ops it runs per score (not those moved to
-  /// `head`) cost at most kMaxInlineRegionCost.
-  bool inlinedPerScore(Region &region) const {
+  /// The inline cost of the ops `region` runs per score (not those moved
+  /// to `head`), after emit().
+  unsigned perScoreCost(Region &region) const {
     unsigned cost = 0;
     region.walk([&](Operation *op) {
       if (!hoisted.contains(op))
         cost += inlineCost(op);
     });
-    return cost <= kMaxInlineRegionCost;
+    return cost;
   }
 
 private:
@@ -585,13 +592,13 @@ FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
     RegionEmitter emitter(bodyOS);
     if (failed(emitter.emit(op.getScoreMod(), kScoreArgs, &headOS, &fieldsOS)))
       return failure();
-    // A costly score_mod runs over a row's scores of a tile in one
-    // out-of-line call (scoreModRow), its body inlined once in a loop: one
-    // call per row and tile rather than per score, so that the kernels'
-    // accumulators are saved around a call a few times per tile, not at
-    // every score. The wgmma prefill cannot keep its pipeline across a
-    // call, so such a prefill takes mma.sync (Schedule.cpp).
-    const bool outOfLine = !emitter.inlinedPerScore(op.getScoreMod());
+    // A score_mod too costly to inline runs over a row's scores of a tile
+    // in one out-of-line call (scoreModRow), its body inlined once in a
+    // loop: one call per row and tile rather than per score, so that the
+    // kernels' accumulators are saved around a call a few times per tile,
+    // not at every score.
+    const unsigned cost = emitter.perScoreCost(op.getScoreMod());
+    const bool outOfLine = cost > kMaxInlineCost;
     source.scoreMod = llvm::formatv(
         "  struct ScoreModHead {{\n{0}  };\n"
         "  static __device__ __forceinline__ ScoreModHead\n"
@@ -599,13 +606,15 @@ FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
         "const attn::AuxTable *aux) {{\n"
         "    using attn::auxLoad;\n    ScoreModHead head;\n{1}"
         "    return head;\n  }\n"
-        "  {4}\n"
+        "  static constexpr bool kScoreModOutOfLine = {4};\n"
+        "  {5}\n"
         "  static __device__ __forceinline__ float\n"
         "  scoreMod(float score, {2}, const ScoreModHead &head) {{\n"
         "    using attn::auxLoad;\n{3}  }\n",
-        fields, head, kPositions, body,
-        outOfLine ? ::attn::KernelSpec::kScoreModOutOfLineMember
-                  : "static constexpr bool kScoreModOutOfLine = false;");
+        fields, head, kPositions, body, outOfLine ? "true" : "false",
+        cost > kMaxWgmmaInlineCost
+            ? ::attn::KernelSpec::kCostlyScoreMod
+            : "static constexpr bool kScoreModCostly = false;");
     if (outOfLine) {
       // The aux tables' descriptors are copied once per call, not loaded
       // per score (the score stores might alias them); four scores per
@@ -643,13 +652,17 @@ FailureOr<ModifierSource> emitModifiers(AttentionOpInterface op) {
     if (failed(emitter.emit(op.getMaskMod(),
                             ArrayRef<const char *>(kScoreArgs).drop_front())))
       return failure();
-    source.maskMod = llvm::formatv("  static __device__ {2} bool\n"
-                                   "  maskMod({0}) {{\n"
-                                   "    using attn::auxLoad;\n{1}  }\n",
-                                   kPositions, body,
-                                   emitter.inlinedPerScore(op.getMaskMod())
-                                       ? "__forceinline__"
-                                       : "__noinline__");
+    const unsigned cost = emitter.perScoreCost(op.getMaskMod());
+    source.maskMod = llvm::formatv(
+        "  {3}\n"
+        "  static __device__ {2} bool\n"
+        "  maskMod({0}) {{\n"
+        "    using attn::auxLoad;\n{1}  }\n",
+        kPositions, body,
+        cost > kMaxInlineCost ? "__noinline__" : "__forceinline__",
+        cost > kMaxWgmmaInlineCost
+            ? ::attn::KernelSpec::kCostlyMaskMod
+            : "static constexpr bool kMaskModCostly = false;");
     std::string tiles;
     llvm::raw_string_ostream tilesOS(tiles);
     RangeEmitter(tilesOS).emit(op.getMaskMod());

@@ -89,11 +89,12 @@ int64_t sharedMemoryPerSM(::attn::Arch arch) {
 /// q's type or FP8 (widened to f16 in shared memory) whose pages are a multiple
 /// of 16 tokens (at most 8 TMA boxes per 128-key tile; smaller pages keep the
 /// mma.sync template, which gathers rows with cp.async). Every mask and
-/// score modifier is supported, but a score_mod too costly to inline runs
-/// as an out-of-line call, across which wgmma's pipeline serializes (ptxas
-/// C7514; T5's bias at 14-21x causal): such a prefill takes mma.sync, but
-/// for FP8 compute, which has no mma.sync template. MLA's form (q/k of head_dim
-/// + rope_dim, v of head_dim) takes it where q/k come in whole 64-dim boxes.
+/// score modifier is supported, but a region too costly to inline there
+/// (KernelSpec::costlyRegions: NVRTC takes a minute over some inlined, and
+/// wgmma's pipeline serializes across an out-of-line call, ptxas C7514)
+/// makes the prefill take mma.sync; FP8 compute has no mma.sync template
+/// and keeps wgmma (slower to compile). MLA's form (q/k of head_dim +
+/// rope_dim, v of head_dim) takes it where q/k come in whole 64-dim boxes.
 static bool wgmmaPrefillApplies(const ::attn::KernelSpec &spec) {
   // FP8 compute has no mma.sync template: pages of 8 take wgmma too.
   const bool paged = spec.kind == ::attn::KernelKind::PagedPrefill &&
@@ -101,7 +102,7 @@ static bool wgmmaPrefillApplies(const ::attn::KernelSpec &spec) {
                      spec.pageSize % (spec.fp8Compute ? 8 : 16) == 0;
   return spec.arch == ::attn::Arch::SM90a &&
          (spec.kind == ::attn::KernelKind::Prefill || paged) &&
-         (!spec.scoreModOutOfLine() || spec.fp8Compute) &&
+         (!spec.costlyRegions() || spec.fp8Compute) &&
          (spec.headDim == 64 || spec.headDim == 128 || spec.headDim == 256) &&
          (spec.headDim + spec.ropeDim) % 64 == 0 &&
          ::attn::prefillSm90SmemBytes(
