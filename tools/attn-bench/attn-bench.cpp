@@ -1035,8 +1035,8 @@ constexpr const char *kChunkedLocalRegion = R"({
 
 /// T5's relative-position bias (examples/modifiers/t5-bias.mlir): a table of
 /// 32 heads x 32 buckets read at the bucket of q_pos - k_pos. Its IEEE
-/// divisions and float-to-int cast make it a costly region, compiled out of
-/// line (docs/semantics.md, "Programmable variants").
+/// division and float-to-int cast make it a costly region, which an sm_90a
+/// prefill runs in mma.sync (docs/semantics.md, "Programmable variants").
 constexpr const char *kT5BiasRegion = R"({
 ^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32, %t: tensor<32x32xf32>):
   %zero = arith.constant 0 : i32
@@ -1765,7 +1765,7 @@ int main(int argc, char **argv) {
            "       attn-bench modifiers [--json]   score_mod / mask_mod "
            "regions\n"
            "         against the built-in knobs and plain causal attention,\n"
-           "         and T5's bias (a region compiled out of line)\n"
+           "         and T5's bias (a costly region: mma.sync on sm_90a)\n"
            "       attn-bench merge [--json]   merge_states against a copy's\n"
            "         read + write bandwidth\n"
            "       attn-bench cascade [--json]   shared-prefix decode against\n"
