@@ -253,12 +253,11 @@ template <class Config> struct Variant {
 #pragma unroll
       for (int i = 0; i < N; ++i) {
         key[i] = keyAt(i);
-        x[i] = beforeScoreMod(scoreAt(i), float(key[i] - rowPos), qkScale,
-                              row, p);
+        x[i] =
+            beforeScoreMod(scoreAt(i), float(key[i] - rowPos), qkScale, row, p);
       }
       Config::scoreModRow(x, key, row.request, rowPos, row.qHead,
-                          row.qHead / Config::kGroupSize, p.aux,
-                          row.scoreHead);
+                          row.qHead / Config::kGroupSize, p.aux, row.scoreHead);
 #pragma unroll
       for (int i = 0; i < N; ++i)
         scoreAt(i) = x[i] * kLog2e;
