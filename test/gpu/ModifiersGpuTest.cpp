@@ -4,7 +4,8 @@
 // over an aux table of slopes, causal and sliding window as regions,
 // chunked local attention, bidirectional spans in causal attention,
 // document masking over an aux table of ids, T5
-// relative-position bias from an aux bucket table) JIT-compiled
+// relative-position bias from an aux bucket table, ALiBi costly enough to
+// run out of line) JIT-compiled
 // into decode, the mma.sync prefill (head dim 96 takes it on every arch),
 // the default prefill at head dim 128 (wgmma on sm_90a), paged prefill and
 // mixed batches,
@@ -71,6 +72,10 @@ std::vector<std::pair<std::string, MakeModifiers>> modifierKinds() {
       {"alibi_region",
        [](std::mt19937 &, const std::vector<int> &) {
          return check::alibiRegion(16);
+       }},
+      {"out_of_line_region",
+       [](std::mt19937 &, const std::vector<int> &) {
+         return check::outOfLineRegion(16);
        }},
       {"causal_region",
        [](std::mt19937 &, const std::vector<int> &) {

@@ -98,6 +98,47 @@ inline TestModifiers alibiRegion(int numQHeads) {
   return m;
 }
 
+/// ALiBi over an aux table again, but costly enough to run out of line
+/// (compiler/Transforms/Modifiers.cpp: past 8 IEEE divisions' worth, a row
+/// of scores per call): the score is divided 8 times by 1 + |k - q| / 64
+/// and multiplied back (within a few ulp of itself), then biased.
+/// Its aux table exercises the descriptors' copy in the out-of-line call.
+inline TestModifiers outOfLineRegion(int numQHeads) {
+  TestModifiers m = alibiRegion(numQHeads);
+  m.name = "out_of_line_region";
+  m.scoreMod = R"({
+^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32, %slopes: tensor<?xf32>):
+  %slope = attn.aux_load %slopes[%q_head] : tensor<?xf32>
+  %d = arith.subi %k_pos, %q_pos : i32
+  %a = math.absi %d : i32
+  %af = arith.sitofp %a : i32 to f32
+  %inv64 = arith.constant 0.015625 : f32
+  %one = arith.constant 1.0 : f32
+  %ad = arith.mulf %af, %inv64 : f32
+  %c = arith.addf %ad, %one : f32
+  %x1 = arith.divf %score, %c : f32
+  %x2 = arith.divf %x1, %c : f32
+  %x3 = arith.divf %x2, %c : f32
+  %x4 = arith.divf %x3, %c : f32
+  %x5 = arith.divf %x4, %c : f32
+  %x6 = arith.divf %x5, %c : f32
+  %x7 = arith.divf %x6, %c : f32
+  %x8 = arith.divf %x7, %c : f32
+  %x9 = arith.mulf %x8, %c : f32
+  %x10 = arith.mulf %x9, %c : f32
+  %x11 = arith.mulf %x10, %c : f32
+  %x12 = arith.mulf %x11, %c : f32
+  %x13 = arith.mulf %x12, %c : f32
+  %x14 = arith.mulf %x13, %c : f32
+  %x15 = arith.mulf %x14, %c : f32
+  %x16 = arith.mulf %x15, %c : f32
+  %bias = arith.mulf %slope, %af : f32
+  %r = arith.subf %x16, %bias : f32
+  attn.yield %r : f32
+})";
+  return m;
+}
+
 /// The causal mask as a mask_mod: k_pos <= q_pos.
 inline TestModifiers causalRegion() {
   TestModifiers m;
