@@ -25,11 +25,12 @@ struct ModifierSource {
   /// (the region's per-head values, computed once per row) and
   /// `float scoreMod(score, request, q_pos, k_pos, q_head, kv_head, aux,
   /// head)`, `kScoreModOutOfLine` and, where that is true, `scoreModRow`
-  /// (scoreMod over N scores of a row in one out-of-line call); empty
-  /// without a score_mod.
+  /// (scoreMod over N scores of a row in one out-of-line call), and
+  /// `kScoreModCostly` (KernelSpec::costlyRegions); empty without a
+  /// score_mod.
   std::string scoreMod;
-  /// `bool maskMod(request, q_pos, k_pos, q_head, kv_head, aux)`; empty
-  /// without a mask_mod.
+  /// `bool maskMod(request, q_pos, k_pos, q_head, kv_head, aux)` and
+  /// `kMaskModCostly`; empty without a mask_mod.
   std::string maskMod;
   /// `BoolRange maskModTile(Range request, Range q_pos, Range k_pos, Range
   /// q_head, Range kv_head)`: the interval form of mask_mod, whether some
