@@ -71,6 +71,16 @@ inline TestModifiers softcapRegion(double cap, bool reciprocal = false) {
   return m;
 }
 
+/// The start of both ALiBi score_mods below: the slope of the row's head
+/// from the aux table, and %af = |k_pos - q_pos| as f32.
+constexpr const char *kAlibiDistance =
+    R"({
+^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32, %slopes: tensor<?xf32>):
+  %slope = attn.aux_load %slopes[%q_head] : tensor<?xf32>
+  %d = arith.subi %k_pos, %q_pos : i32
+  %a = math.absi %d : i32
+  %af = arith.sitofp %a : i32 to f32)";
+
 /// ALiBi written as a score_mod over an aux table of per-head slopes:
 /// score - slope[q_head] * |k_pos - q_pos| (FlashAttention's definition).
 inline TestModifiers alibiRegion(int numQHeads) {
@@ -80,12 +90,7 @@ inline TestModifiers alibiRegion(int numQHeads) {
   slopes.dims[0] = numQHeads;
   for (int h = 0; h < numQHeads; ++h)
     slopes.f32.push_back(float(std::pow(2.0, -8.0 * (h + 1) / numQHeads)));
-  m.scoreMod = R"({
-^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32, %slopes: tensor<?xf32>):
-  %slope = attn.aux_load %slopes[%q_head] : tensor<?xf32>
-  %d = arith.subi %k_pos, %q_pos : i32
-  %a = math.absi %d : i32
-  %af = arith.sitofp %a : i32 to f32
+  m.scoreMod = std::string(kAlibiDistance) + R"(
   %bias = arith.mulf %slope, %af fastmath<contract> : f32
   %r = arith.subf %score, %bias fastmath<contract> : f32
   attn.yield %r : f32
@@ -106,12 +111,7 @@ inline TestModifiers alibiRegion(int numQHeads) {
 inline TestModifiers outOfLineRegion(int numQHeads) {
   TestModifiers m = alibiRegion(numQHeads);
   m.name = "out_of_line_region";
-  m.scoreMod = R"({
-^bb0(%score: f32, %request: i32, %q_pos: i32, %k_pos: i32, %q_head: i32, %kv_head: i32, %slopes: tensor<?xf32>):
-  %slope = attn.aux_load %slopes[%q_head] : tensor<?xf32>
-  %d = arith.subi %k_pos, %q_pos : i32
-  %a = math.absi %d : i32
-  %af = arith.sitofp %a : i32 to f32
+  m.scoreMod = std::string(kAlibiDistance) + R"(
   %inv64 = arith.constant 0.015625 : f32
   %one = arith.constant 1.0 : f32
   %ad = arith.mulf %af, %inv64 : f32
