@@ -112,6 +112,9 @@ __all__ = [
     "fast_decode_plan",
     "packbits",
     "segment_packbits",
+    "single_decode_with_kv_cache",
+    "single_prefill_with_kv_cache",
+    "single_prefill_with_kv_cache_return_lse",
 ]
 
 
@@ -3637,6 +3640,127 @@ def merge_states(v, s, *, stream=None):
     return v_out, s_out
 
 
+# --- one request: FlashInfer's single_* functions ---------------------------------
+
+
+def _single_kv(k, v, kv_layout, what):
+    """k/v of one request as [kv_len, num_kv_heads, dim] rows: HND's
+    [num_kv_heads, kv_len, dim] is transposed and copied (the ragged
+    kernel reads heads of a row side by side)."""
+    layout = _check_layout(kv_layout)
+    for t, name in ((k, "k"), (v, "v")):
+        if getattr(t, "dim", None) is None or t.dim() != 3:
+            raise ValueError("%s: %s expected a 3-D tensor ([kv_len, num_kv_heads, dim] "
+                             "for NHD, [num_kv_heads, kv_len, dim] for HND), got %r"
+                             % (what, name, getattr(t, "shape", type(t).__name__)))
+    if layout == "HND":
+        k, v = k.transpose(0, 1).contiguous(), v.transpose(0, 1).contiguous()
+    if k.shape[:2] != v.shape[:2]:
+        raise ValueError("%s: k %s and v %s differ in kv_len or num_kv_heads"
+                         % (what, tuple(k.shape), tuple(v.shape)))
+    return k, v
+
+
+def _single_prefill(q, k, v, what, causal, kv_layout, pos_encoding_mode, sm_scale,
+                    window_left, logits_soft_cap, custom_mask, packed_custom_mask, k_scale,
+                    v_scale, return_lse):
+    """q [qo_len, num_qo_heads, head_dim_qk] over one request's k/v: a
+    ragged prefill of one request (FlashInfer's single_* functions)."""
+    torch = _runtime.require_torch(what)
+    if getattr(q, "dim", None) is None or q.dim() != 3:
+        raise ValueError("%s: q expected [qo_len, num_qo_heads, head_dim], got %r"
+                         % (what, getattr(q, "shape", type(q).__name__)))
+    k, v = _single_kv(k, v, kv_layout, what)
+    qo_len, hq, dqk = q.shape
+    kv_len, hkv = k.shape[0], k.shape[1]
+    if k.shape[2] != dqk:
+        raise ValueError("%s: k's head_dim %d differs from q's %d" % (what, k.shape[2], dqk))
+    if custom_mask is not None and packed_custom_mask is None:
+        if tuple(getattr(custom_mask, "shape", ())) != (qo_len, kv_len):
+            raise ValueError("%s: custom_mask expected [qo_len, kv_len] = [%d, %d], got %r"
+                             % (what, qo_len, kv_len, getattr(custom_mask, "shape", None)))
+        custom_mask = custom_mask.reshape(-1)  # the wrapper's flat form, one request
+    w = BatchPrefillWithRaggedKVCacheWrapper(kv_layout="NHD")
+    w.plan(torch.tensor([0, qo_len], dtype=torch.int32),
+           torch.tensor([0, kv_len], dtype=torch.int32), hq, hkv, dqk,
+           head_dim_vo=v.shape[2], custom_mask=custom_mask,
+           packed_custom_mask=packed_custom_mask, causal=causal,
+           pos_encoding_mode=pos_encoding_mode, window_left=window_left,
+           logits_soft_cap=logits_soft_cap, sm_scale=sm_scale, q_data_type=q.dtype,
+           kv_data_type=k.dtype)
+    return w.run(q, k, v, k_scale=k_scale, v_scale=v_scale, return_lse=return_lse)
+
+
+def single_prefill_with_kv_cache(q, k, v, scale_q=None, scale_k=None, scale_v=None,
+                                 o_dtype=None, custom_mask=None, packed_custom_mask=None,
+                                 causal=False, kv_layout="NHD", pos_encoding_mode="NONE",
+                                 use_fp16_qk_reduction=False, sm_scale=None, window_left=-1,
+                                 logits_soft_cap=None, rope_scale=None, rope_theta=None,
+                                 backend="auto", return_lse=False, kv_cache_sf=None,
+                                 k_scale=None, v_scale=None):
+    """FlashInfer's single-request prefill: ``q`` [qo_len, num_qo_heads,
+    head_dim_qk] over ``k`` [kv_len, num_kv_heads, head_dim_qk] and ``v``
+    (``kv_layout`` 'HND': [num_kv_heads, kv_len, dim], copied to rows);
+    ``causal`` (default False) aligned to the end of the keys,
+    ``custom_mask`` [qo_len, kv_len] or ``packed_custom_mask``,
+    ``window_left``, ``logits_soft_cap``, ``sm_scale``, ALiBi;
+    ``k_scale``/``v_scale`` for FP8 k/v. ``return_lse``: ``(out, lse)``,
+    lse [qo_len, num_qo_heads] in base 2. ``use_fp16_qk_reduction`` is
+    accepted (attn reduces in f32). Per-head FP8 scales (``scale_q``,
+    ``scale_k``, ``scale_v``), another ``o_dtype``, NVFP4
+    (``kv_cache_sf``) and RoPE inside attention are refused."""
+    what = "single_prefill_with_kv_cache"
+    _check_backend(backend, what)
+    for value, name in ((scale_q, "scale_q"), (scale_k, "scale_k"), (scale_v, "scale_v"),
+                        (kv_cache_sf, "kv_cache_sf")):
+        if value is not None:
+            raise NotImplementedError("%s: %s (per-head FP8 or NVFP4 scales) is not supported "
+                                      "by attn; pass k_scale/v_scale for FP8 k/v"
+                                      % (what, name))
+    if o_dtype is not None and o_dtype != getattr(q, "dtype", None):
+        raise NotImplementedError("%s: o_dtype %s: attn writes the output in q's type (%s)"
+                                  % (what, o_dtype, getattr(q, "dtype", None)))
+    return _single_prefill(q, k, v, what, causal, kv_layout, pos_encoding_mode, sm_scale,
+                           window_left, logits_soft_cap, custom_mask, packed_custom_mask,
+                           k_scale, v_scale, return_lse)
+
+
+def single_prefill_with_kv_cache_return_lse(*args, **kwargs):
+    """single_prefill_with_kv_cache(..., return_lse=True)."""
+    kwargs["return_lse"] = True
+    return single_prefill_with_kv_cache(*args, **kwargs)
+
+
+def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NONE",
+                                use_tensor_cores=False, q_scale=None, k_scale=None,
+                                v_scale=None, window_left=-1, logits_soft_cap=None,
+                                sm_scale=None, rope_scale=None, rope_theta=None,
+                                return_lse=False):
+    """FlashInfer's single-request decode: ``q`` [num_qo_heads, head_dim]
+    at the position after the last key attends to ``k``/``v``
+    [kv_len, num_kv_heads, head_dim] (``kv_layout`` 'HND': [num_kv_heads,
+    kv_len, head_dim], copied to rows), with ``window_left``,
+    ``logits_soft_cap``, ``sm_scale``, ALiBi, ``k_scale``/``v_scale`` for
+    FP8 k/v. ``return_lse``: ``(out, lse)``, lse [num_qo_heads] in base 2.
+    ``use_tensor_cores`` is accepted (attn picks its kernel); an FP8 query
+    scale other than 1 and RoPE inside attention are refused."""
+    what = "single_decode_with_kv_cache"
+    if q_scale is not None and not _is_one(q_scale):
+        raise NotImplementedError("%s: q_scale=%r: attn's single decode takes a 16-bit q"
+                                  % (what, q_scale))
+    if getattr(q, "dim", None) is None or q.dim() != 2:
+        raise ValueError("%s: q expected [num_qo_heads, head_dim], got %r"
+                         % (what, getattr(q, "shape", type(q).__name__)))
+    # One query row after the keys: causal (aligned to the end of the
+    # keys) sees them all, and a window counts back from it.
+    got = _single_prefill(q.unsqueeze(0), k, v, what, True, kv_layout, pos_encoding_mode,
+                          sm_scale, window_left, logits_soft_cap, None, None, k_scale,
+                          v_scale, return_lse)
+    if return_lse:
+        return got[0][0], got[1][0]
+    return got[0]
+
+
 # --- FlashInfer's submodule paths -------------------------------------------------
 # flashinfer.decode.X, flashinfer.prefill.X, ... (FlashInfer's tests and
 # engines reach names there): small modules holding this module's objects,
@@ -3647,9 +3771,11 @@ def _submodules():
     import types
     names = {
         "decode": ("BatchDecodeWithPagedKVCacheWrapper",
-                   "CUDAGraphBatchDecodeWithPagedKVCacheWrapper", "fast_decode_plan"),
+                   "CUDAGraphBatchDecodeWithPagedKVCacheWrapper", "fast_decode_plan",
+                   "single_decode_with_kv_cache"),
         "prefill": ("BatchPrefillWithRaggedKVCacheWrapper",
-                    "BatchPrefillWithPagedKVCacheWrapper"),
+                    "BatchPrefillWithPagedKVCacheWrapper", "single_prefill_with_kv_cache",
+                    "single_prefill_with_kv_cache_return_lse"),
         "cascade": ("MultiLevelCascadeAttentionWrapper", "merge_state", "merge_state_in_place",
                     "merge_states"),
         "page": ("append_paged_kv_cache", "get_seq_lens", "get_batch_indices_positions"),

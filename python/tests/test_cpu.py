@@ -2287,6 +2287,42 @@ def test_block_sparse_refuses_what_it_cannot_serve():
         w.run(None, None, None, scale_k=1.0)
 
 
+def test_single_functions_refuse_what_they_cannot_serve():
+    torch = pytest.importorskip("torch")
+    bf16 = torch.bfloat16
+    q = torch.zeros(4, 8, 64, dtype=bf16)
+    k = v = torch.zeros(16, 2, 64, dtype=bf16)
+    single = fi.single_prefill_with_kv_cache
+    with pytest.raises(NotImplementedError, match="scale_q"):
+        single(q, k, v, scale_q=torch.ones(8))
+    with pytest.raises(NotImplementedError, match="kv_cache_sf"):
+        single(q, k, v, kv_cache_sf=(k, v))
+    with pytest.raises(NotImplementedError, match="o_dtype torch.float32"):
+        single(q, k, v, o_dtype=torch.float32)
+    with pytest.raises(NotImplementedError, match="backend='cudnn'"):
+        single(q, k, v, backend="cudnn")
+    with pytest.raises(ValueError, match="kv_layout: expected 'NHD' or 'HND'"):
+        single(q, k, v, kv_layout="NDH")
+    with pytest.raises(ValueError, match="differ in kv_len or num_kv_heads"):
+        single(q, k, v[:8])
+    with pytest.raises(ValueError, match="k's head_dim 32 differs from q's 64"):
+        single(q, k[..., :32], v[..., :32])
+    with pytest.raises(ValueError, match=r"custom_mask expected \[qo_len, kv_len\] = \[4, 16\]"):
+        single(q, k, v, custom_mask=torch.ones(4 * 16, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"k expected a 3-D tensor"):
+        single(q, k[0], v)
+    with pytest.raises(ValueError, match=r"single_decode_with_kv_cache: q expected "
+                                         r"\[num_qo_heads, head_dim\]"):
+        fi.single_decode_with_kv_cache(q, k, v)
+    with pytest.raises(NotImplementedError, match="q_scale=2.0"):
+        fi.single_decode_with_kv_cache(q[0], k, v, q_scale=2.0)
+    # FlashInfer's module paths reach the same functions.
+    assert fi.decode.single_decode_with_kv_cache is fi.single_decode_with_kv_cache
+    assert fi.prefill.single_prefill_with_kv_cache is single
+    assert fi.prefill.single_prefill_with_kv_cache_return_lse is \
+        fi.single_prefill_with_kv_cache_return_lse
+
+
 def test_block_sparse_rows_follow_m_and_r():
     assert fi._bsr_rows([0, 2, 3, 5], 40, 16) == [0, 16, 32, 40]
     assert fi._bsr_rows([0, 1, 2], 32, 16) == [0, 16, 32]

@@ -443,6 +443,51 @@ def test_attention_sink_wrappers_as_flashinfers_tests_use_them(causal):
         assert_close(out_paged[rows], ref2, BF16, "sink paged request %d" % b)
 
 
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_single_prefill_and_decode_are_flashinfers(layout):
+    """FlashInfer's single_* functions: one request's prefill (causal or
+    not, window + soft-cap + scale, a custom mask) and decode (plain,
+    window + soft-cap, FlashInfer's ALiBi), k/v in either layout."""
+    hq, hkv, d, qo_len, kv_len = 8, 2, 128, 37, 300
+    q = randn((qo_len, hq, d), BF16, 201)
+    k = randn((kv_len, hkv, d), BF16, 202)
+    v = randn((kv_len, hkv, d), BF16, 203)
+    kk, vv = (k, v) if layout == "NHD" else (k.transpose(0, 1).contiguous(),
+                                             v.transpose(0, 1).contiguous())
+    for causal in (True, False):
+        out, lse = fi.single_prefill_with_kv_cache(q, kk, vv, causal=causal, kv_layout=layout,
+                                                   return_lse=True)
+        ref, ref_lse = reference(q, k, v, causal=causal)
+        assert_close(out, ref, BF16, "single prefill causal=%s" % causal)
+        assert_lse(lse, ref_lse, "single prefill causal=%s" % causal)
+    out = fi.single_prefill_with_kv_cache(q, kk, vv, causal=True, kv_layout=layout,
+                                          window_left=50, logits_soft_cap=30.0, sm_scale=0.1)
+    assert_close(out, reference(q, k, v, window_left=50, softcap=30.0, scale=0.1)[0], BF16,
+                 "single prefill, window + soft-cap + scale")
+    mask = torch.rand(qo_len, kv_len, generator=gen(204), device=DEV) > 0.3
+    out, lse = fi.single_prefill_with_kv_cache_return_lse(q, kk, vv, custom_mask=mask,
+                                                          kv_layout=layout)
+    ref, ref_lse = reference(q, k, v, causal=False, mask=mask)
+    assert_close(out, ref, BF16, "single prefill, custom mask")
+    assert_lse(lse, ref_lse, "single prefill, custom mask")
+
+    qd = randn((hq, d), BF16, 205)
+    out, lse = fi.single_decode_with_kv_cache(qd, kk, vv, kv_layout=layout, return_lse=True)
+    assert out.shape == (hq, d) and lse.shape == (hq,)
+    ref, ref_lse = reference(qd[None], k, v)
+    assert_close(out, ref[0], BF16, "single decode")
+    assert_lse(lse, ref_lse[0], "single decode")
+    out = fi.single_decode_with_kv_cache(qd, kk, vv, kv_layout=layout, window_left=64,
+                                         logits_soft_cap=20.0)
+    assert_close(out, reference(qd[None], k, v, window_left=64, softcap=20.0)[0][0], BF16,
+                 "single decode, window + soft-cap")
+    out, lse = fi.single_decode_with_kv_cache(qd, kk, vv, kv_layout=layout,
+                                              pos_encoding_mode="ALIBI", return_lse=True)
+    ref, ref_lse = reference(qd[None], k, v, fi_alibi=fi.get_alibi_slopes(hq))
+    assert_close(out, ref[0], BF16, "single decode, ALiBi")
+    assert_lse(lse, ref_lse[0], "single decode, ALiBi")
+
+
 def test_ragged_forward_replaces_causal_and_scale():
     hq, hkv, d = 8, 8, 64
     q_lens, kv_lens = [12, 30], [20, 30]
