@@ -3661,9 +3661,32 @@ def _single_kv(k, v, kv_layout, what):
     return k, v
 
 
+def _rope_llama(x, first, rope_scale, rope_theta, torch):
+    """FlashInfer's ROPE_LLAMA on rows ``x`` [n, heads, dim] at positions
+    first, first + 1, ...: dims i and i + dim/2 rotate by the angle
+    pos * rope_theta^(-2i/dim) / rope_scale (defaults 1e4 and 1), in f32,
+    the result in x's dtype (as FlashInfer rotates q and k in shared
+    memory)."""
+    d = x.shape[-1]
+    if d % 2:
+        raise ValueError("pos_encoding_mode='ROPE_LLAMA': head_dim %d is odd" % d)
+    scale = 1.0 if rope_scale is None else _lib.check_float(rope_scale, "rope_scale",
+                                                            above=0.0)
+    theta = 1e4 if rope_theta is None else _lib.check_float(rope_theta, "rope_theta",
+                                                            above=0.0)
+    half = d // 2
+    i = torch.arange(half, device=x.device, dtype=torch.float32)
+    freq = torch.pow(torch.full_like(i, 1.0 / theta), 2.0 * i / d) / scale
+    pos = torch.arange(first, first + x.shape[0], device=x.device, dtype=torch.float32)
+    angle = pos[:, None, None] * freq
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    lo, hi = x[..., :half].float(), x[..., half:].float()
+    return torch.cat([lo * cos - hi * sin, hi * cos + lo * sin], dim=-1).to(x.dtype)
+
+
 def _single_prefill(q, k, v, what, causal, kv_layout, pos_encoding_mode, sm_scale,
                     window_left, logits_soft_cap, custom_mask, packed_custom_mask, k_scale,
-                    v_scale, return_lse):
+                    v_scale, return_lse, rope_scale=None, rope_theta=None):
     """q [qo_len, num_qo_heads, head_dim_qk] over one request's k/v: a
     ragged prefill of one request (FlashInfer's single_* functions)."""
     torch = _runtime.require_torch(what)
@@ -3675,6 +3698,15 @@ def _single_prefill(q, k, v, what, causal, kv_layout, pos_encoding_mode, sm_scal
     kv_len, hkv = k.shape[0], k.shape[1]
     if k.shape[2] != dqk:
         raise ValueError("%s: k's head_dim %d differs from q's %d" % (what, k.shape[2], dqk))
+    if _pos_mode(pos_encoding_mode) == "ROPE_LLAMA":
+        # Rotated here, before attention (not fused): q at the positions
+        # that end at the last key, k at 0..kv_len-1.
+        if k.dtype not in (torch.float16, torch.bfloat16):
+            raise NotImplementedError("%s: pos_encoding_mode='ROPE_LLAMA' with %s k/v: attn "
+                                      "rotates 16-bit keys only" % (what, k.dtype))
+        q = _rope_llama(q, kv_len - qo_len, rope_scale, rope_theta, torch)
+        k = _rope_llama(k, 0, rope_scale, rope_theta, torch)
+        pos_encoding_mode = "NONE"
     if custom_mask is not None and packed_custom_mask is None:
         if tuple(getattr(custom_mask, "shape", ())) != (qo_len, kv_len):
             raise ValueError("%s: custom_mask expected [qo_len, kv_len] = [%d, %d], got %r"
@@ -3706,9 +3738,11 @@ def single_prefill_with_kv_cache(q, k, v, scale_q=None, scale_k=None, scale_v=No
     ``window_left``, ``logits_soft_cap``, ``sm_scale``, ALiBi;
     ``k_scale``/``v_scale`` for FP8 k/v. ``return_lse``: ``(out, lse)``,
     lse [qo_len, num_qo_heads] in base 2. ``use_fp16_qk_reduction`` is
-    accepted (attn reduces in f32). Per-head FP8 scales (``scale_q``,
-    ``scale_k``, ``scale_v``), another ``o_dtype``, NVFP4
-    (``kv_cache_sf``) and RoPE inside attention are refused."""
+    accepted (attn reduces in f32). ``pos_encoding_mode='ROPE_LLAMA'``
+    (``rope_scale``, ``rope_theta``) rotates copies of q and k first (not
+    fused; 16-bit k/v). Per-head FP8 scales (``scale_q``, ``scale_k``,
+    ``scale_v``), another ``o_dtype`` and NVFP4 (``kv_cache_sf``) are
+    refused."""
     what = "single_prefill_with_kv_cache"
     _check_backend(backend, what)
     for value, name in ((scale_q, "scale_q"), (scale_k, "scale_k"), (scale_v, "scale_v"),
@@ -3722,7 +3756,7 @@ def single_prefill_with_kv_cache(q, k, v, scale_q=None, scale_k=None, scale_v=No
                                   % (what, o_dtype, getattr(q, "dtype", None)))
     return _single_prefill(q, k, v, what, causal, kv_layout, pos_encoding_mode, sm_scale,
                            window_left, logits_soft_cap, custom_mask, packed_custom_mask,
-                           k_scale, v_scale, return_lse)
+                           k_scale, v_scale, return_lse, rope_scale, rope_theta)
 
 
 def single_prefill_with_kv_cache_return_lse(*args, **kwargs):
@@ -3742,8 +3776,10 @@ def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NON
     kv_len, head_dim], copied to rows), with ``window_left``,
     ``logits_soft_cap``, ``sm_scale``, ALiBi, ``k_scale``/``v_scale`` for
     FP8 k/v. ``return_lse``: ``(out, lse)``, lse [num_qo_heads] in base 2.
-    ``use_tensor_cores`` is accepted (attn picks its kernel); an FP8 query
-    scale other than 1 and RoPE inside attention are refused."""
+    ``use_tensor_cores`` is accepted (attn picks its kernel);
+    ``pos_encoding_mode='ROPE_LLAMA'`` rotates copies of q (at position
+    kv_len - 1) and k first, as single_prefill_with_kv_cache does; an FP8
+    query scale other than 1 is refused."""
     what = "single_decode_with_kv_cache"
     if q_scale is not None and not _is_one(q_scale):
         raise NotImplementedError("%s: q_scale=%r: attn's single decode takes a 16-bit q"
@@ -3755,7 +3791,7 @@ def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NON
     # keys) sees them all, and a window counts back from it.
     got = _single_prefill(q.unsqueeze(0), k, v, what, True, kv_layout, pos_encoding_mode,
                           sm_scale, window_left, logits_soft_cap, None, None, k_scale,
-                          v_scale, return_lse)
+                          v_scale, return_lse, rope_scale, rope_theta)
     if return_lse:
         return got[0][0], got[1][0]
     return got[0]

@@ -2323,6 +2323,35 @@ def test_single_functions_refuse_what_they_cannot_serve():
         fi.single_prefill_with_kv_cache_return_lse
 
 
+def test_rope_llama_rotates_halves_by_position_as_flashinfer():
+    """FlashInfer's ROPE_LLAMA: (x_i, x_{i+d/2}) at position p turn by
+    p * theta^(-2i/d) / scale; checked against the complex-number form in
+    float64."""
+    torch = pytest.importorskip("torch")
+    n, heads, d, first = 5, 3, 16, 7
+    x = torch.randn(n, heads, d, generator=torch.Generator().manual_seed(3))
+    for scale, theta in ((None, None), (2.0, 5e5)):
+        got = fi._rope_llama(x, first, scale, theta, torch).double()
+        s, t = scale or 1.0, theta or 1e4
+        freq = torch.tensor([t ** (-2.0 * i / d) / s for i in range(d // 2)],
+                            dtype=torch.float64)
+        pos = torch.arange(first, first + n, dtype=torch.float64)
+        turn = torch.polar(torch.ones(n, 1, d // 2, dtype=torch.float64),
+                           pos[:, None, None] * freq)
+        z = torch.complex(x[..., :d // 2].double(), x[..., d // 2:].double()) * turn
+        want = torch.cat([z.real, z.imag], dim=-1)
+        assert (got - want).abs().max().item() < 1e-4
+    assert torch.equal(fi._rope_llama(x[:1], 0, None, None, torch), x[:1])  # position 0
+    with pytest.raises(ValueError, match="head_dim 15 is odd"):
+        fi._rope_llama(x[..., :15], 0, None, None, torch)
+    with pytest.raises(ValueError, match="rope_theta"):
+        fi._rope_llama(x, 0, None, -1.0, torch)
+    k8 = torch.zeros(16, 2, 64).to(torch.float8_e4m3fn)
+    with pytest.raises(NotImplementedError, match="ROPE_LLAMA' with torch.float8_e4m3fn"):
+        fi.single_prefill_with_kv_cache(torch.zeros(4, 8, 64, dtype=torch.bfloat16), k8, k8,
+                                        pos_encoding_mode="ROPE_LLAMA")
+
+
 def test_block_sparse_rows_follow_m_and_r():
     assert fi._bsr_rows([0, 2, 3, 5], 40, 16) == [0, 16, 32, 40]
     assert fi._bsr_rows([0, 1, 2], 32, 16) == [0, 16, 32]

@@ -443,11 +443,24 @@ def test_attention_sink_wrappers_as_flashinfers_tests_use_them(causal):
         assert_close(out_paged[rows], ref2, BF16, "sink paged request %d" % b)
 
 
+def rope_ref(x, first, scale=1.0, theta=1e4):
+    """FlashInfer's ROPE_LLAMA in float64: (x_i, x_{i+d/2}) at position p
+    turned by p * theta^(-2i/d) / scale, as a complex product."""
+    n, d = x.shape[0], x.shape[-1]
+    freq = torch.tensor([theta ** (-2.0 * i / d) / scale for i in range(d // 2)],
+                        dtype=torch.float64, device=x.device)
+    pos = torch.arange(first, first + n, dtype=torch.float64, device=x.device)
+    turn = torch.polar(torch.ones(n, 1, d // 2, dtype=torch.float64, device=x.device),
+                       pos[:, None, None] * freq)
+    z = torch.complex(x[..., :d // 2].double(), x[..., d // 2:].double()) * turn
+    return torch.cat([z.real, z.imag], dim=-1)
+
+
 @pytest.mark.parametrize("layout", ["NHD", "HND"])
 def test_single_prefill_and_decode_are_flashinfers(layout):
     """FlashInfer's single_* functions: one request's prefill (causal or
-    not, window + soft-cap + scale, a custom mask) and decode (plain,
-    window + soft-cap, FlashInfer's ALiBi), k/v in either layout."""
+    not, window + soft-cap + scale, a custom mask, RoPE) and decode (plain,
+    window + soft-cap, FlashInfer's ALiBi, RoPE), k/v in either layout."""
     hq, hkv, d, qo_len, kv_len = 8, 2, 128, 37, 300
     q = randn((qo_len, hq, d), BF16, 201)
     k = randn((kv_len, hkv, d), BF16, 202)
@@ -486,6 +499,18 @@ def test_single_prefill_and_decode_are_flashinfers(layout):
     ref, ref_lse = reference(qd[None], k, v, fi_alibi=fi.get_alibi_slopes(hq))
     assert_close(out, ref[0], BF16, "single decode, ALiBi")
     assert_lse(lse, ref_lse[0], "single decode, ALiBi")
+
+    # RoPE inside attention (rotated before it here): q at the positions
+    # ending at the last key, k at 0..kv_len-1.
+    out = fi.single_prefill_with_kv_cache(q, kk, vv, causal=True, kv_layout=layout,
+                                          pos_encoding_mode="ROPE_LLAMA", rope_scale=2.0,
+                                          rope_theta=5e5)
+    ref = reference(rope_ref(q, kv_len - qo_len, 2.0, 5e5), rope_ref(k, 0, 2.0, 5e5), v)[0]
+    assert_close(out, ref, BF16, "single prefill, ROPE_LLAMA")
+    out = fi.single_decode_with_kv_cache(qd, kk, vv, kv_layout=layout,
+                                         pos_encoding_mode="ROPE_LLAMA")
+    ref = reference(rope_ref(qd[None], kv_len - 1), rope_ref(k, 0), v)[0][0]
+    assert_close(out, ref, BF16, "single decode, ROPE_LLAMA")
 
 
 def test_ragged_forward_replaces_causal_and_scale():
