@@ -381,8 +381,10 @@ def test_decode_plan_argument_errors():
     with pytest.raises(ValueError, match=r"num_qo_heads \(12\) must be a multiple of "
                                          r"num_kv_heads \(8\)"):
         w.plan(ip, idx, last, 12, 8, 128, 16)
-    with pytest.raises(NotImplementedError, match="ROPE_LLAMA"):
-        w.plan(ip, idx, last, 32, 8, 128, 16, pos_encoding_mode="ROPE_LLAMA")
+    with pytest.raises(NotImplementedError, match="ROPE_LLAMA': attn rotates 16-bit keys "
+                                                  "only"):
+        w.plan(ip, idx, last, 32, 8, 128, 16, pos_encoding_mode="ROPE_LLAMA",
+               kv_data_type="float8_e4m3fn")
     with pytest.raises(NotImplementedError, match="q_data_type float8_e4m3fn"):
         w.plan(ip, idx, last, 32, 8, 128, 16, q_data_type="float8_e4m3fn")
     with pytest.raises(TypeError, match="kv_data_type: expected bfloat16"):
@@ -2350,6 +2352,53 @@ def test_rope_llama_rotates_halves_by_position_as_flashinfer():
     with pytest.raises(NotImplementedError, match="ROPE_LLAMA' with torch.float8_e4m3fn"):
         fi.single_prefill_with_kv_cache(torch.zeros(4, 8, 64, dtype=torch.bfloat16), k8, k8,
                                         pos_encoding_mode="ROPE_LLAMA")
+
+
+def test_rope_positions_and_rotated_cache_follow_the_page_table():
+    """The batch wrappers' ROPE_LLAMA: each page read gets its keys rotated
+    at its place in its request (CSR or block tables), in a copy of the
+    cache in either layout and form; a page read at two places is refused;
+    CUDA-graph wrappers refuse it."""
+    torch = pytest.importorskip("torch")
+    cpu = torch.device("cpu")
+    page = 4
+    pages, pos = fi._Rope.paged_positions([0, 2, 3], [5, 1, 7], None, None, page, cpu, torch)
+    assert pages.tolist() == [5, 1, 7] and pos.tolist() == [0, 4, 0]
+    pages, pos = fi._Rope.paged_positions(None, None, [[2, 3, 9], [4, 9, 9]], [6, 3], page,
+                                          cpu, torch)
+    assert pages.tolist() == [2, 3, 4] and pos.tolist() == [0, 4, 0]
+    with pytest.raises(NotImplementedError, match="read at two positions"):
+        fi._Rope.paged_positions([0, 2, 3], [5, 1, 1], None, None, page, cpu, torch)
+    fi._Rope.paged_positions([0, 1, 2], [5, 5], None, None, page, cpu, torch)  # same place
+    rope = fi._Rope(2.0, 5e4, torch.tensor([3]), pages=torch.tensor([3, 0]),
+                    page_pos=torch.tensor([0, 4]))
+    g = torch.Generator().manual_seed(5)
+    k = torch.randn(5, page, 2, 8, generator=g)  # NHD: [pages, page, heads, dim]
+    v = torch.randn(5, page, 2, 8, generator=g)
+
+    def want(layout_k, layout):
+        out = layout_k.clone()
+        for p, base in ((3, 0), (0, 4)):
+            for t in range(page):
+                rows = out[p, t] if layout == "NHD" else out[p, :, t]
+                rows.copy_(fi._rope_llama(rows[None], base + t, 2.0, 5e4, torch)[0])
+        return out
+    got_k, got_v = rope.rotate_cache((k, v), "NHD", torch)
+    assert torch.allclose(got_k, want(k, "NHD")) and got_v is v
+    assert torch.equal(got_k[1], k[1])  # pages not read stay as they are
+    hnd = k.transpose(1, 2).contiguous()
+    assert torch.allclose(rope.rotate_cache((hnd, v), "HND", torch)[0], want(hnd, "HND"))
+    both = torch.stack([k, v], dim=1)  # [pages, 2, page, heads, dim]
+    got = rope.rotate_cache(both, "NHD", torch)
+    assert torch.allclose(got[:, 0], want(k, "NHD")) and torch.equal(got[:, 1], v)
+
+    class Graphed:
+        _use_cuda_graph, _what = True, "BatchDecodeWithPagedKVCacheWrapper"
+    with pytest.raises(NotImplementedError, match="use_cuda_graph"):
+        fi._Rope.plan("ROPE_LLAMA", None, None, Graphed())
+    Graphed._use_cuda_graph = False
+    assert fi._Rope.plan("rope_llama", 2.0, None, Graphed()) == ((2.0, 1e4), "NONE")
+    assert fi._Rope.plan("ALIBI", 2.0, None, Graphed()) == (None, "ALIBI")
 
 
 def test_block_sparse_rows_follow_m_and_r():

@@ -110,6 +110,19 @@ def sdpa(q, k, v, causal=True, scale=None):
     return o[0].transpose(0, 1)
 
 
+def rope_ref(x, first, scale=1.0, theta=1e4):
+    """FlashInfer's ROPE_LLAMA in float64: (x_i, x_{i+d/2}) at position p
+    turned by p * theta^(-2i/d) / scale, as a complex product."""
+    n, d = x.shape[0], x.shape[-1]
+    freq = torch.tensor([theta ** (-2.0 * i / d) / scale for i in range(d // 2)],
+                        dtype=torch.float64, device=x.device)
+    pos = torch.arange(first, first + n, dtype=torch.float64, device=x.device)
+    turn = torch.polar(torch.ones(n, 1, d // 2, dtype=torch.float64, device=x.device),
+                       pos[:, None, None] * freq)
+    z = torch.complex(x[..., :d // 2].double(), x[..., d // 2:].double()) * turn
+    return torch.cat([z.real, z.imag], dim=-1)
+
+
 def assert_close(out, ref, dtype, what, tol=None):
     tol = TOL[dtype] if tol is None else tol
     err = (out.double() - ref.double()).abs().max().item()
@@ -200,6 +213,59 @@ def test_decode(dtype, layout, page_size):
         assert_lse(lse[b:b + 1], ref_lse, "decode request %d" % b)
         assert_close(out[b:b + 1], sdpa(q[b:b + 1], k.to(dtype), v.to(dtype)), dtype,
                      "decode vs SDPA, request %d" % b)
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_rope_llama_in_the_batch_wrappers_is_flashinfers(layout):
+    """pos_encoding_mode='ROPE_LLAMA' (rotated before attention): decode,
+    paged prefill and ragged prefill
+    against the fp64 reference over rotated q and k; q at the positions
+    ending at its request's last key, keys at their place in the request;
+    the cache is left as it was."""
+    hq, hkv, d, page = 8, 2, 128, 16
+    lens = [5, 40, 300]
+    pc = Paged(lens, page, hkv, d, BF16, layout, seed=211)
+    before = pc.cache.clone()
+    q = randn((len(lens), hq, d), BF16, 212)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), layout)
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, pos_encoding_mode="ROPE_LLAMA",
+           rope_theta=5e5, q_data_type=BF16, kv_data_type=BF16)
+    out = w.run(q, pc.cache)
+    for b, n in enumerate(lens):
+        k, v = pc.kv(b)
+        ref = reference(rope_ref(q[b:b + 1], n - 1, theta=5e5), rope_ref(k, 0, theta=5e5),
+                        v)[0]
+        assert_close(out[b:b + 1], ref, BF16, "ROPE_LLAMA decode request %d" % b)
+    assert torch.equal(pc.cache, before), "the cache was changed"
+
+    q_lens = [3, 17, 1]
+    qo = torch.tensor([0] + list(_cumsum(q_lens)), dtype=torch.int32, device=DEV)
+    qp = randn((sum(q_lens), hq, d), BF16, 213)
+    w = attn.BatchPrefillWithPagedKVCacheWrapper(workspace(), layout)
+    w.plan(qo, pc.indptr, pc.indices, pc.last, hq, hkv, d, page, causal=True,
+           pos_encoding_mode="ROPE_LLAMA", rope_scale=4.0, q_data_type=BF16,
+           kv_data_type=BF16)
+    out = w.run(qp, pc.cache)
+    for b, n in enumerate(lens):
+        rows = slice(qo[b].item(), qo[b + 1].item())
+        k, v = pc.kv(b)
+        ref = reference(rope_ref(qp[rows], n - q_lens[b], scale=4.0),
+                        rope_ref(k, 0, scale=4.0), v)[0]
+        assert_close(out[rows], ref, BF16, "ROPE_LLAMA paged prefill request %d" % b)
+
+    kvp = torch.tensor([0] + list(_cumsum(lens)), dtype=torch.int32, device=DEV)
+    k = randn((sum(lens), hkv, d), BF16, 214)
+    v = randn((sum(lens), hkv, d), BF16, 215)
+    w = attn.BatchPrefillWithRaggedKVCacheWrapper(workspace(), layout)
+    w.plan(qo, kvp, hq, hkv, d, causal=False, pos_encoding_mode="ROPE_LLAMA",
+           q_data_type=BF16)
+    out = w.run(qp, k, v)
+    for b, n in enumerate(lens):
+        rows = slice(qo[b].item(), qo[b + 1].item())
+        ks = slice(kvp[b].item(), kvp[b + 1].item())
+        ref = reference(rope_ref(qp[rows], n - q_lens[b]), rope_ref(k[ks], 0), v[ks],
+                        causal=False)[0]
+        assert_close(out[rows], ref, BF16, "ROPE_LLAMA ragged prefill request %d" % b)
 
 
 def test_decode_tuple_cache_and_replan_to_a_larger_batch():
@@ -441,19 +507,6 @@ def test_attention_sink_wrappers_as_flashinfers_tests_use_them(causal):
         ref2 = reference(q[rows], k[rows], v[rows], causal=causal, scale=sm_scale * 2,
                          sinks=sink)[0]
         assert_close(out_paged[rows], ref2, BF16, "sink paged request %d" % b)
-
-
-def rope_ref(x, first, scale=1.0, theta=1e4):
-    """FlashInfer's ROPE_LLAMA in float64: (x_i, x_{i+d/2}) at position p
-    turned by p * theta^(-2i/d) / scale, as a complex product."""
-    n, d = x.shape[0], x.shape[-1]
-    freq = torch.tensor([theta ** (-2.0 * i / d) / scale for i in range(d // 2)],
-                        dtype=torch.float64, device=x.device)
-    pos = torch.arange(first, first + n, dtype=torch.float64, device=x.device)
-    turn = torch.polar(torch.ones(n, 1, d // 2, dtype=torch.float64, device=x.device),
-                       pos[:, None, None] * freq)
-    z = torch.complex(x[..., :d // 2].double(), x[..., d // 2:].double()) * turn
-    return torch.cat([z.real, z.imag], dim=-1)
 
 
 @pytest.mark.parametrize("layout", ["NHD", "HND"])
