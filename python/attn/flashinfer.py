@@ -60,11 +60,14 @@ the AttentionSink ``jit_args`` and ``BatchAttentionWithAttentionSinkWrapper``
 as attn's sinks; the prefill wrappers' ``custom_mask`` /
 ``packed_custom_mask`` (aux tables of the packed bits read by a mask_mod
 region: no tile is skipped) and ``window_left`` with ``causal=False`` (a
-mask_mod region); ``packbits`` / ``segment_packbits``. docs/python.md lists
-each.
+mask_mod region); ``packbits`` / ``segment_packbits``; FlashInfer's RoPE
+inside attention (``pos_encoding_mode='ROPE_LLAMA'``) in the decode, paged
+and ragged prefill wrappers and ``single_*``, as copies of q and k rotated
+before attention (not fused; 16-bit caches, no CUDA graphs). docs/python.md
+lists each.
 
-What attn does not do raises ``NotImplementedError`` naming it: RoPE inside
-attention (``pos_encoding_mode='ROPE_LLAMA'``), ``head_dim_vo != head_dim_qk``,
+What attn does not do raises ``NotImplementedError`` naming it: RoPE in the
+other wrappers, ``head_dim_vo != head_dim_qk``,
 ``window_right``, an output dtype other than q's, FP8 queries, NVFP4 caches
 (``kv_cache_sf``), other jit_args, other backends.
 """
@@ -112,6 +115,9 @@ __all__ = [
     "fast_decode_plan",
     "packbits",
     "segment_packbits",
+    "single_decode_with_kv_cache",
+    "single_prefill_with_kv_cache",
+    "single_prefill_with_kv_cache_return_lse",
 ]
 
 
@@ -438,8 +444,8 @@ def _knobs(pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, sm_sc
     mode = _pos_mode(pos_encoding_mode)
     if mode == "ROPE_LLAMA":
         raise NotImplementedError(
-            "pos_encoding_mode=%r: attn does not apply RoPE inside attention (it would need "
-            "RoPE in attn's kernels); rotate q and k before (your model's rotary embedding) and "
+            "pos_encoding_mode=%r: this wrapper does not apply RoPE (attn's decode, paged and "
+            "ragged prefill wrappers and single_* do); rotate q and k before and "
             "plan with pos_encoding_mode='NONE'" % pos_encoding_mode)
     if window_right is not None and _lib.check_int(window_right, "window_right") != 0:
         raise NotImplementedError("window_right=%r: attn's windows look left only "
@@ -1217,6 +1223,7 @@ class _Plan:
     page_tables_ptr = seq_lens_ptr = window_left = keep = levels = level_tables = None
     num_levels = device = run_args = max_page_at = cache = fast = mask_aux = None
     c_seq_lens = c_cu_q = None
+    rope = None  # _Rope: ROPE_LLAMA's positions
     planned = None  # the plan()'s variant once forward() has replaced some knobs
     max_page = -1  # no paged tables (ragged prefill)
 
@@ -1539,6 +1546,30 @@ class _Wrapper:
             self._variant_memo = (key, variant)
         return variant
 
+    def _rope_inputs(self, q, keys, stream):
+        """q and ``keys`` (ragged k or the paged cache), rotated where the
+        plan holds ROPE_LLAMA (_Rope), else as they are."""
+        plan = self._plan
+        if plan is None or plan.rope is None:
+            return q, keys
+        torch = _runtime.require_torch("pos_encoding_mode='ROPE_LLAMA'")
+        s = _runtime.stream_handle(stream, plan.device)
+        return plan.rope.run_inputs(q, keys, self._kv_layout, s, plan.device, torch)
+
+    def _plan_rope(self, rope, q_pos, device, stream, k_pos=None, paged=None):
+        """The plan's _Rope: positions of the query rows (``q_pos``) and of
+        the keys (ragged ``k_pos``, or ``paged`` = (indptr, indices,
+        block_tables, lens, page_size)) as device tensors."""
+        torch = _runtime.require_torch("pos_encoding_mode='ROPE_LLAMA'")
+        dev = torch.device("cuda", device)
+        with _runtime.torch_stream(stream, device):
+            q_t = torch.tensor(q_pos, device=dev)
+            if paged is None:
+                self._plan.rope = _Rope(*rope, q_t, k_pos=torch.tensor(k_pos, device=dev))
+                return
+            pages, page_pos = _Rope.paged_positions(*paged, dev, torch)
+        self._plan.rope = _Rope(*rope, q_t, pages=pages, page_pos=page_pos)
+
     def _need_plan(self):
         if self._plan is None:
             raise RuntimeError("attn: %s.run() before plan(): call plan() first" % self._what)
@@ -1768,15 +1799,16 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         ``indptr`` [batch + 1], ``indices`` [indptr[-1]] and
         ``last_page_len`` [batch] (1..page_size) are FlashInfer's CSR page
         table; ``block_tables`` [batch, pages] int32 with ``seq_lens``
-        [batch] may replace it. ``pos_encoding_mode`` 'NONE' or 'ALIBI'
-        (standard slopes), ``window_left`` (FlashInfer's: W keys before the
+        [batch] may replace it. ``pos_encoding_mode`` 'NONE', 'ALIBI'
+        (standard slopes) or 'ROPE_LLAMA' (``rope_scale``, ``rope_theta``;
+        each run() rotates copies of q and of the pages read: _Rope),
+        ``window_left`` (FlashInfer's: W keys before the
         query and its own), ``logits_soft_cap``, ``sm_scale`` (default
         1/sqrt(head_dim)), ``q_data_type`` float16/bfloat16,
         ``kv_data_type`` q's or float8_e4m3fn/float8_e5m2,
         ``q_len_per_req`` (speculative decoding: query rows per request,
-        causal among them). ``rope_*``, ``non_blocking``,
-        ``fixed_split_size`` and ``disable_split_kv`` are accepted and
-        ignored. Extensions: ``stream``, ``score_mod``/``mask_mod``.
+        causal among them). ``non_blocking``, ``fixed_split_size`` and
+        ``disable_split_kv`` are accepted and ignored. Extensions: ``stream``, ``score_mod``/``mask_mod``.
 
         As FlashInfer's: ``q_len_per_req > 1`` needs ``use_tensor_cores=True``
         and, under ``use_cuda_graph``, stays the first plan's; every request
@@ -1785,6 +1817,7 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         """
         if q_len_per_req != 1 or fixed_split_size is not None:
             self._check_tensor_core_args(q_len_per_req, fixed_split_size)
+        rope, pos_encoding_mode = _Rope.plan(pos_encoding_mode, rope_scale, rope_theta, self)
 
         def make():
             hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim)
@@ -1803,6 +1836,8 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
              logits_soft_cap, sm_scale, window_right, score_mod, mask_mod), make)
         hq, page_size, q_len, knobs = (variant.num_q_heads, variant.page_size,
                                        variant.query_len, variant.knobs)
+        if rope:
+            _Rope.check_kv(variant, self)
         device, s = self._plan_device(stream, indptr, indices, last_page_len, block_tables)
         self._start_page_tables(device)
         if block_tables is not None:
@@ -1831,6 +1866,9 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
                            seq_lens_ptr=self._tables.lens_ptr, window_left=knobs.window_left,
                            device=device, max_page=self._tables.max_page,
                            max_page_at=self._tables.max_page_at)
+        if rope:
+            self._plan_rope(rope, [n - q_len + i for n in lens for i in range(q_len)], device,
+                            s, paged=(indptr, indices, block_tables, lens, page_size))
         if knobs.alibi:
             self._alibi_ptr(hq, s)
             self._plan_alibi_rows([n - q_len for n in lens for _ in range(q_len)], s)
@@ -1913,6 +1951,7 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         logits; ``window_left`` must be None or the planned one;
         ``enable_pdl`` is ignored. Extensions: ``stream``, ``aux``.
         """
+        q, paged_kv_cache = self._rope_inputs(q, paged_kv_cache, stream)
         if _compile.tracing(self) and not args and out is None and lse is None and \
                 q_scale is None and k_scale is None and v_scale is None and \
                 window_left is None and sinks is None and q_len_per_req is None and \
@@ -2249,6 +2288,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
         custom = _check_mask_args(custom_mask, packed_custom_mask)
         _check_no_items(prefix_len_ptr, token_pos_in_items_ptr, max_item_len_ptr,
                         v_indptr, o_indptr)
+        rope, pos_encoding_mode = _Rope.plan(pos_encoding_mode, rope_scale, rope_theta, self)
 
         def make():
             hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim_qk)
@@ -2271,6 +2311,8 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
              o_data_type, pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
              score_mod, mask_mod, custom), make)
         hq, knobs = variant.num_q_heads, variant.knobs
+        if rope:
+            _Rope.check_kv(variant, self)
         host_q, host_kv = _read_back(qo_indptr, kv_indptr)
         cu_q = self._cu_q(host_q)[0]
         cu_kv = _runtime.host_ints(host_kv, "kv_indptr")
@@ -2286,6 +2328,12 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
                            variant=variant, for_graph=self._use_cuda_graph,
                            num_q_tokens=cu_q[-1], device=device, mask_aux=mask_aux)
         self._num_kv_tokens = cu_kv[-1] - cu_kv[0]
+        if rope:
+            kv_lens = [cu_kv[b + 1] - cu_kv[b] for b in range(len(cu_q) - 1)]
+            q_pos = [n - (cu_q[b + 1] - cu_q[b]) + i for b, n in enumerate(kv_lens)
+                     for i in range(cu_q[b + 1] - cu_q[b])]
+            k_pos = [0] * cu_kv[0] + [i for n in kv_lens for i in range(n)]
+            self._plan_rope(rope, q_pos, device, s, k_pos=k_pos)
         if _has_alibi(knobs):
             self._alibi_ptr(hq, s)
             self._plan_alibi_rows(_alibi_offsets(cu_q, [cu_kv[b + 1] - cu_kv[b]
@@ -2326,6 +2374,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
         ``k_scale``/``v_scale``: FP8 k/v scales. ``sinks``, ``stream``,
         ``aux``: as the decode wrapper's.
         """
+        q, k = self._rope_inputs(q, k, stream)
         if _compile.tracing(self) and not args and out is None and lse is None and \
                 q_scale is None and k_scale is None and v_scale is None and \
                 o_scale is None and kv_cache_sf is None and sinks is None and \
@@ -2579,6 +2628,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
                                       "head dim (q/k wider than v is for the ragged wrapper)"
                                       % (head_dim_vo, head_dim_qk))
         _check_no_items(prefix_len_ptr, token_pos_in_items_ptr, max_item_len_ptr)
+        rope, pos_encoding_mode = _Rope.plan(pos_encoding_mode, rope_scale, rope_theta, self)
 
         def make():
             hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim_qk)
@@ -2595,6 +2645,8 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
              o_data_type, pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
              score_mod, mask_mod, custom), make)
         hq, page_size, knobs = variant.num_q_heads, variant.page_size, variant.knobs
+        if rope:
+            _Rope.check_kv(variant, self)
         device, s = self._plan_device(stream, qo_indptr, paged_kv_indptr, paged_kv_indices)
         # The old plan goes first: its largest page id's place is in the
         # staging array the read below reuses.
@@ -2636,6 +2688,10 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
                            seq_lens_ptr=self._tables.lens_ptr, device=device,
                            max_page=self._tables.max_page, max_page_at=self._tables.max_page_at,
                            mask_aux=mask_aux)
+        if rope:
+            q_pos = [n - r + i for r, n in zip(rows, lens) for i in range(r)]
+            self._plan_rope(rope, q_pos, device, s, paged=(
+                kv_indptr, paged_kv_indices, block_tables, lens, page_size))
         if _has_alibi(knobs):
             self._alibi_ptr(hq, s)
             self._plan_alibi_rows(_alibi_offsets(cu_q, lens), s, self._alibi_capacity())
@@ -2670,6 +2726,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         """Prefill of ``q`` [qo_indptr[-1], num_qo_heads, head_dim] over
         ``paged_kv_cache`` (the decode wrapper's forms). Keywords as the
         decode wrapper's run."""
+        q, paged_kv_cache = self._rope_inputs(q, paged_kv_cache, stream)
         if _compile.tracing(self) and not args and out is None and lse is None and \
                 q_scale is None and k_scale is None and v_scale is None and \
                 window_left is None and sinks is None and kv_cache_sf is None and \
@@ -3637,6 +3694,268 @@ def merge_states(v, s, *, stream=None):
     return v_out, s_out
 
 
+# --- one request: FlashInfer's single_* functions ---------------------------------
+
+
+def _single_kv(k, v, kv_layout, what):
+    """k/v of one request as [kv_len, num_kv_heads, dim] rows: HND's
+    [num_kv_heads, kv_len, dim] is transposed and copied (the ragged
+    kernel reads heads of a row side by side)."""
+    layout = _check_layout(kv_layout)
+    for t, name in ((k, "k"), (v, "v")):
+        if getattr(t, "dim", None) is None or t.dim() != 3:
+            raise ValueError("%s: %s expected a 3-D tensor ([kv_len, num_kv_heads, dim] "
+                             "for NHD, [num_kv_heads, kv_len, dim] for HND), got %r"
+                             % (what, name, getattr(t, "shape", type(t).__name__)))
+    if layout == "HND":
+        k, v = k.transpose(0, 1).contiguous(), v.transpose(0, 1).contiguous()
+    if k.shape[:2] != v.shape[:2]:
+        raise ValueError("%s: k %s and v %s differ in kv_len or num_kv_heads"
+                         % (what, tuple(k.shape), tuple(v.shape)))
+    return k, v
+
+
+def _rope_params(rope_scale, rope_theta):
+    """ROPE_LLAMA's (scale, theta): FlashInfer's defaults 1 and 1e4."""
+    scale = 1.0 if rope_scale is None else _lib.check_float(rope_scale, "rope_scale",
+                                                            above=0.0)
+    theta = 1e4 if rope_theta is None else _lib.check_float(rope_theta, "rope_theta",
+                                                            above=0.0)
+    return scale, theta
+
+
+def _rope_llama(x, pos, rope_scale, rope_theta, torch):
+    """FlashInfer's ROPE_LLAMA of ``x`` [..., dim] at positions ``pos`` (an
+    int or a tensor broadcast against x's dims but the last): dims i and
+    i + dim/2 rotate by the angle pos * rope_theta^(-2i/dim) / rope_scale,
+    in f32, the result in x's dtype (as FlashInfer rotates q and k in
+    shared memory). An int ``pos`` is the first of x's rows (dim 0)."""
+    d = x.shape[-1]
+    if d % 2:
+        raise ValueError("pos_encoding_mode='ROPE_LLAMA': head_dim %d is odd" % d)
+    scale, theta = _rope_params(rope_scale, rope_theta)
+    half = d // 2
+    i = torch.arange(half, device=x.device, dtype=torch.float32)
+    freq = torch.pow(torch.full_like(i, 1.0 / theta), 2.0 * i / d) / scale
+    if isinstance(pos, int):
+        pos = torch.arange(pos, pos + x.shape[0], device=x.device)
+        pos = pos.reshape((-1,) + (1,) * (x.dim() - 2))
+    angle = pos.to(device=x.device, dtype=torch.float32)[..., None] * freq
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    lo, hi = x[..., :half].float(), x[..., half:].float()
+    return torch.cat([lo * cos - hi * sin, hi * cos + lo * sin], dim=-1).to(x.dtype)
+
+
+class _Rope:
+    """FlashInfer's ROPE_LLAMA for the batch wrappers, applied before
+    attention (FlashInfer fuses it; attn does not): each run() rotates a
+    copy of q (row r at ``q_pos[r]``) and of the keys the plan reads, ragged
+    rows at ``k_pos`` or cache pages ``pages`` whose first token sits at
+    ``page_pos`` (in a copy of the whole cache). Not under CUDA graphs (a
+    replan would leave a captured run with the old positions) nor with FP8
+    caches."""
+
+    def __init__(self, scale, theta, q_pos, k_pos=None, pages=None, page_pos=None):
+        self.scale, self.theta = scale, theta
+        self.q_pos, self.k_pos, self.pages, self.page_pos = q_pos, k_pos, pages, page_pos
+
+    @staticmethod
+    def plan(pos_encoding_mode, rope_scale, rope_theta, wrapper):
+        """(rope params or None, the mode the kernel's knobs take)."""
+        if _pos_mode(pos_encoding_mode) != "ROPE_LLAMA":
+            return None, pos_encoding_mode
+        if wrapper._use_cuda_graph:
+            raise NotImplementedError("%s: pos_encoding_mode='ROPE_LLAMA': attn rotates q and "
+                                      "k before attention, which a CUDA graph "
+                                      "(use_cuda_graph) would replay at the captured positions"
+                                      % wrapper._what)
+        return _rope_params(rope_scale, rope_theta), "NONE"
+
+    @staticmethod
+    def check_kv(variant, wrapper):
+        kv = variant.kv_type or variant.q_type
+        if kv in _t.FP8_DTYPES:
+            raise NotImplementedError("%s: pos_encoding_mode='ROPE_LLAMA': attn rotates "
+                                      "16-bit keys only (kv_data_type %s)" % (wrapper._what, kv))
+
+    def run_inputs(self, q, keys, layout, stream, device, torch):
+        """Rotated copies of q and of ``keys`` (ragged k, or a paged cache)
+        on the run's stream."""
+        with _runtime.torch_stream(stream, device):
+            q = self.rotate_q(q, torch)
+            if self.pages is None:
+                return q, self.rotate_ragged(keys, torch)
+            return q, self.rotate_cache(keys, layout, torch)
+
+    @staticmethod
+    def paged_positions(indptr, indices, block_tables, lens, page_size, device, torch):
+        """(page ids, position of each page's first token) of the pages the
+        requests read: FlashInfer's CSR table or block_tables [batch, n]
+        with ``lens``. A page read at two positions is refused."""
+        if block_tables is not None:
+            bt = torch.as_tensor(block_tables, device=device)
+            n_pages = [(n + page_size - 1) // page_size for n in lens]
+            rows = torch.repeat_interleave(torch.arange(len(lens), device=device),
+                                           torch.tensor(n_pages, device=device))
+            cols = torch.cat([torch.arange(n, device=device) for n in n_pages]) \
+                if n_pages else torch.zeros(0, dtype=torch.int64, device=device)
+            pages = bt[rows, cols].long()
+            pos = cols * page_size
+        else:
+            ip = torch.as_tensor(indptr, device=device).long()
+            nnz = int(ip[-1].item()) - int(ip[0].item())
+            entry = torch.arange(nnz, device=device) + ip[0]
+            req = torch.searchsorted(ip, entry, right=True) - 1
+            pages = torch.as_tensor(indices, device=device).long()[entry]
+            pos = (entry - ip[req]) * page_size
+        if pages.numel():
+            pairs = torch.unique(torch.stack([pages, pos]), dim=1)
+            if pairs.shape[1] != torch.unique(pages).numel():
+                raise NotImplementedError(
+                    "pos_encoding_mode='ROPE_LLAMA': a cache page is read at two positions "
+                    "(shared by requests at different offsets); attn rotates each page's keys "
+                    "once per run")
+        return pages, pos
+
+    def rotate_q(self, q, torch):
+        return _rope_llama(q, self.q_pos[:, None], self.scale, self.theta, torch)
+
+    def rotate_ragged(self, k, torch):
+        n = self.k_pos.numel()
+        out = k.clone()
+        out[:n] = _rope_llama(k[:n], self.k_pos[:, None], self.scale, self.theta, torch)
+        return out
+
+    def rotate_cache(self, cache, layout, torch):
+        """A copy of ``cache`` (a [pages, 2, ...] tensor or a (k, v) pair)
+        with the planned pages' keys rotated."""
+        if isinstance(cache, (tuple, list)):
+            k, v = cache
+            out_k = k.clone()
+        else:
+            out = cache.clone()
+            k, out_k, v = cache[:, 0], out[:, 0], None
+        page = k.shape[1] if layout == "NHD" else k.shape[2]
+        pos = self.page_pos[:, None] + torch.arange(page, device=k.device)
+        # NHD pages are [page, heads, dim], HND [heads, page, dim].
+        pos = pos[:, :, None] if layout == "NHD" else pos[:, None, :]
+        out_k[self.pages] = _rope_llama(k[self.pages], pos, self.scale, self.theta, torch)
+        return (out_k, v) if v is not None else out
+
+
+def _single_prefill(q, k, v, what, causal, kv_layout, pos_encoding_mode, sm_scale,
+                    window_left, logits_soft_cap, custom_mask, packed_custom_mask, k_scale,
+                    v_scale, return_lse, rope_scale=None, rope_theta=None):
+    """q [qo_len, num_qo_heads, head_dim_qk] over one request's k/v: a
+    ragged prefill of one request (FlashInfer's single_* functions)."""
+    torch = _runtime.require_torch(what)
+    if getattr(q, "dim", None) is None or q.dim() != 3:
+        raise ValueError("%s: q expected [qo_len, num_qo_heads, head_dim], got %r"
+                         % (what, getattr(q, "shape", type(q).__name__)))
+    k, v = _single_kv(k, v, kv_layout, what)
+    qo_len, hq, dqk = q.shape
+    kv_len, hkv = k.shape[0], k.shape[1]
+    if k.shape[2] != dqk:
+        raise ValueError("%s: k's head_dim %d differs from q's %d" % (what, k.shape[2], dqk))
+    if _pos_mode(pos_encoding_mode) == "ROPE_LLAMA":
+        # Rotated here, before attention (not fused): q at the positions
+        # that end at the last key, k at 0..kv_len-1.
+        if k.dtype not in (torch.float16, torch.bfloat16):
+            raise NotImplementedError("%s: pos_encoding_mode='ROPE_LLAMA' with %s k/v: attn "
+                                      "rotates 16-bit keys only" % (what, k.dtype))
+        q = _rope_llama(q, kv_len - qo_len, rope_scale, rope_theta, torch)
+        k = _rope_llama(k, 0, rope_scale, rope_theta, torch)
+        pos_encoding_mode = "NONE"
+    if custom_mask is not None and packed_custom_mask is None:
+        if tuple(getattr(custom_mask, "shape", ())) != (qo_len, kv_len):
+            raise ValueError("%s: custom_mask expected [qo_len, kv_len] = [%d, %d], got %r"
+                             % (what, qo_len, kv_len, getattr(custom_mask, "shape", None)))
+        custom_mask = custom_mask.reshape(-1)  # the wrapper's flat form, one request
+    w = BatchPrefillWithRaggedKVCacheWrapper(kv_layout="NHD")
+    w.plan(torch.tensor([0, qo_len], dtype=torch.int32),
+           torch.tensor([0, kv_len], dtype=torch.int32), hq, hkv, dqk,
+           head_dim_vo=v.shape[2], custom_mask=custom_mask,
+           packed_custom_mask=packed_custom_mask, causal=causal,
+           pos_encoding_mode=pos_encoding_mode, window_left=window_left,
+           logits_soft_cap=logits_soft_cap, sm_scale=sm_scale, q_data_type=q.dtype,
+           kv_data_type=k.dtype)
+    return w.run(q, k, v, k_scale=k_scale, v_scale=v_scale, return_lse=return_lse)
+
+
+def single_prefill_with_kv_cache(q, k, v, scale_q=None, scale_k=None, scale_v=None,
+                                 o_dtype=None, custom_mask=None, packed_custom_mask=None,
+                                 causal=False, kv_layout="NHD", pos_encoding_mode="NONE",
+                                 use_fp16_qk_reduction=False, sm_scale=None, window_left=-1,
+                                 logits_soft_cap=None, rope_scale=None, rope_theta=None,
+                                 backend="auto", return_lse=False, kv_cache_sf=None,
+                                 k_scale=None, v_scale=None):
+    """FlashInfer's single-request prefill: ``q`` [qo_len, num_qo_heads,
+    head_dim_qk] over ``k`` [kv_len, num_kv_heads, head_dim_qk] and ``v``
+    (``kv_layout`` 'HND': [num_kv_heads, kv_len, dim], copied to rows);
+    ``causal`` (default False) aligned to the end of the keys,
+    ``custom_mask`` [qo_len, kv_len] or ``packed_custom_mask``,
+    ``window_left``, ``logits_soft_cap``, ``sm_scale``, ALiBi;
+    ``k_scale``/``v_scale`` for FP8 k/v. ``return_lse``: ``(out, lse)``,
+    lse [qo_len, num_qo_heads] in base 2. ``use_fp16_qk_reduction`` is
+    accepted (attn reduces in f32). ``pos_encoding_mode='ROPE_LLAMA'``
+    (``rope_scale``, ``rope_theta``) rotates copies of q and k first (not
+    fused; 16-bit k/v). Per-head FP8 scales (``scale_q``, ``scale_k``,
+    ``scale_v``), another ``o_dtype`` and NVFP4 (``kv_cache_sf``) are
+    refused."""
+    what = "single_prefill_with_kv_cache"
+    _check_backend(backend, what)
+    for value, name in ((scale_q, "scale_q"), (scale_k, "scale_k"), (scale_v, "scale_v"),
+                        (kv_cache_sf, "kv_cache_sf")):
+        if value is not None:
+            raise NotImplementedError("%s: %s (per-head FP8 or NVFP4 scales) is not supported "
+                                      "by attn; pass k_scale/v_scale for FP8 k/v"
+                                      % (what, name))
+    if o_dtype is not None and o_dtype != getattr(q, "dtype", None):
+        raise NotImplementedError("%s: o_dtype %s: attn writes the output in q's type (%s)"
+                                  % (what, o_dtype, getattr(q, "dtype", None)))
+    return _single_prefill(q, k, v, what, causal, kv_layout, pos_encoding_mode, sm_scale,
+                           window_left, logits_soft_cap, custom_mask, packed_custom_mask,
+                           k_scale, v_scale, return_lse, rope_scale, rope_theta)
+
+
+def single_prefill_with_kv_cache_return_lse(*args, **kwargs):
+    """single_prefill_with_kv_cache(..., return_lse=True)."""
+    kwargs["return_lse"] = True
+    return single_prefill_with_kv_cache(*args, **kwargs)
+
+
+def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NONE",
+                                use_tensor_cores=False, q_scale=None, k_scale=None,
+                                v_scale=None, window_left=-1, logits_soft_cap=None,
+                                sm_scale=None, rope_scale=None, rope_theta=None,
+                                return_lse=False):
+    """FlashInfer's single-request decode: ``q`` [num_qo_heads, head_dim]
+    at the position after the last key attends to ``k``/``v``
+    [kv_len, num_kv_heads, head_dim] (``kv_layout`` 'HND': [num_kv_heads,
+    kv_len, head_dim], copied to rows), with ``window_left``,
+    ``logits_soft_cap``, ``sm_scale``, ALiBi, ``k_scale``/``v_scale`` for
+    FP8 k/v. ``return_lse``: ``(out, lse)``, lse [num_qo_heads] in base 2.
+    ``use_tensor_cores`` is accepted (attn picks its kernel);
+    ``pos_encoding_mode='ROPE_LLAMA'`` rotates copies of q (at position
+    kv_len - 1) and k first, as single_prefill_with_kv_cache does; an FP8
+    query scale other than 1 is refused."""
+    what = "single_decode_with_kv_cache"
+    if q_scale is not None and not _is_one(q_scale):
+        raise NotImplementedError("%s: q_scale=%r: attn's single decode takes a 16-bit q"
+                                  % (what, q_scale))
+    if getattr(q, "dim", None) is None or q.dim() != 2:
+        raise ValueError("%s: q expected [num_qo_heads, head_dim], got %r"
+                         % (what, getattr(q, "shape", type(q).__name__)))
+    # One query row after the keys: causal (aligned to the end of the
+    # keys) sees them all, and a window counts back from it.
+    got = _single_prefill(q.unsqueeze(0), k, v, what, True, kv_layout, pos_encoding_mode,
+                          sm_scale, window_left, logits_soft_cap, None, None, k_scale,
+                          v_scale, return_lse, rope_scale, rope_theta)
+    if return_lse:
+        return got[0][0], got[1][0]
+    return got[0]
+
+
 # --- FlashInfer's submodule paths -------------------------------------------------
 # flashinfer.decode.X, flashinfer.prefill.X, ... (FlashInfer's tests and
 # engines reach names there): small modules holding this module's objects,
@@ -3647,9 +3966,11 @@ def _submodules():
     import types
     names = {
         "decode": ("BatchDecodeWithPagedKVCacheWrapper",
-                   "CUDAGraphBatchDecodeWithPagedKVCacheWrapper", "fast_decode_plan"),
+                   "CUDAGraphBatchDecodeWithPagedKVCacheWrapper", "fast_decode_plan",
+                   "single_decode_with_kv_cache"),
         "prefill": ("BatchPrefillWithRaggedKVCacheWrapper",
-                    "BatchPrefillWithPagedKVCacheWrapper"),
+                    "BatchPrefillWithPagedKVCacheWrapper", "single_prefill_with_kv_cache",
+                    "single_prefill_with_kv_cache_return_lse"),
         "cascade": ("MultiLevelCascadeAttentionWrapper", "merge_state", "merge_state_in_place",
                     "merge_states"),
         "page": ("append_paged_kv_cache", "get_seq_lens", "get_batch_indices_positions"),

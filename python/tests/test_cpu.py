@@ -381,8 +381,10 @@ def test_decode_plan_argument_errors():
     with pytest.raises(ValueError, match=r"num_qo_heads \(12\) must be a multiple of "
                                          r"num_kv_heads \(8\)"):
         w.plan(ip, idx, last, 12, 8, 128, 16)
-    with pytest.raises(NotImplementedError, match="ROPE_LLAMA"):
-        w.plan(ip, idx, last, 32, 8, 128, 16, pos_encoding_mode="ROPE_LLAMA")
+    with pytest.raises(NotImplementedError, match="ROPE_LLAMA': attn rotates 16-bit keys "
+                                                  "only"):
+        w.plan(ip, idx, last, 32, 8, 128, 16, pos_encoding_mode="ROPE_LLAMA",
+               kv_data_type="float8_e4m3fn")
     with pytest.raises(NotImplementedError, match="q_data_type float8_e4m3fn"):
         w.plan(ip, idx, last, 32, 8, 128, 16, q_data_type="float8_e4m3fn")
     with pytest.raises(TypeError, match="kv_data_type: expected bfloat16"):
@@ -2285,6 +2287,118 @@ def test_block_sparse_refuses_what_it_cannot_serve():
     w._blocks = (32, 16)  # as a plan leaves it
     with pytest.raises(NotImplementedError, match="scale_k: FlashInfer's FP8"):
         w.run(None, None, None, scale_k=1.0)
+
+
+def test_single_functions_refuse_what_they_cannot_serve():
+    torch = pytest.importorskip("torch")
+    bf16 = torch.bfloat16
+    q = torch.zeros(4, 8, 64, dtype=bf16)
+    k = v = torch.zeros(16, 2, 64, dtype=bf16)
+    single = fi.single_prefill_with_kv_cache
+    with pytest.raises(NotImplementedError, match="scale_q"):
+        single(q, k, v, scale_q=torch.ones(8))
+    with pytest.raises(NotImplementedError, match="kv_cache_sf"):
+        single(q, k, v, kv_cache_sf=(k, v))
+    with pytest.raises(NotImplementedError, match="o_dtype torch.float32"):
+        single(q, k, v, o_dtype=torch.float32)
+    with pytest.raises(NotImplementedError, match="backend='cudnn'"):
+        single(q, k, v, backend="cudnn")
+    with pytest.raises(ValueError, match="kv_layout: expected 'NHD' or 'HND'"):
+        single(q, k, v, kv_layout="NDH")
+    with pytest.raises(ValueError, match="differ in kv_len or num_kv_heads"):
+        single(q, k, v[:8])
+    with pytest.raises(ValueError, match="k's head_dim 32 differs from q's 64"):
+        single(q, k[..., :32], v[..., :32])
+    with pytest.raises(ValueError, match=r"custom_mask expected \[qo_len, kv_len\] = \[4, 16\]"):
+        single(q, k, v, custom_mask=torch.ones(4 * 16, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"k expected a 3-D tensor"):
+        single(q, k[0], v)
+    with pytest.raises(ValueError, match=r"single_decode_with_kv_cache: q expected "
+                                         r"\[num_qo_heads, head_dim\]"):
+        fi.single_decode_with_kv_cache(q, k, v)
+    with pytest.raises(NotImplementedError, match="q_scale=2.0"):
+        fi.single_decode_with_kv_cache(q[0], k, v, q_scale=2.0)
+    # FlashInfer's module paths reach the same functions.
+    assert fi.decode.single_decode_with_kv_cache is fi.single_decode_with_kv_cache
+    assert fi.prefill.single_prefill_with_kv_cache is single
+    assert fi.prefill.single_prefill_with_kv_cache_return_lse is \
+        fi.single_prefill_with_kv_cache_return_lse
+
+
+def test_rope_llama_rotates_halves_by_position_as_flashinfer():
+    """FlashInfer's ROPE_LLAMA: (x_i, x_{i+d/2}) at position p turn by
+    p * theta^(-2i/d) / scale; checked against the complex-number form in
+    float64."""
+    torch = pytest.importorskip("torch")
+    n, heads, d, first = 5, 3, 16, 7
+    x = torch.randn(n, heads, d, generator=torch.Generator().manual_seed(3))
+    for scale, theta in ((None, None), (2.0, 5e5)):
+        got = fi._rope_llama(x, first, scale, theta, torch).double()
+        s, t = scale or 1.0, theta or 1e4
+        freq = torch.tensor([t ** (-2.0 * i / d) / s for i in range(d // 2)],
+                            dtype=torch.float64)
+        pos = torch.arange(first, first + n, dtype=torch.float64)
+        turn = torch.polar(torch.ones(n, 1, d // 2, dtype=torch.float64),
+                           pos[:, None, None] * freq)
+        z = torch.complex(x[..., :d // 2].double(), x[..., d // 2:].double()) * turn
+        want = torch.cat([z.real, z.imag], dim=-1)
+        assert (got - want).abs().max().item() < 1e-4
+    assert torch.equal(fi._rope_llama(x[:1], 0, None, None, torch), x[:1])  # position 0
+    with pytest.raises(ValueError, match="head_dim 15 is odd"):
+        fi._rope_llama(x[..., :15], 0, None, None, torch)
+    with pytest.raises(ValueError, match="rope_theta"):
+        fi._rope_llama(x, 0, None, -1.0, torch)
+    k8 = torch.zeros(16, 2, 64).to(torch.float8_e4m3fn)
+    with pytest.raises(NotImplementedError, match="ROPE_LLAMA' with torch.float8_e4m3fn"):
+        fi.single_prefill_with_kv_cache(torch.zeros(4, 8, 64, dtype=torch.bfloat16), k8, k8,
+                                        pos_encoding_mode="ROPE_LLAMA")
+
+
+def test_rope_positions_and_rotated_cache_follow_the_page_table():
+    """The batch wrappers' ROPE_LLAMA: each page read gets its keys rotated
+    at its place in its request (CSR or block tables), in a copy of the
+    cache in either layout and form; a page read at two places is refused;
+    CUDA-graph wrappers refuse it."""
+    torch = pytest.importorskip("torch")
+    cpu = torch.device("cpu")
+    page = 4
+    pages, pos = fi._Rope.paged_positions([0, 2, 3], [5, 1, 7], None, None, page, cpu, torch)
+    assert pages.tolist() == [5, 1, 7] and pos.tolist() == [0, 4, 0]
+    pages, pos = fi._Rope.paged_positions(None, None, [[2, 3, 9], [4, 9, 9]], [6, 3], page,
+                                          cpu, torch)
+    assert pages.tolist() == [2, 3, 4] and pos.tolist() == [0, 4, 0]
+    with pytest.raises(NotImplementedError, match="read at two positions"):
+        fi._Rope.paged_positions([0, 2, 3], [5, 1, 1], None, None, page, cpu, torch)
+    fi._Rope.paged_positions([0, 1, 2], [5, 5], None, None, page, cpu, torch)  # same place
+    rope = fi._Rope(2.0, 5e4, torch.tensor([3]), pages=torch.tensor([3, 0]),
+                    page_pos=torch.tensor([0, 4]))
+    g = torch.Generator().manual_seed(5)
+    k = torch.randn(5, page, 2, 8, generator=g)  # NHD: [pages, page, heads, dim]
+    v = torch.randn(5, page, 2, 8, generator=g)
+
+    def want(layout_k, layout):
+        out = layout_k.clone()
+        for p, base in ((3, 0), (0, 4)):
+            for t in range(page):
+                rows = out[p, t] if layout == "NHD" else out[p, :, t]
+                rows.copy_(fi._rope_llama(rows[None], base + t, 2.0, 5e4, torch)[0])
+        return out
+    got_k, got_v = rope.rotate_cache((k, v), "NHD", torch)
+    assert torch.allclose(got_k, want(k, "NHD")) and got_v is v
+    assert torch.equal(got_k[1], k[1])  # pages not read stay as they are
+    hnd = k.transpose(1, 2).contiguous()
+    assert torch.allclose(rope.rotate_cache((hnd, v), "HND", torch)[0], want(hnd, "HND"))
+    both = torch.stack([k, v], dim=1)  # [pages, 2, page, heads, dim]
+    got = rope.rotate_cache(both, "NHD", torch)
+    assert torch.allclose(got[:, 0], want(k, "NHD")) and torch.equal(got[:, 1], v)
+
+    class Graphed:
+        _use_cuda_graph, _what = True, "BatchDecodeWithPagedKVCacheWrapper"
+    with pytest.raises(NotImplementedError, match="use_cuda_graph"):
+        fi._Rope.plan("ROPE_LLAMA", None, None, Graphed())
+    Graphed._use_cuda_graph = False
+    assert fi._Rope.plan("rope_llama", 2.0, None, Graphed()) == ((2.0, 1e4), "NONE")
+    assert fi._Rope.plan("ALIBI", 2.0, None, Graphed()) == (None, "ALIBI")
 
 
 def test_block_sparse_rows_follow_m_and_r():

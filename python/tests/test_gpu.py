@@ -110,6 +110,19 @@ def sdpa(q, k, v, causal=True, scale=None):
     return o[0].transpose(0, 1)
 
 
+def rope_ref(x, first, scale=1.0, theta=1e4):
+    """FlashInfer's ROPE_LLAMA in float64: (x_i, x_{i+d/2}) at position p
+    turned by p * theta^(-2i/d) / scale, as a complex product."""
+    n, d = x.shape[0], x.shape[-1]
+    freq = torch.tensor([theta ** (-2.0 * i / d) / scale for i in range(d // 2)],
+                        dtype=torch.float64, device=x.device)
+    pos = torch.arange(first, first + n, dtype=torch.float64, device=x.device)
+    turn = torch.polar(torch.ones(n, 1, d // 2, dtype=torch.float64, device=x.device),
+                       pos[:, None, None] * freq)
+    z = torch.complex(x[..., :d // 2].double(), x[..., d // 2:].double()) * turn
+    return torch.cat([z.real, z.imag], dim=-1)
+
+
 def assert_close(out, ref, dtype, what, tol=None):
     tol = TOL[dtype] if tol is None else tol
     err = (out.double() - ref.double()).abs().max().item()
@@ -200,6 +213,59 @@ def test_decode(dtype, layout, page_size):
         assert_lse(lse[b:b + 1], ref_lse, "decode request %d" % b)
         assert_close(out[b:b + 1], sdpa(q[b:b + 1], k.to(dtype), v.to(dtype)), dtype,
                      "decode vs SDPA, request %d" % b)
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_rope_llama_in_the_batch_wrappers_is_flashinfers(layout):
+    """pos_encoding_mode='ROPE_LLAMA' (rotated before attention): decode,
+    paged prefill and ragged prefill
+    against the fp64 reference over rotated q and k; q at the positions
+    ending at its request's last key, keys at their place in the request;
+    the cache is left as it was."""
+    hq, hkv, d, page = 8, 2, 128, 16
+    lens = [5, 40, 300]
+    pc = Paged(lens, page, hkv, d, BF16, layout, seed=211)
+    before = pc.cache.clone()
+    q = randn((len(lens), hq, d), BF16, 212)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), layout)
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, pos_encoding_mode="ROPE_LLAMA",
+           rope_theta=5e5, q_data_type=BF16, kv_data_type=BF16)
+    out = w.run(q, pc.cache)
+    for b, n in enumerate(lens):
+        k, v = pc.kv(b)
+        ref = reference(rope_ref(q[b:b + 1], n - 1, theta=5e5), rope_ref(k, 0, theta=5e5),
+                        v)[0]
+        assert_close(out[b:b + 1], ref, BF16, "ROPE_LLAMA decode request %d" % b)
+    assert torch.equal(pc.cache, before), "the cache was changed"
+
+    q_lens = [3, 17, 1]
+    qo = torch.tensor([0] + list(_cumsum(q_lens)), dtype=torch.int32, device=DEV)
+    qp = randn((sum(q_lens), hq, d), BF16, 213)
+    w = attn.BatchPrefillWithPagedKVCacheWrapper(workspace(), layout)
+    w.plan(qo, pc.indptr, pc.indices, pc.last, hq, hkv, d, page, causal=True,
+           pos_encoding_mode="ROPE_LLAMA", rope_scale=4.0, q_data_type=BF16,
+           kv_data_type=BF16)
+    out = w.run(qp, pc.cache)
+    for b, n in enumerate(lens):
+        rows = slice(qo[b].item(), qo[b + 1].item())
+        k, v = pc.kv(b)
+        ref = reference(rope_ref(qp[rows], n - q_lens[b], scale=4.0),
+                        rope_ref(k, 0, scale=4.0), v)[0]
+        assert_close(out[rows], ref, BF16, "ROPE_LLAMA paged prefill request %d" % b)
+
+    kvp = torch.tensor([0] + list(_cumsum(lens)), dtype=torch.int32, device=DEV)
+    k = randn((sum(lens), hkv, d), BF16, 214)
+    v = randn((sum(lens), hkv, d), BF16, 215)
+    w = attn.BatchPrefillWithRaggedKVCacheWrapper(workspace(), layout)
+    w.plan(qo, kvp, hq, hkv, d, causal=False, pos_encoding_mode="ROPE_LLAMA",
+           q_data_type=BF16)
+    out = w.run(qp, k, v)
+    for b, n in enumerate(lens):
+        rows = slice(qo[b].item(), qo[b + 1].item())
+        ks = slice(kvp[b].item(), kvp[b + 1].item())
+        ref = reference(rope_ref(qp[rows], n - q_lens[b]), rope_ref(k[ks], 0), v[ks],
+                        causal=False)[0]
+        assert_close(out[rows], ref, BF16, "ROPE_LLAMA ragged prefill request %d" % b)
 
 
 def test_decode_tuple_cache_and_replan_to_a_larger_batch():
@@ -441,6 +507,63 @@ def test_attention_sink_wrappers_as_flashinfers_tests_use_them(causal):
         ref2 = reference(q[rows], k[rows], v[rows], causal=causal, scale=sm_scale * 2,
                          sinks=sink)[0]
         assert_close(out_paged[rows], ref2, BF16, "sink paged request %d" % b)
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_single_prefill_and_decode_are_flashinfers(layout):
+    """FlashInfer's single_* functions: one request's prefill (causal or
+    not, window + soft-cap + scale, a custom mask, RoPE) and decode (plain,
+    window + soft-cap, FlashInfer's ALiBi, RoPE), k/v in either layout."""
+    hq, hkv, d, qo_len, kv_len = 8, 2, 128, 37, 300
+    q = randn((qo_len, hq, d), BF16, 201)
+    k = randn((kv_len, hkv, d), BF16, 202)
+    v = randn((kv_len, hkv, d), BF16, 203)
+    kk, vv = (k, v) if layout == "NHD" else (k.transpose(0, 1).contiguous(),
+                                             v.transpose(0, 1).contiguous())
+    for causal in (True, False):
+        out, lse = fi.single_prefill_with_kv_cache(q, kk, vv, causal=causal, kv_layout=layout,
+                                                   return_lse=True)
+        ref, ref_lse = reference(q, k, v, causal=causal)
+        assert_close(out, ref, BF16, "single prefill causal=%s" % causal)
+        assert_lse(lse, ref_lse, "single prefill causal=%s" % causal)
+    out = fi.single_prefill_with_kv_cache(q, kk, vv, causal=True, kv_layout=layout,
+                                          window_left=50, logits_soft_cap=30.0, sm_scale=0.1)
+    assert_close(out, reference(q, k, v, window_left=50, softcap=30.0, scale=0.1)[0], BF16,
+                 "single prefill, window + soft-cap + scale")
+    mask = torch.rand(qo_len, kv_len, generator=gen(204), device=DEV) > 0.3
+    out, lse = fi.single_prefill_with_kv_cache_return_lse(q, kk, vv, custom_mask=mask,
+                                                          kv_layout=layout)
+    ref, ref_lse = reference(q, k, v, causal=False, mask=mask)
+    assert_close(out, ref, BF16, "single prefill, custom mask")
+    assert_lse(lse, ref_lse, "single prefill, custom mask")
+
+    qd = randn((hq, d), BF16, 205)
+    out, lse = fi.single_decode_with_kv_cache(qd, kk, vv, kv_layout=layout, return_lse=True)
+    assert out.shape == (hq, d) and lse.shape == (hq,)
+    ref, ref_lse = reference(qd[None], k, v)
+    assert_close(out, ref[0], BF16, "single decode")
+    assert_lse(lse, ref_lse[0], "single decode")
+    out = fi.single_decode_with_kv_cache(qd, kk, vv, kv_layout=layout, window_left=64,
+                                         logits_soft_cap=20.0)
+    assert_close(out, reference(qd[None], k, v, window_left=64, softcap=20.0)[0][0], BF16,
+                 "single decode, window + soft-cap")
+    out, lse = fi.single_decode_with_kv_cache(qd, kk, vv, kv_layout=layout,
+                                              pos_encoding_mode="ALIBI", return_lse=True)
+    ref, ref_lse = reference(qd[None], k, v, fi_alibi=fi.get_alibi_slopes(hq))
+    assert_close(out, ref[0], BF16, "single decode, ALiBi")
+    assert_lse(lse, ref_lse[0], "single decode, ALiBi")
+
+    # RoPE inside attention (rotated before it here): q at the positions
+    # ending at the last key, k at 0..kv_len-1.
+    out = fi.single_prefill_with_kv_cache(q, kk, vv, causal=True, kv_layout=layout,
+                                          pos_encoding_mode="ROPE_LLAMA", rope_scale=2.0,
+                                          rope_theta=5e5)
+    ref = reference(rope_ref(q, kv_len - qo_len, 2.0, 5e5), rope_ref(k, 0, 2.0, 5e5), v)[0]
+    assert_close(out, ref, BF16, "single prefill, ROPE_LLAMA")
+    out = fi.single_decode_with_kv_cache(qd, kk, vv, kv_layout=layout,
+                                         pos_encoding_mode="ROPE_LLAMA")
+    ref = reference(rope_ref(qd[None], kv_len - 1), rope_ref(k, 0), v)[0][0]
+    assert_close(out, ref, BF16, "single decode, ROPE_LLAMA")
 
 
 def test_ragged_forward_replaces_causal_and_scale():
