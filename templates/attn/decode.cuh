@@ -2,7 +2,8 @@
 //
 // Paged decode on tensor cores, one template for every head ratio, head dim,
 // page size, layout and KV dtype; CTAs of one query row (MHA, one query
-// token) take a CUDA-core path instead (simtRowLoop, below).
+// token; decode_layout.h, decodeSimt) take a CUDA-core path instead
+// (simtLoop, below).
 //
 // Work: a CTA takes one KV chunk of one request (a plan work item) and one
 // KV head (grid.x x grid.y, numbered head first), and up to 16*kRowTiles
@@ -70,7 +71,7 @@ template <class Config> struct DecodeTraits {
   static constexpr int kSmemBytes =
       decodeSmemBytes(kHeadDim, kKVBytes, Config::kRowTiles, Config::kWarps,
                       Config::kStages, kRows);
-  /// One query row: the CUDA-core path (decode_layout.h, decodeSimt).
+  /// Few query rows: the CUDA-core path (decode_layout.h, decodeSimt).
   static constexpr bool kSimt = decodeSimt(kRows, kHeadDim, kKVBytes);
 
   // FP8 on sm_80: 2^kLog2Ratio left by dequantization, undone in the scales.
@@ -352,22 +353,25 @@ __device__ __forceinline__ void mergePartials(const DecodeParams &p,
   }
 }
 
-/// \brief The key loop of a CTA with one query row (decodeSimt): q.k and
+/// \brief The key loop of a CTA of few query rows (decodeSimt): q.k and
 /// p.v on CUDA cores, K and V read from global memory straight into
 /// registers, no shared-memory ring. kLanes lanes hold a token's row, 16
 /// bytes each, so a warp reads 32 / kLanes tokens per load and kUnroll
-/// loads of K and of V are in flight per lane; each lane group keeps an
-/// online-softmax state for its tokens, merged across the warp at the end.
-/// Writes the warp's state (m, l in log2 units, unnormalized O) to
-/// mAll/lAll/oAll[warp] for finishCta.
+/// loads of K and of V are in flight per lane; every lane keeps its dims
+/// of each row's q and O, so each K/V byte loaded serves all the CTA's
+/// rows (the q heads of a KV head, times the query tokens). Each lane group
+/// keeps an online-softmax state per row for its tokens, merged across the
+/// warp at the end. Writes the warp's states (m, l in log2 units,
+/// unnormalized O) to rows warp * kRows + j of mAll/lAll/oAll for finishCta.
 template <class Config>
 __device__ __forceinline__ void
-simtRowLoop(const DecodeParams &p, const DecodeWorkItem &work, int head,
-            float scoreScale, float *oAll, float *mAll, float *lAll) {
+simtLoop(const DecodeParams &p, const DecodeWorkItem &work, int head,
+         float scoreScale, float *oAll, float *mAll, float *lAll) {
   using Tr = DecodeTraits<Config>;
   using QT = typename Tr::QT;
   using KVT = typename Tr::KVT;
   constexpr int D = Tr::kHeadDim;
+  constexpr int kRows = Tr::kRows;
   constexpr int kVec = 16 / Tr::kKVBytes; // elements per 16-byte load
   constexpr int kLanes = decodeSimtLanes(D, Tr::kKVBytes);
   constexpr int kTokens = 32 / kLanes;     // tokens per warp load
@@ -376,24 +380,31 @@ simtRowLoop(const DecodeParams &p, const DecodeWorkItem &work, int head,
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int sub = lane % kLanes, slot = lane / kLanes;
 
-  // This lane's kVec dims of q (query token = the request, q head = head).
-  float q[kVec];
-  {
-    const QT *src = static_cast<const QT *>(p.q) +
-                    int64_t(work.request) * p.qStrideToken + head * D +
-                    sub * kVec;
+  // Row j is (query token j / group, q head head * group + j % group), as
+  // in finishCta. This lane's kVec dims of each row's q, its position and
+  // its per-head constants.
+  float q[kRows][kVec];
+  int qpos[kRows];
+  typename Variant<Config>::Row rows[kRows];
+#pragma unroll
+  for (int j = 0; j < kRows; ++j) {
+    const int qi = j / Config::kGroupSize;
+    const int qh = head * Config::kGroupSize + j % Config::kGroupSize;
+    const QT *src =
+        static_cast<const QT *>(p.q) +
+        int64_t(work.request * Config::kQueryLen + qi) * p.qStrideToken +
+        qh * D + sub * kVec;
 #pragma unroll
     for (int h = 0; h < kVec / 8; ++h) {
       uint4 raw = *reinterpret_cast<const uint4 *>(src + 8 * h);
       const QT *e = reinterpret_cast<const QT *>(&raw);
 #pragma unroll
       for (int k = 0; k < 8; ++k)
-        q[8 * h + k] = toFloat(e[k]);
+        q[j][8 * h + k] = toFloat(e[k]);
     }
+    qpos[j] = work.seqLen - Config::kQueryLen + qi;
+    rows[j] = Variant<Config>::row(p, batchIndex(p, work), qh);
   }
-  const typename Variant<Config>::Row row =
-      Variant<Config>::row(p, batchIndex(p, work), head);
-  const int qpos = work.seqLen - 1;
   const int32_t *pageTable =
       p.pageTables + int64_t(work.request) * p.pageTableStride;
   const char *kBase = static_cast<const char *>(p.kCache);
@@ -421,10 +432,14 @@ simtRowLoop(const DecodeParams &p, const DecodeWorkItem &work, int head,
     }
   };
 
-  float m = negInf(), l = 0.f, o[kVec];
+  float m[kRows], l[kRows], o[kRows][kVec];
 #pragma unroll
-  for (int i = 0; i < kVec; ++i)
-    o[i] = 0.f;
+  for (int j = 0; j < kRows; ++j) {
+    m[j] = negInf(), l[j] = 0.f;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i)
+      o[j][i] = 0.f;
+  }
   // Pages of under 8 tokens: the pages of a step's tokens are loaded a step
   // ahead, so that no K/V load waits on the page table (on an H200, e4m3
   // MHA with pages of one token: 92% of read bandwidth against 82%). With
@@ -471,77 +486,100 @@ simtRowLoop(const DecodeParams &p, const DecodeWorkItem &work, int head,
         checkPage(p, page[u], batchIndex(p, work));
     if constexpr (kPagesAhead)
       lookUp(t0 + kStride, page);
-    float sc[kUnroll];
+    // Scores of every row: each lane's partial dot, summed over its group.
+    float sc[kRows][kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       float k[kVec];
       widen(kr[u], k);
-      float dot = 0.f;
+#pragma unroll
+      for (int j = 0; j < kRows; ++j) {
+        float dot = 0.f;
+#pragma unroll
+        for (int i = 0; i < kVec; ++i)
+          dot = fmaf(q[j][i], k[i], dot);
+        sc[j][u] = dot;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kRows; ++j)
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int off = kLanes / 2; off > 0; off /= 2)
+          sc[j][u] += __shfl_xor_sync(0xffffffffu, sc[j][u], off);
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        sc[j][u] = Variant<Config>::template score<false>(
+            sc[j][u], pos[u], qpos[j],
+            KeyDistance{float(pos[u] - qpos[j]), 0.f}, scoreScale, rows[j], p);
+      Variant<Config>::template modifyScores<kUnroll>(
+          [&](int u) -> float & { return sc[j][u]; },
+          [&](int u) { return pos[u]; }, qpos[j], scoreScale, rows[j], p);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (!Variant<Config>::visible(pos[u], work.kvEnd, qpos[j], rows[j], p))
+          sc[j][u] = negInf();
+      float mNew = m[j];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        mNew = fmaxf(mNew, sc[j][u]);
+      // A lane group that has seen no visible key keeps a finite base so
+      // that exp2 gives 0, not NaN.
+      float base = mNew == negInf() ? 0.f : mNew;
+      float corr = fastExp2(m[j] - base);
+      m[j] = mNew;
+      l[j] *= corr;
 #pragma unroll
       for (int i = 0; i < kVec; ++i)
-        dot = fmaf(q[i], k[i], dot);
+        o[j][i] *= corr;
 #pragma unroll
-      for (int off = kLanes / 2; off > 0; off /= 2)
-        dot += __shfl_xor_sync(0xffffffffu, dot, off);
-      sc[u] = Variant<Config>::template score<false>(
-          dot, pos[u], qpos, KeyDistance{float(pos[u] - qpos), 0.f}, scoreScale,
-          row, p);
+      for (int u = 0; u < kUnroll; ++u) {
+        sc[j][u] = fastExp2(sc[j][u] - base);
+        l[j] += sc[j][u];
+      }
     }
-    Variant<Config>::template modifyScores<kUnroll>(
-        [&](int u) -> float & { return sc[u]; }, [&](int u) { return pos[u]; },
-        qpos, scoreScale, row, p);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (!Variant<Config>::visible(pos[u], work.kvEnd, qpos, row, p))
-        sc[u] = negInf();
-    float mNew = m;
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      mNew = fmaxf(mNew, sc[u]);
-    // A lane group that has seen no visible key keeps a finite base so that
-    // exp2 gives 0, not NaN.
-    float base = mNew == negInf() ? 0.f : mNew;
-    float corr = fastExp2(m - base);
-    m = mNew;
-    l *= corr;
-#pragma unroll
-    for (int i = 0; i < kVec; ++i)
-      o[i] *= corr;
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      float pr = fastExp2(sc[u] - base);
-      l += pr;
       float v[kVec];
       widen(vr[u], v);
 #pragma unroll
-      for (int i = 0; i < kVec; ++i)
-        o[i] = fmaf(pr, v[i], o[i]);
+      for (int j = 0; j < kRows; ++j)
+#pragma unroll
+        for (int i = 0; i < kVec; ++i)
+          o[j][i] = fmaf(sc[j][u], v[i], o[j][i]);
     }
   }
   // The warp's lane groups hold the same dims of different tokens: merge
   // them pairwise.
 #pragma unroll
-  for (int off = kLanes; off < 32; off *= 2) {
-    float mo = __shfl_xor_sync(0xffffffffu, m, off);
-    float lo = __shfl_xor_sync(0xffffffffu, l, off);
-    float mNew = fmaxf(m, mo);
-    float base = mNew == negInf() ? 0.f : mNew;
-    float mine = fastExp2(m - base), theirs = fastExp2(mo - base);
-    m = mNew;
-    l = l * mine + lo * theirs;
+  for (int j = 0; j < kRows; ++j) {
 #pragma unroll
-    for (int i = 0; i < kVec; ++i)
-      o[i] = o[i] * mine + __shfl_xor_sync(0xffffffffu, o[i], off) * theirs;
-  }
-  if (slot == 0) {
-    float *dst = oAll + warp * Tr::kOStride + sub * kVec;
+    for (int off = kLanes; off < 32; off *= 2) {
+      float mo = __shfl_xor_sync(0xffffffffu, m[j], off);
+      float lo = __shfl_xor_sync(0xffffffffu, l[j], off);
+      float mNew = fmaxf(m[j], mo);
+      float base = mNew == negInf() ? 0.f : mNew;
+      float mine = fastExp2(m[j] - base), theirs = fastExp2(mo - base);
+      m[j] = mNew;
+      l[j] = l[j] * mine + lo * theirs;
 #pragma unroll
-    for (int i = 0; i < kVec; i += 4)
-      *reinterpret_cast<float4 *>(dst + i) =
-          make_float4(o[i], o[i + 1], o[i + 2], o[i + 3]);
-    if (sub == 0) {
-      mAll[warp] = m;
-      lAll[warp] = l;
+      for (int i = 0; i < kVec; ++i)
+        o[j][i] = o[j][i] * mine +
+                  __shfl_xor_sync(0xffffffffu, o[j][i], off) * theirs;
+    }
+    if (slot == 0) {
+      float *dst = oAll + (warp * kRows + j) * Tr::kOStride + sub * kVec;
+#pragma unroll
+      for (int i = 0; i < kVec; i += 4)
+        *reinterpret_cast<float4 *>(dst + i) =
+            make_float4(o[j][i], o[j][i + 1], o[j][i + 2], o[j][i + 3]);
+      if (sub == 0) {
+        mAll[warp * kRows + j] = m[j];
+        lAll[warp * kRows + j] = l[j];
+      }
     }
   }
 }
@@ -683,11 +721,12 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
   extern __shared__ __align__(16) char smem[];
   if constexpr (Tr::kSimt) {
     float *oAll = reinterpret_cast<float *>(smem);
-    float *mAll = oAll + kWarps * Tr::kOStride;
-    float *lAll = mAll + kWarps;
-    simtRowLoop<Config>(p, work, head, scoreScale, oAll, mAll, lAll);
+    float *mAll = oAll + kWarps * Tr::kRows * Tr::kOStride;
+    float *lAll = mAll + kWarps * Tr::kRows;
+    simtLoop<Config>(p, work, head, scoreScale, oAll, mAll, lAll);
     __syncthreads();
-    finishCta<Config, 1>(p, work, head, rowBase, oAll, mAll, lAll, outScale);
+    finishCta<Config, Tr::kRows>(p, work, head, rowBase, oAll, mAll, lAll,
+                                 outScale);
     return;
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

@@ -39,19 +39,29 @@ constexpr int decodeSimtLanes(int headDim, int kvBytes) {
   return headDim * kvBytes / 16;
 }
 
+/// The most query rows (q heads of a KV head times query tokens) the
+/// CUDA-core path takes. Each K/V byte loaded serves every row, but each row
+/// costs its own dot products, reductions and softmax; past two rows the
+/// tensor-core tile is faster (H100, bf16 16 x 4k: 32/16 heads 96.6% of
+/// the read roof against 93.3%, 32/8 87.2% against 91.2%, 32/4 53% against
+/// 81%; docs/perf-log/history.md, "Several rows on CUDA cores").
+/// FP8 caches, which widen every byte, keep it to one row.
+constexpr int decodeSimtMaxRows(int kvBytes) { return kvBytes == 1 ? 1 : 2; }
+
 /// Whether a CTA of `rows` query rows runs the CUDA-core path (decode.cuh,
-/// simtRowLoop): one row (one q head per KV head, one query token), whose
-/// K/V rows split into 16-byte pieces over a power of two of lanes up to a
-/// warp. A 16-row MMA tile would waste 15 of its rows and hold a 16 x
-/// head dim accumulator per warp.
+/// simtLoop): at most decodeSimtMaxRows rows, whose K/V rows split into
+/// 16-byte pieces over a power of two of lanes up to a warp. A 16-row MMA
+/// tile would waste most of its rows and hold a 16 x head dim accumulator
+/// per warp.
 constexpr bool decodeSimt(int rows, int headDim, int kvBytes) {
-  return rows == 1 && headDim * kvBytes % 16 == 0 &&
+  return rows <= decodeSimtMaxRows(kvBytes) && headDim * kvBytes % 16 == 0 &&
          decodeSimtLanes(headDim, kvBytes) <= 32 &&
          32 % decodeSimtLanes(headDim, kvBytes) == 0;
 }
 
 /// The end-of-CTA merge scratch: f32 O rows plus m and l per row, for
-/// `rowsPerWarp` rows of each warp (one on the CUDA-core path).
+/// `rowsPerWarp` rows of each warp (all of the CTA's rows on the CUDA-core
+/// path).
 constexpr int decodeMergeBytes(int headDim, int rowsPerWarp, int warps) {
   return warps * rowsPerWarp * (decodeDimPad(headDim) + 4 + 2) * 4;
 }
@@ -62,7 +72,7 @@ constexpr int decodeMergeBytes(int headDim, int rowsPerWarp, int warps) {
 constexpr int decodeSmemBytes(int headDim, int kvBytes, int rowTiles, int warps,
                               int stages, int rows) {
   if (decodeSimt(rows, headDim, kvBytes))
-    return decodeMergeBytes(headDim, 1, warps);
+    return decodeMergeBytes(headDim, rows, warps);
   int pipe = warps * stages * decodeStageBytes(headDim, kvBytes);
   int merge = decodeMergeBytes(headDim, kDecodeTileRows * rowTiles, warps);
   return decodeQBytes(headDim, rowTiles) + (pipe > merge ? pipe : merge);

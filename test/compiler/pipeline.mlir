@@ -15,13 +15,14 @@
 func.func @gemma2_decode(%q: tensor<?x16x256xbf16>,
     %cache: !attn.paged_kv<8x256xbf16, page_size = 16, layout = nhd>,
     %bt: tensor<?x?xi32>, %lens: tensor<?xi32>) -> tensor<?x16x256xbf16> {
-  // Gemma-2 style: head dim 256, soft-cap 50, sliding window 4096.
-  // SM90: attn.kernel_launch @attn_decode_qbf16_kvbf16_h16x8_d256_p16nhd_sliding_window_softcap_w4s2r1
+  // Gemma-2 style: head dim 256, soft-cap 50, sliding window 4096. Two q
+  // heads per KV head take the CUDA-core path, which has no ring: eight
+  // warps on every arch.
+  // SM90: attn.kernel_launch @attn_decode_qbf16_kvbf16_h16x8_d256_p16nhd_sliding_window_softcap_w8s2r1
   // SM90-SAME: arch = "sm_90a"
-  // sm_89 fits two warps at head dim 256 in a CTA's 99 KiB.
-  // SM89: attn.kernel_launch @attn_decode_qbf16_kvbf16_h16x8_d256_p16nhd_sliding_window_softcap_w2s2r1
+  // SM89: attn.kernel_launch @attn_decode_qbf16_kvbf16_h16x8_d256_p16nhd_sliding_window_softcap_w8s2r1
   // SM89-SAME: arch = "sm_89"
-  // SM80: attn.kernel_launch @attn_decode_qbf16_kvbf16_h16x8_d256_p16nhd_sliding_window_softcap_w4s2r1
+  // SM80: attn.kernel_launch @attn_decode_qbf16_kvbf16_h16x8_d256_p16nhd_sliding_window_softcap_w8s2r1
   // SM80-SAME: arch = "sm_80"
   %o = attn.decode %q, %cache, %bt, %lens
       {mask = #attn.mask<causal, window_left = 4096>, softcap = 50.0 : f32}

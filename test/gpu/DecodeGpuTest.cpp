@@ -180,8 +180,8 @@ std::vector<DecodeCase> cases() {
     add("e5m2_bf16_p1_sinks_alibi_softcap", v, {900, 1}, 0.5);
   }
   // One q head per KV head and one query token: the CUDA-core path
-  // (decodeSimt), with every knob it must keep, pages of one token (page
-  // ids loaded a step ahead) and head dim 256 (a warp per token row).
+  // (decodeSimt) at one row, with every knob it must keep, pages of one token
+  // (page ids loaded a step ahead) and head dim 256 (a warp per token row).
   {
     auto v = base(S::F16, S::F8E4M3, 8, 8, 128, 1);
     v.sinks = true;
@@ -201,6 +201,37 @@ std::vector<DecodeCase> cases() {
     auto v = base(S::BF16, S::F8E5M2, 16, 16, 64, 8);
     v.alibi = true;
     add("e5m2_bf16_mha_d64_p8_alibi", v, {4100, 33}, 0.5);
+  }
+  // Two rows on the CUDA-core path: two q heads per KV head (Gemma 2's
+  // ratio), or two query tokens of one head; split requests, LSE and the
+  // knobs that depend on the row (sinks and ALiBi per head, the window and
+  // the causal mask per query token).
+  {
+    auto v = base(S::BF16, S::BF16, 32, 16, 128, 16);
+    v.sinks = true;
+    v.softcap = 50.0f;
+    v.windowLeft = 700;
+    v.writeLse = true;
+    add("bf16_gqa2_sinks_softcap_window_split_lse", v, {9000, 3, 1200});
+  }
+  {
+    auto v = base(S::BF16, S::BF16, 16, 8, 256, 16); // Gemma 2
+    v.softcap = 50.0f;
+    v.windowLeft = 4095;
+    add("bf16_gqa2_d256_softcap_window", v, {5000, 600});
+  }
+  {
+    auto v = base(S::F16, S::F16, 8, 8, 64, 8);
+    v.layout = KVLayout::HND;
+    v.queryLen = 2;
+    v.alibi = true;
+    v.writeLse = true;
+    add("f16_mha_ql2_d64_hnd_alibi_split_lse", v, {6000, 2, 333});
+  }
+  {
+    auto v = base(S::BF16, S::F8E4M3, 16, 8, 128, 16);
+    v.writeLse = true;
+    add("e4m3_bf16_gqa2_split_lse", v, {5000, 17}, 0.5);
   }
   c.push_back({"bf16_interleaved_kv",
                base(S::BF16, S::BF16, 16, 4, 128, 16),

@@ -110,6 +110,11 @@ std::vector<ModifierCase> cases() {
     d.numKVHeads = 4;
     c.push_back(
         {"decode_bf16_" + kind, d, std::nullopt, {}, {3000, 17, 700}, make});
+    // Two q heads per KV head: the CUDA-core path at two rows.
+    DecodeVariant pair = d;
+    pair.numKVHeads = 8;
+    c.push_back(
+        {"decode_gqa2_" + kind, pair, std::nullopt, {}, {2500, 9}, make});
     d.kvType = S::F8E4M3;
     d.queryLen = 3;
     c.push_back(
