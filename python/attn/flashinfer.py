@@ -437,10 +437,11 @@ def _has_alibi(knobs):
 
 def _knobs(pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, sm_scale=None,
            causal=True, score_mod=None, mask_mod=None, window_right=0, custom=False,
-           regions=True):
+           regions=True, invariant=False):
     """Knobs of FlashInfer's plan() arguments; ``custom``: a custom mask;
     ``regions``: whether the kernel takes regions for what attn's knobs do
-    not hold (a window or ALiBi without causal, custom masks)."""
+    not hold (a window or ALiBi without causal, custom masks);
+    ``invariant``: attn's batch invariance (_split_fixed)."""
     mode = _pos_mode(pos_encoding_mode)
     if mode == "ROPE_LLAMA":
         raise NotImplementedError(
@@ -460,8 +461,19 @@ def _knobs(pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, sm_sc
     scale = 0.0 if sm_scale is None else _lib.check_float(sm_scale, "sm_scale", above=0.0)
     knobs = Knobs(causal=causal, window_left=-1, softcap=softcap, scale=scale,
                   score_mod=_lib.check_str(score_mod, "score_mod") or None,
-                  mask_mod=_lib.check_str(mask_mod, "mask_mod") or None)
+                  mask_mod=_lib.check_str(mask_mod, "mask_mod") or None,
+                  batch_invariant=invariant)
     return _compose(knobs, causal, window, mode == "ALIBI", custom)
+
+
+def _split_fixed(fixed_split_size, disable_split_kv):
+    """FlashInfer's ``fixed_split_size`` / ``disable_split_kv`` ask that a
+    request's splits, and so its output bits, not depend on the rest of the
+    batch: attn's batch invariance (docs/semantics.md), whose splits are its
+    own (every 2048 keys), whatever size is asked."""
+    fixed = fixed_split_size is not None and \
+        _lib.check_int(fixed_split_size, "fixed_split_size") > 0  # FlashInfer's -1: none
+    return fixed or _flag(disable_split_kv, "disable_split_kv")
 
 
 def _window(window_left):
@@ -624,12 +636,28 @@ def _page_shape(layout, page_size, num_kv_heads, head_dim):
     return (num_kv_heads, page_size, head_dim), "num_kv_heads, page_size, head_dim"
 
 
+def _with_page_dim(cache, layout):
+    """FlashInfer's caches of pages of one token may leave out the page
+    dim (k/v [pages, heads, dim], or [pages, 2, heads, dim] for both): the
+    same memory as pages of one token, given that dim back as a view."""
+    at = -3 if layout == "NHD" else -2
+
+    def expand(t, ndim):
+        dim = getattr(t, "dim", None)
+        return t.unsqueeze(at) if dim is not None and dim() == ndim else t
+
+    if isinstance(cache, (tuple, list)) and len(cache) == 2:
+        return type(cache)(expand(t, 3) for t in cache)
+    return expand(cache, 4)
+
+
 def paged_kv(cache, layout, num_kv_heads, head_dim, page_size, kv_type, name="paged_kv_cache",
              into=None):
     """The attn_paged_kv (without scales) of a FlashInfer paged cache, and
     the tensors read (for device checks). ``into``: an attn_paged_kv that
     already holds this geometry (``set_geometry``), of which only the
     arrays are set."""
+    cache = _with_page_dim(cache, layout)
     shape, dims = _page_shape(layout, page_size, num_kv_heads, head_dim)
     c = _lib.attn_paged_kv() if into is None else into
     if isinstance(cache, (tuple, list)):
@@ -1807,8 +1835,10 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         1/sqrt(head_dim)), ``q_data_type`` float16/bfloat16,
         ``kv_data_type`` q's or float8_e4m3fn/float8_e5m2,
         ``q_len_per_req`` (speculative decoding: query rows per request,
-        causal among them). ``non_blocking``, ``fixed_split_size`` and
-        ``disable_split_kv`` are accepted and ignored. Extensions: ``stream``, ``score_mod``/``mask_mod``.
+        causal among them). ``non_blocking`` is accepted and ignored;
+        ``fixed_split_size`` or ``disable_split_kv`` make the plan batch
+        invariant, as FlashInfer means them (attn's mode: _split_fixed).
+        Extensions: ``stream``, ``score_mod``/``mask_mod``.
 
         As FlashInfer's: ``q_len_per_req > 1`` needs ``use_tensor_cores=True``
         and, under ``use_cuda_graph``, stays the first plan's; every request
@@ -1825,7 +1855,8 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
             q_len = _int(q_len_per_req, "q_len_per_req")
             q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type, o_data_type, data_type)
             knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, True,
-                           score_mod, mask_mod, window_right)
+                           score_mod, mask_mod, window_right,
+                           invariant=_split_fixed(fixed_split_size, disable_split_kv))
             return DecodeVariant(knobs=knobs, q_type=q_type, kv_type=kv_type, num_q_heads=hq,
                                  num_kv_heads=hkv, head_dim=d, page_size=page,
                                  layout=self._kv_layout, query_len=q_len)
@@ -1833,7 +1864,8 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         variant = self._variant_for(
             (num_qo_heads, num_kv_heads, head_dim, page_size, q_len_per_req, q_data_type,
              kv_data_type, o_data_type, data_type, pos_encoding_mode, window_left,
-             logits_soft_cap, sm_scale, window_right, score_mod, mask_mod), make)
+             logits_soft_cap, sm_scale, window_right, score_mod, mask_mod, fixed_split_size,
+             disable_split_kv), make)
         hq, page_size, q_len, knobs = (variant.num_q_heads, variant.page_size,
                                        variant.query_len, variant.knobs)
         if rope:
@@ -2300,7 +2332,8 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
                                           "have at most q/k's dims" % (dv, d))
             q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type, o_data_type)
             knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
-                           score_mod, mask_mod, custom=custom)
+                           score_mod, mask_mod, custom=custom,
+                           invariant=_split_fixed(fixed_split_size, disable_split_kv))
             return PrefillVariant(knobs=knobs, q_type=q_type, num_q_heads=hq, num_kv_heads=hkv,
                                   head_dim=dv, rope_dim=d - dv, paged=False,
                                   kv_type=kv_type if kv_type != q_type else None,
@@ -2309,7 +2342,7 @@ class BatchPrefillWithRaggedKVCacheWrapper(_PrefillBase):
         variant = self._variant_for(
             (num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, q_data_type, kv_data_type,
              o_data_type, pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
-             score_mod, mask_mod, custom), make)
+             score_mod, mask_mod, custom, fixed_split_size, disable_split_kv), make)
         hq, knobs = variant.num_q_heads, variant.knobs
         if rope:
             _Rope.check_kv(variant, self)
@@ -2635,7 +2668,8 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
             page = _int(page_size, "page_size")
             q_type, kv_type = _resolve_dtypes(q_data_type, kv_data_type, o_data_type)
             knobs = _knobs(pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
-                           score_mod, mask_mod, custom=custom)
+                           score_mod, mask_mod, custom=custom,
+                           invariant=_split_fixed(fixed_split_size, disable_split_kv))
             return PrefillVariant(knobs=knobs, q_type=q_type, num_q_heads=hq, num_kv_heads=hkv,
                                   head_dim=d, paged=True, kv_type=kv_type, page_size=page,
                                   layout=self._kv_layout)
@@ -2643,7 +2677,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
         variant = self._variant_for(
             (num_qo_heads, num_kv_heads, head_dim_qk, page_size, q_data_type, kv_data_type,
              o_data_type, pos_encoding_mode, window_left, logits_soft_cap, sm_scale, causal,
-             score_mod, mask_mod, custom), make)
+             score_mod, mask_mod, custom, fixed_split_size, disable_split_kv), make)
         hq, page_size, knobs = variant.num_q_heads, variant.page_size, variant.knobs
         if rope:
             _Rope.check_kv(variant, self)
@@ -2689,9 +2723,11 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
                            max_page=self._tables.max_page, max_page_at=self._tables.max_page_at,
                            mask_aux=mask_aux)
         if rope:
+            # The caller's CSR arrays: the read-back views of kv_indptr share
+            # the staging array that fill_csr has since overwritten.
             q_pos = [n - r + i for r, n in zip(rows, lens) for i in range(r)]
             self._plan_rope(rope, q_pos, device, s, paged=(
-                kv_indptr, paged_kv_indices, block_tables, lens, page_size))
+                paged_kv_indptr, paged_kv_indices, block_tables, lens, page_size))
         if _has_alibi(knobs):
             self._alibi_ptr(hq, s)
             self._plan_alibi_rows(_alibi_offsets(cu_q, lens), s, self._alibi_capacity())
@@ -3829,6 +3865,7 @@ class _Rope:
     def rotate_cache(self, cache, layout, torch):
         """A copy of ``cache`` (a [pages, 2, ...] tensor or a (k, v) pair)
         with the planned pages' keys rotated."""
+        cache = _with_page_dim(cache, layout)
         if isinstance(cache, (tuple, list)):
             k, v = cache
             out_k = k.clone()

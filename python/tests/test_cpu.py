@@ -452,6 +452,37 @@ def test_paged_cache_errors_name_the_cache():
         fi.paged_kv((k, v), "NHD", 8, 128, 16, "float16")
 
 
+def test_fixed_splits_are_attns_batch_invariance():
+    """FlashInfer's fixed_split_size / disable_split_kv: attn's batch
+    invariance; neither given: the default plan."""
+    assert not fi._split_fixed(None, False) and not fi._split_fixed(-1, False)
+    assert fi._split_fixed(4096, False) and fi._split_fixed(None, True)
+    assert fi._knobs(invariant=True).batch_invariant
+    assert not fi._knobs().batch_invariant
+    with pytest.raises(TypeError, match="fixed_split_size"):
+        fi._split_fixed("big", False)
+
+
+def test_caches_of_one_token_pages_may_leave_out_the_page_dim():
+    """As FlashInfer's: k/v [pages, heads, dim] (or [pages, 2, heads, dim])
+    are pages of one token, the page dim given back as a view where the
+    layout puts it; anything else is left to the shape checks."""
+    torch = pytest.importorskip("torch")
+    k = torch.zeros(10, 8, 128)
+    got = fi._with_page_dim((k, k), "NHD")
+    assert isinstance(got, tuple) and [t.shape for t in got] == [(10, 1, 8, 128)] * 2
+    assert fi._with_page_dim([k, k], "HND")[0].shape == (10, 8, 1, 128)
+    both = torch.zeros(10, 2, 8, 128)
+    assert fi._with_page_dim(both, "NHD").shape == (10, 2, 1, 8, 128)
+    assert fi._with_page_dim(both, "HND").shape == (10, 2, 8, 1, 128)
+    full = torch.zeros(10, 2, 16, 8, 128)
+    assert fi._with_page_dim(full, "NHD") is full
+    cai = FakeCAI("<f2", (10, 2, 8, 128))
+    assert fi._with_page_dim(cai, "NHD") is cai
+    with pytest.raises(ValueError, match=r"paged_kv_cache: expected shape \(\*, 2, 16, 8, 128\)"):
+        fi.paged_kv(cai, "NHD", 8, 128, 16, "float16")
+
+
 def test_merge_state_argument_errors():
     va, vb_ = FakeCAI("<f2", (4, 8, 64)), FakeCAI("<f2", (4, 8, 64))
     sa, sb = FakeCAI("<f4", (4, 8)), FakeCAI("<f4", (4, 8))

@@ -242,16 +242,21 @@ def test_rope_llama_in_the_batch_wrappers_is_flashinfers(layout):
     qo = torch.tensor([0] + list(_cumsum(q_lens)), dtype=torch.int32, device=DEV)
     qp = randn((sum(q_lens), hq, d), BF16, 213)
     w = attn.BatchPrefillWithPagedKVCacheWrapper(workspace(), layout)
-    w.plan(qo, pc.indptr, pc.indices, pc.last, hq, hkv, d, page, causal=True,
-           pos_encoding_mode="ROPE_LLAMA", rope_scale=4.0, q_data_type=BF16,
-           kv_data_type=BF16)
-    out = w.run(qp, pc.cache)
-    for b, n in enumerate(lens):
-        rows = slice(qo[b].item(), qo[b + 1].item())
-        k, v = pc.kv(b)
-        ref = reference(rope_ref(qp[rows], n - q_lens[b], scale=4.0),
-                        rope_ref(k, 0, scale=4.0), v)[0]
-        assert_close(out[rows], ref, BF16, "ROPE_LLAMA paged prefill request %d" % b)
+    # Requests of different lengths, then of one length (FlashInfer's tests:
+    # plan() reads the device arrays back into its staging table in place).
+    for name, cache in (("mixed", pc), ("uniform", Paged([40] * 3, page, hkv, d, BF16, layout,
+                                                         seed=216))):
+        w.plan(qo, cache.indptr, cache.indices, cache.last, hq, hkv, d, page, causal=True,
+               pos_encoding_mode="ROPE_LLAMA", rope_scale=4.0, q_data_type=BF16,
+               kv_data_type=BF16)
+        out = w.run(qp, cache.cache)
+        for b, n in enumerate(cache.lens):
+            rows = slice(qo[b].item(), qo[b + 1].item())
+            k, v = cache.kv(b)
+            ref = reference(rope_ref(qp[rows], n - q_lens[b], scale=4.0),
+                            rope_ref(k, 0, scale=4.0), v)[0]
+            assert_close(out[rows], ref, BF16,
+                         "ROPE_LLAMA paged prefill (%s lengths) request %d" % (name, b))
 
     kvp = torch.tensor([0] + list(_cumsum(lens)), dtype=torch.int32, device=DEV)
     k = randn((sum(lens), hkv, d), BF16, 214)
@@ -283,6 +288,52 @@ def test_decode_tuple_cache_and_replan_to_a_larger_batch():
         for b in (0, len(lens) - 1):
             k, v = pc.kv(b)
             assert_close(out[b:b + 1], reference(q[b:b + 1], k, v)[0], BF16, "tuple cache")
+
+
+@pytest.mark.parametrize("split", [{"fixed_split_size": 512}, {"disable_split_kv": True}],
+                         ids=["fixed_split_size", "disable_split_kv"])
+def test_fixed_splits_give_a_request_the_same_bits_in_any_batch(split):
+    """As FlashInfer's tensor-core decode with fixed splits: the first
+    requests' outputs and LSE, bit for bit, alone and in a larger batch."""
+    hq, hkv, d, page = 8, 2, 128, 16
+    lens = [9000, 700, 5, 3000]
+    pc = Paged(lens, page, hkv, d, BF16, seed=41)
+    q = randn((len(lens), hq, d), BF16, 42)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD", use_tensor_cores=True)
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, q_data_type=BF16, **split)
+    out, lse = w.run(q, pc.cache, return_lse=True)
+    w.plan(pc.indptr[:3], pc.indices, pc.last[:2], hq, hkv, d, page, q_data_type=BF16, **split)
+    out2, lse2 = w.run(q[:2], pc.cache, return_lse=True)
+    assert torch.equal(out[:2], out2) and torch.equal(lse[:2], lse2)
+    for b in (0, 1):
+        k, v = pc.kv(b)
+        assert_close(out2[b:b + 1], reference(q[b:b + 1], k, v)[0], BF16, "fixed splits")
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_pages_of_one_token_without_the_page_dim(layout):
+    """FlashInfer's caches of one-token pages may leave out the page dim:
+    the same output as with it, in the decode and paged prefill wrappers."""
+    hq, hkv, d = 8, 2, 64
+    pc = Paged([7, 30], 1, hkv, d, BF16, layout, seed=31)
+    at = 2 if layout == "NHD" else 3
+    both = pc.cache.squeeze(at)
+    k, v = pc.cache[:, 0].squeeze(at - 1), pc.cache[:, 1].squeeze(at - 1)
+    q = randn((2, hq, d), BF16, 32)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), layout)
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, 1, q_data_type=BF16)
+    want = w.run(q, pc.cache)
+    assert torch.equal(w.run(q, both), want) and torch.equal(w.run(q, (k, v)), want)
+    qo = torch.tensor([0, 2, 5], dtype=torch.int32, device=DEV)
+    qp = randn((5, hq, d), BF16, 33)
+    w = attn.BatchPrefillWithPagedKVCacheWrapper(workspace(), layout)
+    w.plan(qo, pc.indptr, pc.indices, pc.last, hq, hkv, d, 1, causal=True, q_data_type=BF16)
+    want = w.run(qp, pc.cache)
+    assert torch.equal(w.run(qp, (k, v)), want)
+    for b, n in enumerate(pc.lens):
+        rows = slice(qo[b].item(), qo[b + 1].item())
+        kb, vb = pc.kv(b)
+        assert_close(want[rows], reference(qp[rows], kb, vb)[0], BF16, "one-token pages")
 
 
 @pytest.mark.parametrize("per_head", [False, True], ids=["tensor-scale", "head-scales"])
