@@ -102,6 +102,8 @@ __all__ = [
     "BatchPrefillWithRaggedKVCacheWrapper",
     "BatchPrefillWithPagedKVCacheWrapper",
     "MultiLevelCascadeAttentionWrapper",
+    "BatchDecodeWithSharedPrefixPagedKVCacheWrapper",
+    "BatchPrefillWithSharedPrefixPagedKVCacheWrapper",
     "BatchMLAPagedAttentionWrapper",
     "BatchAttentionWithAttentionSinkWrapper",
     "BlockSparseAttentionWrapper",
@@ -3993,6 +3995,83 @@ def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NON
     return got[0]
 
 
+# --- FlashInfer's shared-prefix wrappers (deprecated there) --------------------
+# Both compose what FlashInfer composes: the prefix in contiguous k/v through
+# a non-causal single prefill, the unique pages through a batch wrapper,
+# merged by LSE. MultiLevelCascadeAttentionWrapper is the form to use.
+
+class _SharedPrefix:
+    """The prefix part of a shared-prefix call, then the merge."""
+
+    def __init__(self, inner, kv_layout):
+        self._inner, self._kv_layout = inner, kv_layout
+
+    def reset_workspace_buffer(self, float_workspace_buffer, int_workspace_buffer=None):
+        """Kept for FlashInfer's API: attn's workspace is its own."""
+
+    def end_forward(self):
+        """Deprecated in FlashInfer; no effect."""
+
+    def _merged(self, q, k_shared, v_shared, unique, sm_scale, rope_scale, rope_theta):
+        out, lse = single_prefill_with_kv_cache(
+            q, k_shared, v_shared, causal=False, kv_layout=self._kv_layout, sm_scale=sm_scale,
+            rope_scale=rope_scale, rope_theta=rope_theta, return_lse=True)
+        merge_state_in_place(out, lse, *unique)
+        return out
+
+
+class BatchDecodeWithSharedPrefixPagedKVCacheWrapper(_SharedPrefix):
+    """FlashInfer's two-level decode: every request's query attends to one
+    shared prefix (``k_shared``/``v_shared`` [prefix_len, num_kv_heads,
+    head_dim]) and to its own pages; as FlashInfer computes it, the prefix
+    through a non-causal single prefill, the pages through the decode
+    wrapper, merged by LSE."""
+
+    def __init__(self, float_workspace_buffer, kv_layout="NHD"):
+        super().__init__(BatchDecodeWithPagedKVCacheWrapper(float_workspace_buffer, kv_layout),
+                         kv_layout)
+
+    def begin_forward(self, unique_kv_indptr, unique_kv_indices, unique_kv_last_page_len,
+                      num_qo_heads, num_kv_heads, head_dim, page_size, data_type="float16"):
+        """Plans the unique pages (FlashInfer's CSR table) for decode."""
+        self._inner.plan(unique_kv_indptr, unique_kv_indices, unique_kv_last_page_len,
+                         num_qo_heads, num_kv_heads, head_dim, page_size,
+                         pos_encoding_mode="NONE", data_type=data_type)
+
+    def forward(self, q, k_shared, v_shared, unique_kv_cache):
+        """``q`` [batch, num_qo_heads, head_dim] over the prefix, then its
+        request's pages."""
+        return self._merged(q, k_shared, v_shared,
+                            self._inner.forward_return_lse(q, unique_kv_cache),
+                            None, None, None)
+
+
+class BatchPrefillWithSharedPrefixPagedKVCacheWrapper(_SharedPrefix):
+    """FlashInfer's two-level prefill/append: rows of ``qo_indptr`` attend
+    to one shared prefix (non-causal) and to their request's pages
+    (``causal`` as asked), merged by LSE."""
+
+    def __init__(self, float_workspace_buffer, kv_layout="NHD"):
+        super().__init__(BatchPrefillWithPagedKVCacheWrapper(float_workspace_buffer, kv_layout),
+                         kv_layout)
+
+    def begin_forward(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len,
+                      num_qo_heads, num_kv_heads, head_dim, page_size):
+        """Plans the unique pages (FlashInfer's CSR table) for the rows of
+        ``qo_indptr``."""
+        self._inner.plan(qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len,
+                         num_qo_heads, num_kv_heads, head_dim, page_size)
+
+    def forward(self, q, k_shared, v_shared, unique_kv_cache, causal=False,
+                use_fp16_qk_reduction=False, sm_scale=None, rope_scale=None, rope_theta=None):
+        """``q`` [qo_indptr[-1], num_qo_heads, head_dim] over the prefix,
+        then its request's pages."""
+        unique = self._inner.forward_return_lse(q, unique_kv_cache, causal=causal,
+                                                sm_scale=sm_scale, rope_scale=rope_scale,
+                                                rope_theta=rope_theta)
+        return self._merged(q, k_shared, v_shared, unique, sm_scale, rope_scale, rope_theta)
+
+
 # --- FlashInfer's submodule paths -------------------------------------------------
 # flashinfer.decode.X, flashinfer.prefill.X, ... (FlashInfer's tests and
 # engines reach names there): small modules holding this module's objects,
@@ -4009,7 +4088,8 @@ def _submodules():
                     "BatchPrefillWithPagedKVCacheWrapper", "single_prefill_with_kv_cache",
                     "single_prefill_with_kv_cache_return_lse"),
         "cascade": ("MultiLevelCascadeAttentionWrapper", "merge_state", "merge_state_in_place",
-                    "merge_states"),
+                    "merge_states", "BatchDecodeWithSharedPrefixPagedKVCacheWrapper",
+                    "BatchPrefillWithSharedPrefixPagedKVCacheWrapper"),
         "page": ("append_paged_kv_cache", "get_seq_lens", "get_batch_indices_positions"),
         "mla": ("BatchMLAPagedAttentionWrapper",),
         "attention": ("BatchAttentionWithAttentionSinkWrapper",),

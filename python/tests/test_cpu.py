@@ -452,6 +452,20 @@ def test_paged_cache_errors_name_the_cache():
         fi.paged_kv((k, v), "NHD", 8, 128, 16, "float16")
 
 
+def test_shared_prefix_wrappers_plan_through_the_batch_wrappers():
+    """FlashInfer's two-level wrappers are in flashinfer.cascade too, and
+    their begin_forward checks as the batch wrappers' plan does."""
+    for name in ("BatchDecodeWithSharedPrefixPagedKVCacheWrapper",
+                 "BatchPrefillWithSharedPrefixPagedKVCacheWrapper"):
+        assert getattr(fi.cascade, name) is getattr(fi, name) and name in fi.__all__
+    w = fi.BatchDecodeWithSharedPrefixPagedKVCacheWrapper(None, "NHD")
+    with pytest.raises(ValueError, match="num_qo_heads"):
+        w.begin_forward([0, 1], [0], [4], 6, 4, 128, 16)
+    w = fi.BatchPrefillWithSharedPrefixPagedKVCacheWrapper(None, "NHD")
+    with pytest.raises(ValueError, match="num_qo_heads"):
+        w.begin_forward([0, 4], [0, 1], [0], [4], 6, 4, 128, 16)
+
+
 def test_fixed_splits_are_attns_batch_invariance():
     """FlashInfer's fixed_split_size / disable_split_kv: attn's batch
     invariance; neither given: the default plan."""

@@ -310,6 +310,37 @@ def test_fixed_splits_give_a_request_the_same_bits_in_any_batch(split):
         assert_close(out2[b:b + 1], reference(q[b:b + 1], k, v)[0], BF16, "fixed splits")
 
 
+@pytest.mark.parametrize("stage", ["decode", "append"])
+def test_shared_prefix_wrappers_are_flashinfers(stage):
+    """FlashInfer's two-level wrappers: a shared prefix in contiguous k/v
+    (non-causal) and each request's pages, against the fp64 reference over
+    the concatenated keys; causal append rows are causal within their own
+    pages only."""
+    hq, hkv, d, page, prefix = 8, 2, 128, 16, 300
+    lens = [37, 5, 130]
+    pc = Paged(lens, page, hkv, d, BF16, seed=51)
+    ks = randn((prefix, hkv, d), BF16, 52)
+    vs = randn((prefix, hkv, d), BF16, 53)
+    rows = [1] * 3 if stage == "decode" else [4, 5, 1]
+    qo = torch.tensor([0] + list(_cumsum(rows)), dtype=torch.int32, device=DEV)
+    q = randn((sum(rows), hq, d), BF16, 54)
+    if stage == "decode":
+        w = attn.BatchDecodeWithSharedPrefixPagedKVCacheWrapper(workspace(), "NHD")
+        w.begin_forward(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, data_type=BF16)
+        out = w.forward(q, ks, vs, pc.cache)
+    else:
+        w = attn.BatchPrefillWithSharedPrefixPagedKVCacheWrapper(workspace(), "NHD")
+        w.begin_forward(qo, pc.indptr, pc.indices, pc.last, hq, hkv, d, page)
+        out = w.forward(q, ks, vs, pc.cache, causal=True)
+    for b, n in enumerate(lens):
+        r = slice(qo[b].item(), qo[b + 1].item())
+        k, v = pc.kv(b)
+        kk, vv = torch.cat([ks, k]), torch.cat([vs, v])
+        # Causal within the request's pages: the prefix is visible to all.
+        ref = reference(q[r], kk, vv, causal=stage == "append")[0]
+        assert_close(out[r], ref, BF16, "shared prefix %s request %d" % (stage, b))
+
+
 @pytest.mark.parametrize("layout", ["NHD", "HND"])
 def test_pages_of_one_token_without_the_page_dim(layout):
     """FlashInfer's caches of one-token pages may leave out the page dim:
