@@ -325,11 +325,11 @@ def test_shared_prefix_wrappers_are_flashinfers(stage):
     qo = torch.tensor([0] + list(_cumsum(rows)), dtype=torch.int32, device=DEV)
     q = randn((sum(rows), hq, d), BF16, 54)
     if stage == "decode":
-        w = attn.BatchDecodeWithSharedPrefixPagedKVCacheWrapper(workspace(), "NHD")
+        w = fi.BatchDecodeWithSharedPrefixPagedKVCacheWrapper(workspace(), "NHD")
         w.begin_forward(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, data_type=BF16)
         out = w.forward(q, ks, vs, pc.cache)
     else:
-        w = attn.BatchPrefillWithSharedPrefixPagedKVCacheWrapper(workspace(), "NHD")
+        w = fi.BatchPrefillWithSharedPrefixPagedKVCacheWrapper(workspace(), "NHD")
         w.begin_forward(qo, pc.indptr, pc.indices, pc.last, hq, hkv, d, page)
         out = w.forward(q, ks, vs, pc.cache, causal=True)
     for b, n in enumerate(lens):
@@ -339,6 +339,33 @@ def test_shared_prefix_wrappers_are_flashinfers(stage):
         # Causal within the request's pages: the prefix is visible to all.
         ref = reference(q[r], kk, vv, causal=stage == "append")[0]
         assert_close(out[r], ref, BF16, "shared prefix %s request %d" % (stage, b))
+
+
+def test_non_causal_paged_prefill_takes_more_rows_than_keys():
+    """Without the causal mask every row sees every cached key, and rows
+    may outnumber them (FlashInfer's block-sparse rows, cascade levels):
+    a request with no key gives 0 and LSE -inf."""
+    hq, hkv, d, page = 8, 2, 64, 16
+    lens, rows = [5, 0, 40], [12, 3, 7]
+    pc = Paged(lens, page, hkv, d, BF16, seed=61)
+    qo = torch.tensor([0] + list(_cumsum(rows)), dtype=torch.int32, device=DEV)
+    q = randn((sum(rows), hq, d), BF16, 62)
+    w = attn.BatchPrefillWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(qo, pc.indptr, pc.indices, pc.last, hq, hkv, d, page, causal=False,
+           q_data_type=BF16)
+    out, lse = w.run(q, pc.cache, return_lse=True)
+    for b, n in enumerate(lens):
+        r = slice(qo[b].item(), qo[b + 1].item())
+        if n == 0:
+            assert torch.equal(out[r], torch.zeros_like(out[r]))
+            assert torch.isneginf(lse[r]).all()
+            continue
+        k, v = pc.kv(b)
+        assert_close(out[r], reference(q[r], k, v, causal=False)[0], BF16,
+                     "non-causal rows past the keys, request %d" % b)
+    with pytest.raises(ValueError, match="12 query rows but 5 cached tokens"):
+        w.plan(qo, pc.indptr, pc.indices, pc.last, hq, hkv, d, page, causal=True,
+               q_data_type=BF16)
 
 
 @pytest.mark.parametrize("layout", ["NHD", "HND"])

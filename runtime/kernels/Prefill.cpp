@@ -197,7 +197,7 @@ partitionPrefill(llvm::ArrayRef<int32_t> cuQ, llvm::ArrayRef<int32_t> cuKV,
 llvm::Expected<std::vector<PrefillWorkItem>>
 partitionPagedPrefill(llvm::ArrayRef<int32_t> cuQ,
                       llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec,
-                      bool selfAttention) {
+                      bool rowsInCache) {
   if (llvm::Error error = checkOffsets("cu_seqlens_q", cuQ))
     return std::move(error);
   if (seqLens.size() + 1 != cuQ.size())
@@ -205,9 +205,11 @@ partitionPagedPrefill(llvm::ArrayRef<int32_t> cuQ,
         "prefill plan: {0} seq_lens for {1} requests (cu_seqlens_q has {2} "
         "entries)",
         seqLens.size(), cuQ.size() - 1, cuQ.size()));
-  // Self attention: the new rows are the last of the cached tokens. (Cross
-  // attention reads cached encoder outputs, unrelated to the query rows.)
-  for (size_t b = 0; b < seqLens.size() && selfAttention; ++b)
+  // Causal self attention: the new rows are the last of the cached tokens.
+  // (Without the causal mask, every row sees every key: FlashInfer's
+  // non-causal paged prefill takes more rows than keys, and cross
+  // attention reads cached encoder outputs unrelated to the rows.)
+  for (size_t b = 0; b < seqLens.size() && rowsInCache; ++b)
     if (seqLens[b] < cuQ[b + 1] - cuQ[b])
       return llvm::createStringError(llvm::formatv(
           "prefill plan: seq_lens[{0}] = {1} is below the request's {2} new "
@@ -350,10 +352,11 @@ PrefillKernel::planPaged(llvm::ArrayRef<int32_t> cuSeqlensQ,
   if (kernelSpec.kind != KernelKind::PagedPrefill)
     return llvm::createStringError(
         "prefill plan: the kernel reads contiguous k/v; use plan");
-  auto plan =
-      upload(partitionPagedPrefill(cuSeqlensQ, seqLens, kernelSpec,
-                                   prefillVariant.kind != AttentionKind::Cross),
-             cuSeqlensQ, ws, stream, forGraph);
+  auto plan = upload(
+      partitionPagedPrefill(cuSeqlensQ, seqLens, kernelSpec,
+                            prefillVariant.kind != AttentionKind::Cross &&
+                                prefillVariant.causal),
+      cuSeqlensQ, ws, stream, forGraph);
   if (plan)
     for (int32_t len : seqLens)
       plan->maxKVLen = std::max(plan->maxKVLen, len);

@@ -36,13 +36,14 @@ partitionPrefill(llvm::ArrayRef<int32_t> cuSeqlensQ,
                  llvm::ArrayRef<int32_t> cuSeqlensKV, const KernelSpec &spec);
 
 /// The same for a paged prefill over seqLens[b] cached tokens per request.
-/// In self attention request b's cu_seqlens_q[b+1] - cu_seqlens_q[b] new
-/// rows must be the last of them; cross attention reads cached encoder
-/// outputs of any length.
+/// In causal self attention (`rowsInCache`) request b's cu_seqlens_q[b+1] -
+/// cu_seqlens_q[b] new rows must be the last of them; without the causal
+/// mask (cross attention included) every row sees every cached key, and
+/// rows may outnumber them (docs/semantics.md, "Positions").
 llvm::Expected<std::vector<PrefillWorkItem>>
 partitionPagedPrefill(llvm::ArrayRef<int32_t> cuSeqlensQ,
                       llvm::ArrayRef<int32_t> seqLens, const KernelSpec &spec,
-                      bool selfAttention);
+                      bool rowsInCache);
 
 /// Split-KV for the sm_90a (wgmma) kernels: when the tiles times the q
 /// heads would leave some of the device's `residentCTAs` idle (a long
