@@ -315,18 +315,18 @@ def test_shared_prefix_wrappers_are_flashinfers(stage):
     """FlashInfer's two-level wrappers: a shared prefix in contiguous k/v
     (non-causal) and each request's pages, against the fp64 reference over
     the concatenated keys; causal append rows are causal within their own
-    pages only."""
+    pages only. Their begin_forward plans f16 queries, as FlashInfer's."""
     hq, hkv, d, page, prefix = 8, 2, 128, 16, 300
     lens = [37, 5, 130]
-    pc = Paged(lens, page, hkv, d, BF16, seed=51)
-    ks = randn((prefix, hkv, d), BF16, 52)
-    vs = randn((prefix, hkv, d), BF16, 53)
+    pc = Paged(lens, page, hkv, d, F16, seed=51)
+    ks = randn((prefix, hkv, d), F16, 52)
+    vs = randn((prefix, hkv, d), F16, 53)
     rows = [1] * 3 if stage == "decode" else [4, 5, 1]
     qo = torch.tensor([0] + list(_cumsum(rows)), dtype=torch.int32, device=DEV)
-    q = randn((sum(rows), hq, d), BF16, 54)
+    q = randn((sum(rows), hq, d), F16, 54)
     if stage == "decode":
         w = fi.BatchDecodeWithSharedPrefixPagedKVCacheWrapper(workspace(), "NHD")
-        w.begin_forward(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, data_type=BF16)
+        w.begin_forward(pc.indptr, pc.indices, pc.last, hq, hkv, d, page)
         out = w.forward(q, ks, vs, pc.cache)
     else:
         w = fi.BatchPrefillWithSharedPrefixPagedKVCacheWrapper(workspace(), "NHD")
@@ -338,7 +338,7 @@ def test_shared_prefix_wrappers_are_flashinfers(stage):
         kk, vv = torch.cat([ks, k]), torch.cat([vs, v])
         # Causal within the request's pages: the prefix is visible to all.
         ref = reference(q[r], kk, vv, causal=stage == "append")[0]
-        assert_close(out[r], ref, BF16, "shared prefix %s request %d" % (stage, b))
+        assert_close(out[r], ref, F16, "shared prefix %s request %d" % (stage, b))
 
 
 def test_non_causal_paged_prefill_takes_more_rows_than_keys():
