@@ -4009,10 +4009,11 @@ class _SharedPrefix:
         self._inner, self._kv_layout = inner, kv_layout
 
     def reset_workspace_buffer(self, float_workspace_buffer, int_workspace_buffer=None):
-        """Kept for FlashInfer's API: attn's workspace is its own."""
+        """Accepted for compatibility: attn owns its workspaces."""
+        self._inner.reset_workspace_buffer(float_workspace_buffer, int_workspace_buffer)
 
     def end_forward(self):
-        """Deprecated in FlashInfer; no effect."""
+        """Accepted for compatibility (nothing to release)."""
 
     def _merged(self, q, k_shared, v_shared, unique, sm_scale, rope_scale, rope_theta):
         out, lse = single_prefill_with_kv_cache(
