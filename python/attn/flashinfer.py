@@ -1586,10 +1586,11 @@ class _Wrapper:
         s = _runtime.stream_handle(stream, plan.device)
         return plan.rope.run_inputs(q, keys, self._kv_layout, s, plan.device, torch)
 
-    def _plan_rope(self, rope, q_pos, device, stream, k_pos=None, paged=None):
+    def _plan_rope(self, rope, q_pos, device, stream, k_pos=None, paged=None, fp8=None):
         """The plan's _Rope: positions of the query rows (``q_pos``) and of
         the keys (ragged ``k_pos``, or ``paged`` = (indptr, indices,
-        block_tables, lens, page_size)) as device tensors."""
+        block_tables, lens, page_size)) as device tensors; ``fp8``: the
+        paged cache's FP8 type, widened to q's in the rotated copy."""
         torch = _runtime.require_torch("pos_encoding_mode='ROPE_LLAMA'")
         dev = torch.device("cuda", device)
         with _runtime.torch_stream(stream, device):
@@ -1598,7 +1599,7 @@ class _Wrapper:
                 self._plan.rope = _Rope(*rope, q_t, k_pos=torch.tensor(k_pos, device=dev))
                 return
             pages, page_pos = _Rope.paged_positions(*paged, dev, torch)
-        self._plan.rope = _Rope(*rope, q_t, pages=pages, page_pos=page_pos)
+        self._plan.rope = _Rope(*rope, q_t, pages=pages, page_pos=page_pos, fp8=fp8)
 
     def _need_plan(self):
         if self._plan is None:
@@ -1871,7 +1872,7 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         hq, page_size, q_len, knobs = (variant.num_q_heads, variant.page_size,
                                        variant.query_len, variant.knobs)
         if rope:
-            _Rope.check_kv(variant, self)
+            variant, rope_fp8 = _Rope.cache_variant(variant)
         device, s = self._plan_device(stream, indptr, indices, last_page_len, block_tables)
         self._start_page_tables(device)
         if block_tables is not None:
@@ -1902,7 +1903,8 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
                            max_page_at=self._tables.max_page_at)
         if rope:
             self._plan_rope(rope, [n - q_len + i for n in lens for i in range(q_len)], device,
-                            s, paged=(indptr, indices, block_tables, lens, page_size))
+                            s, paged=(indptr, indices, block_tables, lens, page_size),
+                            fp8=rope_fp8)
         if knobs.alibi:
             self._alibi_ptr(hq, s)
             self._plan_alibi_rows([n - q_len for n in lens for _ in range(q_len)], s)
@@ -2682,7 +2684,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
              score_mod, mask_mod, custom, fixed_split_size, disable_split_kv), make)
         hq, page_size, knobs = variant.num_q_heads, variant.page_size, variant.knobs
         if rope:
-            _Rope.check_kv(variant, self)
+            variant, rope_fp8 = _Rope.cache_variant(variant)
         device, s = self._plan_device(stream, qo_indptr, paged_kv_indptr, paged_kv_indices)
         # The old plan goes first: its largest page id's place is in the
         # staging array the read below reuses.
@@ -2731,7 +2733,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
             # the staging array that fill_csr has since overwritten.
             q_pos = [n - r + i for r, n in zip(rows, lens) for i in range(r)]
             self._plan_rope(rope, q_pos, device, s, paged=(
-                paged_kv_indptr, paged_kv_indices, block_tables, lens, page_size))
+                paged_kv_indptr, paged_kv_indices, block_tables, lens, page_size), fp8=rope_fp8)
         if _has_alibi(knobs):
             self._alibi_ptr(hq, s)
             self._plan_alibi_rows(_alibi_offsets(cu_q, lens), s, self._alibi_capacity())
@@ -3791,13 +3793,16 @@ class _Rope:
     attention (FlashInfer fuses it; attn does not): each run() rotates a
     copy of q (row r at ``q_pos[r]``) and of the keys the plan reads, ragged
     rows at ``k_pos`` or cache pages ``pages`` whose first token sits at
-    ``page_pos`` (in a copy of the whole cache). Not under CUDA graphs (a
-    replan would leave a captured run with the old positions) nor with FP8
-    caches."""
+    ``page_pos`` (in a copy of the whole cache). An FP8 paged cache
+    (``fp8``) is copied in q's type, where each of its values is exact, and
+    the kernel reads that copy as a 16-bit cache (cache_variant). Not under
+    CUDA graphs (a replan would leave a captured run with the old
+    positions) nor over FP8 ragged k/v."""
 
-    def __init__(self, scale, theta, q_pos, k_pos=None, pages=None, page_pos=None):
+    def __init__(self, scale, theta, q_pos, k_pos=None, pages=None, page_pos=None, fp8=None):
         self.scale, self.theta = scale, theta
         self.q_pos, self.k_pos, self.pages, self.page_pos = q_pos, k_pos, pages, page_pos
+        self.fp8 = fp8
 
     @staticmethod
     def plan(pos_encoding_mode, rope_scale, rope_theta, wrapper):
@@ -3813,10 +3818,23 @@ class _Rope:
 
     @staticmethod
     def check_kv(variant, wrapper):
+        """Ragged k/v: 16-bit only (a paged FP8 cache is widened instead)."""
         kv = variant.kv_type or variant.q_type
         if kv in _t.FP8_DTYPES:
             raise NotImplementedError("%s: pos_encoding_mode='ROPE_LLAMA': attn rotates "
-                                      "16-bit keys only (kv_data_type %s)" % (wrapper._what, kv))
+                                      "16-bit ragged keys only (kv_data_type %s)"
+                                      % (wrapper._what, kv))
+
+    @staticmethod
+    def cache_variant(variant):
+        """(the variant the kernel runs, the FP8 type run() widens or None):
+        over an FP8 paged cache, the same variant over a cache of q's type
+        (its k/v scales then fold in as FlashInfer's 16-bit scales do)."""
+        kv = variant.kv_type or variant.q_type
+        if kv not in _t.FP8_DTYPES:
+            return variant, None
+        widened = None if isinstance(variant, PrefillVariant) else variant.q_type
+        return dataclasses.replace(variant, kv_type=widened), kv
 
     def run_inputs(self, q, keys, layout, stream, device, torch):
         """Rotated copies of q and of ``keys`` (ragged k, or a paged cache)
@@ -3825,7 +3843,7 @@ class _Rope:
             q = self.rotate_q(q, torch)
             if self.pages is None:
                 return q, self.rotate_ragged(keys, torch)
-            return q, self.rotate_cache(keys, layout, torch)
+            return q, self.rotate_cache(keys, layout, q.dtype, torch)
 
     @staticmethod
     def paged_positions(indptr, indices, block_tables, lens, page_size, device, torch):
@@ -3866,22 +3884,31 @@ class _Rope:
         out[:n] = _rope_llama(k[:n], self.k_pos[:, None], self.scale, self.theta, torch)
         return out
 
-    def rotate_cache(self, cache, layout, torch):
+    def rotate_cache(self, cache, layout, dtype, torch):
         """A copy of ``cache`` (a [pages, 2, ...] tensor or a (k, v) pair)
-        with the planned pages' keys rotated."""
+        with the planned pages' keys rotated; an FP8 cache copied in
+        ``dtype`` (q's), v included."""
         cache = _with_page_dim(cache, layout)
+
+        def copy(t):
+            if self.fp8 is None:
+                return t.clone()
+            if t.dtype != getattr(torch, self.fp8):
+                raise TypeError("paged_kv_cache: expected dtype %s (the plan's kv_data_type), "
+                                "got %s" % (self.fp8, t.dtype))
+            return t.to(dtype)
         if isinstance(cache, (tuple, list)):
-            k, v = cache
-            out_k = k.clone()
+            out_k, v = copy(cache[0]), cache[1]
+            out = (out_k, v if self.fp8 is None else copy(v))
         else:
-            out = cache.clone()
-            k, out_k, v = cache[:, 0], out[:, 0], None
-        page = k.shape[1] if layout == "NHD" else k.shape[2]
-        pos = self.page_pos[:, None] + torch.arange(page, device=k.device)
+            out = copy(cache)
+            out_k = out[:, 0]
+        page = out_k.shape[1] if layout == "NHD" else out_k.shape[2]
+        pos = self.page_pos[:, None] + torch.arange(page, device=out_k.device)
         # NHD pages are [page, heads, dim], HND [heads, page, dim].
         pos = pos[:, :, None] if layout == "NHD" else pos[:, None, :]
-        out_k[self.pages] = _rope_llama(k[self.pages], pos, self.scale, self.theta, torch)
-        return (out_k, v) if v is not None else out
+        out_k[self.pages] = _rope_llama(out_k[self.pages], pos, self.scale, self.theta, torch)
+        return out
 
 
 def _single_prefill(q, k, v, what, causal, kv_layout, pos_encoding_mode, sm_scale,

@@ -10,6 +10,7 @@ and the compile progress line.
 """
 import copy
 import ctypes
+import dataclasses
 import gc
 import math
 import os
@@ -381,10 +382,11 @@ def test_decode_plan_argument_errors():
     with pytest.raises(ValueError, match=r"num_qo_heads \(12\) must be a multiple of "
                                          r"num_kv_heads \(8\)"):
         w.plan(ip, idx, last, 12, 8, 128, 16)
-    with pytest.raises(NotImplementedError, match="ROPE_LLAMA': attn rotates 16-bit keys "
-                                                  "only"):
-        w.plan(ip, idx, last, 32, 8, 128, 16, pos_encoding_mode="ROPE_LLAMA",
-               kv_data_type="float8_e4m3fn")
+    with pytest.raises(NotImplementedError, match="ROPE_LLAMA': attn rotates 16-bit ragged "
+                                                  "keys only"):
+        fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD").plan(
+            [0, 4], [0, 4], 32, 8, 128, pos_encoding_mode="ROPE_LLAMA",
+            kv_data_type="float8_e4m3fn")
     with pytest.raises(NotImplementedError, match="q_data_type float8_e4m3fn"):
         w.plan(ip, idx, last, 32, 8, 128, 16, q_data_type="float8_e4m3fn")
     with pytest.raises(TypeError, match="kv_data_type: expected bfloat16"):
@@ -2428,14 +2430,30 @@ def test_rope_positions_and_rotated_cache_follow_the_page_table():
                 rows = out[p, t] if layout == "NHD" else out[p, :, t]
                 rows.copy_(fi._rope_llama(rows[None], base + t, 2.0, 5e4, torch)[0])
         return out
-    got_k, got_v = rope.rotate_cache((k, v), "NHD", torch)
+    got_k, got_v = rope.rotate_cache((k, v), "NHD", k.dtype, torch)
     assert torch.allclose(got_k, want(k, "NHD")) and got_v is v
     assert torch.equal(got_k[1], k[1])  # pages not read stay as they are
     hnd = k.transpose(1, 2).contiguous()
-    assert torch.allclose(rope.rotate_cache((hnd, v), "HND", torch)[0], want(hnd, "HND"))
+    assert torch.allclose(rope.rotate_cache((hnd, v), "HND", k.dtype, torch)[0], want(hnd, "HND"))
     both = torch.stack([k, v], dim=1)  # [pages, 2, page, heads, dim]
-    got = rope.rotate_cache(both, "NHD", torch)
+    got = rope.rotate_cache(both, "NHD", k.dtype, torch)
     assert torch.allclose(got[:, 0], want(k, "NHD")) and torch.equal(got[:, 1], v)
+    # An FP8 cache: copied in q's type (exact), v too, the keys rotated there.
+    rope.fp8 = "float8_e4m3fn"
+    k8, v8 = k.to(torch.float8_e4m3fn), v.to(torch.float8_e4m3fn)
+    got_k, got_v = rope.rotate_cache((k8, v8), "NHD", torch.bfloat16, torch)
+    assert got_k.dtype == got_v.dtype == torch.bfloat16
+    assert torch.equal(got_v, v8.to(torch.bfloat16))
+    assert torch.equal(got_k, want(k8.to(torch.bfloat16), "NHD"))
+    with pytest.raises(TypeError, match="paged_kv_cache: expected dtype float8_e4m3fn"):
+        rope.rotate_cache((k, v), "NHD", torch.bfloat16, torch)
+    for variant in (fi.DecodeVariant(q_type="bfloat16", kv_type="float8_e5m2"),
+                    fi.PrefillVariant(q_type="float16", kv_type="float8_e4m3fn", paged=True)):
+        widened, fp8 = fi._Rope.cache_variant(variant)
+        assert fp8 == variant.kv_type and (widened.kv_type or widened.q_type) == variant.q_type
+        assert dataclasses.replace(widened, kv_type=variant.kv_type) == variant
+    plain = fi.DecodeVariant(q_type="bfloat16", kv_type="bfloat16")
+    assert fi._Rope.cache_variant(plain) == (plain, None)
 
     class Graphed:
         _use_cuda_graph, _what = True, "BatchDecodeWithPagedKVCacheWrapper"

@@ -273,6 +273,39 @@ def test_rope_llama_in_the_batch_wrappers_is_flashinfers(layout):
         assert_close(out[rows], ref, BF16, "ROPE_LLAMA ragged prefill request %d" % b)
 
 
+@pytest.mark.parametrize("kv_dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_rope_llama_over_an_fp8_cache(kv_dtype):
+    """ROPE_LLAMA over an FP8 paged cache (decode and paged prefill): the
+    keys dequantized, rotated and attended in q's type, k/v scales as
+    FlashInfer's, against the fp64 reference over the rotated dequantized
+    keys; the cache itself is left as it was."""
+    hq, hkv, d, page = 8, 2, 128, 16
+    lens = [9, 300]
+    pc = Paged(lens, page, hkv, d, kv_dtype, seed=71, kv_scale=(0.5, 2.0))
+    before = pc.cache.clone()
+    q = randn((len(lens), hq, d), BF16, 72)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, pos_encoding_mode="ROPE_LLAMA",
+           q_data_type=BF16, kv_data_type=kv_dtype)
+    out = w.run(q, pc.cache, k_scale=0.5, v_scale=2.0)
+    for b, n in enumerate(lens):
+        k, v = pc.kv(b)
+        ref = reference(rope_ref(q[b:b + 1], n - 1), rope_ref(k, 0), v)[0]
+        assert_close(out[b:b + 1], ref, BF16, "ROPE_LLAMA over %s, decode %d" % (kv_dtype, b))
+    qo = torch.tensor([0, 4, 9], dtype=torch.int32, device=DEV)
+    qp = randn((9, hq, d), BF16, 73)
+    w = attn.BatchPrefillWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(qo, pc.indptr, pc.indices, pc.last, hq, hkv, d, page, causal=True,
+           pos_encoding_mode="ROPE_LLAMA", q_data_type=BF16, kv_data_type=kv_dtype)
+    out = w.run(qp, (pc.cache[:, 0], pc.cache[:, 1]), k_scale=0.5, v_scale=2.0)
+    for b, n in enumerate(lens):
+        r = slice(qo[b].item(), qo[b + 1].item())
+        k, v = pc.kv(b)
+        ref = reference(rope_ref(qp[r], n - (r.stop - r.start)), rope_ref(k, 0), v)[0]
+        assert_close(out[r], ref, BF16, "ROPE_LLAMA over %s, prefill %d" % (kv_dtype, b))
+    assert torch.equal(pc.cache.view(torch.uint8), before.view(torch.uint8)), "cache changed"
+
+
 def test_decode_tuple_cache_and_replan_to_a_larger_batch():
     hq, hkv, d, page = 8, 8, 64, 16
     w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
