@@ -1408,6 +1408,7 @@ class _Wrapper:
         self._alibi_rows = None  # per query row, kv_len - q_len of its request (_alibi_lse)
         self._sink_jit = False  # FlashInfer's AttentionSink jit_args (_sink_args)
         self._op_id = None  # run() as a custom op under torch.compile (_compile)
+        self._rope_graph = None  # ROPE_LLAMA's positions a captured run() reads (_RopeGraph)
         _compile.register(self)
 
     def _check_cache_pages(self, plan, num_pages):
@@ -1599,7 +1600,13 @@ class _Wrapper:
                 self._plan.rope = _Rope(*rope, q_t, k_pos=torch.tensor(k_pos, device=dev))
                 return
             pages, page_pos = _Rope.paged_positions(*paged, dev, torch)
-        self._plan.rope = _Rope(*rope, q_t, pages=pages, page_pos=page_pos, fp8=fp8)
+            graph = None
+            if self._use_cuda_graph:
+                if self._rope_graph is None:
+                    self._rope_graph = _RopeGraph()
+                graph = self._rope_graph
+                graph.set(q_t, pages, page_pos, torch)
+        self._plan.rope = _Rope(*rope, q_t, pages=pages, page_pos=page_pos, fp8=fp8, graph=graph)
 
     def _need_plan(self):
         if self._plan is None:
@@ -3799,20 +3806,21 @@ class _Rope:
     CUDA graphs (a replan would leave a captured run with the old
     positions) nor over FP8 ragged k/v."""
 
-    def __init__(self, scale, theta, q_pos, k_pos=None, pages=None, page_pos=None, fp8=None):
+    def __init__(self, scale, theta, q_pos, k_pos=None, pages=None, page_pos=None, fp8=None,
+                 graph=None):
         self.scale, self.theta = scale, theta
         self.q_pos, self.k_pos, self.pages, self.page_pos = q_pos, k_pos, pages, page_pos
-        self.fp8 = fp8
+        self.fp8, self.graph = fp8, graph
 
     @staticmethod
     def plan(pos_encoding_mode, rope_scale, rope_theta, wrapper):
         """(rope params or None, the mode the kernel's knobs take)."""
         if _pos_mode(pos_encoding_mode) != "ROPE_LLAMA":
             return None, pos_encoding_mode
-        if wrapper._use_cuda_graph:
-            raise NotImplementedError("%s: pos_encoding_mode='ROPE_LLAMA': attn rotates q and "
-                                      "k before attention, which a CUDA graph "
-                                      "(use_cuda_graph) would replay at the captured positions"
+        if wrapper._use_cuda_graph and not isinstance(wrapper, BatchDecodeWithPagedKVCacheWrapper):
+            raise NotImplementedError("%s: pos_encoding_mode='ROPE_LLAMA' with use_cuda_graph: "
+                                      "attn rotates q and k before attention, at positions a "
+                                      "captured run keeps in the decode wrapper only"
                                       % wrapper._what)
         return _rope_params(rope_scale, rope_theta), "NONE"
 
@@ -3876,7 +3884,8 @@ class _Rope:
         return pages, pos
 
     def rotate_q(self, q, torch):
-        return _rope_llama(q, self.q_pos[:, None], self.scale, self.theta, torch)
+        pos = self.graph.q_pos if self.graph is not None else self.q_pos
+        return _rope_llama(q, pos[:, None], self.scale, self.theta, torch)
 
     def rotate_ragged(self, k, torch):
         n = self.k_pos.numel()
@@ -3904,11 +3913,63 @@ class _Rope:
             out = copy(cache)
             out_k = out[:, 0]
         page = out_k.shape[1] if layout == "NHD" else out_k.shape[2]
-        pos = self.page_pos[:, None] + torch.arange(page, device=out_k.device)
+        if self.graph is not None:
+            # Every page at its planned position (0 if not read): the same
+            # ops whatever the plan, as a captured run replays them.
+            first = self.graph.page_positions(out_k.shape[0], out_k.device, torch)
+        else:
+            first = self.page_pos
+        pos = first[:, None] + torch.arange(page, device=out_k.device)
         # NHD pages are [page, heads, dim], HND [heads, page, dim].
         pos = pos[:, :, None] if layout == "NHD" else pos[:, None, :]
-        out_k[self.pages] = _rope_llama(out_k[self.pages], pos, self.scale, self.theta, torch)
+        if self.graph is not None:
+            out_k.copy_(_rope_llama(out_k, pos, self.scale, self.theta, torch))
+        else:
+            out_k[self.pages] = _rope_llama(out_k[self.pages], pos, self.scale, self.theta,
+                                            torch)
         return out
+
+
+class _RopeGraph:
+    """ROPE_LLAMA's positions in a decode wrapper with use_cuda_graph:
+    tensors whose addresses a captured run() keeps, refilled in place by
+    each plan(): q's rows, and per cache size met, the first position of
+    every page (0 for pages the plan does not read: rotated too, never
+    read). Tables are kept for the wrapper's life, so that no captured run
+    reads a freed one."""
+
+    def __init__(self):
+        self.q_pos = self.pages = self.pos = None
+        self.tables = {}  # number of pages of a cache -> its position table
+
+    def set(self, q_pos, pages, pos, torch):
+        if self.q_pos is None or self.q_pos.shape != q_pos.shape:
+            self.q_pos = q_pos  # the fixed batch: one shape once planned
+        else:
+            self.q_pos.copy_(q_pos)
+        self.pages, self.pos = pages, pos
+        for table in self.tables.values():
+            self._fill(table)
+
+    def _fill(self, table):
+        if self.pages.numel() and int(self.pages.max().item()) >= table.numel():
+            table.zero_()  # this cache is not the one read: no position of it holds
+            return
+        table.zero_()
+        table[self.pages] = self.pos
+
+    def page_positions(self, num_pages, device, torch):
+        """The position table for a cache of ``num_pages`` (made at the
+        first run over such a cache, which must not be a capture)."""
+        table = self.tables.get(num_pages)
+        if table is None:
+            if _runtime.capturing():
+                raise RuntimeError("attn: pos_encoding_mode='ROPE_LLAMA' under CUDA graph "
+                                   "capture needs one run() with this cache before capturing")
+            table = torch.zeros(num_pages, dtype=torch.int64, device=device)
+            self.tables[num_pages] = table
+            self._fill(table)
+        return table
 
 
 def _single_prefill(q, k, v, what, causal, kv_layout, pos_encoding_mode, sm_scale,

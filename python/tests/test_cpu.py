@@ -2464,6 +2464,24 @@ def test_rope_positions_and_rotated_cache_follow_the_page_table():
     assert fi._Rope.plan("ALIBI", 2.0, None, Graphed()) == (None, "ALIBI")
 
 
+def test_rope_positions_under_graphs_are_refilled_in_place():
+    """A graph-mode decode wrapper's ROPE_LLAMA positions: every plan refills
+    the same tensors (a captured run keeps their addresses), one table per
+    cache size met, pages not read at 0."""
+    torch = pytest.importorskip("torch")
+    g = fi._RopeGraph()
+    g.set(torch.tensor([9, 40]), torch.tensor([3, 1]), torch.tensor([0, 16]), torch)
+    q_pos = g.q_pos
+    table = g.page_positions(6, torch.device("cpu"), torch)
+    assert table.tolist() == [0, 16, 0, 0, 0, 0]
+    g.set(torch.tensor([20, 5]), torch.tensor([5, 0, 2]), torch.tensor([0, 16, 32]), torch)
+    assert g.q_pos is q_pos and q_pos.tolist() == [20, 5]
+    assert g.page_positions(6, torch.device("cpu"), torch) is table
+    assert table.tolist() == [16, 0, 32, 0, 0, 0]
+    small = g.page_positions(4, torch.device("cpu"), torch)  # page 5 is not in it
+    assert small.tolist() == [0, 0, 0, 0] and g.tables[6] is table
+
+
 def test_block_sparse_rows_follow_m_and_r():
     assert fi._bsr_rows([0, 2, 3, 5], 40, 16) == [0, 16, 32, 40]
     assert fi._bsr_rows([0, 1, 2], 32, 16) == [0, 16, 32]

@@ -1050,6 +1050,37 @@ def test_decode_graph_replayed_after_replan():
 
 
 
+def test_rope_llama_decode_graph_replayed_after_replan():
+    """ROPE_LLAMA under use_cuda_graph (decode): a captured run rotates q and
+    the cache at the positions of the latest plan (kept in place)."""
+    hq, hkv, d, page, batch = 8, 2, 128, 16, 4
+    i32 = dict(dtype=torch.int32, device=DEV)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(
+        workspace(), "NHD", use_cuda_graph=True,
+        paged_kv_indptr_buffer=torch.empty(batch + 1, **i32),
+        paged_kv_indices_buffer=torch.empty(256, **i32),
+        paged_kv_last_page_len_buffer=torch.empty(batch, **i32), max_pages_per_request=32)
+    first = Paged([10, 50, 3, 100], page, hkv, d, BF16, seed=121, extra=40)
+    w.plan(first.indptr, first.indices, first.last, hq, hkv, d, page, q_data_type=BF16,
+           pos_encoding_mode="ROPE_LLAMA")
+    q_static = randn((batch, hq, d), BF16, 122)
+    out_static = torch.empty_like(q_static)
+    graph = _capture(lambda: w.run(q_static, first.cache, out=out_static))
+    for lens, seed in (([200, 7, 64, 1], 123), ([33, 90, 17, 250], 125)):
+        second = Paged(lens, page, hkv, d, BF16, seed=seed, extra=0)
+        first.cache[:second.cache.shape[0]].copy_(second.cache)
+        w.plan(second.indptr, second.indices, second.last, hq, hkv, d, page,
+               q_data_type=BF16, pos_encoding_mode="ROPE_LLAMA")
+        q_new = randn((batch, hq, d), BF16, seed + 1)
+        q_static.copy_(q_new)
+        graph.replay()
+        torch.cuda.synchronize()
+        for b, n in enumerate(lens):
+            k, v = second.kv(b)
+            ref = reference(rope_ref(q_new[b:b + 1], n - 1), rope_ref(k, 0), v)[0]
+            assert_close(out_static[b:b + 1], ref, BF16, "replayed ROPE request %d" % b)
+
+
 def _capture(run):
     """A CUDA graph of ``run()``, warmed up first on a side stream (kernel
     created and planned outside the capture, as torch's docs ask)."""
