@@ -107,6 +107,7 @@ __all__ = [
     "BatchMLAPagedAttentionWrapper",
     "BatchAttentionWithAttentionSinkWrapper",
     "BlockSparseAttentionWrapper",
+    "VariableBlockSparseAttentionWrapper",
     "append_paged_kv_cache",
     "merge_state",
     "merge_state_in_place",
@@ -3242,6 +3243,134 @@ class BlockSparseAttentionWrapper:
         """Accepted for compatibility (nothing to release)."""
 
 
+class VariableBlockSparseAttentionWrapper:
+    """FlashInfer's block-sparse attention with blocks of any size, per KV
+    head: ``q`` [num_qo_heads, qo_len, head_dim] over ``k``/``v``
+    [num_kv_heads, kv_len, head_dim]; KV head h cuts the query rows into
+    blocks of ``block_row_sz[h]`` and the keys into blocks of
+    ``block_col_sz[h]``, and ``block_mask_map[h, r, c]`` says whether row
+    block r sees key block c. As FlashInfer's, a paged prefill: each (KV
+    head, row block) is a request of its rows (the q heads of that KV head
+    as its heads), its cache the listed keys as pages of one token, read in
+    place; keys not listed are never read, a row block that lists none
+    gives 0 (LSE -inf). ``causal`` is that prefill's (rows aligned to the
+    end of the row block's concatenated keys), as are ``logits_soft_cap``
+    and ``sm_scale``. Output and LSE in q's layout.
+    """
+
+    _what = "VariableBlockSparseAttentionWrapper"
+
+    def __init__(self, float_workspace_buffer=None, backend="auto"):
+        _check_backend(backend, self._what)
+        self._paged = BatchPrefillWithPagedKVCacheWrapper(float_workspace_buffer, "NHD")
+        self._shape = None  # (num_qo_heads, num_kv_heads, qo_len, kv_len) of the plan
+
+    def plan(self, block_mask_map, block_row_sz, block_col_sz, num_qo_heads, num_kv_heads,
+             head_dim, causal=False, pos_encoding_mode="NONE", use_fp16_qk_reduction=False,
+             logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None,
+             non_blocking=True, q_data_type="float16", kv_data_type=None, *, stream=None):
+        """Plans the blocks (host work and one upload, as the paged
+        prefill's plan())."""
+        self._shape = None
+        hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim)
+        torch = _runtime.require_torch("%s.plan()" % self._what)
+        rows = torch.as_tensor(block_row_sz).to("cpu", torch.int64)
+        cols = torch.as_tensor(block_col_sz).to("cpu", torch.int64)
+        mask = torch.as_tensor(block_mask_map).to("cpu").bool()
+        if rows.dim() != 2 or rows.shape[0] != hkv:
+            raise ValueError("block_row_sz: expected shape (num_kv_heads = %d, row blocks), "
+                             "got %s" % (hkv, tuple(rows.shape)))
+        if cols.dim() != 2 or cols.shape[0] != hkv:
+            raise ValueError("block_col_sz: expected shape (num_kv_heads = %d, key blocks), "
+                             "got %s" % (hkv, tuple(cols.shape)))
+        if tuple(mask.shape) != (hkv, rows.shape[1], cols.shape[1]):
+            raise ValueError("block_mask_map: expected shape %s, got %s"
+                             % ((hkv, rows.shape[1], cols.shape[1]), tuple(mask.shape)))
+        for name, sizes in (("block_row_sz", rows), ("block_col_sz", cols)):
+            if sizes.numel() and int(sizes.min()) < 1:
+                raise ValueError("%s: block sizes must be at least 1" % name)
+            if bool((sizes.sum(1) != sizes[0].sum()).any()):
+                raise ValueError("%s: every KV head's blocks must cover the same length, got "
+                                 "%s" % (name, sizes.sum(1).tolist()))
+        qo_indptr, kv_indptr, indices = _variable_blocks(mask, rows, cols, torch)
+        self._paged.plan(qo_indptr, kv_indptr, indices or [0], [1] * (len(kv_indptr) - 1),
+                         hq // hkv, 1, d, 1, causal=causal,
+                         pos_encoding_mode=pos_encoding_mode,
+                         use_fp16_qk_reduction=use_fp16_qk_reduction, sm_scale=sm_scale,
+                         logits_soft_cap=logits_soft_cap, rope_scale=rope_scale,
+                         rope_theta=rope_theta, q_data_type=q_data_type,
+                         kv_data_type=kv_data_type, non_blocking=non_blocking, stream=stream)
+        self._shape = (hq, hkv, int(rows[0].sum()), int(cols[0].sum()))
+
+    def run(self, q, k, v, out=None, lse=None, return_lse=False, enable_pdl=None, *,
+            stream=None):
+        """Attention of ``q`` [num_qo_heads, qo_len, head_dim] over the planned
+        blocks of ``k``/``v`` [num_kv_heads, kv_len, head_dim]: ``out`` like
+        q (and ``lse`` [num_qo_heads, qo_len], base 2, with
+        ``return_lse``)."""
+        if self._shape is None:
+            raise RuntimeError("%s: run() before plan()" % self._what)
+        hq, hkv, qo_len, kv_len = self._shape
+        torch = _runtime.require_torch("%s.run()" % self._what)
+        for name, x, heads, n in (("q", q, hq, qo_len), ("k", k, hkv, kv_len),
+                                  ("v", v, hkv, kv_len)):
+            if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[:2] != (heads, n):
+                raise ValueError("%s: expected a tensor of shape (%d, %d, head_dim), got %s"
+                                 % (name, heads, n, tuple(getattr(x, "shape", ()))
+                                    or type(x).__name__))
+        d, g = q.shape[2], hq // hkv
+        # Rows (h, token) with the group's q heads; keys as [pages, 1, 1, d].
+        rows = q.reshape(hkv, g, qo_len, d).transpose(1, 2).reshape(hkv * qo_len, g, d)
+        pages = tuple(x.reshape(hkv * kv_len, 1, 1, d) for x in (k, v))
+        res = self._paged.run(rows.contiguous(), pages, return_lse=return_lse,
+                              enable_pdl=enable_pdl, stream=stream)
+        o, l_ = res if return_lse else (res, None)
+        o = o.reshape(hkv, qo_len, g, d).transpose(1, 2).reshape(hq, qo_len, d)
+        if out is not None:
+            _check_like(out, o, "out")
+            out.copy_(o)
+            o = out
+        if not return_lse:
+            return o
+        l_ = l_.reshape(hkv, qo_len, g).transpose(1, 2).reshape(hq, qo_len)
+        if lse is not None:
+            _check_like(lse, l_, "lse")
+            lse.copy_(l_)
+            l_ = lse
+        return o, l_
+
+    def reset_workspace_buffer(self, float_workspace_buffer, int_workspace_buffer=None):
+        """Accepted for compatibility: attn owns its workspaces."""
+        self._paged.reset_workspace_buffer(float_workspace_buffer, int_workspace_buffer)
+
+
+def _variable_blocks(mask, rows, cols, torch):
+    """The paged prefill of variable blocks (VariableBlockSparseAttentionWrapper):
+    requests (KV head h, row block r) in that order, of block_row_sz[h, r]
+    rows; their keys the tokens of the listed key blocks, as one-token
+    pages of head h's keys (page h * kv_len + token). Returns (qo_indptr,
+    kv_indptr, page ids) as lists."""
+    kv_len = int(cols[0].sum())
+    qo_indptr = [0] + torch.cumsum(rows.flatten(), 0).tolist()
+    col_start = torch.cumsum(cols, 1) - cols  # [H, C]
+    lengths = (mask * cols[:, None, :]).sum(-1).flatten()  # [H * R]
+    kv_indptr = [0] + torch.cumsum(lengths, 0).tolist()
+    h_idx, _, c_idx = mask.nonzero(as_tuple=True)
+    size = cols[h_idx, c_idx]
+    base = h_idx * kv_len + col_start[h_idx, c_idx]
+    starts = torch.repeat_interleave(torch.cumsum(size, 0) - size, size)
+    ids = torch.repeat_interleave(base, size) + torch.arange(int(size.sum())) - starts
+    return qo_indptr, kv_indptr, ids.tolist()
+
+
+def _check_like(t, want, name):
+    """``t`` (a caller's out/lse) has ``want``'s shape, dtype and device."""
+    if tuple(t.shape) != tuple(want.shape) or t.dtype != want.dtype or t.device != want.device:
+        raise ValueError("%s: expected %s %s on %s, got %s %s on %s"
+                         % (name, tuple(want.shape), want.dtype, want.device, tuple(t.shape),
+                            t.dtype, t.device))
+
+
 def _mla_cache(cache, name, dtype, page_size, dims):
     """A [num_pages, page_size, dims] cache, possibly a view of a wider row
     (vLLM slices one [.., kv_lora_rank + rope] tensor in two): the last
@@ -4184,7 +4313,7 @@ def _submodules():
         "page": ("append_paged_kv_cache", "get_seq_lens", "get_batch_indices_positions"),
         "mla": ("BatchMLAPagedAttentionWrapper",),
         "attention": ("BatchAttentionWithAttentionSinkWrapper",),
-        "sparse": ("BlockSparseAttentionWrapper",),
+        "sparse": ("BlockSparseAttentionWrapper", "VariableBlockSparseAttentionWrapper"),
         "quantization": ("packbits", "segment_packbits"),
         "utils": ("get_alibi_slopes",),
     }

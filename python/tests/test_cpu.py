@@ -2482,6 +2482,34 @@ def test_rope_positions_under_graphs_are_refilled_in_place():
     assert small.tolist() == [0, 0, 0, 0] and g.tables[6] is table
 
 
+def test_variable_blocks_become_requests_of_one_token_pages():
+    """VariableBlockSparseAttentionWrapper's plan: requests (KV head, row
+    block), each reading the tokens of its listed key blocks as one-token
+    pages of its head's keys (FlashInfer's docstring example, then a
+    second head and an empty row block)."""
+    torch = pytest.importorskip("torch")
+    mask = torch.tensor([[[0, 0, 1], [1, 0, 1], [0, 1, 1]]], dtype=torch.bool)
+    rows, cols = torch.tensor([[1, 2, 3]]), torch.tensor([[3, 1, 2]])
+    assert fi._variable_blocks(mask, rows, cols, torch) == (
+        [0, 1, 3, 6], [0, 2, 7, 10], [4, 5, 0, 1, 2, 4, 5, 3, 4, 5])
+    mask2 = torch.cat([mask, torch.zeros(1, 3, 3, dtype=torch.bool)])
+    mask2[1, 2, 0] = True  # head 1: only its last row block, one key block
+    got = fi._variable_blocks(mask2, torch.cat([rows, torch.tensor([[4, 1, 1]])]),
+                              torch.cat([cols, torch.tensor([[4, 1, 1]])]), torch)
+    assert got[0] == [0, 1, 3, 6, 10, 11, 12]
+    assert got[1] == [0, 2, 7, 10, 10, 10, 14]
+    assert got[2][10:] == [6, 7, 8, 9]  # head 1's keys start at page kv_len = 6
+    w = fi.VariableBlockSparseAttentionWrapper(None)
+    with pytest.raises(ValueError, match="block_mask_map: expected shape"):
+        w.plan(mask[:, :2], rows, cols, 4, 1, 64)
+    with pytest.raises(ValueError, match="block_col_sz: every KV head's blocks"):
+        w.plan(mask2, torch.cat([rows, rows]), torch.cat([cols, torch.tensor([[1, 1, 1]])]),
+               4, 2, 64)
+    with pytest.raises(RuntimeError, match="run\\(\\) before plan\\(\\)"):
+        w.run(None, None, None)
+    assert fi.sparse.VariableBlockSparseAttentionWrapper is fi.VariableBlockSparseAttentionWrapper
+
+
 def test_block_sparse_rows_follow_m_and_r():
     assert fi._bsr_rows([0, 2, 3, 5], 40, 16) == [0, 16, 32, 40]
     assert fi._bsr_rows([0, 1, 2], 32, 16) == [0, 16, 32]

@@ -401,6 +401,51 @@ def test_non_causal_paged_prefill_takes_more_rows_than_keys():
                q_data_type=BF16)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_variable_block_sparse_is_flashinfers(causal):
+    """VariableBlockSparseAttentionWrapper against the fp64 reference over
+    each row block's listed keys (in order, rows aligned to their end when
+    causal); a row block that lists none gives 0."""
+    hq, hkv, d = 8, 2, 64
+    rows = torch.tensor([[5, 20, 7], [1, 30, 1]], dtype=torch.int32)
+    cols = torch.tensor([[16, 4, 30, 14], [1, 60, 1, 2]], dtype=torch.int32)
+    g = torch.Generator().manual_seed(81)
+    mask = torch.rand(2, 3, 4, generator=g) < 0.6
+    mask[1, 1, 1] = True
+    if causal:
+        mask[:, :, 1:3] = True  # as many keys as rows: causal rows must see one
+    else:
+        mask[0, 1] = False  # a row block with no keys
+    q = randn((hq, 32, d), BF16, 82)
+    k = randn((hkv, 64, d), BF16, 83)
+    v = randn((hkv, 64, d), BF16, 84)
+    w = fi.VariableBlockSparseAttentionWrapper(workspace())
+    w.plan(mask.to(DEV), rows.to(DEV), cols.to(DEV), hq, hkv, d, causal=causal,
+           q_data_type=BF16)
+    out, lse = w.run(q, k, v, return_lse=True)
+    group = hq // hkv
+    for h in range(hkv):
+        r0 = 0
+        cstart = [0] + torch.cumsum(cols[h], 0).tolist()
+        for r in range(rows.shape[1]):
+            n = int(rows[h, r])
+            keys = [t for c in range(cols.shape[1]) if mask[h, r, c]
+                    for t in range(cstart[c], cstart[c + 1])]
+            heads = slice(h * group, (h + 1) * group)
+            got = out[heads, r0:r0 + n].transpose(0, 1)
+            if not keys:
+                r0 += n
+                continue  # checked below: 0 and LSE -inf
+            kk = k[h, keys][:, None]
+            vv = v[h, keys][:, None]
+            ref = reference(q[heads, r0:r0 + n].transpose(0, 1), kk, vv, causal=causal)[0]
+            assert_close(got, ref, BF16, "head %d row block %d" % (h, r))
+            r0 += n
+    if not causal:
+        assert torch.equal(out[0:group, 5:25], torch.zeros_like(out[0:group, 5:25]))
+        assert torch.isneginf(lse[0:group, 5:25]).all()
+
+
 @pytest.mark.parametrize("layout", ["NHD", "HND"])
 def test_pages_of_one_token_without_the_page_dim(layout):
     """FlashInfer's caches of one-token pages may leave out the page dim:
