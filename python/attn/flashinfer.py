@@ -107,6 +107,7 @@ __all__ = [
     "BatchMLAPagedAttentionWrapper",
     "BatchAttentionWithAttentionSinkWrapper",
     "BlockSparseAttentionWrapper",
+    "VariableBlockSparseAttentionWrapper",
     "append_paged_kv_cache",
     "merge_state",
     "merge_state_in_place",
@@ -1408,6 +1409,7 @@ class _Wrapper:
         self._alibi_rows = None  # per query row, kv_len - q_len of its request (_alibi_lse)
         self._sink_jit = False  # FlashInfer's AttentionSink jit_args (_sink_args)
         self._op_id = None  # run() as a custom op under torch.compile (_compile)
+        self._rope_graph = None  # ROPE_LLAMA's positions a captured run() reads (_RopeGraph)
         _compile.register(self)
 
     def _check_cache_pages(self, plan, num_pages):
@@ -1586,10 +1588,11 @@ class _Wrapper:
         s = _runtime.stream_handle(stream, plan.device)
         return plan.rope.run_inputs(q, keys, self._kv_layout, s, plan.device, torch)
 
-    def _plan_rope(self, rope, q_pos, device, stream, k_pos=None, paged=None):
+    def _plan_rope(self, rope, q_pos, device, stream, k_pos=None, paged=None, fp8=None):
         """The plan's _Rope: positions of the query rows (``q_pos``) and of
         the keys (ragged ``k_pos``, or ``paged`` = (indptr, indices,
-        block_tables, lens, page_size)) as device tensors."""
+        block_tables, lens, page_size)) as device tensors; ``fp8``: the
+        paged cache's FP8 type, widened to q's in the rotated copy."""
         torch = _runtime.require_torch("pos_encoding_mode='ROPE_LLAMA'")
         dev = torch.device("cuda", device)
         with _runtime.torch_stream(stream, device):
@@ -1598,7 +1601,13 @@ class _Wrapper:
                 self._plan.rope = _Rope(*rope, q_t, k_pos=torch.tensor(k_pos, device=dev))
                 return
             pages, page_pos = _Rope.paged_positions(*paged, dev, torch)
-        self._plan.rope = _Rope(*rope, q_t, pages=pages, page_pos=page_pos)
+            graph = None
+            if self._use_cuda_graph:
+                if self._rope_graph is None:
+                    self._rope_graph = _RopeGraph()
+                graph = self._rope_graph
+                graph.set(q_t, pages, page_pos, torch)
+        self._plan.rope = _Rope(*rope, q_t, pages=pages, page_pos=page_pos, fp8=fp8, graph=graph)
 
     def _need_plan(self):
         if self._plan is None:
@@ -1871,7 +1880,7 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
         hq, page_size, q_len, knobs = (variant.num_q_heads, variant.page_size,
                                        variant.query_len, variant.knobs)
         if rope:
-            _Rope.check_kv(variant, self)
+            variant, rope_fp8 = _Rope.cache_variant(variant)
         device, s = self._plan_device(stream, indptr, indices, last_page_len, block_tables)
         self._start_page_tables(device)
         if block_tables is not None:
@@ -1902,7 +1911,8 @@ class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
                            max_page_at=self._tables.max_page_at)
         if rope:
             self._plan_rope(rope, [n - q_len + i for n in lens for i in range(q_len)], device,
-                            s, paged=(indptr, indices, block_tables, lens, page_size))
+                            s, paged=(indptr, indices, block_tables, lens, page_size),
+                            fp8=rope_fp8)
         if knobs.alibi:
             self._alibi_ptr(hq, s)
             self._plan_alibi_rows([n - q_len for n in lens for _ in range(q_len)], s)
@@ -2682,7 +2692,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
              score_mod, mask_mod, custom, fixed_split_size, disable_split_kv), make)
         hq, page_size, knobs = variant.num_q_heads, variant.page_size, variant.knobs
         if rope:
-            _Rope.check_kv(variant, self)
+            variant, rope_fp8 = _Rope.cache_variant(variant)
         device, s = self._plan_device(stream, qo_indptr, paged_kv_indptr, paged_kv_indices)
         # The old plan goes first: its largest page id's place is in the
         # staging array the read below reuses.
@@ -2731,7 +2741,7 @@ class BatchPrefillWithPagedKVCacheWrapper(_PrefillBase):
             # the staging array that fill_csr has since overwritten.
             q_pos = [n - r + i for r, n in zip(rows, lens) for i in range(r)]
             self._plan_rope(rope, q_pos, device, s, paged=(
-                paged_kv_indptr, paged_kv_indices, block_tables, lens, page_size))
+                paged_kv_indptr, paged_kv_indices, block_tables, lens, page_size), fp8=rope_fp8)
         if _has_alibi(knobs):
             self._alibi_ptr(hq, s)
             self._plan_alibi_rows(_alibi_offsets(cu_q, lens), s, self._alibi_capacity())
@@ -3231,6 +3241,134 @@ class BlockSparseAttentionWrapper:
 
     def end_forward(self):
         """Accepted for compatibility (nothing to release)."""
+
+
+class VariableBlockSparseAttentionWrapper:
+    """FlashInfer's block-sparse attention with blocks of any size, per KV
+    head: ``q`` [num_qo_heads, qo_len, head_dim] over ``k``/``v``
+    [num_kv_heads, kv_len, head_dim]; KV head h cuts the query rows into
+    blocks of ``block_row_sz[h]`` and the keys into blocks of
+    ``block_col_sz[h]``, and ``block_mask_map[h, r, c]`` says whether row
+    block r sees key block c. As FlashInfer's, a paged prefill: each (KV
+    head, row block) is a request of its rows (the q heads of that KV head
+    as its heads), its cache the listed keys as pages of one token, read in
+    place; keys not listed are never read, a row block that lists none
+    gives 0 (LSE -inf). ``causal`` is that prefill's (rows aligned to the
+    end of the row block's concatenated keys), as are ``logits_soft_cap``
+    and ``sm_scale``. Output and LSE in q's layout.
+    """
+
+    _what = "VariableBlockSparseAttentionWrapper"
+
+    def __init__(self, float_workspace_buffer=None, backend="auto"):
+        _check_backend(backend, self._what)
+        self._paged = BatchPrefillWithPagedKVCacheWrapper(float_workspace_buffer, "NHD")
+        self._shape = None  # (num_qo_heads, num_kv_heads, qo_len, kv_len) of the plan
+
+    def plan(self, block_mask_map, block_row_sz, block_col_sz, num_qo_heads, num_kv_heads,
+             head_dim, causal=False, pos_encoding_mode="NONE", use_fp16_qk_reduction=False,
+             logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None,
+             non_blocking=True, q_data_type="float16", kv_data_type=None, *, stream=None):
+        """Plans the blocks (host work and one upload, as the paged
+        prefill's plan())."""
+        self._shape = None
+        hq, hkv, d = _check_heads(num_qo_heads, num_kv_heads, head_dim)
+        torch = _runtime.require_torch("%s.plan()" % self._what)
+        rows = torch.as_tensor(block_row_sz).to("cpu", torch.int64)
+        cols = torch.as_tensor(block_col_sz).to("cpu", torch.int64)
+        mask = torch.as_tensor(block_mask_map).to("cpu").bool()
+        if rows.dim() != 2 or rows.shape[0] != hkv:
+            raise ValueError("block_row_sz: expected shape (num_kv_heads = %d, row blocks), "
+                             "got %s" % (hkv, tuple(rows.shape)))
+        if cols.dim() != 2 or cols.shape[0] != hkv:
+            raise ValueError("block_col_sz: expected shape (num_kv_heads = %d, key blocks), "
+                             "got %s" % (hkv, tuple(cols.shape)))
+        if tuple(mask.shape) != (hkv, rows.shape[1], cols.shape[1]):
+            raise ValueError("block_mask_map: expected shape %s, got %s"
+                             % ((hkv, rows.shape[1], cols.shape[1]), tuple(mask.shape)))
+        for name, sizes in (("block_row_sz", rows), ("block_col_sz", cols)):
+            if sizes.numel() and int(sizes.min()) < 1:
+                raise ValueError("%s: block sizes must be at least 1" % name)
+            if bool((sizes.sum(1) != sizes[0].sum()).any()):
+                raise ValueError("%s: every KV head's blocks must cover the same length, got "
+                                 "%s" % (name, sizes.sum(1).tolist()))
+        qo_indptr, kv_indptr, indices = _variable_blocks(mask, rows, cols, torch)
+        self._paged.plan(qo_indptr, kv_indptr, indices or [0], [1] * (len(kv_indptr) - 1),
+                         hq // hkv, 1, d, 1, causal=causal,
+                         pos_encoding_mode=pos_encoding_mode,
+                         use_fp16_qk_reduction=use_fp16_qk_reduction, sm_scale=sm_scale,
+                         logits_soft_cap=logits_soft_cap, rope_scale=rope_scale,
+                         rope_theta=rope_theta, q_data_type=q_data_type,
+                         kv_data_type=kv_data_type, non_blocking=non_blocking, stream=stream)
+        self._shape = (hq, hkv, int(rows[0].sum()), int(cols[0].sum()))
+
+    def run(self, q, k, v, out=None, lse=None, return_lse=False, enable_pdl=None, *,
+            stream=None):
+        """Attention of ``q`` [num_qo_heads, qo_len, head_dim] over the planned
+        blocks of ``k``/``v`` [num_kv_heads, kv_len, head_dim]: ``out`` like
+        q (and ``lse`` [num_qo_heads, qo_len], base 2, with
+        ``return_lse``)."""
+        if self._shape is None:
+            raise RuntimeError("%s: run() before plan()" % self._what)
+        hq, hkv, qo_len, kv_len = self._shape
+        torch = _runtime.require_torch("%s.run()" % self._what)
+        for name, x, heads, n in (("q", q, hq, qo_len), ("k", k, hkv, kv_len),
+                                  ("v", v, hkv, kv_len)):
+            if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[:2] != (heads, n):
+                raise ValueError("%s: expected a tensor of shape (%d, %d, head_dim), got %s"
+                                 % (name, heads, n, tuple(getattr(x, "shape", ()))
+                                    or type(x).__name__))
+        d, g = q.shape[2], hq // hkv
+        # Rows (h, token) with the group's q heads; keys as [pages, 1, 1, d].
+        rows = q.reshape(hkv, g, qo_len, d).transpose(1, 2).reshape(hkv * qo_len, g, d)
+        pages = tuple(x.reshape(hkv * kv_len, 1, 1, d) for x in (k, v))
+        res = self._paged.run(rows.contiguous(), pages, return_lse=return_lse,
+                              enable_pdl=enable_pdl, stream=stream)
+        o, l_ = res if return_lse else (res, None)
+        o = o.reshape(hkv, qo_len, g, d).transpose(1, 2).reshape(hq, qo_len, d)
+        if out is not None:
+            _check_like(out, o, "out")
+            out.copy_(o)
+            o = out
+        if not return_lse:
+            return o
+        l_ = l_.reshape(hkv, qo_len, g).transpose(1, 2).reshape(hq, qo_len)
+        if lse is not None:
+            _check_like(lse, l_, "lse")
+            lse.copy_(l_)
+            l_ = lse
+        return o, l_
+
+    def reset_workspace_buffer(self, float_workspace_buffer, int_workspace_buffer=None):
+        """Accepted for compatibility: attn owns its workspaces."""
+        self._paged.reset_workspace_buffer(float_workspace_buffer, int_workspace_buffer)
+
+
+def _variable_blocks(mask, rows, cols, torch):
+    """The paged prefill of variable blocks (VariableBlockSparseAttentionWrapper):
+    requests (KV head h, row block r) in that order, of block_row_sz[h, r]
+    rows; their keys the tokens of the listed key blocks, as one-token
+    pages of head h's keys (page h * kv_len + token). Returns (qo_indptr,
+    kv_indptr, page ids) as lists."""
+    kv_len = int(cols[0].sum())
+    qo_indptr = [0] + torch.cumsum(rows.flatten(), 0).tolist()
+    col_start = torch.cumsum(cols, 1) - cols  # [H, C]
+    lengths = (mask * cols[:, None, :]).sum(-1).flatten()  # [H * R]
+    kv_indptr = [0] + torch.cumsum(lengths, 0).tolist()
+    h_idx, _, c_idx = mask.nonzero(as_tuple=True)
+    size = cols[h_idx, c_idx]
+    base = h_idx * kv_len + col_start[h_idx, c_idx]
+    starts = torch.repeat_interleave(torch.cumsum(size, 0) - size, size)
+    ids = torch.repeat_interleave(base, size) + torch.arange(int(size.sum())) - starts
+    return qo_indptr, kv_indptr, ids.tolist()
+
+
+def _check_like(t, want, name):
+    """``t`` (a caller's out/lse) has ``want``'s shape, dtype and device."""
+    if tuple(t.shape) != tuple(want.shape) or t.dtype != want.dtype or t.device != want.device:
+        raise ValueError("%s: expected %s %s on %s, got %s %s on %s"
+                         % (name, tuple(want.shape), want.dtype, want.device, tuple(t.shape),
+                            t.dtype, t.device))
 
 
 def _mla_cache(cache, name, dtype, page_size, dims):
@@ -3791,32 +3929,49 @@ class _Rope:
     attention (FlashInfer fuses it; attn does not): each run() rotates a
     copy of q (row r at ``q_pos[r]``) and of the keys the plan reads, ragged
     rows at ``k_pos`` or cache pages ``pages`` whose first token sits at
-    ``page_pos`` (in a copy of the whole cache). Not under CUDA graphs (a
-    replan would leave a captured run with the old positions) nor with FP8
-    caches."""
+    ``page_pos`` (in a copy of the whole cache). An FP8 paged cache
+    (``fp8``) is copied in q's type, where each of its values is exact, and
+    the kernel reads that copy as a 16-bit cache (cache_variant). Not under
+    CUDA graphs (a replan would leave a captured run with the old
+    positions) nor over FP8 ragged k/v."""
 
-    def __init__(self, scale, theta, q_pos, k_pos=None, pages=None, page_pos=None):
+    def __init__(self, scale, theta, q_pos, k_pos=None, pages=None, page_pos=None, fp8=None,
+                 graph=None):
         self.scale, self.theta = scale, theta
         self.q_pos, self.k_pos, self.pages, self.page_pos = q_pos, k_pos, pages, page_pos
+        self.fp8, self.graph = fp8, graph
 
     @staticmethod
     def plan(pos_encoding_mode, rope_scale, rope_theta, wrapper):
         """(rope params or None, the mode the kernel's knobs take)."""
         if _pos_mode(pos_encoding_mode) != "ROPE_LLAMA":
             return None, pos_encoding_mode
-        if wrapper._use_cuda_graph:
-            raise NotImplementedError("%s: pos_encoding_mode='ROPE_LLAMA': attn rotates q and "
-                                      "k before attention, which a CUDA graph "
-                                      "(use_cuda_graph) would replay at the captured positions"
+        if wrapper._use_cuda_graph and not isinstance(wrapper, BatchDecodeWithPagedKVCacheWrapper):
+            raise NotImplementedError("%s: pos_encoding_mode='ROPE_LLAMA' with use_cuda_graph: "
+                                      "attn rotates q and k before attention, at positions a "
+                                      "captured run keeps in the decode wrapper only"
                                       % wrapper._what)
         return _rope_params(rope_scale, rope_theta), "NONE"
 
     @staticmethod
     def check_kv(variant, wrapper):
+        """Ragged k/v: 16-bit only (a paged FP8 cache is widened instead)."""
         kv = variant.kv_type or variant.q_type
         if kv in _t.FP8_DTYPES:
             raise NotImplementedError("%s: pos_encoding_mode='ROPE_LLAMA': attn rotates "
-                                      "16-bit keys only (kv_data_type %s)" % (wrapper._what, kv))
+                                      "16-bit ragged keys only (kv_data_type %s)"
+                                      % (wrapper._what, kv))
+
+    @staticmethod
+    def cache_variant(variant):
+        """(the variant the kernel runs, the FP8 type run() widens or None):
+        over an FP8 paged cache, the same variant over a cache of q's type
+        (its k/v scales then fold in as FlashInfer's 16-bit scales do)."""
+        kv = variant.kv_type or variant.q_type
+        if kv not in _t.FP8_DTYPES:
+            return variant, None
+        widened = None if isinstance(variant, PrefillVariant) else variant.q_type
+        return dataclasses.replace(variant, kv_type=widened), kv
 
     def run_inputs(self, q, keys, layout, stream, device, torch):
         """Rotated copies of q and of ``keys`` (ragged k, or a paged cache)
@@ -3825,7 +3980,7 @@ class _Rope:
             q = self.rotate_q(q, torch)
             if self.pages is None:
                 return q, self.rotate_ragged(keys, torch)
-            return q, self.rotate_cache(keys, layout, torch)
+            return q, self.rotate_cache(keys, layout, q.dtype, torch)
 
     @staticmethod
     def paged_positions(indptr, indices, block_tables, lens, page_size, device, torch):
@@ -3858,7 +4013,8 @@ class _Rope:
         return pages, pos
 
     def rotate_q(self, q, torch):
-        return _rope_llama(q, self.q_pos[:, None], self.scale, self.theta, torch)
+        pos = self.graph.q_pos if self.graph is not None else self.q_pos
+        return _rope_llama(q, pos[:, None], self.scale, self.theta, torch)
 
     def rotate_ragged(self, k, torch):
         n = self.k_pos.numel()
@@ -3866,22 +4022,83 @@ class _Rope:
         out[:n] = _rope_llama(k[:n], self.k_pos[:, None], self.scale, self.theta, torch)
         return out
 
-    def rotate_cache(self, cache, layout, torch):
+    def rotate_cache(self, cache, layout, dtype, torch):
         """A copy of ``cache`` (a [pages, 2, ...] tensor or a (k, v) pair)
-        with the planned pages' keys rotated."""
+        with the planned pages' keys rotated; an FP8 cache copied in
+        ``dtype`` (q's), v included."""
         cache = _with_page_dim(cache, layout)
+
+        def copy(t):
+            if self.fp8 is None:
+                return t.clone()
+            if t.dtype != getattr(torch, self.fp8):
+                raise TypeError("paged_kv_cache: expected dtype %s (the plan's kv_data_type), "
+                                "got %s" % (self.fp8, t.dtype))
+            return t.to(dtype)
         if isinstance(cache, (tuple, list)):
-            k, v = cache
-            out_k = k.clone()
+            out_k, v = copy(cache[0]), cache[1]
+            out = (out_k, v if self.fp8 is None else copy(v))
         else:
-            out = cache.clone()
-            k, out_k, v = cache[:, 0], out[:, 0], None
-        page = k.shape[1] if layout == "NHD" else k.shape[2]
-        pos = self.page_pos[:, None] + torch.arange(page, device=k.device)
+            out = copy(cache)
+            out_k = out[:, 0]
+        page = out_k.shape[1] if layout == "NHD" else out_k.shape[2]
+        if self.graph is not None:
+            # Every page at its planned position (0 if not read): the same
+            # ops whatever the plan, as a captured run replays them.
+            first = self.graph.page_positions(out_k.shape[0], out_k.device, torch)
+        else:
+            first = self.page_pos
+        pos = first[:, None] + torch.arange(page, device=out_k.device)
         # NHD pages are [page, heads, dim], HND [heads, page, dim].
         pos = pos[:, :, None] if layout == "NHD" else pos[:, None, :]
-        out_k[self.pages] = _rope_llama(k[self.pages], pos, self.scale, self.theta, torch)
-        return (out_k, v) if v is not None else out
+        if self.graph is not None:
+            out_k.copy_(_rope_llama(out_k, pos, self.scale, self.theta, torch))
+        else:
+            out_k[self.pages] = _rope_llama(out_k[self.pages], pos, self.scale, self.theta,
+                                            torch)
+        return out
+
+
+class _RopeGraph:
+    """ROPE_LLAMA's positions in a decode wrapper with use_cuda_graph:
+    tensors whose addresses a captured run() keeps, refilled in place by
+    each plan(): q's rows, and per cache size met, the first position of
+    every page (0 for pages the plan does not read: rotated too, never
+    read). Tables are kept for the wrapper's life, so that no captured run
+    reads a freed one."""
+
+    def __init__(self):
+        self.q_pos = self.pages = self.pos = None
+        self.tables = {}  # number of pages of a cache -> its position table
+
+    def set(self, q_pos, pages, pos, torch):
+        if self.q_pos is None or self.q_pos.shape != q_pos.shape:
+            self.q_pos = q_pos  # the fixed batch: one shape once planned
+        else:
+            self.q_pos.copy_(q_pos)
+        self.pages, self.pos = pages, pos
+        for table in self.tables.values():
+            self._fill(table)
+
+    def _fill(self, table):
+        if self.pages.numel() and int(self.pages.max().item()) >= table.numel():
+            table.zero_()  # this cache is not the one read: no position of it holds
+            return
+        table.zero_()
+        table[self.pages] = self.pos
+
+    def page_positions(self, num_pages, device, torch):
+        """The position table for a cache of ``num_pages`` (made at the
+        first run over such a cache, which must not be a capture)."""
+        table = self.tables.get(num_pages)
+        if table is None:
+            if _runtime.capturing():
+                raise RuntimeError("attn: pos_encoding_mode='ROPE_LLAMA' under CUDA graph "
+                                   "capture needs one run() with this cache before capturing")
+            table = torch.zeros(num_pages, dtype=torch.int64, device=device)
+            self.tables[num_pages] = table
+            self._fill(table)
+        return table
 
 
 def _single_prefill(q, k, v, what, causal, kv_layout, pos_encoding_mode, sm_scale,
@@ -4096,7 +4313,7 @@ def _submodules():
         "page": ("append_paged_kv_cache", "get_seq_lens", "get_batch_indices_positions"),
         "mla": ("BatchMLAPagedAttentionWrapper",),
         "attention": ("BatchAttentionWithAttentionSinkWrapper",),
-        "sparse": ("BlockSparseAttentionWrapper",),
+        "sparse": ("BlockSparseAttentionWrapper", "VariableBlockSparseAttentionWrapper"),
         "quantization": ("packbits", "segment_packbits"),
         "utils": ("get_alibi_slopes",),
     }

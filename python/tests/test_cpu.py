@@ -10,6 +10,7 @@ and the compile progress line.
 """
 import copy
 import ctypes
+import dataclasses
 import gc
 import math
 import os
@@ -381,10 +382,11 @@ def test_decode_plan_argument_errors():
     with pytest.raises(ValueError, match=r"num_qo_heads \(12\) must be a multiple of "
                                          r"num_kv_heads \(8\)"):
         w.plan(ip, idx, last, 12, 8, 128, 16)
-    with pytest.raises(NotImplementedError, match="ROPE_LLAMA': attn rotates 16-bit keys "
-                                                  "only"):
-        w.plan(ip, idx, last, 32, 8, 128, 16, pos_encoding_mode="ROPE_LLAMA",
-               kv_data_type="float8_e4m3fn")
+    with pytest.raises(NotImplementedError, match="ROPE_LLAMA': attn rotates 16-bit ragged "
+                                                  "keys only"):
+        fi.BatchPrefillWithRaggedKVCacheWrapper(None, "NHD").plan(
+            [0, 4], [0, 4], 32, 8, 128, pos_encoding_mode="ROPE_LLAMA",
+            kv_data_type="float8_e4m3fn")
     with pytest.raises(NotImplementedError, match="q_data_type float8_e4m3fn"):
         w.plan(ip, idx, last, 32, 8, 128, 16, q_data_type="float8_e4m3fn")
     with pytest.raises(TypeError, match="kv_data_type: expected bfloat16"):
@@ -2428,14 +2430,30 @@ def test_rope_positions_and_rotated_cache_follow_the_page_table():
                 rows = out[p, t] if layout == "NHD" else out[p, :, t]
                 rows.copy_(fi._rope_llama(rows[None], base + t, 2.0, 5e4, torch)[0])
         return out
-    got_k, got_v = rope.rotate_cache((k, v), "NHD", torch)
+    got_k, got_v = rope.rotate_cache((k, v), "NHD", k.dtype, torch)
     assert torch.allclose(got_k, want(k, "NHD")) and got_v is v
     assert torch.equal(got_k[1], k[1])  # pages not read stay as they are
     hnd = k.transpose(1, 2).contiguous()
-    assert torch.allclose(rope.rotate_cache((hnd, v), "HND", torch)[0], want(hnd, "HND"))
+    assert torch.allclose(rope.rotate_cache((hnd, v), "HND", k.dtype, torch)[0], want(hnd, "HND"))
     both = torch.stack([k, v], dim=1)  # [pages, 2, page, heads, dim]
-    got = rope.rotate_cache(both, "NHD", torch)
+    got = rope.rotate_cache(both, "NHD", k.dtype, torch)
     assert torch.allclose(got[:, 0], want(k, "NHD")) and torch.equal(got[:, 1], v)
+    # An FP8 cache: copied in q's type (exact), v too, the keys rotated there.
+    rope.fp8 = "float8_e4m3fn"
+    k8, v8 = k.to(torch.float8_e4m3fn), v.to(torch.float8_e4m3fn)
+    got_k, got_v = rope.rotate_cache((k8, v8), "NHD", torch.bfloat16, torch)
+    assert got_k.dtype == got_v.dtype == torch.bfloat16
+    assert torch.equal(got_v, v8.to(torch.bfloat16))
+    assert torch.equal(got_k, want(k8.to(torch.bfloat16), "NHD"))
+    with pytest.raises(TypeError, match="paged_kv_cache: expected dtype float8_e4m3fn"):
+        rope.rotate_cache((k, v), "NHD", torch.bfloat16, torch)
+    for variant in (fi.DecodeVariant(q_type="bfloat16", kv_type="float8_e5m2"),
+                    fi.PrefillVariant(q_type="float16", kv_type="float8_e4m3fn", paged=True)):
+        widened, fp8 = fi._Rope.cache_variant(variant)
+        assert fp8 == variant.kv_type and (widened.kv_type or widened.q_type) == variant.q_type
+        assert dataclasses.replace(widened, kv_type=variant.kv_type) == variant
+    plain = fi.DecodeVariant(q_type="bfloat16", kv_type="bfloat16")
+    assert fi._Rope.cache_variant(plain) == (plain, None)
 
     class Graphed:
         _use_cuda_graph, _what = True, "BatchDecodeWithPagedKVCacheWrapper"
@@ -2444,6 +2462,52 @@ def test_rope_positions_and_rotated_cache_follow_the_page_table():
     Graphed._use_cuda_graph = False
     assert fi._Rope.plan("rope_llama", 2.0, None, Graphed()) == ((2.0, 1e4), "NONE")
     assert fi._Rope.plan("ALIBI", 2.0, None, Graphed()) == (None, "ALIBI")
+
+
+def test_rope_positions_under_graphs_are_refilled_in_place():
+    """A graph-mode decode wrapper's ROPE_LLAMA positions: every plan refills
+    the same tensors (a captured run keeps their addresses), one table per
+    cache size met, pages not read at 0."""
+    torch = pytest.importorskip("torch")
+    g = fi._RopeGraph()
+    g.set(torch.tensor([9, 40]), torch.tensor([3, 1]), torch.tensor([0, 16]), torch)
+    q_pos = g.q_pos
+    table = g.page_positions(6, torch.device("cpu"), torch)
+    assert table.tolist() == [0, 16, 0, 0, 0, 0]
+    g.set(torch.tensor([20, 5]), torch.tensor([5, 0, 2]), torch.tensor([0, 16, 32]), torch)
+    assert g.q_pos is q_pos and q_pos.tolist() == [20, 5]
+    assert g.page_positions(6, torch.device("cpu"), torch) is table
+    assert table.tolist() == [16, 0, 32, 0, 0, 0]
+    small = g.page_positions(4, torch.device("cpu"), torch)  # page 5 is not in it
+    assert small.tolist() == [0, 0, 0, 0] and g.tables[6] is table
+
+
+def test_variable_blocks_become_requests_of_one_token_pages():
+    """VariableBlockSparseAttentionWrapper's plan: requests (KV head, row
+    block), each reading the tokens of its listed key blocks as one-token
+    pages of its head's keys (FlashInfer's docstring example, then a
+    second head and an empty row block)."""
+    torch = pytest.importorskip("torch")
+    mask = torch.tensor([[[0, 0, 1], [1, 0, 1], [0, 1, 1]]], dtype=torch.bool)
+    rows, cols = torch.tensor([[1, 2, 3]]), torch.tensor([[3, 1, 2]])
+    assert fi._variable_blocks(mask, rows, cols, torch) == (
+        [0, 1, 3, 6], [0, 2, 7, 10], [4, 5, 0, 1, 2, 4, 5, 3, 4, 5])
+    mask2 = torch.cat([mask, torch.zeros(1, 3, 3, dtype=torch.bool)])
+    mask2[1, 2, 0] = True  # head 1: only its last row block, one key block
+    got = fi._variable_blocks(mask2, torch.cat([rows, torch.tensor([[4, 1, 1]])]),
+                              torch.cat([cols, torch.tensor([[4, 1, 1]])]), torch)
+    assert got[0] == [0, 1, 3, 6, 10, 11, 12]
+    assert got[1] == [0, 2, 7, 10, 10, 10, 14]
+    assert got[2][10:] == [6, 7, 8, 9]  # head 1's keys start at page kv_len = 6
+    w = fi.VariableBlockSparseAttentionWrapper(None)
+    with pytest.raises(ValueError, match="block_mask_map: expected shape"):
+        w.plan(mask[:, :2], rows, cols, 4, 1, 64)
+    with pytest.raises(ValueError, match="block_col_sz: every KV head's blocks"):
+        w.plan(mask2, torch.cat([rows, rows]), torch.cat([cols, torch.tensor([[1, 1, 1]])]),
+               4, 2, 64)
+    with pytest.raises(RuntimeError, match="run\\(\\) before plan\\(\\)"):
+        w.run(None, None, None)
+    assert fi.sparse.VariableBlockSparseAttentionWrapper is fi.VariableBlockSparseAttentionWrapper
 
 
 def test_block_sparse_rows_follow_m_and_r():

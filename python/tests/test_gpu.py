@@ -273,6 +273,39 @@ def test_rope_llama_in_the_batch_wrappers_is_flashinfers(layout):
         assert_close(out[rows], ref, BF16, "ROPE_LLAMA ragged prefill request %d" % b)
 
 
+@pytest.mark.parametrize("kv_dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_rope_llama_over_an_fp8_cache(kv_dtype):
+    """ROPE_LLAMA over an FP8 paged cache (decode and paged prefill): the
+    keys dequantized, rotated and attended in q's type, k/v scales as
+    FlashInfer's, against the fp64 reference over the rotated dequantized
+    keys; the cache itself is left as it was."""
+    hq, hkv, d, page = 8, 2, 128, 16
+    lens = [9, 300]
+    pc = Paged(lens, page, hkv, d, kv_dtype, seed=71, kv_scale=(0.5, 2.0))
+    before = pc.cache.clone()
+    q = randn((len(lens), hq, d), BF16, 72)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, pos_encoding_mode="ROPE_LLAMA",
+           q_data_type=BF16, kv_data_type=kv_dtype)
+    out = w.run(q, pc.cache, k_scale=0.5, v_scale=2.0)
+    for b, n in enumerate(lens):
+        k, v = pc.kv(b)
+        ref = reference(rope_ref(q[b:b + 1], n - 1), rope_ref(k, 0), v)[0]
+        assert_close(out[b:b + 1], ref, BF16, "ROPE_LLAMA over %s, decode %d" % (kv_dtype, b))
+    qo = torch.tensor([0, 4, 9], dtype=torch.int32, device=DEV)
+    qp = randn((9, hq, d), BF16, 73)
+    w = attn.BatchPrefillWithPagedKVCacheWrapper(workspace(), "NHD")
+    w.plan(qo, pc.indptr, pc.indices, pc.last, hq, hkv, d, page, causal=True,
+           pos_encoding_mode="ROPE_LLAMA", q_data_type=BF16, kv_data_type=kv_dtype)
+    out = w.run(qp, (pc.cache[:, 0], pc.cache[:, 1]), k_scale=0.5, v_scale=2.0)
+    for b, n in enumerate(lens):
+        r = slice(qo[b].item(), qo[b + 1].item())
+        k, v = pc.kv(b)
+        ref = reference(rope_ref(qp[r], n - (r.stop - r.start)), rope_ref(k, 0), v)[0]
+        assert_close(out[r], ref, BF16, "ROPE_LLAMA over %s, prefill %d" % (kv_dtype, b))
+    assert torch.equal(pc.cache.view(torch.uint8), before.view(torch.uint8)), "cache changed"
+
+
 def test_decode_tuple_cache_and_replan_to_a_larger_batch():
     hq, hkv, d, page = 8, 8, 64, 16
     w = attn.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
@@ -366,6 +399,51 @@ def test_non_causal_paged_prefill_takes_more_rows_than_keys():
     with pytest.raises(ValueError, match="12 query rows but 5 cached tokens"):
         w.plan(qo, pc.indptr, pc.indices, pc.last, hq, hkv, d, page, causal=True,
                q_data_type=BF16)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_variable_block_sparse_is_flashinfers(causal):
+    """VariableBlockSparseAttentionWrapper against the fp64 reference over
+    each row block's listed keys (in order, rows aligned to their end when
+    causal); a row block that lists none gives 0."""
+    hq, hkv, d = 8, 2, 64
+    rows = torch.tensor([[5, 20, 7], [1, 30, 1]], dtype=torch.int32)
+    cols = torch.tensor([[16, 4, 30, 14], [1, 60, 1, 2]], dtype=torch.int32)
+    g = torch.Generator().manual_seed(81)
+    mask = torch.rand(2, 3, 4, generator=g) < 0.6
+    mask[1, 1, 1] = True
+    if causal:
+        mask[:, :, 1:3] = True  # as many keys as rows: causal rows must see one
+    else:
+        mask[0, 1] = False  # a row block with no keys
+    q = randn((hq, 32, d), BF16, 82)
+    k = randn((hkv, 64, d), BF16, 83)
+    v = randn((hkv, 64, d), BF16, 84)
+    w = fi.VariableBlockSparseAttentionWrapper(workspace())
+    w.plan(mask.to(DEV), rows.to(DEV), cols.to(DEV), hq, hkv, d, causal=causal,
+           q_data_type=BF16)
+    out, lse = w.run(q, k, v, return_lse=True)
+    group = hq // hkv
+    for h in range(hkv):
+        r0 = 0
+        cstart = [0] + torch.cumsum(cols[h], 0).tolist()
+        for r in range(rows.shape[1]):
+            n = int(rows[h, r])
+            keys = [t for c in range(cols.shape[1]) if mask[h, r, c]
+                    for t in range(cstart[c], cstart[c + 1])]
+            heads = slice(h * group, (h + 1) * group)
+            got = out[heads, r0:r0 + n].transpose(0, 1)
+            if not keys:
+                r0 += n
+                continue  # checked below: 0 and LSE -inf
+            kk = k[h, keys][:, None]
+            vv = v[h, keys][:, None]
+            ref = reference(q[heads, r0:r0 + n].transpose(0, 1), kk, vv, causal=causal)[0]
+            assert_close(got, ref, BF16, "head %d row block %d" % (h, r))
+            r0 += n
+    if not causal:
+        assert torch.equal(out[0:group, 5:25], torch.zeros_like(out[0:group, 5:25]))
+        assert torch.isneginf(lse[0:group, 5:25]).all()
 
 
 @pytest.mark.parametrize("layout", ["NHD", "HND"])
@@ -1015,6 +1093,37 @@ def test_decode_graph_replayed_after_replan():
         w.plan(second.indptr[:3], second.indices, second.last[:2], hq, hkv, d, page,
                q_data_type=BF16)
 
+
+
+def test_rope_llama_decode_graph_replayed_after_replan():
+    """ROPE_LLAMA under use_cuda_graph (decode): a captured run rotates q and
+    the cache at the positions of the latest plan (kept in place)."""
+    hq, hkv, d, page, batch = 8, 2, 128, 16, 4
+    i32 = dict(dtype=torch.int32, device=DEV)
+    w = attn.BatchDecodeWithPagedKVCacheWrapper(
+        workspace(), "NHD", use_cuda_graph=True,
+        paged_kv_indptr_buffer=torch.empty(batch + 1, **i32),
+        paged_kv_indices_buffer=torch.empty(256, **i32),
+        paged_kv_last_page_len_buffer=torch.empty(batch, **i32), max_pages_per_request=32)
+    first = Paged([10, 50, 3, 100], page, hkv, d, BF16, seed=121, extra=40)
+    w.plan(first.indptr, first.indices, first.last, hq, hkv, d, page, q_data_type=BF16,
+           pos_encoding_mode="ROPE_LLAMA")
+    q_static = randn((batch, hq, d), BF16, 122)
+    out_static = torch.empty_like(q_static)
+    graph = _capture(lambda: w.run(q_static, first.cache, out=out_static))
+    for lens, seed in (([200, 7, 64, 1], 123), ([33, 90, 17, 250], 125)):
+        second = Paged(lens, page, hkv, d, BF16, seed=seed, extra=0)
+        first.cache[:second.cache.shape[0]].copy_(second.cache)
+        w.plan(second.indptr, second.indices, second.last, hq, hkv, d, page,
+               q_data_type=BF16, pos_encoding_mode="ROPE_LLAMA")
+        q_new = randn((batch, hq, d), BF16, seed + 1)
+        q_static.copy_(q_new)
+        graph.replay()
+        torch.cuda.synchronize()
+        for b, n in enumerate(lens):
+            k, v = second.kv(b)
+            ref = reference(rope_ref(q_new[b:b + 1], n - 1), rope_ref(k, 0), v)[0]
+            assert_close(out_static[b:b + 1], ref, BF16, "replayed ROPE request %d" % b)
 
 
 def _capture(run):
