@@ -3970,8 +3970,7 @@ class _Rope:
         kv = variant.kv_type or variant.q_type
         if kv not in _t.FP8_DTYPES:
             return variant, None
-        widened = None if isinstance(variant, PrefillVariant) else variant.q_type
-        return dataclasses.replace(variant, kv_type=widened), kv
+        return dataclasses.replace(variant, kv_type=variant.q_type), kv
 
     def run_inputs(self, q, keys, layout, stream, device, torch):
         """Rotated copies of q and of ``keys`` (ragged k, or a paged cache)
@@ -4115,12 +4114,23 @@ def _single_prefill(q, k, v, what, causal, kv_layout, pos_encoding_mode, sm_scal
     kv_len, hkv = k.shape[0], k.shape[1]
     if k.shape[2] != dqk:
         raise ValueError("%s: k's head_dim %d differs from q's %d" % (what, k.shape[2], dqk))
+    out_factor = None
     if _pos_mode(pos_encoding_mode) == "ROPE_LLAMA":
         # Rotated here, before attention (not fused): q at the positions
         # that end at the last key, k at 0..kv_len-1.
-        if k.dtype not in (torch.float16, torch.bfloat16):
+        if str(k.dtype).replace("torch.", "") in _t.FP8_DTYPES:
+            # Rotated in q's type, where every FP8 value is exact; the k/v
+            # scales then fold in as FlashInfer's 16-bit scales do.
+            if v.dtype != k.dtype:
+                raise TypeError("%s: v's dtype %s differs from k's %s" % (what, v.dtype, k.dtype))
+            factor, out_factor = _folded_scales(str(q.dtype).replace("torch.", ""), None,
+                                                k_scale, v_scale)
+            if factor != 1.0:
+                sm_scale = (dqk ** -0.5 if sm_scale is None else sm_scale) * factor
+            k, v, k_scale, v_scale = k.to(q.dtype), v.to(q.dtype), None, None
+        elif k.dtype not in (torch.float16, torch.bfloat16):
             raise NotImplementedError("%s: pos_encoding_mode='ROPE_LLAMA' with %s k/v: attn "
-                                      "rotates 16-bit keys only" % (what, k.dtype))
+                                      "rotates 16-bit or FP8 keys only" % (what, k.dtype))
         q = _rope_llama(q, kv_len - qo_len, rope_scale, rope_theta, torch)
         k = _rope_llama(k, 0, rope_scale, rope_theta, torch)
         pos_encoding_mode = "NONE"
@@ -4137,7 +4147,10 @@ def _single_prefill(q, k, v, what, causal, kv_layout, pos_encoding_mode, sm_scal
            pos_encoding_mode=pos_encoding_mode, window_left=window_left,
            logits_soft_cap=logits_soft_cap, sm_scale=sm_scale, q_data_type=q.dtype,
            kv_data_type=k.dtype)
-    return w.run(q, k, v, k_scale=k_scale, v_scale=v_scale, return_lse=return_lse)
+    got = w.run(q, k, v, k_scale=k_scale, v_scale=v_scale, return_lse=return_lse)
+    if out_factor is not None:
+        (got[0] if return_lse else got).mul_(out_factor)
+    return got
 
 
 def single_prefill_with_kv_cache(q, k, v, scale_q=None, scale_k=None, scale_v=None,
@@ -4157,7 +4170,7 @@ def single_prefill_with_kv_cache(q, k, v, scale_q=None, scale_k=None, scale_v=No
     lse [qo_len, num_qo_heads] in base 2. ``use_fp16_qk_reduction`` is
     accepted (attn reduces in f32). ``pos_encoding_mode='ROPE_LLAMA'``
     (``rope_scale``, ``rope_theta``) rotates copies of q and k first (not
-    fused; 16-bit k/v). Per-head FP8 scales (``scale_q``, ``scale_k``,
+    fused; FP8 k/v copied in q's type). Per-head FP8 scales (``scale_q``, ``scale_k``,
     ``scale_v``), another ``o_dtype`` and NVFP4 (``kv_cache_sf``) are
     refused."""
     what = "single_prefill_with_kv_cache"

@@ -2395,10 +2395,14 @@ def test_rope_llama_rotates_halves_by_position_as_flashinfer():
         fi._rope_llama(x[..., :15], 0, None, None, torch)
     with pytest.raises(ValueError, match="rope_theta"):
         fi._rope_llama(x, 0, None, -1.0, torch)
-    k8 = torch.zeros(16, 2, 64).to(torch.float8_e4m3fn)
-    with pytest.raises(NotImplementedError, match="ROPE_LLAMA' with torch.float8_e4m3fn"):
-        fi.single_prefill_with_kv_cache(torch.zeros(4, 8, 64, dtype=torch.bfloat16), k8, k8,
+    k32 = torch.zeros(16, 2, 64)  # FP8 k/v are widened to q's type; f32 ones are not
+    with pytest.raises(NotImplementedError, match="ROPE_LLAMA' with torch.float32"):
+        fi.single_prefill_with_kv_cache(torch.zeros(4, 8, 64, dtype=torch.bfloat16), k32, k32,
                                         pos_encoding_mode="ROPE_LLAMA")
+    k8 = k32.to(torch.float8_e4m3fn)
+    with pytest.raises(TypeError, match="v's dtype torch.bfloat16 differs"):
+        fi.single_prefill_with_kv_cache(torch.zeros(4, 8, 64, dtype=torch.bfloat16), k8,
+                                        k32.bfloat16(), pos_encoding_mode="ROPE_LLAMA")
 
 
 def test_rope_positions_and_rotated_cache_follow_the_page_table():

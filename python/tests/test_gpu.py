@@ -304,6 +304,20 @@ def test_rope_llama_over_an_fp8_cache(kv_dtype):
         ref = reference(rope_ref(qp[r], n - (r.stop - r.start)), rope_ref(k, 0), v)[0]
         assert_close(out[r], ref, BF16, "ROPE_LLAMA over %s, prefill %d" % (kv_dtype, b))
     assert torch.equal(pc.cache.view(torch.uint8), before.view(torch.uint8)), "cache changed"
+    # One request's FP8 k/v (single_decode / single_prefill), scales folded.
+    k8 = randn((200, hkv, d), BF16, 74).to(kv_dtype)
+    v8 = randn((200, hkv, d), BF16, 75).to(kv_dtype)
+    k, v = k8.float() * 0.5, v8.float() * 2.0
+    out = fi.single_decode_with_kv_cache(q[0], k8, v8, pos_encoding_mode="ROPE_LLAMA",
+                                         k_scale=0.5, v_scale=2.0)
+    ref = reference(rope_ref(q[:1], 199), rope_ref(k, 0), v)[0][0]
+    assert_close(out, ref, BF16, "ROPE_LLAMA single decode over %s" % kv_dtype)
+    out, lse = fi.single_prefill_with_kv_cache(qp, k8, v8, causal=True, return_lse=True,
+                                               pos_encoding_mode="ROPE_LLAMA", k_scale=0.5,
+                                               v_scale=2.0)
+    ref, ref_lse = reference(rope_ref(qp, 200 - 9), rope_ref(k, 0), v)
+    assert_close(out, ref, BF16, "ROPE_LLAMA single prefill over %s" % kv_dtype)
+    assert_lse(lse, ref_lse, "ROPE_LLAMA single prefill over %s" % kv_dtype)
 
 
 def test_decode_tuple_cache_and_replan_to_a_larger_batch():
