@@ -14,7 +14,10 @@ tiny problems so the GPU never holds the host back) of:
 and prints microseconds per call (median of 5 repetitions). The C++ run()
 and the driver's empty launch are in `attn-bench jit` (docs/performance.md).
 
-    python3 bench/python_overhead.py [--json out.json]
+    python3 bench/python_overhead.py [--json out.json] [--profile]
+
+--profile: also prints where the host time of decode run() and of plan()
+of 64 requests (host indptr) goes (cProfile, top functions by own time).
 """
 import argparse
 import json
@@ -40,9 +43,26 @@ def per_call_us(fn, calls=2000, reps=5):
     return statistics.median(res)
 
 
+def profile(what, fn, calls):
+    """Prints the functions that take the most own time over ``calls``."""
+    import cProfile
+    import pstats
+    fn()
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    torch.cuda.synchronize()
+    print("--- %s: %d calls" % (what, calls))
+    pstats.Stats(prof).sort_stats("tottime").print_stats(22)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json")
+    ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("python_overhead: no CUDA GPU; nothing run", file=sys.stderr)
@@ -112,6 +132,18 @@ def main():
     figures["prefill_plan_64_host_indptr_us"] = per_call_us(
         lambda: pw.plan(qo64_h, indptr64_h, indices64, last64_h, hq, hkv, d, page, causal=True,
                         q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16), calls=200)
+
+    if args.profile:
+        profile("decode plan(), 64 requests, host indptr",
+                lambda: w.plan(indptr64_h, indices64, last64_h, hq, hkv, d, page,
+                               q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16), 500)
+        w.plan(indptr, indices, last, hq, hkv, d, page, q_data_type=torch.bfloat16,
+               kv_data_type=torch.bfloat16)
+        profile("decode run()", lambda: w.run(q, cache, out=out), 5000)
+        profile("paged prefill plan(), 64 requests, host indptr",
+                lambda: pw.plan(qo64_h, indptr64_h, indices64, last64_h, hq, hkv, d, page,
+                                causal=True, q_data_type=torch.bfloat16,
+                                kv_data_type=torch.bfloat16), 500)
 
     x = torch.zeros(1, device=dev)
     figures["torch_add_us"] = per_call_us(lambda: x.add_(1))
