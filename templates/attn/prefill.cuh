@@ -218,13 +218,9 @@ __device__ __forceinline__ void prefillKernel(const PrefillParams &p) {
   const int lastPos = firstPos + tileTokens - 1;
   // Keys any row of this tile can see; tiles outside are skipped.
   int kvEnd = work.kvLen, kvBegin = 0;
-  if constexpr (Config::kCausal)
-    kvEnd = max(0, min(kvEnd, lastPos + 1));
-  if constexpr (Config::kSlidingWindow)
-    kvBegin = max(0, firstPos - p.windowLeft) / kBlockN * kBlockN;
-  Variant<Config>::template narrowKeys<kBlockN>(kvBegin, kvEnd, work.request,
-                                                firstPos, lastPos, qHead,
-                                                qHead + kRowsPerToken - 1);
+  Variant<Config>::template visibleKeys<kBlockN>(
+      kvBegin, kvEnd, work.request, firstPos, lastPos, qHead,
+      qHead + kRowsPerToken - 1, p.windowLeft);
   const int numTiles =
       kvEnd > kvBegin ? (kvEnd - kvBegin + kBlockN - 1) / kBlockN : 0;
 

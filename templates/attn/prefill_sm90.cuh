@@ -606,14 +606,9 @@ template <class Config, bool kPersistent> struct Sm90Work {
     // A split reads its own keys (multiples of kBlockN: tiles stay where
     // the whole tile's would be, and so do their masks).
     int kvEnd = min(it.work.kvLen, src.keyEnd), kvBegin = src.keyBegin;
-    if constexpr (Config::kCausal)
-      kvEnd = max(0, min(kvEnd, lastPos + 1));
-    if constexpr (Config::kSlidingWindow)
-      kvBegin =
-          max(kvBegin, max(0, it.firstPos - p.windowLeft) / kBlockN * kBlockN);
-    Variant<Config>::template narrowKeys<kBlockN>(
+    Variant<Config>::template visibleKeys<kBlockN>(
         kvBegin, kvEnd, it.work.request, it.firstPos, lastPos, it.qHead,
-        it.qHead + kRowsPerToken - 1);
+        it.qHead + kRowsPerToken - 1, p.windowLeft);
     it.kvBegin = kvBegin;
     it.numTiles =
         kvEnd > kvBegin ? (kvEnd - kvBegin + kBlockN - 1) / kBlockN : 0;

@@ -348,6 +348,24 @@ template <class Config> struct Variant {
     }
   }
 
+  /// \brief The keys [kvBegin, kvEnd) that a CTA whose queries sit at
+  /// positions [firstPos, lastPos] (q heads [qHeadLo, qHeadHi] of
+  /// `request`) can see, in whole `kTile`-key tiles from kvBegin (a
+  /// multiple of kTile): causal ends them after lastPos, a window starts
+  /// them at the tile of firstPos - windowLeft, and a mask_mod drops the
+  /// tiles it proves hidden (narrowKeys). Both prefill templates' tiles.
+  template <int kTile>
+  __device__ static __forceinline__ void
+  visibleKeys(int &kvBegin, int &kvEnd, int request, int firstPos, int lastPos,
+              int qHeadLo, int qHeadHi, int windowLeft) {
+    if constexpr (Config::kCausal)
+      kvEnd = max(0, min(kvEnd, lastPos + 1));
+    if constexpr (Config::kSlidingWindow)
+      kvBegin = max(kvBegin, max(0, firstPos - windowLeft) / kTile * kTile);
+    narrowKeys<kTile>(kvBegin, kvEnd, request, firstPos, lastPos, qHeadLo,
+                      qHeadHi);
+  }
+
   /// \brief Whether the mask_mod may hide a key in [firstKey, lastKey] from
   /// a query at [firstPos, lastPos] of q head `qHead` (then the tile needs
   /// the per-element mask); false without a mask_mod.
