@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "attn/runtime/kernels/Decode.h"
+#include "templates/attn/decode_layout.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -90,10 +91,7 @@ llvm::Expected<DecodePartition> partitionDecode(llvm::ArrayRef<int32_t> seqLens,
     return llvm::createStringError("decode plan: the batch is empty");
   // The first key any query of a request can see.
   auto firstKey = [&](int32_t len) -> int {
-    if (!windowLeft)
-      return 0;
-    int first = std::max(0, len - spec.queryLen - *windowLeft);
-    return first / 16 * 16;
+    return windowLeft ? decodeFirstKey(len, spec.queryLen, *windowLeft) : 0;
   };
   int maxVisible = 0;
   for (size_t b = 0; b < seqLens.size(); ++b) {

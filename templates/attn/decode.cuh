@@ -700,7 +700,7 @@ __device__ __forceinline__ void decodeKernel(const DecodeParams &p) {
       // The request's first key as the planner computed it (DecodePlan.cpp).
       int lo = 0, hi = seqLen;
       if constexpr (Config::kSlidingWindow)
-        lo = max(0, seqLen - Config::kQueryLen - p.windowLeft) / 16 * 16;
+        lo = decodeFirstKey(seqLen, Config::kQueryLen, p.windowLeft);
       narrow(lo, hi);
       constexpr int kGranule = Tr::kTileTokens * kWarps;
       int chunk =

@@ -34,6 +34,16 @@ constexpr int decodeQBytes(int headDim, int rowTiles) {
   return kDecodeTileRows * rowTiles * decodeDimPad(headDim) * 2;
 }
 
+/// The first key any query of a decode request of `seqLen` cached tokens
+/// (its `queryLen` new ones last) can see under a window of `windowLeft`,
+/// rounded down to a 16-token tile: where the planner's split starts
+/// (runtime/kernels/DecodePlan.cpp) and where a kernel that narrows a
+/// split request's keys again takes it from (decode.cuh).
+constexpr int decodeFirstKey(int seqLen, int queryLen, int windowLeft) {
+  const int first = seqLen - queryLen - windowLeft;
+  return first > 0 ? first / kDecodeTileTokens * kDecodeTileTokens : 0;
+}
+
 /// Lanes that hold one K/V row of the CUDA-core path, 16 bytes each.
 constexpr int decodeSimtLanes(int headDim, int kvBytes) {
   return headDim * kvBytes / 16;
