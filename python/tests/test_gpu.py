@@ -1070,26 +1070,25 @@ def test_cascade_shared_prefix_prefill_level_by_level():
 # --- graphs, streams, foreign arrays -------------------------------------------------------
 
 
-def test_decode_graph_replayed_after_replan():
-    hq, hkv, d, page, batch = 8, 2, 128, 16, 4
+def _graph_decode_wrapper(batch, num_indices, max_pages):
+    """A decode wrapper in CUDA-graph mode for ``batch`` requests (NHD)."""
     i32 = dict(dtype=torch.int32, device=DEV)
-    w = attn.BatchDecodeWithPagedKVCacheWrapper(
+    return attn.BatchDecodeWithPagedKVCacheWrapper(
         workspace(), "NHD", use_cuda_graph=True,
         paged_kv_indptr_buffer=torch.empty(batch + 1, **i32),
-        paged_kv_indices_buffer=torch.empty(256, **i32),
-        paged_kv_last_page_len_buffer=torch.empty(batch, **i32), max_pages_per_request=32)
+        paged_kv_indices_buffer=torch.empty(num_indices, **i32),
+        paged_kv_last_page_len_buffer=torch.empty(batch, **i32),
+        max_pages_per_request=max_pages)
+
+
+def test_decode_graph_replayed_after_replan():
+    hq, hkv, d, page, batch = 8, 2, 128, 16, 4
+    w = _graph_decode_wrapper(batch, 256, 32)
     first = Paged([10, 50, 3, 100], page, hkv, d, BF16, seed=111, extra=40)
     w.plan(first.indptr, first.indices, first.last, hq, hkv, d, page, q_data_type=BF16)
     q_static = randn((batch, hq, d), BF16, 112)
     out_static = torch.empty_like(q_static)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        w.run(q_static, first.cache, out=out_static)  # warm-up: kernel created and planned
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        w.run(q_static, first.cache, out=out_static)
+    graph = _capture(lambda: w.run(q_static, first.cache, out=out_static))
     # Re-plan a different batch (same size; new lengths and pages) into the
     # same cache buffer, then replay the captured run.
     second = Paged([200, 7, 64, 1], page, hkv, d, BF16, seed=113, extra=0)
@@ -1113,12 +1112,7 @@ def test_rope_llama_decode_graph_replayed_after_replan():
     """ROPE_LLAMA under use_cuda_graph (decode): a captured run rotates q and
     the cache at the positions of the latest plan (kept in place)."""
     hq, hkv, d, page, batch = 8, 2, 128, 16, 4
-    i32 = dict(dtype=torch.int32, device=DEV)
-    w = attn.BatchDecodeWithPagedKVCacheWrapper(
-        workspace(), "NHD", use_cuda_graph=True,
-        paged_kv_indptr_buffer=torch.empty(batch + 1, **i32),
-        paged_kv_indices_buffer=torch.empty(256, **i32),
-        paged_kv_last_page_len_buffer=torch.empty(batch, **i32), max_pages_per_request=32)
+    w = _graph_decode_wrapper(batch, 256, 32)
     first = Paged([10, 50, 3, 100], page, hkv, d, BF16, seed=121, extra=40)
     w.plan(first.indptr, first.indices, first.last, hq, hkv, d, page, q_data_type=BF16,
            pos_encoding_mode="ROPE_LLAMA")
@@ -1790,12 +1784,7 @@ def test_graph_mode_plan_checks_the_captured_cache():
     under use_cuda_graph, plan() checks the new ids against the cache the
     last run() read."""
     hq, hkv, d, page, batch = 8, 2, 128, 16, 2
-    i32 = dict(dtype=torch.int32, device=DEV)
-    w = attn.BatchDecodeWithPagedKVCacheWrapper(
-        workspace(), "NHD", use_cuda_graph=True,
-        paged_kv_indptr_buffer=torch.empty(batch + 1, **i32),
-        paged_kv_indices_buffer=torch.empty(64, **i32),
-        paged_kv_last_page_len_buffer=torch.empty(batch, **i32), max_pages_per_request=8)
+    w = _graph_decode_wrapper(batch, 64, 8)
     pc = Paged([17, 40], page, hkv, d, BF16, seed=209, extra=0)
     pages = pc.cache.shape[0]
     w.plan(pc.indptr, pc.indices, pc.last, hq, hkv, d, page, q_data_type=BF16)
