@@ -41,7 +41,7 @@ constexpr int decodeQBytes(int headDim, int rowTiles) {
 /// split request's keys again takes it from (decode.cuh).
 constexpr int decodeFirstKey(int seqLen, int queryLen, int windowLeft) {
   const int first = seqLen - queryLen - windowLeft;
-  return first > 0 ? first / kDecodeTileTokens * kDecodeTileTokens : 0;
+  return (first < 0 ? 0 : first) / kDecodeTileTokens * kDecodeTileTokens;
 }
 
 /// Lanes that hold one K/V row of the CUDA-core path, 16 bytes each.
