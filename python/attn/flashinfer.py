@@ -4118,12 +4118,12 @@ def _single_prefill(q, k, v, what, causal, kv_layout, pos_encoding_mode, sm_scal
     if _pos_mode(pos_encoding_mode) == "ROPE_LLAMA":
         # Rotated here, before attention (not fused): q at the positions
         # that end at the last key, k at 0..kv_len-1.
-        if str(k.dtype).replace("torch.", "") in _t.FP8_DTYPES:
+        if _t.dtype_name(k.dtype, "k") in _t.FP8_DTYPES:
             # Rotated in q's type, where every FP8 value is exact; the k/v
             # scales then fold in as FlashInfer's 16-bit scales do.
             if v.dtype != k.dtype:
                 raise TypeError("%s: v's dtype %s differs from k's %s" % (what, v.dtype, k.dtype))
-            factor, out_factor = _folded_scales(str(q.dtype).replace("torch.", ""), None,
+            factor, out_factor = _folded_scales(_t.dtype_name(q.dtype, "q"), None,
                                                 k_scale, v_scale)
             if factor != 1.0:
                 sm_scale = (dqk ** -0.5 if sm_scale is None else sm_scale) * factor
